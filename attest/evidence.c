@@ -1,0 +1,45 @@
+/* The evidence kind table and the dispatch by "kind". */
+#include <string.h>
+
+#include "kinds.h"
+#include "seclaunch/attest.h"
+
+/* Order matters for --tee auto: hardware TEE reports first, the TPM last. */
+static const sl_evidence_kind *const kinds[] = {
+	NULL,
+};
+
+const sl_evidence_kind *sl_evidence_kind_find(const char *name)
+{
+	for (size_t i = 0; kinds[i] != NULL; i++) {
+		if (strcmp(kinds[i]->name, name) == 0)
+			return kinds[i];
+	}
+	return NULL;
+}
+
+sl_err sl_evidence_collect(const char *kind, const sl_collect_opts *o, json_t **out)
+{
+	if (strcmp(kind, "auto") == 0) {
+		for (size_t i = 0; kinds[i] != NULL; i++) {
+			if (kinds[i]->available != NULL && kinds[i]->available(o))
+				return kinds[i]->collect(o, out);
+		}
+		return sl_err_set(SL_E_ATTEST, "--tee auto: no TEE or TPM found on this machine");
+	}
+	const sl_evidence_kind *k = sl_evidence_kind_find(kind);
+	if (k == NULL)
+		return sl_err_set(SL_E_USAGE, "--tee %s: unknown evidence kind", kind);
+	return k->collect(o, out);
+}
+
+sl_err sl_evidence_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *claims)
+{
+	const char *kind = json_string_value(json_object_get(ev, "kind"));
+	if (!json_is_object(ev) || kind == NULL)
+		return sl_err_set(SL_E_ATTEST_FORMAT, "evidence: missing string field \"kind\"");
+	const sl_evidence_kind *k = sl_evidence_kind_find(kind);
+	if (k == NULL)
+		return sl_err_set(SL_E_ATTEST_FORMAT, "evidence.kind: unknown kind '%.32s'", kind);
+	return k->verify(ev, o, claims);
+}

@@ -1,0 +1,88 @@
+/* Attestation evidence: collect and verify, one kind table, one claim set.
+ *
+ * Every verifier turns evidence into the same normalised claim set: a flat,
+ * sorted key -> string map (docs/claims.md). Policy evaluates claims only,
+ * never raw evidence. Evidence is a JSON object (docs/evidence.md) whose
+ * "kind" names its entry in the kind table.
+ */
+#ifndef SECLAUNCH_ATTEST_H
+#define SECLAUNCH_ATTEST_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "seclaunch/error.h"
+
+/* ---- claims ---------------------------------------------------------- */
+
+typedef struct sl_claims sl_claims;
+
+SL_MUST_USE sl_err sl_claims_new(sl_claims **out);
+void sl_claims_free(sl_claims *c);
+/* Sets key to value (replacing an earlier value). Keys are [a-z0-9._-]+. */
+SL_MUST_USE sl_err sl_claims_set(sl_claims *c, const char *key, const char *value);
+SL_MUST_USE sl_err sl_claims_setf(sl_claims *c, const char *key, const char *fmt, ...)
+	SL_PRINTF(3, 4);
+/* Sets key to the lower-case hex of len bytes. */
+SL_MUST_USE sl_err sl_claims_set_hex(sl_claims *c, const char *key, const uint8_t *p,
+				     size_t len);
+/* NULL when absent. */
+const char *sl_claims_get(const sl_claims *c, const char *key);
+size_t sl_claims_count(const sl_claims *c);
+const char *sl_claims_key(const sl_claims *c, size_t i);   /* sorted by key */
+const char *sl_claims_value(const sl_claims *c, size_t i);
+/* Copies every claim of src into dst (src wins on equal keys). */
+SL_MUST_USE sl_err sl_claims_merge(sl_claims *dst, const sl_claims *src);
+/* A JSON object {key: value, ...} (new reference) and back. from_json
+ * rejects non-string values and bad keys, naming them. */
+SL_MUST_USE sl_err sl_claims_to_json(const sl_claims *c, json_t **out);
+SL_MUST_USE sl_err sl_claims_from_json(const json_t *obj, sl_claims **out);
+/* SHA-256 of the canonical JSON text (sorted keys, compact). */
+void sl_claims_digest(const sl_claims *c, uint8_t out[static 32]);
+
+/* ---- evidence -------------------------------------------------------- */
+
+typedef struct sl_collect_opts {
+	const char *tcti;          /* NULL: $SECLAUNCH_TCTI, else device:/dev/tpmrm0 */
+	const uint8_t *nonce;      /* qualifyingData / REPORT_DATA prefix (the binding) */
+	size_t nonce_len;          /* 1..64 */
+	const char *pcrs;          /* TPM PCR selection, NULL: "sha256:0,1,2,3,4,5,6,7" */
+	const char *export_ak_pem; /* TPM: also write the AK public key here (PEM) */
+	const char *tsm_root;      /* configfs-tsm root; NULL: /sys/kernel/config/tsm/report */
+} sl_collect_opts;
+
+typedef struct sl_verify_opts {
+	/* The expected binding. TPM: qualifyingData must equal it exactly.
+	 * SEV-SNP/TDX: REPORT_DATA must equal it, zero-padded to 64 bytes. */
+	const uint8_t *expect;
+	size_t expect_len;
+	bool no_binding;            /* check signatures/chains only; claims say binding=unchecked */
+	const char *ak_pin_pem;     /* TPM: trust exactly this AK public key (PEM file) */
+	const char *trust_dir;      /* CA certificates (PEM files) for AK/EK certificates */
+	const char *collateral_dir; /* SNP/TDX vendor certificates, TCB info, CRLs */
+	time_t at;                  /* verification time for certificates; 0 = now */
+	/* Enrolled-AK registry (seclaunchd): true when the AK (by TPM name) is enrolled. */
+	bool (*ak_enrolled)(const uint8_t *ak_name, size_t len, void *ctx);
+	void *ak_enrolled_ctx;
+} sl_verify_opts;
+
+typedef struct sl_evidence_kind {
+	const char *name; /* "tpm2", "sev-snp", "tdx" */
+	/* true when this kind can be collected here (for --tee auto) */
+	bool (*available)(const sl_collect_opts *o);
+	SL_MUST_USE sl_err (*collect)(const sl_collect_opts *o, json_t **out);
+	/* Adds this evidence's claims to claims (including tee.kind and binding). */
+	SL_MUST_USE sl_err (*verify)(const json_t *ev, const sl_verify_opts *o, sl_claims *claims);
+} sl_evidence_kind;
+
+const sl_evidence_kind *sl_evidence_kind_find(const char *name);
+/* kind "auto" picks the first available of sev-snp, tdx, tpm2. */
+SL_MUST_USE sl_err sl_evidence_collect(const char *kind, const sl_collect_opts *o, json_t **out);
+/* Verifies one evidence object by its "kind" into claims. */
+SL_MUST_USE sl_err sl_evidence_verify(const json_t *ev, const sl_verify_opts *o,
+				      sl_claims *claims);
+
+#endif

@@ -1,0 +1,58 @@
+/* seclaunch: the attested launcher. main() is a table of subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "seclaunch/util.h"
+
+static const struct sl_cmd commands[] = {
+	{"version", cmd_version, "print the version"},
+};
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *f)
+{
+	fprintf(f, "Usage: seclaunch COMMAND [OPTIONS] [ARGS]\n\n"
+		   "Runs training jobs on encrypted datasets whose keys are released only to\n"
+		   "attested confidential machines in allowed regions.\n\nCommands:\n");
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\n'seclaunch COMMAND --help' describes a command.\n"
+		   "Exit codes: 0 ok, 1 usage, 2 input/format, 3 attestation failed, 4 policy\n"
+		   "denied, 5 KMS unreachable or refused, 6 integrity failure, 7 system error;\n"
+		   "`run` exits with the job's own status (128+n for signal n).\n");
+}
+
+int cmd_version(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	printf("seclaunch %s\n", SL_VERSION);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	sl_err rc = sl_harden_process();
+	if (rc != SL_OK)
+		return sl_cli_fail("startup", rc);
+	if (argc < 2) {
+		usage(stderr);
+		return SL_CAT_USAGE;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "--version") == 0)
+		return cmd_version(argc - 1, argv + 1);
+	for (size_t i = 0; i < NCOMMANDS; i++) {
+		if (strcmp(argv[1], commands[i].name) == 0)
+			return commands[i].fn(argc - 1, argv + 1);
+	}
+	fprintf(stderr, "seclaunch: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return SL_CAT_USAGE;
+}
