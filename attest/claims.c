@@ -80,7 +80,7 @@ sl_err sl_claims_set(sl_claims *c, const char *key, const char *value)
 		return sl_err_set(SL_E_INTERNAL, "claim key '%s' is not [a-z0-9._-]+", key);
 	if (strlen(value) > SL_CLAIM_VALUE_MAX)
 		return sl_err_set(SL_E_TOO_LARGE, "claim %s: value longer than %d bytes", key,
-				  SL_CLAIM_VALUE_MAX);
+		                  SL_CLAIM_VALUE_MAX);
 	size_t i = find(c, key, &found);
 	char *v = strdup(value);
 	if (v == NULL)
@@ -197,7 +197,7 @@ sl_err sl_claims_from_json(const json_t *obj, sl_claims **out)
 
 	SL_ENSURE(json_is_object(obj), SL_E_FORMAT, "claims: not a JSON object");
 	SL_GUARD(sl_claims_new(&c));
-	json_object_foreach((json_t *)obj, k, v) {
+	json_object_foreach ((json_t *)obj, k, v) {
 		SL_ENSURE(key_ok(k), SL_E_FORMAT, "claims: key '%.64s' is not [a-z0-9._-]+", k);
 		SL_ENSURE(json_is_string(v), SL_E_FORMAT, "claims.%s: not a string", k);
 		SL_GUARD(sl_claims_set(c, k, json_string_value(v)));

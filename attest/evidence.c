@@ -6,7 +6,7 @@
 
 /* Order matters for --tee auto: hardware TEE reports first, the TPM last. */
 static const sl_evidence_kind *const kinds[] = {
-	NULL,
+    NULL,
 };
 
 const sl_evidence_kind *sl_evidence_kind_find(const char *name)

@@ -29,7 +29,7 @@ static sl_err need(const sl_reader *r, size_t n, const char *field)
 {
 	if (n > sl_reader_left(r))
 		return sl_err_set(SL_E_FORMAT, "%s: %s: need %zu bytes at offset %zu, %zu left",
-				  r->what, field, n, r->off, sl_reader_left(r));
+		                  r->what, field, n, r->off, sl_reader_left(r));
 	return SL_OK;
 }
 
@@ -65,18 +65,18 @@ sl_err sl_read_u8(sl_reader *r, uint8_t *v, const char *field)
 	return sl_read_bytes(r, v, 1, field);
 }
 
-#define SL_READ_INT(fn, type, size, expr)                                          \
-	sl_err fn(sl_reader *r, type *v, const char *field)                            \
-	{                                                                              \
-		const uint8_t *p;                                                          \
-		sl_err rc = sl_read_view(r, size, &p, field);                              \
-		if (rc != SL_OK)                                                           \
-			return rc;                                                             \
-		type x = 0;                                                                \
-		for (size_t i = 0; i < size; i++)                                          \
-			x |= (type)p[i] << (expr);                                             \
-		*v = x;                                                                    \
-		return SL_OK;                                                              \
+#define SL_READ_INT(fn, type, size, expr)                                                          \
+	sl_err fn(sl_reader *r, type *v, const char *field)                                        \
+	{                                                                                          \
+		const uint8_t *p;                                                                  \
+		sl_err rc = sl_read_view(r, size, &p, field);                                      \
+		if (rc != SL_OK)                                                                   \
+			return rc;                                                                 \
+		type x = 0;                                                                        \
+		for (size_t i = 0; i < size; i++)                                                  \
+			x |= (type)p[i] << (expr);                                                 \
+		*v = x;                                                                            \
+		return SL_OK;                                                                      \
 	}
 
 SL_READ_INT(sl_read_u16be, uint16_t, 2, 8 * (1 - i))
@@ -108,8 +108,8 @@ sl_err sl_read_lp8(sl_reader *r, sl_reader *sub, const char *field)
 static sl_err check_max(const sl_reader *r, size_t n, size_t max, const char *field)
 {
 	if (n > max)
-		return sl_err_set(SL_E_FORMAT, "%s: %s: length %zu exceeds the limit %zu",
-				  r->what, field, n, max);
+		return sl_err_set(SL_E_FORMAT, "%s: %s: length %zu exceeds the limit %zu", r->what,
+		                  field, n, max);
 	return SL_OK;
 }
 
@@ -144,9 +144,9 @@ sl_err sl_read_zeros(sl_reader *r, size_t n, const char *field)
 		return rc;
 	for (size_t i = 0; i < n; i++) {
 		if (p[i] != 0)
-			return sl_err_set(SL_E_FORMAT,
-					  "%s: %s: reserved byte at offset %zu is 0x%02x, must be 0",
-					  r->what, field, start + i, p[i]);
+			return sl_err_set(
+			    SL_E_FORMAT, "%s: %s: reserved byte at offset %zu is 0x%02x, must be 0",
+			    r->what, field, start + i, p[i]);
 	}
 	return SL_OK;
 }
@@ -155,7 +155,7 @@ sl_err sl_reader_expect_end(const sl_reader *r)
 {
 	if (sl_reader_left(r) != 0)
 		return sl_err_set(SL_E_FORMAT, "%s: %zu trailing bytes at offset %zu", r->what,
-				  sl_reader_left(r), r->off);
+		                  sl_reader_left(r), r->off);
 	return SL_OK;
 }
 
@@ -193,7 +193,8 @@ static sl_err reserve(sl_writer *w, size_t n)
 {
 	if (n > w->max - w->len)
 		return sl_err_set(w->fixed ? SL_E_INTERNAL : SL_E_TOO_LARGE,
-				  "output buffer full: %zu + %zu bytes exceeds %zu", w->len, n, w->max);
+		                  "output buffer full: %zu + %zu bytes exceeds %zu", w->len, n,
+		                  w->max);
 	if (w->len + n <= w->cap)
 		return SL_OK;
 	size_t cap = w->cap != 0 ? w->cap : 256;
@@ -239,13 +240,13 @@ sl_err sl_write_u8(sl_writer *w, uint8_t v)
 	return sl_write_bytes(w, &v, 1);
 }
 
-#define SL_WRITE_INT(fn, type, size, expr)                                         \
-	sl_err fn(sl_writer *w, type v)                                                \
-	{                                                                              \
-		uint8_t b[size];                                                           \
-		for (size_t i = 0; i < size; i++)                                          \
-			b[i] = (uint8_t)(v >> (expr));                                         \
-		return sl_write_bytes(w, b, size);                                         \
+#define SL_WRITE_INT(fn, type, size, expr)                                                         \
+	sl_err fn(sl_writer *w, type v)                                                            \
+	{                                                                                          \
+		uint8_t b[size];                                                                   \
+		for (size_t i = 0; i < size; i++)                                                  \
+			b[i] = (uint8_t)(v >> (expr));                                             \
+		return sl_write_bytes(w, b, size);                                                 \
 	}
 
 SL_WRITE_INT(sl_write_u16be, uint16_t, 2, 8 * (1 - i))

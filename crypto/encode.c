@@ -16,21 +16,21 @@ sl_err sl_hex_decode(const char *hex, uint8_t *out, size_t want, const char *fie
 	const char *end = NULL;
 	size_t hlen = strlen(hex);
 
-	if (hlen != want * 2 ||
-	    sodium_hex2bin(out, want, hex, hlen, NULL, &got, &end) != 0 || got != want ||
-	    end != hex + hlen)
+	if (hlen != want * 2 || sodium_hex2bin(out, want, hex, hlen, NULL, &got, &end) != 0 ||
+	    got != want || end != hex + hlen)
 		return sl_err_set(SL_E_INPUT, "%s: want %zu bytes as %zu hex digits", field, want,
-				  want * 2);
+		                  want * 2);
 	return SL_OK;
 }
 
 sl_err sl_hex_decode_alloc(const char *hex, size_t max, uint8_t **out, size_t *len,
-			   const char *field)
+                           const char *field)
 {
 	size_t hlen = strlen(hex);
 	if (hlen % 2 != 0 || hlen / 2 > max)
-		return sl_err_set(SL_E_INPUT, "%s: want an even number of hex digits, at most %zu bytes",
-				  field, max);
+		return sl_err_set(SL_E_INPUT,
+		                  "%s: want an even number of hex digits, at most %zu bytes", field,
+		                  max);
 	uint8_t *b = malloc(hlen / 2 + 1);
 	if (b == NULL)
 		return sl_err_set(SL_E_NOMEM, "%s: allocating", field);
@@ -56,7 +56,7 @@ sl_err sl_b64_encode(const uint8_t *in, size_t len, char **out)
 }
 
 static sl_err b64_decode(const char *in, size_t inlen, int variant, size_t max, uint8_t **out,
-			 size_t *len, const char *field)
+                         size_t *len, const char *field)
 {
 	size_t cap = inlen / 4 * 3 + 3;
 	size_t got = 0;
@@ -75,7 +75,7 @@ static sl_err b64_decode(const char *in, size_t inlen, int variant, size_t max, 
 	if (got > max) {
 		free(b);
 		return sl_err_set(SL_E_TOO_LARGE, "%s: %zu bytes, at most %zu allowed", field, got,
-				  max);
+		                  max);
 	}
 	*out = b;
 	*len = got;
@@ -88,8 +88,8 @@ sl_err sl_b64_decode(const char *in, size_t max, uint8_t **out, size_t *len, con
 }
 
 sl_err sl_b64url_decode(const char *in, size_t inlen, size_t max, uint8_t **out, size_t *len,
-			const char *field)
+                        const char *field)
 {
 	return b64_decode(in, inlen, sodium_base64_VARIANT_URLSAFE_NO_PADDING, max, out, len,
-			  field);
+	                  field);
 }

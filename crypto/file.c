@@ -60,7 +60,7 @@ sl_err sl_file_read(const char *path, size_t max, uint8_t **out, size_t *len)
 	for (;;) {
 		if (have == cap) {
 			SL_ENSURE(cap <= max, SL_E_TOO_LARGE, "%s: larger than the %zu-byte limit",
-				  path, max);
+			          path, max);
 			size_t ncap = cap == 0 ? 4096 : cap * 2;
 			if (ncap > max + 1)
 				ncap = max + 1;
@@ -95,7 +95,7 @@ out:
 }
 
 sl_err sl_file_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
-			    bool replace)
+                            bool replace)
 {
 	sl_err rc = SL_E_IO;
 	char dirbuf[PATH_MAX], tmp[PATH_MAX];
@@ -108,14 +108,14 @@ sl_err sl_file_write_atomic(const char *path, const void *data, size_t len, mode
 	if (!replace) {
 		struct stat st;
 		SL_ENSURE(lstat(path, &st) != 0 && errno == ENOENT, SL_E_EXISTS,
-			  "%s: already exists (not overwritten)", path);
+		          "%s: already exists (not overwritten)", path);
 	}
 	SL_ENSURE(snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.XXXXXX", path, (long)getpid()) <
-			  (int)sizeof(tmp),
-		  SL_E_INPUT, "%s: path too long", path);
+	              (int)sizeof(tmp),
+	          SL_E_INPUT, "%s: path too long", path);
 	fd = mkostemp(tmp, O_CLOEXEC);
 	SL_ENSURE(fd >= 0, SL_E_IO, "%s: cannot create a temporary file: %s", path,
-		  strerror(errno));
+	          strerror(errno));
 	created = true;
 	SL_ENSURE(fchmod(fd, mode) == 0, SL_E_IO, "%s: chmod: %s", tmp, strerror(errno));
 	SL_GUARD(sl_write_all(fd, data, len, path));
@@ -123,12 +123,11 @@ sl_err sl_file_write_atomic(const char *path, const void *data, size_t len, mode
 	SL_ENSURE(close(fd) == 0, SL_E_IO, "%s: close: %s", path, strerror(errno));
 	fd = -1;
 	if (replace) {
-		SL_ENSURE(rename(tmp, path) == 0, SL_E_IO, "%s: rename: %s", path,
-			  strerror(errno));
+		SL_ENSURE(rename(tmp, path) == 0, SL_E_IO, "%s: rename: %s", path, strerror(errno));
 	} else {
 		/* link() fails if the target appeared meanwhile: never clobber */
-		SL_ENSURE(link(tmp, path) == 0, errno == EEXIST ? SL_E_EXISTS : SL_E_IO,
-			  "%s: %s", path, errno == EEXIST ? "already exists" : strerror(errno));
+		SL_ENSURE(link(tmp, path) == 0, errno == EEXIST ? SL_E_EXISTS : SL_E_IO, "%s: %s",
+		          path, errno == EEXIST ? "already exists" : strerror(errno));
 		unlink(tmp);
 	}
 	created = false;

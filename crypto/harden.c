@@ -29,9 +29,9 @@ void sl_sha256(const void *p, size_t len, uint8_t out[static SL_SHA256_LEN])
 }
 
 void sl_binding_compute(const uint8_t nonce[static SL_NONCE_LEN],
-			const uint8_t eph_pub[static SL_EPH_PUB_LEN],
-			const uint8_t policy_digest[static SL_SHA256_LEN],
-			uint8_t out[static SL_BINDING_LEN])
+                        const uint8_t eph_pub[static SL_EPH_PUB_LEN],
+                        const uint8_t policy_digest[static SL_SHA256_LEN],
+                        uint8_t out[static SL_BINDING_LEN])
 {
 	static const char label[] = "seclaunch-bind-v1";
 	uint8_t m[sizeof(label) - 1 + SL_NONCE_LEN + SL_EPH_PUB_LEN + SL_SHA256_LEN];

@@ -69,12 +69,12 @@ sl_err sl_secret_read_file(const char *path, size_t max, sl_secret **out)
 	SL_ENSURE(fstat(fd, &st) == 0, SL_E_IO, "%s: stat: %s", path, strerror(errno));
 	SL_ENSURE(S_ISREG(st.st_mode), SL_E_IO, "%s: not a regular file", path);
 	SL_ENSURE((st.st_mode & 077) == 0, SL_E_PERM,
-		  "%s: mode %04o lets group or others access a key file; chmod 600 it", path,
-		  (unsigned)(st.st_mode & 07777));
+	          "%s: mode %04o lets group or others access a key file; chmod 600 it", path,
+	          (unsigned)(st.st_mode & 07777));
 	SL_ENSURE(st.st_uid == geteuid() || st.st_uid == 0, SL_E_PERM,
-		  "%s: owned by uid %u, not by this user", path, (unsigned)st.st_uid);
-	SL_ENSURE((uint64_t)st.st_size <= max, SL_E_TOO_LARGE, "%s: %lld bytes, at most %zu allowed",
-		  path, (long long)st.st_size, max);
+	          "%s: owned by uid %u, not by this user", path, (unsigned)st.st_uid);
+	SL_ENSURE((uint64_t)st.st_size <= max, SL_E_TOO_LARGE,
+	          "%s: %lld bytes, at most %zu allowed", path, (long long)st.st_size, max);
 	SL_GUARD(sl_secret_new(max, &s));
 	SL_GUARD(sl_read_full(fd, s->p, max, &got, path));
 	{

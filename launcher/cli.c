@@ -11,7 +11,7 @@ int sl_cli_fail(const char *cmd, sl_err rc)
 {
 	const char *detail = sl_err_detail();
 	fprintf(stderr, "seclaunch %s: error: %s\n", cmd,
-		detail[0] != '\0' ? detail : sl_err_message(rc));
+	        detail[0] != '\0' ? detail : sl_err_message(rc));
 	return sl_err_exit_code(rc);
 }
 

@@ -6,7 +6,7 @@
 #include "seclaunch/util.h"
 
 static const struct sl_cmd commands[] = {
-	{"version", cmd_version, "print the version"},
+    {"version", cmd_version, "print the version"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -14,14 +14,14 @@ static const struct sl_cmd commands[] = {
 static void usage(FILE *f)
 {
 	fprintf(f, "Usage: seclaunch COMMAND [OPTIONS] [ARGS]\n\n"
-		   "Runs training jobs on encrypted datasets whose keys are released only to\n"
-		   "attested confidential machines in allowed regions.\n\nCommands:\n");
+	           "Runs training jobs on encrypted datasets whose keys are released only to\n"
+	           "attested confidential machines in allowed regions.\n\nCommands:\n");
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
 	fprintf(f, "\n'seclaunch COMMAND --help' describes a command.\n"
-		   "Exit codes: 0 ok, 1 usage, 2 input/format, 3 attestation failed, 4 policy\n"
-		   "denied, 5 KMS unreachable or refused, 6 integrity failure, 7 system error;\n"
-		   "`run` exits with the job's own status (128+n for signal n).\n");
+	           "Exit codes: 0 ok, 1 usage, 2 input/format, 3 attestation failed, 4 policy\n"
+	           "denied, 5 KMS unreachable or refused, 6 integrity failure, 7 system error;\n"
+	           "`run` exits with the job's own status (128+n for signal n).\n");
 }
 
 int cmd_version(int argc, char **argv)

@@ -25,14 +25,13 @@ void sl_claims_free(sl_claims *c);
 /* Sets key to value (replacing an earlier value). Keys are [a-z0-9._-]+. */
 SL_MUST_USE sl_err sl_claims_set(sl_claims *c, const char *key, const char *value);
 SL_MUST_USE sl_err sl_claims_setf(sl_claims *c, const char *key, const char *fmt, ...)
-	SL_PRINTF(3, 4);
+    SL_PRINTF(3, 4);
 /* Sets key to the lower-case hex of len bytes. */
-SL_MUST_USE sl_err sl_claims_set_hex(sl_claims *c, const char *key, const uint8_t *p,
-				     size_t len);
+SL_MUST_USE sl_err sl_claims_set_hex(sl_claims *c, const char *key, const uint8_t *p, size_t len);
 /* NULL when absent. */
 const char *sl_claims_get(const sl_claims *c, const char *key);
 size_t sl_claims_count(const sl_claims *c);
-const char *sl_claims_key(const sl_claims *c, size_t i);   /* sorted by key */
+const char *sl_claims_key(const sl_claims *c, size_t i); /* sorted by key */
 const char *sl_claims_value(const sl_claims *c, size_t i);
 /* Copies every claim of src into dst (src wins on equal keys). */
 SL_MUST_USE sl_err sl_claims_merge(sl_claims *dst, const sl_claims *src);
@@ -82,7 +81,6 @@ const sl_evidence_kind *sl_evidence_kind_find(const char *name);
 /* kind "auto" picks the first available of sev-snp, tdx, tpm2. */
 SL_MUST_USE sl_err sl_evidence_collect(const char *kind, const sl_collect_opts *o, json_t **out);
 /* Verifies one evidence object by its "kind" into claims. */
-SL_MUST_USE sl_err sl_evidence_verify(const json_t *ev, const sl_verify_opts *o,
-				      sl_claims *claims);
+SL_MUST_USE sl_err sl_evidence_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *claims);
 
 #endif

@@ -36,8 +36,7 @@ SL_MUST_USE sl_err sl_read_u64le(sl_reader *r, uint64_t *v, const char *field);
 /* Copies n bytes out. */
 SL_MUST_USE sl_err sl_read_bytes(sl_reader *r, void *out, size_t n, const char *field);
 /* Borrows n bytes in place (valid while the underlying data lives). */
-SL_MUST_USE sl_err sl_read_view(sl_reader *r, size_t n, const uint8_t **out,
-				const char *field);
+SL_MUST_USE sl_err sl_read_view(sl_reader *r, size_t n, const uint8_t **out, const char *field);
 SL_MUST_USE sl_err sl_read_skip(sl_reader *r, size_t n, const char *field);
 /* A sub-reader over the next n bytes; the parent advances past them. */
 SL_MUST_USE sl_err sl_read_sub(sl_reader *r, size_t n, sl_reader *sub, const char *field);

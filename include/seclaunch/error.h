@@ -27,42 +27,42 @@ enum sl_category {
 };
 
 /* X(name, category, message). Add codes inside their category's group. */
-#define SL_ERROR_TABLE(X)                                                          \
-	X(SL_OK, SL_CAT_OK, "ok")                                                      \
-	/* usage */                                                                    \
-	X(SL_E_USAGE, SL_CAT_USAGE, "usage error")                                     \
-	/* input / format */                                                           \
-	X(SL_E_INPUT, SL_CAT_INPUT, "invalid input")                                   \
-	X(SL_E_FORMAT, SL_CAT_INPUT, "malformed data")                                 \
-	X(SL_E_VERSION, SL_CAT_INPUT, "unsupported version")                           \
-	X(SL_E_TOO_LARGE, SL_CAT_INPUT, "input too large")                             \
-	X(SL_E_IO, SL_CAT_INPUT, "file error")                                         \
-	X(SL_E_EXISTS, SL_CAT_INPUT, "output exists")                                  \
-	X(SL_E_PERM, SL_CAT_INPUT, "unsafe file permissions")                          \
-	/* attestation */                                                              \
-	X(SL_E_ATTEST, SL_CAT_ATTEST, "attestation failed")                            \
-	X(SL_E_ATTEST_SIG, SL_CAT_ATTEST, "evidence signature invalid")                \
-	X(SL_E_ATTEST_CHAIN, SL_CAT_ATTEST, "certificate chain invalid")               \
-	X(SL_E_ATTEST_BINDING, SL_CAT_ATTEST, "evidence not bound to this request")    \
-	X(SL_E_ATTEST_UNTRUSTED, SL_CAT_ATTEST, "attestation key not trusted")         \
-	X(SL_E_ATTEST_FORMAT, SL_CAT_ATTEST, "malformed evidence")                     \
-	/* policy */                                                                   \
-	X(SL_E_POLICY_DENIED, SL_CAT_POLICY, "policy denied")                          \
-	X(SL_E_POLICY_SIG, SL_CAT_POLICY, "policy signature invalid")                  \
-	/* KMS */                                                                      \
-	X(SL_E_KMS_UNREACHABLE, SL_CAT_KMS, "KMS unreachable")                         \
-	X(SL_E_KMS_REFUSED, SL_CAT_KMS, "KMS refused the request")                     \
-	X(SL_E_KMS_PROTOCOL, SL_CAT_KMS, "KMS protocol error")                         \
-	/* integrity */                                                                \
-	X(SL_E_INTEGRITY, SL_CAT_INTEGRITY, "integrity check failed")                  \
-	X(SL_E_TRUNCATED, SL_CAT_INTEGRITY, "data truncated")                          \
-	X(SL_E_WRONG_KEY, SL_CAT_INTEGRITY, "wrong key")                               \
-	/* system */                                                                   \
-	X(SL_E_SYSTEM, SL_CAT_SYSTEM, "system error")                                  \
-	X(SL_E_NOMEM, SL_CAT_SYSTEM, "out of memory")                                  \
-	X(SL_E_CRYPTO, SL_CAT_SYSTEM, "crypto library error")                          \
-	X(SL_E_TPM, SL_CAT_SYSTEM, "TPM error")                                        \
-	X(SL_E_GPU, SL_CAT_SYSTEM, "GPU error")                                        \
+#define SL_ERROR_TABLE(X)                                                                          \
+	X(SL_OK, SL_CAT_OK, "ok")                                                                  \
+	/* usage */                                                                                \
+	X(SL_E_USAGE, SL_CAT_USAGE, "usage error")                                                 \
+	/* input / format */                                                                       \
+	X(SL_E_INPUT, SL_CAT_INPUT, "invalid input")                                               \
+	X(SL_E_FORMAT, SL_CAT_INPUT, "malformed data")                                             \
+	X(SL_E_VERSION, SL_CAT_INPUT, "unsupported version")                                       \
+	X(SL_E_TOO_LARGE, SL_CAT_INPUT, "input too large")                                         \
+	X(SL_E_IO, SL_CAT_INPUT, "file error")                                                     \
+	X(SL_E_EXISTS, SL_CAT_INPUT, "output exists")                                              \
+	X(SL_E_PERM, SL_CAT_INPUT, "unsafe file permissions")                                      \
+	/* attestation */                                                                          \
+	X(SL_E_ATTEST, SL_CAT_ATTEST, "attestation failed")                                        \
+	X(SL_E_ATTEST_SIG, SL_CAT_ATTEST, "evidence signature invalid")                            \
+	X(SL_E_ATTEST_CHAIN, SL_CAT_ATTEST, "certificate chain invalid")                           \
+	X(SL_E_ATTEST_BINDING, SL_CAT_ATTEST, "evidence not bound to this request")                \
+	X(SL_E_ATTEST_UNTRUSTED, SL_CAT_ATTEST, "attestation key not trusted")                     \
+	X(SL_E_ATTEST_FORMAT, SL_CAT_ATTEST, "malformed evidence")                                 \
+	/* policy */                                                                               \
+	X(SL_E_POLICY_DENIED, SL_CAT_POLICY, "policy denied")                                      \
+	X(SL_E_POLICY_SIG, SL_CAT_POLICY, "policy signature invalid")                              \
+	/* KMS */                                                                                  \
+	X(SL_E_KMS_UNREACHABLE, SL_CAT_KMS, "KMS unreachable")                                     \
+	X(SL_E_KMS_REFUSED, SL_CAT_KMS, "KMS refused the request")                                 \
+	X(SL_E_KMS_PROTOCOL, SL_CAT_KMS, "KMS protocol error")                                     \
+	/* integrity */                                                                            \
+	X(SL_E_INTEGRITY, SL_CAT_INTEGRITY, "integrity check failed")                              \
+	X(SL_E_TRUNCATED, SL_CAT_INTEGRITY, "data truncated")                                      \
+	X(SL_E_WRONG_KEY, SL_CAT_INTEGRITY, "wrong key")                                           \
+	/* system */                                                                               \
+	X(SL_E_SYSTEM, SL_CAT_SYSTEM, "system error")                                              \
+	X(SL_E_NOMEM, SL_CAT_SYSTEM, "out of memory")                                              \
+	X(SL_E_CRYPTO, SL_CAT_SYSTEM, "crypto library error")                                      \
+	X(SL_E_TPM, SL_CAT_SYSTEM, "TPM error")                                                    \
+	X(SL_E_GPU, SL_CAT_SYSTEM, "GPU error")                                                    \
 	X(SL_E_INTERNAL, SL_CAT_SYSTEM, "internal error")
 
 #define SL_ERR_ENUM_(name, cat, msg) name,
@@ -90,63 +90,63 @@ sl_err sl_err_curl(sl_err code, int curl_code, const char *fmt, ...) SL_PRINTF(3
 
 /* Guard macros. They need `sl_err rc` in scope and an `out:` label; the
  * function presets rc to an error and sets rc = SL_OK just before out:. */
-#define SL_GUARD(expr)                                                             \
-	do {                                                                           \
-		rc = (expr);                                                               \
-		if (rc != SL_OK)                                                           \
-			goto out;                                                              \
+#define SL_GUARD(expr)                                                                             \
+	do {                                                                                       \
+		rc = (expr);                                                                       \
+		if (rc != SL_OK)                                                                   \
+			goto out;                                                                  \
 	} while (0)
 
-#define SL_ENSURE(cond, code, ...)                                                 \
-	do {                                                                           \
-		if (!(cond)) {                                                             \
-			rc = sl_err_set((code), __VA_ARGS__);                                  \
-			goto out;                                                              \
-		}                                                                          \
+#define SL_ENSURE(cond, code, ...)                                                                 \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			rc = sl_err_set((code), __VA_ARGS__);                                      \
+			goto out;                                                                  \
+		}                                                                                  \
 	} while (0)
 
-#define SL_FAIL(code, ...)                                                         \
-	do {                                                                           \
-		rc = sl_err_set((code), __VA_ARGS__);                                      \
-		goto out;                                                                  \
+#define SL_FAIL(code, ...)                                                                         \
+	do {                                                                                       \
+		rc = sl_err_set((code), __VA_ARGS__);                                              \
+		goto out;                                                                          \
 	} while (0)
 
 /* OpenSSL: cond is the success test (e.g. `EVP_DigestInit_ex(...) == 1`). */
-#define SL_GUARD_OSSL(cond, code, ...)                                             \
-	do {                                                                           \
-		if (!(cond)) {                                                             \
-			rc = sl_err_ossl((code), __VA_ARGS__);                                 \
-			goto out;                                                              \
-		}                                                                          \
+#define SL_GUARD_OSSL(cond, code, ...)                                                             \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			rc = sl_err_ossl((code), __VA_ARGS__);                                     \
+			goto out;                                                                  \
+		}                                                                                  \
 	} while (0)
 
 /* TSS2: expr yields a TSS2_RC; anything but 0 fails. */
-#define SL_GUARD_TSS(expr, code, ...)                                              \
-	do {                                                                           \
-		uint32_t sl_tss_rc_ = (uint32_t)(expr);                                    \
-		if (sl_tss_rc_ != 0) {                                                     \
-			rc = sl_err_tss((code), sl_tss_rc_, __VA_ARGS__);                      \
-			goto out;                                                              \
-		}                                                                          \
+#define SL_GUARD_TSS(expr, code, ...)                                                              \
+	do {                                                                                       \
+		uint32_t sl_tss_rc_ = (uint32_t)(expr);                                            \
+		if (sl_tss_rc_ != 0) {                                                             \
+			rc = sl_err_tss((code), sl_tss_rc_, __VA_ARGS__);                          \
+			goto out;                                                                  \
+		}                                                                                  \
 	} while (0)
 
 /* libcurl: expr yields a CURLcode; anything but CURLE_OK fails. */
-#define SL_GUARD_CURL(expr, code, ...)                                             \
-	do {                                                                           \
-		int sl_curl_rc_ = (int)(expr);                                             \
-		if (sl_curl_rc_ != 0) {                                                    \
-			rc = sl_err_curl((code), sl_curl_rc_, __VA_ARGS__);                    \
-			goto out;                                                              \
-		}                                                                          \
+#define SL_GUARD_CURL(expr, code, ...)                                                             \
+	do {                                                                                       \
+		int sl_curl_rc_ = (int)(expr);                                                     \
+		if (sl_curl_rc_ != 0) {                                                            \
+			rc = sl_err_curl((code), sl_curl_rc_, __VA_ARGS__);                        \
+			goto out;                                                                  \
+		}                                                                                  \
 	} while (0)
 
 /* libsodium: expr yields 0 on success (its convention). */
-#define SL_GUARD_SODIUM(expr, code, ...)                                           \
-	do {                                                                           \
-		if ((expr) != 0) {                                                         \
-			rc = sl_err_set((code), __VA_ARGS__);                                  \
-			goto out;                                                              \
-		}                                                                          \
+#define SL_GUARD_SODIUM(expr, code, ...)                                                           \
+	do {                                                                                       \
+		if ((expr) != 0) {                                                                 \
+			rc = sl_err_set((code), __VA_ARGS__);                                      \
+			goto out;                                                                  \
+		}                                                                                  \
 	} while (0)
 
 #endif

@@ -23,8 +23,8 @@ SL_MUST_USE sl_err sl_file_read(const char *path, size_t max, uint8_t **out, siz
 /* Writes a file atomically: temp file in the same directory, fsync, rename,
  * fsync of the directory. mode applies to the new file. Existing files are
  * replaced only when replace is true (SL_E_EXISTS otherwise). */
-SL_MUST_USE sl_err sl_file_write_atomic(const char *path, const void *data, size_t len,
-					mode_t mode, bool replace);
+SL_MUST_USE sl_err sl_file_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
+                                        bool replace);
 /* Writes all of p to fd, retrying on EINTR and short writes. */
 SL_MUST_USE sl_err sl_write_all(int fd, const void *p, size_t len, const char *what);
 /* Reads exactly len bytes or until EOF; *got says how many. */
@@ -36,15 +36,15 @@ void sl_hex_encode(const uint8_t *in, size_t len, char *out);
 SL_MUST_USE sl_err sl_hex_decode(const char *hex, uint8_t *out, size_t want, const char *field);
 /* Decodes hex of any even length up to max bytes into malloc'd memory. */
 SL_MUST_USE sl_err sl_hex_decode_alloc(const char *hex, size_t max, uint8_t **out, size_t *len,
-				       const char *field);
+                                       const char *field);
 /* Standard base64 with padding (RFC 4648 section 4), malloc'd, NUL-terminated. */
 SL_MUST_USE sl_err sl_b64_encode(const uint8_t *in, size_t len, char **out);
 /* Decodes standard base64 (padding required, no whitespace) of at most max bytes. */
 SL_MUST_USE sl_err sl_b64_decode(const char *in, size_t max, uint8_t **out, size_t *len,
-				 const char *field);
+                                 const char *field);
 /* The URL-safe unpadded variant (JWT). */
 SL_MUST_USE sl_err sl_b64url_decode(const char *in, size_t inlen, size_t max, uint8_t **out,
-				    size_t *len, const char *field);
+                                    size_t *len, const char *field);
 
 /* RFC 3339 UTC, "2026-11-29T18:55:04Z" (buf >= 21) / with milliseconds (buf >= 25). */
 void sl_time_rfc3339(time_t t, char *buf, size_t n);
@@ -61,8 +61,8 @@ void sl_sha256(const void *p, size_t len, uint8_t out[static SL_SHA256_LEN]);
 #define SL_EPH_PUB_LEN 32
 #define SL_BINDING_LEN 32
 void sl_binding_compute(const uint8_t nonce[static SL_NONCE_LEN],
-			const uint8_t eph_pub[static SL_EPH_PUB_LEN],
-			const uint8_t policy_digest[static SL_SHA256_LEN],
-			uint8_t out[static SL_BINDING_LEN]);
+                        const uint8_t eph_pub[static SL_EPH_PUB_LEN],
+                        const uint8_t policy_digest[static SL_SHA256_LEN],
+                        uint8_t out[static SL_BINDING_LEN]);
 
 #endif
