@@ -17,7 +17,10 @@ CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
 
 # Messages are bounded buffers on purpose, so truncation warnings are off.
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wimplicit-fallthrough \
-	-Wno-missing-field-initializers -Wno-format-truncation
+	-Wno-missing-field-initializers
+ifneq ($(findstring clang,$(CC)),clang)
+WARN += -Wno-format-truncation
+endif
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Iinclude -g $(WARN) $(PKG_CFLAGS)
 
 ifeq ($(HARDEN),1)
@@ -34,6 +37,12 @@ ifeq ($(SAN),1)
 HARDEN_CFLAGS := -O1 -fno-omit-frame-pointer -fPIE -fsanitize=address,undefined \
 	-fno-sanitize-recover=undefined
 HARDEN_LDFLAGS := -pie -fsanitize=address,undefined
+endif
+
+ifeq ($(SAN),fuzz)
+# libFuzzer builds (scripts/run-fuzz): library instrumented, no main.
+HARDEN_CFLAGS := -O1 -fno-omit-frame-pointer -fPIE -fsanitize=fuzzer-no-link,address,undefined
+HARDEN_LDFLAGS := -fsanitize=fuzzer,address,undefined
 endif
 
 CFLAGS  ?=
@@ -54,7 +63,7 @@ FUZZ_SRCS  := $(wildcard tests/fuzz/*_fuzz.c)
 
 PROGS := $(BIN)/seclaunch $(if $(wildcard kms/main.c),$(BIN)/seclaunchd)
 
-.PHONY: all deps check unit-build asan fuzz lint bench demo install uninstall clean
+.PHONY: print-flags print-libs all deps check unit-build asan fuzz lint bench demo install uninstall clean
 .DELETE_ON_ERROR:
 
 all: $(PROGS)
@@ -123,3 +132,9 @@ clean:
 	rm -rf build bin
 
 -include $(LIB_OBJS:.o=.d) $(BUILD)/launcher/main.d $(BUILD)/kms/main.d
+
+# For scripts: the compile flags and link libraries in force.
+print-flags:
+	@echo $(ALL_CFLAGS)
+print-libs:
+	@echo $(LIBS)
