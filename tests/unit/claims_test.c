@@ -101,10 +101,10 @@ static void test_from_json_rejects(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sorted_and_replaced),
-		cmocka_unit_test(test_bad_keys),
-		cmocka_unit_test(test_json_round_trip_and_digest),
-		cmocka_unit_test(test_from_json_rejects),
+	    cmocka_unit_test(test_sorted_and_replaced),
+	    cmocka_unit_test(test_bad_keys),
+	    cmocka_unit_test(test_json_round_trip_and_digest),
+	    cmocka_unit_test(test_from_json_rejects),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

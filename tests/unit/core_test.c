@@ -54,10 +54,9 @@ static void test_error_detail_and_wrap(void **state)
 static void test_reader_ints(void **state)
 {
 	(void)state;
-	const uint8_t b[] = {0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
-			     0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f, 0x10,
-			     0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,
-			     0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f};
+	const uint8_t b[] = {0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b,
+	                     0x0c, 0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16,
+	                     0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f};
 	sl_reader r;
 	uint8_t u8;
 	uint16_t u16;
@@ -304,7 +303,7 @@ static void test_encodings(void **state)
 	assert_memory_equal(d, "fo", 2);
 	free(d);
 	free(s);
-	assert_int_equal(sl_b64_decode("Zm8", 10, &d, &n, "x"), SL_E_FORMAT);  /* no padding */
+	assert_int_equal(sl_b64_decode("Zm8", 10, &d, &n, "x"), SL_E_FORMAT);   /* no padding */
 	assert_int_equal(sl_b64_decode("Zm9v!", 10, &d, &n, "x"), SL_E_FORMAT); /* bad char */
 	assert_int_equal(sl_b64_decode("Zm9vYmFy", 5, &d, &n, "field"), SL_E_TOO_LARGE);
 	assert_non_null(strstr(sl_err_detail(), "field"));
@@ -326,7 +325,7 @@ static void test_time_and_hash(void **state)
 	assert_int_equal(sl_time_parse_rfc3339("2025-06-01T00:00:00.123Z", &t, "--at"), SL_OK);
 	assert_int_equal(sl_time_parse_rfc3339("2025-06-01", &t, "--at"), SL_E_INPUT);
 	assert_int_equal(sl_time_parse_rfc3339("2025-06-01T00:00:00+02:00", &t, "--at"),
-			 SL_E_INPUT);
+	                 SL_E_INPUT);
 	/* SHA-256("abc") */
 	uint8_t h[32];
 	char hx[65];
@@ -348,16 +347,11 @@ static void test_time_and_hash(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_error_exit_codes),
-		cmocka_unit_test(test_error_detail_and_wrap),
-		cmocka_unit_test(test_reader_ints),
-		cmocka_unit_test(test_reader_bounds),
-		cmocka_unit_test(test_writer),
-		cmocka_unit_test(test_secret),
-		cmocka_unit_test(test_secret_read_file),
-		cmocka_unit_test(test_file_read_write),
-		cmocka_unit_test(test_encodings),
-		cmocka_unit_test(test_time_and_hash),
+	    cmocka_unit_test(test_error_exit_codes), cmocka_unit_test(test_error_detail_and_wrap),
+	    cmocka_unit_test(test_reader_ints),      cmocka_unit_test(test_reader_bounds),
+	    cmocka_unit_test(test_writer),           cmocka_unit_test(test_secret),
+	    cmocka_unit_test(test_secret_read_file), cmocka_unit_test(test_file_read_write),
+	    cmocka_unit_test(test_encodings),        cmocka_unit_test(test_time_and_hash),
 	};
 	return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
 }
