@@ -1,0 +1,148 @@
+/* SLD v1: the encrypted dataset file (docs/format-sld.md has every byte).
+ *
+ * A header (dataset id, key reference, salt, key check, header MAC) and
+ * fixed-size chunks, each sealed with a per-file key derived from the DEK.
+ * Decryption hands a sink only authenticated bytes, in chunk order, from a
+ * pool of worker threads with bounded memory; chunk i can also be read on
+ * its own. Nothing here obtains keys: callers pass the DEK (from a key file
+ * or from the KMS) as an sl_secret.
+ */
+#ifndef SECLAUNCH_SLD_H
+#define SECLAUNCH_SLD_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "seclaunch/crypto.h"
+#include "seclaunch/error.h"
+#include "seclaunch/secret.h"
+
+#define SL_SLD_VERSION 1
+#define SL_SLD_MAGIC_LEN 8
+#define SL_SLD_DEK_LEN 32
+#define SL_SLD_SALT_LEN 32
+#define SL_SLD_CHUNK_MIN ((uint32_t)64 << 10)
+#define SL_SLD_CHUNK_MAX ((uint32_t)64 << 20)
+#define SL_SLD_CHUNK_DEFAULT ((uint32_t)4 << 20)
+#define SL_SLD_DATASET_ID_MAX 255
+#define SL_SLD_KMS_URL_MAX 2048
+#define SL_SLD_KEY_ID_MAX 255
+#define SL_SLD_WRAPPED_DEK_MAX 1024
+#define SL_SLD_HEADER_MAX ((size_t)64 << 10)
+#define SL_SLD_THREADS_MAX 1024
+
+/* ---- header (no key needed) ------------------------------------------- */
+
+typedef struct sl_sld_header sl_sld_header;
+
+/* Parses a header from the start of p (p may hold more than the header:
+ * the first bytes of a file). Errors name the field: a wrong magic is
+ * SL_E_FORMAT ("not an SLD file"), another version or an unknown critical
+ * extension SL_E_VERSION, a short buffer SL_E_TRUNCATED, any other damage
+ * after a valid magic and version SL_E_INTEGRITY ("header.chunk_size: ..."):
+ * a v1 writer never produces it, so the file was altered. */
+SL_MUST_USE sl_err sl_sld_header_parse(const uint8_t *p, size_t len, sl_sld_header **out);
+/* Reads and parses the header at offset 0 of fd (name is for messages). */
+SL_MUST_USE sl_err sl_sld_header_read_fd(int fd, const char *name, sl_sld_header **out);
+SL_MUST_USE sl_err sl_sld_header_read_file(const char *path, sl_sld_header **out);
+void sl_sld_header_free(sl_sld_header *h); /* NULL-safe */
+
+/* The fields, as parsed. Strings are NUL-terminated; absent ones are "". */
+uint16_t sl_sld_header_version(const sl_sld_header *h);
+size_t sl_sld_header_len(const sl_sld_header *h);
+sl_aead_id sl_sld_header_aead(const sl_sld_header *h);
+uint32_t sl_sld_header_chunk_size(const sl_sld_header *h);
+uint64_t sl_sld_header_plaintext_len(const sl_sld_header *h);
+uint64_t sl_sld_header_chunk_count(const sl_sld_header *h);
+const char *sl_sld_header_dataset_id(const sl_sld_header *h);
+const char *sl_sld_header_kms_url(const sl_sld_header *h);
+const char *sl_sld_header_key_id(const sl_sld_header *h);
+const uint8_t *sl_sld_header_wrapped_dek(const sl_sld_header *h, size_t *len);
+const uint8_t *sl_sld_header_salt(const sl_sld_header *h); /* SL_SLD_SALT_LEN bytes */
+/* The raw header bytes (exactly sl_sld_header_len) and their SHA-256. */
+const uint8_t *sl_sld_header_bytes(const sl_sld_header *h);
+void sl_sld_header_digest(const sl_sld_header *h, uint8_t out[static 32]);
+/* The total file size the header implies (header + chunks + tags). */
+uint64_t sl_sld_header_file_size(const sl_sld_header *h);
+/* Plaintext length of chunk i (i < chunk count). */
+size_t sl_sld_chunk_plain_len(const sl_sld_header *h, uint64_t i);
+/* Everything above as a JSON object (seclaunch inspect); NULL on no memory. */
+json_t *sl_sld_header_json(const sl_sld_header *h);
+
+/* ---- encryption ------------------------------------------------------- */
+
+/* Called on the calling thread after each chunk is written / delivered. */
+typedef void (*sl_sld_progress_fn)(void *ctx, uint64_t done_bytes, uint64_t total_bytes);
+
+typedef struct sl_sld_encrypt_params {
+	const char *dataset_id; /* required, UTF-8, 1..255 bytes */
+	sl_aead_id aead;        /* SL_AEAD_NONE = AES-256-GCM */
+	uint32_t chunk_size;    /* 0 = SL_SLD_CHUNK_DEFAULT; power of two in [MIN, MAX] */
+	/* key reference: all NULL / 0 for a local key file */
+	const char *kms_url;
+	const char *key_id;
+	const uint8_t *wrapped_dek;
+	size_t wrapped_dek_len;
+	unsigned threads; /* 0 = online CPUs */
+	sl_sld_progress_fn progress;
+	void *progress_ctx;
+} sl_sld_encrypt_params;
+
+/* Reads exactly plaintext_len bytes from in_fd (sequential reads; a pipe
+ * works) and writes the whole SLD file to out_fd (sequential writes).
+ * dek is SL_SLD_DEK_LEN bytes. Memory stays bounded (about 2 x threads
+ * chunks). Fails with SL_E_IO if in_fd ends early or has more data. */
+SL_MUST_USE sl_err sl_sld_encrypt(sl_secret *dek, const sl_sld_encrypt_params *p, int in_fd,
+                                  uint64_t plaintext_len, int out_fd);
+
+/* ---- decryption ------------------------------------------------------- */
+
+typedef struct sl_sld_reader sl_sld_reader;
+
+/* Opens an SLD file for decryption with dek: parses the header, checks the
+ * key check value (SL_E_WRONG_KEY), the header MAC (SL_E_INTEGRITY naming
+ * the header) and the file size against the header (SL_E_TRUNCATED, or
+ * SL_E_INTEGRITY for extra bytes). fd must support pread; it is not closed
+ * by the reader and must stay open while the reader is used. */
+SL_MUST_USE sl_err sl_sld_open(int fd, const char *name, sl_secret *dek, sl_sld_reader **out);
+void sl_sld_close(sl_sld_reader *r); /* NULL-safe; wipes the keys */
+const sl_sld_header *sl_sld_reader_header(const sl_sld_reader *r);
+
+/* Random access: authenticates and decrypts chunk i into buf, which must
+ * hold at least chunk_size + SL_AEAD_TAG_LEN bytes (decryption runs in
+ * place). *len is the plaintext length. Thread-safe (pread, own context).
+ * A failure is SL_E_INTEGRITY naming the chunk, and buf holds no plaintext. */
+SL_MUST_USE sl_err sl_sld_read_chunk(sl_sld_reader *r, uint64_t i, uint8_t *buf, size_t cap,
+                                     size_t *len);
+
+/* Receives chunks in order, each only after it authenticated. plain is
+ * valid during the call only (it is wiped afterwards). A non-OK return
+ * stops decryption and is returned by sl_sld_decrypt. */
+typedef sl_err (*sl_sld_sink_fn)(void *ctx, uint64_t chunk_index, const uint8_t *plain, size_t len);
+
+/* Decrypts every chunk with threads workers (0 = online CPUs), in order, to
+ * sink. Memory: about 2 x threads chunk buffers, wiped before free. The
+ * first failing chunk stops the run (SL_E_INTEGRITY "chunk N: ..."); the
+ * sink has then received exactly the chunks before it. */
+SL_MUST_USE sl_err sl_sld_decrypt(sl_sld_reader *r, unsigned threads, sl_sld_sink_fn sink,
+                                  void *sink_ctx, sl_sld_progress_fn progress, void *progress_ctx);
+
+/* Online CPUs (at least 1, at most SL_SLD_THREADS_MAX). */
+unsigned sl_sld_default_threads(void);
+
+/* ---- output files that appear only when complete ------------------------ */
+
+/* An unnamed file (O_TMPFILE) in path's directory, linked to path only by
+ * sl_sld_outfile_commit; freed uncommitted, nothing is left behind. With
+ * force false an existing path is refused (SL_E_EXISTS), at open and again
+ * at commit; with force true it is replaced atomically (rename). */
+typedef struct sl_sld_outfile sl_sld_outfile;
+SL_MUST_USE sl_err sl_sld_outfile_open(const char *path, bool force, sl_sld_outfile **out);
+int sl_sld_outfile_fd(const sl_sld_outfile *o);
+/* fsyncs the data, links it into place, fsyncs the directory. */
+SL_MUST_USE sl_err sl_sld_outfile_commit(sl_sld_outfile *o);
+void sl_sld_outfile_free(sl_sld_outfile *o); /* NULL-safe; discards if not committed */
+
+#endif
