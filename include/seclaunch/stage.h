@@ -1,0 +1,101 @@
+/* Staging: where a dataset's plaintext lives while the job runs.
+ *
+ * host: one memory file per dataset, never a path on disk or tmpfs.
+ *   memfd_secret(2) when the kernel offers it and the size fits the
+ *   locked-memory limit (the pages leave the kernel's direct map), else
+ *   memfd_create(2) + mlock where the limit permits. A memfd is sealed before
+ *   the job sees it (F_SEAL_GROW, F_SEAL_SHRINK, F_SEAL_FUTURE_WRITE,
+ *   F_SEAL_SEAL: the job can neither resize nor write it, while seclaunch's own
+ *   mapping, made before the seal, stays writable so the wipe can zero it).
+ *   A memfd_secret file cannot be sealed: its size is fixed by the kernel once
+ *   set, write(2) is not supported on it, /proc/self/fd/N cannot reopen it,
+ *   and its mode is set to 0400; a job that maps its own fd writable changes
+ *   only its own input (seclaunch never reads staged data back).
+ * gpu: device buffers (CUDA driver API, loaded with dlopen at run time),
+ *   filled through a few pinned host buffers by asynchronous copies while the
+ *   next chunk is decrypted, handed to the job by CUDA IPC handles.
+ *
+ * The decryptor's in-order sink calls sl_stage_write for each authenticated
+ * chunk; sl_stage_seal ends writing (every byte must have been written);
+ * sl_stage_wipe zeroes and releases everything (host memory zeroed and
+ * unmapped, device memory cleared and freed) and is safe to call on every
+ * path, more than once.
+ */
+#ifndef SECLAUNCH_STAGE_H
+#define SECLAUNCH_STAGE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "seclaunch/error.h"
+
+typedef enum sl_stage_where {
+	SL_STAGE_AUTO = 0, /* gpu when a CUDA device is usable, else host */
+	SL_STAGE_HOST,
+	SL_STAGE_GPU,
+} sl_stage_where;
+
+/* "auto" / "host" / "gpu" -> where (SL_E_USAGE naming the value otherwise). */
+SL_MUST_USE sl_err sl_stage_where_parse(const char *s, sl_stage_where *out);
+
+typedef struct sl_stage sl_stage;
+
+/* A host staging area of exactly size bytes for dataset_id. force_memfd
+ * skips memfd_secret (tests, and kernels where it misbehaves). */
+SL_MUST_USE sl_err sl_stage_host_new(const char *dataset_id, uint64_t size, bool force_memfd,
+                                     sl_stage **out);
+/* Writes len bytes of authenticated plaintext at off (in-order sink; calls
+ * for one stage are not concurrent). Out of range fails with SL_E_INTERNAL. */
+SL_MUST_USE sl_err sl_stage_write(sl_stage *s, uint64_t off, const void *p, size_t len);
+/* Ends writing: every byte must have been written; host: sealed / locked
+ * down; gpu: every copy has completed. */
+SL_MUST_USE sl_err sl_stage_seal(sl_stage *s);
+/* Zeroes and releases the plaintext (idempotent). Fails only when zeroing
+ * could not be confirmed (GPU memset error), naming it; memory is released
+ * anyway. */
+SL_MUST_USE sl_err sl_stage_wipe(sl_stage *s);
+/* Wipes (ignoring the result) and frees. NULL-safe. */
+void sl_stage_free(sl_stage *s);
+
+/* The staging method used: "memfd_secret", "memfd+mlock", "memfd" (not
+ * locked: the limit did not allow it), or "gpu". */
+const char *sl_stage_method(const sl_stage *s);
+const char *sl_stage_dataset_id(const sl_stage *s);
+uint64_t sl_stage_size(const sl_stage *s);
+/* Host: the memory file's descriptor (O_CLOEXEC; the supervisor hands it to
+ * the job); -1 for gpu. */
+int sl_stage_fd(const sl_stage *s);
+/* Read-only view of staged host data for tests and self-checks; NULL for gpu. */
+const uint8_t *sl_stage_host_view(const sl_stage *s);
+bool sl_stage_wiped(const sl_stage *s);
+
+/* This dataset's entry in SECLAUNCH_DATA (docs/job-interface.md), given the
+ * descriptor number the job inherits it at (host):
+ *   host: {"kind":"host","size":N,"fd":FD,"path":"/proc/self/fd/FD","method":M}
+ *   gpu:  {"kind":"gpu","size":N,"device":D,"ipc_handle":"<hex>","method":"gpu"} */
+SL_MUST_USE sl_err sl_stage_describe(const sl_stage *s, int job_fd, json_t **out);
+
+/* ---- GPU ------------------------------------------------------------- */
+
+/* What the probe learned. cc: "on", "off" or "absent" (no NVML answer). */
+typedef struct sl_gpu_info {
+	bool usable;      /* a CUDA device can be used for staging */
+	int device;       /* CUDA ordinal used */
+	char name[96];    /* device name */
+	char cc[8];       /* confidential-computing mode: on / off / absent */
+	bool devtools;    /* CC dev-tools mode (never gets data) */
+	bool cc_ready;    /* NVML says the GPUs are set ready for CC work */
+	char reason[200]; /* why not usable / the CC situation, one line */
+} sl_gpu_info;
+
+/* Probes libcuda.so.1 / libnvidia-ml.so.1 (dlopen). Never fails because a
+ * GPU is absent: info->usable is false and info->reason says why. */
+void sl_gpu_probe(sl_gpu_info *info);
+/* Device buffer of size bytes on info->device with a small ring of pinned
+ * host buffers of chunk bytes each. Refuses a dev-tools-mode GPU. */
+SL_MUST_USE sl_err sl_stage_gpu_new(const char *dataset_id, uint64_t size, size_t chunk,
+                                    const sl_gpu_info *info, sl_stage **out);
+
+#endif

@@ -1,0 +1,405 @@
+/* GPU staging through the CUDA driver API, loaded with dlopen("libcuda.so.1")
+ * at run time: seclaunch has no build-time CUDA dependency, so the few types
+ * and entry points used are declared here. NVML (libnvidia-ml.so.1) is asked
+ * about confidential-computing mode the same way.
+ *
+ * Pipeline: the decryptor's in-order sink hands over chunk k; it is copied
+ * into one of a few pinned host buffers and sent to the device buffer with an
+ * asynchronous copy on one of two streams while the decryptor works on chunk
+ * k+1. A pinned buffer is reused only after its event says its copy is done,
+ * so host memory holds at most NSLOTS chunks of plaintext at any time. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "seclaunch/secret.h"
+#include "seclaunch/util.h"
+#include "stage_int.h"
+
+/* ---- the CUDA driver API subset (cuda.h, declared by hand) ------------- */
+typedef int CUresult; /* CUDA_SUCCESS = 0 */
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct {
+	char reserved[64];
+} CUipcMemHandle;
+#define CU_STREAM_NON_BLOCKING 0x1
+#define CU_EVENT_DISABLE_TIMING 0x2
+
+struct cuda_api {
+	void *lib;
+	CUresult (*Init)(unsigned);
+	CUresult (*DeviceGetCount)(int *);
+	CUresult (*DeviceGet)(CUdevice *, int);
+	CUresult (*DeviceGetName)(char *, int, CUdevice);
+	CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
+	CUresult (*PrimaryCtxRelease)(CUdevice);
+	CUresult (*CtxSetCurrent)(CUcontext);
+	CUresult (*CtxSynchronize)(void);
+	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+	CUresult (*MemFree)(CUdeviceptr);
+	CUresult (*MemHostAlloc)(void **, size_t, unsigned);
+	CUresult (*MemFreeHost)(void *);
+	CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+	CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+	CUresult (*StreamCreate)(CUstream *, unsigned);
+	CUresult (*StreamDestroy)(CUstream);
+	CUresult (*StreamSynchronize)(CUstream);
+	CUresult (*EventCreate)(CUevent *, unsigned);
+	CUresult (*EventRecord)(CUevent, CUstream);
+	CUresult (*EventSynchronize)(CUevent);
+	CUresult (*EventDestroy)(CUevent);
+	CUresult (*IpcGetMemHandle)(CUipcMemHandle *, CUdeviceptr);
+	CUresult (*GetErrorName)(CUresult, const char **);
+};
+
+static struct cuda_api cu;
+static bool cu_loaded;
+
+/* Loads one symbol, trying the versioned name first (the driver keeps both). */
+static void *sym(void *lib, const char *v2, const char *v1)
+{
+	void *p = v2 != NULL ? dlsym(lib, v2) : NULL;
+	return p != NULL ? p : dlsym(lib, v1);
+}
+
+#define LOAD(field, v2, v1)                                                                        \
+	do {                                                                                       \
+		*(void **)(&cu.field) = sym(cu.lib, v2, v1);                                       \
+		if (cu.field == NULL) {                                                            \
+			snprintf(why, whylen, "libcuda.so.1 lacks %s", v1);                        \
+			goto fail;                                                                 \
+		}                                                                                  \
+	} while (0)
+
+static bool cuda_load(char *why, size_t whylen)
+{
+	if (cu_loaded)
+		return true;
+	const char *lib = getenv("SECLAUNCH_LIBCUDA"); /* tests: a path to try instead */
+	cu.lib = dlopen(lib != NULL ? lib : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (cu.lib == NULL) {
+		snprintf(why, whylen, "no CUDA driver: dlopen(libcuda.so.1) failed: %s", dlerror());
+		return false;
+	}
+	LOAD(Init, NULL, "cuInit");
+	LOAD(DeviceGetCount, NULL, "cuDeviceGetCount");
+	LOAD(DeviceGet, NULL, "cuDeviceGet");
+	LOAD(DeviceGetName, NULL, "cuDeviceGetName");
+	LOAD(PrimaryCtxRetain, NULL, "cuDevicePrimaryCtxRetain");
+	LOAD(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease");
+	LOAD(CtxSetCurrent, NULL, "cuCtxSetCurrent");
+	LOAD(CtxSynchronize, NULL, "cuCtxSynchronize");
+	LOAD(MemAlloc, "cuMemAlloc_v2", "cuMemAlloc");
+	LOAD(MemFree, "cuMemFree_v2", "cuMemFree");
+	LOAD(MemHostAlloc, NULL, "cuMemHostAlloc");
+	LOAD(MemFreeHost, NULL, "cuMemFreeHost");
+	LOAD(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", "cuMemcpyHtoDAsync");
+	LOAD(MemsetD8, "cuMemsetD8_v2", "cuMemsetD8");
+	LOAD(StreamCreate, NULL, "cuStreamCreate");
+	LOAD(StreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy");
+	LOAD(StreamSynchronize, NULL, "cuStreamSynchronize");
+	LOAD(EventCreate, NULL, "cuEventCreate");
+	LOAD(EventRecord, NULL, "cuEventRecord");
+	LOAD(EventSynchronize, NULL, "cuEventSynchronize");
+	LOAD(EventDestroy, "cuEventDestroy_v2", "cuEventDestroy");
+	LOAD(IpcGetMemHandle, NULL, "cuIpcGetMemHandle");
+	LOAD(GetErrorName, NULL, "cuGetErrorName");
+	cu_loaded = true;
+	return true;
+fail:
+	dlclose(cu.lib);
+	memset(&cu, 0, sizeof(cu));
+	return false;
+}
+
+static const char *cu_err(CUresult r)
+{
+	const char *name = NULL;
+	if (cu.GetErrorName == NULL || cu.GetErrorName(r, &name) != 0 || name == NULL)
+		return "CUDA_ERROR_UNKNOWN";
+	return name;
+}
+
+#define CU_GUARD(expr, ...)                                                                        \
+	do {                                                                                       \
+		CUresult cu_rc_ = (expr);                                                          \
+		if (cu_rc_ != 0) {                                                                 \
+			char msg_[200];                                                            \
+			snprintf(msg_, sizeof(msg_), __VA_ARGS__);                                 \
+			rc = sl_err_set(SL_E_GPU, "%s: %s", msg_, cu_err(cu_rc_));                 \
+			goto out;                                                                  \
+		}                                                                                  \
+	} while (0)
+
+/* ---- NVML: confidential-computing state -------------------------------- */
+typedef struct {
+	unsigned environment, ccFeature, devToolsMode;
+} nvml_cc_state;
+typedef struct {
+	unsigned version, environment, ccFeature, devToolsMode, multiGpuMode;
+} nvml_cc_settings;
+#define NVML_CC_SETTINGS_V1 (sizeof(nvml_cc_settings) | (1u << 24))
+
+static void nvml_probe(sl_gpu_info *info)
+{
+	void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	int (*init)(void), (*shutdown)(void), (*state)(nvml_cc_state *);
+	int (*settings)(nvml_cc_settings *), (*ready)(unsigned *);
+
+	/* without NVML nothing proves CC mode: off is the safe answer */
+	snprintf(info->cc, sizeof(info->cc), "off");
+	if (lib == NULL) {
+		snprintf(info->reason, sizeof(info->reason),
+		         "GPU not in confidential-computing mode (NVML unavailable: %s)",
+		         dlerror());
+		return;
+	}
+	*(void **)(&init) = sym(lib, "nvmlInit_v2", "nvmlInit");
+	*(void **)(&shutdown) = dlsym(lib, "nvmlShutdown");
+	*(void **)(&state) = dlsym(lib, "nvmlSystemGetConfComputeState");
+	*(void **)(&settings) = dlsym(lib, "nvmlSystemGetConfComputeSettings");
+	*(void **)(&ready) = dlsym(lib, "nvmlSystemGetConfComputeGpusReadyState");
+	if (init == NULL || init() != 0) {
+		snprintf(info->reason, sizeof(info->reason),
+		         "GPU not in confidential-computing mode (NVML did not initialise)");
+		goto out;
+	}
+	unsigned on = 0, devtools = 0;
+	bool known = false;
+	nvml_cc_settings cs = {.version = (unsigned)NVML_CC_SETTINGS_V1};
+	nvml_cc_state st = {0};
+	if (settings != NULL && settings(&cs) == 0) {
+		on = cs.ccFeature, devtools = cs.devToolsMode, known = true;
+	} else if (state != NULL && state(&st) == 0) {
+		on = st.ccFeature, devtools = st.devToolsMode, known = true;
+	}
+	if (!known || on == 0) {
+		snprintf(info->reason, sizeof(info->reason),
+		         "GPU not in confidential-computing mode");
+	} else {
+		unsigned accepting = 0;
+		snprintf(info->cc, sizeof(info->cc), "on");
+		info->devtools = devtools != 0;
+		info->cc_ready = ready != NULL && ready(&accepting) == 0 && accepting != 0;
+		snprintf(info->reason, sizeof(info->reason),
+		         "GPU in confidential-computing mode%s%s",
+		         info->devtools ? ", dev-tools mode (refused)" : "",
+		         info->cc_ready ? ", ready" : ", not set ready");
+	}
+	if (shutdown != NULL)
+		shutdown();
+out:
+	dlclose(lib);
+}
+
+void sl_gpu_probe(sl_gpu_info *info)
+{
+	int n = 0;
+	CUdevice dev;
+	CUresult r;
+
+	memset(info, 0, sizeof(*info));
+	snprintf(info->cc, sizeof(info->cc), "absent");
+	if (!cuda_load(info->reason, sizeof(info->reason)))
+		return;
+	if ((r = cu.Init(0)) != 0) {
+		snprintf(info->reason, sizeof(info->reason), "cuInit failed: %s", cu_err(r));
+		return;
+	}
+	if ((r = cu.DeviceGetCount(&n)) != 0 || n < 1) {
+		snprintf(info->reason, sizeof(info->reason), "no CUDA device (%s)",
+		         r != 0 ? cu_err(r) : "count 0");
+		return;
+	}
+	if ((r = cu.DeviceGet(&dev, 0)) != 0) {
+		snprintf(info->reason, sizeof(info->reason), "cuDeviceGet(0): %s", cu_err(r));
+		return;
+	}
+	(void)cu.DeviceGetName(info->name, (int)sizeof(info->name) - 1, dev);
+	info->device = 0;
+	nvml_probe(info);
+	/* CC on but not set ready: the driver refuses work until the GPU is
+	 * attested and set ready; dev-tools mode never gets data */
+	info->usable = !info->devtools && !(strcmp(info->cc, "on") == 0 && !info->cc_ready);
+}
+
+/* ---- the staging pipeline --------------------------------------------- */
+#define NSLOTS 3
+#define NSTREAMS 2
+
+struct sl_gpu_stage {
+	CUdevice dev;
+	int ordinal;
+	CUcontext ctx;
+	CUdeviceptr dptr;
+	size_t size;
+	size_t chunk;
+	void *pinned[NSLOTS];
+	CUevent ev[NSLOTS];
+	bool busy[NSLOTS];
+	CUstream stream[NSTREAMS];
+	unsigned next;
+	CUipcMemHandle ipc;
+	bool have_ipc;
+};
+
+sl_err sl_stage_gpu_new(const char *dataset_id, uint64_t size, size_t chunk,
+                        const sl_gpu_info *info, sl_stage **out)
+{
+	sl_err rc = SL_E_GPU;
+	char why[200] = "";
+	sl_stage *s = NULL;
+	struct sl_gpu_stage *g = NULL;
+
+	SL_ENSURE(!info->devtools, SL_E_GPU,
+	          "dataset %s: the GPU is in confidential-computing dev-tools mode; it gets no "
+	          "data",
+	          dataset_id);
+	SL_ENSURE(info->usable, SL_E_GPU, "dataset %s: no usable GPU: %s", dataset_id,
+	          info->reason);
+	SL_ENSURE(cuda_load(why, sizeof(why)), SL_E_GPU, "%s", why);
+	SL_ENSURE(size > 0 && size <= SIZE_MAX, SL_E_INPUT,
+	          "dataset %s: %llu bytes cannot be staged on a GPU", dataset_id,
+	          (unsigned long long)size);
+	s = calloc(1, sizeof(*s));
+	g = calloc(1, sizeof(*g));
+	if (s != NULL)
+		s->gpu = g;
+	else
+		free(g);
+	SL_ENSURE(s != NULL && g != NULL, SL_E_NOMEM, "allocating a GPU staging area");
+	s->fd = -1;
+	s->size = size;
+	s->method = "gpu";
+	s->dataset_id = strdup(dataset_id);
+	SL_ENSURE(s->dataset_id != NULL, SL_E_NOMEM, "allocating a GPU staging area");
+	g->size = (size_t)size;
+	g->chunk = chunk > 0 ? chunk : (size_t)1 << 20;
+	g->ordinal = info->device;
+	CU_GUARD(cu.DeviceGet(&g->dev, g->ordinal), "cuDeviceGet(%d)", g->ordinal);
+	CU_GUARD(cu.PrimaryCtxRetain(&g->ctx, g->dev), "retaining the primary context");
+	CU_GUARD(cu.CtxSetCurrent(g->ctx), "making the primary context current");
+	CU_GUARD(cu.MemAlloc(&g->dptr, g->size), "allocating %zu bytes of device memory for %s",
+	         g->size, dataset_id);
+	for (int i = 0; i < NSTREAMS; i++)
+		CU_GUARD(cu.StreamCreate(&g->stream[i], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+	for (int i = 0; i < NSLOTS; i++) {
+		CU_GUARD(cu.MemHostAlloc(&g->pinned[i], g->chunk, 0), "pinning %zu bytes",
+		         g->chunk);
+		CU_GUARD(cu.EventCreate(&g->ev[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+	}
+	*out = s;
+	s = NULL;
+	rc = SL_OK;
+out:
+	sl_stage_free(s); /* wipes g through sl_gpu_stage_wipe */
+	return rc;
+}
+
+sl_err sl_gpu_stage_write(struct sl_gpu_stage *g, uint64_t off, const uint8_t *p, size_t len)
+{
+	sl_err rc = SL_E_GPU;
+	while (len > 0) {
+		unsigned slot = g->next;
+		size_t n = len < g->chunk ? len : g->chunk;
+		if (g->busy[slot]) /* its previous copy must be done before reuse */
+			CU_GUARD(cu.EventSynchronize(g->ev[slot]),
+			         "waiting for a host-to-device copy");
+		sl_wipe(g->pinned[slot], g->chunk);
+		memcpy(g->pinned[slot], p, n);
+		CUstream st = g->stream[slot % NSTREAMS];
+		CU_GUARD(cu.MemcpyHtoDAsync(g->dptr + off, g->pinned[slot], n, st),
+		         "copying %zu bytes to the device at %llu", n, (unsigned long long)off);
+		CU_GUARD(cu.EventRecord(g->ev[slot], st), "cuEventRecord");
+		g->busy[slot] = true;
+		g->next = (slot + 1) % NSLOTS;
+		p += n, off += n, len -= n;
+	}
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+/* Waits for every copy, then zeroes and frees the pinned buffers: after
+ * staging no plaintext is left in host memory. */
+static sl_err drain_pinned(struct sl_gpu_stage *g)
+{
+	sl_err rc = SL_OK;
+	for (int i = 0; i < NSLOTS; i++) {
+		if (g->busy[i] && cu.EventSynchronize(g->ev[i]) != 0)
+			rc = sl_err_set(SL_E_GPU, "a host-to-device copy failed");
+		g->busy[i] = false;
+		if (g->pinned[i] != NULL) {
+			sl_wipe(g->pinned[i], g->chunk);
+			(void)cu.MemFreeHost(g->pinned[i]);
+			g->pinned[i] = NULL;
+		}
+	}
+	return rc;
+}
+
+sl_err sl_gpu_stage_finish(struct sl_gpu_stage *g)
+{
+	sl_err rc = SL_E_GPU;
+	SL_GUARD(drain_pinned(g));
+	for (int i = 0; i < NSTREAMS; i++)
+		CU_GUARD(cu.StreamSynchronize(g->stream[i]), "finishing the copies");
+	CU_GUARD(cu.IpcGetMemHandle(&g->ipc, g->dptr), "exporting the device buffer (IPC handle)");
+	g->have_ipc = true;
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+sl_err sl_gpu_stage_wipe(struct sl_gpu_stage *g)
+{
+	sl_err rc = SL_OK;
+	if (g == NULL)
+		return SL_OK;
+	if (g->ctx != NULL)
+		(void)cu.CtxSetCurrent(g->ctx);
+	if (drain_pinned(g) != SL_OK)
+		rc = SL_E_GPU;
+	if (g->dptr != 0) {
+		CUresult r = cu.MemsetD8(g->dptr, 0, g->size);
+		if (r == 0)
+			r = cu.CtxSynchronize();
+		if (r != 0)
+			rc = sl_err_set(SL_E_GPU,
+			                "clearing device memory could not be confirmed: %s",
+			                cu_err(r));
+		(void)cu.MemFree(g->dptr);
+		g->dptr = 0;
+	}
+	for (int i = 0; i < NSLOTS; i++)
+		if (g->ev[i] != NULL)
+			(void)cu.EventDestroy(g->ev[i]);
+	for (int i = 0; i < NSTREAMS; i++)
+		if (g->stream[i] != NULL)
+			(void)cu.StreamDestroy(g->stream[i]);
+	if (g->ctx != NULL)
+		(void)cu.PrimaryCtxRelease(g->dev);
+	sl_wipe(g, sizeof(*g));
+	free(g);
+	return rc;
+}
+
+sl_err sl_gpu_stage_describe(const struct sl_gpu_stage *g, json_t *obj)
+{
+	sl_err rc = SL_E_NOMEM;
+	char hex[2 * sizeof(g->ipc.reserved) + 1];
+
+	SL_ENSURE(g->have_ipc, SL_E_INTERNAL, "GPU staging not finished");
+	sl_hex_encode((const uint8_t *)g->ipc.reserved, sizeof(g->ipc.reserved), hex);
+	SL_ENSURE(json_object_set_new(obj, "device", json_integer(g->ordinal)) == 0 &&
+	              json_object_set_new(obj, "ipc_handle", json_string(hex)) == 0,
+	          SL_E_NOMEM, "building SECLAUNCH_DATA");
+	rc = SL_OK;
+out:
+	return rc;
+}

@@ -1,0 +1,288 @@
+/* Host staging: plaintext in a memory file (memfd_secret, else a sealed,
+ * locked memfd), never a path on disk or tmpfs. See include/seclaunch/stage.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "seclaunch/secret.h"
+#include "stage_int.h"
+
+#ifndef SYS_memfd_secret
+#define SYS_memfd_secret 447
+#endif
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+
+sl_err sl_stage_where_parse(const char *s, sl_stage_where *out)
+{
+	if (strcmp(s, "auto") == 0)
+		*out = SL_STAGE_AUTO;
+	else if (strcmp(s, "host") == 0)
+		*out = SL_STAGE_HOST;
+	else if (strcmp(s, "gpu") == 0)
+		*out = SL_STAGE_GPU;
+	else
+		return sl_err_set(SL_E_USAGE, "--stage: '%s' is not one of auto, host, gpu", s);
+	return SL_OK;
+}
+
+/* Bytes this process has locked already (VmLck), so a new locked mapping is
+ * tried only when it fits what RLIMIT_MEMLOCK leaves. */
+static uint64_t locked_now(void)
+{
+	uint64_t kb = 0;
+	char line[128];
+	FILE *f = fopen("/proc/self/status", "re");
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (sscanf(line, "VmLck: %lu kB", &kb) == 1)
+			break;
+	}
+	fclose(f);
+	return kb * 1024u;
+}
+
+static bool fits_memlock(uint64_t size)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0)
+		return false;
+	if (rl.rlim_cur == RLIM_INFINITY)
+		return true;
+	uint64_t used = locked_now();
+	return used <= rl.rlim_cur && size <= rl.rlim_cur - used;
+}
+
+/* memfd_secret: the pages are locked and removed from the kernel's direct
+ * map. Returns false (nothing left open) when the kernel or limit says no. */
+static bool try_secretmem(sl_stage *s)
+{
+	if (s->size == 0 || !fits_memlock(s->size))
+		return false;
+	int fd = (int)syscall(SYS_memfd_secret, (unsigned)O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	if (ftruncate(fd, (off_t)s->size) != 0) {
+		close(fd);
+		return false;
+	}
+	void *p = mmap(NULL, (size_t)s->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		close(fd);
+		return false;
+	}
+	s->fd = fd;
+	s->map = p;
+	s->map_len = (size_t)s->size;
+	s->locked = true;
+	s->method = "memfd_secret";
+	return true;
+}
+
+static sl_err open_memfd(sl_stage *s)
+{
+	sl_err rc = SL_E_SYSTEM;
+	int fd = memfd_create("seclaunch-stage", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	SL_ENSURE(fd >= 0, SL_E_SYSTEM, "memfd_create for dataset %s: %s", s->dataset_id,
+	          strerror(errno));
+	s->fd = fd;
+	SL_ENSURE(ftruncate(fd, (off_t)s->size) == 0, SL_E_NOMEM,
+	          "sizing the staging memory of dataset %s to %llu bytes: %s", s->dataset_id,
+	          (unsigned long long)s->size, strerror(errno));
+	s->method = "memfd";
+	if (s->size > 0) {
+		void *p = mmap(NULL, (size_t)s->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		SL_ENSURE(p != MAP_FAILED, SL_E_NOMEM,
+		          "mapping %llu bytes of staging memory for dataset %s: %s",
+		          (unsigned long long)s->size, s->dataset_id, strerror(errno));
+		s->map = p;
+		s->map_len = (size_t)s->size;
+		/* keep plaintext out of core dumps, and out of swap where allowed */
+		(void)madvise(p, s->map_len, MADV_DONTDUMP);
+		if (fits_memlock(s->size) && mlock(p, s->map_len) == 0) {
+			s->locked = true;
+			s->method = "memfd+mlock";
+		}
+	}
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+sl_err sl_stage_host_new(const char *dataset_id, uint64_t size, bool force_memfd, sl_stage **out)
+{
+	sl_err rc = SL_E_NOMEM;
+	sl_stage *s = calloc(1, sizeof(*s));
+
+	SL_ENSURE(s != NULL, SL_E_NOMEM, "allocating a staging area");
+	s->fd = -1;
+	s->size = size;
+	s->dataset_id = strdup(dataset_id);
+	SL_ENSURE(s->dataset_id != NULL, SL_E_NOMEM, "allocating a staging area");
+	SL_ENSURE(size <= (uint64_t)SIZE_MAX / 2, SL_E_TOO_LARGE,
+	          "dataset %s: %llu bytes cannot be staged in host memory", dataset_id,
+	          (unsigned long long)size);
+	if (force_memfd || !try_secretmem(s))
+		SL_GUARD(open_memfd(s));
+	*out = s;
+	s = NULL;
+	rc = SL_OK;
+out:
+	sl_stage_free(s);
+	return rc;
+}
+
+sl_err sl_stage_write(sl_stage *s, uint64_t off, const void *p, size_t len)
+{
+	if (s->sealed || s->wiped)
+		return sl_err_set(SL_E_INTERNAL, "dataset %s: write after staging ended",
+		                  s->dataset_id);
+	if (off != s->written || len > s->size - s->written)
+		return sl_err_set(SL_E_INTERNAL,
+		                  "dataset %s: write of %zu bytes at %llu, expected offset %llu of "
+		                  "%llu",
+		                  s->dataset_id, len, (unsigned long long)off,
+		                  (unsigned long long)s->written, (unsigned long long)s->size);
+	if (s->gpu != NULL) {
+		sl_err rc = sl_gpu_stage_write(s->gpu, off, p, len);
+		if (rc != SL_OK)
+			return rc;
+	} else if (len > 0) {
+		memcpy(s->map + off, p, len);
+	}
+	s->written += len;
+	return SL_OK;
+}
+
+sl_err sl_stage_seal(sl_stage *s)
+{
+	if (s->sealed)
+		return SL_OK;
+	if (s->written != s->size)
+		return sl_err_set(SL_E_TRUNCATED, "dataset %s: %llu of %llu bytes staged",
+		                  s->dataset_id, (unsigned long long)s->written,
+		                  (unsigned long long)s->size);
+	if (s->gpu != NULL) {
+		sl_err rc = sl_gpu_stage_finish(s->gpu);
+		if (rc != SL_OK)
+			return rc;
+	} else if (strcmp(s->method, "memfd_secret") == 0) {
+		/* not sealable: fixed size, no write(2), no reopen; mode 0400 */
+		if (fchmod(s->fd, 0400) != 0)
+			return sl_err_set(SL_E_SYSTEM,
+			                  "dataset %s: fchmod of the secret memory: %s",
+			                  s->dataset_id, strerror(errno));
+	} else {
+		/* FUTURE_WRITE rather than WRITE: our mapping, made before the seal,
+		 * stays writable so the wipe can zero the pages; the job gets no
+		 * write(2), no new writable mapping, no mprotect to writable. */
+		int seals = F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
+		if (fcntl(s->fd, F_ADD_SEALS, seals) != 0)
+			return sl_err_set(SL_E_SYSTEM, "dataset %s: sealing the staging memory: %s",
+			                  s->dataset_id, strerror(errno));
+	}
+	s->sealed = true;
+	return SL_OK;
+}
+
+sl_err sl_stage_wipe(sl_stage *s)
+{
+	sl_err rc = SL_OK;
+	if (s == NULL || s->wiped)
+		return SL_OK;
+	if (s->gpu != NULL)
+		rc = sl_gpu_stage_wipe(s->gpu);
+	s->gpu = NULL;
+	if (s->map != NULL) {
+		sl_wipe(s->map, s->map_len);
+		if (s->locked && strcmp(s->method, "memfd_secret") != 0)
+			(void)munlock(s->map, s->map_len);
+		(void)munmap(s->map, s->map_len);
+		s->map = NULL;
+	}
+	if (s->fd >= 0)
+		close(s->fd);
+	s->fd = -1;
+	s->wiped = true;
+	return rc;
+}
+
+void sl_stage_free(sl_stage *s)
+{
+	if (s == NULL)
+		return;
+	sl_err ignored = sl_stage_wipe(s); /* the caller reported wipe results already */
+	(void)ignored;
+	free(s->dataset_id);
+	free(s);
+}
+
+const char *sl_stage_method(const sl_stage *s)
+{
+	return s->method;
+}
+
+const char *sl_stage_dataset_id(const sl_stage *s)
+{
+	return s->dataset_id;
+}
+
+uint64_t sl_stage_size(const sl_stage *s)
+{
+	return s->size;
+}
+
+int sl_stage_fd(const sl_stage *s)
+{
+	return s->gpu != NULL ? -1 : s->fd;
+}
+
+const uint8_t *sl_stage_host_view(const sl_stage *s)
+{
+	return s->gpu != NULL ? NULL : s->map;
+}
+
+bool sl_stage_wiped(const sl_stage *s)
+{
+	return s->wiped;
+}
+
+sl_err sl_stage_describe(const sl_stage *s, int job_fd, json_t **out)
+{
+	sl_err rc = SL_E_NOMEM;
+	json_t *o = json_object();
+	char path[40];
+
+	SL_ENSURE(o != NULL, SL_E_NOMEM, "building SECLAUNCH_DATA");
+	SL_ENSURE(!s->wiped && s->sealed, SL_E_INTERNAL, "dataset %s: not staged", s->dataset_id);
+	SL_ENSURE(json_object_set_new(o, "size", json_integer((json_int_t)s->size)) == 0,
+	          SL_E_NOMEM, "building SECLAUNCH_DATA");
+	SL_ENSURE(json_object_set_new(o, "method", json_string(s->method)) == 0, SL_E_NOMEM,
+	          "building SECLAUNCH_DATA");
+	if (s->gpu != NULL) {
+		SL_ENSURE(json_object_set_new(o, "kind", json_string("gpu")) == 0, SL_E_NOMEM,
+		          "building SECLAUNCH_DATA");
+		SL_GUARD(sl_gpu_stage_describe(s->gpu, o));
+	} else {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", job_fd);
+		SL_ENSURE(json_object_set_new(o, "kind", json_string("host")) == 0 &&
+		              json_object_set_new(o, "fd", json_integer(job_fd)) == 0 &&
+		              json_object_set_new(o, "path", json_string(path)) == 0,
+		          SL_E_NOMEM, "building SECLAUNCH_DATA");
+	}
+	*out = o;
+	o = NULL;
+	rc = SL_OK;
+out:
+	json_decref(o);
+	return rc;
+}

@@ -1,0 +1,37 @@
+/* Private to launcher/stage_*.c: the staging object shared by host and GPU. */
+#ifndef SECLAUNCH_LAUNCHER_STAGE_INT_H
+#define SECLAUNCH_LAUNCHER_STAGE_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "seclaunch/stage.h"
+
+struct sl_gpu_stage; /* stage_gpu.c */
+
+struct sl_stage {
+	char *dataset_id;
+	uint64_t size;
+	uint64_t written; /* the sink is in order: the next offset expected */
+	const char *method;
+	bool sealed;
+	bool wiped;
+	/* host */
+	int fd;
+	uint8_t *map;
+	size_t map_len;
+	bool locked;
+	/* gpu */
+	struct sl_gpu_stage *gpu;
+};
+
+SL_MUST_USE sl_err sl_gpu_stage_write(struct sl_gpu_stage *g, uint64_t off, const uint8_t *p,
+                                      size_t len);
+SL_MUST_USE sl_err sl_gpu_stage_finish(struct sl_gpu_stage *g);
+/* Clears and frees device and pinned memory; the result says whether the
+ * clearing was confirmed. */
+SL_MUST_USE sl_err sl_gpu_stage_wipe(struct sl_gpu_stage *g);
+SL_MUST_USE sl_err sl_gpu_stage_describe(const struct sl_gpu_stage *g, json_t *obj);
+
+#endif

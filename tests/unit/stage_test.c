@@ -1,0 +1,267 @@
+/* Staging: host memory files (memfd_secret and sealed memfd), the in-order
+ * sink contract, sealing, the wipe, SECLAUNCH_DATA entries, and the GPU
+ * probe's dlopen failure path (no GPU on test machines). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "seclaunch/secret.h"
+#include "seclaunch/stage.h"
+
+#define SIZE (1u << 20)
+
+static uint8_t *pattern(size_t n)
+{
+	uint8_t *p = malloc(n);
+	assert_non_null(p);
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(i * 31 + 7);
+	return p;
+}
+
+/* Writes data in uneven pieces, as a chunked decryptor would. */
+static void fill(sl_stage *s, const uint8_t *data, size_t n)
+{
+	size_t off = 0, step = 65536 + 13;
+	while (off < n) {
+		size_t k = n - off < step ? n - off : step;
+		assert_int_equal(sl_stage_write(s, off, data + off, k), SL_OK);
+		off += k;
+	}
+}
+
+static void check_sealed_memfd(int fd, const uint8_t *data)
+{
+	char path[40];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	/* what the job could try with its own descriptor */
+	int rw = open(path, O_RDWR);
+	assert_true(rw >= 0);
+	assert_int_equal(write(rw, "x", 1), -1);
+	assert_int_equal(ftruncate(rw, 1), -1);
+	assert_int_equal(ftruncate(rw, 2 * SIZE), -1);
+	void *w = mmap(NULL, SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, rw, 0);
+	assert_true(w == MAP_FAILED);
+	uint8_t *r = mmap(NULL, SIZE, PROT_READ, MAP_SHARED, rw, 0);
+	assert_true(r != MAP_FAILED);
+	assert_int_equal(mprotect(r, SIZE, PROT_READ | PROT_WRITE), -1);
+	assert_memory_equal(r, data, SIZE);
+	munmap(r, SIZE);
+	close(rw);
+}
+
+static void test_memfd_sealed_and_wiped(void **state)
+{
+	(void)state;
+	uint8_t *data = pattern(SIZE);
+	sl_stage *s = NULL;
+	assert_int_equal(sl_stage_host_new("ds-a", SIZE, true, &s), SL_OK);
+	assert_true(strncmp(sl_stage_method(s), "memfd", 5) == 0);
+	fill(s, data, SIZE);
+	assert_int_equal(sl_stage_seal(s), SL_OK);
+	assert_memory_equal(sl_stage_host_view(s), data, SIZE);
+	check_sealed_memfd(sl_stage_fd(s), data);
+
+	/* a job that still holds the data sees zeros after the wipe */
+	int keep = dup(sl_stage_fd(s));
+	uint8_t *job = mmap(NULL, SIZE, PROT_READ, MAP_SHARED, keep, 0);
+	assert_true(job != MAP_FAILED);
+	assert_int_equal(sl_stage_wipe(s), SL_OK);
+	assert_true(sl_stage_wiped(s));
+	assert_int_equal(sl_stage_fd(s), -1);
+	for (size_t i = 0; i < SIZE; i++)
+		if (job[i] != 0)
+			fail_msg("byte %zu not wiped", i);
+	assert_int_equal(sl_stage_wipe(s), SL_OK); /* idempotent */
+	munmap(job, SIZE);
+	close(keep);
+	sl_stage_free(s);
+	free(data);
+}
+
+static void test_memfd_secret(void **state)
+{
+	(void)state;
+	uint8_t *data = pattern(SIZE);
+	sl_stage *s = NULL;
+	assert_int_equal(sl_stage_host_new("ds-s", SIZE, false, &s), SL_OK);
+	if (strcmp(sl_stage_method(s), "memfd_secret") != 0) {
+		sl_stage_free(s);
+		free(data);
+		skip(); /* kernel without memfd_secret or a tiny RLIMIT_MEMLOCK */
+	}
+	fill(s, data, SIZE);
+	assert_int_equal(sl_stage_seal(s), SL_OK);
+	int fd = sl_stage_fd(s);
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0400);
+	assert_int_equal((size_t)st.st_size, SIZE);
+	/* no reopen through /proc, no write(2), no resize */
+	char path[40];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	assert_int_equal(open(path, O_RDONLY), -1);
+	assert_int_equal(write(fd, "x", 1), -1);
+	assert_int_equal(ftruncate(fd, 2 * SIZE), -1);
+	/* the job maps its descriptor directly */
+	uint8_t *job = mmap(NULL, SIZE, PROT_READ, MAP_SHARED, fd, 0);
+	assert_true(job != MAP_FAILED);
+	assert_memory_equal(job, data, SIZE);
+	int keep = dup(fd);
+	assert_int_equal(sl_stage_wipe(s), SL_OK);
+	for (size_t i = 0; i < SIZE; i++)
+		if (job[i] != 0)
+			fail_msg("byte %zu not wiped", i);
+	munmap(job, SIZE);
+	close(keep);
+	sl_stage_free(s);
+	free(data);
+}
+
+static void test_memlock_limit_falls_back(void **state)
+{
+	(void)state;
+	struct rlimit old, small = {64 * 1024, 0};
+	assert_int_equal(getrlimit(RLIMIT_MEMLOCK, &old), 0);
+	small.rlim_max = old.rlim_max;
+	assert_int_equal(setrlimit(RLIMIT_MEMLOCK, &small), 0);
+	sl_stage *s = NULL;
+	sl_err rc = sl_stage_host_new("ds-big", SIZE, false, &s);
+	assert_int_equal(setrlimit(RLIMIT_MEMLOCK, &old), 0);
+	assert_int_equal(rc, SL_OK);
+	/* root may lock past the limit (CAP_IPC_LOCK); memfd_secret is never chosen */
+	assert_true(strcmp(sl_stage_method(s), "memfd") == 0 ||
+	            strcmp(sl_stage_method(s), "memfd+mlock") == 0);
+	sl_stage_free(s);
+}
+
+static void test_sink_contract(void **state)
+{
+	(void)state;
+	uint8_t buf[100] = {1};
+	sl_stage *s = NULL;
+	assert_int_equal(sl_stage_host_new("ds-c", 200, true, &s), SL_OK);
+	/* out of order */
+	assert_int_equal(sl_stage_write(s, 100, buf, 100), SL_E_INTERNAL);
+	assert_non_null(strstr(sl_err_detail(), "expected offset 0"));
+	assert_int_equal(sl_stage_write(s, 0, buf, 100), SL_OK);
+	/* past the end */
+	assert_int_equal(sl_stage_write(s, 100, buf, 101), SL_E_INTERNAL);
+	/* sealing early: not every byte was staged */
+	assert_int_equal(sl_stage_seal(s), SL_E_TRUNCATED);
+	assert_non_null(strstr(sl_err_detail(), "100 of 200"));
+	assert_int_equal(sl_stage_write(s, 100, buf, 100), SL_OK);
+	assert_int_equal(sl_stage_seal(s), SL_OK);
+	assert_int_equal(sl_stage_write(s, 200, buf, 0), SL_E_INTERNAL); /* after seal */
+	sl_stage_free(s);
+}
+
+static void test_empty_dataset(void **state)
+{
+	(void)state;
+	sl_stage *s = NULL;
+	json_t *j = NULL;
+	assert_int_equal(sl_stage_host_new("ds-empty", 0, false, &s), SL_OK);
+	assert_int_equal(sl_stage_seal(s), SL_OK);
+	assert_int_equal(sl_stage_describe(s, 3, &j), SL_OK);
+	assert_int_equal(json_integer_value(json_object_get(j, "size")), 0);
+	json_decref(j);
+	sl_stage_free(s);
+}
+
+static void test_describe(void **state)
+{
+	(void)state;
+	sl_stage *s = NULL;
+	json_t *j = NULL;
+	uint8_t b[10] = {0};
+	assert_int_equal(sl_stage_host_new("ds-d", 10, true, &s), SL_OK);
+	assert_int_equal(sl_stage_describe(s, 5, &j), SL_E_INTERNAL); /* not sealed yet */
+	assert_int_equal(sl_stage_write(s, 0, b, 10), SL_OK);
+	assert_int_equal(sl_stage_seal(s), SL_OK);
+	assert_int_equal(sl_stage_describe(s, 5, &j), SL_OK);
+	assert_string_equal(json_string_value(json_object_get(j, "kind")), "host");
+	assert_string_equal(json_string_value(json_object_get(j, "path")), "/proc/self/fd/5");
+	assert_int_equal(json_integer_value(json_object_get(j, "fd")), 5);
+	assert_int_equal(json_integer_value(json_object_get(j, "size")), 10);
+	assert_string_equal(json_string_value(json_object_get(j, "method")), sl_stage_method(s));
+	json_decref(j);
+	assert_int_equal(sl_stage_wipe(s), SL_OK);
+	assert_int_equal(sl_stage_describe(s, 5, &j), SL_E_INTERNAL); /* wiped */
+	sl_stage_free(s);
+}
+
+static void test_where_parse(void **state)
+{
+	(void)state;
+	sl_stage_where w;
+	assert_int_equal(sl_stage_where_parse("auto", &w), SL_OK);
+	assert_int_equal(w, SL_STAGE_AUTO);
+	assert_int_equal(sl_stage_where_parse("host", &w), SL_OK);
+	assert_int_equal(w, SL_STAGE_HOST);
+	assert_int_equal(sl_stage_where_parse("gpu", &w), SL_OK);
+	assert_int_equal(w, SL_STAGE_GPU);
+	assert_int_equal(sl_stage_where_parse("disk", &w), SL_E_USAGE);
+	assert_non_null(strstr(sl_err_detail(), "'disk'"));
+}
+
+/* No CUDA driver here (or a bogus one named by SECLAUNCH_LIBCUDA): the probe
+ * says why and GPU staging is refused, naming the reason. */
+static void test_gpu_absent(void **state)
+{
+	(void)state;
+	sl_gpu_info info;
+	sl_stage *s = NULL;
+	setenv("SECLAUNCH_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+	sl_gpu_probe(&info);
+	unsetenv("SECLAUNCH_LIBCUDA");
+	assert_false(info.usable);
+	assert_string_equal(info.cc, "absent");
+	assert_non_null(strstr(info.reason, "libcuda.so.1"));
+	assert_int_equal(sl_stage_gpu_new("ds-g", 100, 0, &info, &s), SL_E_GPU);
+	assert_non_null(strstr(sl_err_detail(), "no usable GPU"));
+	assert_null(s);
+}
+
+static void test_gpu_devtools_refused(void **state)
+{
+	(void)state;
+	sl_gpu_info info;
+	sl_stage *s = NULL;
+	memset(&info, 0, sizeof(info));
+	info.usable = true;
+	info.devtools = true;
+	snprintf(info.cc, sizeof(info.cc), "on");
+	assert_int_equal(sl_stage_gpu_new("ds-g", 100, 0, &info, &s), SL_E_GPU);
+	assert_non_null(strstr(sl_err_detail(), "dev-tools mode"));
+	assert_null(s);
+}
+
+int main(void)
+{
+	if (sl_crypto_init() != SL_OK)
+		return 1;
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_memfd_sealed_and_wiped),
+	    cmocka_unit_test(test_memfd_secret),
+	    cmocka_unit_test(test_memlock_limit_falls_back),
+	    cmocka_unit_test(test_sink_contract),
+	    cmocka_unit_test(test_empty_dataset),
+	    cmocka_unit_test(test_describe),
+	    cmocka_unit_test(test_where_parse),
+	    cmocka_unit_test(test_gpu_absent),
+	    cmocka_unit_test(test_gpu_devtools_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
