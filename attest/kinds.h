@@ -6,5 +6,6 @@
 #include "seclaunch/attest.h"
 
 /* declare each kind here: extern const sl_evidence_kind sl_kind_tpm2; */
+extern const sl_evidence_kind sl_kind_snp;
 
 #endif

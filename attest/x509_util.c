@@ -1,0 +1,276 @@
+/* Certificate helpers for the TEE verifiers (see x509_util.h). */
+#include <dirent.h>
+#include <openssl/err.h>
+#include <openssl/objects.h>
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "x509_util.h"
+#include "seclaunch/util.h"
+
+#define MAX_DIR_FILES 256
+#define MAX_FILE_BYTES (1024 * 1024)
+
+static bool looks_pem(const uint8_t *p, size_t len)
+{
+	static const char tag[] = "-----BEGIN";
+	for (size_t i = 0; i + sizeof(tag) - 1 <= len; i++) {
+		if (memcmp(p + i, tag, sizeof(tag) - 1) == 0)
+			return true;
+	}
+	return false;
+}
+
+static sl_err parse_pem(const uint8_t *p, size_t len, STACK_OF(X509) * certs,
+                        STACK_OF(X509_CRL) * crls, const char *what)
+{
+	sl_err rc = SL_E_ATTEST_FORMAT;
+	STACK_OF(X509_INFO) *infos = NULL;
+	BIO *bio = NULL;
+	int n = 0;
+
+	SL_ENSURE(len <= INT32_MAX, SL_E_ATTEST_FORMAT, "%s: too large", what);
+	bio = BIO_new_mem_buf(p, (int)len);
+	SL_GUARD_OSSL(bio != NULL, SL_E_NOMEM, "%s: BIO", what);
+	infos = PEM_X509_INFO_read_bio(bio, NULL, NULL, NULL);
+	SL_GUARD_OSSL(infos != NULL, SL_E_ATTEST_FORMAT, "%s: not a valid PEM bundle", what);
+	for (int i = 0; i < sk_X509_INFO_num(infos); i++) {
+		X509_INFO *info = sk_X509_INFO_value(infos, i);
+		if (info->x509 != NULL && certs != NULL) {
+			SL_GUARD_OSSL(sk_X509_push(certs, info->x509) > 0, SL_E_NOMEM, "%s", what);
+			info->x509 = NULL;
+			n++;
+		}
+		if (info->crl != NULL && crls != NULL) {
+			SL_GUARD_OSSL(sk_X509_CRL_push(crls, info->crl) > 0, SL_E_NOMEM, "%s",
+			              what);
+			info->crl = NULL;
+			n++;
+		}
+	}
+	SL_ENSURE(n > 0, SL_E_ATTEST_FORMAT, "%s: PEM holds no certificate or CRL", what);
+	rc = SL_OK;
+out:
+	sk_X509_INFO_pop_free(infos, X509_INFO_free);
+	BIO_free(bio);
+	return rc;
+}
+
+sl_err sl_x509_from_der(const uint8_t *p, size_t len, X509 **out, const char *what)
+{
+	const unsigned char *q = p;
+	X509 *x = NULL;
+
+	*out = NULL;
+	if (len > INT32_MAX)
+		return sl_err_set(SL_E_ATTEST_FORMAT, "%s: too large", what);
+	x = d2i_X509(NULL, &q, (long)len);
+	if (x == NULL)
+		return sl_err_ossl(SL_E_ATTEST_FORMAT, "%s: not a DER certificate", what);
+	if ((size_t)(q - p) != len) {
+		X509_free(x);
+		return sl_err_set(SL_E_ATTEST_FORMAT,
+		                  "%s: %zu trailing bytes after the certificate", what,
+		                  len - (size_t)(q - p));
+	}
+	*out = x;
+	return SL_OK;
+}
+
+sl_err sl_x509_parse_blob(const uint8_t *p, size_t len, STACK_OF(X509) * certs,
+                          STACK_OF(X509_CRL) * crls, const char *what)
+{
+	if (looks_pem(p, len))
+		return parse_pem(p, len, certs, crls, what);
+	X509 *x = NULL;
+	sl_err rc = sl_x509_from_der(p, len, &x, what);
+	if (rc == SL_OK) {
+		if (certs == NULL || sk_X509_push(certs, x) <= 0) {
+			X509_free(x);
+			return certs == NULL ? SL_OK : sl_err_set(SL_E_NOMEM, "%s", what);
+		}
+		return SL_OK;
+	}
+	ERR_clear_error();
+	const unsigned char *q = p;
+	X509_CRL *crl = len <= INT32_MAX ? d2i_X509_CRL(NULL, &q, (long)len) : NULL;
+	if (crl == NULL || (size_t)(q - p) != len) {
+		X509_CRL_free(crl);
+		ERR_clear_error();
+		return sl_err_set(SL_E_ATTEST_FORMAT,
+		                  "%s: neither PEM nor a DER certificate or CRL", what);
+	}
+	if (crls == NULL || sk_X509_CRL_push(crls, crl) <= 0) {
+		X509_CRL_free(crl);
+		return crls == NULL ? SL_OK : sl_err_set(SL_E_NOMEM, "%s", what);
+	}
+	return SL_OK;
+}
+
+static bool cert_file_name(const char *n)
+{
+	const char *dot = strrchr(n, '.');
+	return dot != NULL && (strcmp(dot, ".pem") == 0 || strcmp(dot, ".crt") == 0 ||
+	                       strcmp(dot, ".cer") == 0 || strcmp(dot, ".der") == 0);
+}
+
+sl_err sl_x509_load_dir(const char *dir, STACK_OF(X509) * certs, STACK_OF(X509_CRL) * crls)
+{
+	sl_err rc = SL_E_IO;
+	DIR *d = opendir(dir);
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int files = 0;
+	char path[4096];
+
+	SL_ENSURE(d != NULL, SL_E_IO, "collateral %s: cannot open directory", dir);
+	for (struct dirent *e; (e = readdir(d)) != NULL;) {
+		if (e->d_name[0] == '.' || !cert_file_name(e->d_name))
+			continue;
+		SL_ENSURE(++files <= MAX_DIR_FILES, SL_E_TOO_LARGE,
+		          "collateral %s: more than %d certificate files", dir, MAX_DIR_FILES);
+		int n = snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		SL_ENSURE(n > 0 && (size_t)n < sizeof(path), SL_E_IO,
+		          "collateral %s: path too long", dir);
+		SL_GUARD(sl_file_read(path, MAX_FILE_BYTES, &buf, &len));
+		SL_GUARD(sl_x509_parse_blob(buf, len, certs, crls, path));
+		free(buf);
+		buf = NULL;
+	}
+	rc = SL_OK;
+out:
+	free(buf);
+	if (d != NULL)
+		closedir(d);
+	return rc;
+}
+
+void sl_x509_fingerprint(X509 *x, uint8_t out[static 32])
+{
+	unsigned int n = 32;
+	if (X509_digest(x, EVP_sha256(), out, &n) != 1 || n != 32)
+		memset(out, 0, 32);
+}
+
+void sl_x509_subject_cn(const X509 *x, char *buf, size_t n)
+{
+	buf[0] = '\0';
+	X509_NAME *name = X509_get_subject_name(x);
+	int i = X509_NAME_get_index_by_NID(name, NID_commonName, -1);
+	if (i < 0)
+		return;
+	const ASN1_STRING *s = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, i));
+	size_t len = (size_t)ASN1_STRING_length(s);
+	if (len >= n)
+		len = n - 1;
+	memcpy(buf, ASN1_STRING_get0_data(s), len);
+	buf[len] = '\0';
+	/* a CN with an embedded NUL must not compare equal to its prefix */
+	if (strlen(buf) != len)
+		buf[0] = '\0';
+}
+
+const ASN1_OCTET_STRING *sl_x509_ext(const X509 *x, const char *oid)
+{
+	ASN1_OBJECT *obj = OBJ_txt2obj(oid, 1);
+	if (obj == NULL)
+		return NULL;
+	int i = X509_get_ext_by_OBJ(x, obj, -1);
+	ASN1_OBJECT_free(obj);
+	if (i < 0)
+		return NULL;
+	return X509_EXTENSION_get_data(X509_get_ext(x, i));
+}
+
+sl_err sl_x509_ext_uint(const X509 *x, const char *oid, bool *present, uint32_t *v,
+                        const char *what)
+{
+	const ASN1_OCTET_STRING *os = sl_x509_ext(x, oid);
+	*present = false;
+	*v = 0;
+	if (os == NULL)
+		return SL_OK;
+	const unsigned char *p = ASN1_STRING_get0_data(os);
+	long len = ASN1_STRING_length(os);
+	const unsigned char *q = p;
+	ASN1_INTEGER *ai = d2i_ASN1_INTEGER(NULL, &q, len);
+	uint64_t u = 0;
+	bool ok =
+	    ai != NULL && q - p == len && ASN1_INTEGER_get_uint64(&u, ai) == 1 && u <= UINT32_MAX;
+	ASN1_INTEGER_free(ai);
+	ERR_clear_error();
+	if (!ok)
+		return sl_err_set(SL_E_ATTEST_FORMAT, "%s: extension %s is not a small DER INTEGER",
+		                  what, oid);
+	*present = true;
+	*v = (uint32_t)u;
+	return SL_OK;
+}
+
+sl_err sl_x509_verify_chain(X509 *leaf, STACK_OF(X509) * untrusted, STACK_OF(X509) * roots,
+                            time_t at, STACK_OF(X509) * *chain_out, const char *what)
+{
+	sl_err rc = SL_E_ATTEST_CHAIN;
+	X509_STORE *store = X509_STORE_new();
+	X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+
+	if (chain_out != NULL)
+		*chain_out = NULL;
+	SL_GUARD_OSSL(store != NULL && ctx != NULL, SL_E_NOMEM, "%s: X509 store", what);
+	for (int i = 0; i < sk_X509_num(roots); i++)
+		SL_GUARD_OSSL(X509_STORE_add_cert(store, sk_X509_value(roots, i)) == 1, SL_E_CRYPTO,
+		              "%s: adding a root", what);
+	SL_GUARD_OSSL(X509_STORE_CTX_init(ctx, store, leaf, untrusted) == 1, SL_E_CRYPTO,
+	              "%s: X509_STORE_CTX_init", what);
+	if (at != 0)
+		X509_STORE_CTX_set_time(ctx, 0, at);
+	if (X509_verify_cert(ctx) != 1) {
+		int err = X509_STORE_CTX_get_error(ctx);
+		int depth = X509_STORE_CTX_get_error_depth(ctx);
+		X509 *bad = X509_STORE_CTX_get_current_cert(ctx);
+		char cn[128] = "?";
+		if (bad != NULL)
+			sl_x509_subject_cn(bad, cn, sizeof(cn));
+		char when[32] = "now";
+		if (at != 0)
+			sl_time_rfc3339(at, when, sizeof(when));
+		ERR_clear_error();
+		SL_FAIL(SL_E_ATTEST_CHAIN,
+		        "%s: certificate chain invalid at %s: %s (depth %d, '%s')", what, when,
+		        X509_verify_cert_error_string(err), depth, cn);
+	}
+	if (chain_out != NULL)
+		*chain_out = X509_STORE_CTX_get1_chain(ctx);
+	rc = SL_OK;
+out:
+	X509_STORE_CTX_free(ctx);
+	X509_STORE_free(store);
+	return rc;
+}
+
+sl_err sl_x509_check_crls(X509 *cert, X509 *issuer, STACK_OF(X509_CRL) * crls, bool *found,
+                          const char *what)
+{
+	*found = false;
+	for (int i = 0; i < sk_X509_CRL_num(crls); i++) {
+		X509_CRL *crl = sk_X509_CRL_value(crls, i);
+		if (X509_NAME_cmp(X509_CRL_get_issuer(crl), X509_get_subject_name(issuer)) != 0)
+			continue;
+		if (X509_CRL_verify(crl, X509_get0_pubkey(issuer)) != 1) {
+			ERR_clear_error();
+			return sl_err_set(SL_E_ATTEST_CHAIN, "%s: CRL signature invalid", what);
+		}
+		*found = true;
+		X509_REVOKED *rev = NULL;
+		if (X509_CRL_get0_by_serial(crl, &rev, X509_get0_serialNumber(cert)) == 1) {
+			char cn[128];
+			sl_x509_subject_cn(cert, cn, sizeof(cn));
+			return sl_err_set(SL_E_ATTEST_CHAIN, "%s: certificate '%s' is revoked",
+			                  what, cn);
+		}
+	}
+	return SL_OK;
+}
