@@ -28,7 +28,8 @@
  * ciphertext, 16-byte tag (docs/protocol.md, "Wrapping"). */
 #define SL_KMS_WRAPPED_DEK_LEN 61
 #define SL_KMS_DEK_LEN 32
-#define SL_KMS_ID_MAX 128 /* key ids and dataset ids: 1..128 bytes */
+#define SL_KMS_ID_MAX 128         /* key ids: 1..128 of [A-Za-z0-9._-] */
+#define SL_KMS_DATASET_ID_MAX 255 /* dataset ids: 1..255 bytes of UTF-8, no control characters */
 
 typedef struct sl_kms sl_kms;
 

@@ -1,0 +1,205 @@
+/* seclaunchd internals (private to kms/). docs/seclaunchd.md describes the
+ * configuration, docs/protocol.md the wire protocol. */
+#ifndef SECLAUNCH_KMSD_H
+#define SECLAUNCH_KMSD_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "seclaunch/error.h"
+#include "seclaunch/kms.h"
+#include "seclaunch/secret.h"
+#include "seclaunch/util.h"
+
+/* ---- configuration (config.c) ----------------------------------------- */
+
+enum kmsd_backend { KMSD_KEK_LOCAL, KMSD_KEK_PKCS11 };
+
+typedef struct kmsd_config {
+	bool dev;
+	char *state_dir; /* --dev only */
+	char *listen;    /* "HOST:PORT" */
+	char *tls_cert;  /* PEM files */
+	char *tls_key;
+	char *admin_token_file;
+	char *registry_file;
+	char *registry_key_file; /* HMAC key that protects the registry */
+	char *audit_log;
+	char *ek_ca_dir; /* EK certificates must chain to a CA here */
+	bool accept_ek_without_cert;
+	char *policy; /* signed policy (policy.h) */
+	char *policy_pubkey;
+	char *url_file; /* where the URL is written once listening */
+	/* limits */
+	unsigned threads;
+	size_t max_body;
+	unsigned max_connections;
+	unsigned idle_timeout_s;
+	size_t max_challenges;
+	unsigned challenge_ttl_s;
+	/* KEK backend */
+	enum kmsd_backend backend;
+	char *keystore_file;
+	char *master_key_file;
+	char *p11_module;
+	char *p11_token_label;
+	char *p11_pin_file;
+} kmsd_config;
+
+void kmsd_config_defaults(kmsd_config *c);
+/* Overlays a JSON config file (unknown keys are errors naming the key). */
+SL_MUST_USE sl_err kmsd_config_load(kmsd_config *c, const char *path);
+/* --dev: fills every unset path under state_dir and creates what is missing
+ * (TLS CA + server certificate, admin token, master key, registry key). */
+SL_MUST_USE sl_err kmsd_config_dev(kmsd_config *c);
+/* Checks that everything a production start needs is set. */
+SL_MUST_USE sl_err kmsd_config_check(const kmsd_config *c);
+void kmsd_config_free(kmsd_config *c);
+
+/* devca.c: a self-signed CA and a server certificate for 127.0.0.1/localhost. */
+SL_MUST_USE sl_err kmsd_devca_create(const char *ca_pem, const char *cert_pem, const char *key_pem);
+
+/* ---- AES-256-GCM (gcm.c) ---------------------------------------------- */
+
+#define KMSD_GCM_IV 12
+#define KMSD_GCM_TAG 16
+SL_MUST_USE sl_err kmsd_gcm_seal(const uint8_t key[static 32], const uint8_t iv[static 12],
+                                 const uint8_t *aad, size_t aad_len, const uint8_t *pt, size_t len,
+                                 uint8_t *ct, uint8_t tag[static 16]);
+/* SL_E_INTEGRITY when the tag does not verify. */
+SL_MUST_USE sl_err kmsd_gcm_open(const uint8_t key[static 32], const uint8_t iv[static 12],
+                                 const uint8_t *aad, size_t aad_len, const uint8_t *ct, size_t len,
+                                 const uint8_t tag[static 16], uint8_t *pt);
+
+/* ---- KEK backends (kek.c, keystore.c, pkcs11.c) ------------------------ */
+
+typedef struct kmsd_kek kmsd_kek;
+
+SL_MUST_USE sl_err kmsd_kek_open(const kmsd_config *c, kmsd_kek **out);
+void kmsd_kek_close(kmsd_kek *k);
+/* SL_E_EXISTS when the id is taken. */
+SL_MUST_USE sl_err kmsd_kek_create(kmsd_kek *k, const char *id);
+bool kmsd_kek_exists(kmsd_kek *k, const char *id);
+size_t kmsd_kek_count(kmsd_kek *k);
+/* wrapped = 0x01 || iv(12) || AES-256-GCM(KEK, iv, aad(id, dataset), dek) || tag(16) */
+SL_MUST_USE sl_err kmsd_kek_wrap(kmsd_kek *k, const char *id, const char *dataset_id,
+                                 const uint8_t dek[static SL_KMS_DEK_LEN],
+                                 uint8_t out[static SL_KMS_WRAPPED_DEK_LEN]);
+/* SL_E_INPUT unknown key; SL_E_INTEGRITY tag mismatch (AAD or bytes). */
+SL_MUST_USE sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *dataset_id,
+                                   const uint8_t *wrapped, size_t len, sl_secret **dek);
+/* AAD = u16be(len(id)) || id || u16be(len(dataset_id)) || dataset_id; aad
+ * holds at least KMSD_AAD_MAX bytes. Returns its length. */
+#define KMSD_AAD_MAX (4 + SL_KMS_ID_MAX + SL_KMS_DATASET_ID_MAX)
+size_t kmsd_wrap_aad(const char *id, const char *dataset_id, uint8_t *aad);
+
+/* Local keystore (keystore.c). */
+typedef struct kmsd_keystore kmsd_keystore;
+SL_MUST_USE sl_err kmsd_keystore_open(const char *path, const char *master_key_file,
+                                      kmsd_keystore **out);
+void kmsd_keystore_close(kmsd_keystore *ks);
+SL_MUST_USE sl_err kmsd_keystore_create(kmsd_keystore *ks, const char *id);
+size_t kmsd_keystore_count(kmsd_keystore *ks);
+/* Runs fn with the KEK under a read lock (the KEK never leaves the store). */
+SL_MUST_USE sl_err kmsd_keystore_with(kmsd_keystore *ks, const char *id,
+                                      sl_err (*fn)(const uint8_t kek[static 32], void *ctx),
+                                      void *ctx);
+
+/* PKCS#11 (pkcs11.c). */
+typedef struct kmsd_p11 kmsd_p11;
+SL_MUST_USE sl_err kmsd_p11_open(const char *module, const char *label, const char *pin_file,
+                                 kmsd_p11 **out);
+void kmsd_p11_close(kmsd_p11 *p);
+SL_MUST_USE sl_err kmsd_p11_create(kmsd_p11 *p, const char *id);
+bool kmsd_p11_exists(kmsd_p11 *p, const char *id);
+size_t kmsd_p11_count(kmsd_p11 *p);
+SL_MUST_USE sl_err kmsd_p11_encrypt(kmsd_p11 *p, const char *id, const uint8_t iv[static 12],
+                                    const uint8_t *aad, size_t aad_len, const uint8_t pt[static 32],
+                                    uint8_t ct_tag[static 48]);
+SL_MUST_USE sl_err kmsd_p11_decrypt(kmsd_p11 *p, const char *id, const uint8_t iv[static 12],
+                                    const uint8_t *aad, size_t aad_len,
+                                    const uint8_t ct_tag[static 48], uint8_t pt[static 32]);
+
+/* ---- challenge table (nonces.c) ---------------------------------------- */
+
+typedef struct kmsd_nonces kmsd_nonces;
+enum kmsd_nonce_result { KMSD_NONCE_OK, KMSD_NONCE_UNKNOWN, KMSD_NONCE_USED, KMSD_NONCE_EXPIRED };
+
+SL_MUST_USE sl_err kmsd_nonces_new(size_t cap, unsigned ttl_s, kmsd_nonces **out);
+void kmsd_nonces_free(kmsd_nonces *t);
+/* A fresh nonce; SL_E_KMS_REFUSED when the table is full of live entries. */
+SL_MUST_USE sl_err kmsd_nonces_issue(kmsd_nonces *t, uint8_t nonce[static SL_NONCE_LEN],
+                                     time_t *expires);
+enum kmsd_nonce_result kmsd_nonces_consume(kmsd_nonces *t,
+                                           const uint8_t nonce[static SL_NONCE_LEN]);
+size_t kmsd_nonces_size(kmsd_nonces *t);
+
+/* ---- AK registry (registry.c) ----------------------------------------- */
+
+typedef struct kmsd_registry kmsd_registry;
+SL_MUST_USE sl_err kmsd_registry_open(const char *path, const char *key_file, kmsd_registry **out);
+void kmsd_registry_close(kmsd_registry *r);
+bool kmsd_registry_has(kmsd_registry *r, const uint8_t *ak_name, size_t len);
+/* Records an AK (idempotent); ek_digest identifies the TPM it lives in. */
+SL_MUST_USE sl_err kmsd_registry_add(kmsd_registry *r, const uint8_t *ak_name, size_t len,
+                                     const uint8_t ek_digest[static 32]);
+size_t kmsd_registry_count(kmsd_registry *r);
+
+/* ---- request parsers (parse.c): pure functions over untrusted bytes ---- */
+
+#define KMSD_MAX_KEYS 64
+#define KMSD_MAX_EVIDENCE 8
+
+typedef struct kmsd_key_entry {
+	char key_id[SL_KMS_ID_MAX + 1];
+	char dataset_id[SL_KMS_DATASET_ID_MAX + 1];
+	uint8_t wrapped[SL_KMS_WRAPPED_DEK_LEN];
+	size_t wrapped_len;
+} kmsd_key_entry;
+
+typedef struct kmsd_release_req {
+	json_t *root; /* owns evidence/identity/job */
+	uint8_t nonce[SL_NONCE_LEN];
+	uint8_t eph_pub[SL_EPH_PUB_LEN];
+	uint8_t policy_digest[SL_SHA256_LEN];
+	json_t *evidence; /* borrowed from root: array of objects */
+	json_t *identity; /* array (maybe empty) */
+	json_t *job;      /* object (maybe empty) */
+	size_t nkeys;
+	kmsd_key_entry keys[KMSD_MAX_KEYS];
+} kmsd_release_req;
+
+/* Each fails with SL_E_INPUT naming the field. */
+SL_MUST_USE sl_err kmsd_parse_challenge(const uint8_t *body, size_t len);
+SL_MUST_USE sl_err kmsd_parse_release(const uint8_t *body, size_t len, kmsd_release_req **out);
+void kmsd_release_req_free(kmsd_release_req *r);
+SL_MUST_USE sl_err kmsd_parse_key_create(const uint8_t *body, size_t len,
+                                         char id[static SL_KMS_ID_MAX + 1]);
+SL_MUST_USE sl_err kmsd_parse_wrap(const uint8_t *body, size_t len,
+                                   char dataset_id[static SL_KMS_DATASET_ID_MAX + 1],
+                                   sl_secret **dek);
+
+typedef struct kmsd_enroll_req {
+	uint8_t *ek_pub; /* TPM2B_PUBLIC bytes */
+	size_t ek_pub_len;
+	uint8_t *ek_cert; /* DER, NULL when absent */
+	size_t ek_cert_len;
+	uint8_t *ak_pub; /* TPM2B_PUBLIC bytes */
+	size_t ak_pub_len;
+} kmsd_enroll_req;
+SL_MUST_USE sl_err kmsd_parse_enroll(const uint8_t *body, size_t len, kmsd_enroll_req *out);
+void kmsd_enroll_req_clear(kmsd_enroll_req *r);
+
+typedef struct kmsd_activate_req {
+	uint8_t session[16];
+	sl_secret *secret; /* the activated credential */
+} kmsd_activate_req;
+SL_MUST_USE sl_err kmsd_parse_activate(const uint8_t *body, size_t len, kmsd_activate_req *out);
+
+/* Key ids: [A-Za-z0-9._-]{1,128}; dataset ids: 1..255 bytes, no control characters. */
+bool kmsd_valid_key_id(const char *s);
+bool kmsd_valid_dataset_id(const char *s);
+
+#endif
