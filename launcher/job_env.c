@@ -1,0 +1,174 @@
+/* The job's clean environment: an allow-list, --env, --env-pass and
+ * SECLAUNCH_DATA. Nothing else of seclaunch's environment (tokens, TCTI
+ * strings, proxies, LD_* from the caller) reaches the job. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "job.h"
+
+#define DATA_VAR "SECLAUNCH_DATA"
+
+struct sl_job_env {
+	char **set; /* "K=V" from --env */
+	size_t nset;
+	char **pass; /* names from --env-pass */
+	size_t npass;
+};
+
+static const char *const allow_exact[] = {"PATH", "HOME", "LANG", "TERM", "TZ"};
+static const char *const allow_prefix[] = {"LC_", "CUDA_", "NVIDIA_"};
+
+static bool valid_name(const char *k, size_t n)
+{
+	if (n == 0 || (k[0] >= '0' && k[0] <= '9'))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = k[i];
+		if (!(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		      (c >= '0' && c <= '9')))
+			return false;
+	}
+	return true;
+}
+
+static bool allowed(const char *k, size_t n)
+{
+	for (size_t i = 0; i < sizeof(allow_exact) / sizeof(allow_exact[0]); i++)
+		if (strlen(allow_exact[i]) == n && strncmp(k, allow_exact[i], n) == 0)
+			return true;
+	for (size_t i = 0; i < sizeof(allow_prefix) / sizeof(allow_prefix[0]); i++) {
+		size_t pl = strlen(allow_prefix[i]);
+		if (n > pl && strncmp(k, allow_prefix[i], pl) == 0)
+			return true;
+	}
+	return false;
+}
+
+sl_err sl_job_env_new(sl_job_env **out)
+{
+	*out = calloc(1, sizeof(**out));
+	return *out != NULL ? SL_OK : sl_err_set(SL_E_NOMEM, "allocating the job environment");
+}
+
+void sl_job_env_free(sl_job_env *e)
+{
+	if (e == NULL)
+		return;
+	for (size_t i = 0; i < e->nset; i++)
+		free(e->set[i]);
+	for (size_t i = 0; i < e->npass; i++)
+		free(e->pass[i]);
+	free(e->set);
+	free(e->pass);
+	free(e);
+}
+
+static sl_err push(char ***v, size_t *n, const char *s)
+{
+	char **nv = realloc(*v, (*n + 1) * sizeof(char *));
+	if (nv == NULL)
+		return sl_err_set(SL_E_NOMEM, "allocating the job environment");
+	*v = nv;
+	nv[*n] = strdup(s);
+	if (nv[*n] == NULL)
+		return sl_err_set(SL_E_NOMEM, "allocating the job environment");
+	(*n)++;
+	return SL_OK;
+}
+
+sl_err sl_job_env_set(sl_job_env *e, const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	if (eq == NULL || !valid_name(kv, (size_t)(eq - kv)))
+		return sl_err_set(SL_E_USAGE,
+		                  "--env '%s': want NAME=VALUE with NAME of [A-Za-z0-9_]", kv);
+	if ((size_t)(eq - kv) == strlen(DATA_VAR) && strncmp(kv, DATA_VAR, strlen(DATA_VAR)) == 0)
+		return sl_err_set(SL_E_USAGE, "--env: %s is set by seclaunch only", DATA_VAR);
+	return push(&e->set, &e->nset, kv);
+}
+
+sl_err sl_job_env_pass(sl_job_env *e, const char *key)
+{
+	if (!valid_name(key, strlen(key)))
+		return sl_err_set(SL_E_USAGE, "--env-pass '%s': not a variable name", key);
+	if (strcmp(key, DATA_VAR) == 0)
+		return sl_err_set(SL_E_USAGE, "--env-pass: %s is set by seclaunch only", DATA_VAR);
+	return push(&e->pass, &e->npass, key);
+}
+
+/* Index of the entry for name k (length n) in v, or -1. */
+static long find(char **v, size_t cnt, const char *k, size_t n)
+{
+	for (size_t i = 0; i < cnt; i++)
+		if (strncmp(v[i], k, n) == 0 && v[i][n] == '=')
+			return (long)i;
+	return -1;
+}
+
+/* Adds or replaces "K=V". */
+static sl_err put(char ***v, size_t *cnt, const char *kv)
+{
+	size_t n = (size_t)(strchr(kv, '=') - kv);
+	long at = find(*v, *cnt, kv, n);
+	if (at < 0)
+		return push(v, cnt, kv);
+	char *dup = strdup(kv);
+	if (dup == NULL)
+		return sl_err_set(SL_E_NOMEM, "allocating the job environment");
+	free((*v)[at]);
+	(*v)[at] = dup;
+	return SL_OK;
+}
+
+sl_err sl_job_env_build(const sl_job_env *e, char *const *envp, const char *data_json, char ***out)
+{
+	sl_err rc = SL_E_NOMEM;
+	char **v = NULL, *tmp = NULL;
+	size_t cnt = 0;
+
+	for (size_t i = 0; envp != NULL && envp[i] != NULL; i++) {
+		const char *eq = strchr(envp[i], '=');
+		if (eq == NULL)
+			continue;
+		size_t n = (size_t)(eq - envp[i]);
+		bool want = allowed(envp[i], n);
+		for (size_t j = 0; !want && j < e->npass; j++)
+			want = strlen(e->pass[j]) == n && strncmp(envp[i], e->pass[j], n) == 0;
+		if (want)
+			SL_GUARD(put(&v, &cnt, envp[i]));
+	}
+	if (find(v, cnt, "PATH", 4) < 0)
+		SL_GUARD(put(&v, &cnt, "PATH=/usr/local/bin:/usr/bin:/bin"));
+	for (size_t i = 0; i < e->nset; i++)
+		SL_GUARD(put(&v, &cnt, e->set[i]));
+	if (data_json != NULL) {
+		SL_ENSURE(asprintf(&tmp, "%s=%s", DATA_VAR, data_json) >= 0, SL_E_NOMEM,
+		          "allocating the job environment");
+		SL_GUARD(put(&v, &cnt, tmp));
+	}
+	char **nv = realloc(v, (cnt + 1) * sizeof(char *));
+	SL_ENSURE(nv != NULL, SL_E_NOMEM, "allocating the job environment");
+	v = nv;
+	v[cnt] = NULL;
+	*out = v;
+	v = NULL;
+	rc = SL_OK;
+out:
+	free(tmp);
+	if (v != NULL) {
+		for (size_t i = 0; i < cnt; i++)
+			free(v[i]);
+		free(v);
+	}
+	return rc;
+}
+
+void sl_strv_free(char **v)
+{
+	if (v == NULL)
+		return;
+	for (size_t i = 0; v[i] != NULL; i++)
+		free(v[i]);
+	free(v);
+}

@@ -1,0 +1,250 @@
+/* Job supervision: start the command in its own process group with only the
+ * staged descriptors, forward termination signals, enforce the timeout, wait,
+ * and leave nothing of the job behind. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "job.h"
+#include "seclaunch/util.h"
+
+extern char **environ;
+
+static sigset_t orig_mask;
+static bool inited;
+
+static void term_set(sigset_t *s, bool with_chld)
+{
+	sigemptyset(s);
+	sigaddset(s, SIGINT);
+	sigaddset(s, SIGTERM);
+	sigaddset(s, SIGHUP);
+	if (with_chld)
+		sigaddset(s, SIGCHLD);
+}
+
+sl_err sl_supervise_init(void)
+{
+	sigset_t s;
+	if (inited)
+		return SL_OK;
+	term_set(&s, true);
+	if (sigprocmask(SIG_BLOCK, &s, &orig_mask) != 0)
+		return sl_err_set(SL_E_SYSTEM, "blocking signals: %s", strerror(errno));
+	inited = true;
+	return SL_OK;
+}
+
+int sl_supervise_take_pending(void)
+{
+	sigset_t pend, want;
+	struct timespec zero = {0, 0};
+	term_set(&want, false);
+	if (sigpending(&pend) != 0)
+		return 0;
+	for (int sig = 1; sig < 32; sig++)
+		if (sigismember(&want, sig) && sigismember(&pend, sig)) {
+			sigset_t one;
+			sigemptyset(&one);
+			sigaddset(&one, sig);
+			return sigtimedwait(&one, NULL, &zero);
+		}
+	return 0;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	return *(const int *)a - *(const int *)b;
+}
+
+static void close_from(int lo, int hi) /* [lo, hi], async-signal-safe */
+{
+	if (lo > hi)
+		return;
+	if (syscall(SYS_close_range, (unsigned)lo, (unsigned)hi, 0u) == 0)
+		return;
+	for (int fd = lo; fd <= hi && fd < 65536; fd++)
+		close(fd);
+}
+
+/* In the child between fork and exec: async-signal-safe calls only. */
+static void child(const sl_job_spec *sp, const int *sorted, int errpipe, pid_t parent)
+{
+	int err;
+	setpgid(0, 0);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != parent)
+		_exit(127); /* seclaunch is gone already: no job without its supervisor */
+	/* only 0, 1, 2, the staged descriptors and the exec-error pipe survive */
+	int lo = 3;
+	for (size_t i = 0; i < sp->nfds; i++) {
+		if (sorted[i] < 3)
+			continue;
+		if (errpipe >= lo && errpipe < sorted[i]) {
+			close_from(lo, errpipe - 1);
+			lo = errpipe + 1;
+		}
+		close_from(lo, sorted[i] - 1);
+		lo = sorted[i] + 1;
+		if (fcntl(sorted[i], F_SETFD, 0) != 0)
+			goto fail;
+	}
+	if (errpipe >= lo) {
+		close_from(lo, errpipe - 1);
+		lo = errpipe + 1;
+	}
+	close_from(lo, ~0u >> 1);
+	for (int sig = 1; sig < 32; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
+	sigprocmask(SIG_SETMASK, &orig_mask, NULL);
+	environ = (char **)sp->envp; /* execvp looks argv[0] up in the job's PATH */
+	execvp(sp->argv[0], sp->argv);
+fail:
+	err = errno;
+	if (write(errpipe, &err, sizeof(err)) < 0) {
+		/* nothing more to report through */
+	}
+	_exit(127);
+}
+
+static void give_tty(pid_t pgid)
+{
+	sigset_t s, old;
+	sigemptyset(&s);
+	sigaddset(&s, SIGTTOU);
+	sigprocmask(SIG_BLOCK, &s, &old);
+	(void)tcsetpgrp(STDIN_FILENO, pgid);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
+{
+	sl_err rc = SL_E_SYSTEM;
+	int sfd = -1, pipefd[2] = {-1, -1}, *sorted = NULL, status = 0, err = 0;
+	bool tty = false, reaped = false;
+	pid_t pid = -1, self = getpid();
+	sigset_t mask;
+	uint64_t deadline = 0, kill_at = 0;
+	unsigned grace = sp->grace_s != 0 ? sp->grace_s : 5;
+
+	memset(res, 0, sizeof(*res));
+	SL_GUARD(sl_supervise_init());
+	SL_ENSURE(sp->argv != NULL && sp->argv[0] != NULL, SL_E_USAGE, "no command to run");
+	sorted = calloc(sp->nfds + 1, sizeof(int));
+	SL_ENSURE(sorted != NULL, SL_E_NOMEM, "allocating the descriptor list");
+	if (sp->nfds > 0)
+		memcpy(sorted, sp->fds, sp->nfds * sizeof(int));
+	qsort(sorted, sp->nfds, sizeof(int), cmp_int);
+	term_set(&mask, true);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	SL_ENSURE(sfd >= 0, SL_E_SYSTEM, "signalfd: %s", strerror(errno));
+	SL_ENSURE(pipe2(pipefd, O_CLOEXEC) == 0, SL_E_SYSTEM, "pipe: %s", strerror(errno));
+	tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+
+	pid = fork();
+	SL_ENSURE(pid >= 0, SL_E_SYSTEM, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		close(pipefd[0]);
+		child(sp, sorted, pipefd[1], self);
+	}
+	res->pid = pid;
+	(void)setpgid(pid, pid); /* both sides set it: no window where it is ours */
+	close(pipefd[1]);
+	pipefd[1] = -1;
+	ssize_t n;
+	do
+		n = read(pipefd[0], &err, sizeof(err));
+	while (n < 0 && errno == EINTR);
+	if (n == (ssize_t)sizeof(err)) {
+		(void)waitpid(pid, NULL, 0);
+		reaped = true;
+		SL_FAIL(SL_E_INPUT, "cannot execute '%s': %s", sp->argv[0], strerror(err));
+	}
+	if (tty)
+		give_tty(pid);
+	if (sp->started != NULL)
+		sp->started(pid, sp->ctx);
+	if (sp->timeout_s != 0)
+		deadline = sl_now_ns() + (uint64_t)sp->timeout_s * 1000000000u;
+
+	while (!reaped) {
+		int wait_ms = -1;
+		uint64_t now = sl_now_ns(), next = kill_at != 0 ? kill_at : deadline;
+		if (next != 0)
+			wait_ms = next <= now ? 0 : (int)((next - now) / 1000000u) + 1;
+		struct pollfd pfd = {.fd = sfd, .events = POLLIN};
+		if (poll(&pfd, 1, wait_ms) < 0 && errno != EINTR)
+			SL_FAIL(SL_E_SYSTEM, "poll: %s", strerror(errno));
+		now = sl_now_ns();
+		if (deadline != 0 && now >= deadline && !res->timed_out) {
+			res->timed_out = true;
+			deadline = 0;
+			kill(-pid, SIGTERM);
+			kill_at = now + (uint64_t)grace * 1000000000u;
+		}
+		if (kill_at != 0 && now >= kill_at) {
+			res->killed = true;
+			kill_at = 0;
+			kill(-pid, SIGKILL);
+		}
+		struct signalfd_siginfo si;
+		while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+			int sig = (int)si.ssi_signo;
+			if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+				res->forwarded = sig;
+				kill(-pid, sig);
+			}
+		}
+		pid_t w = waitpid(pid, &status, WNOHANG);
+		if (w == pid)
+			reaped = true;
+		else if (w < 0 && errno != EINTR)
+			SL_FAIL(SL_E_SYSTEM, "waitpid: %s", strerror(errno));
+	}
+	if (WIFSIGNALED(status)) {
+		res->signaled = true;
+		res->signo = WTERMSIG(status);
+		res->exit_code = 128 + res->signo;
+	} else {
+		res->exit_code = WEXITSTATUS(status);
+	}
+	rc = SL_OK;
+out:
+	if (pid > 0) {
+		/* whatever the job left in its group goes with it */
+		kill(-pid, SIGKILL);
+		if (!reaped) {
+			kill(pid, SIGKILL);
+			(void)waitpid(pid, NULL, 0);
+		}
+		if (tty)
+			give_tty(getpgrp());
+	}
+	/* a SIGCHLD of this job must not look pending to a later step */
+	{
+		struct timespec zero = {0, 0};
+		sigset_t chld;
+		sigemptyset(&chld);
+		sigaddset(&chld, SIGCHLD);
+		while (sigtimedwait(&chld, NULL, &zero) > 0) {
+		}
+	}
+	if (sfd >= 0)
+		close(sfd);
+	if (pipefd[0] >= 0)
+		close(pipefd[0]);
+	if (pipefd[1] >= 0)
+		close(pipefd[1]);
+	free(sorted);
+	return rc;
+}
