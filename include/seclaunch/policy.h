@@ -91,7 +91,7 @@ const char *sl_decision_reason(const sl_decision *d, size_t i);
 /* JSON array of the reason strings (new reference): the KMS's 403 "reasons". */
 SL_MUST_USE sl_err sl_decision_reasons_json(const sl_decision *d, json_t **out);
 /* The whole decision (new reference), as `policy explain --json` prints it:
- * {"decision": "allow"|"deny", "dataset", "key", "dataset_rule",
+ * {"decision": "allow"|"deny", "dataset", "key", "dataset_rules",
  *  "policy_digest", "development_policy", "key_ttl", "matched": [...],
  *  "reasons": [...]} */
 SL_MUST_USE sl_err sl_decision_to_json(const sl_decision *d, json_t **out);
