@@ -118,8 +118,9 @@ SL_MUST_USE sl_err sl_sld_read_chunk(sl_sld_reader *r, uint64_t i, uint8_t *buf,
                                      size_t *len);
 
 /* Receives chunks in order, each only after it authenticated. plain is
- * valid during the call only (it is wiped afterwards). A non-OK return
- * stops decryption and is returned by sl_sld_decrypt. */
+ * valid during the call only (the buffer is reused for later chunks and
+ * wiped when decryption ends). A non-OK return stops decryption and is
+ * returned by sl_sld_decrypt. */
 typedef sl_err (*sl_sld_sink_fn)(void *ctx, uint64_t chunk_index, const uint8_t *plain, size_t len);
 
 /* Decrypts every chunk with threads workers (0 = online CPUs), in order, to
