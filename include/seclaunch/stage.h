@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "seclaunch/error.h"
+#include "seclaunch/secret.h"
 
 typedef enum sl_stage_where {
 	SL_STAGE_AUTO = 0, /* gpu when a CUDA device is usable, else host */
@@ -41,6 +42,7 @@ typedef enum sl_stage_where {
 SL_MUST_USE sl_err sl_stage_where_parse(const char *s, sl_stage_where *out);
 
 typedef struct sl_stage sl_stage;
+struct sl_gpu_info; /* below */
 
 /* A host staging area of exactly size bytes for dataset_id. force_memfd
  * skips memfd_secret (tests, and kernels where it misbehaves). */
@@ -76,6 +78,17 @@ bool sl_stage_wiped(const sl_stage *s);
  *   host: {"kind":"host","size":N,"fd":FD,"path":"/proc/self/fd/FD","method":M}
  *   gpu:  {"kind":"gpu","size":N,"device":D,"ipc_handle":"<hex>","method":"gpu"} */
 SL_MUST_USE sl_err sl_stage_describe(const sl_stage *s, int job_fd, json_t **out);
+
+/* Decrypts the SLD file open at fd (name for messages) with dek straight into
+ * a new stage: on the GPU when gpu is non-NULL, else in host memory. Only
+ * authenticated chunks reach the stage (sld.h's in-order sink); threads
+ * decryption workers (0: online CPUs). interrupted (may be NULL) is polled
+ * after each chunk: a non-zero return (a signal number) stops staging with
+ * SL_E_SYSTEM "interrupted by signal N". On any error nothing is left
+ * staged (*out stays NULL, the partial plaintext is wiped). */
+SL_MUST_USE sl_err sl_stage_sld(int fd, const char *name, sl_secret *dek,
+                                const struct sl_gpu_info *gpu, unsigned threads, bool force_memfd,
+                                int (*interrupted)(void), sl_stage **out);
 
 /* ---- GPU ------------------------------------------------------------- */
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "seclaunch/secret.h"
+#include "seclaunch/sld.h"
 #include "seclaunch/stage.h"
 
 #define SIZE (1u << 20)
@@ -248,6 +249,91 @@ static void test_gpu_devtools_refused(void **state)
 	assert_null(s);
 }
 
+/* An SLD file in memory: n bytes of pattern under a fresh DEK, 64 KiB chunks. */
+static int make_sld(size_t n, sl_secret **dek)
+{
+	uint8_t *data = pattern(n);
+	int in = memfd_create("plain", MFD_CLOEXEC), out = memfd_create("sld", MFD_CLOEXEC);
+	assert_true(in >= 0 && out >= 0);
+	assert_int_equal(write(in, data, n), (ssize_t)n);
+	assert_int_equal(lseek(in, 0, SEEK_SET), 0);
+	assert_int_equal(sl_secret_random(SL_SLD_DEK_LEN, dek), SL_OK);
+	sl_sld_encrypt_params p = {
+	    .dataset_id = "ds-sld", .chunk_size = SL_SLD_CHUNK_MIN, .threads = 2};
+	assert_int_equal(sl_sld_encrypt(*dek, &p, in, n, out), SL_OK);
+	close(in);
+	free(data);
+	return out;
+}
+
+static void test_stage_from_sld(void **state)
+{
+	(void)state;
+	size_t n = 5 * SL_SLD_CHUNK_MIN + 1234;
+	sl_secret *dek = NULL;
+	sl_stage *s = NULL;
+	int fd = make_sld(n, &dek);
+	uint8_t *data = pattern(n);
+	assert_int_equal(sl_stage_sld(fd, "mem.sld", dek, NULL, 3, false, NULL, &s), SL_OK);
+	assert_string_equal(sl_stage_dataset_id(s), "ds-sld");
+	assert_int_equal(sl_stage_size(s), n);
+	assert_memory_equal(sl_stage_host_view(s), data, n);
+	sl_stage_free(s);
+	free(data);
+	sl_secret_free(dek);
+	close(fd);
+}
+
+static void test_stage_sld_tampered_chunk(void **state)
+{
+	(void)state;
+	size_t n = 5 * SL_SLD_CHUNK_MIN;
+	sl_secret *dek = NULL, *other = NULL;
+	sl_stage *s = NULL;
+	int fd = make_sld(n, &dek);
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	/* one byte in the middle of the file: chunk 2 of 5 */
+	off_t mid = st.st_size / 2;
+	uint8_t b;
+	assert_int_equal(pread(fd, &b, 1, mid), 1);
+	b ^= 0x01;
+	assert_int_equal(pwrite(fd, &b, 1, mid), 1);
+	assert_int_equal(sl_stage_sld(fd, "mem.sld", dek, NULL, 2, false, NULL, &s),
+	                 SL_E_INTEGRITY);
+	assert_non_null(strstr(sl_err_detail(), "chunk"));
+	assert_null(s);
+	/* a wrong key stages nothing either */
+	b ^= 0x01;
+	assert_int_equal(pwrite(fd, &b, 1, mid), 1);
+	assert_int_equal(sl_secret_random(SL_SLD_DEK_LEN, &other), SL_OK);
+	assert_int_equal(sl_stage_sld(fd, "mem.sld", other, NULL, 2, false, NULL, &s),
+	                 SL_E_WRONG_KEY);
+	assert_null(s);
+	sl_secret_free(other);
+	sl_secret_free(dek);
+	close(fd);
+}
+
+static int interrupt_now(void)
+{
+	return 15;
+}
+
+static void test_stage_sld_interrupted(void **state)
+{
+	(void)state;
+	sl_secret *dek = NULL;
+	sl_stage *s = NULL;
+	int fd = make_sld(3 * SL_SLD_CHUNK_MIN, &dek);
+	assert_int_equal(sl_stage_sld(fd, "mem.sld", dek, NULL, 1, true, interrupt_now, &s),
+	                 SL_E_SYSTEM);
+	assert_non_null(strstr(sl_err_detail(), "signal 15"));
+	assert_null(s);
+	sl_secret_free(dek);
+	close(fd);
+}
+
 int main(void)
 {
 	if (sl_crypto_init() != SL_OK)
@@ -262,6 +348,9 @@ int main(void)
 	    cmocka_unit_test(test_where_parse),
 	    cmocka_unit_test(test_gpu_absent),
 	    cmocka_unit_test(test_gpu_devtools_refused),
+	    cmocka_unit_test(test_stage_from_sld),
+	    cmocka_unit_test(test_stage_sld_tampered_chunk),
+	    cmocka_unit_test(test_stage_sld_interrupted),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
