@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "kmsd.h"
+#include "seclaunch/audit.h"
 
 void kmsd_config_defaults(kmsd_config *c)
 {
@@ -29,7 +30,8 @@ void kmsd_config_free(kmsd_config *c)
 	    &c->admin_token_file, &c->registry_file,   &c->registry_key_file, &c->audit_log,
 	    &c->ek_ca_dir,        &c->policy,          &c->policy_pubkey,     &c->url_file,
 	    &c->keystore_file,    &c->master_key_file, &c->p11_module,        &c->p11_token_label,
-	    &c->p11_pin_file};
+	    &c->p11_pin_file,     &c->gcp_jwks,        &c->aws_trust_dir,     &c->ak_ca_dir,
+	    &c->audit_key_file};
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
 		free(*strs[i]);
 		*strs[i] = NULL;
@@ -53,10 +55,14 @@ static const struct strkey str_keys[] = {
     S("registry", registry_file),
     S("registry_key_file", registry_key_file),
     S("audit_log", audit_log),
+    S("audit_key_file", audit_key_file),
     S("ek_ca_dir", ek_ca_dir),
     S("policy", policy),
     S("policy_pubkey", policy_pubkey),
     S("url_file", url_file),
+    S("gcp_jwks", gcp_jwks),
+    S("aws_trust_dir", aws_trust_dir),
+    S("ak_ca_dir", ak_ca_dir),
     S("keystore", keystore_file),
     S("master_key_file", master_key_file),
     S("pkcs11_module", p11_module),
@@ -203,6 +209,18 @@ sl_err kmsd_config_dev(kmsd_config *c)
 	SL_GUARD(dev_path(c, &c->registry_file, "registry.json"));
 	SL_GUARD(dev_path(c, &c->registry_key_file, "registry.key"));
 	SL_GUARD(dev_path(c, &c->audit_log, "audit.log"));
+	if (c->audit_key_file == NULL) {
+		char *pub = NULL;
+		SL_GUARD(dev_path(c, &c->audit_key_file, "audit.key"));
+		SL_ENSURE(asprintf(&pub, "%s/audit.pub", c->state_dir) >= 0, SL_E_NOMEM, "config");
+		if (!exists(c->audit_key_file))
+			rc = sl_audit_keygen(c->audit_key_file, pub);
+		else
+			rc = SL_OK;
+		free(pub);
+		if (rc != SL_OK)
+			goto out;
+	}
 	SL_GUARD(dev_path(c, &c->keystore_file, "keystore"));
 	SL_GUARD(dev_path(c, &c->master_key_file, "master.key"));
 	SL_GUARD(make_secret_file(c->admin_token_file, true));

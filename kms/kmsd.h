@@ -27,11 +27,15 @@ typedef struct kmsd_config {
 	char *registry_file;
 	char *registry_key_file; /* HMAC key that protects the registry */
 	char *audit_log;
-	char *ek_ca_dir; /* EK certificates must chain to a CA here */
+	char *audit_key_file; /* Ed25519 checkpoint key (audit.h); NULL: no checkpoints */
+	char *ek_ca_dir;      /* EK certificates must chain to a CA here */
 	bool accept_ek_without_cert;
 	char *policy; /* signed policy (policy.h) */
 	char *policy_pubkey;
-	char *url_file; /* where the URL is written once listening */
+	char *gcp_jwks; /* identity documents (identity.h) */
+	char *aws_trust_dir;
+	char *ak_ca_dir; /* optional: AKs with a certificate chaining here count as trusted */
+	char *url_file;  /* where the URL is written once listening */
 	/* limits */
 	unsigned threads;
 	size_t max_body;
@@ -201,5 +205,113 @@ SL_MUST_USE sl_err kmsd_parse_activate(const uint8_t *body, size_t len, kmsd_act
 /* Key ids: [A-Za-z0-9._-]{1,128}; dataset ids: 1..255 bytes, no control characters. */
 bool kmsd_valid_key_id(const char *s);
 bool kmsd_valid_dataset_id(const char *s);
+
+/* ---- metrics (metrics.c) ---------------------------------------------- */
+
+enum kmsd_route {
+	KMSD_R_CHALLENGE,
+	KMSD_R_RELEASE,
+	KMSD_R_ENROLL,
+	KMSD_R_ACTIVATE,
+	KMSD_R_KEYS,
+	KMSD_R_WRAP,
+	KMSD_R_HEALTH,
+	KMSD_R_METRICS,
+	KMSD_R_OTHER,
+	KMSD_R__COUNT
+};
+
+/* Denial reason codes: the "code" of each reason in a 403 and a metrics label. */
+#define KMSD_DENIALS(X)                                                                            \
+	X(NONCE_UNKNOWN, "nonce_unknown")                                                          \
+	X(NONCE_USED, "nonce_reused")                                                              \
+	X(NONCE_EXPIRED, "nonce_expired")                                                          \
+	X(POLICY_DIGEST, "policy_digest_mismatch")                                                 \
+	X(EVIDENCE, "evidence_invalid")                                                            \
+	X(IDENTITY, "identity_invalid")                                                            \
+	X(BINDING, "binding_mismatch")                                                             \
+	X(AK_UNKNOWN, "ak_not_enrolled")                                                           \
+	X(POLICY, "policy_denied")                                                                 \
+	X(KEY_UNKNOWN, "key_unknown")                                                              \
+	X(UNWRAP, "unwrap_failed")
+
+#define KMSD_DENIAL_ENUM_(n, s) KMSD_D_##n,
+enum kmsd_denial { KMSD_DENIALS(KMSD_DENIAL_ENUM_) KMSD_D__COUNT };
+#undef KMSD_DENIAL_ENUM_
+const char *kmsd_denial_code(enum kmsd_denial d);
+
+typedef struct kmsd_metrics kmsd_metrics;
+SL_MUST_USE sl_err kmsd_metrics_new(kmsd_metrics **out);
+void kmsd_metrics_free(kmsd_metrics *m);
+void kmsd_metrics_request(kmsd_metrics *m, enum kmsd_route r, unsigned status, uint64_t ns);
+void kmsd_metrics_release(kmsd_metrics *m, size_t nkeys);
+void kmsd_metrics_denial(kmsd_metrics *m, enum kmsd_denial d);
+/* Prometheus text exposition (malloc'd). */
+SL_MUST_USE sl_err kmsd_metrics_render(kmsd_metrics *m, size_t challenges, size_t aks, size_t keys,
+                                       char **out);
+
+/* ---- the service (server.c, handlers_*.c) ----------------------------- */
+
+struct sl_audit;
+struct sl_policy;
+typedef struct kmsd_enroll_table kmsd_enroll_table;
+
+typedef struct kmsd_ctx {
+	const kmsd_config *cfg;
+	kmsd_kek *kek;
+	kmsd_nonces *nonces;
+	kmsd_registry *registry;
+	kmsd_metrics *metrics;
+	struct sl_audit *audit;
+	struct sl_policy *policy;
+	kmsd_enroll_table *enroll;
+	uint8_t admin_token_sha256[32]; /* the token itself is not kept */
+} kmsd_ctx;
+
+typedef struct kmsd_request {
+	const char *method;
+	const char *path;
+	const uint8_t *body;
+	size_t len;
+	const char *authorization; /* NULL when absent */
+} kmsd_request;
+
+typedef struct kmsd_response {
+	unsigned status;
+	json_t *json; /* body (owned); problem JSON for errors */
+	char *text;   /* or a text body (owned, metrics) */
+	bool problem; /* content type application/problem+json */
+} kmsd_response;
+
+/* Sets an RFC 7807 problem body: type "urn:seclaunch:kms:<slug>". reasons
+ * (stolen, may be NULL) becomes "reasons". */
+void kmsd_problem(kmsd_response *res, unsigned status, const char *slug, const char *title,
+                  const char *detail, json_t *reasons);
+/* 400 from a parser error (the detail names the field). */
+void kmsd_bad_request(kmsd_response *res);
+/* false (and a 401 set) unless the Authorization header carries the admin token. */
+bool kmsd_admin_ok(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+/* Appends an audit record; failures are logged to stderr, never fatal to the answer. */
+void kmsd_audit(kmsd_ctx *ctx, const char *event, const char *key_id, const char *dataset_id,
+                const char *decision, json_t *reasons, const char *claims_digest, json_t *details);
+
+void kmsd_handle_challenge(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+void kmsd_handle_key_create(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id,
+                      kmsd_response *res);
+void kmsd_handle_health(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+void kmsd_handle_metrics(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+
+SL_MUST_USE sl_err kmsd_enroll_table_new(size_t cap, kmsd_enroll_table **out);
+void kmsd_enroll_table_free(kmsd_enroll_table *t);
+
+/* Routes one request (pure dispatch: used by the server and the fuzz target). */
+enum kmsd_route kmsd_dispatch(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+
+/* Runs the HTTPS server until SIGTERM/SIGINT. */
+SL_MUST_USE sl_err kmsd_serve(kmsd_ctx *ctx);
 
 #endif

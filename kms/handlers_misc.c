@@ -1,0 +1,55 @@
+/* POST /v1/challenge, GET /v1/health, GET /metrics. */
+#include <stdlib.h>
+
+#include "kmsd.h"
+#include "seclaunch/policy.h"
+
+void kmsd_handle_challenge(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
+{
+	uint8_t nonce[SL_NONCE_LEN];
+	time_t expires;
+	char when[32];
+	char *n64 = NULL, *p64 = NULL;
+	if (kmsd_parse_challenge(req->body, req->len) != SL_OK) {
+		kmsd_bad_request(res);
+		return;
+	}
+	if (kmsd_nonces_issue(ctx->nonces, nonce, &expires) != SL_OK) {
+		kmsd_problem(res, 429, "busy", "Too Many Requests", sl_err_detail(), NULL);
+		return;
+	}
+	sl_time_rfc3339(expires, when, sizeof(when));
+	if (sl_b64_encode(nonce, sizeof(nonce), &n64) != SL_OK ||
+	    sl_b64_encode(sl_policy_digest(ctx->policy), SL_POLICY_DIGEST_LEN, &p64) != SL_OK) {
+		kmsd_problem(res, 500, "internal", "Internal Server Error", sl_err_detail(), NULL);
+		goto out;
+	}
+	res->status = 200;
+	res->json =
+	    json_pack("{s:s, s:s, s:s}", "nonce", n64, "expires", when, "policy_digest", p64);
+out:
+	free(n64);
+	free(p64);
+}
+
+void kmsd_handle_health(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
+{
+	(void)req;
+	res->status = 200;
+	res->json = json_pack("{s:s, s:s, s:s, s:s, s:b}", "status", "ok", "version", SL_VERSION,
+	                      "policy_digest", sl_policy_digest_hex(ctx->policy), "kek_backend",
+	                      ctx->cfg->backend == KMSD_KEK_LOCAL ? "local" : "pkcs11",
+	                      "development", ctx->cfg->dev);
+}
+
+void kmsd_handle_metrics(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
+{
+	(void)req;
+	if (kmsd_metrics_render(ctx->metrics, kmsd_nonces_size(ctx->nonces),
+	                        kmsd_registry_count(ctx->registry), kmsd_kek_count(ctx->kek),
+	                        &res->text) != SL_OK) {
+		kmsd_problem(res, 500, "internal", "Internal Server Error", sl_err_detail(), NULL);
+		return;
+	}
+	res->status = 200;
+}

@@ -1,0 +1,239 @@
+/* POST /v1/release: the attested key release.
+ *
+ * Order: consume the nonce (any presentation uses it up); check the policy
+ * digest; compute the binding; verify every evidence item and identity
+ * document against it (the AK must be enrolled); evaluate the policy for
+ * each requested key; only when nothing was refused, unwrap each DEK with
+ * its KEK (AAD = key id + dataset id) and seal it to eph_pub. All or
+ * nothing: one reason refuses the whole request, and the 403 lists every
+ * reason found. */
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kmsd.h"
+#include "seclaunch/audit.h"
+#include "seclaunch/identity.h"
+#include "seclaunch/policy.h"
+
+#define SEALED_LEN (SL_KMS_DEK_LEN + crypto_box_SEALBYTES)
+
+struct rel {
+	kmsd_ctx *ctx;
+	kmsd_release_req *req;
+	json_t *reasons;
+	sl_claims *claims;
+	bool ak_refused;
+};
+
+static void deny(struct rel *r, enum kmsd_denial d, const kmsd_key_entry *key, const char *fmt, ...)
+    SL_PRINTF(4, 5);
+
+static void deny(struct rel *r, enum kmsd_denial d, const kmsd_key_entry *key, const char *fmt, ...)
+{
+	char detail[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	json_t *o = json_pack("{s:s, s:s}", "code", kmsd_denial_code(d), "detail", detail);
+	if (o != NULL && key != NULL) {
+		json_object_set_new(o, "key_id", json_string(key->key_id));
+		json_object_set_new(o, "dataset_id", json_string(key->dataset_id));
+	}
+	json_array_append_new(r->reasons, o);
+	kmsd_metrics_denial(r->ctx->metrics, d);
+}
+
+static bool ak_enrolled(const uint8_t *name, size_t len, void *cbctx)
+{
+	struct rel *r = cbctx;
+	bool ok = kmsd_registry_has(r->ctx->registry, name, len);
+	if (!ok)
+		r->ak_refused = true;
+	return ok;
+}
+
+static void check_nonce(struct rel *r)
+{
+	switch (kmsd_nonces_consume(r->ctx->nonces, r->req->nonce)) {
+	case KMSD_NONCE_OK:
+		break;
+	case KMSD_NONCE_USED:
+		deny(r, KMSD_D_NONCE_USED, NULL,
+		     "nonce: already presented once (nonces are single-use)");
+		break;
+	case KMSD_NONCE_EXPIRED:
+		deny(r, KMSD_D_NONCE_EXPIRED, NULL, "nonce: expired (challenges live %u s)",
+		     r->ctx->cfg->challenge_ttl_s);
+		break;
+	case KMSD_NONCE_UNKNOWN:
+		deny(r, KMSD_D_NONCE_UNKNOWN, NULL,
+		     "nonce: not issued by this server (or expired long ago)");
+		break;
+	}
+}
+
+static void check_evidence(struct rel *r, const uint8_t binding[static SL_BINDING_LEN])
+{
+	const kmsd_config *cfg = r->ctx->cfg;
+	for (size_t i = 0; i < json_array_size(r->req->evidence); i++) {
+		sl_claims *c = NULL;
+		sl_verify_opts vo = {.expect = binding,
+		                     .expect_len = SL_BINDING_LEN,
+		                     .trust_dir = cfg->ak_ca_dir,
+		                     .ak_enrolled = ak_enrolled,
+		                     .ak_enrolled_ctx = r};
+		r->ak_refused = false;
+		sl_err rc = sl_claims_new(&c);
+		if (rc == SL_OK)
+			rc = sl_evidence_verify(json_array_get(r->req->evidence, i), &vo, c);
+		if (rc == SL_OK)
+			rc = sl_claims_merge(r->claims, c);
+		if (rc != SL_OK) {
+			enum kmsd_denial d = r->ak_refused               ? KMSD_D_AK_UNKNOWN
+			                     : rc == SL_E_ATTEST_BINDING ? KMSD_D_BINDING
+			                                                 : KMSD_D_EVIDENCE;
+			deny(r, d, NULL, "evidence[%zu]: %s", i,
+			     sl_err_detail()[0] ? sl_err_detail() : sl_err_message(rc));
+		}
+		sl_claims_free(c);
+	}
+	for (size_t i = 0; i < json_array_size(r->req->identity); i++) {
+		sl_identity_opts io = {.gcp_jwks = cfg->gcp_jwks,
+		                       .aws_trust_dir = cfg->aws_trust_dir,
+		                       .binding = binding,
+		                       .binding_len = SL_BINDING_LEN};
+		sl_err rc = sl_identity_verify(json_array_get(r->req->identity, i), &io, r->claims);
+		if (rc != SL_OK)
+			deny(r, KMSD_D_IDENTITY, NULL, "identity[%zu]: %s", i, sl_err_detail());
+	}
+}
+
+static void check_policy(struct rel *r)
+{
+	for (size_t i = 0; i < r->req->nkeys; i++) {
+		const kmsd_key_entry *k = &r->req->keys[i];
+		sl_policy_request pr = {.dataset_id = k->dataset_id, .key_id = k->key_id};
+		sl_decision *d = NULL;
+		if (!kmsd_kek_exists(r->ctx->kek, k->key_id)) {
+			deny(r, KMSD_D_KEY_UNKNOWN, k, "keys[%zu]: unknown key id '%s'", i,
+			     k->key_id);
+			continue;
+		}
+		if (sl_policy_evaluate(r->ctx->policy, r->claims, &pr, &d) != SL_OK) {
+			deny(r, KMSD_D_POLICY, k, "keys[%zu]: policy evaluation failed: %s", i,
+			     sl_err_detail());
+			continue;
+		}
+		for (size_t j = 0; j < sl_decision_reason_count(d); j++)
+			deny(r, KMSD_D_POLICY, k, "keys[%zu]: %s", i, sl_decision_reason(d, j));
+		if (!sl_decision_allowed(d) && sl_decision_reason_count(d) == 0)
+			deny(r, KMSD_D_POLICY, k, "keys[%zu]: denied by policy", i);
+		sl_decision_free(d);
+	}
+}
+
+/* Unwraps and seals every key into out (an array); false when one fails. */
+static bool release_keys(struct rel *r, json_t *out)
+{
+	bool ok = true;
+	for (size_t i = 0; i < r->req->nkeys; i++) {
+		const kmsd_key_entry *k = &r->req->keys[i];
+		sl_secret *dek = NULL;
+		uint8_t sealed[SEALED_LEN];
+		char *s64 = NULL;
+		sl_err rc = kmsd_kek_unwrap(r->ctx->kek, k->key_id, k->dataset_id, k->wrapped,
+		                            k->wrapped_len, &dek);
+		if (rc != SL_OK) {
+			deny(r, rc == SL_E_INPUT ? KMSD_D_KEY_UNKNOWN : KMSD_D_UNWRAP, k,
+			     "keys[%zu]: %s", i, sl_err_detail());
+			ok = false;
+			continue;
+		}
+		if (crypto_box_seal(sealed, sl_secret_data(dek), SL_KMS_DEK_LEN, r->req->eph_pub) !=
+		        0 ||
+		    sl_b64_encode(sealed, sizeof(sealed), &s64) != SL_OK) {
+			deny(r, KMSD_D_UNWRAP, k, "keys[%zu]: sealing to eph_pub failed", i);
+			ok = false;
+		} else {
+			json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "key_id", k->key_id,
+			                                     "dataset_id", k->dataset_id, "sealed",
+			                                     s64));
+		}
+		free(s64);
+		sl_secret_free(dek);
+	}
+	return ok;
+}
+
+static void audit_release(struct rel *r, bool allowed)
+{
+	char cd[65];
+	uint8_t digest[32];
+	json_t *keys = json_array();
+	for (size_t i = 0; i < r->req->nkeys; i++)
+		json_array_append_new(keys,
+		                      json_pack("{s:s, s:s}", "key_id", r->req->keys[i].key_id,
+		                                "dataset_id", r->req->keys[i].dataset_id));
+	sl_claims_digest(r->claims, digest);
+	sl_hex_encode(digest, sizeof(digest), cd);
+	const kmsd_key_entry *one = r->req->nkeys == 1 ? &r->req->keys[0] : NULL;
+	kmsd_audit(r->ctx, SL_AUDIT_EV_RELEASE, one ? one->key_id : NULL,
+	           one ? one->dataset_id : NULL, allowed ? SL_AUDIT_ALLOW : SL_AUDIT_DENY,
+	           allowed ? NULL : r->reasons, cd,
+	           json_pack("{s:o, s:O}", "keys", keys, "job", r->req->job));
+}
+
+void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
+{
+	struct rel r = {.ctx = ctx};
+	uint8_t binding[SL_BINDING_LEN];
+	const uint8_t *want = sl_policy_digest(ctx->policy);
+	json_t *out = NULL;
+	if (kmsd_parse_release(req->body, req->len, &r.req) != SL_OK) {
+		kmsd_bad_request(res);
+		return;
+	}
+	r.reasons = json_array();
+	out = json_array();
+	if (r.reasons == NULL || out == NULL || sl_claims_new(&r.claims) != SL_OK) {
+		kmsd_problem(res, 500, "internal", "Internal Server Error", "out of memory", NULL);
+		goto out;
+	}
+	check_nonce(&r);
+	if (!sl_ct_eq(r.req->policy_digest, want, SL_SHA256_LEN)) {
+		char have[65], mine[65];
+		sl_hex_encode(r.req->policy_digest, SL_SHA256_LEN, have);
+		sl_hex_encode(want, SL_SHA256_LEN, mine);
+		deny(&r, KMSD_D_POLICY_DIGEST, NULL,
+		     "policy_digest: request binds policy %s but this server enforces %s (policy "
+		     "version skew)",
+		     have, mine);
+	}
+	sl_binding_compute(r.req->nonce, r.req->eph_pub, r.req->policy_digest, binding);
+	check_evidence(&r, binding);
+	if (json_array_size(r.reasons) == 0)
+		check_policy(&r);
+	if (json_array_size(r.reasons) == 0 && release_keys(&r, out)) {
+		audit_release(&r, true);
+		kmsd_metrics_release(ctx->metrics, r.req->nkeys);
+		res->status = 200;
+		res->json = json_pack("{s:O}", "keys", out);
+		goto out;
+	}
+	audit_release(&r, false);
+	char detail[256];
+	snprintf(detail, sizeof(detail), "key release refused: %zu reason%s",
+	         json_array_size(r.reasons), json_array_size(r.reasons) == 1 ? "" : "s");
+	kmsd_problem(res, 403, "denied", "Forbidden", detail, json_incref(r.reasons));
+out:
+	if (out != NULL) {
+		/* sealed DEKs are safe to leave, but keep the heap clean anyway */
+		json_decref(out);
+	}
+	json_decref(r.reasons);
+	sl_claims_free(r.claims);
+	kmsd_release_req_free(r.req);
+}

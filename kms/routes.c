@@ -1,0 +1,142 @@
+/* Request routing and the helpers every handler shares: problem JSON,
+ * admin authentication, audit records. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kmsd.h"
+#include "seclaunch/audit.h"
+#include "seclaunch/policy.h"
+
+void kmsd_problem(kmsd_response *res, unsigned status, const char *slug, const char *title,
+                  const char *detail, json_t *reasons)
+{
+	char type[96];
+	snprintf(type, sizeof(type), "urn:seclaunch:kms:%s", slug);
+	json_decref(res->json);
+	res->status = status;
+	res->problem = true;
+	res->json = json_pack("{s:s, s:s, s:i, s:s}", "type", type, "title", title, "status",
+	                      (int)status, "detail", detail != NULL ? detail : title);
+	if (res->json != NULL && reasons != NULL)
+		json_object_set_new(res->json, "reasons", reasons);
+	else
+		json_decref(reasons);
+}
+
+void kmsd_bad_request(kmsd_response *res)
+{
+	kmsd_problem(res, 400, "bad-request", "Bad Request", sl_err_detail(), NULL);
+}
+
+bool kmsd_admin_ok(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
+{
+	static const char prefix[] = "Bearer ";
+	uint8_t h[32];
+	const char *a = req->authorization;
+	if (a == NULL || strncmp(a, prefix, sizeof(prefix) - 1) != 0) {
+		kmsd_problem(res, 401, "unauthorized", "Unauthorized",
+		             "admin endpoint: missing \"Authorization: Bearer <admin token>\"",
+		             NULL);
+		return false;
+	}
+	a += sizeof(prefix) - 1;
+	/* comparing digests keeps the comparison constant-time whatever the length */
+	sl_sha256(a, strlen(a), h);
+	if (!sl_ct_eq(h, ctx->admin_token_sha256, sizeof(h))) {
+		kmsd_problem(res, 401, "unauthorized", "Unauthorized",
+		             "admin endpoint: the bearer token is not the admin token", NULL);
+		return false;
+	}
+	return true;
+}
+
+void kmsd_audit(kmsd_ctx *ctx, const char *event, const char *key_id, const char *dataset_id,
+                const char *decision, json_t *reasons, const char *claims_digest, json_t *details)
+{
+	if (ctx->audit == NULL) {
+		json_decref(details);
+		return;
+	}
+	if (details == NULL)
+		details = json_object();
+	if (details != NULL && ctx->policy != NULL && sl_policy_is_dev(ctx->policy))
+		json_object_set_new(details, "development_policy", json_true());
+	sl_audit_record r = {
+	    .event = event,
+	    .key_id = key_id,
+	    .dataset_id = dataset_id,
+	    .decision = decision,
+	    .reasons = reasons,
+	    .claims_digest = claims_digest,
+	    .policy_digest = ctx->policy != NULL ? sl_policy_digest_hex(ctx->policy) : NULL,
+	    .details = details,
+	};
+	if (sl_audit_append(ctx->audit, &r) != SL_OK)
+		fprintf(stderr, "seclaunchd: audit: %s\n", sl_err_detail());
+	json_decref(details);
+}
+
+static bool is(const kmsd_request *req, const char *method, const char *path)
+{
+	return strcmp(req->path, path) == 0 && strcmp(req->method, method) == 0;
+}
+
+static void not_allowed(kmsd_response *res, const char *allow)
+{
+	char d[64];
+	snprintf(d, sizeof(d), "use %s", allow);
+	kmsd_problem(res, 405, "method-not-allowed", "Method Not Allowed", d, NULL);
+	json_object_set_new(res->json, "allow", json_string(allow));
+}
+
+enum kmsd_route kmsd_dispatch(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
+{
+	static const char keys_prefix[] = "/v1/keys/";
+	static const char wrap_suffix[] = "/wrap";
+	static const struct {
+		const char *method, *path;
+		enum kmsd_route route;
+		void (*fn)(kmsd_ctx *, const kmsd_request *, kmsd_response *);
+	} table[] = {
+	    {"POST", "/v1/challenge", KMSD_R_CHALLENGE, kmsd_handle_challenge},
+	    {"POST", "/v1/release", KMSD_R_RELEASE, kmsd_handle_release},
+	    {"POST", "/v1/enroll", KMSD_R_ENROLL, kmsd_handle_enroll},
+	    {"POST", "/v1/enroll/activate", KMSD_R_ACTIVATE, kmsd_handle_activate},
+	    {"POST", "/v1/keys", KMSD_R_KEYS, kmsd_handle_key_create},
+	    {"GET", "/v1/health", KMSD_R_HEALTH, kmsd_handle_health},
+	    {"GET", "/metrics", KMSD_R_METRICS, kmsd_handle_metrics},
+	};
+	size_t plen = strlen(req->path);
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		if (is(req, table[i].method, table[i].path)) {
+			table[i].fn(ctx, req, res);
+			return table[i].route;
+		}
+		if (strcmp(req->path, table[i].path) == 0) {
+			not_allowed(res, table[i].method);
+			return table[i].route;
+		}
+	}
+	if (strncmp(req->path, keys_prefix, sizeof(keys_prefix) - 1) == 0 &&
+	    plen > sizeof(keys_prefix) - 1 + sizeof(wrap_suffix) - 1 &&
+	    strcmp(req->path + plen - (sizeof(wrap_suffix) - 1), wrap_suffix) == 0) {
+		char id[SL_KMS_ID_MAX + 1];
+		size_t n = plen - (sizeof(keys_prefix) - 1) - (sizeof(wrap_suffix) - 1);
+		if (strcmp(req->method, "POST") != 0) {
+			not_allowed(res, "POST");
+			return KMSD_R_WRAP;
+		}
+		if (n > SL_KMS_ID_MAX) {
+			kmsd_problem(res, 404, "unknown-key", "Not Found", "key id too long", NULL);
+			return KMSD_R_WRAP;
+		}
+		memcpy(id, req->path + sizeof(keys_prefix) - 1, n);
+		id[n] = '\0';
+		kmsd_handle_wrap(ctx, req, id, res);
+		return KMSD_R_WRAP;
+	}
+	kmsd_problem(res, 404, "not-found", "Not Found", "no such endpoint (see docs/protocol.md)",
+	             NULL);
+	return KMSD_R_OTHER;
+}

@@ -1,0 +1,302 @@
+/* The HTTPS server: libmicrohttpd with GnuTLS (TLS 1.2 and 1.3 only), a
+ * thread pool, connection and body limits, idle timeouts, and a graceful
+ * stop on SIGTERM / SIGINT. Request bodies are collected up to max_body
+ * (413 beyond it) and handed to kmsd_dispatch. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kmsd.h"
+#include "seclaunch/audit.h"
+
+#define DRAIN_MAX (4u << 20)
+#define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
+struct conn {
+	uint8_t *buf;
+	size_t len, cap;
+	bool too_large;
+	bool answered;
+	size_t discarded;
+	uint64_t start_ns;
+};
+
+static enum MHD_Result send_response(struct MHD_Connection *c, kmsd_response *res)
+{
+	char *text = res->text;
+	const char *ctype = "text/plain; version=0.0.4";
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	if (res->json != NULL) {
+		text = json_dumps(res->json, JSON_COMPACT);
+		free(res->text);
+		ctype = res->problem ? "application/problem+json" : "application/json";
+	}
+	res->text = NULL;
+	if (text == NULL)
+		return MHD_NO;
+	r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	if (r == NULL) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	if (res->status == 405)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
+		                        res->json != NULL && json_object_get(res->json, "allow")
+		                            ? json_string_value(json_object_get(res->json, "allow"))
+		                            : "POST");
+	if (res->status == 429 || res->status == 503)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+	ret = MHD_queue_response(c, res->status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result too_large(kmsd_ctx *ctx, struct MHD_Connection *c, struct conn *st)
+{
+	kmsd_response res = {0};
+	char detail[128];
+	snprintf(detail, sizeof(detail), "request body is larger than the %zu-byte limit",
+	         ctx->cfg->max_body);
+	kmsd_problem(&res, 413, "too-large", "Payload Too Large", detail, NULL);
+	st->answered = true;
+	kmsd_metrics_request(ctx->metrics, KMSD_R_OTHER, 413, sl_now_ns() - st->start_ns);
+	enum MHD_Result ret = send_response(c, &res);
+	json_decref(res.json);
+	return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+	kmsd_ctx *ctx = cls;
+	struct conn *st = *con_cls;
+	(void)version;
+	if (st == NULL) {
+		const char *cl =
+		    MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+		st = calloc(1, sizeof(*st));
+		if (st == NULL)
+			return MHD_NO;
+		st->start_ns = sl_now_ns();
+		*con_cls = st;
+		if (cl != NULL && strtoull(cl, NULL, 10) > ctx->cfg->max_body) {
+			st->too_large = true;
+			return too_large(ctx, c, st);
+		}
+		return MHD_YES;
+	}
+	if (*upload_data_size > 0) {
+		size_t n = *upload_data_size;
+		*upload_data_size = 0;
+		if (st->too_large) {
+			/* libmicrohttpd cannot answer mid-upload: drain a bounded amount so
+			 * the 413 can go out at the end, then give up on the connection */
+			st->discarded += n;
+			return st->discarded > DRAIN_MAX ? MHD_NO : MHD_YES;
+		}
+		if (n > ctx->cfg->max_body - st->len) {
+			st->too_large = true;
+			st->discarded = st->len + n;
+			free(st->buf);
+			st->buf = NULL;
+			st->len = 0;
+			return MHD_YES;
+		}
+		if (st->len + n > st->cap) {
+			size_t ncap = st->cap == 0 ? 4096 : st->cap;
+			while (ncap < st->len + n)
+				ncap *= 2;
+			if (ncap > ctx->cfg->max_body)
+				ncap = ctx->cfg->max_body;
+			uint8_t *nb = realloc(st->buf, ncap);
+			if (nb == NULL)
+				return MHD_NO;
+			st->buf = nb;
+			st->cap = ncap;
+		}
+		memcpy(st->buf + st->len, upload_data, n);
+		st->len += n;
+		return MHD_YES;
+	}
+	if (st->answered)
+		return MHD_YES;
+	if (st->too_large)
+		return too_large(ctx, c, st);
+
+	kmsd_request req = {
+	    .method = method,
+	    .path = url,
+	    .body = st->buf != NULL ? st->buf : (const uint8_t *)"",
+	    .len = st->len,
+	    .authorization =
+	        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+	};
+	kmsd_response res = {0};
+	enum kmsd_route route = kmsd_dispatch(ctx, &req, &res);
+	st->answered = true;
+	kmsd_metrics_request(ctx->metrics, route, res.status, sl_now_ns() - st->start_ns);
+	enum MHD_Result ret = send_response(c, &res);
+	json_decref(res.json);
+	free(res.text);
+	return ret;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+	struct conn *st = *con_cls;
+	(void)cls;
+	(void)c;
+	(void)toe;
+	if (st == NULL)
+		return;
+	if (st->buf != NULL) {
+		sl_wipe(st->buf, st->len); /* admin wrap bodies carry a DEK */
+		free(st->buf);
+	}
+	free(st);
+	*con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	fputs("seclaunchd: http: ", stderr);
+	vfprintf(stderr, fmt, ap);
+}
+
+static sl_err parse_listen(const char *s, struct sockaddr_storage *ss, char *host, size_t hostn,
+                           unsigned *port)
+{
+	sl_err rc = SL_E_INPUT;
+	const char *colon = strrchr(s, ':');
+	char h[64];
+	char *end;
+	unsigned long p;
+	SL_ENSURE(colon != NULL && (size_t)(colon - s) < sizeof(h), SL_E_INPUT,
+	          "listen: '%s' is not HOST:PORT", s);
+	memcpy(h, s, (size_t)(colon - s));
+	h[colon - s] = '\0';
+	p = strtoul(colon + 1, &end, 10);
+	SL_ENSURE(*end == '\0' && colon[1] != '\0' && p <= 65535, SL_E_INPUT,
+	          "listen: bad port in '%s'", s);
+	memset(ss, 0, sizeof(*ss));
+	if (h[0] == '[' && h[strlen(h) - 1] == ']') {
+		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+		h[strlen(h) - 1] = '\0';
+		memmove(h, h + 1, strlen(h));
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons((uint16_t)p);
+		SL_ENSURE(inet_pton(AF_INET6, h, &a6->sin6_addr) == 1, SL_E_INPUT,
+		          "listen: '%s' is not an IPv6 address", h);
+		snprintf(host, hostn, "[%s]", h);
+	} else {
+		struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons((uint16_t)p);
+		SL_ENSURE(inet_pton(AF_INET, h, &a4->sin_addr) == 1, SL_E_INPUT,
+		          "listen: '%s' is not an IPv4 address", h);
+		snprintf(host, hostn, "%s", h);
+	}
+	*port = (unsigned)p;
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+sl_err kmsd_serve(kmsd_ctx *ctx)
+{
+	sl_err rc = SL_E_SYSTEM;
+	const kmsd_config *cfg = ctx->cfg;
+	struct MHD_Daemon *d = NULL;
+	struct sockaddr_storage ss;
+	char host[80], url[128];
+	unsigned port = 0;
+	uint8_t *cert = NULL;
+	size_t cert_len = 0;
+	sl_secret *key = NULL;
+	sigset_t sigs;
+	int sig = 0;
+	const union MHD_DaemonInfo *info;
+
+	SL_GUARD(parse_listen(cfg->listen, &ss, host, sizeof(host), &port));
+	SL_GUARD(sl_file_read(cfg->tls_cert, 1 << 20, &cert, &cert_len));
+	SL_GUARD(sl_secret_read_file(cfg->tls_key, 1 << 16, &key));
+	{
+		/* GnuTLS wants a NUL-terminated PEM string */
+		sl_secret *kz = NULL;
+		SL_GUARD(sl_secret_new(sl_secret_len(key) + 1, &kz));
+		memcpy(sl_secret_data(kz), sl_secret_data(key), sl_secret_len(key));
+		sl_secret_data(kz)[sl_secret_len(key)] = '\0';
+		sl_secret_free(key);
+		key = kz;
+	}
+	/* every thread MHD starts inherits this mask, so only sigwait sees them */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	d = MHD_start_daemon(
+	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TLS | MHD_USE_ERROR_LOG |
+	        MHD_USE_ITC,
+	    0, NULL, NULL, on_request, ctx, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE,
+	    (unsigned int)cfg->threads, MHD_OPTION_CONNECTION_LIMIT,
+	    (unsigned int)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+	    (unsigned int)cfg->idle_timeout_s, MHD_OPTION_PER_IP_CONNECTION_LIMIT, 0u,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_HTTPS_MEM_CERT,
+	    (const char *)cert, MHD_OPTION_HTTPS_MEM_KEY, (const char *)sl_secret_data(key),
+	    MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+	    NULL, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
+	SL_ENSURE(d != NULL, SL_E_SYSTEM,
+	          "cannot start the HTTPS server on %s (address in use, or bad TLS certificate/key "
+	          "in %s / %s)",
+	          cfg->listen, cfg->tls_cert, cfg->tls_key);
+	sl_secret_free(key);
+	key = NULL;
+	info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+	if (info != NULL && info->port != 0)
+		port = info->port;
+	snprintf(url, sizeof(url), "https://%s:%u", host, port);
+	fprintf(stderr, "seclaunchd: listening on %s (%u threads, TLS 1.2+)\n", url, cfg->threads);
+	kmsd_audit(ctx, SL_AUDIT_EV_KMS_START, NULL, NULL, NULL, NULL, NULL,
+	           json_pack("{s:s, s:b, s:s}", "url", url, "dev", cfg->dev, "kek_backend",
+	                     cfg->backend == KMSD_KEK_LOCAL ? "local" : "pkcs11"));
+	if (cfg->url_file != NULL)
+		SL_GUARD(sl_file_write_atomic(cfg->url_file, url, strlen(url), 0644, true));
+
+	while (sigwait(&sigs, &sig) != 0)
+		;
+	fprintf(stderr, "seclaunchd: %s: stopping\n", strsignal(sig));
+	/* stop accepting, let requests in flight finish (bounded), then stop */
+	MHD_socket lfd = MHD_quiesce_daemon(d);
+	if (lfd != MHD_INVALID_SOCKET)
+		close(lfd);
+	for (int i = 0; i < 20; i++) {
+		info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+		if (info == NULL || info->num_connections == 0)
+			break;
+		usleep(100 * 1000);
+	}
+	kmsd_audit(ctx, SL_AUDIT_EV_KMS_STOP, NULL, NULL, NULL, NULL, NULL,
+	           json_pack("{s:s}", "signal", strsignal(sig)));
+	rc = SL_OK;
+out:
+	if (d != NULL)
+		MHD_stop_daemon(d);
+	sl_secret_free(key);
+	free(cert);
+	return rc;
+}
