@@ -296,17 +296,21 @@ sl_err sl_audit_verify(const char *const *paths, size_t n, const sl_audit_verify
 	for (size_t i = 0; i < n; i++) {
 		SL_GUARD(audit_lines_open(&l, paths[i]));
 		for (;;) {
-			SL_GUARD(audit_lines_next(&l, &got));
+			rc = audit_lines_next(&l, &got);
+			if (rc == SL_E_TOO_LARGE) /* a line over the cap breaks the log */
+				rc = SL_E_INTEGRITY;
+			SL_GUARD(rc);
 			if (!got)
 				break;
 			rc = sl_audit_parse_line(l.buf, l.len, &rec);
 			if (rc == SL_E_TOO_LARGE || rc == SL_E_NOMEM) {
-				rc = sl_err_wrap(rc, "%s:%zu: parse", paths[i], l.lineno);
+				rc = sl_err_wrap(rc == SL_E_NOMEM ? rc : SL_E_INTEGRITY,
+				                 "%s:%zu: parse", paths[i], l.lineno);
 				goto out;
 			}
 			if (rc != SL_OK) {
 				/* maybe a torn line: judged by what follows it */
-				SL_ENSURE(v->ngarb < AUDIT_MAX_TORN, SL_E_FORMAT,
+				SL_ENSURE(v->ngarb < AUDIT_MAX_TORN, SL_E_INTEGRITY,
 				          "%s:%zu: parse: unparsable line (%s)", v->garb[0].file,
 				          v->garb[0].line, v->garb[0].why);
 				garbage *g = &v->garb[v->ngarb++];

@@ -25,5 +25,6 @@ int sl_cli_usage(const char *cmd, const char *fmt, ...) SL_PRINTF(2, 3);
 
 /* Subcommands (add yours here and to the table in main.c). */
 int cmd_version(int argc, char **argv);
+int cmd_audit(int argc, char **argv);
 
 #endif

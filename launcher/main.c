@@ -7,6 +7,7 @@
 
 static const struct sl_cmd commands[] = {
     {"version", cmd_version, "print the version"},
+    {"audit", cmd_audit, "verify or export the tamper-evident audit log; make its checkpoint key"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

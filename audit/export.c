@@ -1,0 +1,433 @@
+/* Exporting audit records: JSON Lines (the lines verbatim), CEF (ArcSight
+ * Common Event Format), OCSF 1.3 JSON and CSV (RFC 4180). The mappings are
+ * specified in docs/audit.md. */
+#include <string.h>
+
+#include "audit_int.h"
+
+#define OCSF_VERSION "1.3.0"
+
+sl_err sl_audit_format_parse(const char *name, sl_audit_format *out)
+{
+	static const struct {
+		const char *name;
+		sl_audit_format f;
+	} t[] = {{"jsonl", SL_AUDIT_FMT_JSONL},
+	         {"cef", SL_AUDIT_FMT_CEF},
+	         {"ocsf", SL_AUDIT_FMT_OCSF},
+	         {"csv", SL_AUDIT_FMT_CSV}};
+	for (size_t i = 0; name != NULL && i < sizeof(t) / sizeof(t[0]); i++) {
+		if (strcmp(name, t[i].name) == 0) {
+			*out = t[i].f;
+			return SL_OK;
+		}
+	}
+	return sl_err_set(SL_E_USAGE, "--format: '%s' is not one of jsonl, cef, ocsf, csv",
+	                  name != NULL ? name : "");
+}
+
+/* What each event is, for CEF's Name and OCSF's class. Unknown events fall
+ * back to their prefix's row, then to the last row. */
+typedef struct event_map {
+	const char *event; /* exact, or a prefix ending in '.' */
+	const char *name;
+	int ocsf_class;
+	int ocsf_activity;
+	const char *ocsf_activity_name;
+} event_map;
+
+static const event_map events[] = {
+    {SL_AUDIT_EV_KMS_START, "KMS started", 6002, 3, "Start"},
+    {SL_AUDIT_EV_KMS_STOP, "KMS stopped", 6002, 4, "Stop"},
+    {SL_AUDIT_EV_CHALLENGE, "Attestation nonce issued", 6003, 1, "Create"},
+    {SL_AUDIT_EV_ENROLL, "TPM enrollment", 6003, 1, "Create"},
+    {SL_AUDIT_EV_KEY_CREATE, "Key encryption key created", 3004, 1, "Create"},
+    {SL_AUDIT_EV_KEY_WRAP, "Dataset key wrapped", 6003, 1, "Create"},
+    {SL_AUDIT_EV_RELEASE, "Key release", 6003, 2, "Read"},
+    {SL_AUDIT_EV_RUN_START, "Attested launch started", 6002, 3, "Start"},
+    {SL_AUDIT_EV_RUN_RELEASE, "Keys received", 6003, 2, "Read"},
+    {SL_AUDIT_EV_RUN_JOB_START, "Job started", 1007, 1, "Launch"},
+    {SL_AUDIT_EV_RUN_JOB_EXIT, "Job exited", 1007, 2, "Terminate"},
+    {SL_AUDIT_EV_RUN_PREFLIGHT, "Policy pre-flight", 0, 99, "Other"},
+    {SL_AUDIT_EV_RUN_STAGE, "Data staged", 0, 99, "Other"},
+    {SL_AUDIT_EV_RUN_WIPE, "Keys and data wiped", 0, 99, "Other"},
+    {SL_AUDIT_EV_RUN_ERROR, "Launch failed", 0, 99, "Other"},
+    {SL_AUDIT_EV_CHECKPOINT, "Audit log checkpoint", 0, 99, "Other"},
+    {SL_AUDIT_EV_RECOVERED, "Audit log torn line recovered", 0, 99, "Other"},
+    {"kms.", "KMS event", 6003, 99, "Other"},
+    {"run.", "Launch event", 0, 99, "Other"},
+    {"", "seclaunch event", 0, 99, "Other"},
+};
+
+static const event_map *map_event(const char *ev)
+{
+	size_t n = sizeof(events) / sizeof(events[0]);
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(events[i].event, ev) == 0)
+			return &events[i];
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(events[i].event);
+		if (l > 0 && events[i].event[l - 1] == '.' && strncmp(ev, events[i].event, l) == 0)
+			return &events[i];
+	}
+	return &events[n - 1];
+}
+
+static void put_escaped(FILE *out, const char *s, const char *specials, bool newlines_escaped)
+{
+	for (; *s != '\0'; s++) {
+		if (*s == '\n' || *s == '\r') {
+			if (newlines_escaped)
+				fputs(*s == '\n' ? "\\n" : "\\r", out);
+			else
+				fputc(' ', out); /* the CEF header has no escape for them */
+		} else {
+			if (strchr(specials, *s) != NULL)
+				fputc('\\', out);
+			fputc(*s, out);
+		}
+	}
+}
+
+/* CEF header fields escape backslash and pipe. */
+static void cef_hdr(FILE *out, const char *s)
+{
+	put_escaped(out, s, "\\|", false);
+	fputc('|', out);
+}
+
+/* CEF extension values escape backslash, equals sign, CR and LF. */
+static void cef_ext(FILE *out, const char *key, const char *val)
+{
+	if (val == NULL)
+		return;
+	fprintf(out, " %s=", key);
+	put_escaped(out, val, "\\=", true);
+}
+
+/* reasons as one string: strings as they are, anything else as JSON, "; "
+ * between them. Returns malloc'd memory or NULL when there are none. */
+static char *reasons_text(json_t *rec)
+{
+	json_t *r = json_object_get(rec, "reasons");
+	size_t i;
+	json_t *e;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m;
+
+	if (!json_is_array(r) || json_array_size(r) == 0)
+		return NULL;
+	m = open_memstream(&buf, &len);
+	if (m == NULL)
+		return NULL;
+	json_array_foreach (r, i, e) {
+		if (i > 0)
+			fputs("; ", m);
+		if (json_is_string(e)) {
+			fputs(json_string_value(e), m);
+		} else {
+			char *j =
+			    json_dumps(e, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
+			if (j != NULL)
+				fputs(j, m);
+			free(j);
+		}
+	}
+	fclose(m);
+	return buf;
+}
+
+static char *json_text(json_t *rec, const char *key)
+{
+	json_t *v = json_object_get(rec, key);
+	if (v == NULL || json_is_null(v))
+		return NULL;
+	return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
+}
+
+static int severity_cef(json_t *rec)
+{
+	const char *d = audit_str(rec, "decision");
+	if (d != NULL && strcmp(d, SL_AUDIT_DENY) == 0)
+		return 7;
+	if (d != NULL && strcmp(d, SL_AUDIT_ERROR) == 0)
+		return 5;
+	return 3;
+}
+
+static void write_cef(FILE *out, json_t *rec)
+{
+	const char *ev = audit_str(rec, "event");
+	const char *d = audit_str(rec, "decision");
+	char num[32], *reasons = reasons_text(rec), *details = json_text(rec, "details");
+
+	fputs("CEF:0|", out);
+	cef_hdr(out, "seclaunch");
+	cef_hdr(out, "seclaunch");
+	cef_hdr(out, SL_VERSION);
+	cef_hdr(out, ev);
+	cef_hdr(out, map_event(ev)->name);
+	fprintf(out, "%d|", severity_cef(rec));
+	snprintf(num, sizeof(num), "%lld", (long long)audit_record_ms(rec));
+	fprintf(out, "rt=%s", num);
+	snprintf(num, sizeof(num), "%lld",
+	         (long long)json_integer_value(json_object_get(rec, "seq")));
+	cef_ext(out, "externalId", num);
+	cef_ext(out, "dvchost", audit_str(rec, "host"));
+	cef_ext(out, "suser", audit_str(rec, "actor"));
+	cef_ext(out, "act", d);
+	if (d != NULL)
+		cef_ext(out, "outcome", strcmp(d, SL_AUDIT_ALLOW) == 0 ? "success" : "failure");
+	cef_ext(out, "reason", reasons);
+	static const char *const cs[][2] = {{"job_id", "jobId"},
+	                                    {"dataset_id", "datasetId"},
+	                                    {"key_id", "keyId"},
+	                                    {"policy_digest", "policyDigest"},
+	                                    {"claims_digest", "claimsDigest"},
+	                                    {"prev", "prevHash"}};
+	for (size_t i = 0; i < 6; i++) {
+		const char *v = audit_str(rec, cs[i][0]);
+		char key[16];
+		if (v == NULL)
+			continue;
+		snprintf(key, sizeof(key), "cs%zuLabel", i + 1);
+		cef_ext(out, key, cs[i][1]);
+		snprintf(key, sizeof(key), "cs%zu", i + 1);
+		cef_ext(out, key, v);
+	}
+	cef_ext(out, "msg", details);
+	fputc('\n', out);
+	free(reasons);
+	free(details);
+}
+
+/* RFC 4180: a field with a comma, quote, CR or LF is quoted, quotes doubled. */
+static void csv_field(FILE *out, const char *s, bool last)
+{
+	if (s != NULL) {
+		if (strpbrk(s, ",\"\r\n") != NULL) {
+			fputc('"', out);
+			for (; *s != '\0'; s++) {
+				if (*s == '"')
+					fputc('"', out);
+				fputc(*s, out);
+			}
+			fputc('"', out);
+		} else {
+			fputs(s, out);
+		}
+	}
+	fputs(last ? "\r\n" : ",", out);
+}
+
+static const char *const csv_cols[] = {
+    "seq",    "time",          "host",     "actor",   "event",         "job_id",  "dataset_id",
+    "key_id", "policy_digest", "decision", "reasons", "claims_digest", "details", "prev",
+};
+#define NCOLS (sizeof(csv_cols) / sizeof(csv_cols[0]))
+
+static void write_csv(FILE *out, json_t *rec)
+{
+	for (size_t i = 0; i < NCOLS; i++) {
+		json_t *v = json_object_get(rec, csv_cols[i]);
+		char *text = NULL;
+		if (json_is_string(v))
+			text = strdup(json_string_value(v));
+		else if (v != NULL && !json_is_null(v))
+			text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
+		csv_field(out, text, i + 1 == NCOLS);
+		free(text);
+	}
+}
+
+static int ocsf_severity(json_t *rec)
+{
+	const char *d = audit_str(rec, "decision");
+	if (d != NULL && strcmp(d, SL_AUDIT_DENY) == 0)
+		return 3; /* Medium */
+	if (d != NULL && strcmp(d, SL_AUDIT_ERROR) == 0)
+		return 4; /* High */
+	return 1;         /* Informational */
+}
+
+static const char *ocsf_class_name(int cls)
+{
+	switch (cls) {
+	case 1007:
+		return "Process Activity";
+	case 3004:
+		return "Entity Management";
+	case 6002:
+		return "Application Lifecycle";
+	case 6003:
+		return "API Activity";
+	default:
+		return "Base Event";
+	}
+}
+
+static sl_err write_ocsf(FILE *out, json_t *rec)
+{
+	sl_err rc = SL_E_NOMEM;
+	const char *ev = audit_str(rec, "event");
+	const char *d = audit_str(rec, "decision");
+	const event_map *m = map_event(ev);
+	char *reasons = reasons_text(rec), *text = NULL;
+	char uid[32];
+	int status = 0; /* Unknown */
+	int sev = ocsf_severity(rec);
+	json_t *o = NULL;
+
+	if (d != NULL)
+		status = strcmp(d, SL_AUDIT_ALLOW) == 0 ? 1 : 2;
+	snprintf(uid, sizeof(uid), "%lld",
+	         (long long)json_integer_value(json_object_get(rec, "seq")));
+	o = json_object();
+	SL_ENSURE(o != NULL, SL_E_NOMEM, "OCSF: building the event");
+	json_object_set_new(o, "class_uid", json_integer(m->ocsf_class));
+	json_object_set_new(o, "class_name", json_string(ocsf_class_name(m->ocsf_class)));
+	json_object_set_new(o, "category_uid", json_integer(m->ocsf_class / 1000));
+	json_object_set_new(o, "activity_id", json_integer(m->ocsf_activity));
+	json_object_set_new(o, "activity_name", json_string(m->ocsf_activity_name));
+	json_object_set_new(o, "type_uid",
+	                    json_integer((json_int_t)m->ocsf_class * 100 + m->ocsf_activity));
+	json_object_set_new(o, "time", json_integer((json_int_t)audit_record_ms(rec)));
+	json_object_set_new(o, "message", json_string(m->name));
+	json_object_set_new(o, "severity_id", json_integer(sev));
+	json_object_set_new(o, "severity",
+	                    json_string(sev == 1   ? "Informational"
+	                                : sev == 3 ? "Medium"
+	                                           : "High"));
+	json_object_set_new(o, "status_id", json_integer(status));
+	json_object_set_new(o, "status",
+	                    json_string(status == 1   ? "Success"
+	                                : status == 2 ? "Failure"
+	                                              : "Unknown"));
+	if (reasons != NULL)
+		json_object_set_new(o, "status_detail", json_string(reasons));
+	json_object_set_new(o, "metadata",
+	                    json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s}}", "version",
+	                              OCSF_VERSION, "uid", uid, "log_name", "seclaunch-audit",
+	                              "original_time", audit_str(rec, "time"), "product", "name",
+	                              "seclaunch", "vendor_name", "seclaunch", "version",
+	                              SL_VERSION));
+	json_object_set_new(o, "actor",
+	                    json_pack("{s:{s:s}, s:s}", "user", "name", audit_str(rec, "actor"),
+	                              "app_name", "seclaunch"));
+	json_object_set_new(
+	    o, "device", json_pack("{s:s, s:i}", "hostname", audit_str(rec, "host"), "type_id", 0));
+	json_object_set(o, "unmapped", rec);
+	if (m->ocsf_class == 6003) {
+		json_object_set_new(o, "api", json_pack("{s:s}", "operation", ev));
+		json_object_set_new(o, "src_endpoint",
+		                    json_pack("{s:s}", "hostname", audit_str(rec, "host")));
+	} else if (m->ocsf_class == 6002) {
+		json_object_set_new(
+		    o, "app", json_pack("{s:s, s:s}", "name", "seclaunch", "version", SL_VERSION));
+	} else if (m->ocsf_class == 3004) {
+		json_object_set_new(
+		    o, "entity",
+		    json_pack("{s:s?, s:s}", "uid", audit_str(rec, "key_id"), "type", "KEK"));
+	} else if (m->ocsf_class == 1007) {
+		json_t *det = json_object_get(rec, "details");
+		json_t *proc = json_object();
+		json_t *pid = json_object_get(det, "pid");
+		if (json_is_integer(pid))
+			json_object_set(proc, "pid", pid);
+		if (audit_str(det, "command") != NULL)
+			json_object_set_new(proc, "cmd_line",
+			                    json_string(audit_str(det, "command")));
+		json_object_set_new(o, "process", proc);
+		json_t *code = json_object_get(det, "exit_code");
+		if (json_is_integer(code))
+			json_object_set(o, "exit_code", code);
+	}
+	text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	SL_ENSURE(text != NULL, SL_E_NOMEM, "OCSF: encoding the event");
+	fputs(text, out);
+	fputc('\n', out);
+	rc = SL_OK;
+out:
+	free(text);
+	free(reasons);
+	json_decref(o);
+	return rc;
+}
+
+static bool selected(const sl_audit_export_opts *o, json_t *rec)
+{
+	int64_t ms = audit_record_ms(rec);
+	if (o->has_since && ms < o->since_ms)
+		return false;
+	if (o->has_until && ms >= o->until_ms)
+		return false;
+	if (o->event != NULL) {
+		const char *ev = audit_str(rec, "event");
+		size_t l = strlen(o->event);
+		/* "kms.*" selects every event that starts with "kms." */
+		if (l >= 2 && strcmp(o->event + l - 2, ".*") == 0)
+			return strncmp(ev, o->event, l - 1) == 0;
+		return strcmp(ev, o->event) == 0;
+	}
+	return true;
+}
+
+sl_err sl_audit_export(const char *const *paths, size_t n, const sl_audit_export_opts *opts,
+                       FILE *out, sl_audit_report *report)
+{
+	sl_err rc = SL_E_USAGE;
+	audit_lines l = {0};
+	json_t *rec = NULL;
+	bool got = false;
+
+	SL_ENSURE(opts != NULL && out != NULL, SL_E_USAGE, "audit export: no options");
+	if (opts->verify)
+		SL_GUARD(sl_audit_verify(paths, n, &opts->verify_opts, report));
+	if (opts->format == SL_AUDIT_FMT_CSV) {
+		for (size_t i = 0; i < NCOLS; i++)
+			csv_field(out, csv_cols[i], i + 1 == NCOLS);
+	}
+	for (size_t i = 0; i < n; i++) {
+		SL_GUARD(audit_lines_open(&l, paths[i]));
+		for (;;) {
+			SL_GUARD(audit_lines_next(&l, &got));
+			if (!got)
+				break;
+			if (sl_audit_parse_line(l.buf, l.len, &rec) != SL_OK) {
+				/* torn lines: verification already reported them */
+				if (!opts->verify && opts->verify_opts.warn != NULL)
+					opts->verify_opts.warn(opts->verify_opts.warn_ctx, paths[i],
+					                       l.lineno, sl_err_detail());
+				sl_err_clear();
+				continue;
+			}
+			if (selected(opts, rec)) {
+				switch (opts->format) {
+				case SL_AUDIT_FMT_JSONL:
+					fwrite(l.buf, 1, l.len, out);
+					fputc('\n', out);
+					break;
+				case SL_AUDIT_FMT_CEF:
+					write_cef(out, rec);
+					break;
+				case SL_AUDIT_FMT_OCSF:
+					SL_GUARD(write_ocsf(out, rec));
+					break;
+				case SL_AUDIT_FMT_CSV:
+					write_csv(out, rec);
+					break;
+				}
+			}
+			json_decref(rec);
+			rec = NULL;
+		}
+		audit_lines_close(&l);
+	}
+	SL_ENSURE(fflush(out) == 0 && !ferror(out), SL_E_IO, "audit export: writing the output");
+	rc = SL_OK;
+out:
+	json_decref(rec);
+	audit_lines_close(&l);
+	return rc;
+}
