@@ -1,0 +1,589 @@
+/* The steps of `seclaunch run` (see cmd_run.c for the flow and the CLI). */
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "run_int.h"
+#include "seclaunch/attest.h"
+#include "seclaunch/audit.h"
+#include "seclaunch/identity.h"
+#include "seclaunch/kms.h"
+#include "seclaunch/policy.h"
+#include "seclaunch/secret.h"
+#include "seclaunch/sld.h"
+#include "seclaunch/util.h"
+
+#define MAXD SL_RUN_MAX_DATASETS
+
+struct st {
+	struct sl_run *o;
+	char job_id[17];
+	const char *step;
+	sl_audit *audit;
+	sl_policy *policy;
+	sl_kms *kms;
+	sl_kms_challenge ch;
+	uint8_t eph_pub[SL_EPH_PUB_LEN];
+	sl_secret *eph_sk;
+	uint8_t binding[SL_BINDING_LEN];
+	json_t *evidence, *identity;
+	sl_claims *claims;
+	char claims_digest[65];
+	sl_gpu_info gpu;
+	bool use_gpu;
+	size_t n;
+	int fd[MAXD];
+	sl_sld_header *hdr[MAXD];
+	sl_secret *dek[MAXD];
+	sl_stage *stage[MAXD];
+};
+
+static int g_sig; /* a termination signal that arrived before the job */
+
+static int poll_sig(void)
+{
+	if (g_sig == 0)
+		g_sig = sl_supervise_take_pending();
+	return g_sig;
+}
+
+#define CHECK_SIGNAL()                                                                             \
+	SL_ENSURE(poll_sig() == 0, SL_E_SYSTEM, "interrupted by signal %d before the job started", \
+	          g_sig)
+
+static void say(const char *fmt, ...) SL_PRINTF(1, 2);
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+	if (sl_cli_quiet)
+		return;
+	fputs("seclaunch run: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* Appends one record; reasons and details are consumed (json_decref). */
+static sl_err record(struct st *s, const char *event, const char *ds, const char *key,
+                     const char *decision, json_t *reasons, json_t *details)
+{
+	sl_err rc = SL_OK;
+	if (s->audit != NULL) {
+		sl_audit_record rec = {
+		    .event = event,
+		    .job_id = s->job_id,
+		    .dataset_id = ds,
+		    .key_id = key,
+		    .policy_digest = s->policy != NULL ? sl_policy_digest_hex(s->policy) : NULL,
+		    .decision = decision,
+		    .reasons = reasons,
+		    .claims_digest = s->claims_digest[0] != '\0' ? s->claims_digest : NULL,
+		    .details = details,
+		};
+		rc = sl_audit_append(s->audit, &rec);
+		if (rc != SL_OK)
+			rc = sl_err_wrap(rc, "audit log %s", s->o->audit_log);
+	}
+	json_decref(reasons);
+	json_decref(details);
+	return rc;
+}
+
+static sl_err step_audit_open(struct st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	uint8_t id[8];
+	json_t *argv0 = NULL, *files = json_array();
+
+	sl_random(id, sizeof(id));
+	sl_hex_encode(id, sizeof(id), s->job_id);
+	if (s->o->audit_log == NULL)
+		say("WARNING: no audit log (no --audit-log, $SECLAUNCH_AUDIT_LOG or $HOME)");
+	else
+		SL_GUARD(
+		    sl_audit_open(s->o->audit_log, s->o->audit_key, "seclaunch run", 0, &s->audit));
+	for (size_t i = 0; i < s->o->ndatasets; i++)
+		json_array_append_new(files, json_string(s->o->datasets[i]));
+	argv0 = json_pack("{s:s, s:o, s:s, s:s, s:s}", "command", s->o->cmd[0], "datasets", files,
+	                  "kms", s->o->kms_url, "policy", s->o->policy_path, "stage",
+	                  s->o->where == SL_STAGE_HOST  ? "host"
+	                  : s->o->where == SL_STAGE_GPU ? "gpu"
+	                                                : "auto");
+	files = NULL;
+	SL_GUARD(record(s, SL_AUDIT_EV_RUN_START, NULL, NULL, NULL, NULL, argv0));
+	argv0 = NULL;
+	rc = SL_OK;
+out:
+	json_decref(files);
+	json_decref(argv0);
+	return rc;
+}
+
+static sl_err step_datasets(struct st *s)
+{
+	sl_err rc = SL_E_INPUT;
+	for (size_t i = 0; i < s->o->ndatasets; i++) {
+		const char *path = s->o->datasets[i];
+		s->fd[i] = open(path, O_RDONLY | O_CLOEXEC);
+		SL_ENSURE(s->fd[i] >= 0, SL_E_IO, "%s: cannot open: %s", path, strerror(errno));
+		s->n = i + 1;
+		SL_GUARD(sl_sld_header_read_fd(s->fd[i], path, &s->hdr[i]));
+		size_t wl = 0;
+		(void)sl_sld_header_wrapped_dek(s->hdr[i], &wl);
+		SL_ENSURE(sl_sld_header_key_id(s->hdr[i])[0] != '\0' && wl > 0, SL_E_INPUT,
+		          "%s: encrypted with a local key file (no KMS key id in the header); "
+		          "seclaunch run needs a dataset encrypted with --kms",
+		          path);
+		for (size_t j = 0; j < i; j++)
+			SL_ENSURE(strcmp(sl_sld_header_dataset_id(s->hdr[j]),
+			                 sl_sld_header_dataset_id(s->hdr[i])) != 0,
+			          SL_E_INPUT, "%s and %s hold the same dataset id '%s'",
+			          s->o->datasets[j], path, sl_sld_header_dataset_id(s->hdr[i]));
+	}
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+static sl_err step_policy(struct st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	SL_GUARD(sl_policy_load_signed(s->o->policy_path, s->o->policy_sig, s->o->policy_pub,
+	                               &s->policy));
+	say("policy %s: signature verified, sha256 %s", s->o->policy_path,
+	    sl_policy_digest_hex(s->policy));
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+static sl_err step_challenge(struct st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	sl_kms_opts ko = {.url = s->o->kms_url, .ca_file = s->o->kms_ca};
+	char theirs[2 * SL_SHA256_LEN + 1];
+
+	SL_GUARD(sl_kms_new(&ko, &s->kms));
+	SL_GUARD(sl_kms_challenge_get(s->kms, &s->ch));
+	/* seclaunchd would refuse the release anyway: say so now, naming both */
+	sl_hex_encode(s->ch.policy_digest, SL_SHA256_LEN, theirs);
+	SL_ENSURE(sl_ct_eq(s->ch.policy_digest, sl_policy_digest(s->policy), SL_SHA256_LEN),
+	          SL_E_KMS_REFUSED,
+	          "policy skew: %s has sha256 %s but the KMS at %s enforces sha256 %s",
+	          s->o->policy_path, sl_policy_digest_hex(s->policy), s->o->kms_url, theirs);
+	SL_GUARD(sl_kms_eph_keypair(s->eph_pub, &s->eph_sk));
+	sl_binding_compute(s->ch.nonce, s->eph_pub, sl_policy_digest(s->policy), s->binding);
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+/* Collects evidence bound to the binding and verifies it here too, so the
+ * pre-flight sees the same claims the KMS will. The AK's public key goes
+ * through a private temporary directory (it is not secret). */
+static sl_err step_evidence(struct st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	const char *tmp = getenv("TMPDIR");
+	char dir[256], ak[300];
+	json_t *ev = NULL;
+
+	snprintf(dir, sizeof(dir), "%s/seclaunch-run.XXXXXX",
+	         tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
+	SL_ENSURE(mkdtemp(dir) != NULL, SL_E_SYSTEM, "mkdtemp %s: %s", dir, strerror(errno));
+	snprintf(ak, sizeof(ak), "%s/ak.pem", dir);
+	sl_collect_opts co = {.tcti = s->o->tcti,
+	                      .nonce = s->binding,
+	                      .nonce_len = SL_BINDING_LEN,
+	                      .export_ak_pem = ak};
+	SL_GUARD(sl_evidence_collect(s->o->tee, &co, &ev));
+	SL_GUARD(sl_claims_new(&s->claims));
+	sl_verify_opts vo = {.expect = s->binding,
+	                     .expect_len = SL_BINDING_LEN,
+	                     .ak_pin_pem = access(ak, R_OK) == 0 ? ak : NULL,
+	                     .collateral_dir = s->o->collateral};
+	rc = sl_evidence_verify(ev, &vo, s->claims);
+	if (rc != SL_OK)
+		SL_GUARD(sl_err_wrap(rc, "checking this machine's own evidence"));
+	s->evidence = json_array();
+	SL_ENSURE(s->evidence != NULL && json_array_append(s->evidence, ev) == 0, SL_E_NOMEM,
+	          "evidence list");
+	const char *kind = sl_claims_get(s->claims, "tee.kind");
+	say("attested: %s evidence bound to the KMS nonce", kind != NULL ? kind : s->o->tee);
+	rc = SL_OK;
+out:
+	json_decref(ev);
+	(void)unlink(ak);
+	(void)rmdir(dir);
+	return rc;
+}
+
+static sl_err step_identity(struct st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	json_t *doc = NULL;
+
+	s->identity = json_array();
+	SL_ENSURE(s->identity != NULL, SL_E_NOMEM, "identity list");
+	if (s->o->cloud_identity != NULL) {
+		sl_identity_opts io = {.gcp_jwks = s->o->gcp_jwks,
+		                       .aws_trust_dir = s->o->aws_certs,
+		                       .binding = s->binding,
+		                       .binding_len = SL_BINDING_LEN};
+		SL_GUARD(sl_identity_load_file(s->o->cloud_identity, &doc));
+		rc = sl_identity_verify(doc, &io, s->claims);
+		if (rc != SL_OK)
+			SL_GUARD(sl_err_wrap(rc, "%s", s->o->cloud_identity));
+	} else if (s->o->region != NULL) {
+		SL_GUARD(sl_identity_unsigned_region(s->o->region, s->claims));
+		SL_GUARD(sl_identity_unsigned_doc(s->o->region, &doc));
+		if (sl_policy_allow_unverified_region(s->policy))
+			say("WARNING: region %s is UNVERIFIED (given with --region, signed by "
+			    "nobody); "
+			    "it counts only because the policy sets allow_unverified_region: "
+			    "development use only",
+			    s->o->region);
+	}
+	if (doc != NULL) {
+		SL_ENSURE(json_array_append(s->identity, doc) == 0, SL_E_NOMEM, "identity list");
+		const char *p = sl_claims_get(s->claims, "cloud.provider");
+		const char *g = sl_claims_get(s->claims, "cloud.region");
+		say("region %s:%s (%s)", p != NULL ? p : "?", g != NULL ? g : "?",
+		    sl_claims_get(s->claims, "cloud.region_verified") != NULL &&
+		            strcmp(sl_claims_get(s->claims, "cloud.region_verified"), "true") == 0
+		        ? "verified"
+		        : "unverified");
+	}
+	rc = SL_OK;
+out:
+	json_decref(doc);
+	return rc;
+}
+
+/* The GPU's state becomes claims (gpu.cc on/off/absent) the policy's
+ * require_gpu_cc decides on. Host staging gives no GPU any data: absent. */
+static sl_err step_gpu(struct st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	memset(&s->gpu, 0, sizeof(s->gpu));
+	snprintf(s->gpu.cc, sizeof(s->gpu.cc), "absent");
+	if (s->o->where != SL_STAGE_HOST) {
+		sl_gpu_probe(&s->gpu);
+		SL_ENSURE(s->gpu.usable || s->o->where != SL_STAGE_GPU, SL_E_GPU,
+		          "--stage gpu: no usable GPU: %s", s->gpu.reason);
+		s->use_gpu = s->gpu.usable;
+		if (!s->use_gpu) {
+			say("staging in host memory: %s", s->gpu.reason);
+			snprintf(s->gpu.cc, sizeof(s->gpu.cc), "absent");
+		} else {
+			say("GPU %s: %s", s->gpu.name, s->gpu.reason);
+		}
+	}
+	SL_GUARD(sl_claims_set(s->claims, "gpu.cc", s->gpu.cc));
+	if (s->use_gpu) {
+		SL_GUARD(sl_claims_set(s->claims, "gpu.name", s->gpu.name));
+		SL_GUARD(
+		    sl_claims_set(s->claims, "gpu.devtools", s->gpu.devtools ? "true" : "false"));
+	}
+	uint8_t d[32];
+	sl_claims_digest(s->claims, d);
+	sl_hex_encode(d, sizeof(d), s->claims_digest);
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+static sl_err step_preflight(struct st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	sl_decision *d = NULL;
+	json_t *reasons = NULL, *details = NULL;
+
+	for (size_t i = 0; i < s->n; i++) {
+		const char *ds = sl_sld_header_dataset_id(s->hdr[i]);
+		const char *key = sl_sld_header_key_id(s->hdr[i]);
+		sl_policy_request req = {.dataset_id = ds, .key_id = key};
+		sl_decision_free(d);
+		d = NULL;
+		SL_GUARD(sl_policy_evaluate(s->policy, s->claims, &req, &d));
+		bool ok = sl_decision_allowed(d);
+		SL_GUARD(sl_decision_reasons_json(d, &reasons));
+		details = json_pack("{s:s, s:s}", "gpu", s->gpu.reason[0] ? s->gpu.reason : "none",
+		                    "gpu_cc", s->gpu.cc);
+		SL_GUARD(record(s, SL_AUDIT_EV_RUN_PREFLIGHT, ds, key,
+		                ok ? SL_AUDIT_ALLOW : SL_AUDIT_DENY, reasons, details));
+		reasons = details = NULL;
+		if (!ok) {
+			fprintf(stderr,
+			        "seclaunch run: the policy denies dataset %s (key %s) here:\n", ds,
+			        key);
+			for (size_t j = 0; j < sl_decision_reason_count(d); j++)
+				fprintf(stderr, "  - %s\n", sl_decision_reason(d, j));
+			fprintf(stderr, "  nothing was fetched from the KMS\n");
+			SL_GUARD(sl_decision_err(d));
+		}
+	}
+	say("pre-flight: the policy allows %zu dataset%s here", s->n, s->n == 1 ? "" : "s");
+	rc = SL_OK;
+out:
+	json_decref(reasons);
+	json_decref(details);
+	sl_decision_free(d);
+	return rc;
+}
+
+static sl_err step_release(struct st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	sl_kms_key_req keys[MAXD];
+	json_t *job = NULL, *ds = json_array();
+
+	for (size_t i = 0; i < s->n; i++) {
+		keys[i].key_id = sl_sld_header_key_id(s->hdr[i]);
+		keys[i].dataset_id = sl_sld_header_dataset_id(s->hdr[i]);
+		keys[i].wrapped_dek =
+		    sl_sld_header_wrapped_dek(s->hdr[i], &keys[i].wrapped_dek_len);
+		json_array_append_new(ds, json_string(keys[i].dataset_id));
+	}
+	job =
+	    json_pack("{s:s, s:s, s:o}", "id", s->job_id, "command", s->o->cmd[0], "datasets", ds);
+	ds = NULL;
+	SL_ENSURE(job != NULL, SL_E_NOMEM, "job description");
+	sl_kms_release_req req = {.nonce = s->ch.nonce,
+	                          .eph_pub = s->eph_pub,
+	                          .policy_digest = sl_policy_digest(s->policy),
+	                          .evidence = s->evidence,
+	                          .identity = s->identity,
+	                          .job = job,
+	                          .keys = keys,
+	                          .nkeys = s->n};
+	rc = sl_kms_release(s->kms, &req, s->eph_sk, s->dek);
+	/* the ephemeral key has done its one job either way */
+	sl_secret_free(s->eph_sk);
+	s->eph_sk = NULL;
+	SL_GUARD(rc);
+	SL_GUARD(record(s, SL_AUDIT_EV_RUN_RELEASE, NULL, NULL, SL_AUDIT_ALLOW, NULL,
+	                json_pack("{s:i}", "keys", (int)s->n)));
+	say("KMS released %zu key%s (sealed to this run's ephemeral key)", s->n,
+	    s->n == 1 ? "" : "s");
+	rc = SL_OK;
+out:
+	json_decref(ds);
+	json_decref(job);
+	return rc;
+}
+
+static sl_err step_stage(struct st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	for (size_t i = 0; i < s->n; i++) {
+		CHECK_SIGNAL();
+		rc = sl_stage_sld(s->fd[i], s->o->datasets[i], s->dek[i],
+		                  s->use_gpu ? &s->gpu : NULL, s->o->threads, false, poll_sig,
+		                  &s->stage[i]);
+		/* the DEK is not needed once its data is staged (or failed to be) */
+		sl_secret_free(s->dek[i]);
+		s->dek[i] = NULL;
+		close(s->fd[i]);
+		s->fd[i] = -1;
+		SL_GUARD(rc);
+		const char *ds = sl_sld_header_dataset_id(s->hdr[i]);
+		SL_GUARD(record(s, SL_AUDIT_EV_RUN_STAGE, ds, sl_sld_header_key_id(s->hdr[i]), NULL,
+		                NULL,
+		                json_pack("{s:s, s:I}", "method", sl_stage_method(s->stage[i]),
+		                          "size", (json_int_t)sl_stage_size(s->stage[i]))));
+		say("staged %s: %llu bytes (%s)", ds,
+		    (unsigned long long)sl_stage_size(s->stage[i]), sl_stage_method(s->stage[i]));
+	}
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+static void job_started(pid_t pid, void *ctx)
+{
+	struct st *s = ctx;
+	sl_err rc = record(s, SL_AUDIT_EV_RUN_JOB_START, NULL, NULL, NULL, NULL,
+	                   json_pack("{s:i, s:s}", "pid", (int)pid, "command", s->o->cmd[0]));
+	if (rc != SL_OK)
+		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
+}
+
+static sl_err step_job(struct st *s, int *exit_code)
+{
+	sl_err rc = SL_E_INTERNAL;
+	json_t *data = json_object(), *e = NULL;
+	char *text = NULL, **envp = NULL;
+	int fds[MAXD];
+	size_t nfds = 0;
+	sl_job_result res;
+	extern char **environ;
+
+	SL_ENSURE(data != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
+	for (size_t i = 0; i < s->n; i++) {
+		int fd = sl_stage_fd(s->stage[i]);
+		if (fd >= 0)
+			fds[nfds++] = fd;
+		SL_GUARD(sl_stage_describe(s->stage[i], fd, &e));
+		SL_ENSURE(json_object_set_new(data, sl_stage_dataset_id(s->stage[i]), e) == 0,
+		          SL_E_NOMEM, "SECLAUNCH_DATA");
+		e = NULL;
+	}
+	text = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
+	SL_ENSURE(text != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
+	SL_GUARD(sl_job_env_build(s->o->env, environ, text, &envp));
+	CHECK_SIGNAL();
+	sl_job_spec sp = {.argv = s->o->cmd,
+	                  .envp = envp,
+	                  .fds = fds,
+	                  .nfds = nfds,
+	                  .timeout_s = s->o->timeout_s,
+	                  .started = job_started,
+	                  .ctx = s};
+	say("starting the job: %s", s->o->cmd[0]);
+	SL_GUARD(sl_job_run(&sp, &res));
+	*exit_code = res.exit_code;
+	SL_GUARD(record(s, SL_AUDIT_EV_RUN_JOB_EXIT, NULL, NULL, NULL, NULL,
+	                json_pack("{s:i, s:i, s:i, s:b, s:b, s:i}", "pid", (int)res.pid,
+	                          "exit_code", res.exit_code, "signal",
+	                          res.signaled ? res.signo : 0, "timed_out", res.timed_out,
+	                          "killed", res.killed, "forwarded_signal", res.forwarded)));
+	if (res.timed_out)
+		say("the job ran past --timeout %u s and was stopped", s->o->timeout_s);
+	rc = SL_OK;
+out:
+	json_decref(e);
+	json_decref(data);
+	if (text != NULL) {
+		sl_wipe(text, strlen(text));
+		free(text);
+	}
+	sl_strv_free(envp);
+	return rc;
+}
+
+/* Wipes every key and all staged plaintext; says so in the audit log. */
+static sl_err wipe_all(struct st *s, const char *why)
+{
+	json_t *list = json_array();
+	size_t deks = 0;
+	bool all = true;
+
+	for (size_t i = 0; i < s->n; i++) {
+		if (s->stage[i] != NULL) {
+			sl_err w = sl_stage_wipe(s->stage[i]);
+			all &= w == SL_OK;
+			json_array_append_new(
+			    list, json_pack("{s:s, s:s, s:b}", "dataset",
+			                    sl_stage_dataset_id(s->stage[i]), "method",
+			                    sl_stage_method(s->stage[i]), "zeroed", w == SL_OK));
+			sl_stage_free(s->stage[i]);
+			s->stage[i] = NULL;
+		}
+		if (s->dek[i] != NULL) {
+			sl_secret_free(s->dek[i]);
+			s->dek[i] = NULL;
+			deks++;
+		}
+	}
+	bool eph = s->eph_sk != NULL;
+	sl_secret_free(s->eph_sk);
+	s->eph_sk = NULL;
+	return record(s, SL_AUDIT_EV_RUN_WIPE, NULL, NULL, all ? SL_AUDIT_ALLOW : SL_AUDIT_ERROR,
+	              NULL,
+	              json_pack("{s:s, s:o, s:i, s:b, s:b}", "after", why, "staged", list,
+	                        "deks_wiped_unused", (int)deks, "ephemeral_key_wiped_now", eph,
+	                        "all_zeroed", all));
+}
+
+static void cleanup(struct st *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		if (s->fd[i] >= 0)
+			close(s->fd[i]);
+		sl_sld_header_free(s->hdr[i]);
+	}
+	json_decref(s->evidence);
+	json_decref(s->identity);
+	sl_claims_free(s->claims);
+	sl_kms_free(s->kms);
+	sl_policy_free(s->policy);
+}
+
+int sl_run_execute(struct sl_run *o)
+{
+	struct st s;
+	sl_err rc;
+	int job_code = -1;
+	char detail[1024];
+
+	memset(&s, 0, sizeof(s));
+	s.o = o;
+	for (size_t i = 0; i < MAXD; i++)
+		s.fd[i] = -1;
+	rc = sl_supervise_init();
+	if (rc != SL_OK)
+		return sl_cli_fail("run", rc);
+#define STEP(name, call)                                                                           \
+	do {                                                                                       \
+		s.step = name;                                                                     \
+		rc = (call);                                                                       \
+		if (rc == SL_OK && poll_sig() != 0)                                                \
+			rc = sl_err_set(SL_E_SYSTEM,                                               \
+			                "interrupted by signal %d before the job started", g_sig); \
+		if (rc != SL_OK)                                                                   \
+			goto failed;                                                               \
+	} while (0)
+	STEP("audit", step_audit_open(&s));
+	STEP("datasets", step_datasets(&s));
+	STEP("policy", step_policy(&s));
+	STEP("challenge", step_challenge(&s));
+	STEP("evidence", step_evidence(&s));
+	STEP("identity", step_identity(&s));
+	STEP("gpu", step_gpu(&s));
+	STEP("preflight", step_preflight(&s));
+	STEP("release", step_release(&s));
+	STEP("stage", step_stage(&s));
+	s.step = "job";
+	rc = step_job(&s, &job_code);
+	if (rc != SL_OK)
+		goto failed;
+	rc = wipe_all(&s, "job exit");
+	if (rc != SL_OK)
+		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
+	if (s.audit != NULL && sl_audit_close(s.audit) != SL_OK)
+		fprintf(stderr, "seclaunch run: warning: closing the audit log: %s\n",
+		        sl_err_detail());
+	cleanup(&s);
+	return job_code;
+
+failed:
+	snprintf(detail, sizeof(detail), "%s",
+	         sl_err_detail()[0] != '\0' ? sl_err_detail() : sl_err_message(rc));
+	{
+		int code = job_code >= 0 ? job_code
+		           : g_sig != 0  ? 128 + g_sig
+		                         : sl_err_exit_code(rc);
+		/* the record of the failure, then the wipe: both before exit */
+		sl_err a = record(&s, SL_AUDIT_EV_RUN_ERROR, NULL, NULL, SL_AUDIT_ERROR, NULL,
+		                  json_pack("{s:s, s:s, s:s, s:i}", "step", s.step, "error",
+		                            sl_err_name(rc), "message", detail, "exit_code", code));
+		sl_err w = wipe_all(&s, g_sig != 0 ? "signal" : "error");
+		fprintf(stderr, "seclaunch run: error: %s\n", detail);
+		if ((a != SL_OK || w != SL_OK) && s.audit != NULL)
+			fprintf(stderr,
+			        "seclaunch run: warning: the audit log could not record this\n");
+		if (s.audit != NULL && sl_audit_close(s.audit) != SL_OK)
+			fprintf(stderr, "seclaunch run: warning: closing the audit log: %s\n",
+			        sl_err_detail());
+		cleanup(&s);
+		return code;
+	}
+}
