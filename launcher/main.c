@@ -7,6 +7,9 @@
 
 static const struct sl_cmd commands[] = {
     {"version", cmd_version, "print the version"},
+    {"policy", cmd_policy, "sign, verify, check and explain compliance policies"},
+    {"attest", cmd_attest, "collect attestation evidence (TPM quote, SEV-SNP/TDX report)"},
+    {"verify", cmd_verify, "verify attestation evidence and print its claims"},
     {"audit", cmd_audit, "verify or export the tamper-evident audit log; make its checkpoint key"},
 };
 
