@@ -7,6 +7,7 @@
 /* Order matters for --tee auto: hardware TEE reports first, the TPM last. */
 static const sl_evidence_kind *const kinds[] = {
     &sl_kind_snp,
+    &sl_kind_tdx,
     &sl_kind_tpm2,
     NULL,
 };

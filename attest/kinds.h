@@ -7,6 +7,7 @@
 
 /* declare each kind here: extern const sl_evidence_kind sl_kind_tpm2; */
 extern const sl_evidence_kind sl_kind_snp;
+extern const sl_evidence_kind sl_kind_tdx;
 extern const sl_evidence_kind sl_kind_tpm2;
 
 #endif

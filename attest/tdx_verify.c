@@ -1,0 +1,237 @@
+/* TDX quote verification: the quote's ECDSA P-256 signature with the
+ * attestation key, the QE report's signature with the PCK certificate, the
+ * QE report binding of the attestation key, the PCK chain to the pinned
+ * Intel SGX Root CA (with CRLs from the collateral), REPORTDATA, and the TCB
+ * status from TCB info + QE identity collateral when supplied. */
+#include <openssl/core_names.h>
+#include <openssl/ec.h>
+#include <openssl/err.h>
+#include <openssl/param_build.h>
+#include <string.h>
+
+#include "snp_report.h"
+#include "tdx_quote.h"
+#include "x509_util.h"
+#include "seclaunch/secret.h"
+#include "seclaunch/util.h"
+
+/* SHA-256 of the Intel SGX Root CA certificate (DER), "CN=Intel SGX Root CA",
+ * 2018-05-21..2049-12-31. Source: https://certificates.trustedservices.intel.com/
+ * Intel_SGX_Provisioning_Certification_RootCA.cer, as copied in
+ * google/go-tdx-guest verify/trusted_root.pem (commit 91f9a52f36c7a6ce140d5f13a2fb4ca03b61349c). */
+static const uint8_t intel_root_sha256[32] = {
+    0x44, 0xa0, 0x19, 0x6b, 0x2b, 0x99, 0xf8, 0x89, 0xb8, 0xe1, 0x49, 0xe9, 0x5b, 0x80, 0x7a, 0x35,
+    0x0e, 0x74, 0x24, 0x96, 0x43, 0x99, 0xe8, 0x85, 0xa7, 0xcb, 0xb8, 0xcc, 0xfa, 0xb6, 0x74, 0xd3};
+
+/* The Intel quoting enclave's vendor id. */
+static const uint8_t intel_qe_vendor[16] = {0x93, 0x9a, 0x72, 0x33, 0xf7, 0x9c, 0x4c, 0xa9,
+                                            0x94, 0x0a, 0x0d, 0xb3, 0x95, 0x7f, 0x06, 0x07};
+
+static bool is_intel_root(X509 *x)
+{
+	uint8_t fp[32];
+	sl_x509_fingerprint(x, fp);
+	return memcmp(fp, intel_root_sha256, 32) == 0;
+}
+
+sl_err sl_p256_verify(EVP_PKEY *key, const uint8_t sig[static 64], const uint8_t *msg, size_t len,
+                      const char *what)
+{
+	sl_err rc = SL_E_ATTEST_SIG;
+	ECDSA_SIG *s = ECDSA_SIG_new();
+	BIGNUM *r = BN_bin2bn(sig, 32, NULL), *ss = BN_bin2bn(sig + 32, 32, NULL);
+	unsigned char *der = NULL;
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	char curve[32] = "";
+	size_t clen = 0;
+
+	SL_GUARD_OSSL(s != NULL && r != NULL && ss != NULL && md != NULL, SL_E_NOMEM, "%s", what);
+	SL_ENSURE(EVP_PKEY_is_a(key, "EC") &&
+	              EVP_PKEY_get_utf8_string_param(key, "group", curve, sizeof(curve), &clen) ==
+	                  1 &&
+	              strcmp(curve, "prime256v1") == 0,
+	          SL_E_ATTEST_CHAIN, "%s: key is not ECDSA P-256", what);
+	SL_GUARD_OSSL(ECDSA_SIG_set0(s, r, ss) == 1, SL_E_CRYPTO, "%s", what);
+	r = ss = NULL;
+	int dl = i2d_ECDSA_SIG(s, &der);
+	SL_GUARD_OSSL(dl > 0, SL_E_CRYPTO, "%s", what);
+	SL_GUARD_OSSL(EVP_DigestVerifyInit(md, NULL, EVP_sha256(), NULL, key) == 1, SL_E_CRYPTO,
+	              "%s", what);
+	if (EVP_DigestVerify(md, der, (size_t)dl, msg, len) != 1) {
+		ERR_clear_error();
+		SL_FAIL(SL_E_ATTEST_SIG, "%s does not verify", what);
+	}
+	rc = SL_OK;
+out:
+	BN_free(r);
+	BN_free(ss);
+	ECDSA_SIG_free(s);
+	OPENSSL_free(der);
+	EVP_MD_CTX_free(md);
+	return rc;
+}
+
+/* The attestation key (x || y) as an EVP_PKEY. */
+static sl_err p256_key(const uint8_t xy[static 64], EVP_PKEY **out)
+{
+	sl_err rc = SL_E_ATTEST_FORMAT;
+	uint8_t pt[65];
+	OSSL_PARAM_BLD *b = OSSL_PARAM_BLD_new();
+	OSSL_PARAM *params = NULL;
+	EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
+
+	*out = NULL;
+	pt[0] = 0x04;
+	memcpy(pt + 1, xy, 64);
+	SL_GUARD_OSSL(b != NULL && ctx != NULL, SL_E_NOMEM, "attestation key");
+	SL_GUARD_OSSL(
+	    OSSL_PARAM_BLD_push_utf8_string(b, OSSL_PKEY_PARAM_GROUP_NAME, "prime256v1", 0) == 1 &&
+	        OSSL_PARAM_BLD_push_octet_string(b, OSSL_PKEY_PARAM_PUB_KEY, pt, sizeof(pt)) == 1,
+	    SL_E_CRYPTO, "attestation key");
+	params = OSSL_PARAM_BLD_to_param(b);
+	SL_GUARD_OSSL(params != NULL, SL_E_NOMEM, "attestation key");
+	SL_GUARD_OSSL(EVP_PKEY_fromdata_init(ctx) == 1, SL_E_CRYPTO, "attestation key");
+	SL_GUARD_OSSL(EVP_PKEY_fromdata(ctx, out, EVP_PKEY_PUBLIC_KEY, params) == 1,
+	              SL_E_ATTEST_FORMAT, "TDX quote: attestation key is not a P-256 point");
+	rc = SL_OK;
+out:
+	OSSL_PARAM_free(params);
+	OSSL_PARAM_BLD_free(b);
+	EVP_PKEY_CTX_free(ctx);
+	return rc;
+}
+
+static sl_err check_qe(const sl_tdx_quote *q, X509 *pck)
+{
+	sl_err rc = SL_E_ATTEST_SIG;
+	uint8_t want[64] = {0};
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	unsigned int n = 32;
+
+	SL_GUARD(sl_p256_verify(X509_get0_pubkey(pck), q->qe_report_sig, q->qe_report_raw,
+	                        SL_TDX_QE_REPORT_LEN,
+	                        "TDX QE report signature (with the PCK certificate)"));
+	SL_GUARD_OSSL(md != NULL && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1 &&
+	                  EVP_DigestUpdate(md, q->attest_key, 64) == 1 &&
+	                  EVP_DigestUpdate(md, q->qe_auth, q->qe_auth_len) == 1 &&
+	                  EVP_DigestFinal_ex(md, want, &n) == 1,
+	              SL_E_CRYPTO, "QE report data");
+	SL_ENSURE(sl_ct_eq(want, q->qe_report.report_data, 64), SL_E_ATTEST_SIG,
+	          "TDX QE report data is not SHA-256(attestation key || QE auth data) || zeros: "
+	          "the attestation key is not bound to the quoting enclave");
+	rc = SL_OK;
+out:
+	EVP_MD_CTX_free(md);
+	return rc;
+}
+
+/* PCK leaf -> Platform/Processor CA -> pinned Intel SGX Root CA at o->at. */
+static sl_err check_pck_chain(const sl_tdx_quote *q, const sl_verify_opts *o, X509 **leaf_out,
+                              bool *crl_checked, STACK_OF(X509) * *roots_out)
+{
+	sl_err rc = SL_E_ATTEST_CHAIN;
+	STACK_OF(X509) *qc = sk_X509_new_null(), *mids = sk_X509_new_null(),
+	               *roots = sk_X509_new_null(), *coll = sk_X509_new_null(), *chain = NULL;
+	STACK_OF(X509_CRL) *crls = sk_X509_CRL_new_null();
+	bool f1 = false, f2 = false;
+
+	*leaf_out = NULL;
+	*roots_out = NULL;
+	SL_ENSURE(qc != NULL && mids != NULL && roots != NULL && coll != NULL && crls != NULL,
+	          SL_E_NOMEM, "PCK chain");
+	SL_GUARD(sl_x509_parse_blob(q->pck_chain, q->pck_chain_len, qc, NULL,
+	                            "TDX quote pck_cert_chain"));
+	if (o->collateral_dir != NULL)
+		SL_GUARD(sl_x509_load_dir(o->collateral_dir, coll, crls));
+	for (int pass = 0; pass < 2; pass++) {
+		STACK_OF(X509) *src = pass == 0 ? qc : coll;
+		for (int i = pass == 0 ? 1 : 0; i < sk_X509_num(src); i++) {
+			X509 *x = sk_X509_value(src, i);
+			SL_ENSURE(X509_up_ref(x) == 1 &&
+			              sk_X509_push(is_intel_root(x) ? roots : mids, x) > 0,
+			          SL_E_NOMEM, "PCK chain");
+		}
+	}
+	SL_ENSURE(sk_X509_num(roots) > 0, SL_E_ATTEST_UNTRUSTED,
+	          "TDX PCK chain: the pinned Intel SGX Root CA is in neither the quote nor the "
+	          "collateral");
+	X509 *leaf = sk_X509_value(qc, 0);
+	SL_GUARD(sl_x509_verify_chain(leaf, mids, roots, o->at, &chain, "TDX PCK certificate"));
+	SL_ENSURE(sk_X509_num(chain) == 3, SL_E_ATTEST_CHAIN,
+	          "TDX PCK chain: %d certificates, want PCK, PCK CA, root", sk_X509_num(chain));
+	SL_GUARD(sl_x509_check_crls(leaf, sk_X509_value(chain, 1), crls, &f1, "TDX PCK CRL"));
+	SL_GUARD(sl_x509_check_crls(sk_X509_value(chain, 1), sk_X509_value(chain, 2), crls, &f2,
+	                            "TDX root CA CRL"));
+	*crl_checked = f1;
+	SL_ENSURE(X509_up_ref(leaf) == 1, SL_E_NOMEM, "PCK chain");
+	*leaf_out = leaf;
+	*roots_out = roots;
+	roots = NULL;
+	rc = SL_OK;
+out:
+	sk_X509_pop_free(qc, X509_free);
+	sk_X509_pop_free(mids, X509_free);
+	sk_X509_pop_free(roots, X509_free);
+	sk_X509_pop_free(coll, X509_free);
+	sk_X509_pop_free(chain, X509_free);
+	sk_X509_CRL_pop_free(crls, X509_CRL_free);
+	return rc;
+}
+
+static sl_err tcb_claims(const sl_tdx_tcb *t, sl_claims *c)
+{
+	sl_err rc = SL_E_INTERNAL;
+	SL_GUARD(sl_claims_set(c, "tdx.tcb_status", t->status));
+	if (t->qe_status[0] != '\0')
+		SL_GUARD(sl_claims_set(c, "tdx.qe_tcb_status", t->qe_status));
+	if (t->module_status[0] != '\0')
+		SL_GUARD(sl_claims_set(c, "tdx.module_tcb_status", t->module_status));
+	if (t->tcb_date[0] != '\0')
+		SL_GUARD(sl_claims_set(c, "tdx.tcb_date", t->tcb_date));
+	SL_GUARD(sl_claims_set(c, "tdx.collateral_stale", t->stale ? "true" : "false"));
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+sl_err sl_tdx_verify_quote(const uint8_t *quote, size_t len, const sl_verify_opts *o,
+                           bool check_binding, sl_claims *claims)
+{
+	sl_err rc = SL_E_ATTEST;
+	sl_tdx_quote q;
+	EVP_PKEY *ak = NULL;
+	X509 *pck = NULL;
+	STACK_OF(X509) *roots = NULL;
+	sl_pck_ext ext;
+	bool crl = false, found = false;
+	sl_tdx_tcb tcb;
+
+	SL_GUARD(sl_tdx_quote_parse(quote, len, &q));
+	SL_ENSURE(memcmp(q.qe_vendor_id, intel_qe_vendor, 16) == 0, SL_E_ATTEST_UNTRUSTED,
+	          "TDX quote: qe_vendor_id is not Intel's");
+	SL_GUARD(check_pck_chain(&q, o, &pck, &crl, &roots));
+	SL_GUARD(sl_pck_ext_from_cert(pck, &ext));
+	SL_GUARD(check_qe(&q, pck));
+	SL_GUARD(p256_key(q.attest_key, &ak));
+	SL_GUARD(sl_p256_verify(ak, q.sig, q.signed_part, q.signed_len,
+	                        "TDX quote signature (header and TD report body, with the "
+	                        "attestation key)"));
+	if (check_binding)
+		SL_GUARD(sl_tee_check_report_data(q.body.report_data, o, "TDX REPORTDATA", claims));
+	SL_GUARD(sl_claims_set(claims, "tdx.pck_crl", crl ? "checked" : "absent"));
+	if (o->collateral_dir != NULL) {
+		SL_GUARD(sl_tdx_collateral_eval(o->collateral_dir, roots, o->at, &ext, &q.body,
+		                                &q.qe_report, &found, &tcb));
+		if (found)
+			SL_GUARD(tcb_claims(&tcb, claims));
+	}
+	if (!found)
+		SL_GUARD(sl_claims_set(claims, "tdx.tcb_status", "unknown"));
+	SL_GUARD(sl_tdx_claims(&q, &ext, claims));
+	rc = SL_OK;
+out:
+	EVP_PKEY_free(ak);
+	X509_free(pck);
+	sk_X509_pop_free(roots, X509_free);
+	return rc;
+}
