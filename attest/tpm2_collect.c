@@ -164,7 +164,7 @@ out:
 	return rc;
 }
 
-static sl_err put_b64(json_t *obj, const char *key, const uint8_t *p, size_t len)
+sl_err sl_tpm2_json_put_b64(json_t *obj, const char *key, const uint8_t *p, size_t len)
 {
 	char *s = NULL;
 	sl_err rc = sl_b64_encode(p, len, &s);
@@ -175,7 +175,7 @@ static sl_err put_b64(json_t *obj, const char *key, const uint8_t *p, size_t len
 	return r == 0 ? SL_OK : sl_err_set(SL_E_NOMEM, "evidence.%s", key);
 }
 
-static sl_err pcrs_json(const sl_tpm2_pcrs *p, json_t **out)
+sl_err sl_tpm2_pcrs_json(const sl_tpm2_pcrs *p, json_t **out)
 {
 	sl_err rc = SL_E_NOMEM;
 	json_t *all = json_object(), *bank = NULL;
@@ -219,7 +219,7 @@ static sl_err add_nv(sl_tpm2_conn *c, json_t *ev, uint32_t idx, const char *key)
 		return SL_OK;
 	rc = sl_tpm2_nv_read(c, idx, &p, &len);
 	if (rc == SL_OK && p != NULL) {
-		rc = put_b64(ev, key, p, len);
+		rc = sl_tpm2_json_put_b64(ev, key, p, len);
 		snprintf(k, sizeof(k), "%s_nv", key);
 		snprintf(v, sizeof(v), "0x%08x", idx);
 		if (rc == SL_OK && json_object_set_new(ev, k, json_string(v)) != 0)
@@ -242,7 +242,7 @@ static sl_err add_eventlog(json_t *ev)
 		sl_err_clear(); /* not readable here (no firmware log, or not root) */
 		return SL_OK;
 	}
-	rc = len > 0 ? put_b64(ev, "event_log", p, len) : SL_OK;
+	rc = len > 0 ? sl_tpm2_json_put_b64(ev, "event_log", p, len) : SL_OK;
 	free(p);
 	return rc;
 }
@@ -314,12 +314,12 @@ sl_err sl_tpm2_collect_evidence(const sl_collect_opts *o, json_t **out)
 	SL_ENSURE(json_object_set_new(ev, "kind", json_string("tpm2")) == 0 &&
 	              json_object_set_new(ev, "version", json_integer(1)) == 0,
 	          SL_E_NOMEM, "evidence");
-	SL_GUARD(put_b64(ev, "tpms_attest", quoted->attestationData, quoted->size));
-	SL_GUARD(put_b64(ev, "signature", sigbuf, sigoff));
-	SL_GUARD(pcrs_json(pcrs, &pj));
+	SL_GUARD(sl_tpm2_json_put_b64(ev, "tpms_attest", quoted->attestationData, quoted->size));
+	SL_GUARD(sl_tpm2_json_put_b64(ev, "signature", sigbuf, sigoff));
+	SL_GUARD(sl_tpm2_pcrs_json(pcrs, &pj));
 	SL_ENSURE(json_object_set_new(ev, "pcrs", pj) == 0, SL_E_NOMEM, "evidence");
 	pj = NULL;
-	SL_GUARD(put_b64(ev, "ak_public", akbytes, aklen));
+	SL_GUARD(sl_tpm2_json_put_b64(ev, "ak_public", akbytes, aklen));
 	sl_hex_encode(name, name_len, hex);
 	snprintf(hs, sizeof(hs), "0x%08x", handle);
 	SL_ENSURE(json_object_set_new(ev, "ak_name", json_string(hex)) == 0 &&

@@ -88,6 +88,11 @@ SL_MUST_USE sl_err sl_tpm2_eventlog_check(const uint8_t *log, size_t len, const 
 /* Parses only (fuzz target / format check). */
 SL_MUST_USE sl_err sl_tpm2_eventlog_parse(const uint8_t *log, size_t len);
 
+/* ---- evidence JSON helpers (tpm2_collect.c) */
+SL_MUST_USE sl_err sl_tpm2_json_put_b64(json_t *obj, const char *key, const uint8_t *p, size_t len);
+/* {"sha256": {"0": "hex", ...}, ...} of the PCRs set in p */
+SL_MUST_USE sl_err sl_tpm2_pcrs_json(const sl_tpm2_pcrs *p, json_t **out);
+
 /* ---- quote verification (tpm2_verify.c) */
 SL_MUST_USE sl_err sl_tpm2_verify_evidence(const json_t *ev, const sl_verify_opts *o,
                                            sl_claims *claims);

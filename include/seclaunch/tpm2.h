@@ -29,6 +29,7 @@
 #ifndef SECLAUNCH_TPM2_H
 #define SECLAUNCH_TPM2_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -135,5 +136,19 @@ SL_MUST_USE sl_err sl_tpm2_make_credential(const uint8_t *ek_pub, size_t ek_pub_
  * SL_E_ATTEST_CHAIN / SL_E_ATTEST_UNTRUSTED with the reason in the detail. */
 SL_MUST_USE sl_err sl_tpm2_ek_cert_verify(const uint8_t *cert, size_t cert_len, const char *ca_dir,
                                           time_t at, const uint8_t *ek_pub, size_t ek_pub_len);
+
+/* ---- tpm2-tools interoperability ------------------------------------ */
+
+/* Writes a "tpm2" evidence object as the files tpm2_quote writes and
+ * tpm2_checkquote reads: PREFIX.msg (TPMS_ATTEST), PREFIX.sig (TPMT_SIGNATURE,
+ * "tss" format), PREFIX.pcrs (tpm2-tools' serialized PCR format: raw
+ * TPML_PCR_SELECTION, a count, raw TPML_DIGESTs, little-endian), PREFIX.ak.pem
+ * and PREFIX.ak.pub (TPM2B_PUBLIC). */
+SL_MUST_USE sl_err sl_tpm2_tools_export(const json_t *ev, const char *prefix);
+/* Builds a "tpm2" evidence object from tpm2_quote's -m/-s/-o files (-o in
+ * the default serialized format) and the AK's TPM2B_PUBLIC (tpm2_createak -u
+ * or tpm2_readpublic -o). */
+SL_MUST_USE sl_err sl_tpm2_tools_import(const char *msg, const char *sig, const char *pcrs,
+                                        const char *ak_public, json_t **ev);
 
 #endif

@@ -1,0 +1,264 @@
+/* seclaunch verify: check attestation evidence of any kind and print its
+ * claims (docs/claims.md). Needs no TPM or TEE. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "seclaunch/attest.h"
+#include "seclaunch/tpm2.h"
+#include "seclaunch/util.h"
+
+#define EVIDENCE_MAX (16u << 20)
+
+static void help(void)
+{
+	printf("Usage: seclaunch verify EVIDENCE.json BINDING [TRUST] [OPTIONS]\n"
+	       "       seclaunch verify --from-tpm2-tools MSG SIG PCRS --ak-public AK.pub BINDING\n"
+	       "                        [TRUST]\n\n"
+	       "Verifies attestation evidence (an object, or an array of objects, as\n"
+	       "`seclaunch attest` writes it) and prints the claims. Exit 3 names the\n"
+	       "check that failed.\n\n"
+	       "BINDING, exactly one of:\n"
+	       "  --nonce HEX                the TPM quote's qualifyingData must equal HEX\n"
+	       "  --expect-report-data HEX   the same for SEV-SNP/TDX REPORT_DATA (zero-padded)\n"
+	       "  --no-binding               check signatures and chains only (claims say\n"
+	       "                             binding=unchecked)\n"
+	       "TRUST in the TPM AK (one is required for tpm2 evidence):\n"
+	       "  --ak-pin PEM               exactly this AK public key\n"
+	       "  --trust DIR                an AK certificate in the evidence chaining to a CA\n"
+	       "                             certificate (PEM or DER) in DIR\n"
+	       "OPTIONS:\n"
+	       "  --collateral DIR           SEV-SNP/TDX vendor certificates, TCB info, CRLs\n"
+	       "  --at RFC3339               verify certificates at this time (default now)\n"
+	       "  --from-tpm2-tools          the three arguments are tpm2_quote's -m, -s and -o\n"
+	       "                             (serialized PCR format) files\n"
+	       "  --ak-public FILE           with --from-tpm2-tools: the AK's TPM2B_PUBLIC\n"
+	       "                             (tpm2_createak -u, tpm2_readpublic -o)\n"
+	       "  --json                     print the claims as one JSON object\n"
+	       "  -q                         print nothing on success\n"
+	       "  -h, --help                 this text\n\n"
+	       "Exit codes: 0 verified, 1 usage, 2 unreadable input, 3 attestation failed.\n");
+}
+
+typedef struct args {
+	const char *nonce, *report_data, *at, *ak_public;
+	bool tools;
+	long repeat;
+} args;
+
+static sl_err load(const args *a, int argc, char **argv, json_t **ev)
+{
+	uint8_t *text = NULL;
+	size_t len = 0;
+	json_error_t jerr;
+	sl_err rc;
+
+	if (a->tools)
+		return sl_tpm2_tools_import(argv[0], argv[1], argv[2], a->ak_public, ev);
+	(void)argc;
+	rc = sl_file_read(argv[0], EVIDENCE_MAX, &text, &len);
+	if (rc != SL_OK)
+		return rc;
+	*ev = json_loadb((const char *)text, len, JSON_REJECT_DUPLICATES, &jerr);
+	free(text);
+	if (*ev == NULL)
+		return sl_err_set(SL_E_FORMAT, "%s: line %d: %s", argv[0], jerr.line, jerr.text);
+	return SL_OK;
+}
+
+static sl_err verify_all(const json_t *ev, const sl_verify_opts *o, sl_claims **out)
+{
+	sl_err rc = SL_E_ATTEST_FORMAT;
+	sl_claims *c = NULL;
+	size_t i;
+	const json_t *one;
+
+	*out = NULL;
+	SL_GUARD(sl_claims_new(&c));
+	if (json_is_array(ev)) {
+		SL_ENSURE(json_array_size(ev) > 0, SL_E_ATTEST_FORMAT, "evidence: empty array");
+		json_array_foreach (ev, i, one) {
+			rc = sl_evidence_verify(one, o, c);
+			if (rc != SL_OK) {
+				rc = sl_err_wrap(rc, "evidence[%zu]", i);
+				goto out;
+			}
+		}
+	} else {
+		SL_GUARD(sl_evidence_verify(ev, o, c));
+	}
+	*out = c;
+	c = NULL;
+	rc = SL_OK;
+out:
+	sl_claims_free(c);
+	return rc;
+}
+
+static sl_err print_claims(const sl_claims *c)
+{
+	json_t *j = NULL;
+	char *s;
+	sl_err rc;
+
+	if (sl_cli_quiet)
+		return SL_OK;
+	if (!sl_cli_json) {
+		for (size_t i = 0; i < sl_claims_count(c); i++)
+			printf("%s=%s\n", sl_claims_key(c, i), sl_claims_value(c, i));
+		return SL_OK;
+	}
+	rc = sl_claims_to_json(c, &j);
+	if (rc != SL_OK)
+		return rc;
+	s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+	json_decref(j);
+	if (s == NULL)
+		return sl_err_set(SL_E_NOMEM, "claims JSON");
+	printf("%s\n", s);
+	free(s);
+	return SL_OK;
+}
+
+int cmd_verify(int argc, char **argv)
+{
+	enum {
+		O_NONCE = 256,
+		O_RD,
+		O_NOBIND,
+		O_PIN,
+		O_TRUST,
+		O_COLL,
+		O_AT,
+		O_TOOLS,
+		O_AKPUB,
+		O_JSON,
+		O_REPEAT
+	};
+	static const struct option opts[] = {
+	    {"nonce", required_argument, NULL, O_NONCE},
+	    {"expect-report-data", required_argument, NULL, O_RD},
+	    {"no-binding", no_argument, NULL, O_NOBIND},
+	    {"ak-pin", required_argument, NULL, O_PIN},
+	    {"trust", required_argument, NULL, O_TRUST},
+	    {"collateral", required_argument, NULL, O_COLL},
+	    {"at", required_argument, NULL, O_AT},
+	    {"from-tpm2-tools", no_argument, NULL, O_TOOLS},
+	    {"ak-public", required_argument, NULL, O_AKPUB},
+	    {"json", no_argument, NULL, O_JSON},
+	    {"repeat", required_argument, NULL, O_REPEAT}, /* benchmarks only; not in --help */
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	args a = {.repeat = 1};
+	sl_verify_opts o = {0};
+	uint8_t *expect = NULL;
+	size_t expect_len = 0;
+	json_t *ev = NULL;
+	sl_claims *claims = NULL;
+	sl_err rc = SL_OK;
+	int c, nbind = 0, want_args;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
+		switch (c) {
+		case O_NONCE:
+			a.nonce = optarg;
+			nbind++;
+			break;
+		case O_RD:
+			a.report_data = optarg;
+			nbind++;
+			break;
+		case O_NOBIND:
+			o.no_binding = true;
+			nbind++;
+			break;
+		case O_PIN:
+			o.ak_pin_pem = optarg;
+			break;
+		case O_TRUST:
+			o.trust_dir = optarg;
+			break;
+		case O_COLL:
+			o.collateral_dir = optarg;
+			break;
+		case O_AT:
+			a.at = optarg;
+			break;
+		case O_TOOLS:
+			a.tools = true;
+			break;
+		case O_AKPUB:
+			a.ak_public = optarg;
+			break;
+		case O_JSON:
+			sl_cli_json = true;
+			break;
+		case O_REPEAT:
+			a.repeat = strtol(optarg, NULL, 10);
+			if (a.repeat < 1 || a.repeat > 10000000)
+				return sl_cli_usage("verify", "--repeat: 1..10000000");
+			break;
+		case 'q':
+			sl_cli_quiet = true;
+			break;
+		case 'h':
+			help();
+			return 0;
+		default:
+			return sl_cli_usage("verify", "unknown option");
+		}
+	}
+	want_args = a.tools ? 3 : 1;
+	if (argc - optind != want_args)
+		return sl_cli_usage("verify", a.tools ? "--from-tpm2-tools takes MSG SIG PCRS"
+		                                      : "one EVIDENCE.json is required");
+	if (nbind != 1)
+		return sl_cli_usage(
+		    "verify", "give exactly one of --nonce, --expect-report-data, --no-binding");
+	if (a.tools && a.ak_public == NULL)
+		return sl_cli_usage("verify",
+		                    "--from-tpm2-tools needs --ak-public AK.pub (the AK's "
+		                    "TPM2B_PUBLIC: tpm2_createak -u or tpm2_readpublic -o)");
+	if (a.nonce != NULL || a.report_data != NULL) {
+		const char *hex = a.nonce != NULL ? a.nonce : a.report_data;
+		rc = sl_hex_decode_alloc(hex, 64, &expect, &expect_len,
+		                         a.nonce != NULL ? "--nonce" : "--expect-report-data");
+		if (rc != SL_OK || expect_len == 0) {
+			free(expect);
+			return sl_cli_usage("verify", "%s: want 1..64 bytes of hex",
+			                    a.nonce != NULL ? "--nonce" : "--expect-report-data");
+		}
+		o.expect = expect;
+		o.expect_len = expect_len;
+	}
+	if (a.at != NULL) {
+		rc = sl_time_parse_rfc3339(a.at, &o.at, "--at");
+		if (rc != SL_OK) {
+			free(expect);
+			return sl_cli_usage("verify",
+			                    "--at: want RFC 3339, e.g. 2024-01-01T00:00:00Z");
+		}
+	}
+	rc = load(&a, argc - optind, argv + optind, &ev);
+	if (rc != SL_OK)
+		goto out;
+	for (long i = 0; i < a.repeat; i++) {
+		sl_claims_free(claims);
+		claims = NULL;
+		rc = verify_all(ev, &o, &claims);
+		if (rc != SL_OK)
+			goto out;
+	}
+	rc = print_claims(claims);
+out:
+	sl_claims_free(claims);
+	json_decref(ev);
+	free(expect);
+	if (rc != SL_OK)
+		return sl_cli_fail("verify", rc);
+	return 0;
+}
