@@ -7,6 +7,10 @@
 
 static const struct sl_cmd commands[] = {
     {"version", cmd_version, "print the version"},
+    {"keygen", cmd_keygen, "make a 32-byte data key file (mode 0600)"},
+    {"encrypt", cmd_encrypt, "encrypt a file into an SLD dataset file"},
+    {"decrypt", cmd_decrypt, "decrypt an SLD file (authenticated bytes only; never to a tty)"},
+    {"inspect", cmd_inspect, "print an SLD header as JSON (needs no key)"},
     {"policy", cmd_policy, "sign, verify, check and explain compliance policies"},
     {"attest", cmd_attest, "collect attestation evidence (TPM quote, SEV-SNP/TDX report)"},
     {"verify", cmd_verify, "verify attestation evidence and print its claims"},
