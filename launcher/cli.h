@@ -33,5 +33,7 @@ int cmd_policy(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 int cmd_attest(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_enroll(int argc, char **argv);
+int cmd_key(int argc, char **argv);
 
 #endif
