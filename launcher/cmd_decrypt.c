@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "kms_cli.h"
 #include "progress.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/sld.h"
@@ -72,11 +73,10 @@ static int obtain_key(const struct decrypt_opts *o, const sl_sld_header *h,
                       sl_secret **dek) {
   sl_err rc;
 
-  (void)h;
-  if (o->kms != NULL)
-    return sl_cli_usage("decrypt",
-                        "--kms: needs seclaunchd support (not in this "
-                        "build yet)");
+  if (o->kms != NULL) {
+    rc = sl_kms_cli_release_dek(o->kms, o->kms_ca, h, dek);
+    return rc == SL_OK ? 0 : sl_cli_fail("decrypt", rc);
+  }
   rc = sl_secret_read_file(o->key_file, 4096, dek);
   if (rc == SL_OK && sl_secret_len(*dek) != SL_SLD_DEK_LEN) {
     rc = sl_err_set(SL_E_INPUT, "%s: %zu bytes; a key file holds exactly %d",

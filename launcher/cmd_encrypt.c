@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "kms_cli.h"
 #include "progress.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/sld.h"
@@ -121,10 +122,21 @@ static int parse_threads(const char *s, unsigned *out) {
 static int obtain_key(struct encrypt_opts *o, sl_secret **dek) {
   sl_err rc;
 
-  if (o->kms != NULL)
-    return sl_cli_usage("encrypt",
-                        "--kms: needs seclaunchd support (not in this "
-                        "build yet)");
+  if (o->kms != NULL) {
+    /* wrapped lives until the header is written (after this returns) */
+    static uint8_t wrapped[SL_KMS_WRAPPED_DEK_LEN];
+    if (o->key_id == NULL)
+      return sl_cli_usage("encrypt", "--kms needs --key-id ID");
+    rc = sl_kms_cli_new_dek(o->kms, o->kms_ca, o->admin_token_file, o->key_id,
+                            o->p.dataset_id, dek, wrapped);
+    if (rc != SL_OK)
+      return sl_cli_fail("encrypt", rc);
+    o->p.kms_url = o->kms;
+    o->p.key_id = o->key_id;
+    o->p.wrapped_dek = wrapped;
+    o->p.wrapped_dek_len = sizeof(wrapped);
+    return 0;
+  }
   rc = sl_secret_read_file(o->key_file, 4096, dek);
   if (rc == SL_OK && sl_secret_len(*dek) != SL_SLD_DEK_LEN) {
     rc = sl_err_set(
