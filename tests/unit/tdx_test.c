@@ -1,0 +1,257 @@
+/* TDX: the quote parser and verifier against the real quotes in
+ * $SL_VECTORS/intel-tdx and azure-cvm/tdx (README: all valid at
+ * 2026-02-15T00:00:00Z), claims checked against the quote bytes at the TD
+ * report body offsets, tamper cases per check, PCS collateral (TCB info, QE
+ * identity, CRLs) and the PCK SGX extension. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../attest/tdx_quote.h"
+#include "../../attest/x509_util.h"
+#include "seclaunch/attest.h"
+#include "seclaunch/secret.h"
+#include "seclaunch/util.h"
+
+#define T_QUOTES 1771113600 /* 2026-02-15T00:00:00Z */
+
+struct vec {
+	const char *file;
+	unsigned version;
+	const char *fmspc;
+	bool debug;
+	unsigned pcesvn;
+};
+
+static const struct vec vecs[] = {
+    {"intel-tdx/gtg_quote_v4_spr_e4.dat", 4, "50806f000000", false, 0},
+    {"intel-tdx/trustee_quote_4.dat", 4, "50806f000000", true, 0},
+    {"intel-tdx/gtg_quote_v5_sample.dat", 5, "90c06f000000", false, 0},
+    {"intel-tdx/trustee_quote_5.dat", 5, "90c06f000000", false, 0},
+    {"intel-tdx/trustee_quote_6.dat", 4, "00a06d080000", false, 11},
+    {"intel-tdx/gtg_cos113_quote_v4.dat", 4, "00806f050000", false, 0},
+    {"azure-cvm/tdx/td-quote.bin", 4, "00806f050000", false, 0},
+};
+#define NVEC (sizeof(vecs) / sizeof(vecs[0]))
+
+static char vdir[1024], coll[1024];
+
+static uint8_t *load(const char *name, size_t *len)
+{
+	char p[2048];
+	uint8_t *b = NULL;
+	snprintf(p, sizeof(p), "%s/%s", vdir, name);
+	assert_int_equal(sl_file_read(p, 1 << 20, &b, len), SL_OK);
+	return b;
+}
+
+static sl_err verify(const uint8_t *q, size_t len, const char *cdir, time_t at,
+                     const uint8_t *expect, size_t elen, sl_claims **out)
+{
+	sl_claims *c = NULL;
+	char *b64 = NULL;
+	assert_int_equal(sl_claims_new(&c), SL_OK);
+	assert_int_equal(sl_b64_encode(q, len, &b64), SL_OK);
+	json_t *ev = json_pack("{s:s, s:s}", "kind", "tdx", "quote", b64);
+	free(b64);
+	sl_verify_opts o = {.expect = expect,
+	                    .expect_len = elen,
+	                    .no_binding = expect == NULL,
+	                    .collateral_dir = cdir,
+	                    .at = at};
+	sl_err rc = sl_evidence_verify(ev, &o, c);
+	json_decref(ev);
+	if (out != NULL)
+		*out = c;
+	else
+		sl_claims_free(c);
+	return rc;
+}
+
+static void expect_fail(sl_err got, sl_err want, const char *needle, const char *what)
+{
+	if (got != want || strstr(sl_err_detail(), needle) == NULL)
+		fail_msg("%s: got %s '%s', want %s naming '%s'", what, sl_err_name(got),
+		         sl_err_detail(), sl_err_name(want), needle);
+}
+
+static void claim_hex_at(const sl_claims *c, const char *key, const uint8_t *q, size_t off,
+                         size_t n)
+{
+	char hex[200];
+	sl_hex_encode(q + off, n, hex);
+	const char *v = sl_claims_get(c, key);
+	if (v == NULL || strcmp(v, hex) != 0)
+		fail_msg("claim %s = %s, bytes at %zu = %s", key, v ? v : "(absent)", off, hex);
+}
+
+static size_t body_off(const uint8_t *q)
+{
+	return q[0] == 4 ? 48 : 54; /* v5: u16 body_type + u32 body_size */
+}
+
+static void test_vectors_valid(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < NVEC; i++) {
+		const struct vec *v = &vecs[i];
+		size_t len = 0;
+		uint8_t *q = load(v->file, &len);
+		size_t b = body_off(q);
+		sl_claims *c = NULL;
+		sl_err rc = verify(q, len, NULL, T_QUOTES, q + b + 520, 64, &c);
+		if (rc != SL_OK)
+			fail_msg("%s: %s", v->file, sl_err_detail());
+		assert_string_equal(sl_claims_get(c, "tee.kind"), "tdx");
+		assert_string_equal(sl_claims_get(c, "binding"), "verified");
+		char num[8];
+		snprintf(num, sizeof(num), "%u", v->version);
+		assert_string_equal(sl_claims_get(c, "tdx.version"), num);
+		claim_hex_at(c, "tdx.tee_tcb_svn", q, b + 0, 16);
+		claim_hex_at(c, "tdx.mrseam", q, b + 16, 48);
+		claim_hex_at(c, "tdx.td_attributes", q, b + 120, 8);
+		claim_hex_at(c, "tdx.xfam", q, b + 128, 8);
+		claim_hex_at(c, "tdx.mrtd", q, b + 136, 48);
+		claim_hex_at(c, "tdx.mrconfigid", q, b + 184, 48);
+		claim_hex_at(c, "tdx.mrowner", q, b + 232, 48);
+		claim_hex_at(c, "tdx.mrownerconfig", q, b + 280, 48);
+		claim_hex_at(c, "tdx.rtmr0", q, b + 328, 48);
+		claim_hex_at(c, "tdx.rtmr1", q, b + 376, 48);
+		claim_hex_at(c, "tdx.rtmr2", q, b + 424, 48);
+		claim_hex_at(c, "tdx.rtmr3", q, b + 472, 48);
+		claim_hex_at(c, "tdx.report_data", q, b + 520, 64);
+		if (v->version == 5) {
+			claim_hex_at(c, "tdx.tee_tcb_svn2", q, b + 584, 16);
+			claim_hex_at(c, "tdx.mrservicetd", q, b + 600, 48);
+		} else {
+			assert_null(sl_claims_get(c, "tdx.mrservicetd"));
+		}
+		assert_string_equal(sl_claims_get(c, "tdx.fmspc"), v->fmspc);
+		assert_string_equal(sl_claims_get(c, "tdx.attributes.debug"),
+		                    v->debug ? "true" : "false");
+		/* bit 28 of TD attributes: byte 3, 0x10 */
+		assert_string_equal(sl_claims_get(c, "tdx.attributes.sept_ve_disable"),
+		                    (q[b + 123] & 0x10) ? "true" : "false");
+		if (v->pcesvn != 0) {
+			snprintf(num, sizeof(num), "%u", v->pcesvn);
+			assert_string_equal(sl_claims_get(c, "tdx.pce_svn"), num);
+		}
+		assert_string_equal(sl_claims_get(c, "tdx.tcb_status"), "unknown");
+		assert_string_equal(sl_claims_get(c, "tdx.pck_crl"), "absent");
+		sl_claims_free(c);
+		free(q);
+	}
+}
+
+static void test_tamper(void **state)
+{
+	(void)state;
+	size_t clen = 0;
+	/* another quote's PCK chain (all the embedded chains are 3677 bytes) */
+	uint8_t *other_chain =
+	    load("intel-tdx/collateral/pck_chain_from_trustee_quote_4.pem", &clen);
+	for (size_t i = 0; i < NVEC; i++) {
+		const struct vec *v = &vecs[i];
+		size_t len = 0;
+		uint8_t *q = load(v->file, &len);
+		uint8_t *t = malloc(len);
+		size_t b = body_off(q);
+		size_t sd = b + (q[0] == 4 ? 584 : 648) + 4; /* signature data */
+		size_t qe = sd + 128 + 6, auth = qe + 384 + 64 + 2;
+#define TAMPER(off, mask, want, needle)                                                            \
+	do {                                                                                       \
+		memcpy(t, q, len);                                                                 \
+		t[(off)] ^= (mask);                                                                \
+		expect_fail(verify(t, len, NULL, T_QUOTES, NULL, 0, NULL), (want), (needle),       \
+		            v->file);                                                              \
+	} while (0)
+		TAMPER(b + 136, 0x01, SL_E_ATTEST_SIG, "quote signature"); /* mrtd */
+		TAMPER(b + 328, 0x80, SL_E_ATTEST_SIG, "quote signature"); /* rtmr0 */
+		TAMPER(b + 520, 0x01, SL_E_ATTEST_SIG, "quote signature"); /* report_data */
+		TAMPER(b + 120, 0x01, SL_E_ATTEST_SIG, "quote signature"); /* debug bit */
+		TAMPER(b + 0, 0x01, SL_E_ATTEST_SIG, "quote signature");   /* tee_tcb_svn */
+		TAMPER(28, 0x01, SL_E_ATTEST_SIG, "quote signature");      /* header user_data */
+		TAMPER(sd + 0, 0x01, SL_E_ATTEST_SIG, "quote signature");  /* sig r */
+		TAMPER(sd + 32, 0x01, SL_E_ATTEST_SIG, "quote signature"); /* sig s */
+		TAMPER(sd + 70, 0x01, SL_E_ATTEST_SIG, "attestation key is not bound"); /* key */
+		TAMPER(qe + 10, 0x01, SL_E_ATTEST_SIG, "QE report signature");
+		TAMPER(qe + 384, 0x01, SL_E_ATTEST_SIG, "QE report signature");
+		TAMPER(auth, 0x01, SL_E_ATTEST_SIG, "attestation key is not bound");
+		TAMPER(0, 0x07, SL_E_ATTEST_FORMAT, "header.version"); /* 4->3, 5->2 */
+		TAMPER(2, 0x01, SL_E_ATTEST_FORMAT, "att_key_type");
+		TAMPER(4, 0x81, SL_E_ATTEST_FORMAT, "tee_type");
+		TAMPER(8, 0x01, SL_E_ATTEST_FORMAT, "reserved1");
+		TAMPER(12, 0x01, SL_E_ATTEST_UNTRUSTED, "qe_vendor_id");
+		TAMPER(sd + 128, 0x01, SL_E_ATTEST_FORMAT, "certification_data.type");
+		if (q[0] == 5)
+			TAMPER(48, 0x01, SL_E_ATTEST_FORMAT, "body_type");
+#undef TAMPER
+		/* truncated inside the signature data */
+		expect_fail(verify(q, sd + 500, NULL, T_QUOTES, NULL, 0, NULL), SL_E_ATTEST_FORMAT,
+		            "need", v->file);
+		/* the binding */
+		uint8_t other[64];
+		memcpy(other, q + b + 520, 64);
+		other[63] ^= 1;
+		expect_fail(verify(q, len, NULL, T_QUOTES, other, 64, NULL), SL_E_ATTEST_BINDING,
+		            "REPORTDATA", v->file);
+		/* swapped PCK chain */
+		memcpy(t, q, len);
+		size_t chain = auth + 32 + 6;
+		if (chain + clen <= len && memcmp(t + chain, other_chain, clen) != 0 &&
+		    memcmp(t + chain, "-----BEGIN", 10) == 0) {
+			memcpy(t + chain, other_chain, clen);
+			expect_fail(verify(t, len, NULL, T_QUOTES, NULL, 0, NULL), SL_E_ATTEST_SIG,
+			            "QE report signature", v->file);
+		}
+		/* certificate times: before the PCK leaf, after the PCK CA (2033) */
+		expect_fail(verify(q, len, NULL, 1483228800, NULL, 0, NULL), SL_E_ATTEST_CHAIN,
+		            "not yet valid", v->file);
+		expect_fail(verify(q, len, NULL, 2019686400, NULL, 0, NULL), SL_E_ATTEST_CHAIN,
+		            "expired", v->file);
+		free(t);
+		free(q);
+	}
+	free(other_chain);
+}
+
+/* gtg_quote_v5_sample's PCK leaf starts 2026-01-27 14:36:27 (README: verify at >= 2026-01-28). */
+static void test_v5_leaf_dates(void **state)
+{
+	(void)state;
+	size_t len = 0;
+	uint8_t *q = load("intel-tdx/gtg_quote_v5_sample.dat", &len);
+	assert_int_equal(verify(q, len, NULL, 1769558400, NULL, 0, NULL), SL_OK);
+	expect_fail(verify(q, len, NULL, 1748736000, NULL, 0, NULL), SL_E_ATTEST_CHAIN,
+	            "not yet valid", "v5 at 2025-06-01");
+	free(q);
+}
+
+#include "tdx_test_coll.h"
+
+int main(void)
+{
+	const char *v = getenv("SL_VECTORS");
+	snprintf(vdir, sizeof(vdir), "%s", v != NULL ? v : "../shared/vectors");
+	snprintf(coll, sizeof(coll), "%s/intel-tdx/collateral", vdir);
+	assert_int_equal(sl_crypto_init(), SL_OK);
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_vectors_valid),
+	    cmocka_unit_test(test_tamper),
+	    cmocka_unit_test(test_v5_leaf_dates),
+	    cmocka_unit_test(test_pck_ext),
+	    cmocka_unit_test(test_crl),
+	    cmocka_unit_test(test_tcb_gtg_2023),
+	    cmocka_unit_test(test_tcb_eval),
+	    cmocka_unit_test(test_tcb_signing_expired),
+	    cmocka_unit_test(test_collateral_tamper),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
