@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# seclaunch run: (1) wall time from `seclaunch run` start to the job's first
+# instruction (the job only touches a file) with a 1 MiB dataset, against
+# tpm2_quote + tpm2_checkquote on the same swtpm (goal: ratio <= 1.0);
+# (2) host staging throughput of a 1 GiB dataset against plain
+# `seclaunch decrypt` to /dev/null. Prints figures; asserts nothing.
+# SL_BENCH_RUN_GIB overrides the size of (2) (default 1).
+set -uo pipefail
+ROOT=${SL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+BIN=${SL_BIN:-$ROOT/bin}
+SL=$BIN/seclaunch
+SLD=$BIN/seclaunchd
+W=$(mktemp -d "${TMPDIR:-/tmp}/sl-bench-run.XXXXXX")
+PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	rm -rf "$W"
+}
+trap cleanup EXIT
+die() {
+	echo "50-run: $*" >&2
+	exit 1
+}
+for t in swtpm tpm2_quote tpm2_checkquote tpm2_createek tpm2_createak python3; do
+	command -v "$t" >/dev/null || die "$t not installed"
+done
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+# median wall seconds of N runs of a command (stdout/stderr discarded)
+median_of() { # N cmd...
+	local n=$1
+	shift
+	python3 - "$n" "$@" <<'EOF'
+import statistics, subprocess, sys, time
+n, cmd = int(sys.argv[1]), sys.argv[2:]
+ts = []
+for _ in range(n):
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ts.append(time.perf_counter() - t0)
+    if r.returncode != 0:
+        sys.exit("command failed (%d): %s" % (r.returncode, " ".join(cmd)))
+print("%.4f" % statistics.median(ts))
+EOF
+}
+
+port=$(free_port)
+ctrl=$(free_port)
+mkdir -p "$W/tpm"
+swtpm socket --tpm2 --tpmstate dir="$W/tpm" --server type=tcp,port="$port",bindaddr=127.0.0.1 \
+	--ctrl type=tcp,port="$ctrl",bindaddr=127.0.0.1 --flags not-need-init,startup-clear \
+	>"$W/tpm/log" 2>&1 &
+PIDS+=($!)
+export SECLAUNCH_TCTI="swtpm:host=127.0.0.1,port=$port" TPM2TOOLS_TCTI="swtpm:host=127.0.0.1,port=$port"
+for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
+
+"$SL" policy keygen --secret-key "$W/p.key" --public-key "$W/p.pub" -W >/dev/null || die "policy keygen"
+cat >"$W/policy.json" <<'EOF'
+{"version": 1, "allow_unverified_region": true,
+ "datasets": [{"id": "bench-*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"]}]}
+EOF
+if ! "$SL" policy check --policy "$W/policy.json" >/dev/null 2>&1; then
+	sed -i 's/"bench-\*"/"bench-1m"}, {"id": "bench-big", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"]/' "$W/policy.json"
+fi
+"$SL" policy sign --secret-key "$W/p.key" --policy "$W/policy.json" >/dev/null || die "policy sign"
+mkdir -p "$W/kms"
+"$SLD" --dev --state "$W/kms" --listen 127.0.0.1:0 --policy "$W/policy.json" \
+	--policy-pubkey "$W/p.pub" >"$W/kms/log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 200); do [ -s "$W/kms/url" ] && break; sleep 0.05; done
+[ -s "$W/kms/url" ] || die "seclaunchd did not start"
+K=(--kms "$(cat "$W/kms/url")" --kms-ca "$W/kms/ca.pem")
+"$SL" enroll "${K[@]}" >/dev/null 2>&1 || die "enroll"
+"$SL" key create "${K[@]}" --admin-token-file "$W/kms/admin.token" --id bench-key >/dev/null 2>&1 || die "key create"
+enc() { # id bytes
+	head -c "$2" /dev/urandom >"$W/plain"
+	"$SL" encrypt "${K[@]}" --key-id bench-key --admin-token-file "$W/kms/admin.token" \
+		--dataset-id "$1" -q "$W/plain" -o "$W/$1.sld" || die "encrypt $1"
+	rm -f "$W/plain"
+}
+RUN=(run --policy "$W/policy.json" --policy-pubkey "$W/p.pub" "${K[@]}" --stage host
+	--region gcp:europe-west4 --audit-log "$W/audit.log" -q)
+
+# ---- (1) launch latency ---------------------------------------------------
+enc bench-1m $((1024 * 1024))
+launch=$(python3 - "$SL" "$W" "${RUN[@]}" <<'EOF'
+import os, statistics, subprocess, sys, time
+sl, w, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+marker = os.path.join(w, "first")
+ts = []
+for _ in range(5):
+    if os.path.exists(marker):
+        os.unlink(marker)
+    t0 = time.time_ns()
+    r = subprocess.run([sl] + args + [os.path.join(w, "bench-1m.sld"), "--", "touch", marker],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        sys.exit("seclaunch run failed: " + r.stderr.decode(errors="replace"))
+    ts.append((os.stat(marker).st_mtime_ns - t0) / 1e9)
+print("%.4f" % statistics.median(ts))
+EOF
+) || die "launch timing"
+
+tpm2_createek -c "$W/ek.ctx" -G rsa -u "$W/ek.pub" >/dev/null 2>&1 || die "tpm2_createek"
+tpm2_createak -C "$W/ek.ctx" -c "$W/ak.ctx" -G rsa -g sha256 -s rsassa -u "$W/ak.pub" -f pem \
+	>/dev/null 2>&1 || die "tpm2_createak"
+tpm2_flushcontext -t >/dev/null 2>&1
+tpm2_flushcontext -s >/dev/null 2>&1
+nonce=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+cat >"$W/quote.sh" <<EOF
+#!/bin/sh
+set -e
+tpm2_quote -c "$W/ak.ctx" -l sha256:0,1,2,3,4,5,6,7 -q $nonce -m "$W/msg" -s "$W/sig" -o "$W/pcrs" -g sha256 >/dev/null
+tpm2_flushcontext -t >/dev/null 2>&1 || true
+tpm2_checkquote -u "$W/ak.pub" -m "$W/msg" -s "$W/sig" -f "$W/pcrs" -g sha256 -q $nonce >/dev/null
+EOF
+chmod +x "$W/quote.sh"
+peer=$(median_of 5 "$W/quote.sh") || die "tpm2_quote+checkquote"
+echo "launch latency (1 MiB dataset, start -> job's first instruction, median of 5):"
+echo "  seclaunch run (challenge, quote, local verify, release, decrypt, stage, exec): ${launch} s"
+echo "  tpm2_quote + tpm2_checkquote on the same swtpm:                           ${peer} s"
+python3 -c "print('  ratio run / quote+checkquote: %.2fx (goal <= 1.0x)' % ($launch / $peer))"
+
+# ---- (2) host staging throughput --------------------------------------------
+gib=${SL_BENCH_RUN_GIB:-1}
+bytes=$((gib * 1024 * 1024 * 1024))
+enc bench-big "$bytes"
+t_run=$(median_of 3 "$SL" "${RUN[@]}" "$W/bench-big.sld" -- true) || die "run big"
+t_dec=$(median_of 3 sh -c "'$SL' decrypt ${K[*]} -q -o - '$W/bench-big.sld' >/dev/null") || die "decrypt big"
+echo "host staging of a ${gib} GiB dataset (median of 3, both include attestation and key release):"
+python3 - "$bytes" "$t_run" "$t_dec" <<'EOF'
+import sys
+b, r, d = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+print("  seclaunch run --stage host ... -- true: %.3f s  %.0f MiB/s" % (r, b / r / 2**20))
+print("  seclaunch decrypt -o - > /dev/null:     %.3f s  %.0f MiB/s" % (d, b / d / 2**20))
+print("  ratio run / decrypt: %.2fx" % (r / d))
+EOF
