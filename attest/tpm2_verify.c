@@ -149,6 +149,30 @@ out:
 	return rc;
 }
 
+/* magic and type come first, and the type selects how the rest parses:
+ * check them before unmarshalling the whole structure. */
+static sl_err check_header(const uint8_t *p, size_t len)
+{
+	sl_err rc = SL_E_ATTEST_FORMAT;
+	sl_reader r;
+	uint32_t magic;
+	uint16_t type;
+
+	sl_reader_init(&r, p, len, "TPMS_ATTEST");
+	SL_GUARD(sl_read_u32be(&r, &magic, "magic"));
+	SL_GUARD(sl_read_u16be(&r, &type, "type"));
+	SL_ENSURE(magic == TPM2_GENERATED_VALUE, SL_E_ATTEST,
+	          "TPMS_ATTEST.magic: 0x%08x is not TPM_GENERATED_VALUE (not made by a TPM)",
+	          magic);
+	SL_ENSURE(type == TPM2_ST_ATTEST_QUOTE, SL_E_ATTEST,
+	          "TPMS_ATTEST.type: 0x%04x is not TPM_ST_ATTEST_QUOTE", type);
+	rc = SL_OK;
+out:
+	if (rc == SL_E_FORMAT)
+		rc = SL_E_ATTEST_FORMAT;
+	return rc;
+}
+
 static sl_err pin_ok(const char *path, EVP_PKEY *ak)
 {
 	sl_err rc = SL_E_IO;
@@ -203,6 +227,24 @@ static sl_err check_trust(const sl_verify_opts *o, const blobs *b, EVP_PKEY *ak,
 out:
 	X509_free(cert);
 	return rc;
+}
+
+/* The EK certificate (from NV) says which TPM this is; without credential
+ * activation nothing ties it to the AK, so it yields a claim, not a verdict. */
+static sl_err ek_cert_claim(const sl_verify_opts *o, const blobs *b, sl_claims *claims)
+{
+	const char *v = "absent";
+
+	if (b->ekcert != NULL && o->trust_dir == NULL) {
+		v = "present";
+	} else if (b->ekcert != NULL) {
+		v = sl_tpm2_ek_cert_verify(b->ekcert, b->ekcert_len, o->trust_dir, o->at, NULL,
+		                           0) == SL_OK
+		        ? "verified"
+		        : "unverified";
+		sl_err_clear();
+	}
+	return sl_claims_set(claims, "tpm.ek.cert", v);
 }
 
 static sl_err attest_claims(const TPMS_ATTEST *a, sl_claims *c)
@@ -266,12 +308,8 @@ sl_err sl_tpm2_verify_evidence(const json_t *ev, const sl_verify_opts *o, sl_cla
 	SL_ENSURE(v == NULL || (json_is_integer(v) && json_integer_value(v) == 1), SL_E_VERSION,
 	          "evidence.version: only version 1 is known");
 	SL_GUARD(read_blobs(ev, &b));
+	SL_GUARD(check_header(b.attest, b.attest_len));
 	SL_GUARD(sl_tpm2_mu_attest(b.attest, b.attest_len, &a));
-	SL_ENSURE(a.magic == TPM2_GENERATED_VALUE, SL_E_ATTEST,
-	          "TPMS_ATTEST.magic: 0x%08x is not TPM_GENERATED_VALUE (not made by a TPM)",
-	          a.magic);
-	SL_ENSURE(a.type == TPM2_ST_ATTEST_QUOTE, SL_E_ATTEST,
-	          "TPMS_ATTEST.type: 0x%04x is not TPM_ST_ATTEST_QUOTE", a.type);
 	SL_GUARD(sl_tpm2_mu_signature(b.sig, b.sig_len, &sig));
 	SL_GUARD(sl_tpm2_mu_public(b.akpub, b.akpub_len, &ak, "evidence.ak_public"));
 	SL_GUARD(sl_tpm2_tpmt_name(&ak.publicArea, name, &name_len));
@@ -325,7 +363,7 @@ sl_err sl_tpm2_verify_evidence(const json_t *ev, const sl_verify_opts *o, sl_cla
 	SL_GUARD(sl_claims_setf(claims, "tpm.ak.alg", "%s",
 	                        ak.publicArea.type == TPM2_ALG_RSA ? "rsa" : "ecc"));
 	SL_GUARD(sl_claims_set(claims, "tpm.quote.hash", sl_tpm2_hash_name(sig_hash(&sig))));
-	SL_GUARD(sl_claims_set(claims, "tpm.ek.cert", b.ekcert != NULL ? "present" : "absent"));
+	SL_GUARD(ek_cert_claim(o, &b, claims));
 	SL_GUARD(attest_claims(&a, claims));
 	rc = SL_OK;
 out:
