@@ -267,8 +267,8 @@ out:
 	return rc;
 }
 
-/* The GPU's state becomes claims (gpu.cc on/off/absent) the policy's
- * require_gpu_cc decides on. Host staging gives no GPU any data: absent. */
+/* Probed before anything is asked of the KMS, so `--stage gpu` without a
+ * usable GPU fails at once. Host staging gives no GPU any data: absent. */
 static sl_err step_gpu(struct st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
@@ -286,13 +286,24 @@ static sl_err step_gpu(struct st *s)
 			say("GPU %s: %s", s->gpu.name, s->gpu.reason);
 		}
 	}
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+/* The GPU's state becomes claims (gpu.cc on/off/absent) that the policy's
+ * require_gpu_cc decides on; then the digest of everything the pre-flight
+ * will judge. */
+static sl_err step_claims(struct st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	uint8_t d[32];
 	SL_GUARD(sl_claims_set(s->claims, "gpu.cc", s->gpu.cc));
 	if (s->use_gpu) {
 		SL_GUARD(sl_claims_set(s->claims, "gpu.name", s->gpu.name));
 		SL_GUARD(
 		    sl_claims_set(s->claims, "gpu.devtools", s->gpu.devtools ? "true" : "false"));
 	}
-	uint8_t d[32];
 	sl_claims_digest(s->claims, d);
 	sl_hex_encode(d, sizeof(d), s->claims_digest);
 	rc = SL_OK;
@@ -576,10 +587,11 @@ int sl_run_execute(struct sl_run *o)
 	STEP("audit", step_audit_open(&s));
 	STEP("datasets", step_datasets(&s));
 	STEP("policy", step_policy(&s));
+	STEP("gpu", step_gpu(&s));
 	STEP("challenge", step_challenge(&s));
 	STEP("evidence", step_evidence(&s));
 	STEP("identity", step_identity(&s));
-	STEP("gpu", step_gpu(&s));
+	STEP("claims", step_claims(&s));
 	STEP("preflight", step_preflight(&s));
 	STEP("release", step_release(&s));
 	STEP("stage", step_stage(&s));
