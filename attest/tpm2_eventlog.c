@@ -229,6 +229,9 @@ static sl_err walk(const uint8_t *log, size_t len, replay *rp, spec *s)
 	}
 	rc = SL_OK;
 out:
+	/* a malformed log is malformed evidence: an attestation failure */
+	if (rc == SL_E_FORMAT)
+		rc = SL_E_ATTEST_FORMAT;
 	return rc;
 }
 

@@ -170,6 +170,8 @@ static sl_err parse_pcr_file(const uint8_t *p, size_t len, sl_tpm2_pcrs *pcrs)
 	          "tpm2-tools PCR file: more values than selected PCRs");
 	rc = SL_OK;
 out:
+	if (rc == SL_E_FORMAT)
+		rc = SL_E_ATTEST_FORMAT;
 	return rc;
 }
 
