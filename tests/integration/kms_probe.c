@@ -1,0 +1,303 @@
+/* Test and benchmark client for seclaunchd, built by the kms_* tests and
+ * scripts/bench/30-kms.sh against libseclaunch.a. It drives the real client
+ * API (include/seclaunch/kms.h) with real TPM quotes (SECLAUNCH_TCTI), and
+ * can break one thing on purpose to exercise each refusal.
+ *
+ *   kms_probe URL CA release KEY_ID DATASET_ID WRAPPED_B64 [VARIANT]
+ *     VARIANT: ok | reuse | unknown-nonce | expire:SECS | other-eph |
+ *              digest | flip | dataset:OTHER
+ *     prints the SHA-256 of the released DEK; exits with the error's code.
+ *   kms_probe URL CA enroll-wrong
+ *     starts a real enrollment, then answers with a credential that is not
+ *     the activated one (must be refused).
+ *   kms_probe URL CA burst N CONCURRENCY KEYS_FILE
+ *     KEYS_FILE lines: KEY_ID DATASET_ID WRAPPED_B64 DEK_SHA256_HEX.
+ *     Prepares N challenges + quotes serially (the TPM is serial), then runs
+ *     the N releases from CONCURRENCY threads, each on its own keep-alive
+ *     connection; checks every DEK; prints releases/s, p50, p99.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kms_http.h"
+#include "seclaunch/attest.h"
+#include "seclaunch/tpm2.h"
+#include "seclaunch/kms.h"
+#include "seclaunch/secret.h"
+#include "seclaunch/util.h"
+
+struct job {
+	sl_kms_challenge ch;
+	uint8_t eph_pub[SL_EPH_PUB_LEN];
+	sl_secret *eph_sk;
+	json_t *evidence;
+	size_t key; /* index into keys */
+	uint64_t ns;
+	bool ok;
+};
+
+struct key {
+	char id[256], ds[256];
+	uint8_t *wrapped;
+	size_t wrapped_len;
+	char dek_sha[65];
+};
+
+static const char *g_url, *g_ca;
+static struct job *g_jobs;
+static struct key *g_keys;
+static size_t g_njobs;
+static atomic_size_t g_next;
+static atomic_int g_fail;
+
+static int die(const char *what, sl_err rc)
+{
+	fprintf(stderr, "kms_probe: %s: %s\n", what,
+	        sl_err_detail()[0] ? sl_err_detail() : sl_err_message(rc));
+	return sl_err_exit_code(rc);
+}
+
+static sl_err prepare(sl_kms *k, struct job *j, bool other_eph)
+{
+	sl_err rc = SL_E_INTERNAL;
+	uint8_t binding[SL_BINDING_LEN], pub[SL_EPH_PUB_LEN];
+	json_t *ev = NULL;
+	SL_GUARD(sl_kms_challenge_get(k, &j->ch));
+	SL_GUARD(sl_kms_eph_keypair(j->eph_pub, &j->eph_sk));
+	memcpy(pub, j->eph_pub, sizeof(pub));
+	if (other_eph)
+		pub[0] ^= 1; /* the evidence binds another ephemeral key */
+	sl_binding_compute(j->ch.nonce, pub, j->ch.policy_digest, binding);
+	sl_collect_opts co = {.nonce = binding, .nonce_len = sizeof(binding)};
+	SL_GUARD(sl_evidence_collect("tpm2", &co, &ev));
+	j->evidence = json_array();
+	json_array_append_new(j->evidence, ev);
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+static sl_err release(sl_kms *k, struct job *j, const struct key *key, const char *ds,
+                      const uint8_t *digest, char out_sha[65])
+{
+	sl_err rc;
+	sl_secret *dek[1] = {NULL};
+	uint8_t h[32];
+	sl_kms_key_req kr = {.key_id = key->id,
+	                     .dataset_id = ds,
+	                     .wrapped_dek = key->wrapped,
+	                     .wrapped_dek_len = key->wrapped_len};
+	sl_kms_release_req rq = {.nonce = j->ch.nonce,
+	                         .eph_pub = j->eph_pub,
+	                         .policy_digest = digest,
+	                         .evidence = j->evidence,
+	                         .keys = &kr,
+	                         .nkeys = 1};
+	rc = sl_kms_release(k, &rq, j->eph_sk, dek);
+	if (rc != SL_OK)
+		return rc;
+	sl_sha256(sl_secret_data(dek[0]), sl_secret_len(dek[0]), h);
+	sl_hex_encode(h, 32, out_sha);
+	sl_secret_free(dek[0]);
+	return SL_OK;
+}
+
+static int cmd_release(sl_kms *k, char **argv, int argc)
+{
+	struct key key = {0};
+	struct job j = {0};
+	const char *variant = argc > 3 ? argv[3] : "ok";
+	const char *ds = argv[1];
+	uint8_t digest[32];
+	char sha[65];
+	sl_err rc;
+	snprintf(key.id, sizeof(key.id), "%s", argv[0]);
+	snprintf(key.ds, sizeof(key.ds), "%s", argv[1]);
+	rc = sl_b64_decode(argv[2], 4096, &key.wrapped, &key.wrapped_len, "wrapped");
+	if (rc != SL_OK)
+		return die("wrapped", rc);
+	rc = prepare(k, &j, strcmp(variant, "other-eph") == 0);
+	if (rc != SL_OK)
+		return die("prepare", rc);
+	memcpy(digest, j.ch.policy_digest, 32);
+	if (strcmp(variant, "unknown-nonce") == 0 || strcmp(variant, "digest") == 0) {
+		/* evidence correctly bound to a nonce this server never issued, or to
+		 * a policy digest other than the server's */
+		if (variant[0] == 'u')
+			sl_random(j.ch.nonce, SL_NONCE_LEN);
+		else
+			digest[0] ^= 1;
+		uint8_t binding[SL_BINDING_LEN];
+		json_t *ev = NULL;
+		sl_binding_compute(j.ch.nonce, j.eph_pub, digest, binding);
+		sl_collect_opts co = {.nonce = binding, .nonce_len = sizeof(binding)};
+		if ((rc = sl_evidence_collect("tpm2", &co, &ev)) != SL_OK)
+			return die("collect", rc);
+		json_decref(j.evidence);
+		j.evidence = json_array();
+		json_array_append_new(j.evidence, ev);
+	} else if (strncmp(variant, "expire:", 7) == 0) {
+		sleep((unsigned)atoi(variant + 7));
+	} else if (strcmp(variant, "flip") == 0) {
+		key.wrapped[key.wrapped_len / 2] ^= 0x01;
+	} else if (strncmp(variant, "dataset:", 8) == 0) {
+		ds = variant + 8;
+	}
+	rc = release(k, &j, &key, ds, digest, sha);
+	if (rc == SL_OK && strcmp(variant, "reuse") == 0) {
+		printf("%s\n", sha);
+		rc = release(k, &j, &key, ds, digest, sha);
+	}
+	if (rc != SL_OK)
+		return die("release", rc);
+	printf("%s\n", sha);
+	return 0;
+}
+
+static int cmd_enroll_wrong(sl_kms *k)
+{
+	sl_err rc = SL_E_INTERNAL;
+	sl_tpm2_key_opts ko = {0};
+	sl_tpm2_material m = {0};
+	json_t *req = json_object(), *res = NULL, *act = NULL, *res2 = NULL;
+	char *ek = NULL, *ak = NULL, *sec = NULL;
+	uint8_t wrong[32];
+	SL_GUARD(sl_tpm2_enrollment_material(&ko, &m));
+	SL_GUARD(sl_b64_encode(m.ek_public, m.ek_public_len, &ek));
+	SL_GUARD(sl_b64_encode(m.ak_public, m.ak_public_len, &ak));
+	json_object_set_new(req, "ek_pub", json_string(ek));
+	json_object_set_new(req, "ak_pub", json_string(ak));
+	SL_GUARD(sl_kms_call(k, "/v1/enroll", req, false, KMS_RETRY_ALL, &res));
+	sl_random(wrong, sizeof(wrong));
+	SL_GUARD(sl_b64_encode(wrong, sizeof(wrong), &sec));
+	act = json_pack("{s:O, s:s}", "session", json_object_get(res, "session"), "secret", sec);
+	SL_GUARD(sl_kms_call(k, "/v1/enroll/activate", act, false, KMS_RETRY_ALL, &res2));
+	rc = SL_OK;
+out:
+	free(ek);
+	free(ak);
+	free(sec);
+	json_decref(req);
+	json_decref(res);
+	json_decref(act);
+	json_decref(res2);
+	sl_tpm2_material_free(&m);
+	return rc == SL_OK ? 0 : die("enroll", rc);
+}
+
+static void *worker(void *arg)
+{
+	sl_kms *k = NULL;
+	sl_kms_opts ko = {.url = g_url, .ca_file = g_ca, .max_attempts = 1};
+	(void)arg;
+	if (sl_kms_new(&ko, &k) != SL_OK) {
+		atomic_fetch_add(&g_fail, 1);
+		return NULL;
+	}
+	for (;;) {
+		size_t i = atomic_fetch_add(&g_next, 1);
+		if (i >= g_njobs)
+			break;
+		struct job *j = &g_jobs[i];
+		const struct key *key = &g_keys[j->key];
+		char sha[65];
+		uint64_t t0 = sl_now_ns();
+		sl_err rc = release(k, j, key, key->ds, j->ch.policy_digest, sha);
+		j->ns = sl_now_ns() - t0;
+		j->ok = rc == SL_OK && strcmp(sha, key->dek_sha) == 0;
+		if (!j->ok) {
+			atomic_fetch_add(&g_fail, 1);
+			fprintf(stderr, "kms_probe: release %zu (key %s): %s\n", i, key->id,
+			        rc != SL_OK ? sl_err_detail()
+			                    : "DEK is not the one wrapped for this key");
+		}
+	}
+	sl_kms_free(k);
+	return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int cmd_burst(sl_kms *k, char **argv)
+{
+	size_t n = strtoul(argv[0], NULL, 10), conc = strtoul(argv[1], NULL, 10), nkeys = 0;
+	FILE *f = fopen(argv[2], "r");
+	char line[1024];
+	pthread_t *th;
+	uint64_t t0, wall, *lat;
+	if (f == NULL || n == 0 || conc == 0)
+		return fprintf(stderr, "kms_probe: burst N CONC KEYS_FILE\n"), 1;
+	g_keys = calloc(4096, sizeof(*g_keys));
+	while (nkeys < 4096 && fgets(line, sizeof(line), f) != NULL) {
+		char w[512];
+		struct key *key = &g_keys[nkeys];
+		if (sscanf(line, "%255s %255s %511s %64s", key->id, key->ds, w, key->dek_sha) != 4)
+			continue;
+		if (sl_b64_decode(w, 4096, &key->wrapped, &key->wrapped_len, "wrapped") != SL_OK)
+			return die("keys file", SL_E_INPUT);
+		nkeys++;
+	}
+	fclose(f);
+	if (nkeys == 0)
+		return fprintf(stderr, "kms_probe: no keys\n"), 1;
+	g_jobs = calloc(n, sizeof(*g_jobs));
+	g_njobs = n;
+	t0 = sl_now_ns();
+	for (size_t i = 0; i < n; i++) {
+		sl_err rc = prepare(k, &g_jobs[i], false);
+		if (rc != SL_OK)
+			return die("prepare", rc);
+		g_jobs[i].key = i % nkeys;
+	}
+	fprintf(stderr, "kms_probe: prepared %zu challenges + quotes in %.1f s\n", n,
+	        (double)(sl_now_ns() - t0) / 1e9);
+	th = calloc(conc, sizeof(*th));
+	t0 = sl_now_ns();
+	for (size_t i = 0; i < conc; i++)
+		pthread_create(&th[i], NULL, worker, NULL);
+	for (size_t i = 0; i < conc; i++)
+		pthread_join(th[i], NULL);
+	wall = sl_now_ns() - t0;
+	lat = calloc(n, sizeof(*lat));
+	for (size_t i = 0; i < n; i++)
+		lat[i] = g_jobs[i].ns;
+	qsort(lat, n, sizeof(*lat), cmp_u64);
+	printf("concurrency=%zu releases=%zu failed=%d wall_s=%.3f releases_per_s=%.0f "
+	       "p50_ms=%.2f p99_ms=%.2f\n",
+	       conc, n, atomic_load(&g_fail), (double)wall / 1e9, (double)n / ((double)wall / 1e9),
+	       (double)lat[n / 2] / 1e6,
+	       (double)lat[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / 1e6);
+	return atomic_load(&g_fail) == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	sl_kms *k = NULL;
+	sl_err rc = sl_crypto_init();
+	if (rc != SL_OK || argc < 4)
+		return fprintf(stderr, "usage: kms_probe URL CA release|burst ...\n"), 1;
+	g_url = argv[1];
+	g_ca = argv[2];
+	sl_kms_opts ko = {.url = g_url, .ca_file = g_ca};
+	if ((rc = sl_kms_new(&ko, &k)) != SL_OK)
+		return die("client", rc);
+	int ret;
+	if (strcmp(argv[3], "release") == 0 && argc >= 7)
+		ret = cmd_release(k, argv + 4, argc - 4);
+	else if (strcmp(argv[3], "enroll-wrong") == 0)
+		ret = cmd_enroll_wrong(k);
+	else if (strcmp(argv[3], "burst") == 0 && argc >= 7)
+		ret = cmd_burst(k, argv + 4);
+	else
+		ret = (fprintf(stderr, "kms_probe: bad arguments\n"), 1);
+	sl_kms_free(k);
+	return ret;
+}

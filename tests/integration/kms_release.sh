@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# seclaunchd end to end over TLS on loopback with a real swtpm: enrollment,
+# key creation, encryption with the KMS, decryption through an attested
+# release; then every refusal with its status (exit code) and reason code.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/tpm2_lib.bash"
+. "$(dirname "$0")/kms_lib.bash"
+
+cd "$T" || exit 1
+build_probe || { echo "cannot build kms_probe" >&2; exit 1; }
+start_swtpm_tcti tpm
+start_kms "$T/kms" || exit 1
+export SECLAUNCH_KMS_CA=$KMS_CA
+head -c 3000000 /dev/urandom >plain
+
+# --- the full path ------------------------------------------------------
+check "enroll the TPM's AK" 0 "$SL" enroll --kms "$KMS_URL"
+assert "enroll prints the AK name" grep -Eq "^enrolled AK 000b[0-9a-f]{64}$" "$T/out"
+check "enroll is idempotent" 0 "$SL" enroll --kms "$KMS_URL" -q
+check "key create" 0 "$SL" key create --kms "$KMS_URL" --admin-token-file "$KMS_TOKEN" --id k1
+check_err "key create of an existing id: 409" 5 "409 Conflict: key 'k1' already exists" \
+	"$SL" key create --kms "$KMS_URL" --admin-token-file "$KMS_TOKEN" --id k1
+check "encrypt --kms" 0 "$SL" encrypt --kms "$KMS_URL" --key-id k1 --admin-token-file "$KMS_TOKEN" \
+	--dataset-id ds-A plain -o a.sld
+assert "the header names the KMS and key" \
+	sh -c "'$SL' inspect a.sld | grep -q '\"key_id\": \"k1\"'"
+check "decrypt --kms (challenge, quote, release)" 0 "$SL" decrypt --kms "$KMS_URL" a.sld -o dec.bin
+assert "plaintext round trip" cmp -s plain dec.bin
+assert "release audited as allow" grep -q '"event":"kms.release".*"decision":"allow"' "$KMS_STATE/audit.log"
+assert "metrics count the release" test "$(kms_metric seclaunchd_releases_total)" -ge 1
+W=$(wrapped_of a.sld)
+
+# --- refusals (exit 4 = denied, with the reason code) -------------------
+check_err "nonce reused" 4 "\[nonce_reused\]" "$PROBE" "$KMS_URL" "$KMS_CA" release k1 ds-A "$W" reuse
+check_err "nonce never issued" 4 "\[nonce_unknown\]" "$PROBE" "$KMS_URL" "$KMS_CA" release k1 ds-A "$W" unknown-nonce
+check_err "evidence bound to another eph_pub" 4 "\[binding_mismatch\].*extraData" \
+	"$PROBE" "$KMS_URL" "$KMS_CA" release k1 ds-A "$W" other-eph
+check_err "policy digest skew names both digests" 4 \
+	"\[policy_digest_mismatch\].*binds policy [0-9a-f]{64} but this server enforces [0-9a-f]{64}" \
+	"$PROBE" "$KMS_URL" "$KMS_CA" release k1 ds-A "$W" digest
+check_err "unknown key id" 4 "\[key_unknown\].*'k9'" "$PROBE" "$KMS_URL" "$KMS_CA" release k9 ds-A "$W"
+check_err "wrapped DEK of dataset A presented as B" 4 "\[unwrap_failed\].*key 'k1' for dataset 'ds-B'" \
+	"$PROBE" "$KMS_URL" "$KMS_CA" release k1 ds-A "$W" dataset:ds-B
+check_err "wrapped DEK bit-flipped" 4 "\[unwrap_failed\].*key 'k1'" \
+	"$PROBE" "$KMS_URL" "$KMS_CA" release k1 ds-A "$W" flip
+check "the untouched request still releases" 0 "$PROBE" "$KMS_URL" "$KMS_CA" release k1 ds-A "$W"
+assert "denials audited with reasons" grep -q '"decision":"deny","reasons":\[{"code":"nonce_reused"' "$KMS_STATE/audit.log"
+assert "denials counted by reason" test "$(kms_metric 'seclaunchd_denials_total{reason="unwrap_failed"}')" -eq 2
+
+# --- admin token ---------------------------------------------------------
+echo "not-the-admin-token-at-all" >bad.token
+chmod 600 bad.token
+check_err "wrong admin token: 401" 5 "401 Unauthorized" \
+	"$SL" key create --kms "$KMS_URL" --admin-token-file bad.token --id k2
+curl -s -o noauth.json -w '%{http_code}' --cacert "$KMS_CA" -d '{"id":"k3"}' "$KMS_URL/v1/keys" >noauth.code
+assert "missing admin token: 401 naming the header" \
+	sh -c "grep -qx 401 noauth.code && grep -q 'missing .*Authorization: Bearer' noauth.json"
+check_err "encrypt --kms with the wrong token fails before writing" 5 "401" \
+	"$SL" encrypt --kms "$KMS_URL" --key-id k1 --admin-token-file bad.token --dataset-id ds-A plain -o b.sld
+assert "no output left behind" test ! -e b.sld
+
+# --- enrollment ----------------------------------------------------------
+check_err "enrollment answered with the wrong credential" 5 "403.*activated credential does not match" \
+	"$PROBE" "$KMS_URL" "$KMS_CA" enroll-wrong
+start_swtpm_tcti tpm2
+check_err "evidence from a TPM whose AK is not enrolled" 4 "\[ak_not_enrolled\]" \
+	"$SL" decrypt --kms "$KMS_URL" a.sld -o dec2.bin
+assert "no plaintext from a refused release" test ! -e dec2.bin
+check "after enrolling that TPM it releases" 0 "$SL" enroll --kms "$KMS_URL" -q
+check "decrypt from the second TPM" 0 "$SL" decrypt --kms "$KMS_URL" a.sld -o dec2.bin
+finish
