@@ -35,5 +35,6 @@ int cmd_attest(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_enroll(int argc, char **argv);
 int cmd_key(int argc, char **argv);
+int cmd_evidence(int argc, char **argv);
 
 #endif

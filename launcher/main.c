@@ -14,6 +14,7 @@ static const struct sl_cmd commands[] = {
     {"policy", cmd_policy, "sign, verify, check and explain compliance policies"},
     {"attest", cmd_attest, "collect attestation evidence (TPM quote, SEV-SNP/TDX report)"},
     {"verify", cmd_verify, "verify attestation evidence and print its claims"},
+    {"evidence", cmd_evidence, "import an SEV-SNP report or TDX quote as evidence JSON"},
     {"enroll", cmd_enroll, "enroll this machine's TPM attestation key with seclaunchd"},
     {"key", cmd_key, "create a key-encryption key in seclaunchd (admin)"},
     {"audit", cmd_audit, "verify or export the tamper-evident audit log; make its checkpoint key"},

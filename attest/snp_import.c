@@ -1,0 +1,130 @@
+/* seclaunch evidence import: raw report / quote -> evidence JSON. */
+#include <ctype.h>
+#include <openssl/x509.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "snp_import.h"
+#include "snp_report.h"
+#include "tdx_quote.h"
+#include "x509_util.h"
+#include "seclaunch/util.h"
+
+/* The evidence key for an AMD certificate, from its subject CN. */
+static const char *amd_cert_key(const char *cn)
+{
+	if (strcmp(cn, "SEV-VCEK") == 0)
+		return "vcek";
+	if (strcmp(cn, "SEV-VLEK") == 0)
+		return "vlek";
+	if (strncmp(cn, "SEV-VLEK-", 9) == 0)
+		return "asvk";
+	if (strncmp(cn, "ARK-", 4) == 0)
+		return "ark";
+	if (strncmp(cn, "SEV-", 4) == 0)
+		return "ask";
+	return NULL;
+}
+
+static sl_err add_certs(json_t *obj, const sl_blob *certs, size_t n)
+{
+	sl_err rc = SL_E_INPUT;
+	STACK_OF(X509) *st = sk_X509_new_null();
+	unsigned char *der = NULL;
+	char *b64 = NULL;
+
+	SL_ENSURE(st != NULL, SL_E_NOMEM, "certificates");
+	for (size_t i = 0; i < n; i++)
+		SL_GUARD(sl_x509_parse_blob(certs[i].p, certs[i].len, st, NULL, certs[i].name));
+	for (int i = 0; i < sk_X509_num(st); i++) {
+		char cn[64];
+		sl_x509_subject_cn(sk_X509_value(st, i), cn, sizeof(cn));
+		const char *key = amd_cert_key(cn);
+		SL_ENSURE(key != NULL, SL_E_INPUT,
+		          "certificate '%s' is not an AMD VCEK, VLEK, ASK, ASVK or ARK", cn);
+		SL_ENSURE(json_object_get(obj, key) == NULL, SL_E_INPUT,
+		          "two certificates for \"%s\" given", key);
+		int dl = i2d_X509(sk_X509_value(st, i), &der);
+		SL_ENSURE(dl > 0, SL_E_CRYPTO, "encoding certificate '%s'", cn);
+		SL_GUARD(sl_b64_encode(der, (size_t)dl, &b64));
+		SL_ENSURE(json_object_set_new(obj, key, json_string(b64)) == 0, SL_E_NOMEM,
+		          "certificates");
+		OPENSSL_free(der);
+		der = NULL;
+		free(b64);
+		b64 = NULL;
+	}
+	rc = SL_OK;
+out:
+	OPENSSL_free(der);
+	free(b64);
+	sk_X509_pop_free(st, X509_free);
+	return rc;
+}
+
+/* virtee/sev ships reports as hex text: accept that too. */
+static sl_err maybe_hex(const uint8_t *p, size_t len, uint8_t **bin, size_t *blen)
+{
+	size_t n = len;
+	while (n > 0 && isspace(p[n - 1]))
+		n--;
+	*bin = NULL;
+	if (n != 2 * SL_SNP_REPORT_LEN)
+		return SL_OK;
+	char *s = malloc(n + 1);
+	if (s == NULL)
+		return sl_err_set(SL_E_NOMEM, "report");
+	for (size_t i = 0; i < n; i++)
+		s[i] = (char)tolower(p[i]);
+	s[n] = '\0';
+	sl_err rc = sl_hex_decode_alloc(s, SL_SNP_REPORT_LEN, bin, blen, "report (hex)");
+	free(s);
+	return rc;
+}
+
+sl_err sl_evidence_import(const char *kind, const uint8_t *report, size_t len, const sl_blob *certs,
+                          size_t ncerts, json_t **out)
+{
+	sl_err rc = SL_E_USAGE;
+	json_t *ev = NULL, *cj = NULL;
+	char *b64 = NULL;
+	uint8_t *bin = NULL;
+	size_t blen = 0;
+
+	*out = NULL;
+	if (strcmp(kind, "sev-snp") == 0) {
+		sl_snp_report r;
+		SL_GUARD(maybe_hex(report, len, &bin, &blen));
+		if (bin != NULL) {
+			report = bin;
+			len = blen;
+		}
+		SL_GUARD(sl_snp_report_parse(report, len, &r));
+		cj = json_object();
+		SL_ENSURE(cj != NULL, SL_E_NOMEM, "evidence");
+		SL_GUARD(add_certs(cj, certs, ncerts));
+	} else if (strcmp(kind, "tdx") == 0) {
+		sl_tdx_quote q;
+		SL_ENSURE(ncerts == 0, SL_E_USAGE,
+		          "--certs: a TDX quote carries its own PCK chain; put collateral in "
+		          "the verifier's --collateral directory");
+		SL_GUARD(sl_tdx_quote_parse(report, len, &q));
+	} else {
+		SL_FAIL(SL_E_USAGE, "--kind %s: want sev-snp or tdx", kind);
+	}
+	SL_GUARD(sl_b64_encode(report, len, &b64));
+	ev = json_pack("{s:s, s:s}", "kind", kind, strcmp(kind, "tdx") == 0 ? "quote" : "report",
+	               b64);
+	SL_ENSURE(ev != NULL, SL_E_NOMEM, "evidence");
+	if (cj != NULL && json_object_size(cj) > 0)
+		SL_ENSURE(json_object_set(ev, "certs", cj) == 0, SL_E_NOMEM, "evidence");
+	*out = ev;
+	ev = NULL;
+	rc = SL_OK;
+out:
+	json_decref(ev);
+	json_decref(cj);
+	free(b64);
+	free(bin);
+	return rc;
+}
