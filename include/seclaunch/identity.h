@@ -1,6 +1,8 @@
 /* Cloud identity documents: region evidence that a provider signed.
  *
  * A region counts for policy only when it comes from a verified document:
+ *   - GCP Confidential Space attestation token (PKI type: RS256 with an x5c
+ *     chain to a pinned root; fresh when eat_nonce holds hex(binding)).
  *   - GCP instance identity token (JWT, RS256) from the metadata server,
  *     requested with audience = hex(binding) and format=full, verified against
  *     Google's signing keys from a local JWKS cache file; iss, aud, exp/iat
@@ -22,6 +24,7 @@
  *                           (GCP iat; AWS pendingTime)
  *   cloud.project_id, cloud.project_number (GCP), cloud.account_id (AWS),
  *   cloud.instance_id
+ *   cloud.cs.dbgstat, cloud.cs.image_digest (GCP Confidential Space tokens)
  *
  * The document as it travels (KMS release "identity" array, --cloud-identity
  * files) is a JSON object:
@@ -56,6 +59,10 @@ typedef struct sl_identity_opts {
 	 * not checked and the claims say cloud.identity_fresh=false. */
 	const uint8_t *binding;
 	size_t binding_len;
+	/* GCP Confidential Space tokens (PKI type, x5c chain in the header): the
+	 * pinned root certificate file (PEM), e.g. "Confidential Space Root CA".
+	 * NULL: such tokens are refused. */
+	const char *gcp_cs_root;
 	time_t at;       /* verification time; 0 = now */
 	unsigned skew_s; /* allowed clock skew for iat/exp; 0 = 60 s */
 } sl_identity_opts;
