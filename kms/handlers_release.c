@@ -100,6 +100,11 @@ static void check_evidence(struct rel *r, const uint8_t binding[static SL_BINDIN
 		}
 		sl_claims_free(c);
 	}
+	/* every item verified with expect = this request's binding (the tpm2
+	 * kind reports the bound value itself rather than "verified") */
+	if (json_array_size(r->reasons) == 0 &&
+	    sl_claims_set(r->claims, "binding", "verified") != SL_OK)
+		deny(r, KMSD_D_EVIDENCE, NULL, "claims: %s", sl_err_detail());
 	for (size_t i = 0; i < json_array_size(r->req->identity); i++) {
 		sl_identity_opts io = {.gcp_jwks = cfg->gcp_jwks,
 		                       .aws_trust_dir = cfg->aws_trust_dir,

@@ -91,13 +91,18 @@ static sl_err release(sl_kms *k, struct job *j, const struct key *key, const cha
 	                     .dataset_id = ds,
 	                     .wrapped_dek = key->wrapped,
 	                     .wrapped_dek_len = key->wrapped_len};
+	/* KMS_PROBE_IDENTITY: a JSON array of identity documents to send */
+	const char *idt = getenv("KMS_PROBE_IDENTITY");
+	json_t *identity = idt != NULL ? json_loads(idt, 0, NULL) : NULL;
 	sl_kms_release_req rq = {.nonce = j->ch.nonce,
 	                         .eph_pub = j->eph_pub,
 	                         .policy_digest = digest,
 	                         .evidence = j->evidence,
+	                         .identity = identity,
 	                         .keys = &kr,
 	                         .nkeys = 1};
 	rc = sl_kms_release(k, &rq, j->eph_sk, dek);
+	json_decref(identity);
 	if (rc != SL_OK)
 		return rc;
 	sl_sha256(sl_secret_data(dek[0]), sl_secret_len(dek[0]), h);

@@ -68,4 +68,52 @@ check_err "evidence from a TPM whose AK is not enrolled" 4 "\[ak_not_enrolled\]"
 assert "no plaintext from a refused release" test ! -e dec2.bin
 check "after enrolling that TPM it releases" 0 "$SL" enroll --kms "$KMS_URL" -q
 check "decrypt from the second TPM" 0 "$SL" decrypt --kms "$KMS_URL" a.sld -o dec2.bin
+
+# --- nonce expiry: a server whose challenges live 1 s ---------------------
+echo '{"challenge_ttl_s": 1}' >ttl.json
+MAIN_URL=$KMS_URL MAIN_CA=$KMS_CA MAIN_STATE=$KMS_STATE
+start_kms "$T/kms-ttl" --config "$T/ttl.json" || exit 1
+check "enroll with the short-TTL server" 0 "$SL" enroll --kms "$KMS_URL" --kms-ca "$KMS_CA" -q
+check "key create there" 0 "$SL" key create --kms "$KMS_URL" --kms-ca "$KMS_CA" \
+	--admin-token-file "$KMS_TOKEN" --id k1
+check "encrypt there" 0 "$SL" encrypt --kms "$KMS_URL" --kms-ca "$KMS_CA" --key-id k1 \
+	--admin-token-file "$KMS_TOKEN" --dataset-id ds-A plain -o ttl.sld
+check_err "nonce expired" 4 "\[nonce_expired\]" \
+	"$PROBE" "$KMS_URL" "$KMS_CA" release k1 ds-A "$(wrapped_of ttl.sld)" expire:2
+check "in time it releases" 0 "$PROBE" "$KMS_URL" "$KMS_CA" release k1 ds-A "$(wrapped_of ttl.sld)"
+
+# --- a signed policy with PCR rules per dataset ----------------------------
+cat >policy.json <<'EOP'
+{"version": 1,
+ "allow_unverified_region": true,
+ "datasets": [
+  {"id": "ok-*", "allowed_regions": ["aws:eu-west-1"], "tee_kinds": ["tpm2"]},
+  {"id": "pcr-*", "allowed_regions": ["aws:eu-west-1"], "tee_kinds": ["tpm2"],
+   "measurements": {"tpm2": {"sha256": {"7": ["ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"]}}}}
+ ],
+ "keys": {"k1": ["ok-*", "pcr-*"]}}
+EOP
+check "policy keygen" 0 "$SL" policy keygen --secret-key pol.key --public-key pol.pub -W
+check "policy sign" 0 "$SL" policy sign --secret-key pol.key --policy policy.json
+start_kms "$T/kms-pol" --policy "$T/policy.json" --policy-pubkey "$T/pol.pub" || exit 1
+check "enroll (signed policy)" 0 "$SL" enroll --kms "$KMS_URL" --kms-ca "$KMS_CA" -q
+check "key create (signed policy)" 0 "$SL" key create --kms "$KMS_URL" --kms-ca "$KMS_CA" \
+	--admin-token-file "$KMS_TOKEN" --id k1
+for ds in ok-1 pcr-1; do
+	check "encrypt $ds" 0 "$SL" encrypt --kms "$KMS_URL" --kms-ca "$KMS_CA" --key-id k1 \
+		--admin-token-file "$KMS_TOKEN" --dataset-id $ds plain -o $ds.sld
+done
+export KMS_PROBE_IDENTITY='[{"kind": "unsigned", "region": "aws:eu-west-1"}]'
+check "dataset whose rule the claims meet: released" 0 \
+	"$PROBE" "$KMS_URL" "$KMS_CA" release k1 ok-1 "$(wrapped_of ok-1.sld)"
+check_err "PCR values not allowed for the key's dataset" 4 \
+	"\[policy_denied\].*measurements\.tpm2\.sha256\.7.*tpm\.pcr\.sha256\.7" \
+	"$PROBE" "$KMS_URL" "$KMS_CA" release k1 pcr-1 "$(wrapped_of pcr-1.sld)"
+check_err "without a region the policy refuses" 4 "\[policy_denied\].*no region claim" \
+	env -u KMS_PROBE_IDENTITY "$PROBE" "$KMS_URL" "$KMS_CA" release k1 ok-1 "$(wrapped_of ok-1.sld)"
+check_err "a client holding another policy version: skew names both digests" 4 \
+	"\[policy_digest_mismatch\]" "$PROBE" "$KMS_URL" "$KMS_CA" release k1 ok-1 "$(wrapped_of ok-1.sld)" digest
+assert "the signed policy's digest is in the audit records" \
+	grep -q "\"policy_digest\":\"$(sha256sum policy.json | cut -c1-64)\"" "$KMS_STATE/audit.log"
+unset KMS_PROBE_IDENTITY
 finish
