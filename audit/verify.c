@@ -236,7 +236,14 @@ static sl_err finish(vstate *v)
 	} else if (v->prev_unterminated) {
 		warn(v, v->prev_file, v->prev_line, "the last line has no newline");
 	}
-	if (v->have_anchor && !v->anchor_seen)
+	if (v->have_anchor && !v->anchor_seen && rep->records > 0 &&
+	    v->anchor_seq < rep->first_seq) {
+		/* --allow-partial: the anchor lies in a file that was not given */
+		warn(v, f, v->prev_line,
+		     "anchor not checked: its checkpoint (seq %llu) is before the first record "
+		     "given (seq %llu)",
+		     (unsigned long long)v->anchor_seq, (unsigned long long)rep->first_seq);
+	} else if (v->have_anchor && !v->anchor_seen)
 		SL_FAIL(SL_E_TRUNCATED,
 		        "%s:%zu (seq %llu): anchor: the log ends before the anchor's "
 		        "checkpoint at "

@@ -7,95 +7,94 @@
 #include "cli.h"
 #include "seclaunch/audit.h"
 
-static void usage_audit(FILE *f) {
-  fprintf(
-      f,
-      "Usage: seclaunch audit verify --pubkey K [OPTIONS] [LOG...]\n"
-      "       seclaunch audit export [--format jsonl|cef|ocsf|csv] [--since T] "
-      "[--until T]\n"
-      "                              [--event E] [--pubkey K] [--no-verify] "
-      "[-o OUT] [LOG...]\n"
-      "       seclaunch audit keygen --secret-key F --public-key F.pub\n"
-      "\n"
-      "The audit log is JSON Lines, each record carrying the SHA-256 of the "
-      "line\n"
-      "before it, with Ed25519-signed checkpoints (docs/audit.md).\n"
-      "\n"
-      "LOG: the files of one log, oldest first. Without LOG: --audit-log FILE "
-      "or\n"
-      "$SECLAUNCH_AUDIT_LOG, with its rotated files (FILE.<20-digit seq>) "
-      "before it.\n"
-      "\n"
-      "verify: checks the whole chain and every checkpoint's signature and "
-      "names\n"
-      "the first bad line (FILE:LINE, seq, check). Exit 0 valid (warnings, "
-      "e.g. a\n"
-      "torn final line from a crash, on stderr), 6 tampered or truncated, 1 "
-      "usage,\n"
-      "2 unreadable file or key.\n"
-      "  --pubkey K                  checkpoint public key (from audit "
-      "keygen); required\n"
-      "                              unless --chain-only\n"
-      "  --chain-only                check the hash chain only, not the "
-      "signatures\n"
-      "                              (someone who rewrites the whole log is "
-      "not caught)\n"
-      "  --require-final-checkpoint  the log must end with a closing "
-      "checkpoint: use on\n"
-      "                              a log whose writers have exited; detects "
-      "truncation\n"
-      "  --anchor FILE               a copy of LOG.anchor kept elsewhere: the "
-      "log must\n"
-      "                              still hold that checkpoint (detects "
-      "truncation)\n"
-      "  --allow-partial             the first file may start after seq 1 "
-      "(older rotated\n"
-      "                              files archived or deleted)\n"
-      "  --with-rotated              add each LOG's rotated files before it\n"
-      "  --audit-log FILE            the log (default $SECLAUNCH_AUDIT_LOG)\n"
-      "  --json                      print the report as JSON on stdout\n"
-      "  -q                          print nothing on success\n"
-      "\n"
-      "export: verifies first (as verify; --pubkey, --anchor, "
-      "--allow-partial,\n"
-      "--require-final-checkpoint apply), says on stderr what was verified, "
-      "and\n"
-      "refuses (exit 6) to export a broken chain.\n"
-      "  --format F      jsonl (default), cef, ocsf (1.3.0), csv (RFC 4180, "
-      "header row)\n"
-      "  --since T       records at or after T (RFC 3339 UTC, e.g. "
-      "2026-11-29T18:00:00Z\n"
-      "                  or 2026-11-29)\n"
-      "  --until T       records before T\n"
-      "  --event E       only event E; 'kms.*' selects every event starting "
-      "'kms.'\n"
-      "  --no-verify     export without verifying (says so on stderr)\n"
-      "  -o FILE         write to FILE (default stdout)\n"
-      "\n"
-      "keygen: a new checkpoint key pair; the secret key file is mode 0600.\n"
-      "  --secret-key F  --public-key F.pub\n");
+static void usage_audit(FILE *f)
+{
+	fprintf(f, "Usage: seclaunch audit verify --pubkey K [OPTIONS] [LOG...]\n"
+	           "       seclaunch audit export [--format jsonl|cef|ocsf|csv] [--since T] "
+	           "[--until T]\n"
+	           "                              [--event E] [--pubkey K] [--no-verify] "
+	           "[-o OUT] [LOG...]\n"
+	           "       seclaunch audit keygen --secret-key F --public-key F.pub\n"
+	           "\n"
+	           "The audit log is JSON Lines, each record carrying the SHA-256 of the "
+	           "line\n"
+	           "before it, with Ed25519-signed checkpoints (docs/audit.md).\n"
+	           "\n"
+	           "LOG: the files of one log, oldest first. Without LOG: --audit-log FILE "
+	           "or\n"
+	           "$SECLAUNCH_AUDIT_LOG, with its rotated files (FILE.<20-digit seq>) "
+	           "before it.\n"
+	           "\n"
+	           "verify: checks the whole chain and every checkpoint's signature and "
+	           "names\n"
+	           "the first bad line (FILE:LINE, seq, check). Exit 0 valid (warnings, "
+	           "e.g. a\n"
+	           "torn final line from a crash, on stderr), 6 tampered or truncated, 1 "
+	           "usage,\n"
+	           "2 unreadable file or key.\n"
+	           "  --pubkey K                  checkpoint public key (from audit "
+	           "keygen); required\n"
+	           "                              unless --chain-only\n"
+	           "  --chain-only                check the hash chain only, not the "
+	           "signatures\n"
+	           "                              (someone who rewrites the whole log is "
+	           "not caught)\n"
+	           "  --require-final-checkpoint  the log must end with a closing "
+	           "checkpoint: use on\n"
+	           "                              a log whose writers have exited; detects "
+	           "truncation\n"
+	           "  --anchor FILE               a copy of LOG.anchor kept elsewhere: the "
+	           "log must\n"
+	           "                              still hold that checkpoint (detects "
+	           "truncation)\n"
+	           "  --allow-partial             the first file may start after seq 1 "
+	           "(older rotated\n"
+	           "                              files archived or deleted)\n"
+	           "  --with-rotated              add each LOG's rotated files before it\n"
+	           "  --audit-log FILE            the log (default $SECLAUNCH_AUDIT_LOG)\n"
+	           "  --json                      print the report as JSON on stdout\n"
+	           "  -q                          print nothing on success\n"
+	           "\n"
+	           "export: verifies first (as verify; --pubkey, --anchor, "
+	           "--allow-partial,\n"
+	           "--require-final-checkpoint apply), says on stderr what was verified, "
+	           "and\n"
+	           "refuses (exit 6) to export a broken chain.\n"
+	           "  --format F      jsonl (default), cef, ocsf (1.3.0), csv (RFC 4180, "
+	           "header row)\n"
+	           "  --since T       records at or after T (RFC 3339 UTC, e.g. "
+	           "2026-11-29T18:00:00Z\n"
+	           "                  or 2026-11-29)\n"
+	           "  --until T       records before T\n"
+	           "  --event E       only event E; 'kms.*' selects every event starting "
+	           "'kms.'\n"
+	           "  --no-verify     export without verifying (says so on stderr)\n"
+	           "  -o FILE         write to FILE (default stdout)\n"
+	           "\n"
+	           "keygen: a new checkpoint key pair; the secret key file is mode 0600.\n"
+	           "  --secret-key F  --public-key F.pub\n");
 }
 
 enum {
-  OPT_PUBKEY = 256,
-  OPT_CHAIN_ONLY,
-  OPT_FINAL,
-  OPT_ANCHOR,
-  OPT_PARTIAL,
-  OPT_ROTATED,
-  OPT_AUDIT_LOG,
-  OPT_JSON,
-  OPT_FORMAT,
-  OPT_SINCE,
-  OPT_UNTIL,
-  OPT_EVENT,
-  OPT_NO_VERIFY,
-  OPT_SECRET,
-  OPT_PUBLIC,
-  OPT_CKEY,
-  OPT_EVERY,
-  OPT_ACTOR,
-  OPT_ROTATE,
+	OPT_PUBKEY = 256,
+	OPT_CHAIN_ONLY,
+	OPT_FINAL,
+	OPT_ANCHOR,
+	OPT_PARTIAL,
+	OPT_ROTATED,
+	OPT_AUDIT_LOG,
+	OPT_JSON,
+	OPT_FORMAT,
+	OPT_SINCE,
+	OPT_UNTIL,
+	OPT_EVENT,
+	OPT_NO_VERIFY,
+	OPT_SECRET,
+	OPT_PUBLIC,
+	OPT_CKEY,
+	OPT_EVERY,
+	OPT_ACTOR,
+	OPT_ROTATE,
 };
 
 static const struct option long_opts[] = {
@@ -123,398 +122,393 @@ static const struct option long_opts[] = {
 };
 
 typedef struct args {
-  const char *sub;
-  sl_audit_verify_opts v;
-  sl_audit_export_opts e;
-  bool chain_only, rotated, no_verify;
-  const char *audit_log, *out_path, *secret, *public;
-  const char *ckey, *actor;
-  unsigned every;
-  unsigned long long rotate;
-  bool has_rotate;
-  const char *format;
-  char **logs;
-  size_t nlogs;
+	const char *sub;
+	sl_audit_verify_opts v;
+	sl_audit_export_opts e;
+	bool chain_only, rotated, no_verify;
+	const char *audit_log, *out_path, *secret, *public;
+	const char *ckey, *actor;
+	unsigned every;
+	unsigned long long rotate;
+	bool has_rotate;
+	const char *format;
+	char **logs;
+	size_t nlogs;
 } args;
 
-static void warn_cb(void *ctx, const char *file, size_t line, const char *msg) {
-  (void)ctx;
-  fprintf(stderr, "seclaunch audit: warning: %s:%zu: %s\n", file, line, msg);
+static void warn_cb(void *ctx, const char *file, size_t line, const char *msg)
+{
+	(void)ctx;
+	fprintf(stderr, "seclaunch audit: warning: %s:%zu: %s\n", file, line, msg);
 }
 
 /* The files to read: LOG arguments as given (with their rotated files when
  * asked), else the configured log with its rotated files. */
-static sl_err collect_logs(args *a, char **argv, int first, int argc) {
-  sl_err rc = SL_E_USAGE;
-  char **files = NULL;
-  size_t n = 0;
+static sl_err collect_logs(args *a, char **argv, int first, int argc)
+{
+	sl_err rc = SL_E_USAGE;
+	char **files = NULL;
+	size_t n = 0;
 
-  if (first == argc) {
-    const char *p =
-        a->audit_log != NULL ? a->audit_log : getenv("SECLAUNCH_AUDIT_LOG");
-    SL_ENSURE(p != NULL && p[0] != '\0', SL_E_USAGE,
-              "no log: give LOG, --audit-log FILE or set SECLAUNCH_AUDIT_LOG");
-    return sl_audit_files(p, &a->logs, &a->nlogs);
-  }
-  for (int i = first; i < argc; i++) {
-    size_t k = 1;
-    if (a->rotated) {
-      SL_GUARD(sl_audit_files(argv[i], &files, &n));
-      k = n;
-    }
-    char **nl = realloc(a->logs, (a->nlogs + k) * sizeof(*nl));
-    SL_ENSURE(nl != NULL, SL_E_NOMEM, "allocating the file list");
-    a->logs = nl;
-    for (size_t j = 0; j < k; j++) {
-      a->logs[a->nlogs] = strdup(a->rotated ? files[j] : argv[i]);
-      SL_ENSURE(a->logs[a->nlogs] != NULL, SL_E_NOMEM, "allocating");
-      a->nlogs++;
-    }
-    sl_audit_files_free(files, n);
-    files = NULL;
-    n = 0;
-  }
-  rc = SL_OK;
+	if (first == argc) {
+		const char *p = a->audit_log != NULL ? a->audit_log : getenv("SECLAUNCH_AUDIT_LOG");
+		SL_ENSURE(p != NULL && p[0] != '\0', SL_E_USAGE,
+		          "no log: give LOG, --audit-log FILE or set SECLAUNCH_AUDIT_LOG");
+		return sl_audit_files(p, &a->logs, &a->nlogs);
+	}
+	for (int i = first; i < argc; i++) {
+		size_t k = 1;
+		if (a->rotated) {
+			SL_GUARD(sl_audit_files(argv[i], &files, &n));
+			k = n;
+		}
+		char **nl = realloc(a->logs, (a->nlogs + k) * sizeof(*nl));
+		SL_ENSURE(nl != NULL, SL_E_NOMEM, "allocating the file list");
+		a->logs = nl;
+		for (size_t j = 0; j < k; j++) {
+			a->logs[a->nlogs] = strdup(a->rotated ? files[j] : argv[i]);
+			SL_ENSURE(a->logs[a->nlogs] != NULL, SL_E_NOMEM, "allocating");
+			a->nlogs++;
+		}
+		sl_audit_files_free(files, n);
+		files = NULL;
+		n = 0;
+	}
+	rc = SL_OK;
 out:
-  sl_audit_files_free(files, n);
-  return rc;
+	sl_audit_files_free(files, n);
+	return rc;
 }
 
-static void print_report(const args *a, const sl_audit_report *r, FILE *f) {
-  if (sl_cli_json) {
-    json_t *o = json_pack(
-        "{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:s, s:i}",
-        "valid", 1, "records", (json_int_t)r->records, "checkpoints",
-        (json_int_t)r->checkpoints, "first_seq", (json_int_t)r->first_seq,
-        "last_seq", (json_int_t)r->last_seq, "last_checkpoint",
-        (json_int_t)r->last_checkpoint, "unsigned_tail",
-        (json_int_t)r->unsigned_tail, "torn_lines", (json_int_t)r->torn_lines,
-        "torn_tail", r->torn_tail, "final_checkpoint", r->final_checkpoint,
-        "signatures_checked", r->signatures_checked, "head", r->head, "files",
-        (int)a->nlogs);
-    json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    fputc('\n', f);
-    json_decref(o);
-    return;
-  }
-  fprintf(f,
-          "verified %llu records (seq %llu..%llu) in %zu file(s): hash chain "
-          "intact; ",
-          (unsigned long long)r->records, (unsigned long long)r->first_seq,
-          (unsigned long long)r->last_seq, a->nlogs);
-  if (r->signatures_checked)
-    fprintf(f, "%llu checkpoint signature(s) valid",
-            (unsigned long long)r->checkpoints);
-  else
-    fprintf(f, "checkpoint signatures NOT checked (no --pubkey)");
-  if (r->final_checkpoint)
-    fprintf(f, "; ends with a closing checkpoint");
-  else if (r->unsigned_tail > 0)
-    fprintf(f, "; %llu record(s) after the last checkpoint",
-            (unsigned long long)r->unsigned_tail);
-  if (r->torn_lines > 0)
-    fprintf(f, "; %llu torn line(s)%s", (unsigned long long)r->torn_lines,
-            r->torn_tail ? " at the end" : "");
-  fprintf(f, "; head %.16s\n", r->head);
+static void print_report(const args *a, const sl_audit_report *r, FILE *f)
+{
+	if (sl_cli_json) {
+		json_t *o = json_pack(
+		    "{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:s, s:i}", "valid", 1,
+		    "records", (json_int_t)r->records, "checkpoints", (json_int_t)r->checkpoints,
+		    "first_seq", (json_int_t)r->first_seq, "last_seq", (json_int_t)r->last_seq,
+		    "last_checkpoint", (json_int_t)r->last_checkpoint, "unsigned_tail",
+		    (json_int_t)r->unsigned_tail, "torn_lines", (json_int_t)r->torn_lines,
+		    "torn_tail", r->torn_tail, "final_checkpoint", r->final_checkpoint,
+		    "signatures_checked", r->signatures_checked, "head", r->head, "files",
+		    (int)a->nlogs);
+		json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		fputc('\n', f);
+		json_decref(o);
+		return;
+	}
+	fprintf(f,
+	        "verified %llu records (seq %llu..%llu) in %zu file(s): hash chain "
+	        "intact; ",
+	        (unsigned long long)r->records, (unsigned long long)r->first_seq,
+	        (unsigned long long)r->last_seq, a->nlogs);
+	if (r->signatures_checked)
+		fprintf(f, "%llu checkpoint signature(s) valid",
+		        (unsigned long long)r->checkpoints);
+	else
+		fprintf(f, "checkpoint signatures NOT checked (no --pubkey)");
+	if (r->final_checkpoint)
+		fprintf(f, "; ends with a closing checkpoint");
+	else if (r->unsigned_tail > 0)
+		fprintf(f, "; %llu record(s) after the last checkpoint",
+		        (unsigned long long)r->unsigned_tail);
+	if (r->torn_lines > 0)
+		fprintf(f, "; %llu torn line(s)%s", (unsigned long long)r->torn_lines,
+		        r->torn_tail ? " at the end" : "");
+	fprintf(f, "; head %.16s\n", r->head);
 }
 
-static int do_keygen(args *a) {
-  if (a->secret == NULL || a->public == NULL)
-    return sl_cli_usage("audit keygen",
-                        "need --secret-key F and --public-key F.pub");
-  sl_err rc = sl_audit_keygen(a->secret, a->public);
-  if (rc != SL_OK)
-    return sl_cli_fail("audit keygen", rc);
-  if (!sl_cli_quiet)
-    printf("wrote %s (secret, 0600) and %s (public)\n", a->secret, a->public);
-  return 0;
+static int do_keygen(args *a)
+{
+	if (a->secret == NULL || a->public == NULL)
+		return sl_cli_usage("audit keygen", "need --secret-key F and --public-key F.pub");
+	sl_err rc = sl_audit_keygen(a->secret, a->public);
+	if (rc != SL_OK)
+		return sl_cli_fail("audit keygen", rc);
+	if (!sl_cli_quiet)
+		printf("wrote %s (secret, 0600) and %s (public)\n", a->secret, a->public);
+	return 0;
 }
 
-static int do_verify(args *a) {
-  sl_audit_report rep;
-  if (a->v.pubkey_path == NULL && !a->chain_only)
-    return sl_cli_usage(
-        "audit verify",
-        "--pubkey K is required (or --chain-only, which does not check "
-        "signatures)");
-  sl_err rc =
-      sl_audit_verify((const char *const *)a->logs, a->nlogs, &a->v, &rep);
-  if (rc != SL_OK)
-    return sl_cli_fail("audit verify", rc);
-  if (!sl_cli_quiet || sl_cli_json)
-    print_report(a, &rep, stdout);
-  return 0;
+static int do_verify(args *a)
+{
+	sl_audit_report rep;
+	if (a->v.pubkey_path == NULL && !a->chain_only)
+		return sl_cli_usage("audit verify",
+		                    "--pubkey K is required (or --chain-only, which does not check "
+		                    "signatures)");
+	sl_err rc = sl_audit_verify((const char *const *)a->logs, a->nlogs, &a->v, &rep);
+	if (rc != SL_OK)
+		return sl_cli_fail("audit verify", rc);
+	if (!sl_cli_quiet || sl_cli_json)
+		print_report(a, &rep, stdout);
+	return 0;
 }
 
 /* One input line: a JSON object with the record's own fields. */
-static sl_err append_line(sl_audit *log, const char *line, size_t len,
-                          size_t lineno) {
-  static const char *const keys[] = {"event",   "job_id",        "dataset_id",
-                                     "key_id",  "policy_digest", "decision",
-                                     "reasons", "claims_digest", "details"};
-  sl_err rc = SL_E_INPUT;
-  json_error_t jerr;
-  json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
-  const char *k;
-  json_t *v;
-  sl_audit_record r;
+static sl_err append_line(sl_audit *log, const char *line, size_t len, size_t lineno)
+{
+	static const char *const keys[] = {"event",   "job_id",        "dataset_id",
+	                                   "key_id",  "policy_digest", "decision",
+	                                   "reasons", "claims_digest", "details"};
+	sl_err rc = SL_E_INPUT;
+	json_error_t jerr;
+	json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	const char *k;
+	json_t *v;
+	sl_audit_record r;
 
-  SL_ENSURE(json_is_object(o), SL_E_INPUT, "stdin:%zu: not a JSON object (%s)",
-            lineno, o == NULL ? jerr.text : "wrong type");
-  json_object_foreach(o, k, v) {
-    bool known = false;
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-      known = known || strcmp(k, keys[i]) == 0;
-    SL_ENSURE(known, SL_E_INPUT, "stdin:%zu: unknown field '%.64s'", lineno, k);
-    SL_ENSURE(json_is_null(v) || json_is_string(v) ||
-                  strcmp(k, "reasons") == 0 || strcmp(k, "details") == 0,
-              SL_E_INPUT, "stdin:%zu: field '%s' must be a string", lineno, k);
-  }
-  r = (sl_audit_record){
-      .event = json_string_value(json_object_get(o, "event")),
-      .job_id = json_string_value(json_object_get(o, "job_id")),
-      .dataset_id = json_string_value(json_object_get(o, "dataset_id")),
-      .key_id = json_string_value(json_object_get(o, "key_id")),
-      .policy_digest = json_string_value(json_object_get(o, "policy_digest")),
-      .decision = json_string_value(json_object_get(o, "decision")),
-      .reasons = json_is_null(json_object_get(o, "reasons"))
-                     ? NULL
-                     : json_object_get(o, "reasons"),
-      .claims_digest = json_string_value(json_object_get(o, "claims_digest")),
-      .details = json_is_null(json_object_get(o, "details"))
-                     ? NULL
-                     : json_object_get(o, "details"),
-  };
-  SL_ENSURE(r.event != NULL, SL_E_INPUT, "stdin:%zu: field 'event' is required",
-            lineno);
-  rc = sl_audit_append(log, &r);
-  if (rc != SL_OK)
-    rc = sl_err_wrap(rc, "stdin:%zu", lineno);
+	SL_ENSURE(json_is_object(o), SL_E_INPUT, "stdin:%zu: not a JSON object (%s)", lineno,
+	          o == NULL ? jerr.text : "wrong type");
+	json_object_foreach (o, k, v) {
+		bool known = false;
+		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+			known = known || strcmp(k, keys[i]) == 0;
+		SL_ENSURE(known, SL_E_INPUT, "stdin:%zu: unknown field '%.64s'", lineno, k);
+		SL_ENSURE(json_is_null(v) || json_is_string(v) || strcmp(k, "reasons") == 0 ||
+		              strcmp(k, "details") == 0,
+		          SL_E_INPUT, "stdin:%zu: field '%s' must be a string", lineno, k);
+	}
+	r = (sl_audit_record){
+	    .event = json_string_value(json_object_get(o, "event")),
+	    .job_id = json_string_value(json_object_get(o, "job_id")),
+	    .dataset_id = json_string_value(json_object_get(o, "dataset_id")),
+	    .key_id = json_string_value(json_object_get(o, "key_id")),
+	    .policy_digest = json_string_value(json_object_get(o, "policy_digest")),
+	    .decision = json_string_value(json_object_get(o, "decision")),
+	    .reasons =
+	        json_is_null(json_object_get(o, "reasons")) ? NULL : json_object_get(o, "reasons"),
+	    .claims_digest = json_string_value(json_object_get(o, "claims_digest")),
+	    .details =
+	        json_is_null(json_object_get(o, "details")) ? NULL : json_object_get(o, "details"),
+	};
+	SL_ENSURE(r.event != NULL, SL_E_INPUT, "stdin:%zu: field 'event' is required", lineno);
+	rc = sl_audit_append(log, &r);
+	if (rc != SL_OK)
+		rc = sl_err_wrap(rc, "stdin:%zu", lineno);
 out:
-  json_decref(o);
-  return rc;
+	json_decref(o);
+	return rc;
 }
 
-static int do_append(args *a) {
-  sl_audit *log = NULL;
-  char *line = NULL;
-  size_t cap = 0, lineno = 0;
-  ssize_t n;
-  sl_err rc;
-  const char *path =
-      a->audit_log != NULL ? a->audit_log : getenv("SECLAUNCH_AUDIT_LOG");
+static int do_append(args *a)
+{
+	sl_audit *log = NULL;
+	char *line = NULL;
+	size_t cap = 0, lineno = 0;
+	ssize_t n;
+	sl_err rc;
+	const char *path = a->audit_log != NULL ? a->audit_log : getenv("SECLAUNCH_AUDIT_LOG");
 
-  if (path == NULL || path[0] == '\0')
-    return sl_cli_usage("audit append",
-                        "no log: --audit-log FILE or SECLAUNCH_AUDIT_LOG");
-  rc = sl_audit_open(path, a->ckey,
-                     a->actor != NULL ? a->actor : "seclaunch audit append",
-                     a->every, &log);
-  if (rc != SL_OK)
-    return sl_cli_fail("audit append", rc);
-  if (a->has_rotate)
-    sl_audit_set_rotation(log, a->rotate);
-  while ((n = getline(&line, &cap, stdin)) > 0) {
-    lineno++;
-    if ((size_t)n > SL_AUDIT_MAX_LINE) {
-      rc = sl_err_set(SL_E_TOO_LARGE, "stdin:%zu: line over %u bytes", lineno,
-                      SL_AUDIT_MAX_LINE);
-      break;
-    }
-    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-      n--;
-    if (n == 0)
-      continue;
-    rc = append_line(log, line, (size_t)n, lineno);
-    if (rc != SL_OK)
-      break;
-  }
-  free(line);
-  /* the closing checkpoint is written even after a bad input line */
-  sl_err crc = sl_audit_close(log);
-  if (rc == SL_OK)
-    rc = crc;
-  if (rc != SL_OK)
-    return sl_cli_fail("audit append", rc);
-  return 0;
+	if (path == NULL || path[0] == '\0')
+		return sl_cli_usage("audit append",
+		                    "no log: --audit-log FILE or SECLAUNCH_AUDIT_LOG");
+	rc = sl_audit_open(path, a->ckey, a->actor != NULL ? a->actor : "seclaunch audit append",
+	                   a->every, &log);
+	if (rc != SL_OK)
+		return sl_cli_fail("audit append", rc);
+	if (a->has_rotate)
+		sl_audit_set_rotation(log, a->rotate);
+	while ((n = getline(&line, &cap, stdin)) > 0) {
+		lineno++;
+		if ((size_t)n > SL_AUDIT_MAX_LINE) {
+			rc = sl_err_set(SL_E_TOO_LARGE, "stdin:%zu: line over %u bytes", lineno,
+			                SL_AUDIT_MAX_LINE);
+			break;
+		}
+		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+			n--;
+		if (n == 0)
+			continue;
+		rc = append_line(log, line, (size_t)n, lineno);
+		if (rc != SL_OK)
+			break;
+	}
+	free(line);
+	/* the closing checkpoint is written even after a bad input line */
+	sl_err crc = sl_audit_close(log);
+	if (rc == SL_OK)
+		rc = crc;
+	if (rc != SL_OK)
+		return sl_cli_fail("audit append", rc);
+	return 0;
 }
 
-static int do_export(args *a) {
-  sl_audit_report rep;
-  FILE *out = stdout;
-  sl_err rc;
+static int do_export(args *a)
+{
+	sl_audit_report rep;
+	FILE *out = stdout;
+	sl_err rc;
 
-  if (a->format != NULL) {
-    rc = sl_audit_format_parse(a->format, &a->e.format);
-    if (rc != SL_OK)
-      return sl_cli_usage("audit export", "%s", sl_err_detail());
-  }
-  a->e.verify = !a->no_verify;
-  a->e.verify_opts = a->v;
-  if (a->out_path != NULL) {
-    out = fopen(a->out_path, "wxe");
-    if (out == NULL)
-      return sl_cli_fail(
-          "audit export",
-          sl_err_set(SL_E_IO, "%s: cannot create (exists?)", a->out_path));
-  }
-  rc =
-      sl_audit_export((const char *const *)a->logs, a->nlogs, &a->e, out, &rep);
-  if (out != stdout && fclose(out) != 0 && rc == SL_OK)
-    rc = sl_err_set(SL_E_IO, "%s: write failed", a->out_path);
-  if (rc != SL_OK) {
-    if (out != stdout)
-      remove(a->out_path);
-    if (a->e.verify && sl_err_exit_code(rc) == SL_CAT_INTEGRITY)
-      return sl_cli_fail("audit export (refusing to export a broken chain; "
-                         "--no-verify exports it anyway)",
-                         rc);
-    return sl_cli_fail("audit export", rc);
-  }
-  if (a->no_verify) {
-    fprintf(stderr, "seclaunch audit export: NOT verified (--no-verify)\n");
-  } else if (!sl_cli_quiet) {
-    fprintf(stderr, "seclaunch audit export: ");
-    bool j = sl_cli_json;
-    sl_cli_json = false;
-    print_report(a, &rep, stderr);
-    sl_cli_json = j;
-  }
-  return 0;
+	if (a->format != NULL) {
+		rc = sl_audit_format_parse(a->format, &a->e.format);
+		if (rc != SL_OK)
+			return sl_cli_usage("audit export", "%s", sl_err_detail());
+	}
+	a->e.verify = !a->no_verify;
+	a->e.verify_opts = a->v;
+	if (a->out_path != NULL) {
+		out = fopen(a->out_path, "wxe");
+		if (out == NULL)
+			return sl_cli_fail(
+			    "audit export",
+			    sl_err_set(SL_E_IO, "%s: cannot create (exists?)", a->out_path));
+	}
+	rc = sl_audit_export((const char *const *)a->logs, a->nlogs, &a->e, out, &rep);
+	if (out != stdout && fclose(out) != 0 && rc == SL_OK)
+		rc = sl_err_set(SL_E_IO, "%s: write failed", a->out_path);
+	if (rc != SL_OK) {
+		if (out != stdout)
+			remove(a->out_path);
+		if (a->e.verify && sl_err_exit_code(rc) == SL_CAT_INTEGRITY)
+			return sl_cli_fail("audit export (refusing to export a broken chain; "
+			                   "--no-verify exports it anyway)",
+			                   rc);
+		return sl_cli_fail("audit export", rc);
+	}
+	if (a->no_verify) {
+		fprintf(stderr, "seclaunch audit export: NOT verified (--no-verify)\n");
+	} else if (!sl_cli_quiet) {
+		fprintf(stderr, "seclaunch audit export: ");
+		bool j = sl_cli_json;
+		sl_cli_json = false;
+		print_report(a, &rep, stderr);
+		sl_cli_json = j;
+	}
+	return 0;
 }
 
-int cmd_audit(int argc, char **argv) {
-  args a;
-  int c, ret = 1;
-  sl_err rc;
+int cmd_audit(int argc, char **argv)
+{
+	args a;
+	int c, ret = 1;
+	sl_err rc;
 
-  memset(&a, 0, sizeof(a));
-  a.v.warn = warn_cb;
-  if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
-      strcmp(argv[1], "-h") == 0) {
-    usage_audit(argc < 2 ? stderr : stdout);
-    return argc < 2 ? 1 : 0;
-  }
-  a.sub = argv[1];
-  if (strcmp(a.sub, "verify") != 0 && strcmp(a.sub, "export") != 0 &&
-      strcmp(a.sub, "keygen") != 0 && strcmp(a.sub, "append") != 0)
-    return sl_cli_usage(
-        "audit", "unknown subcommand '%s' (verify, export, append, keygen)",
-        a.sub);
-  optind = 1;
-  while ((c = getopt_long(argc - 1, argv + 1, "hqo:", long_opts, NULL)) != -1) {
-    switch (c) {
-    case 'h':
-      usage_audit(stdout);
-      return 0;
-    case 'q':
-      sl_cli_quiet = true;
-      break;
-    case 'o':
-      a.out_path = optarg;
-      break;
-    case OPT_PUBKEY:
-      a.v.pubkey_path = optarg;
-      break;
-    case OPT_CHAIN_ONLY:
-      a.chain_only = true;
-      break;
-    case OPT_FINAL:
-      a.v.require_final_checkpoint = true;
-      break;
-    case OPT_ANCHOR:
-      a.v.anchor_path = optarg;
-      break;
-    case OPT_PARTIAL:
-      a.v.allow_partial = true;
-      break;
-    case OPT_ROTATED:
-      a.rotated = true;
-      break;
-    case OPT_AUDIT_LOG:
-      a.audit_log = optarg;
-      break;
-    case OPT_JSON:
-      sl_cli_json = true;
-      break;
-    case OPT_FORMAT:
-      a.format = optarg;
-      break;
-    case OPT_SINCE:
-    case OPT_UNTIL:
-      rc = sl_audit_time_parse(optarg,
-                               c == OPT_SINCE ? &a.e.since_ms : &a.e.until_ms,
-                               c == OPT_SINCE ? "--since" : "--until");
-      if (rc != SL_OK)
-        return sl_cli_usage("audit", "%s", sl_err_detail());
-      if (c == OPT_SINCE)
-        a.e.has_since = true;
-      else
-        a.e.has_until = true;
-      break;
-    case OPT_EVENT:
-      a.e.event = optarg;
-      break;
-    case OPT_NO_VERIFY:
-      a.no_verify = true;
-      break;
-    case OPT_SECRET:
-      a.secret = optarg;
-      break;
-    case OPT_PUBLIC:
-      a.public = optarg;
-      break;
-    case OPT_CKEY:
-      a.ckey = optarg;
-      break;
-    case OPT_ACTOR:
-      a.actor = optarg;
-      break;
-    case OPT_EVERY:
-    case OPT_ROTATE: {
-      char *end = NULL;
-      unsigned long long v = strtoull(optarg, &end, 10);
-      if (end == optarg || *end != '\0' || optarg[0] == '-' ||
-          (c == OPT_EVERY && (v == 0 || v > 1000000)))
-        return sl_cli_usage(
-            "audit", "%s: '%s' is not a valid number",
-            c == OPT_EVERY ? "--checkpoint-every" : "--rotate-bytes", optarg);
-      if (c == OPT_EVERY) {
-        a.every = (unsigned)v;
-      } else {
-        a.rotate = v;
-        a.has_rotate = true;
-      }
-      break;
-    }
-    default:
-      return sl_cli_usage("audit", "unknown option");
-    }
-  }
-  if (strcmp(a.sub, "keygen") == 0) {
-    if (optind + 1 != argc)
-      return sl_cli_usage("audit keygen", "takes no arguments");
-    return do_keygen(&a);
-  }
-  if (strcmp(a.sub, "append") == 0) {
-    if (optind + 1 != argc)
-      return sl_cli_usage("audit append",
-                          "reads records from stdin; no arguments");
-    return do_append(&a);
-  }
-  if (a.chain_only && a.v.pubkey_path != NULL)
-    return sl_cli_usage("audit",
-                        "--chain-only and --pubkey contradict each other");
-  rc = collect_logs(&a, argv, optind + 1, argc);
-  if (rc != SL_OK) {
-    ret = rc == SL_E_USAGE ? sl_cli_usage("audit", "%s", sl_err_detail())
-                           : sl_cli_fail("audit", rc);
-    goto out;
-  }
-  ret = strcmp(a.sub, "verify") == 0 ? do_verify(&a) : do_export(&a);
+	memset(&a, 0, sizeof(a));
+	a.v.warn = warn_cb;
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		usage_audit(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 1 : 0;
+	}
+	a.sub = argv[1];
+	if (strcmp(a.sub, "verify") != 0 && strcmp(a.sub, "export") != 0 &&
+	    strcmp(a.sub, "keygen") != 0 && strcmp(a.sub, "append") != 0)
+		return sl_cli_usage(
+		    "audit", "unknown subcommand '%s' (verify, export, append, keygen)", a.sub);
+	optind = 1;
+	while ((c = getopt_long(argc - 1, argv + 1, "hqo:", long_opts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			usage_audit(stdout);
+			return 0;
+		case 'q':
+			sl_cli_quiet = true;
+			break;
+		case 'o':
+			a.out_path = optarg;
+			break;
+		case OPT_PUBKEY:
+			a.v.pubkey_path = optarg;
+			break;
+		case OPT_CHAIN_ONLY:
+			a.chain_only = true;
+			break;
+		case OPT_FINAL:
+			a.v.require_final_checkpoint = true;
+			break;
+		case OPT_ANCHOR:
+			a.v.anchor_path = optarg;
+			break;
+		case OPT_PARTIAL:
+			a.v.allow_partial = true;
+			break;
+		case OPT_ROTATED:
+			a.rotated = true;
+			break;
+		case OPT_AUDIT_LOG:
+			a.audit_log = optarg;
+			break;
+		case OPT_JSON:
+			sl_cli_json = true;
+			break;
+		case OPT_FORMAT:
+			a.format = optarg;
+			break;
+		case OPT_SINCE:
+		case OPT_UNTIL:
+			rc = sl_audit_time_parse(optarg,
+			                         c == OPT_SINCE ? &a.e.since_ms : &a.e.until_ms,
+			                         c == OPT_SINCE ? "--since" : "--until");
+			if (rc != SL_OK)
+				return sl_cli_usage("audit", "%s", sl_err_detail());
+			if (c == OPT_SINCE)
+				a.e.has_since = true;
+			else
+				a.e.has_until = true;
+			break;
+		case OPT_EVENT:
+			a.e.event = optarg;
+			break;
+		case OPT_NO_VERIFY:
+			a.no_verify = true;
+			break;
+		case OPT_SECRET:
+			a.secret = optarg;
+			break;
+		case OPT_PUBLIC:
+			a.public = optarg;
+			break;
+		case OPT_CKEY:
+			a.ckey = optarg;
+			break;
+		case OPT_ACTOR:
+			a.actor = optarg;
+			break;
+		case OPT_EVERY:
+		case OPT_ROTATE: {
+			char *end = NULL;
+			unsigned long long v = strtoull(optarg, &end, 10);
+			if (end == optarg || *end != '\0' || optarg[0] == '-' ||
+			    (c == OPT_EVERY && (v == 0 || v > 1000000)))
+				return sl_cli_usage("audit", "%s: '%s' is not a valid number",
+				                    c == OPT_EVERY ? "--checkpoint-every"
+				                                   : "--rotate-bytes",
+				                    optarg);
+			if (c == OPT_EVERY) {
+				a.every = (unsigned)v;
+			} else {
+				a.rotate = v;
+				a.has_rotate = true;
+			}
+			break;
+		}
+		default:
+			return sl_cli_usage("audit", "unknown option");
+		}
+	}
+	if (strcmp(a.sub, "keygen") == 0) {
+		if (optind + 1 != argc)
+			return sl_cli_usage("audit keygen", "takes no arguments");
+		return do_keygen(&a);
+	}
+	if (strcmp(a.sub, "append") == 0) {
+		if (optind + 1 != argc)
+			return sl_cli_usage("audit append",
+			                    "reads records from stdin; no arguments");
+		return do_append(&a);
+	}
+	if (a.chain_only && a.v.pubkey_path != NULL)
+		return sl_cli_usage("audit", "--chain-only and --pubkey contradict each other");
+	rc = collect_logs(&a, argv, optind + 1, argc);
+	if (rc != SL_OK) {
+		ret = rc == SL_E_USAGE ? sl_cli_usage("audit", "%s", sl_err_detail())
+		                       : sl_cli_fail("audit", rc);
+		goto out;
+	}
+	ret = strcmp(a.sub, "verify") == 0 ? do_verify(&a) : do_export(&a);
 out:
-  for (size_t i = 0; i < a.nlogs; i++)
-    free(a.logs[i]);
-  free(a.logs);
-  return ret;
+	for (size_t i = 0; i < a.nlogs; i++)
+		free(a.logs[i]);
+	free(a.logs);
+	return ret;
 }
