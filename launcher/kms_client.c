@@ -56,8 +56,12 @@ sl_err sl_kms_new(const sl_kms_opts *o, sl_kms **out)
 	k->o = *o;
 	if (k->o.connect_timeout_ms == 0)
 		k->o.connect_timeout_ms = 5000;
-	if (k->o.total_timeout_ms == 0)
-		k->o.total_timeout_ms = 30000;
+	if (k->o.total_timeout_ms == 0) {
+		/* SECLAUNCH_KMS_TIMEOUT: seconds per attempt (default 30) */
+		const char *t = getenv("SECLAUNCH_KMS_TIMEOUT");
+		long s = t != NULL ? strtol(t, NULL, 10) : 0;
+		k->o.total_timeout_ms = s > 0 && s <= 3600 ? s * 1000 : 30000;
+	}
 	if (k->o.max_attempts == 0)
 		k->o.max_attempts = 4;
 	if (k->o.max_response == 0)

@@ -176,7 +176,7 @@ sl_err sl_kms_call(sl_kms *k, const char *path, const json_t *body, bool admin,
 			        ms, attempt + 2, k->o.max_attempts);
 		sleep_ms(ms);
 	}
-	if (b.overflow)
+	if (b.overflow || cc == CURLE_FILESIZE_EXCEEDED)
 		SL_FAIL(SL_E_KMS_PROTOCOL, "KMS %s: answer larger than the %zu-byte limit", path,
 		        k->o.max_response);
 	if (cc != CURLE_OK) {
