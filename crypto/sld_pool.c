@@ -15,172 +15,172 @@
 enum slot_state { SLOT_FREE, SLOT_READY, SLOT_BUSY, SLOT_DONE };
 
 struct slot {
-  sl_secret *buf;
-  size_t len;
-  enum slot_state state;
-  sl_err rc;
-  char msg[512]; /* the worker's error detail (details are thread-local) */
+	sl_secret *buf;
+	size_t len;
+	enum slot_state state;
+	sl_err rc;
+	char msg[512]; /* the worker's error detail (details are thread-local) */
 };
 
 struct pool {
-  const struct sld_pool_ops *ops;
-  pthread_mutex_t mu;
-  pthread_cond_t work_cv;
-  pthread_cond_t done_cv;
-  struct slot *slots;
-  size_t nslots;
-  uint64_t published; /* indices < published are READY or later */
-  uint64_t next_take;
-  bool stop;
+	const struct sld_pool_ops *ops;
+	pthread_mutex_t mu;
+	pthread_cond_t work_cv;
+	pthread_cond_t done_cv;
+	struct slot *slots;
+	size_t nslots;
+	uint64_t published; /* indices < published are READY or later */
+	uint64_t next_take;
+	bool stop;
 };
 
 struct worker {
-  struct pool *pool;
-  void *wstate;
-  pthread_t tid;
-  bool started;
+	struct pool *pool;
+	void *wstate;
+	pthread_t tid;
+	bool started;
 };
 
-static void *worker_main(void *arg) {
-  struct worker *w = arg;
-  struct pool *p = w->pool;
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct pool *p = w->pool;
 
-  pthread_mutex_lock(&p->mu);
-  for (;;) {
-    while (!p->stop && p->next_take >= p->published)
-      pthread_cond_wait(&p->work_cv, &p->mu);
-    if (p->stop)
-      break;
-    uint64_t i = p->next_take++;
-    struct slot *s = &p->slots[i % p->nslots];
-    s->state = SLOT_BUSY;
-    pthread_mutex_unlock(&p->mu);
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		while (!p->stop && p->next_take >= p->published)
+			pthread_cond_wait(&p->work_cv, &p->mu);
+		if (p->stop)
+			break;
+		uint64_t i = p->next_take++;
+		struct slot *s = &p->slots[i % p->nslots];
+		s->state = SLOT_BUSY;
+		pthread_mutex_unlock(&p->mu);
 
-    size_t len = s->len;
-    sl_err_clear();
-    sl_err rc =
-        p->ops->work(p->ops->ctx, w->wstate, i, sl_secret_data(s->buf), &len);
-    if (rc != SL_OK)
-      snprintf(s->msg, sizeof(s->msg), "%s", sl_err_detail());
+		size_t len = s->len;
+		sl_err_clear();
+		sl_err rc = p->ops->work(p->ops->ctx, w->wstate, i, sl_secret_data(s->buf), &len);
+		if (rc != SL_OK)
+			snprintf(s->msg, sizeof(s->msg), "%s", sl_err_detail());
 
-    pthread_mutex_lock(&p->mu);
-    s->len = len;
-    s->rc = rc;
-    s->state = SLOT_DONE;
-    pthread_cond_broadcast(&p->done_cv);
-  }
-  pthread_mutex_unlock(&p->mu);
-  return NULL;
+		pthread_mutex_lock(&p->mu);
+		s->len = len;
+		s->rc = rc;
+		s->state = SLOT_DONE;
+		pthread_cond_broadcast(&p->done_cv);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
 }
 
 /* One thread: the same steps without any locking. */
-static sl_err run_inline(const struct sld_pool_ops *ops) {
-  sl_err rc = SL_E_NOMEM;
-  sl_secret *buf = NULL;
-  void *ws = NULL;
-  bool ws_live = false;
+static sl_err run_inline(const struct sld_pool_ops *ops)
+{
+	sl_err rc = SL_E_NOMEM;
+	sl_secret *buf = NULL;
+	void *ws = NULL;
+	bool ws_live = false;
 
-  SL_GUARD(sl_secret_new(ops->buf_size, &buf));
-  SL_GUARD(ops->worker_init(ops->ctx, &ws));
-  ws_live = true;
-  for (uint64_t i = 0; i < ops->count; i++) {
-    size_t len = 0;
-    if (ops->fill != NULL)
-      SL_GUARD(ops->fill(ops->ctx, i, sl_secret_data(buf), &len));
-    SL_GUARD(ops->work(ops->ctx, ws, i, sl_secret_data(buf), &len));
-    SL_GUARD(ops->emit(ops->ctx, i, sl_secret_data(buf), len));
-  }
-  rc = SL_OK;
+	SL_GUARD(sl_secret_new(ops->buf_size, &buf));
+	SL_GUARD(ops->worker_init(ops->ctx, &ws));
+	ws_live = true;
+	for (uint64_t i = 0; i < ops->count; i++) {
+		size_t len = 0;
+		if (ops->fill != NULL)
+			SL_GUARD(ops->fill(ops->ctx, i, sl_secret_data(buf), &len));
+		SL_GUARD(ops->work(ops->ctx, ws, i, sl_secret_data(buf), &len));
+		SL_GUARD(ops->emit(ops->ctx, i, sl_secret_data(buf), len));
+	}
+	rc = SL_OK;
 out:
-  if (ws_live)
-    ops->worker_fini(ops->ctx, ws);
-  sl_secret_free(buf);
-  return rc;
+	if (ws_live)
+		ops->worker_fini(ops->ctx, ws);
+	sl_secret_free(buf);
+	return rc;
 }
 
-sl_err sld_pool_run(const struct sld_pool_ops *ops) {
-  sl_err rc = SL_E_NOMEM;
-  struct pool p = {.ops = ops};
-  struct worker *workers = NULL;
-  unsigned nthreads = ops->threads;
-  bool sync_live = false;
+sl_err sld_pool_run(const struct sld_pool_ops *ops)
+{
+	sl_err rc = SL_E_NOMEM;
+	struct pool p = {.ops = ops};
+	struct worker *workers = NULL;
+	unsigned nthreads = ops->threads;
+	bool sync_live = false;
 
-  if (nthreads == 0)
-    nthreads = 1;
-  if ((uint64_t)nthreads > ops->count)
-    nthreads = ops->count > 0 ? (unsigned)ops->count : 1;
-  if (nthreads == 1)
-    return run_inline(ops);
+	if (nthreads == 0)
+		nthreads = 1;
+	if ((uint64_t)nthreads > ops->count)
+		nthreads = ops->count > 0 ? (unsigned)ops->count : 1;
+	if (nthreads == 1)
+		return run_inline(ops);
 
-  p.nslots = 2 * (size_t)nthreads;
-  if (p.nslots > ops->count)
-    p.nslots = (size_t)ops->count;
-  p.slots = calloc(p.nslots, sizeof(*p.slots));
-  workers = calloc(nthreads, sizeof(*workers));
-  SL_ENSURE(p.slots != NULL && workers != NULL, SL_E_NOMEM,
-            "allocating the worker pool");
-  for (size_t k = 0; k < p.nslots; k++)
-    SL_GUARD(sl_secret_new(ops->buf_size, &p.slots[k].buf));
-  SL_ENSURE(pthread_mutex_init(&p.mu, NULL) == 0, SL_E_SYSTEM,
-            "pthread_mutex_init");
-  pthread_cond_init(&p.work_cv, NULL);
-  pthread_cond_init(&p.done_cv, NULL);
-  sync_live = true;
-  for (unsigned t = 0; t < nthreads; t++) {
-    workers[t].pool = &p;
-    SL_GUARD(ops->worker_init(ops->ctx, &workers[t].wstate));
-    SL_ENSURE(pthread_create(&workers[t].tid, NULL, worker_main, &workers[t]) ==
-                  0,
-              SL_E_SYSTEM, "starting decryption worker %u", t);
-    workers[t].started = true;
-  }
+	p.nslots = 2 * (size_t)nthreads;
+	if (p.nslots > ops->count)
+		p.nslots = (size_t)ops->count;
+	p.slots = calloc(p.nslots, sizeof(*p.slots));
+	workers = calloc(nthreads, sizeof(*workers));
+	SL_ENSURE(p.slots != NULL && workers != NULL, SL_E_NOMEM, "allocating the worker pool");
+	for (size_t k = 0; k < p.nslots; k++)
+		SL_GUARD(sl_secret_new(ops->buf_size, &p.slots[k].buf));
+	SL_ENSURE(pthread_mutex_init(&p.mu, NULL) == 0, SL_E_SYSTEM, "pthread_mutex_init");
+	pthread_cond_init(&p.work_cv, NULL);
+	pthread_cond_init(&p.done_cv, NULL);
+	sync_live = true;
+	for (unsigned t = 0; t < nthreads; t++) {
+		workers[t].pool = &p;
+		SL_GUARD(ops->worker_init(ops->ctx, &workers[t].wstate));
+		SL_ENSURE(pthread_create(&workers[t].tid, NULL, worker_main, &workers[t]) == 0,
+		          SL_E_SYSTEM, "starting decryption worker %u", t);
+		workers[t].started = true;
+	}
 
-  uint64_t dispatched = 0;
-  for (uint64_t i = 0; i < ops->count; i++) {
-    while (dispatched < ops->count && dispatched < i + p.nslots) {
-      struct slot *s = &p.slots[dispatched % p.nslots];
-      size_t len = 0;
-      if (ops->fill != NULL)
-        SL_GUARD(ops->fill(ops->ctx, dispatched, sl_secret_data(s->buf), &len));
-      pthread_mutex_lock(&p.mu);
-      s->len = len;
-      s->state = SLOT_READY;
-      p.published = ++dispatched;
-      pthread_cond_signal(&p.work_cv);
-      pthread_mutex_unlock(&p.mu);
-    }
-    struct slot *s = &p.slots[i % p.nslots];
-    pthread_mutex_lock(&p.mu);
-    while (s->state != SLOT_DONE)
-      pthread_cond_wait(&p.done_cv, &p.mu);
-    pthread_mutex_unlock(&p.mu);
-    if (s->rc != SL_OK)
-      SL_FAIL(s->rc, "%s", s->msg);
-    SL_GUARD(ops->emit(ops->ctx, i, sl_secret_data(s->buf), s->len));
-    s->state = SLOT_FREE;
-  }
-  rc = SL_OK;
+	uint64_t dispatched = 0;
+	for (uint64_t i = 0; i < ops->count; i++) {
+		while (dispatched < ops->count && dispatched < i + p.nslots) {
+			struct slot *s = &p.slots[dispatched % p.nslots];
+			size_t len = 0;
+			if (ops->fill != NULL)
+				SL_GUARD(
+				    ops->fill(ops->ctx, dispatched, sl_secret_data(s->buf), &len));
+			pthread_mutex_lock(&p.mu);
+			s->len = len;
+			s->state = SLOT_READY;
+			p.published = ++dispatched;
+			pthread_cond_signal(&p.work_cv);
+			pthread_mutex_unlock(&p.mu);
+		}
+		struct slot *s = &p.slots[i % p.nslots];
+		pthread_mutex_lock(&p.mu);
+		while (s->state != SLOT_DONE)
+			pthread_cond_wait(&p.done_cv, &p.mu);
+		pthread_mutex_unlock(&p.mu);
+		if (s->rc != SL_OK)
+			SL_FAIL(s->rc, "%s", s->msg);
+		SL_GUARD(ops->emit(ops->ctx, i, sl_secret_data(s->buf), s->len));
+		s->state = SLOT_FREE;
+	}
+	rc = SL_OK;
 out:
-  if (sync_live) {
-    pthread_mutex_lock(&p.mu);
-    p.stop = true;
-    pthread_cond_broadcast(&p.work_cv);
-    pthread_mutex_unlock(&p.mu);
-  }
-  for (unsigned t = 0; workers != NULL && t < nthreads; t++) {
-    if (workers[t].started)
-      pthread_join(workers[t].tid, NULL);
-    if (workers[t].wstate != NULL)
-      ops->worker_fini(ops->ctx, workers[t].wstate);
-  }
-  if (sync_live) {
-    pthread_cond_destroy(&p.work_cv);
-    pthread_cond_destroy(&p.done_cv);
-    pthread_mutex_destroy(&p.mu);
-  }
-  for (size_t k = 0; p.slots != NULL && k < p.nslots; k++)
-    sl_secret_free(p.slots[k].buf);
-  free(p.slots);
-  free(workers);
-  return rc;
+	if (sync_live) {
+		pthread_mutex_lock(&p.mu);
+		p.stop = true;
+		pthread_cond_broadcast(&p.work_cv);
+		pthread_mutex_unlock(&p.mu);
+	}
+	for (unsigned t = 0; workers != NULL && t < nthreads; t++) {
+		if (workers[t].started)
+			pthread_join(workers[t].tid, NULL);
+		if (workers[t].wstate != NULL)
+			ops->worker_fini(ops->ctx, workers[t].wstate);
+	}
+	if (sync_live) {
+		pthread_cond_destroy(&p.work_cv);
+		pthread_cond_destroy(&p.done_cv);
+		pthread_mutex_destroy(&p.mu);
+	}
+	for (size_t k = 0; p.slots != NULL && k < p.nslots; k++)
+		sl_secret_free(p.slots[k].buf);
+	free(p.slots);
+	free(workers);
+	return rc;
 }

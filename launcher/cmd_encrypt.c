@@ -14,301 +14,301 @@
 #include "seclaunch/secret.h"
 #include "seclaunch/sld.h"
 
-static void usage_encrypt(FILE *f) {
-  fprintf(
-      f,
-      "Usage: seclaunch encrypt (--key-file F | --kms URL --key-id ID "
-      "[--admin-token-file F])\n"
-      "                         --dataset-id D [--chunk-size N] [--aead A] "
-      "[--threads N]\n"
-      "                         [--force] [-q] IN -o OUT.sld\n"
-      "\n"
-      "Encrypts the regular file IN into the SLD v1 file OUT.sld "
-      "(docs/format-sld.md).\n"
-      "OUT.sld appears only once complete; an existing one is kept unless "
-      "--force.\n"
-      "\n"
-      "  --key-file F          the %d-byte data key made by 'seclaunch keygen' "
-      "(mode\n"
-      "                        0600; group- or world-readable files are "
-      "refused)\n"
-      "  --kms URL             have the KMS wrap a fresh data key (with "
-      "--key-id,\n"
-      "                        --admin-token-file, --kms-ca)\n"
-      "  --key-id ID           the KMS key that wraps the data key\n"
-      "  --admin-token-file F  the KMS admin token (mode 0600)\n"
-      "  --kms-ca FILE         CA bundle for the KMS's TLS certificate\n"
-      "  --dataset-id D        the dataset's id (UTF-8, 1..255 bytes; "
-      "required)\n"
-      "  --chunk-size N        bytes per chunk: a power of two from 64K to "
-      "64M,\n"
-      "                        with an optional K or M suffix (default 4M)\n"
-      "  --aead A              aes-256-gcm (default) or xchacha20-poly1305 "
-      "(for CPUs\n"
-      "                        without AES instructions)\n"
-      "  --threads N           worker threads (default: online CPUs)\n"
-      "  -o, --output OUT.sld  the output file ('-' for stdout, never a "
-      "terminal)\n"
-      "  --force               replace an existing OUT.sld\n"
-      "  -q, --quiet           no progress line, no summary\n"
-      "  -h, --help            this text\n"
-      "\n"
-      "Exit codes: 0 ok, 1 usage, 2 input error (unreadable IN or key file, "
-      "unsafe\n"
-      "key file permissions, output exists), 7 system error.\n",
-      SL_SLD_DEK_LEN);
+static void usage_encrypt(FILE *f)
+{
+	fprintf(f,
+	        "Usage: seclaunch encrypt (--key-file F | --kms URL --key-id ID "
+	        "[--admin-token-file F])\n"
+	        "                         --dataset-id D [--chunk-size N] [--aead A] "
+	        "[--threads N]\n"
+	        "                         [--force] [-q] IN -o OUT.sld\n"
+	        "\n"
+	        "Encrypts the regular file IN into the SLD v1 file OUT.sld "
+	        "(docs/format-sld.md).\n"
+	        "OUT.sld appears only once complete; an existing one is kept unless "
+	        "--force.\n"
+	        "\n"
+	        "  --key-file F          the %d-byte data key made by 'seclaunch keygen' "
+	        "(mode\n"
+	        "                        0600; group- or world-readable files are "
+	        "refused)\n"
+	        "  --kms URL             have the KMS wrap a fresh data key (with "
+	        "--key-id,\n"
+	        "                        --admin-token-file, --kms-ca)\n"
+	        "  --key-id ID           the KMS key that wraps the data key\n"
+	        "  --admin-token-file F  the KMS admin token (mode 0600)\n"
+	        "  --kms-ca FILE         CA bundle for the KMS's TLS certificate\n"
+	        "  --dataset-id D        the dataset's id (UTF-8, 1..255 bytes; "
+	        "required)\n"
+	        "  --chunk-size N        bytes per chunk: a power of two from 64K to "
+	        "64M,\n"
+	        "                        with an optional K or M suffix (default 4M)\n"
+	        "  --aead A              aes-256-gcm (default) or xchacha20-poly1305 "
+	        "(for CPUs\n"
+	        "                        without AES instructions)\n"
+	        "  --threads N           worker threads (default: online CPUs)\n"
+	        "  -o, --output OUT.sld  the output file ('-' for stdout, never a "
+	        "terminal)\n"
+	        "  --force               replace an existing OUT.sld\n"
+	        "  -q, --quiet           no progress line, no summary\n"
+	        "  -h, --help            this text\n"
+	        "\n"
+	        "Exit codes: 0 ok, 1 usage, 2 input error (unreadable IN or key file, "
+	        "unsafe\n"
+	        "key file permissions, output exists), 7 system error.\n",
+	        SL_SLD_DEK_LEN);
 }
 
 enum {
-  OPT_KEY_FILE = 256,
-  OPT_KMS,
-  OPT_KEY_ID,
-  OPT_ADMIN_TOKEN_FILE,
-  OPT_KMS_CA,
-  OPT_DATASET_ID,
-  OPT_CHUNK_SIZE,
-  OPT_AEAD,
-  OPT_THREADS,
-  OPT_FORCE,
+	OPT_KEY_FILE = 256,
+	OPT_KMS,
+	OPT_KEY_ID,
+	OPT_ADMIN_TOKEN_FILE,
+	OPT_KMS_CA,
+	OPT_DATASET_ID,
+	OPT_CHUNK_SIZE,
+	OPT_AEAD,
+	OPT_THREADS,
+	OPT_FORCE,
 };
 
 struct encrypt_opts {
-  const char *key_file;
-  const char *kms;
-  const char *key_id;
-  const char *admin_token_file;
-  const char *kms_ca;
-  const char *in;
-  const char *out;
-  bool force;
-  sl_sld_encrypt_params p;
+	const char *key_file;
+	const char *kms;
+	const char *key_id;
+	const char *admin_token_file;
+	const char *kms_ca;
+	const char *in;
+	const char *out;
+	bool force;
+	sl_sld_encrypt_params p;
 };
 
 /* "4M", "64K", "4MiB", "65536" -> bytes; 0 on a malformed value. */
-static uint64_t parse_size(const char *s) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno != 0 || end == s || s[0] == '-')
-    return 0;
-  unsigned shift = 0;
-  if (*end == 'K' || *end == 'k')
-    shift = 10, end++;
-  else if (*end == 'M' || *end == 'm')
-    shift = 20, end++;
-  else if (*end == 'G' || *end == 'g')
-    shift = 30, end++;
-  if (shift != 0 && strcmp(end, "iB") == 0)
-    end += 2;
-  else if (shift != 0 && (strcmp(end, "B") == 0 || strcmp(end, "b") == 0))
-    end += 1;
-  if (*end != '\0' || v > (UINT64_MAX >> shift))
-    return 0;
-  return (uint64_t)v << shift;
+static uint64_t parse_size(const char *s)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno != 0 || end == s || s[0] == '-')
+		return 0;
+	unsigned shift = 0;
+	if (*end == 'K' || *end == 'k')
+		shift = 10, end++;
+	else if (*end == 'M' || *end == 'm')
+		shift = 20, end++;
+	else if (*end == 'G' || *end == 'g')
+		shift = 30, end++;
+	if (shift != 0 && strcmp(end, "iB") == 0)
+		end += 2;
+	else if (shift != 0 && (strcmp(end, "B") == 0 || strcmp(end, "b") == 0))
+		end += 1;
+	if (*end != '\0' || v > (UINT64_MAX >> shift))
+		return 0;
+	return (uint64_t)v << shift;
 }
 
-static int parse_threads(const char *s, unsigned *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v < 1 || v > SL_SLD_THREADS_MAX)
-    return -1;
-  *out = (unsigned)v;
-  return 0;
+static int parse_threads(const char *s, unsigned *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v < 1 || v > SL_SLD_THREADS_MAX)
+		return -1;
+	*out = (unsigned)v;
+	return 0;
 }
 
 /* Obtains the data key and fills in the header's key reference. Returns
  * an exit code (0 = ok). The KMS path goes here. */
-static int obtain_key(struct encrypt_opts *o, sl_secret **dek) {
-  sl_err rc;
+static int obtain_key(struct encrypt_opts *o, sl_secret **dek)
+{
+	sl_err rc;
 
-  if (o->kms != NULL) {
-    /* wrapped lives until the header is written (after this returns) */
-    static uint8_t wrapped[SL_KMS_WRAPPED_DEK_LEN];
-    if (o->key_id == NULL)
-      return sl_cli_usage("encrypt", "--kms needs --key-id ID");
-    rc = sl_kms_cli_new_dek(o->kms, o->kms_ca, o->admin_token_file, o->key_id,
-                            o->p.dataset_id, dek, wrapped);
-    if (rc != SL_OK)
-      return sl_cli_fail("encrypt", rc);
-    o->p.kms_url = o->kms;
-    o->p.key_id = o->key_id;
-    o->p.wrapped_dek = wrapped;
-    o->p.wrapped_dek_len = sizeof(wrapped);
-    return 0;
-  }
-  rc = sl_secret_read_file(o->key_file, 4096, dek);
-  if (rc == SL_OK && sl_secret_len(*dek) != SL_SLD_DEK_LEN) {
-    rc = sl_err_set(
-        SL_E_INPUT,
-        "%s: %zu bytes; a key file holds exactly %d (seclaunch keygen "
-        "makes one)",
-        o->key_file, sl_secret_len(*dek), SL_SLD_DEK_LEN);
-    sl_secret_free(*dek);
-    *dek = NULL;
-  }
-  if (rc != SL_OK)
-    return sl_cli_fail("encrypt", rc);
-  o->p.kms_url = NULL;
-  o->p.key_id = NULL;
-  o->p.wrapped_dek = NULL;
-  o->p.wrapped_dek_len = 0;
-  return 0;
+	if (o->kms != NULL) {
+		/* wrapped lives until the header is written (after this returns) */
+		static uint8_t wrapped[SL_KMS_WRAPPED_DEK_LEN];
+		if (o->key_id == NULL)
+			return sl_cli_usage("encrypt", "--kms needs --key-id ID");
+		rc = sl_kms_cli_new_dek(o->kms, o->kms_ca, o->admin_token_file, o->key_id,
+		                        o->p.dataset_id, dek, wrapped);
+		if (rc != SL_OK)
+			return sl_cli_fail("encrypt", rc);
+		o->p.kms_url = o->kms;
+		o->p.key_id = o->key_id;
+		o->p.wrapped_dek = wrapped;
+		o->p.wrapped_dek_len = sizeof(wrapped);
+		return 0;
+	}
+	rc = sl_secret_read_file(o->key_file, 4096, dek);
+	if (rc == SL_OK && sl_secret_len(*dek) != SL_SLD_DEK_LEN) {
+		rc = sl_err_set(SL_E_INPUT,
+		                "%s: %zu bytes; a key file holds exactly %d (seclaunch keygen "
+		                "makes one)",
+		                o->key_file, sl_secret_len(*dek), SL_SLD_DEK_LEN);
+		sl_secret_free(*dek);
+		*dek = NULL;
+	}
+	if (rc != SL_OK)
+		return sl_cli_fail("encrypt", rc);
+	o->p.kms_url = NULL;
+	o->p.key_id = NULL;
+	o->p.wrapped_dek = NULL;
+	o->p.wrapped_dek_len = 0;
+	return 0;
 }
 
-static int parse(int argc, char **argv, struct encrypt_opts *o) {
-  static const struct option opts[] = {
-      {"key-file", required_argument, NULL, OPT_KEY_FILE},
-      {"kms", required_argument, NULL, OPT_KMS},
-      {"key-id", required_argument, NULL, OPT_KEY_ID},
-      {"admin-token-file", required_argument, NULL, OPT_ADMIN_TOKEN_FILE},
-      {"kms-ca", required_argument, NULL, OPT_KMS_CA},
-      {"dataset-id", required_argument, NULL, OPT_DATASET_ID},
-      {"chunk-size", required_argument, NULL, OPT_CHUNK_SIZE},
-      {"aead", required_argument, NULL, OPT_AEAD},
-      {"threads", required_argument, NULL, OPT_THREADS},
-      {"output", required_argument, NULL, 'o'},
-      {"force", no_argument, NULL, OPT_FORCE},
-      {"quiet", no_argument, NULL, 'q'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
-  int c;
-  uint64_t cs;
+static int parse(int argc, char **argv, struct encrypt_opts *o)
+{
+	static const struct option opts[] = {
+	    {"key-file", required_argument, NULL, OPT_KEY_FILE},
+	    {"kms", required_argument, NULL, OPT_KMS},
+	    {"key-id", required_argument, NULL, OPT_KEY_ID},
+	    {"admin-token-file", required_argument, NULL, OPT_ADMIN_TOKEN_FILE},
+	    {"kms-ca", required_argument, NULL, OPT_KMS_CA},
+	    {"dataset-id", required_argument, NULL, OPT_DATASET_ID},
+	    {"chunk-size", required_argument, NULL, OPT_CHUNK_SIZE},
+	    {"aead", required_argument, NULL, OPT_AEAD},
+	    {"threads", required_argument, NULL, OPT_THREADS},
+	    {"output", required_argument, NULL, 'o'},
+	    {"force", no_argument, NULL, OPT_FORCE},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	int c;
+	uint64_t cs;
 
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
-    switch (c) {
-    case OPT_KEY_FILE:
-      o->key_file = optarg;
-      break;
-    case OPT_KMS:
-      o->kms = optarg;
-      break;
-    case OPT_KEY_ID:
-      o->key_id = optarg;
-      break;
-    case OPT_ADMIN_TOKEN_FILE:
-      o->admin_token_file = optarg;
-      break;
-    case OPT_KMS_CA:
-      o->kms_ca = optarg;
-      break;
-    case OPT_DATASET_ID:
-      o->p.dataset_id = optarg;
-      break;
-    case OPT_CHUNK_SIZE:
-      cs = parse_size(optarg);
-      if (cs < SL_SLD_CHUNK_MIN || cs > SL_SLD_CHUNK_MAX ||
-          (cs & (cs - 1)) != 0)
-        return sl_cli_usage("encrypt",
-                            "--chunk-size %s: must be a power of two from 64K "
-                            "to 64M (e.g. 4M, 65536)",
-                            optarg);
-      o->p.chunk_size = (uint32_t)cs;
-      break;
-    case OPT_AEAD:
-      if (sl_aead_from_name(optarg, &o->p.aead) != SL_OK)
-        return sl_cli_usage("encrypt", "--aead: %s", sl_err_detail());
-      break;
-    case OPT_THREADS:
-      if (parse_threads(optarg, &o->p.threads) != 0)
-        return sl_cli_usage("encrypt", "--threads %s: must be 1..%d", optarg,
-                            SL_SLD_THREADS_MAX);
-      break;
-    case 'o':
-      o->out = optarg;
-      break;
-    case OPT_FORCE:
-      o->force = true;
-      break;
-    case 'q':
-      sl_cli_quiet = true;
-      break;
-    case 'h':
-      usage_encrypt(stdout);
-      return -1;
-    default:
-      return sl_cli_usage("encrypt", "unknown option");
-    }
-  }
-  if (argc - optind != 1)
-    return sl_cli_usage("encrypt", argc == optind
-                                       ? "the input file IN is required"
-                                       : "exactly one input file expected");
-  o->in = argv[optind];
-  if ((o->key_file == NULL) == (o->kms == NULL))
-    return sl_cli_usage("encrypt",
-                        "give exactly one of --key-file F and --kms URL");
-  if (o->kms == NULL && (o->key_id != NULL || o->admin_token_file != NULL))
-    return sl_cli_usage("encrypt",
-                        "--key-id and --admin-token-file go with --kms");
-  if (o->p.dataset_id == NULL)
-    return sl_cli_usage("encrypt", "--dataset-id D is required");
-  if (o->out == NULL)
-    return sl_cli_usage("encrypt", "-o OUT.sld is required");
-  return 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_KEY_FILE:
+			o->key_file = optarg;
+			break;
+		case OPT_KMS:
+			o->kms = optarg;
+			break;
+		case OPT_KEY_ID:
+			o->key_id = optarg;
+			break;
+		case OPT_ADMIN_TOKEN_FILE:
+			o->admin_token_file = optarg;
+			break;
+		case OPT_KMS_CA:
+			o->kms_ca = optarg;
+			break;
+		case OPT_DATASET_ID:
+			o->p.dataset_id = optarg;
+			break;
+		case OPT_CHUNK_SIZE:
+			cs = parse_size(optarg);
+			if (cs < SL_SLD_CHUNK_MIN || cs > SL_SLD_CHUNK_MAX || (cs & (cs - 1)) != 0)
+				return sl_cli_usage(
+				    "encrypt",
+				    "--chunk-size %s: must be a power of two from 64K "
+				    "to 64M (e.g. 4M, 65536)",
+				    optarg);
+			o->p.chunk_size = (uint32_t)cs;
+			break;
+		case OPT_AEAD:
+			if (sl_aead_from_name(optarg, &o->p.aead) != SL_OK)
+				return sl_cli_usage("encrypt", "--aead: %s", sl_err_detail());
+			break;
+		case OPT_THREADS:
+			if (parse_threads(optarg, &o->p.threads) != 0)
+				return sl_cli_usage("encrypt", "--threads %s: must be 1..%d",
+				                    optarg, SL_SLD_THREADS_MAX);
+			break;
+		case 'o':
+			o->out = optarg;
+			break;
+		case OPT_FORCE:
+			o->force = true;
+			break;
+		case 'q':
+			sl_cli_quiet = true;
+			break;
+		case 'h':
+			usage_encrypt(stdout);
+			return -1;
+		default:
+			return sl_cli_usage("encrypt", "unknown option");
+		}
+	}
+	if (argc - optind != 1)
+		return sl_cli_usage("encrypt", argc == optind ? "the input file IN is required"
+		                                              : "exactly one input file expected");
+	o->in = argv[optind];
+	if ((o->key_file == NULL) == (o->kms == NULL))
+		return sl_cli_usage("encrypt", "give exactly one of --key-file F and --kms URL");
+	if (o->kms == NULL && (o->key_id != NULL || o->admin_token_file != NULL))
+		return sl_cli_usage("encrypt", "--key-id and --admin-token-file go with --kms");
+	if (o->p.dataset_id == NULL)
+		return sl_cli_usage("encrypt", "--dataset-id D is required");
+	if (o->out == NULL)
+		return sl_cli_usage("encrypt", "-o OUT.sld is required");
+	return 0;
 }
 
-int cmd_encrypt(int argc, char **argv) {
-  struct encrypt_opts o = {0};
-  sl_secret *dek = NULL;
-  sl_sld_outfile *of = NULL;
-  struct sl_progress prog;
-  struct stat st;
-  int in = -1, out_fd, ret;
-  sl_err rc;
+int cmd_encrypt(int argc, char **argv)
+{
+	struct encrypt_opts o = {0};
+	sl_secret *dek = NULL;
+	sl_sld_outfile *of = NULL;
+	struct sl_progress prog;
+	struct stat st;
+	int in = -1, out_fd, ret;
+	sl_err rc;
 
-  ret = parse(argc, argv, &o);
-  if (ret != 0)
-    return ret < 0 ? 0 : ret;
-  in = open(o.in, O_RDONLY | O_CLOEXEC);
-  if (in < 0) {
-    rc = sl_err_set(SL_E_IO, "%s: cannot open: %s", o.in, strerror(errno));
-    goto fail;
-  }
-  if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {
-    rc = sl_err_set(SL_E_INPUT,
-                    "%s: not a regular file (its size goes into the header)",
-                    o.in);
-    goto fail;
-  }
-  if (strcmp(o.out, "-") == 0) {
-    if (isatty(STDOUT_FILENO)) {
-      close(in);
-      return sl_cli_usage("encrypt",
-                          "refusing to write to a terminal; use -o FILE");
-    }
-    out_fd = STDOUT_FILENO;
-  } else {
-    rc = sl_sld_outfile_open(o.out, o.force, &of);
-    if (rc != SL_OK)
-      goto fail;
-    out_fd = sl_sld_outfile_fd(of);
-  }
-  ret = obtain_key(&o, &dek);
-  if (ret != 0)
-    goto done;
-  sl_progress_init(&prog, "encrypt");
-  o.p.progress = sl_progress_update;
-  o.p.progress_ctx = &prog;
-  rc = sl_sld_encrypt(dek, &o.p, in, (uint64_t)st.st_size, out_fd);
-  sl_progress_end(&prog);
-  if (rc == SL_OK && of != NULL)
-    rc = sl_sld_outfile_commit(of);
-  if (rc != SL_OK)
-    goto fail;
-  if (!sl_cli_quiet)
-    fprintf(stderr, "seclaunch encrypt: %s -> %s (%lld bytes, dataset '%s')\n",
-            o.in, o.out, (long long)st.st_size, o.p.dataset_id);
-  ret = 0;
-  goto done;
+	ret = parse(argc, argv, &o);
+	if (ret != 0)
+		return ret < 0 ? 0 : ret;
+	in = open(o.in, O_RDONLY | O_CLOEXEC);
+	if (in < 0) {
+		rc = sl_err_set(SL_E_IO, "%s: cannot open: %s", o.in, strerror(errno));
+		goto fail;
+	}
+	if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {
+		rc = sl_err_set(SL_E_INPUT,
+		                "%s: not a regular file (its size goes into the header)", o.in);
+		goto fail;
+	}
+	if (strcmp(o.out, "-") == 0) {
+		if (isatty(STDOUT_FILENO)) {
+			close(in);
+			return sl_cli_usage("encrypt",
+			                    "refusing to write to a terminal; use -o FILE");
+		}
+		out_fd = STDOUT_FILENO;
+	} else {
+		rc = sl_sld_outfile_open(o.out, o.force, &of);
+		if (rc != SL_OK)
+			goto fail;
+		out_fd = sl_sld_outfile_fd(of);
+	}
+	ret = obtain_key(&o, &dek);
+	if (ret != 0)
+		goto done;
+	sl_progress_init(&prog, "encrypt");
+	o.p.progress = sl_progress_update;
+	o.p.progress_ctx = &prog;
+	rc = sl_sld_encrypt(dek, &o.p, in, (uint64_t)st.st_size, out_fd);
+	sl_progress_end(&prog);
+	if (rc == SL_OK && of != NULL)
+		rc = sl_sld_outfile_commit(of);
+	if (rc != SL_OK)
+		goto fail;
+	if (!sl_cli_quiet)
+		fprintf(stderr, "seclaunch encrypt: %s -> %s (%lld bytes, dataset '%s')\n", o.in,
+		        o.out, (long long)st.st_size, o.p.dataset_id);
+	ret = 0;
+	goto done;
 fail:
-  ret = sl_cli_fail("encrypt", rc);
+	ret = sl_cli_fail("encrypt", rc);
 done:
-  sl_sld_outfile_free(of);
-  sl_secret_free(dek);
-  if (in >= 0)
-    close(in);
-  return ret;
+	sl_sld_outfile_free(of);
+	sl_secret_free(dek);
+	if (in >= 0)
+		close(in);
+	return ret;
 }

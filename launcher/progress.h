@@ -7,11 +7,11 @@
 #include <stdint.h>
 
 struct sl_progress {
-  bool on;
-  const char *label;
-  uint64_t start_ns;
-  uint64_t last_ns;
-  bool drawn;
+	bool on;
+	const char *label;
+	uint64_t start_ns;
+	uint64_t last_ns;
+	bool drawn;
 };
 
 void sl_progress_init(struct sl_progress *p, const char *label);
