@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# seclaunchd under bad and heavy input: malformed JSON, wrong types, missing
+# and unknown fields (400 naming the field), oversize bodies (413), unknown
+# routes and methods, a flood of 10,000 challenges (bounded table: 429 when
+# full, memory stays bounded), and 64 concurrent releases each receiving
+# exactly its own key.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/tpm2_lib.bash"
+. "$(dirname "$0")/kms_lib.bash"
+
+cd "$T" || exit 1
+build_probe || exit 1
+start_swtpm_tcti tpm
+echo '{"max_challenges": 4096, "max_body": 65536}' >limits.json
+start_kms "$T/kms" --config "$T/limits.json" || exit 1
+
+cat >raw.py <<'EOP'
+# raw.py CA URL METHOD PATH [BODY|@FILE] [TOKEN] -> prints "STATUS BODY" on one line
+import http.client, ssl, sys, urllib.parse
+ca, url, method, path = sys.argv[1:5]
+body = sys.argv[5] if len(sys.argv) > 5 else None
+if body is not None and body.startswith("@"):
+    body = open(body[1:], "rb").read()
+elif body is not None:
+    body = body.encode()
+u = urllib.parse.urlparse(url)
+c = http.client.HTTPSConnection(u.hostname, u.port, context=ssl.create_default_context(cafile=ca), timeout=20)
+h = {"Content-Type": "application/json"}
+if len(sys.argv) > 6:
+    h["Authorization"] = "Bearer " + sys.argv[6]
+try:
+    c.request(method, path, body=body, headers=h)
+    r = c.getresponse()
+    print(r.status, r.read().decode(errors="replace").replace("\n", " "))
+except Exception as e:
+    print("000", type(e).__name__, e)
+EOP
+raw() { python3 raw.py "$KMS_CA" "$KMS_URL" "$@"; }
+# want NAME STATUS REGEX METHOD PATH [BODY] [TOKEN]
+want() {
+	local name=$1 st=$2 re=$3
+	shift 3
+	local got
+	got=$(raw "$@")
+	if [[ $got == "$st "* ]] && grep -Eq -- "$re" <<<"$got"; then
+		assert "$name" true
+	else
+		echo "    got: ${got:0:300}"
+		assert "$name" false
+	fi
+}
+
+N=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=
+W=$(python3 -c 'import base64; print(base64.b64encode(b"\x01" + bytes(60)).decode())')
+ok_key="{\"key_id\":\"k1\",\"dataset_id\":\"d\",\"wrapped_dek\":\"$W\"}"
+want "malformed JSON: 400 with the position" 400 "invalid JSON at line 1" POST /v1/release '{"nonce": '
+want "not an object: 400" 400 "must be a JSON object" POST /v1/release '[1,2]'
+want "missing nonce: 400 naming it" 400 "nonce: missing" POST /v1/release '{}'
+want "nonce of the wrong type: 400" 400 "nonce: must be a string" POST /v1/release '{"nonce": 5}'
+want "nonce of the wrong length: 400" 400 "nonce: must be 32 bytes" POST /v1/release '{"nonce": "AAAA"}'
+want "nonce not base64: 400" 400 "nonce" POST /v1/release '{"nonce": "!!!!"}'
+want "evidence missing: 400" 400 "evidence: missing" POST /v1/release "{\"nonce\":\"$N\",\"eph_pub\":\"$N\",\"policy_digest\":\"$N\"}"
+want "evidence not an array: 400" 400 "evidence: must be an array" POST /v1/release "{\"nonce\":\"$N\",\"eph_pub\":\"$N\",\"policy_digest\":\"$N\",\"evidence\":{}}"
+want "keys empty: 400" 400 "keys: must hold 1..64" POST /v1/release "{\"nonce\":\"$N\",\"eph_pub\":\"$N\",\"policy_digest\":\"$N\",\"evidence\":[{}],\"keys\":[]}"
+want "key id with a slash: 400" 400 "key_id: must be 1..128" POST /v1/release "{\"nonce\":\"$N\",\"eph_pub\":\"$N\",\"policy_digest\":\"$N\",\"evidence\":[{}],\"keys\":[{\"key_id\":\"a/b\",\"dataset_id\":\"d\",\"wrapped_dek\":\"$W\"}]}"
+want "wrapped DEK of the wrong size: 400" 400 "wrapped_dek" POST /v1/release "{\"nonce\":\"$N\",\"eph_pub\":\"$N\",\"policy_digest\":\"$N\",\"evidence\":[{}],\"keys\":[{\"key_id\":\"k\",\"dataset_id\":\"d\",\"wrapped_dek\":\"AAAA\"}]}"
+want "unknown field: 400 naming it" 400 "unknown field .*surprise" POST /v1/release "{\"nonce\":\"$N\",\"surprise\":1}"
+want "duplicate field: 400" 400 "duplicate" POST /v1/release '{"nonce":"a","nonce":"b"}'
+want "well-formed but unissued: 403 (parsing passed)" 403 "nonce_unknown" POST /v1/release "{\"nonce\":\"$N\",\"eph_pub\":\"$N\",\"policy_digest\":\"$N\",\"evidence\":[{\"kind\":\"tpm2\"}],\"keys\":[$ok_key]}"
+want "challenge with a body that is not {}: 400" 400 "unknown field" POST /v1/challenge '{"x":1}'
+want "enroll with garbage keys: 403 naming the AK" 403 "" POST /v1/enroll '{"ek_pub":"AAAA","ak_pub":"AAAA"}'
+want "activate with an unknown session: 403" 403 "session: unknown" POST /v1/enroll/activate "{\"session\":\"AAAAAAAAAAAAAAAAAAAAAA==\",\"secret\":\"AAAA\"}"
+TOKEN=$(cat "$KMS_TOKEN")
+want "key create with a bad id: 400" 400 "id: must be" POST /v1/keys '{"id":"../x"}' "$TOKEN"
+want "wrap with a short DEK: 400" 400 "dek: must be 32 bytes" POST /v1/keys/k1/wrap '{"dataset_id":"d","dek":"AAAA"}' "$TOKEN"
+want "wrap for an unknown key: 404" 404 "unknown key id 'nokey'" POST /v1/keys/nokey/wrap "{\"dataset_id\":\"d\",\"dek\":\"$N\"}" "$TOKEN"
+want "unknown route: 404" 404 "no such endpoint" GET /v2/anything
+want "wrong method: 405" 405 "use POST" GET /v1/release
+want "health" 200 '"status":"ok"' GET /v1/health
+head -c 70000 /dev/zero | tr '\0' ' ' >big.json
+want "oversize body: 413 naming the cap" 413 "larger than the 65536-byte limit" POST /v1/release @big.json
+want "the server is still up" 200 '"status":"ok"' GET /v1/health
+
+# --- 10,000 challenges: the table is bounded ---------------------------------
+rss() { awk '/^VmRSS/ { print $2 }' "/proc/$KMS_PID/status"; }
+cat >flood.py <<'EOP'
+import http.client, ssl, sys, collections, urllib.parse
+ca, url, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+u = urllib.parse.urlparse(url)
+ctx = ssl.create_default_context(cafile=ca)
+c = http.client.HTTPSConnection(u.hostname, u.port, context=ctx, timeout=20)
+seen = collections.Counter()
+for i in range(n):
+    c.request("POST", "/v1/challenge", body=b"{}", headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    r.read()
+    seen[r.status] += 1
+print(" ".join(f"{k}={v}" for k, v in sorted(seen.items())))
+EOP
+r0=$(rss)
+python3 flood.py "$KMS_CA" "$KMS_URL" 10000 >flood1.out
+r1=$(rss)
+python3 flood.py "$KMS_CA" "$KMS_URL" 10000 >flood2.out
+r2=$(rss)
+echo "# VmRSS kB: start $r0, after 10k $r1, after 20k $r2; $(cat flood1.out) / $(cat flood2.out)"
+assert "flood: exactly the table's 4096 challenges issued, the rest 429" grep -qx "200=4096 429=5904" flood1.out
+assert "flood: a full table keeps answering 429" grep -qx "429=10000" flood2.out
+assert "flood: the challenge gauge is the cap" test "$(kms_metric seclaunchd_challenges)" -eq 4096
+assert "flood: memory bounded (< 24 MB growth over 20,000 requests)" test $((r2 - r0)) -lt 24576
+assert "flood: the second 10,000 add < 4 MB" test $((r2 - r1)) -lt 4096
+
+# --- 64 concurrent releases, each with its own key -------------------------------
+stop_pid "$KMS_PID"
+start_kms "$T/kms2" || exit 1
+check "enroll" 0 "$SL" enroll --kms "$KMS_URL" --kms-ca "$KMS_CA" -q
+check "key create" 0 "$SL" key create --kms "$KMS_URL" --kms-ca "$KMS_CA" --admin-token-file "$KMS_TOKEN" --id kc
+cat >mkkeys.py <<'EOP'
+# 64 random DEKs wrapped for 64 datasets -> "key dataset wrapped sha256(dek)" lines
+import base64, hashlib, http.client, json, os, ssl, sys, urllib.parse
+ca, url, token, key, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+u = urllib.parse.urlparse(url)
+c = http.client.HTTPSConnection(u.hostname, u.port, context=ssl.create_default_context(cafile=ca))
+for i in range(n):
+    dek = os.urandom(32)
+    body = json.dumps({"dataset_id": f"ds-{i}", "dek": base64.b64encode(dek).decode()})
+    c.request("POST", f"/v1/keys/{key}/wrap", body=body, headers={"Authorization": "Bearer " + token})
+    r = json.loads(c.getresponse().read())
+    print(key, f"ds-{i}", r["wrapped_dek"], hashlib.sha256(dek).hexdigest())
+EOP
+python3 mkkeys.py "$KMS_CA" "$KMS_URL" "$(cat "$KMS_TOKEN")" kc 64 >keys.txt
+assert "64 distinct wrapped DEKs" test "$(cut -d' ' -f3 keys.txt | sort -u | wc -l)" -eq 64
+check "64 concurrent releases, each DEK the one wrapped for its dataset" 0 \
+	"$PROBE" "$KMS_URL" "$KMS_CA" burst 64 64 keys.txt
+grep -h "releases_per_s" "$T/out" | sed 's/^/# /'
+assert "64 releases counted" test "$(kms_metric seclaunchd_releases_total)" -eq 64
+finish
