@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -30,7 +31,8 @@ static void usage_decrypt(FILE *f)
 	        "authenticated: on any failure nothing is left behind. '-o -' streams\n"
 	        "authenticated chunks to stdout in order and stops with exit 6 at the "
 	        "first\n"
-	        "failure (discard the output then); plaintext never goes to a terminal.\n"
+	        "failure (discard the output then); so does an OUT that is a device or\n"
+	        "FIFO (/dev/null, a named pipe). Plaintext never goes to a terminal.\n"
 	        "\n"
 	        "  --key-file F     the %d-byte data key (mode 0600; group- or "
 	        "world-readable\n"
@@ -175,13 +177,17 @@ int cmd_decrypt(int argc, char **argv)
 	sl_sld_outfile *of = NULL;
 	struct sl_progress prog;
 	struct fd_sink sink;
-	int in = -1, ret;
+	int in = -1, out_fd = -1, ret;
+	struct stat st;
 	sl_err rc;
 
 	ret = parse(argc, argv, &o);
 	if (ret != 0)
 		return ret < 0 ? 0 : ret;
 	bool to_stdout = strcmp(o.out, "-") == 0;
+	/* a device or FIFO (/dev/null, a named pipe) is a stream, as stdout */
+	bool to_stream =
+	    !to_stdout && stat(o.out, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
 	if (to_stdout && isatty(STDOUT_FILENO))
 		return sl_cli_usage("decrypt", "refusing to write plaintext to a terminal; use -o "
 		                               "FILE or a pipe");
@@ -194,7 +200,18 @@ int cmd_decrypt(int argc, char **argv)
 	rc = sl_sld_header_read_fd(in, o.in, &h);
 	if (rc != SL_OK)
 		goto fail;
-	if (!to_stdout) {
+	if (to_stream) {
+		out_fd = open(o.out, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+		if (out_fd < 0) {
+			rc = sl_err_set(SL_E_IO, "%s: cannot open: %s", o.out, strerror(errno));
+			goto fail;
+		}
+		if (isatty(out_fd)) {
+			ret = sl_cli_usage("decrypt",
+			                   "refusing to write plaintext to a terminal (%s)", o.out);
+			goto done;
+		}
+	} else if (!to_stdout) {
 		rc = sl_sld_outfile_open(o.out, o.force, &of);
 		if (rc != SL_OK)
 			goto fail;
@@ -205,7 +222,7 @@ int cmd_decrypt(int argc, char **argv)
 	rc = sl_sld_open(in, o.in, dek, &r);
 	if (rc != SL_OK)
 		goto fail;
-	sink.fd = to_stdout ? STDOUT_FILENO : sl_sld_outfile_fd(of);
+	sink.fd = to_stdout ? STDOUT_FILENO : to_stream ? out_fd : sl_sld_outfile_fd(of);
 	sink.name = to_stdout ? "stdout" : o.out;
 	sl_progress_init(&prog, "decrypt");
 	rc = sl_sld_decrypt(r, o.threads, write_sink, &sink, sl_progress_update, &prog);
@@ -225,5 +242,7 @@ done:
 	sl_sld_header_free(h);
 	if (in >= 0)
 		close(in);
+	if (out_fd >= 0)
+		close(out_fd);
 	return ret;
 }

@@ -47,6 +47,14 @@ assert "decrypt -o - exits 0" [ "$rc" = 0 ]
 assert "decrypt -o - streams the plaintext" cmp -s plain stream.out
 assert "decrypt -o - keeps stderr quiet" [ ! -s stream.err ]
 
+check "decrypt -o /dev/null (a device is a stream)" 0 "$SL" decrypt -q --key-file k a.sld -o /dev/null
+mkfifo fifo
+cat fifo >fifo.out &
+catpid=$!
+check "decrypt -o FIFO" 0 "$SL" decrypt -q --key-file k a.sld -o fifo
+wait "$catpid"
+assert "the FIFO reader got the plaintext" cmp -s plain fifo.out
+
 # ---- overwrite and --force ---------------------------------------------------
 echo old >exists.out
 check_err "decrypt refuses an existing output" 2 "exists.out: already exists" \
@@ -87,9 +95,9 @@ check_err "--threads 0" 1 "threads" "$SL" decrypt --key-file k --threads 0 a.sld
 check_err "encrypt without --dataset-id" 1 "dataset-id" "$SL" encrypt --key-file k plain -o bad.sld
 check_err "encrypt without a key" 1 "key-file" "$SL" encrypt --dataset-id x plain -o bad.sld
 check_err "encrypt with both key sources" 1 "exactly one" "$SL" encrypt --key-file k --kms https://127.0.0.1:1 --dataset-id x plain -o bad.sld
-check_err "encrypt --kms not yet" 1 "--kms: needs seclaunchd support" \
+check_err "encrypt --kms without an admin token" 1 "admin-token-file" \
 	"$SL" encrypt --kms https://127.0.0.1:1 --key-id a --dataset-id x plain -o bad.sld
-check_err "decrypt --kms not yet" 1 "--kms: needs seclaunchd support" \
+check_err "decrypt --kms of a key-file SLD" 2 "key reference" \
 	"$SL" decrypt --kms https://127.0.0.1:1 a.sld -o bad.out
 check_err "decrypt without -o" 1 "-o OUT" "$SL" decrypt --key-file k a.sld
 check_err "encrypt a directory" 2 "not a regular file" "$SL" encrypt -q --key-file k --dataset-id x . -o dir.sld
