@@ -375,6 +375,83 @@ static void test_rotation(void **state)
 	sl_audit_files_free(files, n);
 }
 
+/* Processes that rotate the log under each other still keep one chain: the
+ * lock file is never renamed, and a writer whose file was rotated away
+ * reopens the new one. */
+static void test_processes_rotating(void **state)
+{
+	fixture *f = *state;
+	sl_audit_report rep;
+	pid_t pids[3];
+	char **files = NULL;
+	size_t n = 0;
+
+	for (int p = 0; p < 3; p++) {
+		pids[p] = fork();
+		assert_true(pids[p] >= 0);
+		if (pids[p] == 0) {
+			sl_audit *a = NULL;
+			if (sl_audit_open(f->log, f->sk, "rotating", 4, &a) != SL_OK)
+				_exit(2);
+			sl_audit_set_rotation(a, 2500);
+			for (int i = 0; i < 30; i++) {
+				sl_audit_record r = {.event = SL_AUDIT_EV_CHALLENGE};
+				if (sl_audit_append(a, &r) != SL_OK)
+					_exit(3);
+			}
+			_exit(sl_audit_close(a) == SL_OK ? 0 : 4);
+		}
+	}
+	for (int p = 0; p < 3; p++) {
+		int st = 0;
+		assert_int_equal(waitpid(pids[p], &st, 0), pids[p]);
+		assert_true(WIFEXITED(st));
+		assert_int_equal(WEXITSTATUS(st), 0);
+	}
+	assert_int_equal(sl_audit_files(f->log, &files, &n), SL_OK);
+	assert_true(n >= 5);
+	sl_audit_verify_opts o = {.pubkey_path = f->pk};
+	assert_int_equal(sl_audit_verify((const char *const *)files, n, &o, &rep), SL_OK);
+	/* 90 records; the rest are checkpoints (interval, rotate, close), all
+	 * signed: each rotated file ends with its "rotate" checkpoint */
+	assert_int_equal(rep.first_seq, 1);
+	assert_int_equal(rep.records - rep.checkpoints, 90);
+	assert_true(rep.checkpoints >= 3 + (n - 1));
+	sl_audit_files_free(files, n);
+}
+
+static void test_event_and_export(void **state)
+{
+	fixture *f = *state;
+	sl_audit *a = NULL;
+	char *buf = NULL;
+	size_t len = 0;
+	const char *files[] = {f->log};
+
+	assert_int_equal(sl_audit_open(f->log, f->sk, "a=b|c", 100, &a), SL_OK);
+	json_t *d = json_pack("{s:s}", "note", "x=1\\y\nz");
+	assert_int_equal(sl_audit_event(a, SL_AUDIT_EV_RUN_ERROR, "job|1", SL_AUDIT_ERROR, d),
+	                 SL_OK);
+	json_decref(d);
+	assert_int_equal(sl_audit_close(a), SL_OK);
+	sl_audit_export_opts eo = {.format = SL_AUDIT_FMT_CEF,
+	                           .verify = true,
+	                           .event = SL_AUDIT_EV_RUN_ERROR,
+	                           .verify_opts = {.pubkey_path = f->pk}};
+	FILE *m = open_memstream(&buf, &len);
+	assert_int_equal(sl_audit_export(files, 1, &eo, m, NULL), SL_OK);
+	fclose(m);
+	/* header: pipes escaped; extension: '=', '\\' and newlines escaped */
+	assert_non_null(strstr(buf, "CEF:0|seclaunch|seclaunch|"));
+	assert_non_null(strstr(buf, "|run.error|Launch failed|5|rt="));
+	assert_non_null(strstr(buf, " suser=a\\=b|c "));
+	assert_non_null(strstr(buf, " cs1Label=jobId cs1=job|1"));
+	assert_non_null(strstr(buf, " msg={\"note\":\"x\\=1\\\\\\\\y\\\\nz\"}"));
+	assert_null(strchr(buf, '\r'));
+	assert_ptr_equal(strchr(buf, '\n'), buf + len - 1);
+	free(buf);
+}
+
 static void test_parse_line_bad(void **state)
 {
 	(void)state;
@@ -477,6 +554,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_processes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_rotation, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_append_refuses, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_processes_rotating, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_event_and_export, setup, teardown),
 	    cmocka_unit_test(test_parse_line_bad),
 	    cmocka_unit_test(test_time_parse),
 	};
