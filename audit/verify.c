@@ -155,12 +155,10 @@ static sl_err check_record(vstate *v, json_t *rec, const uint8_t *bytes, size_t 
 		rep->first_seq = seq;
 	} else {
 		SL_ENSURE(seq <= v->expect_seq, SL_E_INTEGRITY,
-		          "%s:%zu (seq %llu): seq: expected seq %llu after %s:%zu: records "
-		          "%llu..%llu "
-		          "are missing here (deleted, or reordered lines?)",
+		          "%s:%zu (seq %llu): seq: expected seq %llu after %s:%zu: %llu record(s) "
+		          "missing here (deleted, or reordered lines?)",
 		          file, line, (unsigned long long)seq, (unsigned long long)v->expect_seq,
-		          v->prev_file, v->prev_line, (unsigned long long)v->expect_seq,
-		          (unsigned long long)seq - 1);
+		          v->prev_file, v->prev_line, (unsigned long long)(seq - v->expect_seq));
 		SL_ENSURE(seq == v->expect_seq, SL_E_INTEGRITY,
 		          "%s:%zu (seq %llu): seq: expected seq %llu after %s:%zu: a "
 		          "duplicate or "

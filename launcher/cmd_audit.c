@@ -238,8 +238,16 @@ static int do_verify(args *a)
 		                    "--pubkey K is required (or --chain-only, which does not check "
 		                    "signatures)");
 	sl_err rc = sl_audit_verify((const char *const *)a->logs, a->nlogs, &a->v, &rep);
-	if (rc != SL_OK)
+	if (rc != SL_OK) {
+		if (sl_cli_json) {
+			json_t *o = json_pack("{s:b, s:s, s:s}", "valid", 0, "code",
+			                      sl_err_name(rc), "error", sl_err_detail());
+			json_dumpf(o, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
+			fputc('\n', stdout);
+			json_decref(o);
+		}
 		return sl_cli_fail("audit verify", rc);
+	}
 	if (!sl_cli_quiet || sl_cli_json)
 		print_report(a, &rep, stdout);
 	return 0;
@@ -291,12 +299,30 @@ out:
 	return rc;
 }
 
+/* Reads one line (without its newline) into *buf (SL_AUDIT_MAX_LINE + 2
+ * bytes, allocated on first use); *n = SL_AUDIT_MAX_LINE + 1 means "too long".
+ * *eof is set when the input ended. */
+static sl_err read_line(FILE *in, char **buf, size_t *n, bool *eof)
+{
+	int c;
+	*n = 0;
+	if (*buf == NULL && (*buf = malloc(SL_AUDIT_MAX_LINE + 2)) == NULL)
+		return sl_err_set(SL_E_NOMEM, "stdin: line buffer");
+	while ((c = getc(in)) != EOF && c != '\n') {
+		if (*n <= SL_AUDIT_MAX_LINE)
+			(*buf)[(*n)++] = (char)c;
+	}
+	if (ferror(in))
+		return sl_err_set(SL_E_IO, "stdin: read error");
+	*eof = c == EOF;
+	return SL_OK;
+}
+
 static int do_append(args *a)
 {
 	sl_audit *log = NULL;
 	char *line = NULL;
-	size_t cap = 0, lineno = 0;
-	ssize_t n;
+	size_t n = 0, lineno = 0;
 	sl_err rc;
 	const char *path = a->audit_log != NULL ? a->audit_log : getenv("SECLAUNCH_AUDIT_LOG");
 
@@ -309,19 +335,26 @@ static int do_append(args *a)
 		return sl_cli_fail("audit append", rc);
 	if (a->has_rotate)
 		sl_audit_set_rotation(log, a->rotate);
-	while ((n = getline(&line, &cap, stdin)) > 0) {
+	for (;;) {
+		bool eof = false;
+		/* a bounded line: input over the record cap is refused, not buffered */
+		rc = read_line(stdin, &line, &n, &eof);
+		if (rc != SL_OK || (eof && n == 0))
+			break;
 		lineno++;
-		if ((size_t)n > SL_AUDIT_MAX_LINE) {
+		if (n == SL_AUDIT_MAX_LINE + 1) {
 			rc = sl_err_set(SL_E_TOO_LARGE, "stdin:%zu: line over %u bytes", lineno,
 			                SL_AUDIT_MAX_LINE);
 			break;
 		}
-		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+		while (n > 0 && line[n - 1] == '\r')
 			n--;
-		if (n == 0)
-			continue;
-		rc = append_line(log, line, (size_t)n, lineno);
-		if (rc != SL_OK)
+		if (n > 0) {
+			rc = append_line(log, line, n, lineno);
+			if (rc != SL_OK)
+				break;
+		}
+		if (eof)
 			break;
 	}
 	free(line);
