@@ -93,10 +93,14 @@ sl_err sl_tpm2_activate_credential(const sl_tpm2_key_opts *o, const uint8_t *cre
 		/* Integrity/decryption failures mean the blob was not made for this
 		 * TPM's EK and this AK: an attestation failure, not a broken TPM. */
 		uint32_t fmt1 = trc & 0xbf;
+		/* libtpms answers an RSA seed that does not decrypt (OAEP made for
+		 * another EK) with TPM_RC_FAILURE without entering failure mode. */
 		bool bad_blob =
-		    (trc & 0xffff0000u) == 0 && (trc & TPM2_RC_FMT1) &&
-		    (fmt1 == TPM2_RC_INTEGRITY || fmt1 == TPM2_RC_VALUE || fmt1 == TPM2_RC_SIZE ||
-		     fmt1 == TPM2_RC_ECC_POINT || fmt1 == TPM2_RC_KEY);
+		    (trc & 0xffff0000u) == 0 &&
+		    (trc == TPM2_RC_FAILURE ||
+		     ((trc & TPM2_RC_FMT1) &&
+		      (fmt1 == TPM2_RC_INTEGRITY || fmt1 == TPM2_RC_VALUE || fmt1 == TPM2_RC_SIZE ||
+		       fmt1 == TPM2_RC_ECC_POINT || fmt1 == TPM2_RC_KEY)));
 		rc = sl_err_tss(bad_blob ? SL_E_ATTEST : SL_E_TPM, trc,
 		                "ActivateCredential with the AK at 0x%08x: the credential was not "
 		                "made for this TPM's EK and AK",

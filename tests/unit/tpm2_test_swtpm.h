@@ -1,0 +1,115 @@
+/* A real swtpm child for tpm2_test.c: state in a temp dir, server on a free
+ * loopback port with its control channel on port + 1 (where the TSS swtpm
+ * TCTI looks), stopped by pid. Tests skip when swtpm is not installed. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct swtpm {
+	pid_t pid;
+	int port;
+	char dir[64];
+	char tcti[64];
+} swtpm;
+
+static bool port_free(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int s = socket(AF_INET, SOCK_STREAM, 0), ok;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ok = bind(s, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(s);
+	return ok;
+}
+
+static int pick_port(void)
+{
+	for (int i = 0; i < 100; i++) {
+		struct sockaddr_in a = {.sin_family = AF_INET};
+		socklen_t l = sizeof(a);
+		int s = socket(AF_INET, SOCK_STREAM, 0), p;
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (bind(s, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+		    getsockname(s, (struct sockaddr *)&a, &l) != 0) {
+			close(s);
+			continue;
+		}
+		p = ntohs(a.sin_port);
+		close(s);
+		if (p < 65535 && port_free(p + 1))
+			return p;
+	}
+	return -1;
+}
+
+static bool wait_port(int port)
+{
+	for (int i = 0; i < 200; i++) {
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+		int s = socket(AF_INET, SOCK_STREAM, 0), ok;
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		ok = connect(s, (struct sockaddr *)&a, sizeof(a)) == 0;
+		close(s);
+		if (ok)
+			return true;
+		usleep(50000);
+	}
+	return false;
+}
+
+static bool have_swtpm(void)
+{
+	return system("command -v swtpm >/dev/null 2>&1") == 0;
+}
+
+/* state: an existing state dir (swtpm_setup output) or NULL for a fresh one. */
+static bool swtpm_start(swtpm *t, const char *state)
+{
+	char srv[96], ctl[96], st[96];
+
+	memset(t, 0, sizeof(*t));
+	if (state != NULL) {
+		snprintf(t->dir, sizeof(t->dir), "%s", state);
+	} else {
+		snprintf(t->dir, sizeof(t->dir), "/tmp/sltpm2.XXXXXX");
+		if (mkdtemp(t->dir) == NULL)
+			return false;
+	}
+	t->port = pick_port();
+	if (t->port < 0)
+		return false;
+	snprintf(srv, sizeof(srv), "type=tcp,port=%d,bindaddr=127.0.0.1", t->port);
+	snprintf(ctl, sizeof(ctl), "type=tcp,port=%d,bindaddr=127.0.0.1", t->port + 1);
+	snprintf(st, sizeof(st), "dir=%s", t->dir);
+	t->pid = fork();
+	if (t->pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		dup2(null, 2);
+		execlp("swtpm", "swtpm", "socket", "--tpm2", "--tpmstate", st, "--server", srv,
+		       "--ctrl", ctl, "--flags", "not-need-init,startup-clear", (char *)NULL);
+		_exit(127);
+	}
+	snprintf(t->tcti, sizeof(t->tcti), "swtpm:host=127.0.0.1,port=%d", t->port);
+	return t->pid > 0 && wait_port(t->port);
+}
+
+static void swtpm_stop(swtpm *t)
+{
+	char cmd[128];
+	if (t->pid > 0) {
+		kill(t->pid, SIGTERM);
+		waitpid(t->pid, NULL, 0);
+	}
+	if (strncmp(t->dir, "/tmp/sltpm2.", 12) == 0) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", t->dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", t->dir);
+	}
+	t->pid = 0;
+}
