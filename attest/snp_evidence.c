@@ -132,7 +132,7 @@ static sl_err b64_field(const json_t *obj, const char *key, size_t max, bool req
 }
 
 /* The evidence's certificates (each b64 DER) into a stack. */
-static sl_err ev_certs(const json_t *ev, STACK_OF(X509) * st)
+sl_err sl_snp_ev_certs(const json_t *ev, STACK_OF(X509) *st)
 {
 	static const char *const names[] = {"vcek", "vlek", "ask", "asvk", "ark"};
 	sl_err rc = SL_E_ATTEST_FORMAT;
@@ -175,7 +175,7 @@ static sl_err snp_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *c
 
 	SL_ENSURE(certs != NULL, SL_E_NOMEM, "sev-snp evidence");
 	SL_GUARD(b64_field(ev, "report", MAX_REPORT_B64, true, &report, &rlen, "evidence"));
-	SL_GUARD(ev_certs(ev, certs));
+	SL_GUARD(sl_snp_ev_certs(ev, certs));
 	SL_GUARD(sl_snp_verify_report(report, rlen, certs, o, true, claims));
 	rc = SL_OK;
 out:

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "azure_hcl.h"
 #include "snp_import.h"
 #include "snp_report.h"
 #include "tdx_quote.h"
@@ -109,8 +110,28 @@ sl_err sl_evidence_import(const char *kind, const uint8_t *report, size_t len, c
 		          "--certs: a TDX quote carries its own PCK chain; put collateral in "
 		          "the verifier's --collateral directory");
 		SL_GUARD(sl_tdx_quote_parse(report, len, &q));
+	} else if (strcmp(kind, "azure-cvm") == 0) {
+		json_t *in = json_loadb((const char *)report, len, 0, NULL);
+		SL_ENSURE(in != NULL, SL_E_ATTEST_FORMAT,
+		          "azure-cvm: the report file is not JSON (az-snp-vtpm / az-tdx-vtpm "
+		          "evidence)");
+		rc = sl_azure_import(in, &ev);
+		json_decref(in);
+		SL_GUARD(rc);
+		if (ncerts > 0) {
+			cj = json_object();
+			SL_ENSURE(cj != NULL, SL_E_NOMEM, "evidence");
+			SL_GUARD(add_certs(cj, certs, ncerts));
+			SL_ENSURE(json_object_update(cj, json_object_get(ev, "certs")) == 0 &&
+			              json_object_set(ev, "certs", cj) == 0,
+			          SL_E_NOMEM, "evidence");
+		}
+		*out = ev;
+		ev = NULL;
+		rc = SL_OK;
+		goto out;
 	} else {
-		SL_FAIL(SL_E_USAGE, "--kind %s: want sev-snp or tdx", kind);
+		SL_FAIL(SL_E_USAGE, "--kind %s: want sev-snp, tdx or azure-cvm", kind);
 	}
 	SL_GUARD(sl_b64_encode(report, len, &b64));
 	ev = json_pack("{s:s, s:s}", "kind", kind, strcmp(kind, "tdx") == 0 ? "quote" : "report",

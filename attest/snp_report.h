@@ -87,6 +87,10 @@ SL_MUST_USE sl_err sl_snp_verify_report(const uint8_t *report, size_t len,
 /* Adds the report's claims (snp.*, tee.kind) for product p (snp_claims.c). */
 SL_MUST_USE sl_err sl_snp_claims(const sl_snp_report *r, enum sl_snp_product p, sl_claims *c);
 
+/* The evidence's "certs" object (vcek, vlek, ask, asvk, ark: base64 DER)
+ * appended to st; absent is fine, unknown keys fail (snp_evidence.c). */
+SL_MUST_USE sl_err sl_snp_ev_certs(const json_t *ev, STACK_OF(X509) *st);
+
 /* Shared binding check for 64-byte REPORT_DATA fields (SNP and TDX): equal
  * to o->expect zero-padded, or binding=unchecked when o->no_binding. */
 SL_MUST_USE sl_err sl_tee_check_report_data(const uint8_t rd[static 64], const sl_verify_opts *o,

@@ -16,22 +16,25 @@
 
 static void help(void)
 {
-	printf("Usage: seclaunch evidence import --kind sev-snp|tdx --report FILE\n"
-	       "                                 [--certs FILE]... -o EVIDENCE.json\n\n"
-	       "Wraps a raw report collected elsewhere into evidence JSON for `seclaunch\n"
-	       "verify` (docs/evidence-sev-snp.md, docs/evidence-tdx.md). The report is\n"
-	       "parsed, not verified.\n\n"
-	       "  --kind KIND      sev-snp (an ATTESTATION_REPORT, 1184 bytes, or its hex)\n"
-	       "                   or tdx (a DCAP quote v4/v5)\n"
-	       "  --report FILE    the raw report or quote (\"-\": stdin)\n"
-	       "  --certs FILE     sev-snp only, repeatable (at most %d): PEM bundles or DER\n"
-	       "                   certificates (VCEK/VLEK, ASK/ASVK, ARK), filed by subject\n"
-	       "  -o, --output F   where to write the evidence (\"-\": stdout)\n"
-	       "  --force          replace an existing output file\n"
-	       "  -h, --help       this text\n\n"
-	       "Exit codes: 0 ok, 1 usage, 2 unreadable input or output exists,\n"
-	       "3 the report is malformed (the message names the field).\n",
-	       MAX_CERT_FILES);
+	printf(
+	    "Usage: seclaunch evidence import --kind sev-snp|tdx|azure-cvm --report FILE\n"
+	    "                                 [--certs FILE]... -o EVIDENCE.json\n\n"
+	    "Wraps a raw report collected elsewhere into evidence JSON for `seclaunch\n"
+	    "verify` (docs/evidence-sev-snp.md, docs/evidence-tdx.md). The report is\n"
+	    "parsed, not verified.\n\n"
+	    "  --kind KIND      sev-snp (an ATTESTATION_REPORT, 1184 bytes, or its hex)\n"
+	    "                   or tdx (a DCAP quote v4/v5), or azure-cvm (the JSON the\n"
+	    "                   CoCo attestation agent's az-snp-vtpm / az-tdx-vtpm\n"
+	    "                   attesters write: HCL report, VCEK or TD quote, vTPM quote)\n"
+	    "  --report FILE    the raw report or quote (\"-\": stdin)\n"
+	    "  --certs FILE     sev-snp, azure-cvm; repeatable (at most %d): PEM bundles or DER\n"
+	    "                   certificates (VCEK/VLEK, ASK/ASVK, ARK), filed by subject\n"
+	    "  -o, --output F   where to write the evidence (\"-\": stdout)\n"
+	    "  --force          replace an existing output file\n"
+	    "  -h, --help       this text\n\n"
+	    "Exit codes: 0 ok, 1 usage, 2 unreadable input or output exists,\n"
+	    "3 the report is malformed (the message names the field).\n",
+	    MAX_CERT_FILES);
 }
 
 static int import(int argc, char **argv)
@@ -86,8 +89,10 @@ static int import(int argc, char **argv)
 	}
 	if (kind == NULL || report == NULL || outp == NULL)
 		return sl_cli_usage("evidence import", "--kind, --report and -o are required");
-	if (strcmp(kind, "sev-snp") != 0 && strcmp(kind, "tdx") != 0)
-		return sl_cli_usage("evidence import", "--kind %s: want sev-snp or tdx", kind);
+	if (strcmp(kind, "sev-snp") != 0 && strcmp(kind, "tdx") != 0 &&
+	    strcmp(kind, "azure-cvm") != 0)
+		return sl_cli_usage("evidence import", "--kind %s: want sev-snp, tdx or azure-cvm",
+		                    kind);
 	if (optind != argc)
 		return sl_cli_usage("evidence import", "unexpected argument '%s'", argv[optind]);
 	if (strcmp(kind, "tdx") == 0 && ncerts > 0)
