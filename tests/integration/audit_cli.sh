@@ -362,4 +362,22 @@ check "export --since and --event combined" 0 "$SL" audit export --pubkey k.pub 
 assert "combined filters" test "$(wc -l <"$T/out")" -eq 1
 check_err "bad --since" 1 "since" "$SL" audit export --since yesterday filt
 
+# seclaunchd writes its log through the same module: after a clean stop the
+# log ends with a closing checkpoint signed by the key it made in --dev mode
+if [ -x "$SLD" ]; then
+	start_kms "$T/kms"
+	curl -s --cacert "$KMS_CA" -X POST "$KMS_URL/v1/challenge" -d '{}' >/dev/null
+	curl -s --cacert "$KMS_CA" -X POST -H "Authorization: Bearer $(cat "$KMS_TOKEN")" \
+		"$KMS_URL/v1/keys" -d '{"id":"audit-kek"}' >/dev/null
+	stop_pid "$KMS_PID"
+	check "seclaunchd's log verifies with its closing checkpoint" 0 "$SL" audit verify \
+		--pubkey "$KMS_STATE/audit.pub" --require-final-checkpoint --anchor "$KMS_STATE/audit.log.anchor" \
+		--audit-log "$KMS_STATE/audit.log"
+	check "seclaunchd's log exports" 0 "$SL" audit export --format cef --pubkey "$KMS_STATE/audit.pub" \
+		--event kms.key.create "$KMS_STATE/audit.log"
+	assert "the key creation is in the export" grep -q "|kms.key.create|Key encryption key created|.*cs3=audit-kek" "$T/out"
+else
+	skip "seclaunchd's log" "no seclaunchd binary in $SL_BIN"
+fi
+
 finish
