@@ -201,6 +201,7 @@ sl_err kmsd_keystore_open(const char *path, const char *master_key_file, kmsd_ke
 	SL_ENSURE(sl_secret_len(ks->master) == 32, SL_E_INPUT,
 	          "%s: master key must be exactly 32 bytes, got %zu", master_key_file,
 	          sl_secret_len(ks->master));
+	kmsd_remove_stale_tmp(path);
 	SL_GUARD(load_file(ks));
 	*out = ks;
 	ks = NULL;

@@ -62,6 +62,9 @@ SL_MUST_USE sl_err kmsd_config_dev(kmsd_config *c);
 SL_MUST_USE sl_err kmsd_config_check(const kmsd_config *c);
 void kmsd_config_free(kmsd_config *c);
 
+/* stale.c: removes "<path>.tmp.<pid>.*" left by a writer that died. */
+void kmsd_remove_stale_tmp(const char *path);
+
 /* devca.c: a self-signed CA and a server certificate for 127.0.0.1/localhost. */
 SL_MUST_USE sl_err kmsd_devca_create(const char *ca_pem, const char *cert_pem, const char *key_pem);
 

@@ -75,7 +75,7 @@ static sl_err load(kmsd_registry *r)
 	size_t len = 0;
 	json_t *root = NULL, *aks;
 	json_error_t je;
-	char want[65];
+	char want[65], have[64];
 	const char *mac;
 	struct stat st;
 
@@ -86,10 +86,12 @@ static sl_err load(kmsd_registry *r)
 	SL_ENSURE(root != NULL && json_is_object(root), SL_E_INTEGRITY,
 	          "%s: registry is not valid JSON (truncated or edited): %s", r->path, je.text);
 	mac = json_string_value(json_object_get(root, "mac"));
-	SL_ENSURE(mac != NULL, SL_E_INTEGRITY, "%s: registry has no \"mac\"", r->path);
-	json_object_del(root, "mac");
+	SL_ENSURE(mac != NULL && strlen(mac) == 64, SL_E_INTEGRITY,
+	          "%s: registry has no valid \"mac\"", r->path);
+	memcpy(have, mac, sizeof(have));
+	json_object_del(root, "mac"); /* frees mac */
 	SL_GUARD(mac_of(r, root, want));
-	SL_ENSURE(strlen(mac) == 64 && sl_ct_eq(mac, want, 64), SL_E_INTEGRITY,
+	SL_ENSURE(sl_ct_eq(have, want, 64), SL_E_INTEGRITY,
 	          "%s: registry MAC does not verify (edited, or another registry key)", r->path);
 	SL_ENSURE(json_integer_value(json_object_get(root, "version")) == 1, SL_E_VERSION,
 	          "%s: registry version", r->path);
@@ -128,6 +130,7 @@ sl_err kmsd_registry_open(const char *path, const char *key_file, kmsd_registry 
 	SL_GUARD(sl_secret_read_file(key_file, 64, &r->key));
 	SL_ENSURE(sl_secret_len(r->key) == 32, SL_E_INPUT,
 	          "%s: registry key must be exactly 32 bytes", key_file);
+	kmsd_remove_stale_tmp(path);
 	SL_GUARD(load(r));
 	if (r->doc == NULL) {
 		r->doc = json_pack("{s:i, s:[]}", "version", 1, "aks");

@@ -68,7 +68,7 @@ want "unknown field: 400 naming it" 400 "unknown field .*surprise" POST /v1/rele
 want "duplicate field: 400" 400 "duplicate" POST /v1/release '{"nonce":"a","nonce":"b"}'
 want "well-formed but unissued: 403 (parsing passed)" 403 "nonce_unknown" POST /v1/release "{\"nonce\":\"$N\",\"eph_pub\":\"$N\",\"policy_digest\":\"$N\",\"evidence\":[{\"kind\":\"tpm2\"}],\"keys\":[$ok_key]}"
 want "challenge with a body that is not {}: 400" 400 "unknown field" POST /v1/challenge '{"x":1}'
-want "enroll with garbage keys: 403 naming the AK" 403 "" POST /v1/enroll '{"ek_pub":"AAAA","ak_pub":"AAAA"}'
+want "enroll with garbage keys: 403 naming the AK" 403 "AK public" POST /v1/enroll '{"ek_pub":"AAAA","ak_pub":"AAAA"}'
 want "activate with an unknown session: 403" 403 "session: unknown" POST /v1/enroll/activate "{\"session\":\"AAAAAAAAAAAAAAAAAAAAAA==\",\"secret\":\"AAAA\"}"
 TOKEN=$(cat "$KMS_TOKEN")
 want "key create with a bad id: 400" 400 "id: must be" POST /v1/keys '{"id":"../x"}' "$TOKEN"
