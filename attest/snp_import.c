@@ -122,7 +122,8 @@ sl_err sl_evidence_import(const char *kind, const uint8_t *report, size_t len, c
 			cj = json_object();
 			SL_ENSURE(cj != NULL, SL_E_NOMEM, "evidence");
 			SL_GUARD(add_certs(cj, certs, ncerts));
-			SL_ENSURE(json_object_update(cj, json_object_get(ev, "certs")) == 0 &&
+			json_t *had = json_object_get(ev, "certs");
+			SL_ENSURE((had == NULL || json_object_update(cj, had) == 0) &&
 			              json_object_set(ev, "certs", cj) == 0,
 			          SL_E_NOMEM, "evidence");
 		}
