@@ -310,9 +310,9 @@ sl_err audit_lines_next(audit_lines *l, bool *got)
 	l->unterminated = false;
 	if (l->eof)
 		return SL_OK;
-	/* getc on a buffered FILE: the cap is enforced byte by byte, so a line
-	 * can never grow the buffer past SL_AUDIT_MAX_LINE + 1. */
-	while ((c = getc(l->f)) != EOF && c != '\n') {
+	/* getc_unlocked on a buffered FILE (one thread owns it): the cap is enforced byte by byte,
+	 * so a line can never grow the buffer past SL_AUDIT_MAX_LINE + 1. */
+	while ((c = getc_unlocked(l->f)) != EOF && c != '\n') {
 		if (l->len == SL_AUDIT_MAX_LINE)
 			SL_FAIL(SL_E_TOO_LARGE, "%s:%zu: line longer than %u bytes", l->path,
 			        l->lineno + 1, SL_AUDIT_MAX_LINE);
