@@ -254,7 +254,10 @@ static sl_err crypt(kmsd_p11 *p, bool enc, const char *id, const uint8_t iv[stat
 	                    .ulTagBits = 128};
 	CK_MECHANISM m = {CKM_AES_GCM, &gp, sizeof(gp)};
 	CK_OBJECT_HANDLE h;
-	CK_ULONG n = 0, olen = out_len;
+	/* room for in_len bytes: some tokens size a GCM decrypt output by its
+	 * input, and CKR_BUFFER_TOO_SMALL would leave the operation active */
+	uint8_t tmp[64];
+	CK_ULONG n = 0, olen = sizeof(tmp);
 	int slot;
 	CK_SESSION_HANDLE s = get_session(p, &slot);
 	CK_RV rv = find_key(p, s, id, &h, &n);
@@ -266,11 +269,11 @@ static sl_err crypt(kmsd_p11 *p, bool enc, const char *id, const uint8_t iv[stat
 	if (enc) {
 		rv = p->f->C_EncryptInit(s, &m, h);
 		if (rv == CKR_OK)
-			rv = p->f->C_Encrypt(s, (CK_BYTE_PTR)in, in_len, out, &olen);
+			rv = p->f->C_Encrypt(s, (CK_BYTE_PTR)in, in_len, tmp, &olen);
 	} else {
 		rv = p->f->C_DecryptInit(s, &m, h);
 		if (rv == CKR_OK)
-			rv = p->f->C_Decrypt(s, (CK_BYTE_PTR)in, in_len, out, &olen);
+			rv = p->f->C_Decrypt(s, (CK_BYTE_PTR)in, in_len, tmp, &olen);
 	}
 	if (rv != CKR_OK) {
 		sl_wipe(out, out_len);
@@ -282,8 +285,10 @@ static sl_err crypt(kmsd_p11 *p, bool enc, const char *id, const uint8_t iv[stat
 	}
 	SL_ENSURE(olen == out_len, SL_E_SYSTEM, "PKCS#11 AES-GCM: %lu bytes out, want %zu",
 	          (unsigned long)olen, out_len);
+	memcpy(out, tmp, out_len);
 	rc = SL_OK;
 out:
+	sl_wipe(tmp, sizeof(tmp));
 	put_session(p, slot);
 	return rc;
 }
