@@ -431,8 +431,10 @@ sl_err sl_policy_evaluate(const sl_policy *p, const sl_claims *claims, const sl_
 		     "development policy: any key for any dataset to any verified evidence, "
 		     "in any region (NOT for production)");
 	} else {
+		/* verifiers set "binding" to the checked value (or "verified"), and to
+		 * "unchecked" only when told to skip the check */
 		const char *b = claim(claims, "binding");
-		if (b == NULL || strcmp(b, "verified") != 0)
+		if (b == NULL || b[0] == '\0' || strcmp(b, "unchecked") == 0)
 			DENY(d, "$", "the evidence is not bound to this request (binding=%s)",
 			     b ? b : "missing");
 		check_key(p, req, d);

@@ -254,6 +254,8 @@ static const struct ecase CASES[] = {
      "$.datasets[1]: rule 'clinical-ch-*' applies to dataset 'clinical-ch-1'"},
     {"binding unchecked", 0, SNP, "binding=unchecked", "clinical-1", NULL, NULL, false,
      "$: the evidence is not bound to this request (binding=unchecked)"},
+    {"binding as the checked hex value (TPM)", 0, TPM, "binding=5ec1a0c4", "public-1", NULL, NULL,
+     true, "$.datasets[2].allowed_regions[0]: region aws:us-east-1 is in group 'us'"},
     {"binding missing", 0, TPM, "binding=", "public-1", NULL, NULL, false,
      "$: the evidence is not bound to this request (binding=missing)"},
     {"any region pattern", 0, TPM, "cloud.provider=azure;cloud.region=brazilsouth", "dev-1", NULL,
