@@ -41,6 +41,28 @@ struct worker {
 	bool started;
 };
 
+/* Takes the next published item and processes it; called and returns with
+ * p->mu held. */
+static void take_one(struct pool *p, struct worker *w)
+{
+	uint64_t i = p->next_take++;
+	struct slot *s = &p->slots[i % p->nslots];
+	s->state = SLOT_BUSY;
+	pthread_mutex_unlock(&p->mu);
+
+	size_t len = s->len;
+	sl_err_clear();
+	sl_err rc = p->ops->work(p->ops->ctx, w->wstate, i, sl_secret_data(s->buf), &len);
+	if (rc != SL_OK)
+		snprintf(s->msg, sizeof(s->msg), "%s", sl_err_detail());
+
+	pthread_mutex_lock(&p->mu);
+	s->len = len;
+	s->rc = rc;
+	s->state = SLOT_DONE;
+	pthread_cond_broadcast(&p->done_cv);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -52,22 +74,7 @@ static void *worker_main(void *arg)
 			pthread_cond_wait(&p->work_cv, &p->mu);
 		if (p->stop)
 			break;
-		uint64_t i = p->next_take++;
-		struct slot *s = &p->slots[i % p->nslots];
-		s->state = SLOT_BUSY;
-		pthread_mutex_unlock(&p->mu);
-
-		size_t len = s->len;
-		sl_err_clear();
-		sl_err rc = p->ops->work(p->ops->ctx, w->wstate, i, sl_secret_data(s->buf), &len);
-		if (rc != SL_OK)
-			snprintf(s->msg, sizeof(s->msg), "%s", sl_err_detail());
-
-		pthread_mutex_lock(&p->mu);
-		s->len = len;
-		s->rc = rc;
-		s->state = SLOT_DONE;
-		pthread_cond_broadcast(&p->done_cv);
+		take_one(p, w);
 	}
 	pthread_mutex_unlock(&p->mu);
 	return NULL;
@@ -126,9 +133,14 @@ sl_err sld_pool_run(const struct sld_pool_ops *ops)
 	pthread_cond_init(&p.work_cv, NULL);
 	pthread_cond_init(&p.done_cv, NULL);
 	sync_live = true;
+	/* workers[0] is the calling thread: it works too while it waits for
+	 * the next chunk in order, so `threads` is the number of threads that
+	 * do crypto and none sits idle on a busy machine */
 	for (unsigned t = 0; t < nthreads; t++) {
 		workers[t].pool = &p;
 		SL_GUARD(ops->worker_init(ops->ctx, &workers[t].wstate));
+		if (t == 0)
+			continue;
 		SL_ENSURE(pthread_create(&workers[t].tid, NULL, worker_main, &workers[t]) == 0,
 		          SL_E_SYSTEM, "starting decryption worker %u", t);
 		workers[t].started = true;
@@ -151,8 +163,12 @@ sl_err sld_pool_run(const struct sld_pool_ops *ops)
 		}
 		struct slot *s = &p.slots[i % p.nslots];
 		pthread_mutex_lock(&p.mu);
-		while (s->state != SLOT_DONE)
-			pthread_cond_wait(&p.done_cv, &p.mu);
+		while (s->state != SLOT_DONE) {
+			if (p.next_take < p.published)
+				take_one(&p, &workers[0]);
+			else
+				pthread_cond_wait(&p.done_cv, &p.mu);
+		}
 		pthread_mutex_unlock(&p.mu);
 		if (s->rc != SL_OK)
 			SL_FAIL(s->rc, "%s", s->msg);
