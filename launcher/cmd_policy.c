@@ -24,156 +24,156 @@
 #define CLAIMS_MAX (1024 * 1024)
 #define MAX_OUTPUTS 64
 
-static void usage(FILE *f) {
-  fprintf(
-      f,
-      "Usage:\n"
-      "  seclaunch policy keygen --secret-key F --public-key F.pub [-W] "
-      "[--force]\n"
-      "  seclaunch policy sign --secret-key F --policy P [-t COMMENT] "
-      "[--signature S] "
-      "[--legacy]\n"
-      "  seclaunch policy verify --policy P --policy-pubkey K [--signature S] "
-      "[--json]\n"
-      "  seclaunch policy check --policy P [--json]\n"
-      "  seclaunch policy explain --policy P --policy-pubkey K [--signature "
-      "S]\n"
-      "                           --claims CLAIMS.json --dataset D [--key ID]\n"
-      "                           [--output URL]... [--identity DOC ...] "
-      "[--json]\n"
-      "  seclaunch policy identity-collect --cloud gcp|aws|auto [--binding "
-      "HEX] -o DOC\n"
-      "  seclaunch policy identity-verify --identity DOC [--gcp-jwks F] "
-      "[--gcp-cs-root F]\n"
-      "                           [--aws-trust DIR] [--binding HEX] [--at "
-      "TIME] [--json]\n\n"
-      "Policies are JSON (docs/policy.md) signed with minisign keys; the files "
-      "are\n"
-      "minisign's own, so `minisign -S/-V` works on them too.\n\n"
-      "  --secret-key F      minisign secret key file (written mode 0600 by "
-      "keygen)\n"
-      "  --public-key F      minisign public key file (keygen output)\n"
-      "  -W                  keygen: leave the secret key unencrypted (no "
-      "password)\n"
-      "  --force             keygen: replace existing key files\n"
-      "  --policy P          the policy document\n"
-      "  --policy-pubkey K   minisign public key that must have signed P\n"
-      "  --signature S       signature file (default: P.minisig)\n"
-      "  -t, --trusted-comment C  sign: signed comment (default: timestamp and "
-      "file name)\n"
-      "  --legacy            sign: legacy 'Ed' signature instead of prehashed "
-      "'ED'\n"
-      "  --claims F          explain: claims JSON as `seclaunch verify --json` "
-      "prints it\n"
-      "  --dataset D         explain: the dataset id asked for\n"
-      "  --key ID            explain: the key id asked for\n"
-      "  --output URL        explain: an output destination the job writes to "
-      "(repeat)\n"
-      "  --identity DOC      a cloud identity document (JSON, or a bare GCP "
-      "JWT); explain\n"
-      "                      adds its verified region claims to --claims\n"
-      "  --gcp-jwks F        Google's signing keys (JWKS cache file) for GCP "
-      "identity JWTs\n"
-      "  --gcp-cs-root F     pinned root (PEM) for GCP Confidential Space "
-      "tokens\n"
-      "  --aws-trust DIR     AWS identity document certificates (PEM files)\n"
-      "  --binding HEX       the request binding: GCP audience / expected aud\n"
-      "  --at TIME           verify at this RFC 3339 time instead of now\n"
-      "  --cloud C           identity-collect: gcp, aws or auto (metadata "
-      "servers at\n"
-      "                      $SECLAUNCH_GCP_METADATA_URL / "
-      "$SECLAUNCH_AWS_METADATA_URL)\n"
-      "  -o, --out DOC       identity-collect: where to write the document\n"
-      "  --json              machine-readable output\n"
-      "  -q                  quiet\n\n"
-      "The secret key password comes from the file named by\n"
-      "SECLAUNCH_POLICY_PASSWORD_FILE (mode 0600), else from a prompt on the "
-      "terminal.\n"
-      "Exit codes: 0 ok / allowed, 1 usage, 2 malformed or invalid file, 4 "
-      "signature\n"
-      "invalid or policy denied, 6 wrong password.\n");
+static void usage(FILE *f)
+{
+	fprintf(f, "Usage:\n"
+	           "  seclaunch policy keygen --secret-key F --public-key F.pub [-W] "
+	           "[--force]\n"
+	           "  seclaunch policy sign --secret-key F --policy P [-t COMMENT] "
+	           "[--signature S] "
+	           "[--legacy]\n"
+	           "  seclaunch policy verify --policy P --policy-pubkey K [--signature S] "
+	           "[--json]\n"
+	           "  seclaunch policy check --policy P [--json]\n"
+	           "  seclaunch policy explain --policy P --policy-pubkey K [--signature "
+	           "S]\n"
+	           "                           --claims CLAIMS.json --dataset D [--key ID]\n"
+	           "                           [--output URL]... [--identity DOC ...] "
+	           "[--json]\n"
+	           "  seclaunch policy identity-collect --cloud gcp|aws|auto [--binding "
+	           "HEX] -o DOC\n"
+	           "  seclaunch policy identity-verify --identity DOC [--gcp-jwks F] "
+	           "[--gcp-cs-root F]\n"
+	           "                           [--aws-trust DIR] [--binding HEX] [--at "
+	           "TIME] [--json]\n\n"
+	           "Policies are JSON (docs/policy.md) signed with minisign keys; the files "
+	           "are\n"
+	           "minisign's own, so `minisign -S/-V` works on them too.\n\n"
+	           "  --secret-key F      minisign secret key file (written mode 0600 by "
+	           "keygen)\n"
+	           "  --public-key F      minisign public key file (keygen output)\n"
+	           "  -W                  keygen: leave the secret key unencrypted (no "
+	           "password)\n"
+	           "  --force             keygen: replace existing key files\n"
+	           "  --policy P          the policy document\n"
+	           "  --policy-pubkey K   minisign public key that must have signed P\n"
+	           "  --signature S       signature file (default: P.minisig)\n"
+	           "  -t, --trusted-comment C  sign: signed comment (default: timestamp and "
+	           "file name)\n"
+	           "  --legacy            sign: legacy 'Ed' signature instead of prehashed "
+	           "'ED'\n"
+	           "  --claims F          explain: claims JSON as `seclaunch verify --json` "
+	           "prints it\n"
+	           "  --dataset D         explain: the dataset id asked for\n"
+	           "  --key ID            explain: the key id asked for\n"
+	           "  --output URL        explain: an output destination the job writes to "
+	           "(repeat)\n"
+	           "  --identity DOC      a cloud identity document (JSON, or a bare GCP "
+	           "JWT); explain\n"
+	           "                      adds its verified region claims to --claims\n"
+	           "  --gcp-jwks F        Google's signing keys (JWKS cache file) for GCP "
+	           "identity JWTs\n"
+	           "  --gcp-cs-root F     pinned root (PEM) for GCP Confidential Space "
+	           "tokens\n"
+	           "  --aws-trust DIR     AWS identity document certificates (PEM files)\n"
+	           "  --binding HEX       the request binding: GCP audience / expected aud\n"
+	           "  --at TIME           verify at this RFC 3339 time instead of now\n"
+	           "  --cloud C           identity-collect: gcp, aws or auto (metadata "
+	           "servers at\n"
+	           "                      $SECLAUNCH_GCP_METADATA_URL / "
+	           "$SECLAUNCH_AWS_METADATA_URL)\n"
+	           "  -o, --out DOC       identity-collect: where to write the document\n"
+	           "  --json              machine-readable output\n"
+	           "  -q                  quiet\n\n"
+	           "The secret key password comes from the file named by\n"
+	           "SECLAUNCH_POLICY_PASSWORD_FILE (mode 0600), else from a prompt on the "
+	           "terminal.\n"
+	           "Exit codes: 0 ok / allowed, 1 usage, 2 malformed or invalid file, 4 "
+	           "signature\n"
+	           "invalid or policy denied, 6 wrong password.\n");
 }
 
 /* The secret key password: from $SECLAUNCH_POLICY_PASSWORD_FILE or the tty. */
-static sl_err read_password(bool confirm, sl_secret **out) {
-  sl_err rc = SL_E_USAGE;
-  sl_secret *s = NULL, *s2 = NULL;
-  struct termios old, raw;
-  bool restore = false;
-  FILE *tty = NULL;
-  const char *pf = getenv("SECLAUNCH_POLICY_PASSWORD_FILE");
+static sl_err read_password(bool confirm, sl_secret **out)
+{
+	sl_err rc = SL_E_USAGE;
+	sl_secret *s = NULL, *s2 = NULL;
+	struct termios old, raw;
+	bool restore = false;
+	FILE *tty = NULL;
+	const char *pf = getenv("SECLAUNCH_POLICY_PASSWORD_FILE");
 
-  if (pf != NULL) {
-    SL_GUARD(sl_secret_read_file(pf, PASSWORD_MAX, &s));
-    size_t n = sl_secret_len(s);
-    uint8_t *d = sl_secret_data(s);
-    while (n > 0 && (d[n - 1] == '\n' || d[n - 1] == '\r'))
-      n--;
-    SL_ENSURE(n > 0 && n < PASSWORD_MAX, SL_E_INPUT, "%s: empty password", pf);
-    sl_secret_truncate(s, n + 1);
-    d[n] = '\0';
-  } else {
-    tty = fopen("/dev/tty", "r+e");
-    SL_ENSURE(tty != NULL, SL_E_USAGE,
-              "no terminal to ask for the password: set "
-              "SECLAUNCH_POLICY_PASSWORD_FILE "
-              "or use -W");
-    for (int round = 0; round < (confirm ? 2 : 1); round++) {
-      sl_secret **dst = round == 0 ? &s : &s2;
-      SL_GUARD(sl_secret_new(PASSWORD_MAX, dst));
-      fprintf(tty, round == 0 ? "Password: " : "Password (again): ");
-      fflush(tty);
-      if (tcgetattr(fileno(tty), &old) == 0) {
-        raw = old;
-        raw.c_lflag &= ~(tcflag_t)ECHO;
-        restore = tcsetattr(fileno(tty), TCSAFLUSH, &raw) == 0;
-      }
-      char *line = (char *)sl_secret_data(*dst);
-      bool got = fgets(line, PASSWORD_MAX, tty) != NULL;
-      if (restore)
-        tcsetattr(fileno(tty), TCSAFLUSH, &old);
-      restore = false;
-      fprintf(tty, "\n");
-      SL_ENSURE(got, SL_E_USAGE, "no password entered");
-      line[strcspn(line, "\r\n")] = '\0';
-      SL_ENSURE(line[0] != '\0', SL_E_USAGE, "empty password");
-    }
-    if (confirm)
-      SL_ENSURE(strcmp((char *)sl_secret_data(s), (char *)sl_secret_data(s2)) ==
-                    0,
-                SL_E_USAGE, "the passwords differ");
-  }
-  *out = s;
-  s = NULL;
-  rc = SL_OK;
+	if (pf != NULL) {
+		SL_GUARD(sl_secret_read_file(pf, PASSWORD_MAX, &s));
+		size_t n = sl_secret_len(s);
+		uint8_t *d = sl_secret_data(s);
+		while (n > 0 && (d[n - 1] == '\n' || d[n - 1] == '\r'))
+			n--;
+		SL_ENSURE(n > 0 && n < PASSWORD_MAX, SL_E_INPUT, "%s: empty password", pf);
+		sl_secret_truncate(s, n + 1);
+		d[n] = '\0';
+	} else {
+		tty = fopen("/dev/tty", "r+e");
+		SL_ENSURE(tty != NULL, SL_E_USAGE,
+		          "no terminal to ask for the password: set "
+		          "SECLAUNCH_POLICY_PASSWORD_FILE "
+		          "or use -W");
+		for (int round = 0; round < (confirm ? 2 : 1); round++) {
+			sl_secret **dst = round == 0 ? &s : &s2;
+			SL_GUARD(sl_secret_new(PASSWORD_MAX, dst));
+			fprintf(tty, round == 0 ? "Password: " : "Password (again): ");
+			fflush(tty);
+			if (tcgetattr(fileno(tty), &old) == 0) {
+				raw = old;
+				raw.c_lflag &= ~(tcflag_t)ECHO;
+				restore = tcsetattr(fileno(tty), TCSAFLUSH, &raw) == 0;
+			}
+			char *line = (char *)sl_secret_data(*dst);
+			bool got = fgets(line, PASSWORD_MAX, tty) != NULL;
+			if (restore)
+				tcsetattr(fileno(tty), TCSAFLUSH, &old);
+			restore = false;
+			fprintf(tty, "\n");
+			SL_ENSURE(got, SL_E_USAGE, "no password entered");
+			line[strcspn(line, "\r\n")] = '\0';
+			SL_ENSURE(line[0] != '\0', SL_E_USAGE, "empty password");
+		}
+		if (confirm)
+			SL_ENSURE(strcmp((char *)sl_secret_data(s), (char *)sl_secret_data(s2)) ==
+			              0,
+			          SL_E_USAGE, "the passwords differ");
+	}
+	*out = s;
+	s = NULL;
+	rc = SL_OK;
 out:
-  if (tty != NULL)
-    fclose(tty);
-  sl_secret_free(s);
-  sl_secret_free(s2);
-  return rc;
+	if (tty != NULL)
+		fclose(tty);
+	sl_secret_free(s);
+	sl_secret_free(s2);
+	return rc;
 }
 
 enum {
-  O_SECRET = 256,
-  O_PUBLIC,
-  O_FORCE,
-  O_POLICY,
-  O_PUBKEY,
-  O_SIG,
-  O_LEGACY,
-  O_CLAIMS,
-  O_DATASET,
-  O_KEY,
-  O_OUTPUT,
-  O_JSON,
-  O_IDENTITY,
-  O_JWKS,
-  O_CSROOT,
-  O_AWSTRUST,
-  O_BINDING,
-  O_AT,
-  O_CLOUD
+	O_SECRET = 256,
+	O_PUBLIC,
+	O_FORCE,
+	O_POLICY,
+	O_PUBKEY,
+	O_SIG,
+	O_LEGACY,
+	O_CLAIMS,
+	O_DATASET,
+	O_KEY,
+	O_OUTPUT,
+	O_JSON,
+	O_IDENTITY,
+	O_JWKS,
+	O_CSROOT,
+	O_AWSTRUST,
+	O_BINDING,
+	O_AT,
+	O_CLOUD
 };
 
 static const struct option LONGOPTS[] = {
@@ -203,422 +203,424 @@ static const struct option LONGOPTS[] = {
 };
 
 struct opts {
-  const char *seckey, *pubkey_out, *policy, *pubkey, *sig, *comment, *claims,
-      *dataset, *key;
-  const char *outputs[MAX_OUTPUTS];
-  size_t n_outputs;
-  bool no_password, force, legacy;
-  const char *identity, *binding_hex, *at, *cloud, *out;
-  sl_identity_opts id;
+	const char *seckey, *pubkey_out, *policy, *pubkey, *sig, *comment, *claims, *dataset, *key;
+	const char *outputs[MAX_OUTPUTS];
+	size_t n_outputs;
+	bool no_password, force, legacy;
+	const char *identity, *binding_hex, *at, *cloud, *out;
+	sl_identity_opts id;
 };
 
-static int do_keygen(const struct opts *o) {
-  sl_err rc = SL_E_USAGE;
-  sl_secret *pw = NULL;
-  char *sec = NULL, *pub = NULL;
-  sl_minisign_pubkey pk;
-  char id[17];
+static int do_keygen(const struct opts *o)
+{
+	sl_err rc = SL_E_USAGE;
+	sl_secret *pw = NULL;
+	char *sec = NULL, *pub = NULL;
+	sl_minisign_pubkey pk;
+	char id[17];
 
-  if (o->seckey == NULL || o->pubkey_out == NULL)
-    return sl_cli_usage(CMD, "keygen needs --secret-key and --public-key");
-  if (!o->no_password)
-    SL_GUARD(read_password(true, &pw));
-  SL_GUARD(sl_minisign_keygen(pw ? (const char *)sl_secret_data(pw) : NULL, 0,
-                              0, &sec, &pub, &pk));
-  SL_GUARD(sl_file_write_atomic(o->seckey, sec, strlen(sec), 0600, o->force));
-  SL_GUARD(
-      sl_file_write_atomic(o->pubkey_out, pub, strlen(pub), 0644, o->force));
-  sl_minisign_key_id_hex(pk.key_id, id);
-  if (!sl_cli_quiet)
-    printf("key id %s\nsecret key: %s (%s)\npublic key: %s\n", id, o->seckey,
-           pw ? "password-protected" : "unencrypted", o->pubkey_out);
-  rc = SL_OK;
+	if (o->seckey == NULL || o->pubkey_out == NULL)
+		return sl_cli_usage(CMD, "keygen needs --secret-key and --public-key");
+	if (!o->no_password)
+		SL_GUARD(read_password(true, &pw));
+	SL_GUARD(sl_minisign_keygen(pw ? (const char *)sl_secret_data(pw) : NULL, 0, 0, &sec, &pub,
+	                            &pk));
+	SL_GUARD(sl_file_write_atomic(o->seckey, sec, strlen(sec), 0600, o->force));
+	SL_GUARD(sl_file_write_atomic(o->pubkey_out, pub, strlen(pub), 0644, o->force));
+	sl_minisign_key_id_hex(pk.key_id, id);
+	if (!sl_cli_quiet)
+		printf("key id %s\nsecret key: %s (%s)\npublic key: %s\n", id, o->seckey,
+		       pw ? "password-protected" : "unencrypted", o->pubkey_out);
+	rc = SL_OK;
 out:
-  if (sec != NULL) {
-    sl_wipe(sec, strlen(sec));
-    free(sec);
-  }
-  free(pub);
-  sl_secret_free(pw);
-  return rc == SL_OK ? 0 : sl_cli_fail(CMD " keygen", rc);
+	if (sec != NULL) {
+		sl_wipe(sec, strlen(sec));
+		free(sec);
+	}
+	free(pub);
+	sl_secret_free(pw);
+	return rc == SL_OK ? 0 : sl_cli_fail(CMD " keygen", rc);
 }
 
-static int do_sign(const struct opts *o) {
-  sl_err rc = SL_E_USAGE;
-  sl_secret *pw = NULL, *keytext = NULL;
-  sl_minisign_seckey *sk = NULL;
-  sl_policy *p = NULL;
-  uint8_t *data = NULL;
-  size_t len = 0;
-  char *sig = NULL, *sigpath = NULL, comment[SL_MINISIGN_COMMENT_MAX + 1];
+static int do_sign(const struct opts *o)
+{
+	sl_err rc = SL_E_USAGE;
+	sl_secret *pw = NULL, *keytext = NULL;
+	sl_minisign_seckey *sk = NULL;
+	sl_policy *p = NULL;
+	uint8_t *data = NULL;
+	size_t len = 0;
+	char *sig = NULL, *sigpath = NULL, comment[SL_MINISIGN_COMMENT_MAX + 1];
 
-  if (o->seckey == NULL || o->policy == NULL)
-    return sl_cli_usage(CMD, "sign needs --secret-key and --policy");
-  SL_GUARD(sl_file_read(o->policy, SL_POLICY_MAX_BYTES, &data, &len));
-  /* sign only what seclaunch would accept */
-  rc = sl_policy_load(data, len, &p);
-  if (rc != SL_OK) {
-    rc = sl_err_wrap(rc, "%s: not signing an invalid policy", o->policy);
-    goto out;
-  }
-  SL_GUARD(sl_secret_read_file(o->seckey, 4096, &keytext));
-  if (sl_minisign_seckey_is_encrypted(sl_secret_data(keytext),
-                                      sl_secret_len(keytext)))
-    SL_GUARD(read_password(false, &pw));
-  rc = sl_minisign_seckey_parse(sl_secret_data(keytext), sl_secret_len(keytext),
-                                pw ? (const char *)sl_secret_data(pw) : NULL,
-                                &sk);
-  if (rc != SL_OK) {
-    rc = sl_err_wrap(rc, "%s", o->seckey);
-    goto out;
-  }
-  if (o->comment == NULL) {
-    const char *base = strrchr(o->policy, '/');
-    snprintf(comment, sizeof(comment), "timestamp:%lld\tfile:%s",
-             (long long)time(NULL), base ? base + 1 : o->policy);
-  }
-  SL_GUARD(sl_minisign_sign(sk, data, len, o->comment ? o->comment : comment,
-                            o->legacy, &sig));
-  if (o->sig == NULL)
-    SL_ENSURE(asprintf(&sigpath, "%s.minisig", o->policy) >= 0, SL_E_NOMEM,
-              "allocating");
-  SL_GUARD(sl_file_write_atomic(o->sig ? o->sig : sigpath, sig, strlen(sig),
-                                0644, true));
-  if (!sl_cli_quiet)
-    printf("signed %s (sha256 %s) -> %s\n", o->policy, sl_policy_digest_hex(p),
-           o->sig ? o->sig : sigpath);
-  rc = SL_OK;
+	if (o->seckey == NULL || o->policy == NULL)
+		return sl_cli_usage(CMD, "sign needs --secret-key and --policy");
+	SL_GUARD(sl_file_read(o->policy, SL_POLICY_MAX_BYTES, &data, &len));
+	/* sign only what seclaunch would accept */
+	rc = sl_policy_load(data, len, &p);
+	if (rc != SL_OK) {
+		rc = sl_err_wrap(rc, "%s: not signing an invalid policy", o->policy);
+		goto out;
+	}
+	SL_GUARD(sl_secret_read_file(o->seckey, 4096, &keytext));
+	if (sl_minisign_seckey_is_encrypted(sl_secret_data(keytext), sl_secret_len(keytext)))
+		SL_GUARD(read_password(false, &pw));
+	rc = sl_minisign_seckey_parse(sl_secret_data(keytext), sl_secret_len(keytext),
+	                              pw ? (const char *)sl_secret_data(pw) : NULL, &sk);
+	if (rc != SL_OK) {
+		rc = sl_err_wrap(rc, "%s", o->seckey);
+		goto out;
+	}
+	if (o->comment == NULL) {
+		const char *base = strrchr(o->policy, '/');
+		snprintf(comment, sizeof(comment), "timestamp:%lld\tfile:%s", (long long)time(NULL),
+		         base ? base + 1 : o->policy);
+	}
+	SL_GUARD(
+	    sl_minisign_sign(sk, data, len, o->comment ? o->comment : comment, o->legacy, &sig));
+	if (o->sig == NULL)
+		SL_ENSURE(asprintf(&sigpath, "%s.minisig", o->policy) >= 0, SL_E_NOMEM,
+		          "allocating");
+	SL_GUARD(sl_file_write_atomic(o->sig ? o->sig : sigpath, sig, strlen(sig), 0644, true));
+	if (!sl_cli_quiet)
+		printf("signed %s (sha256 %s) -> %s\n", o->policy, sl_policy_digest_hex(p),
+		       o->sig ? o->sig : sigpath);
+	rc = SL_OK;
 out:
-  free(sig);
-  free(sigpath);
-  free(data);
-  sl_policy_free(p);
-  sl_minisign_seckey_free(sk);
-  sl_secret_free(keytext);
-  sl_secret_free(pw);
-  return rc == SL_OK ? 0 : sl_cli_fail(CMD " sign", rc);
+	free(sig);
+	free(sigpath);
+	free(data);
+	sl_policy_free(p);
+	sl_minisign_seckey_free(sk);
+	sl_secret_free(keytext);
+	sl_secret_free(pw);
+	return rc == SL_OK ? 0 : sl_cli_fail(CMD " sign", rc);
 }
 
-static void print_json(json_t *j) {
-  char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
-  if (s != NULL)
-    puts(s);
-  free(s);
+static void print_json(json_t *j)
+{
+	char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+	if (s != NULL)
+		puts(s);
+	free(s);
 }
 
-static int do_verify(const struct opts *o) {
-  sl_err rc = SL_E_USAGE;
-  sl_policy *p = NULL;
-  if (o->policy == NULL || o->pubkey == NULL)
-    return sl_cli_usage(CMD, "verify needs --policy and --policy-pubkey");
-  SL_GUARD(sl_policy_load_signed(o->policy, o->sig, o->pubkey, &p));
-  if (sl_cli_json) {
-    json_t *j = json_pack("{s:s, s:s, s:s}", "policy", o->policy,
-                          "policy_digest", sl_policy_digest_hex(p),
-                          "trusted_comment", sl_policy_trusted_comment(p));
-    print_json(j);
-    json_decref(j);
-  } else if (!sl_cli_quiet) {
-    printf("Signature and comment signature verified\nTrusted comment: %s\n"
-           "Policy digest: %s\n",
-           sl_policy_trusted_comment(p), sl_policy_digest_hex(p));
-  }
-  rc = SL_OK;
+static int do_verify(const struct opts *o)
+{
+	sl_err rc = SL_E_USAGE;
+	sl_policy *p = NULL;
+	if (o->policy == NULL || o->pubkey == NULL)
+		return sl_cli_usage(CMD, "verify needs --policy and --policy-pubkey");
+	SL_GUARD(sl_policy_load_signed(o->policy, o->sig, o->pubkey, &p));
+	if (sl_cli_json) {
+		json_t *j = json_pack("{s:s, s:s, s:s}", "policy", o->policy, "policy_digest",
+		                      sl_policy_digest_hex(p), "trusted_comment",
+		                      sl_policy_trusted_comment(p));
+		print_json(j);
+		json_decref(j);
+	} else if (!sl_cli_quiet) {
+		printf("Signature and comment signature verified\nTrusted comment: %s\n"
+		       "Policy digest: %s\n",
+		       sl_policy_trusted_comment(p), sl_policy_digest_hex(p));
+	}
+	rc = SL_OK;
 out:
-  sl_policy_free(p);
-  return rc == SL_OK ? 0 : sl_cli_fail(CMD " verify", rc);
+	sl_policy_free(p);
+	return rc == SL_OK ? 0 : sl_cli_fail(CMD " verify", rc);
 }
 
-static int do_check(const struct opts *o) {
-  sl_err rc = SL_E_USAGE;
-  sl_policy *p = NULL;
-  uint8_t *data = NULL;
-  size_t len = 0;
-  if (o->policy == NULL)
-    return sl_cli_usage(CMD, "check needs --policy");
-  SL_GUARD(sl_file_read(o->policy, SL_POLICY_MAX_BYTES, &data, &len));
-  rc = sl_policy_load(data, len, &p);
-  if (rc != SL_OK) {
-    rc = sl_err_wrap(rc, "%s", o->policy);
-    goto out;
-  }
-  if (sl_cli_json) {
-    json_t *j = json_pack("{s:s, s:b, s:s}", "policy", o->policy, "valid", 1,
-                          "policy_digest", sl_policy_digest_hex(p));
-    print_json(j);
-    json_decref(j);
-  } else if (!sl_cli_quiet) {
-    printf("%s: valid policy v1 (sha256 %s)%s\n", o->policy,
-           sl_policy_digest_hex(p),
-           sl_policy_allow_unverified_region(p)
-               ? "; WARNING: allow_unverified_region is true (development only)"
-               : "");
-  }
-  rc = SL_OK;
+static int do_check(const struct opts *o)
+{
+	sl_err rc = SL_E_USAGE;
+	sl_policy *p = NULL;
+	uint8_t *data = NULL;
+	size_t len = 0;
+	if (o->policy == NULL)
+		return sl_cli_usage(CMD, "check needs --policy");
+	SL_GUARD(sl_file_read(o->policy, SL_POLICY_MAX_BYTES, &data, &len));
+	rc = sl_policy_load(data, len, &p);
+	if (rc != SL_OK) {
+		rc = sl_err_wrap(rc, "%s", o->policy);
+		goto out;
+	}
+	if (sl_cli_json) {
+		json_t *j = json_pack("{s:s, s:b, s:s}", "policy", o->policy, "valid", 1,
+		                      "policy_digest", sl_policy_digest_hex(p));
+		print_json(j);
+		json_decref(j);
+	} else if (!sl_cli_quiet) {
+		printf("%s: valid policy v1 (sha256 %s)%s\n", o->policy, sl_policy_digest_hex(p),
+		       sl_policy_allow_unverified_region(p)
+		           ? "; WARNING: allow_unverified_region is true (development only)"
+		           : "");
+	}
+	rc = SL_OK;
 out:
-  free(data);
-  sl_policy_free(p);
-  return rc == SL_OK ? 0 : sl_cli_fail(CMD " check", rc);
+	free(data);
+	sl_policy_free(p);
+	return rc == SL_OK ? 0 : sl_cli_fail(CMD " check", rc);
 }
 
 /* Claims: the object `seclaunch verify --json` prints; a "claims" member
  * holding that object is accepted too. */
-static sl_err load_claims(const char *path, sl_claims **out) {
-  sl_err rc = SL_E_IO;
-  uint8_t *data = NULL;
-  size_t len = 0;
-  json_error_t je;
-  json_t *root = NULL;
-  SL_GUARD(sl_file_read(path, CLAIMS_MAX, &data, &len));
-  root = json_loadb((const char *)data, len, JSON_REJECT_DUPLICATES, &je);
-  SL_ENSURE(root != NULL, SL_E_FORMAT, "%s: not valid JSON at line %d: %s",
-            path, je.line, je.text);
-  json_t *obj = json_is_object(json_object_get(root, "claims"))
-                    ? json_object_get(root, "claims")
-                    : root;
-  rc = sl_claims_from_json(obj, out);
-  if (rc != SL_OK)
-    rc = sl_err_wrap(rc, "%s", path);
+static sl_err load_claims(const char *path, sl_claims **out)
+{
+	sl_err rc = SL_E_IO;
+	uint8_t *data = NULL;
+	size_t len = 0;
+	json_error_t je;
+	json_t *root = NULL;
+	SL_GUARD(sl_file_read(path, CLAIMS_MAX, &data, &len));
+	root = json_loadb((const char *)data, len, JSON_REJECT_DUPLICATES, &je);
+	SL_ENSURE(root != NULL, SL_E_FORMAT, "%s: not valid JSON at line %d: %s", path, je.line,
+	          je.text);
+	json_t *obj = json_is_object(json_object_get(root, "claims"))
+	                  ? json_object_get(root, "claims")
+	                  : root;
+	rc = sl_claims_from_json(obj, out);
+	if (rc != SL_OK)
+		rc = sl_err_wrap(rc, "%s", path);
 out:
-  json_decref(root);
-  free(data);
-  return rc;
+	json_decref(root);
+	free(data);
+	return rc;
 }
 
 /* Verifies --identity with the trust options and adds its claims. */
-static sl_err add_identity(const struct opts *o, sl_claims *c) {
-  sl_err rc = SL_E_IO;
-  json_t *doc = NULL;
-  SL_GUARD(sl_identity_load_file(o->identity, &doc));
-  rc = sl_identity_verify(doc, &o->id, c);
-  if (rc != SL_OK)
-    rc = sl_err_wrap(rc, "%s", o->identity);
+static sl_err add_identity(const struct opts *o, sl_claims *c)
+{
+	sl_err rc = SL_E_IO;
+	json_t *doc = NULL;
+	SL_GUARD(sl_identity_load_file(o->identity, &doc));
+	rc = sl_identity_verify(doc, &o->id, c);
+	if (rc != SL_OK)
+		rc = sl_err_wrap(rc, "%s", o->identity);
 out:
-  json_decref(doc);
-  return rc;
+	json_decref(doc);
+	return rc;
 }
 
-static int do_identity_verify(const struct opts *o) {
-  sl_err rc = SL_E_USAGE;
-  sl_claims *c = NULL;
-  json_t *j = NULL;
-  if (o->identity == NULL)
-    return sl_cli_usage(CMD, "identity-verify needs --identity");
-  SL_GUARD(sl_claims_new(&c));
-  SL_GUARD(add_identity(o, c));
-  SL_GUARD(sl_claims_to_json(c, &j));
-  if (sl_cli_json)
-    print_json(j);
-  else if (!sl_cli_quiet)
-    for (size_t i = 0; i < sl_claims_count(c); i++)
-      printf("%s=%s\n", sl_claims_key(c, i), sl_claims_value(c, i));
-  rc = SL_OK;
+static int do_identity_verify(const struct opts *o)
+{
+	sl_err rc = SL_E_USAGE;
+	sl_claims *c = NULL;
+	json_t *j = NULL;
+	if (o->identity == NULL)
+		return sl_cli_usage(CMD, "identity-verify needs --identity");
+	SL_GUARD(sl_claims_new(&c));
+	SL_GUARD(add_identity(o, c));
+	SL_GUARD(sl_claims_to_json(c, &j));
+	if (sl_cli_json)
+		print_json(j);
+	else if (!sl_cli_quiet)
+		for (size_t i = 0; i < sl_claims_count(c); i++)
+			printf("%s=%s\n", sl_claims_key(c, i), sl_claims_value(c, i));
+	rc = SL_OK;
 out:
-  json_decref(j);
-  sl_claims_free(c);
-  return rc == SL_OK ? 0 : sl_cli_fail(CMD " identity-verify", rc);
+	json_decref(j);
+	sl_claims_free(c);
+	return rc == SL_OK ? 0 : sl_cli_fail(CMD " identity-verify", rc);
 }
 
-static int do_identity_collect(const struct opts *o) {
-  sl_err rc = SL_E_USAGE;
-  json_t *doc = NULL;
-  char *text = NULL;
-  if (o->out == NULL)
-    return sl_cli_usage(CMD, "identity-collect needs -o");
-  SL_GUARD(sl_identity_collect(o->cloud ? o->cloud : "auto", o->id.binding,
-                               o->id.binding_len, &doc));
-  text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
-  SL_ENSURE(text != NULL, SL_E_NOMEM, "formatting the document");
-  SL_GUARD(sl_file_write_atomic(o->out, text, strlen(text), 0600, true));
-  if (!sl_cli_quiet)
-    printf("%s identity document -> %s\n",
-           json_string_value(json_object_get(doc, "kind")), o->out);
-  rc = SL_OK;
+static int do_identity_collect(const struct opts *o)
+{
+	sl_err rc = SL_E_USAGE;
+	json_t *doc = NULL;
+	char *text = NULL;
+	if (o->out == NULL)
+		return sl_cli_usage(CMD, "identity-collect needs -o");
+	SL_GUARD(sl_identity_collect(o->cloud ? o->cloud : "auto", o->id.binding, o->id.binding_len,
+	                             &doc));
+	text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
+	SL_ENSURE(text != NULL, SL_E_NOMEM, "formatting the document");
+	SL_GUARD(sl_file_write_atomic(o->out, text, strlen(text), 0600, true));
+	if (!sl_cli_quiet)
+		printf("%s identity document -> %s\n",
+		       json_string_value(json_object_get(doc, "kind")), o->out);
+	rc = SL_OK;
 out:
-  free(text);
-  json_decref(doc);
-  return rc == SL_OK ? 0 : sl_cli_fail(CMD " identity-collect", rc);
+	free(text);
+	json_decref(doc);
+	return rc == SL_OK ? 0 : sl_cli_fail(CMD " identity-collect", rc);
 }
 
-static int do_explain(const struct opts *o) {
-  sl_err rc = SL_E_USAGE;
-  sl_policy *p = NULL;
-  sl_claims *c = NULL;
-  sl_decision *d = NULL;
-  json_t *j = NULL;
-  if (o->policy == NULL || o->pubkey == NULL || o->claims == NULL ||
-      o->dataset == NULL)
-    return sl_cli_usage(
-        CMD, "explain needs --policy, --policy-pubkey, --claims and --dataset");
-  SL_GUARD(sl_policy_load_signed(o->policy, o->sig, o->pubkey, &p));
-  SL_GUARD(load_claims(o->claims, &c));
-  if (o->identity != NULL)
-    SL_GUARD(add_identity(o, c));
-  sl_policy_request req = {o->dataset, o->key, o->outputs, o->n_outputs};
-  SL_GUARD(sl_policy_evaluate(p, c, &req, &d));
-  if (sl_cli_json) {
-    SL_GUARD(sl_decision_to_json(d, &j));
-    print_json(j);
-  } else if (!sl_cli_quiet) {
-    printf("decision: %s\ndataset: %s\nkey: %s\npolicy: %s (%s)\n",
-           sl_decision_allowed(d) ? "ALLOW" : "DENY", o->dataset,
-           o->key ? o->key : "-", o->policy, sl_policy_digest_hex(p));
-    if (!sl_decision_allowed(d)) {
-      printf("denied because:\n");
-      for (size_t i = 0; i < sl_decision_reason_count(d); i++)
-        printf("  - %s\n", sl_decision_reason(d, i));
-    }
-    printf("rules checked and passed:\n");
-    for (size_t i = 0; i < sl_decision_matched_count(d); i++)
-      printf("  + %s\n", sl_decision_matched(d, i));
-  }
-  rc = sl_decision_allowed(d) ? SL_OK : SL_E_POLICY_DENIED;
+static int do_explain(const struct opts *o)
+{
+	sl_err rc = SL_E_USAGE;
+	sl_policy *p = NULL;
+	sl_claims *c = NULL;
+	sl_decision *d = NULL;
+	json_t *j = NULL;
+	if (o->policy == NULL || o->pubkey == NULL || o->claims == NULL || o->dataset == NULL)
+		return sl_cli_usage(
+		    CMD, "explain needs --policy, --policy-pubkey, --claims and --dataset");
+	SL_GUARD(sl_policy_load_signed(o->policy, o->sig, o->pubkey, &p));
+	SL_GUARD(load_claims(o->claims, &c));
+	if (o->identity != NULL)
+		SL_GUARD(add_identity(o, c));
+	sl_policy_request req = {o->dataset, o->key, o->outputs, o->n_outputs};
+	SL_GUARD(sl_policy_evaluate(p, c, &req, &d));
+	if (sl_cli_json) {
+		SL_GUARD(sl_decision_to_json(d, &j));
+		print_json(j);
+	} else if (!sl_cli_quiet) {
+		printf("decision: %s\ndataset: %s\nkey: %s\npolicy: %s (%s)\n",
+		       sl_decision_allowed(d) ? "ALLOW" : "DENY", o->dataset, o->key ? o->key : "-",
+		       o->policy, sl_policy_digest_hex(p));
+		if (!sl_decision_allowed(d)) {
+			printf("denied because:\n");
+			for (size_t i = 0; i < sl_decision_reason_count(d); i++)
+				printf("  - %s\n", sl_decision_reason(d, i));
+		}
+		printf("rules checked and passed:\n");
+		for (size_t i = 0; i < sl_decision_matched_count(d); i++)
+			printf("  + %s\n", sl_decision_matched(d, i));
+	}
+	rc = sl_decision_allowed(d) ? SL_OK : SL_E_POLICY_DENIED;
 out:
-  json_decref(j);
-  sl_decision_free(d);
-  sl_claims_free(c);
-  sl_policy_free(p);
-  if (rc == SL_E_POLICY_DENIED)
-    return sl_err_exit_code(rc); /* the reasons are printed above */
-  return rc == SL_OK ? 0 : sl_cli_fail(CMD " explain", rc);
+	json_decref(j);
+	sl_decision_free(d);
+	sl_claims_free(c);
+	sl_policy_free(p);
+	if (rc == SL_E_POLICY_DENIED)
+		return sl_err_exit_code(rc); /* the reasons are printed above */
+	return rc == SL_OK ? 0 : sl_cli_fail(CMD " explain", rc);
 }
 
 static int dispatch(const char *sub, const struct opts *o);
 
-int cmd_policy(int argc, char **argv) {
-  struct opts o;
-  uint8_t *binding = NULL;
-  int c;
-  memset(&o, 0, sizeof(o));
-  if (argc < 2) {
-    usage(stderr);
-    return SL_CAT_USAGE;
-  }
-  const char *sub = argv[1];
-  if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 ||
-      strcmp(sub, "help") == 0) {
-    usage(stdout);
-    return 0;
-  }
-  optind = 1;
-  while ((c = getopt_long(argc - 1, argv + 1, "Wt:o:qh", LONGOPTS, NULL)) !=
-         -1) {
-    switch (c) {
-    case O_SECRET:
-      o.seckey = optarg;
-      break;
-    case O_PUBLIC:
-      o.pubkey_out = optarg;
-      break;
-    case O_FORCE:
-      o.force = true;
-      break;
-    case O_POLICY:
-      o.policy = optarg;
-      break;
-    case O_PUBKEY:
-      o.pubkey = optarg;
-      break;
-    case O_SIG:
-      o.sig = optarg;
-      break;
-    case 't':
-      o.comment = optarg;
-      break;
-    case O_LEGACY:
-      o.legacy = true;
-      break;
-    case O_CLAIMS:
-      o.claims = optarg;
-      break;
-    case O_DATASET:
-      o.dataset = optarg;
-      break;
-    case O_KEY:
-      o.key = optarg;
-      break;
-    case O_OUTPUT:
-      if (o.n_outputs == MAX_OUTPUTS)
-        return sl_cli_usage(CMD, "at most %d --output", MAX_OUTPUTS);
-      o.outputs[o.n_outputs++] = optarg;
-      break;
-    case O_JSON:
-      sl_cli_json = true;
-      break;
-    case O_IDENTITY:
-      o.identity = optarg;
-      break;
-    case O_JWKS:
-      o.id.gcp_jwks = optarg;
-      break;
-    case O_CSROOT:
-      o.id.gcp_cs_root = optarg;
-      break;
-    case O_AWSTRUST:
-      o.id.aws_trust_dir = optarg;
-      break;
-    case O_BINDING:
-      o.binding_hex = optarg;
-      break;
-    case O_AT:
-      o.at = optarg;
-      break;
-    case O_CLOUD:
-      o.cloud = optarg;
-      break;
-    case 'o':
-      o.out = optarg;
-      break;
-    case 'W':
-      o.no_password = true;
-      break;
-    case 'q':
-      sl_cli_quiet = true;
-      break;
-    case 'h':
-      usage(stdout);
-      return 0;
-    default:
-      return sl_cli_usage(CMD, "unknown option");
-    }
-  }
-  if (optind + 1 != argc)
-    return sl_cli_usage(CMD, "unexpected argument '%s'", argv[optind + 1]);
-  if (o.binding_hex != NULL) {
-    sl_err rc = sl_hex_decode_alloc(o.binding_hex, 64, &binding,
-                                    &o.id.binding_len, "--binding");
-    if (rc != SL_OK)
-      return sl_cli_fail(CMD, rc);
-    o.id.binding = binding;
-  }
-  if (o.at != NULL) {
-    sl_err rc = sl_time_parse_rfc3339(o.at, &o.id.at, "--at");
-    if (rc != SL_OK)
-      return sl_cli_fail(CMD, rc);
-  }
-  int ret = dispatch(sub, &o);
-  free(binding);
-  return ret;
+int cmd_policy(int argc, char **argv)
+{
+	struct opts o;
+	uint8_t *binding = NULL;
+	int c;
+	memset(&o, 0, sizeof(o));
+	if (argc < 2) {
+		usage(stderr);
+		return SL_CAT_USAGE;
+	}
+	const char *sub = argv[1];
+	if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	optind = 1;
+	while ((c = getopt_long(argc - 1, argv + 1, "Wt:o:qh", LONGOPTS, NULL)) != -1) {
+		switch (c) {
+		case O_SECRET:
+			o.seckey = optarg;
+			break;
+		case O_PUBLIC:
+			o.pubkey_out = optarg;
+			break;
+		case O_FORCE:
+			o.force = true;
+			break;
+		case O_POLICY:
+			o.policy = optarg;
+			break;
+		case O_PUBKEY:
+			o.pubkey = optarg;
+			break;
+		case O_SIG:
+			o.sig = optarg;
+			break;
+		case 't':
+			o.comment = optarg;
+			break;
+		case O_LEGACY:
+			o.legacy = true;
+			break;
+		case O_CLAIMS:
+			o.claims = optarg;
+			break;
+		case O_DATASET:
+			o.dataset = optarg;
+			break;
+		case O_KEY:
+			o.key = optarg;
+			break;
+		case O_OUTPUT:
+			if (o.n_outputs == MAX_OUTPUTS)
+				return sl_cli_usage(CMD, "at most %d --output", MAX_OUTPUTS);
+			o.outputs[o.n_outputs++] = optarg;
+			break;
+		case O_JSON:
+			sl_cli_json = true;
+			break;
+		case O_IDENTITY:
+			o.identity = optarg;
+			break;
+		case O_JWKS:
+			o.id.gcp_jwks = optarg;
+			break;
+		case O_CSROOT:
+			o.id.gcp_cs_root = optarg;
+			break;
+		case O_AWSTRUST:
+			o.id.aws_trust_dir = optarg;
+			break;
+		case O_BINDING:
+			o.binding_hex = optarg;
+			break;
+		case O_AT:
+			o.at = optarg;
+			break;
+		case O_CLOUD:
+			o.cloud = optarg;
+			break;
+		case 'o':
+			o.out = optarg;
+			break;
+		case 'W':
+			o.no_password = true;
+			break;
+		case 'q':
+			sl_cli_quiet = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			return sl_cli_usage(CMD, "unknown option");
+		}
+	}
+	if (optind + 1 != argc)
+		return sl_cli_usage(CMD, "unexpected argument '%s'", argv[optind + 1]);
+	if (o.binding_hex != NULL) {
+		sl_err rc = sl_hex_decode_alloc(o.binding_hex, 64, &binding, &o.id.binding_len,
+		                                "--binding");
+		if (rc != SL_OK)
+			return sl_cli_fail(CMD, rc);
+		o.id.binding = binding;
+	}
+	if (o.at != NULL) {
+		sl_err rc = sl_time_parse_rfc3339(o.at, &o.id.at, "--at");
+		if (rc != SL_OK)
+			return sl_cli_fail(CMD, rc);
+	}
+	int ret = dispatch(sub, &o);
+	free(binding);
+	return ret;
 }
 
-static int dispatch(const char *sub, const struct opts *o) {
-  if (strcmp(sub, "keygen") == 0)
-    return do_keygen(o);
-  if (strcmp(sub, "sign") == 0)
-    return do_sign(o);
-  if (strcmp(sub, "verify") == 0)
-    return do_verify(o);
-  if (strcmp(sub, "check") == 0)
-    return do_check(o);
-  if (strcmp(sub, "explain") == 0)
-    return do_explain(o);
-  if (strcmp(sub, "identity-verify") == 0)
-    return do_identity_verify(o);
-  if (strcmp(sub, "identity-collect") == 0)
-    return do_identity_collect(o);
-  return sl_cli_usage(
-      CMD,
-      "unknown subcommand '%s' (keygen, sign, verify, check, explain, "
-      "identity-verify, identity-collect)",
-      sub);
+static int dispatch(const char *sub, const struct opts *o)
+{
+	if (strcmp(sub, "keygen") == 0)
+		return do_keygen(o);
+	if (strcmp(sub, "sign") == 0)
+		return do_sign(o);
+	if (strcmp(sub, "verify") == 0)
+		return do_verify(o);
+	if (strcmp(sub, "check") == 0)
+		return do_check(o);
+	if (strcmp(sub, "explain") == 0)
+		return do_explain(o);
+	if (strcmp(sub, "identity-verify") == 0)
+		return do_identity_verify(o);
+	if (strcmp(sub, "identity-collect") == 0)
+		return do_identity_collect(o);
+	return sl_cli_usage(CMD,
+	                    "unknown subcommand '%s' (keygen, sign, verify, check, explain, "
+	                    "identity-verify, identity-collect)",
+	                    sub);
 }
