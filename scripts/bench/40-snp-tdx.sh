@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# SEV-SNP report and TDX quote verifications per second (`seclaunch verify
+# --repeat N`: the whole verification each time, collateral read from a local
+# directory), against OpenSSL's floor: `openssl speed ecdsap384` verifies/s
+# for SNP (one P-384 signature), half the ecdsap256 verify rate for TDX (the
+# quote and QE report signatures). Prints figures; asserts nothing.
+set -euo pipefail
+SL=${SL_BIN:-bin}/seclaunch
+V=${SL_VECTORS:-${SL_ROOT:-.}/../shared/vectors}
+[ -d "$V/amd-sev-snp" ] || { echo "no vectors at $V: skipped"; exit 0; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+N=${SL_BENCH_N:-300}
+
+rate() { # cmd... (doing N verifications): prints N per second
+	local t0 t1
+	t0=$(date +%s%N)
+	"$@" >/dev/null
+	t1=$(date +%s%N)
+	awk -v n="$N" -v ns=$((t1 - t0)) 'BEGIN { printf "%.1f", n / (ns / 1e9) }'
+}
+# openssl speed's verify/s column for one curve
+ossl_verify() {
+	openssl speed -seconds 3 "$1" 2>/dev/null | awk -v c="$2" '$0 ~ c && /ecdsa/ { print $NF }' | tail -n1
+}
+
+mkdir -p "$T/snp" "$T/tdx"
+cp "$V/amd-sev-snp/trust/ask_ark_milan.pem" "$T/snp/"
+"$SL" evidence import --kind sev-snp --report "$V/amd-sev-snp/gsg_milan_report.bin" \
+	--certs "$V/amd-sev-snp/gsg_milan_vcek.der" -o "$T/snp.json"
+"$SL" evidence import --kind tdx --report "$V/intel-tdx/trustee_quote_4.dat" -o "$T/tdx.json"
+C=$V/intel-tdx/collateral
+cp "$C/gtg_tcbinfo_fmspc_50806f000000.json" "$C/gtg_qe_identity_td_qe.json" \
+	"$C/tcb_signing_chain.pem" "$C/gtg_pckcrl_platform.der" "$C/gtg_rootcrl.der" "$T/tdx/"
+
+snp=$(rate "$SL" verify "$T/snp.json" --no-binding --collateral "$T/snp" \
+	--at 2024-01-01T00:00:00Z --repeat "$N" -q)
+tdx=$(rate "$SL" verify "$T/tdx.json" --no-binding --at 2026-02-15T00:00:00Z --repeat "$N" -q)
+tdxc=$(rate "$SL" verify "$T/tdx.json" --no-binding --collateral "$T/tdx" \
+	--at 2026-02-15T00:00:00Z --repeat "$N" -q)
+p384=$(ossl_verify ecdsap384 nistp384)
+p256=$(ossl_verify ecdsap256 nistp256)
+
+awk -v snp="$snp" -v tdx="$tdx" -v tdxc="$tdxc" -v p384="$p384" -v p256="$p256" 'BEGIN {
+	printf "%-58s %10.1f /s\n", "openssl speed ecdsap384 verify", p384
+	printf "%-58s %10.1f /s\n", "openssl speed ecdsap256 verify / 2", p256 / 2
+	printf "%-58s %10.1f /s  (%.2f x the P-384 floor)\n", "SEV-SNP report: signature, VCEK->ASK->ARK, hwID, TCB", snp, snp / p384
+	printf "%-58s %10.1f /s  (%.2f x the 2 x P-256 floor)\n", "TDX quote: 2 signatures, QE binding, PCK chain", tdx, tdx / (p256 / 2)
+	printf "%-58s %10.1f /s  (%.2f x the 2 x P-256 floor)\n", "TDX quote + TCB info, QE identity, CRLs", tdxc, tdxc / (p256 / 2)
+}'
