@@ -87,7 +87,7 @@ start_swtpm_tcti() {
 	for ((i = 0; i < 50; i++)); do
 		port=$(free_port)
 		[ "$port" -lt 65535 ] || continue
-		python3 -c 'import socket,sys; s=socket.socket(); s.bind(("127.0.0.1",int(sys.argv[1]))); s.close()' \
+		python3 -c 'import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1",int(sys.argv[1]))); s.close()' \
 			$((port + 1)) 2>/dev/null && break
 	done
 	swtpm socket --tpm2 --tpmstate dir="$SWTPM_STATE" \

@@ -20,8 +20,10 @@ typedef struct swtpm {
 static bool port_free(int port)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	int s = socket(AF_INET, SOCK_STREAM, 0), ok;
+	int s = socket(AF_INET, SOCK_STREAM, 0), ok, one = 1;
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	/* as swtpm does: a port in TIME_WAIT is fine for a listener */
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	ok = bind(s, (struct sockaddr *)&a, sizeof(a)) == 0;
 	close(s);
 	return ok;
