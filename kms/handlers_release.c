@@ -7,6 +7,7 @@
  * its KEK (AAD = key id + dataset id) and seal it to eph_pub. All or
  * nothing: one reason refuses the whole request, and the 403 lists every
  * reason found. */
+#include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,26 +141,61 @@ static void check_policy(struct rel *r)
 	}
 }
 
+/* One guarded page per worker thread for the DEK being sealed: allocating
+ * secret memory costs several system calls (mmap, mprotect, mlock), too
+ * many to pay on every release. */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *p)
+{
+	sl_secret_free(p);
+}
+
+static void scratch_init(void)
+{
+	(void)pthread_key_create(&scratch_key, scratch_free);
+}
+
+static uint8_t *scratch(void)
+{
+	sl_secret *s;
+	pthread_once(&scratch_once, scratch_init);
+	s = pthread_getspecific(scratch_key);
+	if (s == NULL) {
+		if (sl_secret_new(SL_KMS_DEK_LEN, &s) != SL_OK)
+			return NULL;
+		pthread_setspecific(scratch_key, s);
+	}
+	return sl_secret_data(s);
+}
+
 /* Unwraps and seals every key into out (an array); false when one fails. */
 static bool release_keys(struct rel *r, json_t *out)
 {
 	bool ok = true;
+	uint8_t *dek = scratch();
+	if (dek == NULL) {
+		deny(r, KMSD_D_UNWRAP, NULL, "out of secret memory");
+		return false;
+	}
 	for (size_t i = 0; i < r->req->nkeys; i++) {
 		const kmsd_key_entry *k = &r->req->keys[i];
-		sl_secret *dek = NULL;
 		uint8_t sealed[SEALED_LEN];
 		char *s64 = NULL;
 		sl_err rc = kmsd_kek_unwrap(r->ctx->kek, k->key_id, k->dataset_id, k->wrapped,
-		                            k->wrapped_len, &dek);
+		                            k->wrapped_len, dek);
 		if (rc != SL_OK) {
 			deny(r, rc == SL_E_INPUT ? KMSD_D_KEY_UNKNOWN : KMSD_D_UNWRAP, k,
 			     "keys[%zu]: %s", i, sl_err_detail());
 			ok = false;
 			continue;
 		}
-		if (crypto_box_seal(sealed, sl_secret_data(dek), SL_KMS_DEK_LEN, r->req->eph_pub) !=
-		        0 ||
-		    sl_b64_encode(sealed, sizeof(sealed), &s64) != SL_OK) {
+		rc = crypto_box_seal(sealed, dek, SL_KMS_DEK_LEN, r->req->eph_pub) == 0
+		         ? sl_b64_encode(sealed, sizeof(sealed), &s64)
+		         : SL_E_CRYPTO;
+		sl_wipe(dek, SL_KMS_DEK_LEN);
+		if (rc != SL_OK) {
 			deny(r, KMSD_D_UNWRAP, k, "keys[%zu]: sealing to eph_pub failed", i);
 			ok = false;
 		} else {
@@ -168,7 +204,6 @@ static bool release_keys(struct rel *r, json_t *out)
 			                                     s64));
 		}
 		free(s64);
-		sl_secret_free(dek);
 	}
 	return ok;
 }

@@ -131,28 +131,26 @@ out:
 }
 
 sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *dataset_id, const uint8_t *wrapped,
-                       size_t len, sl_secret **dek)
+                       size_t len, uint8_t dek[static SL_KMS_DEK_LEN])
 {
 	sl_err rc = SL_E_INTEGRITY;
 	uint8_t aad[KMSD_AAD_MAX];
 	size_t aad_len = kmsd_wrap_aad(id, dataset_id, aad);
-	sl_secret *s = NULL;
 	SL_ENSURE(len == SL_KMS_WRAPPED_DEK_LEN, SL_E_INTEGRITY,
 	          "wrapped DEK for key '%s': %zu bytes, want %d", id, len, SL_KMS_WRAPPED_DEK_LEN);
 	SL_ENSURE(wrapped[0] == WRAP_VERSION, SL_E_INTEGRITY,
 	          "wrapped DEK for key '%s': unknown version %u", id, wrapped[0]);
-	SL_GUARD(sl_secret_new(SL_KMS_DEK_LEN, &s));
 	if (k->backend == KMSD_KEK_LOCAL) {
 		struct gcm_job j = {.iv = wrapped + 1,
 		                    .aad = aad,
 		                    .aad_len = aad_len,
 		                    .in = wrapped + 1 + KMSD_GCM_IV,
 		                    .tag = wrapped + 1 + KMSD_GCM_IV + SL_KMS_DEK_LEN,
-		                    .out = sl_secret_data(s)};
+		                    .out = dek};
 		rc = kmsd_keystore_with(k->ks, id, open_fn, &j);
 	} else {
 		rc = kmsd_p11_decrypt(k->p11, id, wrapped + 1, aad, aad_len,
-		                      wrapped + 1 + KMSD_GCM_IV, sl_secret_data(s));
+		                      wrapped + 1 + KMSD_GCM_IV, dek);
 	}
 	if (rc == SL_E_INTEGRITY)
 		rc = sl_err_set(
@@ -162,10 +160,9 @@ sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *dataset_id, cons
 		    id, dataset_id);
 	if (rc != SL_OK)
 		goto out;
-	*dek = s;
-	s = NULL;
 	rc = SL_OK;
 out:
-	sl_secret_free(s);
+	if (rc != SL_OK)
+		sl_wipe(dek, SL_KMS_DEK_LEN);
 	return rc;
 }

@@ -95,8 +95,10 @@ SL_MUST_USE sl_err kmsd_kek_wrap(kmsd_kek *k, const char *id, const char *datase
                                  const uint8_t dek[static SL_KMS_DEK_LEN],
                                  uint8_t out[static SL_KMS_WRAPPED_DEK_LEN]);
 /* SL_E_INPUT unknown key; SL_E_INTEGRITY tag mismatch (AAD or bytes). */
+/* dek: SL_KMS_DEK_LEN bytes of the caller's secret memory (wiped on failure). */
 SL_MUST_USE sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *dataset_id,
-                                   const uint8_t *wrapped, size_t len, sl_secret **dek);
+                                   const uint8_t *wrapped, size_t len,
+                                   uint8_t dek[static SL_KMS_DEK_LEN]);
 /* AAD = u16be(len(id)) || id || u16be(len(dataset_id)) || dataset_id; aad
  * holds at least KMSD_AAD_MAX bytes. Returns its length. */
 #define KMSD_AAD_MAX (4 + SL_KMS_ID_MAX + SL_KMS_DATASET_ID_MAX)

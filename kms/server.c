@@ -250,7 +250,7 @@ sl_err kmsd_serve(kmsd_ctx *ctx)
 
 	d = MHD_start_daemon(
 	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TLS | MHD_USE_ERROR_LOG |
-	        MHD_USE_ITC,
+	        MHD_USE_TURBO | MHD_USE_ITC,
 	    0, NULL, NULL, on_request, ctx, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE,
 	    (unsigned int)cfg->threads, MHD_OPTION_CONNECTION_LIMIT,

@@ -10,6 +10,8 @@
  *   kms_probe URL CA enroll-wrong
  *     starts a real enrollment, then answers with a credential that is not
  *     the activated one (must be refused).
+ *   kms_probe URL CA health N CONCURRENCY
+ *     the transport peer: N GET /v1/health from CONCURRENCY threads.
  *   kms_probe URL CA burst N CONCURRENCY KEYS_FILE
  *     KEYS_FILE lines: KEY_ID DATASET_ID WRAPPED_B64 DEK_SHA256_HEX.
  *     Prepares N challenges + quotes serially (the TPM is serial), then runs
@@ -194,6 +196,8 @@ out:
 	return rc == SL_OK ? 0 : die("enroll", rc);
 }
 
+static bool g_health;
+
 static void *worker(void *arg)
 {
 	sl_kms *k = NULL;
@@ -208,9 +212,19 @@ static void *worker(void *arg)
 		if (i >= g_njobs)
 			break;
 		struct job *j = &g_jobs[i];
-		const struct key *key = &g_keys[j->key];
 		char sha[65];
 		uint64_t t0 = sl_now_ns();
+		if (g_health) {
+			json_t *res = NULL;
+			sl_err hr = sl_kms_call(k, "/v1/health", NULL, false, KMS_RETRY_ALL, &res);
+			json_decref(res);
+			j->ns = sl_now_ns() - t0;
+			j->ok = hr == SL_OK;
+			if (!j->ok)
+				atomic_fetch_add(&g_fail, 1);
+			continue;
+		}
+		const struct key *key = &g_keys[j->key];
 		sl_err rc = release(k, j, key, key->ds, j->ch.policy_digest, sha);
 		j->ns = sl_now_ns() - t0;
 		j->ok = rc == SL_OK && strcmp(sha, key->dek_sha) == 0;
@@ -231,13 +245,45 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static int run_threads(size_t n, size_t conc, const char *what)
+{
+	pthread_t *th = calloc(conc, sizeof(*th));
+	uint64_t t0 = sl_now_ns(), wall, *lat = calloc(n, sizeof(*lat));
+	for (size_t i = 0; i < conc; i++)
+		pthread_create(&th[i], NULL, worker, NULL);
+	for (size_t i = 0; i < conc; i++)
+		pthread_join(th[i], NULL);
+	wall = sl_now_ns() - t0;
+	for (size_t i = 0; i < n; i++)
+		lat[i] = g_jobs[i].ns;
+	qsort(lat, n, sizeof(*lat), cmp_u64);
+	printf("%s concurrency=%zu requests=%zu failed=%d wall_s=%.3f per_s=%.0f p50_ms=%.2f "
+	       "p99_ms=%.2f\n",
+	       what, conc, n, atomic_load(&g_fail), (double)wall / 1e9,
+	       (double)n / ((double)wall / 1e9), (double)lat[n / 2] / 1e6,
+	       (double)lat[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / 1e6);
+	free(th);
+	free(lat);
+	return atomic_load(&g_fail) == 0 ? 0 : 1;
+}
+
+static int cmd_health(char **argv)
+{
+	size_t n = strtoul(argv[0], NULL, 10), conc = strtoul(argv[1], NULL, 10);
+	if (n == 0 || conc == 0)
+		return fprintf(stderr, "kms_probe: health N CONC\n"), 1;
+	g_jobs = calloc(n, sizeof(*g_jobs));
+	g_njobs = n;
+	g_health = true;
+	return run_threads(n, conc, "health");
+}
+
 static int cmd_burst(sl_kms *k, char **argv)
 {
 	size_t n = strtoul(argv[0], NULL, 10), conc = strtoul(argv[1], NULL, 10), nkeys = 0;
 	FILE *f = fopen(argv[2], "r");
 	char line[1024];
-	pthread_t *th;
-	uint64_t t0, wall, *lat;
+	uint64_t t0;
 	if (f == NULL || n == 0 || conc == 0)
 		return fprintf(stderr, "kms_probe: burst N CONC KEYS_FILE\n"), 1;
 	g_keys = calloc(4096, sizeof(*g_keys));
@@ -264,23 +310,7 @@ static int cmd_burst(sl_kms *k, char **argv)
 	}
 	fprintf(stderr, "kms_probe: prepared %zu challenges + quotes in %.1f s\n", n,
 	        (double)(sl_now_ns() - t0) / 1e9);
-	th = calloc(conc, sizeof(*th));
-	t0 = sl_now_ns();
-	for (size_t i = 0; i < conc; i++)
-		pthread_create(&th[i], NULL, worker, NULL);
-	for (size_t i = 0; i < conc; i++)
-		pthread_join(th[i], NULL);
-	wall = sl_now_ns() - t0;
-	lat = calloc(n, sizeof(*lat));
-	for (size_t i = 0; i < n; i++)
-		lat[i] = g_jobs[i].ns;
-	qsort(lat, n, sizeof(*lat), cmp_u64);
-	printf("concurrency=%zu releases=%zu failed=%d wall_s=%.3f releases_per_s=%.0f "
-	       "p50_ms=%.2f p99_ms=%.2f\n",
-	       conc, n, atomic_load(&g_fail), (double)wall / 1e9, (double)n / ((double)wall / 1e9),
-	       (double)lat[n / 2] / 1e6,
-	       (double)lat[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / 1e6);
-	return atomic_load(&g_fail) == 0 ? 0 : 1;
+	return run_threads(n, conc, "release");
 }
 
 int main(int argc, char **argv)
@@ -299,6 +329,8 @@ int main(int argc, char **argv)
 		ret = cmd_release(k, argv + 4, argc - 4);
 	else if (strcmp(argv[3], "enroll-wrong") == 0)
 		ret = cmd_enroll_wrong(k);
+	else if (strcmp(argv[3], "health") == 0 && argc >= 6)
+		ret = cmd_health(argv + 4);
 	else if (strcmp(argv[3], "burst") == 0 && argc >= 7)
 		ret = cmd_burst(k, argv + 4);
 	else
