@@ -25,6 +25,7 @@ int sl_cli_usage(const char *cmd, const char *fmt, ...) SL_PRINTF(2, 3);
 
 /* Subcommands (add yours here and to the table in main.c). */
 int cmd_version(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
 int cmd_encrypt(int argc, char **argv);
 int cmd_decrypt(int argc, char **argv);

@@ -7,6 +7,7 @@
 
 static const struct sl_cmd commands[] = {
     {"version", cmd_version, "print the version"},
+    {"run", cmd_run, "attest, fetch keys under the policy, stage data in memory, run a job"},
     {"keygen", cmd_keygen, "make a 32-byte data key file (mode 0600)"},
     {"encrypt", cmd_encrypt, "encrypt a file into an SLD dataset file"},
     {"decrypt", cmd_decrypt, "decrypt an SLD file (authenticated bytes only; never to a tty)"},

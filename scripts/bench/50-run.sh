@@ -59,7 +59,7 @@ for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && brea
 
 "$SL" policy keygen --secret-key "$W/p.key" --public-key "$W/p.pub" -W >/dev/null || die "policy keygen"
 cat >"$W/policy.json" <<'EOF'
-{"version": 1, "allow_unverified_region": true,
+{"version": 1, "allow_unverified_region": true, "keys": {"bench-key": ["bench-*"]},
  "datasets": [{"id": "bench-*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"]}]}
 EOF
 if ! "$SL" policy check --policy "$W/policy.json" >/dev/null 2>&1; then

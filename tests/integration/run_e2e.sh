@@ -6,6 +6,8 @@
 # denial, a tampered chunk, a wrong policy signature; after each: no job, the
 # exit code, no plaintext marker in any file under $T or /tmp.
 . "$(dirname "$0")/lib.sh"
+# start_swtpm_tcti: the control channel on port+1, where the swtpm TCTI wants it
+. "$(dirname "$0")/tpm2_lib.bash"
 
 for tool in swtpm minisign python3; do
 	if ! command -v "$tool" >/dev/null; then
@@ -18,6 +20,8 @@ if ! "$SL" run --help >/dev/null 2>&1 || [ ! -x "$SLD" ]; then
 	finish
 fi
 
+# the interpreter itself, not a wrapper script that adds its own variables
+PY=$(python3 -c "import sys; print(sys.executable)")
 MARKER="SLPLAIN-$(od -An -tx1 -N8 /dev/urandom | tr -d ' \n')"
 PYHELPER=$SL_ROOT/launcher/python
 AUDIT=$T/audit.log
@@ -41,7 +45,15 @@ no_marker_anywhere() {
 }
 
 # ---- setup: TPM, keys, policy, KMS, enrollment, datasets ---------------
-start_swtpm
+# a swtpm that lost a race for its ports is dead by now: try another pair
+start_tpm() {
+	local i
+	for i in 1 2 3; do
+		start_swtpm_tcti "$1$i" && sleep 0.2 && kill -0 "$SWTPM_PID" 2>/dev/null && return 0
+	done
+	return 1
+}
+start_tpm tpm
 minisign -G -W -p "$T/policy.pub" -s "$T/policy.key" >/dev/null 2>&1
 minisign -G -W -p "$T/other.pub" -s "$T/other.key" >/dev/null 2>&1
 
@@ -51,17 +63,18 @@ write_policy() { # file regions-json tee-kinds-json
   "version": 1,
   "description": "run_e2e test policy (development: unverified regions)",
   "allow_unverified_region": true,
+  "keys": {"e2e-key": ["e2e-*"]},
   "datasets": [
     {"id": "e2e-small", "allowed_regions": $2, "tee_kinds": $3},
     {"id": "e2e-mid", "allowed_regions": $2, "tee_kinds": $3},
-    {"id": "e2e-big", "allowed_regions": $2, "tee_kinds": $3}
+    {"id": "e2e-big", "allowed_regions": $2, "tee_kinds": $3},
+    {"id": "e2e-snp-only", "allowed_regions": $2, "tee_kinds": ["sev-snp"]}
   ]
 }
 EOF
 	minisign -S -s "$T/policy.key" -m "$1" -t "e2e" >/dev/null 2>&1
 }
 write_policy "$T/policy.json" '["gcp:europe-west4", "aws:eu-west-1"]' '["tpm2"]'
-write_policy "$T/policy-snp.json" '["gcp:europe-west4"]' '["sev-snp"]'
 # a policy signed by someone else
 cp "$T/policy.json" "$T/forged.json"
 minisign -S -s "$T/other.key" -m "$T/forged.json" -t "e2e" >/dev/null 2>&1
@@ -89,6 +102,7 @@ sys.exit(subprocess.call(args, pass_fds=(fd,)))
 check "encrypt e2e-small" 0 encrypt e2e-small 5000
 check "encrypt e2e-mid" 0 encrypt e2e-mid $((1024 * 1024 + 77))
 check "encrypt e2e-big" 0 encrypt e2e-big $((9 * 1024 * 1024))
+check "encrypt e2e-snp-only" 0 encrypt e2e-snp-only 3000
 for d in e2e-small e2e-mid e2e-big; do
 	echo "$d $(gen $d $(case $d in e2e-small) echo 5000 ;; e2e-mid) echo $((1024 * 1024 + 77)) ;; *) echo $((9 * 1024 * 1024)) ;; esac) | sha256sum | cut -d' ' -f1)"
 done | sort >"$T/expected"
@@ -99,8 +113,12 @@ cat >"$T/job.py" <<'EOF'
 import hashlib, json, os, sys
 import seclaunch_data as sd
 out = sys.argv[1]
+# before anything is opened or mapped here
+fds = sorted(int(x) for x in os.listdir("/proc/self/fd"))
 with open(out + ".started", "w") as f:
     f.write(str(os.getpid()))
+with open(out + ".fds", "w") as f:
+    f.write(" ".join(map(str, fds)) + "\n")
 lines = []
 for name, ds in sorted(sd.datasets().items()):
     lines.append("%s %s" % (name, hashlib.sha256(ds.memoryview()).hexdigest()))
@@ -112,9 +130,6 @@ env = open("/proc/self/environ", "rb").read().split(b"\0")
 names = sorted(e.split(b"=", 1)[0].decode() for e in env if e)
 with open(out + ".envnames", "w") as f:
     f.write(" ".join(names) + "\n")
-fds = sorted(int(x) for x in os.listdir("/proc/self/fd"))
-with open(out + ".fds", "w") as f:
-    f.write(" ".join(map(str, fds)) + "\n")
 mode = sys.argv[2] if len(sys.argv) > 2 else "ok"
 if mode == "exit7":
     sys.exit(7)
@@ -125,13 +140,14 @@ if mode == "sleep":
     time.sleep(60)
 EOF
 
+check "audit checkpoint key" 0 "$SL" audit keygen --secret-key "$T/audit.key" --public-key "$T/audit.pub"
 RUNA=(--policy "$T/policy.json" --policy-pubkey "$T/policy.pub" "${KMSA[@]}" --tcti "$SWTPM_TCTI"
-	--stage auto --audit-log "$AUDIT" --env "PYTHONPATH=$PYHELPER")
+	--stage auto --audit-log "$AUDIT" --audit-key "$T/audit.key" --env "PYTHONPATH=$PYHELPER")
 ALL=("$T/e2e-small.sld" "$T/e2e-mid.sld" "$T/e2e-big.sld")
 
 # ---- the job reads exactly the plaintext, several datasets at once ------
 check "run: three datasets, job exits 0" 0 \
-	"$SL" run "${RUNA[@]}" --region gcp:europe-west4 "${ALL[@]}" -- python3 "$T/job.py" "$T/ok"
+	"$SL" run "${RUNA[@]}" --region gcp:europe-west4 "${ALL[@]}" -- "$PY" "$T/job.py" "$T/ok"
 assert "job saw exactly the plaintext of each dataset" diff -u "$T/expected" "$T/ok.hashes"
 assert "host staging used memfd_secret (small) and memfd (past RLIMIT_MEMLOCK)" \
 	grep -qx memfd_secret "$T/ok.methods"
@@ -146,6 +162,7 @@ env_allowed() {
 	grep -qw SECLAUNCH_DATA "$T/ok.envnames" && [ $ok = 1 ]
 }
 assert "job environment holds only allow-listed names and SECLAUNCH_DATA" env_allowed
+cat "$T/ok.fds"
 assert "job inherited only 0-2 and the three staged descriptors" \
 	test "$(wc -w <"$T/ok.fds")" -eq 7 # 0 1 2, 3 datasets, listdir's own
 assert "audit: preflight, release, stage, job start/exit and wipe recorded" \
@@ -154,9 +171,9 @@ assert "no plaintext marker in any file after a normal run" no_marker_anywhere
 
 # ---- the job's status is seclaunch's status ----------------------------
 check "job exit status 7 propagated" 7 \
-	"$SL" run "${RUNA[@]}" --region gcp:europe-west4 "$T/e2e-small.sld" -- python3 "$T/job.py" "$T/x7" exit7
+	"$SL" run "${RUNA[@]}" --region gcp:europe-west4 "$T/e2e-small.sld" -- "$PY" "$T/job.py" "$T/x7" exit7
 check "job killed by SIGKILL -> 137" 137 \
-	"$SL" run "${RUNA[@]}" --region gcp:europe-west4 "$T/e2e-small.sld" -- python3 "$T/job.py" "$T/k9" kill
+	"$SL" run "${RUNA[@]}" --region gcp:europe-west4 "$T/e2e-small.sld" -- "$PY" "$T/job.py" "$T/k9" kill
 check_err "command that cannot be executed" 2 "cannot execute" \
 	"$SL" run "${RUNA[@]}" --region gcp:europe-west4 "$T/e2e-small.sld" -- "$T/no-such-job"
 
@@ -166,7 +183,7 @@ inject() { # name want-rc regex extra-args... -- (datasets appended)
 	shift 3
 	rm -f "$T/inj.started"
 	check_err "$name: exit $want naming the cause" "$want" "$pat" \
-		"$SL" run "$@" -- python3 "$T/job.py" "$T/inj"
+		"$SL" run "$@" -- "$PY" "$T/job.py" "$T/inj"
 	assert "$name: no job started" test ! -e "$T/inj.started"
 	assert "$name: no plaintext marker in any file under \$T or /tmp" no_marker_anywhere
 }
@@ -174,21 +191,20 @@ inject() { # name want-rc regex extra-args... -- (datasets appended)
 DEADPORT=$(free_port)
 inject "KMS down" 5 "KMS|connect|127.0.0.1:$DEADPORT" \
 	--policy "$T/policy.json" --policy-pubkey "$T/policy.pub" --kms "https://127.0.0.1:$DEADPORT" \
-	--kms-ca "$KMS_CA" --tcti "$SWTPM_TCTI" --audit-log "$AUDIT" --region gcp:europe-west4 \
+	--kms-ca "$KMS_CA" --tcti "$SWTPM_TCTI" --audit-log "$AUDIT" --audit-key "$T/audit.key" --region gcp:europe-west4 \
 	"$T/e2e-small.sld"
 
 # attestation failure: a second TPM that was never enrolled with the KMS
 SWTPM_TCTI_ENROLLED=$SWTPM_TCTI
-start_swtpm tpm-stranger
+start_tpm tpm-stranger
 inject "attestation failure (unenrolled TPM)" 3 "enrol|attest|AK" \
 	--policy "$T/policy.json" --policy-pubkey "$T/policy.pub" "${KMSA[@]}" --tcti "$SWTPM_TCTI" \
-	--audit-log "$AUDIT" --region gcp:europe-west4 "$T/e2e-small.sld"
+	--audit-log "$AUDIT" --audit-key "$T/audit.key" --region gcp:europe-west4 "$T/e2e-small.sld"
 SWTPM_TCTI=$SWTPM_TCTI_ENROLLED
 export SECLAUNCH_TCTI=$SWTPM_TCTI TPM2TOOLS_TCTI=$SWTPM_TCTI
 
-inject "policy denial (TEE kind)" 4 "sev-snp|tee" \
-	--policy "$T/policy-snp.json" --policy-pubkey "$T/policy.pub" "${KMSA[@]}" --tcti "$SWTPM_TCTI" \
-	--audit-log "$AUDIT" --region gcp:europe-west4 "$T/e2e-small.sld"
+inject "policy denial (TEE kind)" 4 "sev-snp" "${RUNA[@]}" --region gcp:europe-west4 \
+	"$T/e2e-small.sld" "$T/e2e-snp-only.sld"
 
 inject "region denial" 4 "us-east-1" "${RUNA[@]}" --region aws:us-east-1 "$T/e2e-small.sld"
 assert "region denial: the explanation says nothing was fetched" \
@@ -207,12 +223,12 @@ assert "tampered chunk: the wipe is recorded" bash -c "tail -n 3 '$AUDIT' | grep
 
 inject "wrong policy signature" 4 "signature" \
 	--policy "$T/forged.json" --policy-pubkey "$T/policy.pub" "${KMSA[@]}" --tcti "$SWTPM_TCTI" \
-	--audit-log "$AUDIT" --region gcp:europe-west4 "$T/e2e-small.sld"
+	--audit-log "$AUDIT" --audit-key "$T/audit.key" --region gcp:europe-west4 "$T/e2e-small.sld"
 
 # ---- SIGTERM to seclaunch while the job runs ------------------------------
 rm -f "$T/sig.started"
 "$SL" run "${RUNA[@]}" --region gcp:europe-west4 "$T/e2e-small.sld" -- \
-	python3 "$T/job.py" "$T/sig" sleep >"$T/sig.out" 2>&1 &
+	"$PY" "$T/job.py" "$T/sig" sleep >"$T/sig.out" 2>&1 &
 slpid=$!
 for _ in $(seq 200); do [ -s "$T/sig.started" ] && break; sleep 0.05; done
 jobpid=$(cat "$T/sig.started" 2>/dev/null || echo 0)
@@ -228,7 +244,23 @@ assert "SIGTERM: the job is gone" bash -c "! kill -0 $jobpid 2>/dev/null"
 assert "SIGTERM: forwarded signal and wipe recorded" \
 	bash -c "tail -n 4 '$AUDIT' | grep -q '\"forwarded_signal\":15' && tail -n 3 '$AUDIT' | grep -q '\"run.wipe\"'"
 
+# ---- seclaunch killed outright: PR_SET_PDEATHSIG takes the job with it ----
+rm -f "$T/kill9.started"
+"$SL" run "${RUNA[@]}" --region gcp:europe-west4 "$T/e2e-small.sld" -- \
+	"$PY" "$T/job.py" "$T/kill9" sleep >/dev/null 2>&1 &
+slpid=$!
+for _ in $(seq 200); do [ -s "$T/kill9.started" ] && break; sleep 0.05; done
+jobpid=$(cat "$T/kill9.started" 2>/dev/null || echo 0)
+kill -KILL "$slpid"
+wait "$slpid" 2>/dev/null
+gone=0
+for _ in $(seq 40); do
+	kill -0 "$jobpid" 2>/dev/null || { gone=1; break; }
+	sleep 0.05
+done
+assert "SIGKILL to seclaunch: the job dies with it (PR_SET_PDEATHSIG)" test "$jobpid" -gt 0 -a "$gone" = 1
+
 if [ -x "$SL" ] && "$SL" audit --help >/dev/null 2>&1; then
-	check "audit log of all these runs verifies" 0 "$SL" audit verify "$AUDIT"
+	check "audit log of all these runs verifies" 0 "$SL" audit verify --pubkey "$T/audit.pub" "$AUDIT"
 fi
 finish
