@@ -47,8 +47,12 @@ print("%.4f" % statistics.median(ts))
 EOF
 }
 
-port=$(free_port)
-ctrl=$(free_port)
+# the swtpm TCTI expects the control channel on the server port + 1
+for _ in $(seq 50); do
+	port=$(free_port)
+	ctrl=$((port + 1))
+	python3 -c 'import socket,sys; s=socket.socket(); s.bind(("127.0.0.1",int(sys.argv[1])))' "$ctrl" 2>/dev/null && break
+done
 mkdir -p "$W/tpm"
 swtpm socket --tpm2 --tpmstate dir="$W/tpm" --server type=tcp,port="$port",bindaddr=127.0.0.1 \
 	--ctrl type=tcp,port="$ctrl",bindaddr=127.0.0.1 --flags not-need-init,startup-clear \
