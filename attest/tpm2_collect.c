@@ -23,7 +23,7 @@ static sl_err parse_pcrs(const char *spec, TPML_PCR_SELECTION *sel)
 
 	memset(sel, 0, sizeof(*sel));
 	SL_ENSURE(strlen(spec) < sizeof(buf), SL_E_USAGE, "--pcrs: too long");
-	strcpy(buf, spec);
+	memcpy(buf, spec, strlen(spec) + 1);
 	for (bank = strtok_r(buf, "+", &save); bank != NULL; bank = strtok_r(NULL, "+", &save)) {
 		char *colon = strchr(bank, ':'), *list, *s2 = NULL, *num;
 		TPMS_PCR_SELECTION *s;
@@ -256,7 +256,7 @@ sl_err sl_tpm2_collect_evidence(const sl_collect_opts *o, json_t **out)
 	TPM2B_PUBLIC *akpub = NULL;
 	TPML_PCR_SELECTION sel;
 	TPM2B_DATA qual = {0};
-	TPMT_SIG_SCHEME scheme = {.scheme = TPM2_ALG_NULL};
+	TPMT_SIG_SCHEME in_scheme = {.scheme = TPM2_ALG_NULL};
 	TPM2B_ATTEST *quoted = NULL;
 	TPMT_SIGNATURE *sig = NULL;
 	TPMS_ATTEST a;
@@ -292,7 +292,7 @@ sl_err sl_tpm2_collect_evidence(const sl_collect_opts *o, json_t **out)
 		quoted = NULL;
 		sig = NULL;
 		SL_GUARD_TSS(Esys_Quote(c.esys, ak, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
-		                        &qual, &scheme, &sel, &quoted, &sig),
+		                        &qual, &in_scheme, &sel, &quoted, &sig),
 		             SL_E_TPM, "TPM2_Quote with the AK at 0x%08x", handle);
 		SL_GUARD(read_pcrs(&c, &sel, pcrs));
 		SL_GUARD(sl_tpm2_mu_attest(quoted->attestationData, quoted->size, &a));

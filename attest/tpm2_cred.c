@@ -1,6 +1,6 @@
 /* TPM2_MakeCredential in software (TPM 2.0 Part 1 section 24, Part 3 12.6).
  *
- *   seed        random (RSA EK: OAEP-encrypted, label "IDENTITY") or
+ *   seed        fresh CSPRNG bytes (RSA EK: OAEP-encrypted, label "IDENTITY"), or
  *               KDFe(nameAlg, Z, "IDENTITY", ephemeral.x, EK.x) (ECC EK: ECDH)
  *   symKey      KDFa(nameAlg, seed, "STORAGE", AK name, "", EK symmetric keyBits)
  *   encIdentity AES-CFB(symKey, IV = 0, TPM2B_DIGEST credential)

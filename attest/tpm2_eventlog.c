@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "seclaunch/secret.h"
 #include "seclaunch/util.h"
 #include "tpm2_int.h"
 
@@ -146,7 +147,7 @@ static sl_err one_event(sl_reader *r, const spec *s, replay *rp, size_t idx)
 					continue;
 				SL_GUARD(sl_tpm2_digest(s->alg[i], data, size, h, &hl));
 				SL_ENSURE(
-				    hl == s->size[i] && memcmp(h, digest[i], hl) == 0, SL_E_ATTEST,
+				    hl == s->size[i] && sl_ct_eq(h, digest[i], hl), SL_E_ATTEST,
 				    "event log: %s (SecureBoot variable) data does not match its "
 				    "%s digest",
 				    field, sl_tpm2_hash_name(s->alg[i]));
