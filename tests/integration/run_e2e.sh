@@ -142,7 +142,7 @@ EOF
 
 check "audit checkpoint key" 0 "$SL" audit keygen --secret-key "$T/audit.key" --public-key "$T/audit.pub"
 RUNA=(--policy "$T/policy.json" --policy-pubkey "$T/policy.pub" "${KMSA[@]}" --tcti "$SWTPM_TCTI"
-	--stage auto --audit-log "$AUDIT" --audit-key "$T/audit.key" --env "PYTHONPATH=$PYHELPER")
+	--stage auto --audit-log "$AUDIT" --audit-key "$T/audit.key" --env "PYTHONPATH=$PYHELPER" --env PYTHONDONTWRITEBYTECODE=1)
 ALL=("$T/e2e-small.sld" "$T/e2e-mid.sld" "$T/e2e-big.sld")
 
 # ---- the job reads exactly the plaintext, several datasets at once ------
