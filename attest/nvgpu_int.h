@@ -1,0 +1,27 @@
+/* Shared between the nvidia-gpu evidence files (private to attest/). */
+#ifndef SECLAUNCH_ATTEST_NVGPU_INT_H
+#define SECLAUNCH_ATTEST_NVGPU_INT_H
+
+#include <openssl/x509.h>
+
+#include "nvgpu_report.h"
+#include "seclaunch/attest.h"
+
+/* SHA-256 of the pinned NVIDIA Device Identity CA certificate (DER). */
+extern const uint8_t sl_nvgpu_root_sha256[32];
+
+/* Verifies a raw report with its certificate chain (leaf first) and adds
+ * the gpu.* claims and binding to c (used by the kind and by tests). */
+SL_MUST_USE sl_err sl_nvgpu_verify_parts(const uint8_t *report, size_t rlen, STACK_OF(X509) * certs,
+                                         const sl_verify_opts *o, sl_claims *c);
+/* Claims of a verified report and its leaf certificate. */
+SL_MUST_USE sl_err sl_nvgpu_claims(const sl_nvgpu_report *r, X509 *leaf, sl_claims *c);
+/* The driver's unsigned settings object of the evidence (may be NULL). */
+SL_MUST_USE sl_err sl_nvgpu_driver_claims(const json_t *driver, sl_claims *c);
+/* "96.00.9f.00.01" from the 8-byte VBIOS version field. */
+SL_MUST_USE sl_err sl_nvgpu_vbios_string(const uint8_t *v, size_t len, char out[static 16]);
+
+bool sl_nvgpu_available(const sl_collect_opts *o);
+SL_MUST_USE sl_err sl_nvgpu_collect(const sl_collect_opts *o, json_t **out);
+
+#endif
