@@ -132,7 +132,7 @@ static sl_err b64_field(const json_t *obj, const char *key, size_t max, bool req
 }
 
 /* The evidence's certificates (each b64 DER) into a stack. */
-sl_err sl_snp_ev_certs(const json_t *ev, STACK_OF(X509) *st)
+sl_err sl_snp_ev_certs(const json_t *ev, STACK_OF(X509) * st)
 {
 	static const char *const names[] = {"vcek", "vlek", "ask", "asvk", "ark"};
 	sl_err rc = SL_E_ATTEST_FORMAT;

@@ -89,7 +89,7 @@ SL_MUST_USE sl_err sl_snp_claims(const sl_snp_report *r, enum sl_snp_product p, 
 
 /* The evidence's "certs" object (vcek, vlek, ask, asvk, ark: base64 DER)
  * appended to st; absent is fine, unknown keys fail (snp_evidence.c). */
-SL_MUST_USE sl_err sl_snp_ev_certs(const json_t *ev, STACK_OF(X509) *st);
+SL_MUST_USE sl_err sl_snp_ev_certs(const json_t *ev, STACK_OF(X509) * st);
 
 /* Shared binding check for 64-byte REPORT_DATA fields (SNP and TDX): equal
  * to o->expect zero-padded, or binding=unchecked when o->no_binding. */

@@ -83,11 +83,14 @@ static sl_err parse_tcb(const ASN1_TYPE *v, sl_pck_ext *o)
 		          "PCK SGX extension: TCB entry %d malformed", i);
 		size_t pl = strlen(SGX_EXT ".2.");
 		if (strncmp(oid, SGX_EXT ".2.", pl) == 0) {
-			int k = atoi(oid + pl);
+			char *end = NULL;
+			unsigned long k = strtoul(oid + pl, &end, 10);
+			if (end == oid + pl || *end != '\0')
+				k = 0; /* not a direct child arc: ignored */
 			uint32_t x = 0;
 			if (k >= 1 && k <= 16) {
 				SL_ENSURE(small_int(val, 255, &x), SL_E_ATTEST_FORMAT,
-				          "PCK SGX extension: TCB component %d malformed", k);
+				          "PCK SGX extension: TCB component %lu malformed", k);
 				o->comp_svn[k - 1] = (uint8_t)x;
 				seen |= 1u << (k - 1);
 			} else if (k == 17) {

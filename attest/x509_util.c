@@ -16,9 +16,9 @@
 
 static bool looks_pem(const uint8_t *p, size_t len)
 {
-	static const char tag[] = "-----BEGIN";
-	for (size_t i = 0; i + sizeof(tag) - 1 <= len; i++) {
-		if (memcmp(p + i, tag, sizeof(tag) - 1) == 0)
+	static const char marker[] = "-----BEGIN";
+	for (size_t i = 0; i + sizeof(marker) - 1 <= len; i++) {
+		if (memcmp(p + i, marker, sizeof(marker) - 1) == 0)
 			return true;
 	}
 	return false;
