@@ -272,8 +272,10 @@ static int do_sign(const struct opts *o)
 	}
 	if (o->comment == NULL) {
 		const char *base = strrchr(o->policy, '/');
-		snprintf(comment, sizeof(comment), "timestamp:%lld\tfile:%s", (long long)time(NULL),
-		         base ? base + 1 : o->policy);
+		/* minisign's own default, so both tools' signatures read alike */
+		snprintf(comment, sizeof(comment), "timestamp:%lld\tfile:%s%s",
+		         (long long)time(NULL), base ? base + 1 : o->policy,
+		         o->legacy ? "" : "\thashed");
 	}
 	SL_GUARD(
 	    sl_minisign_sign(sk, data, len, o->comment ? o->comment : comment, o->legacy, &sig));

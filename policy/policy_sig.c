@@ -8,7 +8,7 @@
 #include "seclaunch/minisign.h"
 #include "seclaunch/util.h"
 
-#define SIG_FILE_MAX 8192
+#define SIG_FILE_MAX (16 * 1024)
 #define PUBKEY_FILE_MAX 4096
 
 sl_err sl_policy_load_signed_mem(const uint8_t *data, size_t len, const uint8_t *sig,

@@ -23,8 +23,8 @@
 #define SL_MINISIGN_KEYID_LEN 8
 #define SL_MINISIGN_PK_LEN 32
 #define SL_MINISIGN_SIG_LEN 64
-/* Longest trusted comment accepted (minisign's own limit is 1024 bytes). */
-#define SL_MINISIGN_COMMENT_MAX 1024
+/* Longest trusted comment accepted (minisign's TRUSTEDCOMMENTMAXBYTES). */
+#define SL_MINISIGN_COMMENT_MAX 8192
 
 /* Public keys hold nothing secret, so the struct is plain. */
 typedef struct sl_minisign_pubkey {

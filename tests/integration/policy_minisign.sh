@@ -42,6 +42,10 @@ check "minisign -S" 0 minisign -S -s mini.key -m policy.json -x mini.sig -t "sig
 check "seclaunch verifies minisign's signature" 0 \
 	"$SL" policy verify --policy policy.json --policy-pubkey mini.pub --signature mini.sig
 assert "trusted comment shown" grep -q "signed with minisign" "$T/out"
+LONG=$(python3 -c 'print("x" * 4000)')
+check "minisign -S with a 4000-byte trusted comment" 0 minisign -S -s mini.key -m policy.json -x long.sig -t "$LONG"
+check "seclaunch verifies it" 0 \
+	"$SL" policy verify --policy policy.json --policy-pubkey mini.pub --signature long.sig
 check "minisign -S -l (legacy)" 0 minisign -S -l -s mini.key -m policy.json -x mini-legacy.sig
 check "seclaunch verifies minisign's legacy signature" 0 \
 	"$SL" policy verify --policy policy.json --policy-pubkey mini.pub --signature mini-legacy.sig
