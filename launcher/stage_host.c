@@ -108,7 +108,8 @@ static sl_err open_memfd(sl_stage *s)
 		s->map_len = (size_t)s->size;
 		/* keep plaintext out of core dumps, and out of swap where allowed */
 		(void)madvise(p, s->map_len, MADV_DONTDUMP);
-		if (fits_memlock(s->size) && mlock(p, s->map_len) == 0) {
+		/* the kernel enforces RLIMIT_MEMLOCK (or lets CAP_IPC_LOCK past it) */
+		if (mlock(p, s->map_len) == 0) {
 			s->locked = true;
 			s->method = "memfd+mlock";
 		}
