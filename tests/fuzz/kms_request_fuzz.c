@@ -1,0 +1,80 @@
+/* Every seclaunchd request body parser (kms/parse.c). The first byte picks
+ * the parser, the rest is the body: challenge, release, key create, wrap,
+ * enroll, activate. Each must return cleanly (accept or SL_E_INPUT) on any
+ * bytes, and what it accepts must satisfy the checked invariants. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kms/kmsd.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static int init;
+	if (!init) {
+		if (sl_crypto_init() != SL_OK)
+			abort();
+		init = 1;
+	}
+	if (size < 1)
+		return 0;
+	const uint8_t *body = data + 1;
+	size_t len = size - 1;
+	switch (data[0] % 6) {
+	case 0:
+		(void)kmsd_parse_challenge(body, len);
+		break;
+	case 1: {
+		kmsd_release_req *r = NULL;
+		if (kmsd_parse_release(body, len, &r) == SL_OK) {
+			if (r->nkeys < 1 || r->nkeys > KMSD_MAX_KEYS ||
+			    !json_is_array(r->evidence) || !json_is_array(r->identity) ||
+			    !json_is_object(r->job))
+				abort();
+			for (size_t i = 0; i < r->nkeys; i++) {
+				if (!kmsd_valid_key_id(r->keys[i].key_id) ||
+				    !kmsd_valid_dataset_id(r->keys[i].dataset_id) ||
+				    r->keys[i].wrapped_len != SL_KMS_WRAPPED_DEK_LEN)
+					abort();
+				uint8_t aad[KMSD_AAD_MAX];
+				if (kmsd_wrap_aad(r->keys[i].key_id, r->keys[i].dataset_id, aad) >
+				    KMSD_AAD_MAX)
+					abort();
+			}
+		}
+		kmsd_release_req_free(r);
+		break;
+	}
+	case 2: {
+		char id[SL_KMS_ID_MAX + 1];
+		if (kmsd_parse_key_create(body, len, id) == SL_OK && !kmsd_valid_key_id(id))
+			abort();
+		break;
+	}
+	case 3: {
+		char ds[SL_KMS_DATASET_ID_MAX + 1];
+		sl_secret *dek = NULL;
+		if (kmsd_parse_wrap(body, len, ds, &dek) == SL_OK &&
+		    (sl_secret_len(dek) != SL_KMS_DEK_LEN || !kmsd_valid_dataset_id(ds)))
+			abort();
+		sl_secret_free(dek);
+		break;
+	}
+	case 4: {
+		kmsd_enroll_req e;
+		if (kmsd_parse_enroll(body, len, &e) == SL_OK) {
+			if (e.ek_pub_len == 0 || e.ak_pub_len == 0)
+				abort();
+			kmsd_enroll_req_clear(&e);
+		}
+		break;
+	}
+	default: {
+		kmsd_activate_req a;
+		if (kmsd_parse_activate(body, len, &a) == SL_OK)
+			sl_secret_free(a.secret);
+		break;
+	}
+	}
+	return 0;
+}

@@ -1,0 +1,509 @@
+/* seclaunchd internals: request parsers (good and bad), ids, the wrapping
+ * AAD, AES-GCM, the challenge table (single use, expiry, bounded), the local
+ * keystore (round trip, AAD binding, tamper, truncation, wrong master key),
+ * the AK registry (persistence, tamper), routing and metrics. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../kms/kmsd.h"
+
+#define B(s) (const uint8_t *)(s), strlen(s)
+
+static char tmpdir[256];
+
+static int setup_dir(void **state)
+{
+	(void)state;
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/kms_test.XXXXXX");
+	return mkdtemp(tmpdir) == NULL ? -1 : 0;
+}
+
+static int teardown_dir(void **state)
+{
+	char cmd[300];
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void write_file(const char *name, const void *p, size_t n, mode_t mode)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+	unlink(path);
+	assert_int_equal(sl_file_write_atomic(path, p, n, mode, true), SL_OK);
+}
+
+static const char *in_dir(const char *name)
+{
+	static char path[4][512];
+	static int i;
+	i = (i + 1) % 4;
+	snprintf(path[i], sizeof(path[i]), "%s/%s", tmpdir, name);
+	return path[i];
+}
+
+/* ---- parsers ----------------------------------------------------------- */
+
+static const char *release_json(const char *nonce, const char *keys)
+{
+	static char buf[20000];
+	snprintf(buf, sizeof(buf),
+	         "{\"nonce\":\"%s\",\"eph_pub\":\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\","
+	         "\"policy_digest\":\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\","
+	         "\"evidence\":[{\"kind\":\"tpm2\"}],\"keys\":%s}",
+	         nonce, keys);
+	return buf;
+}
+
+#define N32 "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+#define W61 "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="
+
+static void test_parse_release_good(void **state)
+{
+	kmsd_release_req *r = NULL;
+	(void)state;
+	const char *j = release_json(N32, "[{\"key_id\":\"k.1\",\"dataset_id\":\"data set é\","
+	                                  "\"wrapped_dek\":\"" W61 "\"}]");
+	assert_int_equal(kmsd_parse_release(B(j), &r), SL_OK);
+	assert_int_equal(r->nkeys, 1);
+	assert_string_equal(r->keys[0].key_id, "k.1");
+	assert_string_equal(r->keys[0].dataset_id, "data set é");
+	assert_int_equal(r->keys[0].wrapped_len, SL_KMS_WRAPPED_DEK_LEN);
+	assert_int_equal(r->keys[0].wrapped[0], 1);
+	assert_true(json_is_array(r->identity) && json_array_size(r->identity) == 0);
+	assert_true(json_is_object(r->job));
+	kmsd_release_req_free(r);
+}
+
+static void expect_release_err(const char *body, const char *needle)
+{
+	kmsd_release_req *r = NULL;
+	assert_int_equal(kmsd_parse_release(B(body), &r), SL_E_INPUT);
+	assert_null(r);
+	if (strstr(sl_err_detail(), needle) == NULL)
+		fail_msg("detail '%s' lacks '%s'", sl_err_detail(), needle);
+}
+
+static void test_parse_release_bad(void **state)
+{
+	char many[16384];
+	size_t o;
+	(void)state;
+	expect_release_err("", "invalid JSON");
+	expect_release_err("{", "invalid JSON");
+	expect_release_err("[]", "must be a JSON object");
+	expect_release_err("{}", "nonce: missing");
+	expect_release_err("{\"nonce\":1}", "nonce: must be a string");
+	expect_release_err("{\"nonce\":\"AAAA\"}", "nonce: must be 32 bytes");
+	expect_release_err("{\"nonce\":\"" N32 "\",\"x\":1}", "unknown field \"x\"");
+	expect_release_err("{\"nonce\":\"a\",\"nonce\":\"b\"}", "duplicate");
+	expect_release_err(release_json(N32, "[]"), "keys: must hold 1..64");
+	expect_release_err(release_json(N32, "{}"), "keys: must be an array");
+	expect_release_err(release_json(N32, "[1]"), "keys[0]: must be an object");
+	expect_release_err(release_json(N32, "[{\"key_id\":\"a/b\",\"dataset_id\":\"d\","
+	                                     "\"wrapped_dek\":\"" W61 "\"}]"),
+	                   "key_id: must be 1..128");
+	expect_release_err(release_json(N32, "[{\"key_id\":\"..\",\"dataset_id\":\"d\","
+	                                     "\"wrapped_dek\":\"" W61 "\"}]"),
+	                   "key_id");
+	expect_release_err(release_json(N32, "[{\"key_id\":\"k\",\"dataset_id\":\"a\\nb\","
+	                                     "\"wrapped_dek\":\"" W61 "\"}]"),
+	                   "dataset_id: must be 1..255 bytes");
+	expect_release_err(release_json(N32, "[{\"key_id\":\"k\",\"dataset_id\":\"d\","
+	                                     "\"wrapped_dek\":\"AAAA\"}]"),
+	                   "wrapped_dek: must be 61 bytes");
+	expect_release_err(release_json(N32, "[{\"key_id\":\"k\",\"dataset_id\":\"d\"}]"),
+	                   "wrapped_dek: missing");
+	expect_release_err(release_json(N32, "[{\"key_id\":\"k\",\"dataset_id\":\"d\",\"x\":1,"
+	                                     "\"wrapped_dek\":\"" W61 "\"}]"),
+	                   "unknown field \"x\"");
+	/* key id with a NUL inside the JSON string */
+	expect_release_err(release_json(N32, "[{\"key_id\":\"k\\u0000x\",\"dataset_id\":\"d\","
+	                                     "\"wrapped_dek\":\"" W61 "\"}]"),
+	                   "NUL");
+	o = (size_t)snprintf(many, sizeof(many), "[");
+	for (int i = 0; i < 65; i++)
+		o += (size_t)snprintf(
+		    many + o, sizeof(many) - o,
+		    "%s{\"key_id\":\"k\",\"dataset_id\":\"d\",\"wrapped_dek\":\"" W61 "\"}",
+		    i ? "," : "");
+	snprintf(many + o, sizeof(many) - o, "]");
+	expect_release_err(release_json(N32, many), "keys: must hold 1..64");
+	/* evidence shapes */
+	expect_release_err("{\"nonce\":\"" N32 "\",\"eph_pub\":\"" N32 "\",\"policy_digest\":\"" N32
+	                   "\",\"evidence\":[],\"keys\":[]}",
+	                   "evidence: must hold 1..8");
+	expect_release_err("{\"nonce\":\"" N32 "\",\"eph_pub\":\"" N32 "\",\"policy_digest\":\"" N32
+	                   "\",\"evidence\":[1],\"keys\":[]}",
+	                   "evidence[0]: must be an object");
+	expect_release_err("{\"nonce\":\"" N32 "\",\"eph_pub\":\"" N32 "\",\"policy_digest\":\"" N32
+	                   "\",\"evidence\":[{}],\"identity\":{},\"keys\":[]}",
+	                   "identity: must be an array");
+	expect_release_err("{\"nonce\":\"" N32 "\",\"eph_pub\":\"" N32 "\",\"policy_digest\":\"" N32
+	                   "\",\"evidence\":[{}],\"job\":[],\"keys\":[]}",
+	                   "job: must be an object");
+}
+
+static void test_parse_admin(void **state)
+{
+	char id[SL_KMS_ID_MAX + 1], ds[SL_KMS_DATASET_ID_MAX + 1];
+	sl_secret *dek = NULL;
+	char longid[200], a129[130];
+	(void)state;
+	assert_int_equal(kmsd_parse_key_create(B("{\"id\":\"abc-1_2.x\"}"), id), SL_OK);
+	assert_string_equal(id, "abc-1_2.x");
+	assert_int_equal(kmsd_parse_key_create(B("{\"id\":\"\"}"), id), SL_E_INPUT);
+	assert_int_equal(kmsd_parse_key_create(B("{\"id\":\"a b\"}"), id), SL_E_INPUT);
+	assert_int_equal(kmsd_parse_key_create(B("{\"id\":5}"), id), SL_E_INPUT);
+	assert_int_equal(kmsd_parse_key_create(B("{\"id\":\"a\",\"b\":1}"), id), SL_E_INPUT);
+	memset(a129, 'a', 129);
+	a129[129] = '\0';
+	snprintf(longid, sizeof(longid), "{\"id\":\"%s\"}", a129);
+	assert_int_equal(kmsd_parse_key_create(B(longid), id), SL_E_INPUT);
+
+	assert_int_equal(kmsd_parse_wrap(B("{\"dataset_id\":\"d\",\"dek\":\"" N32 "\"}"), ds, &dek),
+	                 SL_OK);
+	assert_string_equal(ds, "d");
+	assert_int_equal(sl_secret_len(dek), 32);
+	sl_secret_free(dek);
+	dek = NULL;
+	assert_int_equal(kmsd_parse_wrap(B("{\"dataset_id\":\"d\",\"dek\":\"AAAA\"}"), ds, &dek),
+	                 SL_E_INPUT);
+	assert_null(dek);
+	assert_non_null(strstr(sl_err_detail(), "dek: must be 32 bytes"));
+	assert_int_equal(kmsd_parse_wrap(B("{\"dek\":\"" N32 "\"}"), ds, &dek), SL_E_INPUT);
+	assert_non_null(strstr(sl_err_detail(), "dataset_id: missing"));
+
+	assert_int_equal(kmsd_parse_challenge(B("")), SL_OK);
+	assert_int_equal(kmsd_parse_challenge(B("{}")), SL_OK);
+	assert_int_equal(kmsd_parse_challenge(B("{\"a\":1}")), SL_E_INPUT);
+	assert_int_equal(kmsd_parse_challenge(B("[]")), SL_E_INPUT);
+}
+
+static void test_parse_enroll(void **state)
+{
+	kmsd_enroll_req e;
+	kmsd_activate_req a;
+	(void)state;
+	assert_int_equal(kmsd_parse_enroll(B("{\"ek_pub\":\"AAAA\",\"ak_pub\":\"AAEC\"}"), &e),
+	                 SL_OK);
+	assert_int_equal(e.ek_pub_len, 3);
+	assert_int_equal(e.ak_pub_len, 3);
+	assert_null(e.ek_cert);
+	kmsd_enroll_req_clear(&e);
+	assert_int_equal(kmsd_parse_enroll(B("{\"ek_pub\":\"AAAA\"}"), &e), SL_E_INPUT);
+	assert_non_null(strstr(sl_err_detail(), "ak_pub: missing"));
+	assert_int_equal(kmsd_parse_enroll(B("{\"ek_pub\":\"\",\"ak_pub\":\"AAAA\"}"), &e),
+	                 SL_E_INPUT);
+	assert_int_equal(
+	    kmsd_parse_enroll(B("{\"ek_pub\":\"AAAA\",\"ak_pub\":\"AAAA\",\"ek_cert\":7}"), &e),
+	    SL_E_INPUT);
+	assert_int_equal(kmsd_parse_activate(B("{\"session\":\"AAAAAAAAAAAAAAAAAAAAAA==\","
+	                                       "\"secret\":\"AAEC\"}"),
+	                                     &a),
+	                 SL_OK);
+	assert_int_equal(sl_secret_len(a.secret), 3);
+	sl_secret_free(a.secret);
+	assert_int_equal(kmsd_parse_activate(B("{\"session\":\"AAAA\",\"secret\":\"AAEC\"}"), &a),
+	                 SL_E_INPUT);
+	assert_non_null(strstr(sl_err_detail(), "session: must be 16 bytes"));
+}
+
+static void test_aad_unambiguous(void **state)
+{
+	uint8_t a[KMSD_AAD_MAX], b[KMSD_AAD_MAX];
+	(void)state;
+	size_t na = kmsd_wrap_aad("ab", "c", a), nb = kmsd_wrap_aad("a", "bc", b);
+	assert_int_equal(na, nb);
+	assert_memory_not_equal(a, b, na);
+	assert_int_equal(na, 2 + 2 + 2 + 1);
+	assert_memory_equal(a,
+	                    "\x00\x02"
+	                    "ab"
+	                    "\x00\x01"
+	                    "c",
+	                    na);
+}
+
+static void test_gcm(void **state)
+{
+	uint8_t key[32] = {1}, iv[12] = {2}, pt[40], ct[40], tag[16], back[40];
+	(void)state;
+	sl_random(pt, sizeof(pt));
+	assert_int_equal(kmsd_gcm_seal(key, iv, B("aad"), pt, sizeof(pt), ct, tag), SL_OK);
+	assert_int_equal(kmsd_gcm_open(key, iv, B("aad"), ct, sizeof(ct), tag, back), SL_OK);
+	assert_memory_equal(pt, back, sizeof(pt));
+	assert_int_equal(kmsd_gcm_open(key, iv, B("aaD"), ct, sizeof(ct), tag, back),
+	                 SL_E_INTEGRITY);
+	ct[3] ^= 1;
+	assert_int_equal(kmsd_gcm_open(key, iv, B("aad"), ct, sizeof(ct), tag, back),
+	                 SL_E_INTEGRITY);
+}
+
+/* ---- challenge table ------------------------------------------------------ */
+
+static void test_nonces(void **state)
+{
+	kmsd_nonces *t = NULL;
+	uint8_t n1[32], n2[32], n3[32], never[32];
+	time_t exp;
+	(void)state;
+	assert_int_equal(kmsd_nonces_new(2, 1, &t), SL_OK);
+	assert_int_equal(kmsd_nonces_issue(t, n1, &exp), SL_OK);
+	assert_true(exp >= time(NULL));
+	assert_int_equal(kmsd_nonces_issue(t, n2, &exp), SL_OK);
+	assert_memory_not_equal(n1, n2, 32);
+	/* full of live nonces: refused, nothing evicted */
+	assert_int_equal(kmsd_nonces_issue(t, n3, &exp), SL_E_KMS_REFUSED);
+	assert_int_equal(kmsd_nonces_size(t), 2);
+	assert_int_equal(kmsd_nonces_consume(t, n1), KMSD_NONCE_OK);
+	assert_int_equal(kmsd_nonces_consume(t, n1), KMSD_NONCE_USED);
+	sl_random(never, sizeof(never));
+	assert_int_equal(kmsd_nonces_consume(t, never), KMSD_NONCE_UNKNOWN);
+	/* a used nonce still holds its slot until it expires */
+	assert_int_equal(kmsd_nonces_issue(t, n3, &exp), SL_E_KMS_REFUSED);
+	usleep(1100 * 1000);
+	assert_int_equal(kmsd_nonces_consume(t, n2), KMSD_NONCE_EXPIRED);
+	/* expired entries make room again */
+	assert_int_equal(kmsd_nonces_issue(t, n3, &exp), SL_OK);
+	assert_int_equal(kmsd_nonces_consume(t, n3), KMSD_NONCE_OK);
+	assert_int_equal(kmsd_nonces_consume(t, n1), KMSD_NONCE_UNKNOWN);
+	kmsd_nonces_free(t);
+	assert_int_equal(kmsd_nonces_new(0, 60, &t), SL_E_INPUT);
+}
+
+static void test_nonces_many(void **state)
+{
+	kmsd_nonces *t = NULL;
+	uint8_t(*n)[32] = calloc(5000, 32);
+	time_t exp;
+	(void)state;
+	assert_int_equal(kmsd_nonces_new(5000, 60, &t), SL_OK);
+	for (int i = 0; i < 5000; i++)
+		assert_int_equal(kmsd_nonces_issue(t, n[i], &exp), SL_OK);
+	for (int i = 4999; i >= 0; i--)
+		assert_int_equal(kmsd_nonces_consume(t, n[i]), KMSD_NONCE_OK);
+	for (int i = 0; i < 5000; i += 7)
+		assert_int_equal(kmsd_nonces_consume(t, n[i]), KMSD_NONCE_USED);
+	kmsd_nonces_free(t);
+	free(n);
+}
+
+/* ---- local keystore ------------------------------------------------------- */
+
+static void make_master(void)
+{
+	uint8_t m[32];
+	sl_random(m, sizeof(m));
+	write_file("master.key", m, sizeof(m), 0600);
+}
+
+static void test_keystore(void **state)
+{
+	kmsd_config c;
+	kmsd_kek *k = NULL;
+	uint8_t dek[32], out[SL_KMS_WRAPPED_DEK_LEN], back[32];
+	(void)state;
+	make_master();
+	unlink(in_dir("ks"));
+	kmsd_config_defaults(&c);
+	c.keystore_file = strdup(in_dir("ks"));
+	c.master_key_file = strdup(in_dir("master.key"));
+	assert_int_equal(kmsd_kek_open(&c, &k), SL_OK);
+	assert_int_equal(kmsd_kek_count(k), 0);
+	assert_int_equal(kmsd_kek_create(k, "k1"), SL_OK);
+	assert_int_equal(kmsd_kek_create(k, "k1"), SL_E_EXISTS);
+	assert_int_equal(kmsd_kek_create(k, "k2"), SL_OK);
+	assert_true(kmsd_kek_exists(k, "k2"));
+	assert_false(kmsd_kek_exists(k, "k3"));
+	sl_random(dek, sizeof(dek));
+	assert_int_equal(kmsd_kek_wrap(k, "k1", "ds-A", dek, out), SL_OK);
+	assert_int_equal(out[0], 1);
+	kmsd_kek_close(k);
+	k = NULL;
+
+	/* reopen: the KEK persisted */
+	assert_int_equal(kmsd_kek_open(&c, &k), SL_OK);
+	assert_int_equal(kmsd_kek_count(k), 2);
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out), back), SL_OK);
+	assert_memory_equal(dek, back, 32);
+	/* bound to key id and dataset id */
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-B", out, sizeof(out), back), SL_E_INTEGRITY);
+	assert_non_null(strstr(sl_err_detail(), "dataset 'ds-B'"));
+	assert_int_equal(kmsd_kek_unwrap(k, "k2", "ds-A", out, sizeof(out), back), SL_E_INTEGRITY);
+	assert_int_equal(kmsd_kek_unwrap(k, "k9", "ds-A", out, sizeof(out), back), SL_E_INPUT);
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out) - 1, back),
+	                 SL_E_INTEGRITY);
+	out[0] = 2;
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out), back), SL_E_INTEGRITY);
+	out[0] = 1;
+	out[30] ^= 0x80;
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out), back), SL_E_INTEGRITY);
+	kmsd_kek_close(k);
+	k = NULL;
+
+	/* tamper, truncation, wrong master key: refuse to load */
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	assert_int_equal(sl_file_read(in_dir("ks"), 1 << 20, &buf, &len), SL_OK);
+	buf[len - 20] ^= 1;
+	write_file("ks", buf, len, 0600);
+	assert_int_equal(kmsd_kek_open(&c, &k), SL_E_INTEGRITY);
+	assert_non_null(strstr(sl_err_detail(), "does not authenticate"));
+	buf[len - 20] ^= 1;
+	write_file("ks", buf, len - 1, 0600);
+	assert_int_equal(kmsd_kek_open(&c, &k), SL_E_INTEGRITY);
+	assert_non_null(strstr(sl_err_detail(), "truncated"));
+	write_file("ks", buf, 10, 0600);
+	assert_int_equal(kmsd_kek_open(&c, &k), SL_E_INTEGRITY);
+	write_file("ks", buf, len, 0600);
+	assert_int_equal(kmsd_kek_open(&c, &k), SL_OK);
+	kmsd_kek_close(k);
+	k = NULL;
+	make_master();
+	assert_int_equal(kmsd_kek_open(&c, &k), SL_E_INTEGRITY);
+	chmod(in_dir("master.key"), 0644);
+	assert_int_equal(kmsd_kek_open(&c, &k), SL_E_PERM);
+	write_file("master.key", "short", 5, 0600);
+	assert_int_equal(kmsd_kek_open(&c, &k), SL_E_INPUT);
+	free(buf);
+	kmsd_config_free(&c);
+}
+
+/* ---- registry --------------------------------------------------------------- */
+
+static void test_registry(void **state)
+{
+	kmsd_registry *r = NULL;
+	uint8_t key[32], name[34] = {0x00, 0x0b}, other[34] = {0x00, 0x0b, 1}, ek[32] = {0};
+	(void)state;
+	sl_random(key, sizeof(key));
+	write_file("reg.key", key, sizeof(key), 0600);
+	unlink(in_dir("reg.json"));
+	assert_int_equal(kmsd_registry_open(in_dir("reg.json"), in_dir("reg.key"), &r), SL_OK);
+	assert_false(kmsd_registry_has(r, name, sizeof(name)));
+	assert_int_equal(kmsd_registry_add(r, name, sizeof(name), ek), SL_OK);
+	assert_int_equal(kmsd_registry_add(r, name, sizeof(name), ek), SL_OK);
+	assert_int_equal(kmsd_registry_count(r), 1);
+	assert_true(kmsd_registry_has(r, name, sizeof(name)));
+	assert_false(kmsd_registry_has(r, other, sizeof(other)));
+	assert_false(kmsd_registry_has(r, name, 33));
+	kmsd_registry_close(r);
+	r = NULL;
+	assert_int_equal(kmsd_registry_open(in_dir("reg.json"), in_dir("reg.key"), &r), SL_OK);
+	assert_true(kmsd_registry_has(r, name, sizeof(name)));
+	kmsd_registry_close(r);
+	r = NULL;
+
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	assert_int_equal(sl_file_read(in_dir("reg.json"), 1 << 20, &buf, &len), SL_OK);
+	char *p = strstr((char *)buf, "000b0000");
+	assert_non_null(p);
+	p[7] = '1'; /* another AK name */
+	write_file("reg.json", buf, len, 0600);
+	assert_int_equal(kmsd_registry_open(in_dir("reg.json"), in_dir("reg.key"), &r),
+	                 SL_E_INTEGRITY);
+	assert_non_null(strstr(sl_err_detail(), "MAC does not verify"));
+	write_file("reg.json", buf, len / 2, 0600);
+	assert_int_equal(kmsd_registry_open(in_dir("reg.json"), in_dir("reg.key"), &r),
+	                 SL_E_INTEGRITY);
+	free(buf);
+}
+
+/* ---- routing and metrics ------------------------------------------------------ */
+
+static void test_dispatch(void **state)
+{
+	kmsd_ctx ctx = {0};
+	kmsd_response res = {0};
+	kmsd_request req = {
+	    .method = "GET", .path = "/nope", .body = (const uint8_t *)"", .len = 0};
+	(void)state;
+	assert_int_equal(kmsd_dispatch(&ctx, &req, &res), KMSD_R_OTHER);
+	assert_int_equal(res.status, 404);
+	assert_true(res.problem);
+	assert_string_equal(json_string_value(json_object_get(res.json, "type")),
+	                    "urn:seclaunch:kms:not-found");
+	json_decref(res.json);
+	memset(&res, 0, sizeof(res));
+	req.path = "/v1/release";
+	assert_int_equal(kmsd_dispatch(&ctx, &req, &res), KMSD_R_RELEASE);
+	assert_int_equal(res.status, 405);
+	json_decref(res.json);
+	memset(&res, 0, sizeof(res));
+	req.path = "/v1/keys/x/wrap";
+	assert_int_equal(kmsd_dispatch(&ctx, &req, &res), KMSD_R_WRAP);
+	assert_int_equal(res.status, 405);
+	json_decref(res.json);
+	memset(&res, 0, sizeof(res));
+	/* admin routes need the token before anything else */
+	sl_sha256("right-token-0123", 16, ctx.admin_token_sha256);
+	req.method = "POST";
+	req.path = "/v1/keys";
+	req.authorization = "Bearer wrong-token-0123";
+	assert_int_equal(kmsd_dispatch(&ctx, &req, &res), KMSD_R_KEYS);
+	assert_int_equal(res.status, 401);
+	json_decref(res.json);
+	memset(&res, 0, sizeof(res));
+	req.authorization = NULL;
+	req.path = "/v1/keys/k1/wrap";
+	assert_int_equal(kmsd_dispatch(&ctx, &req, &res), KMSD_R_WRAP);
+	assert_int_equal(res.status, 401);
+	json_decref(res.json);
+}
+
+static void test_metrics(void **state)
+{
+	kmsd_metrics *m = NULL;
+	char *text = NULL;
+	(void)state;
+	assert_int_equal(kmsd_metrics_new(&m), SL_OK);
+	kmsd_metrics_request(m, KMSD_R_RELEASE, 200, 1500000);
+	kmsd_metrics_request(m, KMSD_R_RELEASE, 403, 30000000);
+	kmsd_metrics_release(m, 3);
+	kmsd_metrics_denial(m, KMSD_D_NONCE_USED);
+	assert_int_equal(kmsd_metrics_render(m, 7, 2, 5, &text), SL_OK);
+	assert_non_null(strstr(text, "seclaunchd_releases_total 1\n"));
+	assert_non_null(strstr(text, "seclaunchd_keys_released_total 3\n"));
+	assert_non_null(strstr(text, "seclaunchd_denials_total{reason=\"nonce_reused\"} 1\n"));
+	assert_non_null(strstr(text, "seclaunchd_challenges 7\n"));
+	assert_non_null(strstr(text, "route=\"release\",code=\"4xx\"} 1\n"));
+	assert_non_null(strstr(
+	    text,
+	    "seclaunchd_request_duration_seconds_bucket{route=\"release\",le=\"0.0025\"} 1\n"));
+	assert_non_null(strstr(
+	    text, "seclaunchd_request_duration_seconds_bucket{route=\"release\",le=\"+Inf\"} 2\n"));
+	free(text);
+	kmsd_metrics_free(m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_parse_release_good),
+	    cmocka_unit_test(test_parse_release_bad),
+	    cmocka_unit_test(test_parse_admin),
+	    cmocka_unit_test(test_parse_enroll),
+	    cmocka_unit_test(test_aad_unambiguous),
+	    cmocka_unit_test(test_gcm),
+	    cmocka_unit_test(test_nonces),
+	    cmocka_unit_test(test_nonces_many),
+	    cmocka_unit_test(test_keystore),
+	    cmocka_unit_test(test_registry),
+	    cmocka_unit_test(test_dispatch),
+	    cmocka_unit_test(test_metrics),
+	};
+	if (sl_crypto_init() != SL_OK)
+		return 1;
+	return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
+}
