@@ -18,9 +18,9 @@ sl_err sl_nvgpu_vbios_string(const uint8_t *v, size_t len, char out[static 16])
 	if (len != 8)
 		return sl_err_set(SL_E_ATTEST_FORMAT,
 		                  "GPU report: opaque VBIOS_VERSION is %zu bytes, not 8", len);
-	/* the field is little-endian; the familiar form prints byte 4, then
-	 * bytes 3..1 of the low word, then byte 5 (the OEM revision) */
-	snprintf(out, 16, "%02x.%02x.%02x.%02x.%02x", v[4], v[3], v[2], v[1], v[5]);
+	/* the field is little-endian: the low 32-bit word printed as four
+	 * hex pairs, most significant first, then byte 4 (the OEM revision) */
+	snprintf(out, 16, "%02x.%02x.%02x.%02x.%02x", v[3], v[2], v[1], v[0], v[4]);
 	return SL_OK;
 }
 
