@@ -222,7 +222,7 @@ int cmd_decrypt(int argc, char **argv)
 	rc = sl_sld_open(in, o.in, dek, &r);
 	if (rc != SL_OK)
 		goto fail;
-	sink.fd = to_stdout ? STDOUT_FILENO : to_stream ? out_fd : sl_sld_outfile_fd(of);
+	sink.fd = of != NULL ? sl_sld_outfile_fd(of) : to_stream ? out_fd : STDOUT_FILENO;
 	sink.name = to_stdout ? "stdout" : o.out;
 	sl_progress_init(&prog, "decrypt");
 	rc = sl_sld_decrypt(r, o.threads, write_sink, &sink, sl_progress_update, &prog);
