@@ -227,6 +227,35 @@ static sl_err sort_certs(STACK_OF(X509) * in, bool vlek, struct pool *pl)
 	return SL_OK;
 }
 
+/* The product a VEK names in its productName extension ("Milan-B0", "Genoa"...). */
+static enum sl_snp_product vek_product(const X509 *x)
+{
+	static const struct {
+		const char *prefix;
+		enum sl_snp_product p;
+	} names[] = {{"Milan", SL_SNP_PRODUCT_MILAN},
+	             {"Genoa", SL_SNP_PRODUCT_GENOA},
+	             {"Turin", SL_SNP_PRODUCT_TURIN}};
+	const ASN1_OCTET_STRING *os = sl_x509_ext(x, "1.3.6.1.4.1.3704.1.2");
+	if (os == NULL)
+		return SL_SNP_PRODUCT_UNKNOWN;
+	const unsigned char *p = ASN1_STRING_get0_data(os), *q = p;
+	ASN1_IA5STRING *s = d2i_ASN1_IA5STRING(NULL, &q, ASN1_STRING_length(os));
+	enum sl_snp_product out = SL_SNP_PRODUCT_UNKNOWN;
+	for (size_t i = 0; s != NULL && i < sizeof(names) / sizeof(names[0]); i++) {
+		size_t n = strlen(names[i].prefix);
+		if ((size_t)ASN1_STRING_length(s) >= n &&
+		    memcmp(ASN1_STRING_get0_data(s), names[i].prefix, n) == 0)
+			out = names[i].p;
+	}
+	ASN1_IA5STRING_free(s);
+	ERR_clear_error();
+	return out;
+}
+
+/* A KDS cache holds one VCEK per chip and TCB (and VLEKs per TCB): prefer
+ * the candidate whose hwID (VCEK) and TCB extensions both match the report,
+ * else the first whose hwID matches, so the failure names the TCB. */
 static sl_err pick_vek(struct pool *pl, const sl_snp_report *r, bool vlek, X509 **out)
 {
 	*out = NULL;
@@ -235,16 +264,23 @@ static sl_err pick_vek(struct pool *pl, const sl_snp_report *r, bool vlek, X509 
 		                  "SNP report signed by a %s, but none is in the collateral "
 		                  "directory or the evidence",
 		                  vlek ? "VLEK" : "VCEK");
-	if (vlek) {
-		*out = sk_X509_value(pl->veks, 0);
-		return SL_OK;
-	}
 	for (int i = 0; i < sk_X509_num(pl->veks); i++) {
-		if (hwid_matches(sk_X509_value(pl->veks, i), r)) {
-			*out = sk_X509_value(pl->veks, i);
-			return SL_OK;
+		X509 *x = sk_X509_value(pl->veks, i);
+		if (!vlek && !hwid_matches(x, r))
+			continue;
+		if (*out == NULL)
+			*out = x;
+		enum sl_snp_product p = sl_snp_product_from_cpuid(r);
+		if (p == SL_SNP_PRODUCT_UNKNOWN)
+			p = vek_product(x);
+		if (check_tcb(x, r, p, "VEK") == SL_OK) {
+			*out = x;
+			break;
 		}
 	}
+	sl_err_clear();
+	if (*out != NULL)
+		return SL_OK;
 	const uint8_t *id = NULL;
 	size_t len = 0;
 	ASN1_OCTET_STRING *tmp = NULL;

@@ -111,6 +111,9 @@ static sl_err check_qe(const sl_tdx_quote *q, X509 *pck)
 	SL_GUARD(sl_p256_verify(X509_get0_pubkey(pck), q->qe_report_sig, q->qe_report_raw,
 	                        SL_TDX_QE_REPORT_LEN,
 	                        "TDX QE report signature (with the PCK certificate)"));
+	/* SGX ATTRIBUTES.DEBUG (flags bit 1): a debuggable QE's key is not protected */
+	SL_ENSURE((q->qe_report.attributes[0] & 0x02) == 0, SL_E_ATTEST_UNTRUSTED,
+	          "TDX QE report: the quoting enclave runs in debug mode");
 	SL_GUARD_OSSL(md != NULL && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1 &&
 	                  EVP_DigestUpdate(md, q->attest_key, 64) == 1 &&
 	                  EVP_DigestUpdate(md, q->qe_auth, q->qe_auth_len) == 1 &&

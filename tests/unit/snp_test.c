@@ -526,6 +526,7 @@ int main(void)
 	    cmocka_unit_test(test_synthetic_hwid),
 	    cmocka_unit_test(test_turin),
 	    cmocka_unit_test(test_forged_chain),
+	    cmocka_unit_test(test_vcek_per_tcb),
 	    cmocka_unit_test(test_parse_fields),
 	    cmocka_unit_test(test_evidence_json_errors),
 	    cmocka_unit_test(test_tsm_fake_tree),

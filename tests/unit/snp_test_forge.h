@@ -162,3 +162,52 @@ static void test_forged_chain(void **state)
 	EVP_PKEY_free(kvcek);
 	free(rep);
 }
+
+/* A KDS cache directory may hold several VCEKs of one chip (one per TCB):
+ * the one whose TCB matches the report is used, whatever the file order. */
+static void test_vcek_per_tcb(void **state)
+{
+	(void)state;
+	size_t len = 0, bl = 0, vl = 0;
+	uint8_t *rep = load("virtee_milan_report.bin", &len);
+	uint8_t *bundle = load("trust/ask_ark_milan.pem", &bl);
+	uint8_t *real = load("virtee_milan_vcek.der", &vl);
+	EVP_PKEY *k = gen_key(true);
+	X509 *other = make_cert("SEV-VCEK", k, NULL, false);
+	uint8_t hwid[66] = {0x04, 0x40};
+	memcpy(hwid + 2, rep + 0x1A0, 64);
+	add_ext(other, "1.3.6.1.4.1.3704.1.4", hwid, sizeof(hwid));
+	add_int_ext(other, "1.3.6.1.4.1.3704.1.3.1", (uint8_t)(rep[0x180] + 1));
+	add_int_ext(other, "1.3.6.1.4.1.3704.1.3.2", rep[0x181]);
+	add_int_ext(other, "1.3.6.1.4.1.3704.1.3.3", rep[0x186]);
+	add_int_ext(other, "1.3.6.1.4.1.3704.1.3.8", rep[0x187]);
+	sign_cert(other, k);
+	char dir[] = "/tmp/snpkds.XXXXXX", p[2048];
+	assert_non_null(mkdtemp(dir));
+	const char *names[] = {"a_other_tcb.pem", "b_real.der", "cert_chain.pem"};
+	snprintf(p, sizeof(p), "%s/%s", dir, names[0]);
+	write_pem(p, &other, 1);
+	snprintf(p, sizeof(p), "%s/%s", dir, names[1]);
+	assert_int_equal(sl_file_write_atomic(p, real, vl, 0600, false), SL_OK);
+	snprintf(p, sizeof(p), "%s/%s", dir, names[2]);
+	assert_int_equal(sl_file_write_atomic(p, bundle, bl, 0600, false), SL_OK);
+	assert_int_equal(verify(rep, len, "vcek", NULL, dir, T2024, NULL, 0, NULL), SL_OK);
+	/* the collateral is tried before the evidence: its wrong-TCB VCEK must
+	 * still lose to the evidence's matching one */
+	snprintf(p, sizeof(p), "%s/%s", dir, names[1]);
+	unlink(p);
+	assert_int_equal(
+	    verify(rep, len, "vcek", "virtee_milan_vcek.der", dir, T2024, NULL, 0, NULL), SL_OK);
+	expect_fail(verify(rep, len, "vcek", NULL, dir, T2024, NULL, 0, NULL), SL_E_ATTEST_CHAIN,
+	            "chain invalid", "only a VCEK of another TCB");
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+		unlink(p);
+	}
+	rmdir(dir);
+	X509_free(other);
+	EVP_PKEY_free(k);
+	free(rep);
+	free(bundle);
+	free(real);
+}
