@@ -2,6 +2,7 @@
  * chunk, and in-order parallel decryption to a sink that only ever sees
  * authenticated bytes. */
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,8 @@ sl_err sl_sld_open(int fd, const char *name, sl_secret *dek, sl_sld_reader **out
 	          "does not match)",
 	          name);
 	SL_GUARD(check_size(r));
+	/* workers read disjoint chunks out of order: ask for wide readahead */
+	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	r->file_key = keys.file_key;
 	keys.file_key = NULL;
 	*out = r;
