@@ -41,6 +41,10 @@ done
 assert "--chunk-size 1M recorded" [ "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["chunk_size"])' < <("$SL" inspect cs-1M.sld))" = 1048576 ]
 
 # ---- stdout streaming -------------------------------------------------------
+"$SL" encrypt -q --key-file k --dataset-id cli/stdout --chunk-size 64K plain -o - >piped.sld
+assert "encrypt -o - writes the SLD file to stdout" [ "$(head -c 4 piped.sld | od -An -c | tr -d ' ')" = '211SLD' ]
+check "decrypt what encrypt -o - wrote" 0 "$SL" decrypt -q --key-file k piped.sld -o piped.out
+assert "stdout round trip" cmp -s plain piped.out
 "$SL" decrypt -q --key-file k a.sld -o - >stream.out 2>stream.err
 rc=$?
 assert "decrypt -o - exits 0" [ "$rc" = 0 ]
