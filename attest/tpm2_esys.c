@@ -268,8 +268,15 @@ sl_err sl_tpm2_ak_load(sl_tpm2_conn *c, const sl_tpm2_key_opts *o, ESYS_TR *ak,
 		SL_GUARD_TSS(Esys_TR_FromTPMPublic(c->esys, *handle, ESYS_TR_NONE, ESYS_TR_NONE,
 		                                   ESYS_TR_NONE, ak),
 		             SL_E_TPM, "opening the AK at 0x%08x", *handle);
-	} else {
-		SL_GUARD(ak_create(c, o, *handle, ak));
+	} else if ((rc = ak_create(c, o, *handle, ak)) != SL_OK) {
+		/* Another process may have made it persistent first: use that one. */
+		SL_GUARD(handle_exists(c, *handle, &present));
+		if (!present)
+			goto out;
+		sl_err_clear();
+		SL_GUARD_TSS(Esys_TR_FromTPMPublic(c->esys, *handle, ESYS_TR_NONE, ESYS_TR_NONE,
+		                                   ESYS_TR_NONE, ak),
+		             SL_E_TPM, "opening the AK at 0x%08x", *handle);
 	}
 	SL_GUARD_TSS(Esys_ReadPublic(c->esys, *ak, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ak_pub,
 	                             &name, &qname),
