@@ -48,6 +48,13 @@ assert "ecc: AK at persistent handle 0x81010003" sh -c 'tpm2_getcap handles-pers
 check "--no-binding verifies and says so" 0 "$SL" verify "$T/ev.json" --no-binding --ak-pin "$T/ak.pem" --json
 assert "--no-binding: binding=unchecked" test "$(claim "$T/out" binding)" = unchecked
 
+if [ -e /dev/sev-guest ] || [ -e /dev/tdx_guest ] || [ -d /sys/kernel/config/tsm/report ]; then
+	skip "--tee auto picks tpm2" "this machine has a TEE, which auto prefers"
+else
+	check "--tee auto picks the TPM when there is no TEE" 0 "$SL" attest --tee auto --nonce $N -o "$T/auto.json"
+	assert "--tee auto: kind tpm2" test "$(ev_get "$T/auto.json" kind)" = tpm2
+fi
+
 # ---- usage -----------------------------------------------------------------
 check_err "verify without a binding option is a usage error" 1 "exactly one of" "$SL" verify "$T/ev.json" --ak-pin "$T/ak.pem"
 check_err "attest with a bad --pcrs" 1 "PCR index" "$SL" attest --tee tpm2 --pcrs sha256:24 -o "$T/x.json"
