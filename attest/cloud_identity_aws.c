@@ -145,6 +145,13 @@ static sl_err doc_claims(const uint8_t *doc, size_t len, sl_claims *claims)
 		          "AWS identity document: %s missing", need[i][0]);
 		SL_GUARD(sl_claims_set(claims, need[i][1], json_string_value(v)));
 	}
+	const char *region = json_string_value(json_object_get(d, "region"));
+	const char *zone = json_string_value(json_object_get(d, "availabilityZone"));
+	SL_ENSURE(strspn(region, "abcdefghijklmnopqrstuvwxyz0123456789-") == strlen(region) &&
+	              strncmp(zone, region, strlen(region)) == 0,
+	          SL_E_ATTEST_FORMAT,
+	          "AWS identity document: availabilityZone '%s' is not in region '%s'", zone,
+	          region);
 	json_t *pt = json_object_get(d, "pendingTime");
 	SL_ENSURE(json_is_string(pt), SL_E_ATTEST_FORMAT,
 	          "AWS identity document: pendingTime missing");

@@ -155,6 +155,13 @@ static sl_err jwks_key(const char *path, const char *kid, EVP_PKEY **out)
 	SL_ENSURE(json_is_string(json_object_get(found, "kty")) &&
 	              strcmp(json_string_value(json_object_get(found, "kty")), "RSA") == 0,
 	          SL_E_ATTEST_SIG, "%s: key '%s' is not an RSA key", path, kid);
+	/* a key published for another algorithm or use is not a signing key for RS256 */
+	const char *kalg = json_string_value(json_object_get(found, "alg"));
+	const char *use = json_string_value(json_object_get(found, "use"));
+	SL_ENSURE((kalg == NULL || strcmp(kalg, "RS256") == 0) &&
+	              (use == NULL || strcmp(use, "sig") == 0),
+	          SL_E_ATTEST_SIG, "%s: key '%s' is not an RS256 signing key (alg %s, use %s)",
+	          path, kid, kalg ? kalg : "-", use ? use : "-");
 	SL_GUARD(b64url_bn(json_object_get(found, "n"), "n", &n));
 	SL_GUARD(b64url_bn(json_object_get(found, "e"), "e", &e));
 	SL_ENSURE(BN_num_bits(n) >= 2048, SL_E_ATTEST_SIG, "%s: key '%s' is shorter than 2048 bits",
@@ -287,6 +294,9 @@ sl_err sl_identity_verify_gcp_jwt(const char *token, size_t len, const sl_identi
 	const char *alg = str(j.header, "alg");
 	SL_ENSURE(alg != NULL && strcmp(alg, "RS256") == 0, SL_E_ATTEST_SIG,
 	          "GCP identity token: alg '%s' refused (only RS256)", alg ? alg : "(missing)");
+	/* RFC 7515 4.1.11: extensions we do not understand must not be ignored */
+	SL_ENSURE(json_object_get(j.header, "crit") == NULL, SL_E_ATTEST_SIG,
+	          "GCP identity token: header 'crit' extensions are not supported");
 	SL_ENSURE(j.sig_len > 0, SL_E_ATTEST_SIG,
 	          "GCP identity token: no signature (unsigned tokens are refused)");
 	json_t *x5c = json_object_get(j.header, "x5c");
@@ -318,8 +328,9 @@ sl_err sl_identity_verify_gcp_jwt(const char *token, size_t len, const sl_identi
 	          "GCP identity token: no %s.zone (request format=full)",
 	          cs ? "submods.gce" : "google.compute_engine");
 	const char *dash = strrchr(zone, '-');
-	SL_ENSURE(dash != NULL && dash != zone && dash[1] != '\0', SL_E_ATTEST_FORMAT,
-	          "GCP identity token: zone '%s' is not REGION-SUFFIX", zone);
+	SL_ENSURE(dash != NULL && dash != zone && dash[1] != '\0' &&
+	              strspn(zone, "abcdefghijklmnopqrstuvwxyz0123456789-") == strlen(zone),
+	          SL_E_ATTEST_FORMAT, "GCP identity token: zone '%s' is not REGION-SUFFIX", zone);
 	bool fresh = false;
 	if (o->binding != NULL) {
 		SL_ENSURE(o->binding_len <= 64, SL_E_USAGE, "binding longer than 64 bytes");

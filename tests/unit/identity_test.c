@@ -95,12 +95,13 @@ static int setup(void **state)
 	cert2 = self_signed(key2, "aws test 2");
 	char *n = bn_b64url(key1, OSSL_PKEY_PARAM_RSA_N),
 	     *e = bn_b64url(key1, OSSL_PKEY_PARAM_RSA_E);
-	char jwks[2048];
+	char jwks[4096];
 	snprintf(jwks, sizeof(jwks),
 	         "{\"keys\":[{\"kty\":\"RSA\",\"alg\":\"RS256\",\"use\":\"sig\",\"kid\":\"other\","
 	         "\"n\":\"%s\",\"e\":\"%s\"},{\"kty\":\"RSA\",\"alg\":\"RS256\",\"kid\":\"k1\","
+	         "\"n\":\"%s\",\"e\":\"%s\"},{\"kty\":\"RSA\",\"use\":\"enc\",\"kid\":\"k-enc\","
 	         "\"n\":\"%s\",\"e\":\"%s\"}]}",
-	         n, e, n, e);
+	         n, e, n, e, n, e);
 	free(n);
 	free(e);
 	snprintf(jwks_path, sizeof(jwks_path), "%s/jwks.json", tmpdir);
@@ -258,6 +259,12 @@ static const struct jcase JCASES[] = {
      "no signature"},
     {"kid not in JWKS", "{\"alg\":\"RS256\",\"kid\":\"k9\"}", 1, "https://accounts.google.com",
      NULL, -10, 3590, SL_E_ATTEST_SIG, "key id 'k9' is not in the JWKS"},
+    {"crit header", "{\"alg\":\"RS256\",\"kid\":\"k1\",\"crit\":[\"exp\"]}", 1,
+     "https://accounts.google.com", NULL, -10, 3590, SL_E_ATTEST_SIG,
+     "header 'crit' extensions are not supported"},
+    {"JWKS key for encryption", "{\"alg\":\"RS256\",\"kid\":\"k-enc\"}", 1,
+     "https://accounts.google.com", NULL, -10, 3590, SL_E_ATTEST_SIG,
+     "key 'k-enc' is not an RS256 signing key"},
     {"no kid", "{\"alg\":\"RS256\"}", 1, "https://accounts.google.com", NULL, -10, 3590,
      SL_E_ATTEST_SIG, "header has no kid"},
     {"untrusted issuer", NULL, 1, "https://evil.example", NULL, -10, 3590, SL_E_ATTEST,
@@ -433,6 +440,17 @@ static void test_aws_test_keys(void **state)
 	assert_non_null(strstr(sl_err_detail(), "wrong signer"));
 	sl_claims_free(c);
 	free(p7);
+	/* a zone outside the document's region */
+	char *odd = strdup(AWS_DOC);
+	memcpy(strstr(odd, "eu-west-1b"), "us-east-1b", 10);
+	p7 = pkcs7_b64(key1, cert1, odd, 0);
+	assert_int_equal(sl_claims_new(&c), SL_OK);
+	assert_int_equal(sl_identity_verify_aws((const uint8_t *)odd, strlen(odd), p7, true, &o, c),
+	                 SL_E_ATTEST_FORMAT);
+	assert_non_null(strstr(sl_err_detail(), "availabilityZone 'us-east-1b' is not in region"));
+	sl_claims_free(c);
+	free(p7);
+	free(odd);
 	/* detached PKCS7 */
 	p7 = pkcs7_b64(key1, cert1, AWS_DOC, PKCS7_DETACHED);
 	assert_int_equal(sl_claims_new(&c), SL_OK);
