@@ -218,6 +218,14 @@ static sl_err add_nv(sl_tpm2_conn *c, json_t *ev, uint32_t idx, const char *key)
 	if (json_object_get(ev, key) != NULL)
 		return SL_OK;
 	rc = sl_tpm2_nv_read(c, idx, &p, &len);
+	if (rc == SL_E_TPM) {
+		/* A certificate the TPM will not hand out (e.g. an index readable
+		 * only with an owner password) is left out, not fatal: the
+		 * verifier decides whether it needs one. */
+		fprintf(stderr, "seclaunch: warning: %s\n", sl_err_detail());
+		sl_err_clear();
+		return SL_OK;
+	}
 	if (rc == SL_OK && p != NULL) {
 		rc = sl_tpm2_json_put_b64(ev, key, p, len);
 		snprintf(k, sizeof(k), "%s_nv", key);
