@@ -38,6 +38,8 @@ sl_err sl_supervise_init(void)
 	sigset_t s;
 	if (inited)
 		return SL_OK;
+	/* a closed stderr must not kill seclaunch before it wipes */
+	signal(SIGPIPE, SIG_IGN);
 	term_set(&s, true);
 	if (sigprocmask(SIG_BLOCK, &s, &orig_mask) != 0)
 		return sl_err_set(SL_E_SYSTEM, "blocking signals: %s", strerror(errno));
