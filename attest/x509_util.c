@@ -1,5 +1,6 @@
 /* Certificate helpers for the TEE verifiers (see x509_util.h). */
 #include <dirent.h>
+#include <pthread.h>
 #include <openssl/err.h>
 #include <openssl/objects.h>
 #include <openssl/pem.h>
@@ -80,8 +81,8 @@ sl_err sl_x509_from_der(const uint8_t *p, size_t len, X509 **out, const char *wh
 	return SL_OK;
 }
 
-sl_err sl_x509_parse_blob(const uint8_t *p, size_t len, STACK_OF(X509) * certs,
-                          STACK_OF(X509_CRL) * crls, const char *what)
+static sl_err parse_uncached(const uint8_t *p, size_t len, STACK_OF(X509) * certs,
+                             STACK_OF(X509_CRL) * crls, const char *what)
 {
 	if (looks_pem(p, len))
 		return parse_pem(p, len, certs, crls, what);
@@ -108,6 +109,96 @@ sl_err sl_x509_parse_blob(const uint8_t *p, size_t len, STACK_OF(X509) * certs,
 		return crls == NULL ? SL_OK : sl_err_set(SL_E_NOMEM, "%s", what);
 	}
 	return SL_OK;
+}
+
+/* OpenSSL 3's decoders make parsing a certificate cost more than verifying
+ * its signature, and a verifier sees the same chains and collateral files
+ * again and again: parsed blobs are kept, keyed by the SHA-256 of their
+ * bytes (so a hit is the same input), in a small fixed table. Only the
+ * parse is cached; every verification still checks every signature. */
+#define CACHE_SLOTS 64
+#define CACHE_MAX_BLOB (64 * 1024)
+
+static struct cache_slot {
+	bool used;
+	uint8_t key[32];
+	STACK_OF(X509) * certs;
+	STACK_OF(X509_CRL) * crls;
+} cache[CACHE_SLOTS];
+static unsigned cache_next;
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Appends new references to the slot's objects; false when out of memory. */
+static bool cache_copy(const struct cache_slot *c, STACK_OF(X509) * certs,
+                       STACK_OF(X509_CRL) * crls)
+{
+	for (int i = 0; certs != NULL && i < sk_X509_num(c->certs); i++) {
+		X509 *x = sk_X509_value(c->certs, i);
+		if (X509_up_ref(x) != 1)
+			return false;
+		if (sk_X509_push(certs, x) <= 0) {
+			X509_free(x);
+			return false;
+		}
+	}
+	for (int i = 0; crls != NULL && i < sk_X509_CRL_num(c->crls); i++) {
+		X509_CRL *x = sk_X509_CRL_value(c->crls, i);
+		if (X509_CRL_up_ref(x) != 1)
+			return false;
+		if (sk_X509_CRL_push(crls, x) <= 0) {
+			X509_CRL_free(x);
+			return false;
+		}
+	}
+	return true;
+}
+
+sl_err sl_x509_parse_blob(const uint8_t *p, size_t len, STACK_OF(X509) * certs,
+                          STACK_OF(X509_CRL) * crls, const char *what)
+{
+	struct cache_slot fresh = {.used = true};
+	bool hit = false, ok = true;
+
+	if (len > CACHE_MAX_BLOB)
+		return parse_uncached(p, len, certs, crls, what);
+	sl_sha256(p, len, fresh.key);
+	pthread_mutex_lock(&cache_mu);
+	for (int i = 0; i < CACHE_SLOTS && !hit; i++) {
+		if (cache[i].used && memcmp(cache[i].key, fresh.key, 32) == 0) {
+			hit = true;
+			ok = cache_copy(&cache[i], certs, crls);
+		}
+	}
+	pthread_mutex_unlock(&cache_mu);
+	if (hit)
+		return ok ? SL_OK : sl_err_set(SL_E_NOMEM, "%s", what);
+
+	fresh.certs = sk_X509_new_null();
+	fresh.crls = sk_X509_CRL_new_null();
+	if (fresh.certs == NULL || fresh.crls == NULL) {
+		sk_X509_free(fresh.certs);
+		sk_X509_CRL_free(fresh.crls);
+		return sl_err_set(SL_E_NOMEM, "%s", what);
+	}
+	sl_err rc = parse_uncached(p, len, fresh.certs, fresh.crls, what);
+	if (rc == SL_OK) {
+		/* fill OpenSSL's per-certificate extension cache now, so shared
+		 * objects are only read from here on */
+		for (int i = 0; i < sk_X509_num(fresh.certs); i++)
+			(void)X509_check_purpose(sk_X509_value(fresh.certs, i), -1, 0);
+		ok = cache_copy(&fresh, certs, crls);
+		pthread_mutex_lock(&cache_mu);
+		struct cache_slot *slot = &cache[cache_next++ % CACHE_SLOTS];
+		struct cache_slot old = *slot;
+		*slot = fresh;
+		pthread_mutex_unlock(&cache_mu);
+		fresh = old;
+		if (!ok)
+			rc = sl_err_set(SL_E_NOMEM, "%s", what);
+	}
+	sk_X509_pop_free(fresh.certs, X509_free);
+	sk_X509_CRL_pop_free(fresh.crls, X509_CRL_free);
+	return rc;
 }
 
 static bool cert_file_name(const char *n)
