@@ -262,6 +262,18 @@ static const struct ecase CASES[] = {
      NULL, true,
      "$.datasets[4].allowed_regions[0]: region azure:brazilsouth matches "
      "pattern '*:*'"},
+    {"key's second pattern", 0, TPM, "cloud.identity_fresh=true", "web-logs", "k-public", NULL,
+     true, "$.keys.k-public[1]: key 'k-public' may serve dataset 'web-logs' (pattern 'web-logs')"},
+    {"exact dataset id does not match a longer id", 0, TPM, "cloud.identity_fresh=true",
+     "web-logs-2", NULL, NULL, false,
+     "$.datasets: no rule matches dataset 'web-logs-2' (default deny)"},
+    {"group ch", 0, SNP, "cloud.provider=azure;cloud.region=switzerlandnorth", "clinical-ch-9",
+     NULL, NULL, false,
+     "$.datasets[0].allowed_regions: region azure:switzerlandnorth is not in the allowed "
+     "regions [eu]"},
+    {"group us wildcard member (gcp:us-*)", 0, TPM, "cloud.provider=gcp;cloud.region=us-east5",
+     "public-1", NULL, NULL, true,
+     "$.datasets[2].allowed_regions[0]: region gcp:us-east5 is in group 'us'"},
     {"classification shown", 0, SNP, "", "clinical-1", NULL, NULL, true,
      "$.datasets[0].classification: dataset classified 'restricted'"},
 };
@@ -697,6 +709,32 @@ static void test_regions_embedded(void **state)
 	json_decref(groups);
 }
 
+/* The built-in groups say what their names mean: aws:eu-* is not the EU. */
+static void test_builtin_groups(void **state)
+{
+	(void)state;
+	sl_policy *p = load_test_policy(0);
+	static const struct {
+		const char *group, *region;
+		bool in;
+	} t[] = {
+	    {"eu", "aws:eu-west-1", true},          {"eu", "aws:eu-west-2", false},
+	    {"eu", "aws:eu-central-2", false},      {"eu", "gcp:europe-west2", false},
+	    {"eu", "gcp:europe-west6", false},      {"eu", "azure:norwayeast", false},
+	    {"eea", "azure:norwayeast", true},      {"eea", "gcp:europe-west4", true},
+	    {"uk", "aws:eu-west-2", true},          {"uk", "azure:ukwest", true},
+	    {"ch", "gcp:europe-west6", true},       {"ch", "aws:eu-central-1", false},
+	    {"us", "aws:us-gov-west-1", true},      {"us", "aws:ca-central-1", false},
+	    {"apac", "gcp:asia-south1", true},      {"apac", "aws:me-south-1", false},
+	    {"nordics", "gcp:europe-north2", true}, /* the test policy's own group */
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (sl_policy_region_entry_matches(p, t[i].group, t[i].region) != t[i].in)
+			fail_msg("%s %s group %s", t[i].region, t[i].in ? "not in" : "wrongly in",
+			         t[i].group);
+	sl_policy_free(p);
+}
+
 static void test_glob(void **state)
 {
 	(void)state;
@@ -719,6 +757,7 @@ int main(void)
 	    cmocka_unit_test(test_group_override),   cmocka_unit_test(test_dev_policy),
 	    cmocka_unit_test(test_validation),       cmocka_unit_test(test_signed_loading),
 	    cmocka_unit_test(test_regions_embedded), cmocka_unit_test(test_glob),
+	    cmocka_unit_test(test_builtin_groups),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
