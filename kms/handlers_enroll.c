@@ -187,9 +187,10 @@ void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response 
 	sl_hex_encode(p.ak_name, p.ak_name_len, hex);
 	if (sl_secret_len(ar.secret) != CRED_LEN ||
 	    !sl_ct_eq(sl_secret_data(ar.secret), sl_secret_data(p.cred), CRED_LEN)) {
-		kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, SL_AUDIT_DENY,
-		           json_pack("[s]", "activated credential does not match"), NULL,
+		json_t *why = json_pack("[s]", "activated credential does not match");
+		kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, SL_AUDIT_DENY, why, NULL,
 		           json_pack("{s:s, s:s}", "step", "activate", "ak_name", hex));
+		json_decref(why);
 		kmsd_problem(
 		    res, 403, "enroll-refused", "Forbidden",
 		    "secret: the activated credential does not match (the AK and EK are not "

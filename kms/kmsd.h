@@ -296,7 +296,8 @@ void kmsd_problem(kmsd_response *res, unsigned status, const char *slug, const c
 void kmsd_bad_request(kmsd_response *res);
 /* false (and a 401 set) unless the Authorization header carries the admin token. */
 bool kmsd_admin_ok(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
-/* Appends an audit record; failures are logged to stderr, never fatal to the answer. */
+/* Appends an audit record; failures are logged to stderr, never fatal to the
+ * answer. reasons is borrowed; details is stolen. */
 void kmsd_audit(kmsd_ctx *ctx, const char *event, const char *key_id, const char *dataset_id,
                 const char *decision, json_t *reasons, const char *claims_digest, json_t *details);
 

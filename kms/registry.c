@@ -109,7 +109,8 @@ static sl_err load(kmsd_registry *r)
 		if (rc != SL_OK)
 			goto out;
 	}
-	qsort(r->aks, r->n, sizeof(*r->aks), cmp_ak);
+	if (r->n > 0)
+		qsort(r->aks, r->n, sizeof(*r->aks), cmp_ak);
 	r->doc = root;
 	root = NULL;
 	rc = SL_OK;
@@ -159,7 +160,7 @@ void kmsd_registry_close(kmsd_registry *r)
 static bool has_locked(kmsd_registry *r, const uint8_t *name, size_t len)
 {
 	struct ak k;
-	if (len == 0 || len > NAME_MAX_LEN)
+	if (len == 0 || len > NAME_MAX_LEN || r->n == 0)
 		return false;
 	memcpy(k.name, name, len);
 	k.len = len;

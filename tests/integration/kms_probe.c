@@ -118,18 +118,20 @@ static int cmd_release(sl_kms *k, char **argv, int argc)
 	struct key key = {0};
 	struct job j = {0};
 	const char *variant = argc > 3 ? argv[3] : "ok";
-	const char *ds = argv[1];
+	const char *ds = argv[1], *what = "wrapped";
 	uint8_t digest[32];
 	char sha[65];
+	int ret;
 	sl_err rc;
 	snprintf(key.id, sizeof(key.id), "%s", argv[0]);
 	snprintf(key.ds, sizeof(key.ds), "%s", argv[1]);
 	rc = sl_b64_decode(argv[2], 4096, &key.wrapped, &key.wrapped_len, "wrapped");
 	if (rc != SL_OK)
-		return die("wrapped", rc);
+		goto done;
+	what = "prepare";
 	rc = prepare(k, &j, strcmp(variant, "other-eph") == 0);
 	if (rc != SL_OK)
-		return die("prepare", rc);
+		goto done;
 	memcpy(digest, j.ch.policy_digest, 32);
 	if (strcmp(variant, "unknown-nonce") == 0 || strcmp(variant, "digest") == 0) {
 		/* evidence correctly bound to a nonce this server never issued, or to
@@ -142,27 +144,33 @@ static int cmd_release(sl_kms *k, char **argv, int argc)
 		json_t *ev = NULL;
 		sl_binding_compute(j.ch.nonce, j.eph_pub, digest, binding);
 		sl_collect_opts co = {.nonce = binding, .nonce_len = sizeof(binding)};
+		what = "collect";
 		if ((rc = sl_evidence_collect("tpm2", &co, &ev)) != SL_OK)
-			return die("collect", rc);
+			goto done;
 		json_decref(j.evidence);
 		j.evidence = json_array();
 		json_array_append_new(j.evidence, ev);
 	} else if (strncmp(variant, "expire:", 7) == 0) {
-		sleep((unsigned)atoi(variant + 7));
+		sleep((unsigned)strtoul(variant + 7, NULL, 10));
 	} else if (strcmp(variant, "flip") == 0) {
 		key.wrapped[key.wrapped_len / 2] ^= 0x01;
 	} else if (strncmp(variant, "dataset:", 8) == 0) {
 		ds = variant + 8;
 	}
+	what = "release";
 	rc = release(k, &j, &key, ds, digest, sha);
 	if (rc == SL_OK && strcmp(variant, "reuse") == 0) {
 		printf("%s\n", sha);
 		rc = release(k, &j, &key, ds, digest, sha);
 	}
-	if (rc != SL_OK)
-		return die("release", rc);
-	printf("%s\n", sha);
-	return 0;
+	if (rc == SL_OK)
+		printf("%s\n", sha);
+done:
+	ret = rc == SL_OK ? 0 : die(what, rc);
+	free(key.wrapped);
+	json_decref(j.evidence);
+	sl_secret_free(j.eph_sk);
+	return ret;
 }
 
 static int cmd_enroll_wrong(sl_kms *k)
