@@ -152,4 +152,20 @@ assert "seclaunch --help lists the commands" bash -c '"$0" --help | grep -q "enc
 assert "no progress line when stderr is not a terminal" bash -c '! grep -q $'"'"'\r'"'"' noisy.err'
 assert "a summary line without -q" grep -q "noisy.sld" noisy.err
 
+# ---- terminals (script(1) gives the command a pseudo-terminal) --------------
+if command -v script >/dev/null; then
+	script -qec "$SL decrypt --key-file k a.sld -o -" /dev/null >tty.txt
+	rc=$?
+	assert "decrypt -o - to a terminal: exit 1" [ "$rc" = 1 ]
+	assert "decrypt -o - to a terminal: says why" grep -q "refusing to write plaintext to a terminal" tty.txt
+	assert "decrypt -o - to a terminal: no plaintext on it" [ "$(stat -c %s tty.txt)" -lt 300 ]
+	script -qec "$SL decrypt --key-file k a.sld -o $T/tty.out" /dev/null >tty2.txt
+	assert "progress line on a terminal" grep -q "decrypt .* (100%) .*ETA" tty2.txt
+	assert "the decrypted file is still right" cmp -s plain tty.out
+	script -qec "$SL decrypt -q --key-file k a.sld -o $T/tty3.out" /dev/null >tty3.txt
+	assert "-q: no progress line on a terminal" [ ! -s tty3.txt ]
+else
+	skip "terminal checks" "script(1) is not installed"
+fi
+
 finish
