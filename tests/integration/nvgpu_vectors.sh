@@ -164,4 +164,31 @@ else
 		"$SL" attest --tee nvidia-gpu --nonce "$N1" -o "$T/g.json"
 	assert "collect without a driver: no evidence file" [ ! -e "$T/g.json" ]
 fi
+# --- seclaunchd: a captured GPU report replayed against a fresh challenge ---
+release() { # evidence.json -> HTTP status in $T/code, body in $T/body
+	curl -s --cacert "$KMS_CA" -d '{}' "$KMS_URL/v1/challenge" >"$T/ch.json"
+	python3 -c 'import base64,json,os,sys
+ch=json.load(open(sys.argv[1])); ev=json.load(open(sys.argv[2]))
+b=lambda n: base64.b64encode(os.urandom(n)).decode()
+print(json.dumps({"nonce":ch["nonce"],"eph_pub":b(32),"policy_digest":ch["policy_digest"],
+  "evidence":[ev],"keys":[{"key_id":"k1","dataset_id":"ds","wrapped_dek":b(61)}]}))' \
+		"$T/ch.json" "$1" >"$T/req.json"
+	curl -s -o "$T/body" -w '%{http_code}' --cacert "$KMS_CA" --data-binary @"$T/req.json" \
+		"$KMS_URL/v1/release" >"$T/code"
+}
+if start_kms "$T/kms"; then
+	release "$T/ev1.json"
+	assert "seclaunchd: replayed GPU report refused (403, binding_mismatch, names the nonce)" \
+		sh -c "grep -qx 403 '$T/code' && grep -q 'binding_mismatch' '$T/body' &&
+		       grep -q 'request.nonce does not equal the expected binding' '$T/body'"
+	wrap "$R1" "$V/hopper_cert_chain_case3.txt" "$T/x.json"
+	release "$T/x.json"
+	assert "seclaunchd: broken GPU chain refused (403, evidence_invalid)" \
+		sh -c "grep -qx 403 '$T/code' && grep -q 'evidence_invalid' '$T/body' &&
+		       grep -q 'GPU certificate chain' '$T/body'"
+else
+	_failed=$((_failed + 1))
+	echo "not ok - seclaunchd did not start"
+fi
+
 finish
