@@ -15,29 +15,35 @@
 #include "seclaunch/identity.h"
 #include "seclaunch/util.h"
 
-static char dir[64];
+static char dir[64], pem[128];
+
+static void cleanup(void)
+{
+	unlink(pem);
+	rmdir(dir);
+}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	char path[128];
 	snprintf(dir, sizeof(dir), "/tmp/sl_iid_fuzz_%d", (int)getpid());
 	mkdir(dir, 0700);
-	snprintf(path, sizeof(path), "%s/aws.pem", dir);
+	snprintf(pem, sizeof(pem), "%s/aws.pem", dir);
 	EVP_PKEY *k = EVP_RSA_gen(2048);
 	X509 *x = X509_new();
 	X509_set_pubkey(x, k);
 	X509_gmtime_adj(X509_getm_notBefore(x), 0);
 	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
 	X509_sign(x, k, EVP_sha256());
-	FILE *f = fopen(path, "w");
+	FILE *f = fopen(pem, "w");
 	if (f == NULL)
 		abort();
 	PEM_write_X509(f, x);
 	fclose(f);
 	X509_free(x);
 	EVP_PKEY_free(k);
+	atexit(cleanup);
 	return 0;
 }
 

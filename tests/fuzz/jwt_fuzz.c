@@ -9,6 +9,11 @@
 
 static char jwks[64];
 
+static void cleanup(void)
+{
+	unlink(jwks);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
@@ -23,6 +28,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		fputc('A', f);
 	fputs("AB\"}]}", f);
 	fclose(f);
+	atexit(cleanup);
 	return 0;
 }
 
