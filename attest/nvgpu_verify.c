@@ -135,6 +135,11 @@ static sl_err verify_signature(const sl_nvgpu_report *r, X509 *leaf)
 	                  1 &&
 	              strcmp(group, "secp384r1") == 0,
 	          SL_E_ATTEST_SIG, "GPU certificate: the attestation key is not ECDSA P-384");
+	/* a certificate limited to other uses (a CA's certSign) must not sign reports */
+	SL_ENSURE((X509_get_extension_flags(leaf) & EXFLAG_KUSAGE) == 0 ||
+	              (X509_get_key_usage(leaf) & KU_DIGITAL_SIGNATURE) != 0,
+	          SL_E_ATTEST_SIG,
+	          "GPU certificate: the attestation certificate's keyUsage lacks digitalSignature");
 	SL_GUARD_OSSL(ECDSA_SIG_set0(sig, br, bs) == 1, SL_E_CRYPTO, "GPU report signature");
 	br = bs = NULL;
 	int dlen = i2d_ECDSA_SIG(sig, &der);
