@@ -91,6 +91,11 @@ SL_MUST_USE sl_err sl_snp_claims(const sl_snp_report *r, enum sl_snp_product p, 
  * appended to st; absent is fine, unknown keys fail (snp_evidence.c). */
 SL_MUST_USE sl_err sl_snp_ev_certs(const json_t *ev, STACK_OF(X509) * st);
 
+/* When SECLAUNCH_AMD_KDS is set: fetches the report's VCEK and its product's
+ * cert chain from AMD KDS into dir (the cache) unless already there
+ * (snp_kds.c). A no-op otherwise. */
+SL_MUST_USE sl_err sl_snp_kds_fetch(const char *dir, const sl_snp_report *r);
+
 /* Shared binding check for 64-byte REPORT_DATA fields (SNP and TDX): equal
  * to o->expect zero-padded, or binding=unchecked when o->no_binding. */
 SL_MUST_USE sl_err sl_tee_check_report_data(const uint8_t rd[static 64], const sl_verify_opts *o,

@@ -317,6 +317,8 @@ sl_err sl_snp_verify_report(const uint8_t *report, size_t len, STACK_OF(X509) * 
 	bool vlek = key == SL_SNP_KEY_VLEK;
 	const char *kind = vlek ? "VLEK" : "VCEK";
 
+	if (o->collateral_dir != NULL && !vlek && !(r.key_info & 2))
+		SL_GUARD(sl_snp_kds_fetch(o->collateral_dir, &r));
 	if (o->collateral_dir != NULL)
 		SL_GUARD(sl_x509_load_dir(o->collateral_dir, coll, crls));
 	SL_GUARD(sort_certs(coll, vlek, &pl));
