@@ -69,6 +69,16 @@ assert "no plaintext from a refused release" test ! -e dec2.bin
 check "after enrolling that TPM it releases" 0 "$SL" enroll --kms "$KMS_URL" -q
 check "decrypt from the second TPM" 0 "$SL" decrypt --kms "$KMS_URL" a.sld -o dec2.bin
 
+# --- production enrollment: an EK certificate is required ------------------
+mkdir ekca
+printf '{"ek_ca_dir": "%s/ekca", "accept_ek_without_cert": false}' "$T" >ekca.json
+start_kms "$T/kms-ekca" --config "$T/ekca.json" || exit 1
+check_err "EK without a certificate where an EK CA is configured: refused" 5 \
+	"403.*ek_cert: an EK certificate that chains to the EK CA is required" \
+	"$SL" enroll --kms "$KMS_URL" --kms-ca "$KMS_CA"
+assert "nothing was enrolled" sh -c "! grep -q '\"name\"' '$KMS_STATE/registry.json' 2>/dev/null"
+stop_pid "$KMS_PID"
+
 # --- nonce expiry: a server whose challenges live 1 s ---------------------
 echo '{"challenge_ttl_s": 1}' >ttl.json
 MAIN_URL=$KMS_URL MAIN_CA=$KMS_CA MAIN_STATE=$KMS_STATE
