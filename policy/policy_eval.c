@@ -368,6 +368,13 @@ static void eval_rule(const sl_policy *p, const sl_claims *c, const json_t *rule
 		else
 			DENY(d, path, "no GPU in confidential-computing mode (gpu.cc=%s)",
 			     claim(c, "gpu.cc") ?: "missing");
+		/* dev-tools mode lets a debugger read GPU memory: never data there */
+		if (claim_is(c, "gpu.devtools", "true"))
+			DENY(d, path, "the GPU is in developer-tools mode (gpu.devtools=true)");
+		if (claim_is(c, "gpu.binding", "unchecked"))
+			DENY(d, path,
+			     "the GPU evidence is not bound to this request "
+			     "(gpu.binding=unchecked)");
 	}
 	check_outputs(p, rule, rpath, req, d);
 	if ((v = json_object_get(rule, "key_ttl")) != NULL) {

@@ -216,6 +216,13 @@ static const struct ecase CASES[] = {
      "$.datasets[0].require_gpu_cc: no GPU in confidential-computing mode (gpu.cc=missing)"},
     {"GPU CC required, GPU off", 0, SNP, "gpu.cc=off", "clinical-1", NULL, NULL, false,
      "$.datasets[0].require_gpu_cc: no GPU in confidential-computing mode (gpu.cc=off)"},
+    {"GPU CC on but in dev-tools mode", 0, SNP, "gpu.devtools=true", "clinical-1", NULL, NULL,
+     false, "$.datasets[0].require_gpu_cc: the GPU is in developer-tools mode (gpu.devtools=true)"},
+    {"GPU CC on, dev-tools unknown", 0, SNP, "gpu.devtools=unknown;gpu.binding=verified",
+     "clinical-1", NULL, NULL, true,
+     "$.datasets[0].require_gpu_cc: GPU in confidential-computing mode (gpu.cc=on)"},
+    {"GPU evidence unbound", 0, SNP, "gpu.binding=unchecked", "clinical-1", NULL, NULL, false,
+     "$.datasets[0].require_gpu_cc: the GPU evidence is not bound to this request"},
     {"unverified region refused", 0, SNP, "cloud.region_verified=false", "clinical-1", NULL, NULL,
      false,
      "$.allow_unverified_region: region gcp:europe-west4 is not signed by the provider "
