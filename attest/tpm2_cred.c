@@ -136,6 +136,7 @@ static sl_err seed_ecc(EVP_PKEY *ek, const TPMT_PUBLIC *ekp, const EVP_MD *md, u
 	SL_GUARD_OSSL(EVP_PKEY_get_group_name(ek, group, sizeof(group), NULL) == 1, SL_E_CRYPTO,
 	              "EK curve");
 	fl = (size_t)(EVP_PKEY_get_bits(ek) + 7) / 8;
+	SL_ENSURE(fl <= 66 && ekx->size <= fl, SL_E_INPUT, "EK: ECC point of %u bytes", ekx->size);
 	eph = EVP_PKEY_Q_keygen(NULL, NULL, "EC", group);
 	SL_GUARD_OSSL(eph != NULL, SL_E_CRYPTO, "ephemeral ECDH key");
 	ctx = EVP_PKEY_CTX_new_from_pkey(NULL, eph, NULL);

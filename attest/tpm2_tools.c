@@ -152,7 +152,8 @@ static sl_err parse_pcr_file(const uint8_t *p, size_t len, sl_tpm2_pcrs *pcrs)
 				continue;
 			SL_ENSURE(di < nlists, SL_E_ATTEST_FORMAT,
 			          "tpm2-tools PCR file: too few values");
-			uint32_t lc = (uint32_t)lists[di][0] | (uint32_t)lists[di][1] << 8;
+			uint32_t lc = (uint32_t)lists[di][0] | (uint32_t)lists[di][1] << 8 |
+			              (uint32_t)lists[di][2] << 16 | (uint32_t)lists[di][3] << 24;
 			const uint8_t *d = lists[di] + 4 + in_list * DIG_ENTRY;
 			SL_ENSURE(lc <= DIG_PER_LIST && in_list < lc &&
 			              (size_t)(d[0] | d[1] << 8) == dl,
