@@ -185,6 +185,30 @@ out:
 	return rc;
 }
 
+/* A GPU in CC mode is attested with the same binding before it is set ready
+ * and before any plaintext reaches it; the KMS verifies this evidence too. */
+static sl_err gpu_evidence(struct st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	json_t *ev = NULL;
+	sl_collect_opts co = {.nonce = s->binding, .nonce_len = SL_BINDING_LEN};
+	sl_verify_opts vo = {
+	    .expect = s->binding, .expect_len = SL_BINDING_LEN, .collateral_dir = s->o->collateral};
+
+	SL_GUARD(sl_evidence_collect("nvidia-gpu", &co, &ev));
+	rc = sl_evidence_verify(ev, &vo, s->claims);
+	if (rc != SL_OK)
+		SL_GUARD(sl_err_wrap(rc, "checking the GPU's own evidence"));
+	SL_ENSURE(json_array_append(s->evidence, ev) == 0, SL_E_NOMEM, "evidence list");
+	if (s->gpu.needs_ready)
+		SL_GUARD(sl_gpu_set_ready(&s->gpu));
+	say("GPU attested: nvidia-gpu evidence bound to the same nonce");
+	rc = SL_OK;
+out:
+	json_decref(ev);
+	return rc;
+}
+
 /* Collects evidence bound to the binding and verifies it here too, so the
  * pre-flight sees the same claims the KMS will. The AK's public key goes
  * through a private temporary directory (it is not secret). */
@@ -217,6 +241,8 @@ static sl_err step_evidence(struct st *s)
 	          "evidence list");
 	const char *kind = sl_claims_get(s->claims, "tee.kind");
 	say("attested: %s evidence bound to the KMS nonce", kind != NULL ? kind : s->o->tee);
+	if (s->use_gpu && strcmp(s->gpu.cc, "on") == 0)
+		SL_GUARD(gpu_evidence(s));
 	rc = SL_OK;
 out:
 	json_decref(ev);
@@ -298,12 +324,12 @@ static sl_err step_claims(struct st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	uint8_t d[32];
-	SL_GUARD(sl_claims_set(s->claims, "gpu.cc", s->gpu.cc));
-	if (s->use_gpu) {
-		SL_GUARD(sl_claims_set(s->claims, "gpu.name", s->gpu.name));
+	/* the GPU's verified evidence, when there is some, said it already */
+	if (sl_claims_get(s->claims, "gpu.cc") == NULL)
+		SL_GUARD(sl_claims_set(s->claims, "gpu.cc", s->gpu.cc));
+	if (s->use_gpu && sl_claims_get(s->claims, "gpu.devtools") == NULL)
 		SL_GUARD(
 		    sl_claims_set(s->claims, "gpu.devtools", s->gpu.devtools ? "true" : "false"));
-	}
 	sl_claims_digest(s->claims, d);
 	sl_hex_encode(d, sizeof(d), s->claims_digest);
 	rc = SL_OK;

@@ -197,35 +197,89 @@ out:
 	dlclose(lib);
 }
 
-void sl_gpu_probe(sl_gpu_info *info)
+/* cuInit and the first device; false with the reason otherwise. */
+static bool cuda_device(sl_gpu_info *info)
 {
 	int n = 0;
 	CUdevice dev;
 	CUresult r;
 
-	memset(info, 0, sizeof(*info));
-	snprintf(info->cc, sizeof(info->cc), "absent");
-	if (!cuda_load(info->reason, sizeof(info->reason)))
-		return;
 	if ((r = cu.Init(0)) != 0) {
 		snprintf(info->reason, sizeof(info->reason), "cuInit failed: %s", cu_err(r));
-		return;
+		return false;
 	}
 	if ((r = cu.DeviceGetCount(&n)) != 0 || n < 1) {
 		snprintf(info->reason, sizeof(info->reason), "no CUDA device (%s)",
 		         r != 0 ? cu_err(r) : "count 0");
-		return;
+		return false;
 	}
 	if ((r = cu.DeviceGet(&dev, 0)) != 0) {
 		snprintf(info->reason, sizeof(info->reason), "cuDeviceGet(0): %s", cu_err(r));
-		return;
+		return false;
 	}
 	(void)cu.DeviceGetName(info->name, (int)sizeof(info->name) - 1, dev);
 	info->device = 0;
+	return true;
+}
+
+void sl_gpu_probe(sl_gpu_info *info)
+{
+	char cc_reason[sizeof(info->reason)];
+
+	memset(info, 0, sizeof(*info));
+	snprintf(info->cc, sizeof(info->cc), "absent");
+	if (!cuda_load(info->reason, sizeof(info->reason)))
+		return;
 	nvml_probe(info);
-	/* CC on but not set ready: the driver refuses work until the GPU is
-	 * attested and set ready; dev-tools mode never gets data */
-	info->usable = !info->devtools && !(strcmp(info->cc, "on") == 0 && !info->cc_ready);
+	if (info->devtools)
+		return; /* never gets data: not usable, reason says why */
+	if (strcmp(info->cc, "on") == 0 && !info->cc_ready) {
+		/* the driver refuses work until the GPU is attested and set ready:
+		 * usable once its evidence verified (sl_gpu_set_ready) */
+		info->needs_ready = true;
+		info->usable = true;
+		snprintf(info->name, sizeof(info->name), "GPU 0");
+		return;
+	}
+	snprintf(cc_reason, sizeof(cc_reason), "%s", info->reason);
+	if (!cuda_device(info)) {
+		snprintf(info->cc, sizeof(info->cc), "absent");
+		return;
+	}
+	snprintf(info->reason, sizeof(info->reason), "%s", cc_reason);
+	info->usable = true;
+}
+
+sl_err sl_gpu_set_ready(sl_gpu_info *info)
+{
+	sl_err rc = SL_E_GPU;
+	void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	int (*init)(void) = NULL, (*shutdown)(void) = NULL, (*set)(unsigned) = NULL;
+	bool inited = false;
+
+	SL_ENSURE(lib != NULL, SL_E_GPU, "setting the GPU ready: NVML unavailable: %s", dlerror());
+	*(void **)(&init) = sym(lib, "nvmlInit_v2", "nvmlInit");
+	*(void **)(&shutdown) = dlsym(lib, "nvmlShutdown");
+	*(void **)(&set) = dlsym(lib, "nvmlSystemSetConfComputeGpusReadyState");
+	SL_ENSURE(init != NULL && set != NULL, SL_E_GPU,
+	          "setting the GPU ready: this NVML lacks nvmlSystemSetConfComputeGpusReadyState");
+	SL_ENSURE(init() == 0, SL_E_GPU, "setting the GPU ready: NVML did not initialise");
+	inited = true;
+	SL_ENSURE(set(1) == 0, SL_E_GPU,
+	          "setting the GPU ready: nvmlSystemSetConfComputeGpusReadyState refused "
+	          "(needs root)");
+	info->cc_ready = true;
+	info->needs_ready = false;
+	SL_ENSURE(cuda_device(info), SL_E_GPU, "GPU set ready but unusable: %s", info->reason);
+	snprintf(info->reason, sizeof(info->reason),
+	         "GPU in confidential-computing mode, attested and set ready");
+	rc = SL_OK;
+out:
+	if (inited && shutdown != NULL)
+		shutdown();
+	if (lib != NULL)
+		dlclose(lib);
+	return rc;
 }
 
 /* ---- the staging pipeline --------------------------------------------- */
@@ -262,6 +316,8 @@ sl_err sl_stage_gpu_new(const char *dataset_id, uint64_t size, size_t chunk,
 	          dataset_id);
 	SL_ENSURE(info->usable, SL_E_GPU, "dataset %s: no usable GPU: %s", dataset_id,
 	          info->reason);
+	SL_ENSURE(!info->needs_ready, SL_E_GPU,
+	          "dataset %s: the GPU is in CC mode but not attested and set ready", dataset_id);
 	SL_ENSURE(cuda_load(why, sizeof(why)), SL_E_GPU, "%s", why);
 	SL_ENSURE(size > 0 && size <= SIZE_MAX, SL_E_INPUT,
 	          "dataset %s: %llu bytes cannot be staged on a GPU", dataset_id,
@@ -281,6 +337,7 @@ sl_err sl_stage_gpu_new(const char *dataset_id, uint64_t size, size_t chunk,
 	g->size = (size_t)size;
 	g->chunk = chunk > 0 ? chunk : (size_t)1 << 20;
 	g->ordinal = info->device;
+	CU_GUARD(cu.Init(0), "cuInit");
 	CU_GUARD(cu.DeviceGet(&g->dev, g->ordinal), "cuDeviceGet(%d)", g->ordinal);
 	CU_GUARD(cu.PrimaryCtxRetain(&g->ctx, g->dev), "retaining the primary context");
 	CU_GUARD(cu.CtxSetCurrent(g->ctx), "making the primary context current");

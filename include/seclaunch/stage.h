@@ -100,12 +100,17 @@ typedef struct sl_gpu_info {
 	char cc[8];       /* confidential-computing mode: on / off / absent */
 	bool devtools;    /* CC dev-tools mode (never gets data) */
 	bool cc_ready;    /* NVML says the GPUs are set ready for CC work */
+	bool needs_ready; /* CC on, not ready yet: attest it, then sl_gpu_set_ready */
 	char reason[200]; /* why not usable / the CC situation, one line */
 } sl_gpu_info;
 
 /* Probes libcuda.so.1 / libnvidia-ml.so.1 (dlopen). Never fails because a
  * GPU is absent: info->usable is false and info->reason says why. */
 void sl_gpu_probe(sl_gpu_info *info);
+/* For a GPU in CC mode that is not yet accepting work: called only after
+ * its evidence (kind "nvidia-gpu", bound to this run) verified. Sets the
+ * GPUs ready through NVML, then checks that CUDA can use the device. */
+SL_MUST_USE sl_err sl_gpu_set_ready(sl_gpu_info *info);
 /* Device buffer of size bytes on info->device with a small ring of pinned
  * host buffers of chunk bytes each. Refuses a dev-tools-mode GPU. */
 SL_MUST_USE sl_err sl_stage_gpu_new(const char *dataset_id, uint64_t size, size_t chunk,

@@ -334,6 +334,26 @@ static void test_stage_sld_interrupted(void **state)
 	close(fd);
 }
 
+/* A CC-mode GPU that was not attested and set ready gets no data; setting
+ * it ready needs NVML, which is absent here. */
+static void test_gpu_not_ready_refused(void **state)
+{
+	(void)state;
+	sl_gpu_info info;
+	sl_stage *s = NULL;
+	memset(&info, 0, sizeof(info));
+	info.usable = true;
+	info.needs_ready = true;
+	snprintf(info.cc, sizeof(info.cc), "on");
+	assert_int_equal(sl_stage_gpu_new("ds-g", 100, 0, &info, &s), SL_E_GPU);
+	assert_non_null(strstr(sl_err_detail(), "not attested and set ready"));
+	assert_null(s);
+	if (sl_gpu_set_ready(&info) == SL_OK)
+		skip(); /* a machine with NVML and the right to set it ready */
+	assert_non_null(strstr(sl_err_detail(), "setting the GPU ready"));
+	assert_false(info.cc_ready);
+}
+
 int main(void)
 {
 	if (sl_crypto_init() != SL_OK)
@@ -347,6 +367,7 @@ int main(void)
 	    cmocka_unit_test(test_describe),
 	    cmocka_unit_test(test_where_parse),
 	    cmocka_unit_test(test_gpu_absent),
+	    cmocka_unit_test(test_gpu_not_ready_refused),
 	    cmocka_unit_test(test_gpu_devtools_refused),
 	    cmocka_unit_test(test_stage_from_sld),
 	    cmocka_unit_test(test_stage_sld_tampered_chunk),
