@@ -201,9 +201,19 @@ out:
 }
 
 /* "driver": {"cc": "on"|"off", "devtools": bool, "multi_gpu_mode":
- * "none"|"protected-pcie"|"other"}
+ * "none"|"protected-pcie"|"nvle"|"other"}
  * as NVML reported it while collecting. Unsigned: recorded as gpu.driver.*,
  * and allowed only to lower gpu.cc (off) or raise gpu.devtools (true). */
+static bool multi_gpu_mode_known(const char *s)
+{
+	static const char *const modes[] = {"none", "protected-pcie", "nvle", "other"};
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		if (strcmp(s, modes[i]) == 0)
+			return true;
+	}
+	return false;
+}
+
 sl_err sl_nvgpu_driver_claims(const json_t *driver, sl_claims *c)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
@@ -230,11 +240,9 @@ sl_err sl_nvgpu_driver_claims(const json_t *driver, sl_claims *c)
 		} else if (strcmp(key, "multi_gpu_mode") == 0) {
 			const char *s = json_string_value(v);
 			SL_ENSURE(
-			    s != NULL &&
-			        (strcmp(s, "none") == 0 || strcmp(s, "protected-pcie") == 0 ||
-			         strcmp(s, "other") == 0),
-			    SL_E_ATTEST_FORMAT,
-			    "evidence.driver.multi_gpu_mode: not none, protected-pcie or other");
+			    s != NULL && multi_gpu_mode_known(s), SL_E_ATTEST_FORMAT,
+			    "evidence.driver.multi_gpu_mode: not none, protected-pcie, nvle or "
+			    "other");
 			SL_GUARD(sl_claims_set(c, "gpu.driver.multi_gpu_mode", s));
 		} else {
 			SL_FAIL(SL_E_ATTEST_FORMAT, "evidence.driver: unknown field '%.32s'", key);

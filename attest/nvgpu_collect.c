@@ -105,6 +105,7 @@ static sl_err driver_settings(const struct nvml *n, json_t *ev)
 	                      s.devtools_mode != 0, "multi_gpu_mode",
 	                      s.multi_gpu_mode == 0   ? "none"
 	                      : s.multi_gpu_mode == 1 ? "protected-pcie"
+	                      : s.multi_gpu_mode == 2 ? "nvle"
 	                                              : "other");
 	SL_ENSURE(d != NULL && json_object_set_new(ev, "driver", d) == 0, SL_E_NOMEM,
 	          "GPU evidence");
