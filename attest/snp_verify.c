@@ -78,12 +78,15 @@ static sl_err vek_hwid(const X509 *x, const uint8_t **id, size_t *len, ASN1_OCTE
 	return SL_OK;
 }
 
-static bool hwid_matches(const X509 *x, const sl_snp_report *r)
+/* product UNKNOWN (before the chain names it) accepts either hwID length;
+ * afterwards only Turin's VCEKs may carry the 8-byte form. */
+static bool hwid_matches(const X509 *x, const sl_snp_report *r, enum sl_snp_product p)
 {
 	const uint8_t *id = NULL;
 	size_t len = 0;
 	ASN1_OCTET_STRING *tmp = NULL;
 	bool ok = vek_hwid(x, &id, &len, &tmp) == SL_OK &&
+	          (p == SL_SNP_PRODUCT_UNKNOWN || len == (p == SL_SNP_PRODUCT_TURIN ? 8u : 64u)) &&
 	          sl_ct_eq(id, r->chip_id, len); /* Turin: the first 8 bytes */
 	ASN1_OCTET_STRING_free(tmp);
 	return ok;
@@ -266,7 +269,7 @@ static sl_err pick_vek(struct pool *pl, const sl_snp_report *r, bool vlek, X509 
 		                  vlek ? "VLEK" : "VCEK");
 	for (int i = 0; i < sk_X509_num(pl->veks); i++) {
 		X509 *x = sk_X509_value(pl->veks, i);
-		if (!vlek && !hwid_matches(x, r))
+		if (!vlek && !hwid_matches(x, r, SL_SNP_PRODUCT_UNKNOWN))
 			continue;
 		if (*out == NULL)
 			*out = x;
@@ -347,7 +350,7 @@ sl_err sl_snp_verify_report(const uint8_t *report, size_t len, STACK_OF(X509) * 
 	SL_ENSURE(cpu == SL_SNP_PRODUCT_UNKNOWN || cpu == prod, SL_E_ATTEST_CHAIN,
 	          "SNP report CPUID says %s, but the %s chains to ARK-%s", sl_snp_product_name(cpu),
 	          kind, sl_snp_product_name(prod));
-	if (!vlek && !hwid_matches(vek, &r))
+	if (!vlek && !hwid_matches(vek, &r, prod))
 		SL_FAIL(SL_E_ATTEST_CHAIN, "VCEK hwID extension does not equal the report chip_id");
 	SL_GUARD(check_tcb(vek, &r, prod, kind));
 	SL_GUARD(check_signature(report, &r, vek, kind));
