@@ -501,9 +501,17 @@ static void test_ek_certificate(void **state)
 	if (sl_tpm2_ek_cert_verify(m.ek_cert, m.ek_cert_len, ca, 0, m.ek_public, m.ek_public_len) !=
 	    SL_OK)
 		fail_msg("%s", sl_err_detail());
-	/* ... and to nothing else */
-	assert_int_equal(sl_tpm2_ek_cert_verify(m.ek_cert, m.ek_cert_len, "/etc/ssl/certs", 0,
-	                                        m.ek_public, m.ek_public_len),
+	/* ... and to no other CA */
+	char other[96];
+	snprintf(other, sizeof(other), "%s/other", dir);
+	snprintf(cmd, sizeof(cmd),
+	         "mkdir -p %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+	         "-nodes -subj /CN=other -days 1 -keyout %s/k.pem -out %s/ca.pem >/dev/null 2>&1 "
+	         "&& rm %s/k.pem",
+	         other, other, other, other);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(sl_tpm2_ek_cert_verify(m.ek_cert, m.ek_cert_len, other, 0, m.ek_public,
+	                                        m.ek_public_len),
 	                 SL_E_ATTEST_CHAIN);
 	/* ... and not for another EK (this TPM's ECC EK) */
 	sl_tpm2_material me;
