@@ -128,6 +128,10 @@ sl_err sl_nvgpu_report_parse(const uint8_t *p, size_t len, sl_nvgpu_report *o)
 	SL_ENSURE(o->rsp_code == SL_NVGPU_MEASUREMENTS, SL_E_ATTEST_FORMAT,
 	          "GPU report: response.request_response_code 0x%02x is not MEASUREMENTS (0x60)",
 	          o->rsp_code);
+	/* param2 bits 3..0: the slot whose key signed, which must be the one asked for */
+	SL_ENSURE((o->rsp_param2 & 0x0F) == (o->req_slot_id & 0x0F), SL_E_ATTEST_FORMAT,
+	          "GPU report: response.param2 slot %u differs from request.slot_id_param %u",
+	          o->rsp_param2 & 0x0F, o->req_slot_id & 0x0F);
 	SL_GUARD(parse_record(&r, o));
 	SL_GUARD(sl_read_view(&r, SL_NVGPU_NONCE_LEN, &o->rsp_nonce, "response.nonce"));
 	SL_GUARD(parse_opaque(&r, o));

@@ -177,6 +177,7 @@ static void parse_mutations(void **state)
 	    {2, 0x00, "does not ask for a signature"},
 	    {37, 0x12, "response.spdm_version"},
 	    {38, 0x61, "MEASUREMENTS (0x60)"},
+	    {40, 0x01, "slot 1 differs"},
 	    {41, 65, "need"},                      /* one block more than the record holds */
 	    {41, 63, "trailing bytes"},            /* one fewer: record not consumed */
 	    {42, 0xC1, "trailing bytes"},          /* record length one more */
