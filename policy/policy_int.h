@@ -33,4 +33,19 @@ SL_MUST_USE sl_err sl_policy_builtin_regions(json_t **known, json_t **groups);
  * (a group name or a pattern). */
 bool sl_policy_region_entry_matches(const sl_policy *p, const char *entry, const char *region);
 
+/* Validation helpers shared by policy_parse.c and policy_tee.c. Errors are
+ * SL_E_INPUT with "PATH: message". */
+#define PATH_MAX_LEN 256
+SL_MUST_USE sl_err sl_policy_verr(const char *path, const char *fmt, ...) SL_PRINTF(2, 3);
+const char *sl_policy_type_name(const json_t *v);
+bool sl_policy_in_list(const char *const *list, const char *s);
+/* Rejects members of obj not in allowed (NULL-terminated). */
+SL_MUST_USE sl_err sl_policy_only_fields(const json_t *obj, const char *path,
+                                         const char *const *allowed);
+SL_MUST_USE sl_err sl_policy_want_type(const json_t *v, json_type t, const char *path,
+                                       const char *what);
+/* $.datasets[i].measurements / .min_tcb */
+SL_MUST_USE sl_err sl_policy_check_measurements(json_t *m, const char *path);
+SL_MUST_USE sl_err sl_policy_check_min_tcb(json_t *m, const char *path);
+
 #endif

@@ -8,7 +8,6 @@
 #include "policy_int.h"
 #include "seclaunch/util.h"
 
-#define PATH_MAX_LEN 256
 #define KEY_TTL_MAX (366LL * 24 * 3600)
 
 /* Validation context: the built-in tables and the policy's merged groups. */
@@ -18,15 +17,8 @@ struct vctx {
 };
 
 static const char *const TEE_KINDS[] = {"tpm2", "sev-snp", "tdx", NULL};
-static const char *const TDX_TCB_STATUS[] = {"UpToDate",
-                                             "SWHardeningNeeded",
-                                             "ConfigurationNeeded",
-                                             "ConfigurationAndSWHardeningNeeded",
-                                             "OutOfDate",
-                                             "OutOfDateConfigurationNeeded",
-                                             NULL};
 
-static bool in_list(const char *const *list, const char *s)
+bool sl_policy_in_list(const char *const *list, const char *s)
 {
 	for (size_t i = 0; list[i] != NULL; i++)
 		if (strcmp(list[i], s) == 0)
@@ -89,8 +81,7 @@ out:
 	return rc;
 }
 
-static sl_err verr(const char *path, const char *fmt, ...) SL_PRINTF(2, 3);
-static sl_err verr(const char *path, const char *fmt, ...)
+sl_err sl_policy_verr(const char *path, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -100,7 +91,7 @@ static sl_err verr(const char *path, const char *fmt, ...)
 	return sl_err_set(SL_E_INPUT, "%s: %s", path, msg);
 }
 
-static const char *type_name(const json_t *v)
+const char *sl_policy_type_name(const json_t *v)
 {
 	switch (json_typeof(v)) {
 	case JSON_OBJECT:
@@ -122,21 +113,22 @@ static const char *type_name(const json_t *v)
 }
 
 /* Rejects members not in allowed (NULL-terminated). */
-static sl_err only_fields(const json_t *obj, const char *path, const char *const *allowed)
+sl_err sl_policy_only_fields(const json_t *obj, const char *path, const char *const *allowed)
 {
 	const char *k;
 	json_t *v;
 	json_object_foreach ((json_t *)obj, k, v) {
-		if (!in_list(allowed, k))
-			return verr(path, "unknown field '%s'", k);
+		if (!sl_policy_in_list(allowed, k))
+			return sl_policy_verr(path, "unknown field '%s'", k);
 	}
 	return SL_OK;
 }
 
-static sl_err want_type(const json_t *v, json_type t, const char *path, const char *what)
+sl_err sl_policy_want_type(const json_t *v, json_type t, const char *path, const char *what)
 {
 	if (v == NULL || json_typeof(v) != t)
-		return verr(path, "must be %s, not %s", what, v == NULL ? "absent" : type_name(v));
+		return sl_policy_verr(path, "must be %s, not %s", what,
+		                      v == NULL ? "absent" : sl_policy_type_name(v));
 	return SL_OK;
 }
 
@@ -146,7 +138,7 @@ static sl_err want_bool(const json_t *obj, const char *name, const char *path)
 	json_t *v = json_object_get(obj, name);
 	snprintf(p, sizeof(p), "%s.%s", path, name);
 	if (v != NULL && !json_is_boolean(v))
-		return verr(p, "must be true or false, not %s", type_name(v));
+		return sl_policy_verr(p, "must be true or false, not %s", sl_policy_type_name(v));
 	return SL_OK;
 }
 
@@ -156,12 +148,13 @@ static sl_err check_pattern(const struct vctx *c, const char *pat, const char *p
 	size_t i;
 	json_t *r;
 	if (strchr(pat, ':') == NULL)
-		return verr(path, "'%s' is neither a region group nor a CLOUD:REGION pattern", pat);
+		return sl_policy_verr(
+		    path, "'%s' is neither a region group nor a CLOUD:REGION pattern", pat);
 	json_array_foreach (c->known, i, r) {
 		if (sl_policy_glob(pat, json_string_value(r)))
 			return SL_OK;
 	}
-	return verr(path, "pattern '%s' matches no known region", pat);
+	return sl_policy_verr(path, "pattern '%s' matches no known region", pat);
 }
 
 /* A non-empty (when need_nonempty) array of group names or patterns. */
@@ -172,12 +165,12 @@ static sl_err check_region_list(const struct vctx *c, const json_t *v, const cha
 	char p[PATH_MAX_LEN];
 	size_t i;
 	json_t *e;
-	SL_GUARD(want_type(v, JSON_ARRAY, path, "an array of region groups or patterns"));
+	SL_GUARD(sl_policy_want_type(v, JSON_ARRAY, path, "an array of region groups or patterns"));
 	if (need_nonempty && json_array_size(v) == 0)
 		SL_FAIL(SL_E_INPUT, "%s: an empty allow-list allows nothing", path);
 	json_array_foreach (v, i, e) {
 		snprintf(p, sizeof(p), "%s[%zu]", path, i);
-		SL_GUARD(want_type(e, JSON_STRING, p, "a string"));
+		SL_GUARD(sl_policy_want_type(e, JSON_STRING, p, "a string"));
 		const char *s = json_string_value(e);
 		if (strchr(s, ':') == NULL) {
 			if (json_object_get(c->groups, s) == NULL)
@@ -193,168 +186,6 @@ out:
 
 /* A hex value or a non-empty list of them, want_bytes each; rewritten in
  * place as an array of lower-case strings. */
-static sl_err check_hexlist(json_t *parent, const char *name, size_t want_bytes, const char *path)
-{
-	sl_err rc = SL_E_INPUT;
-	char p[PATH_MAX_LEN];
-	json_t *v = json_object_get(parent, name);
-	json_t *arr = NULL;
-	size_t i;
-	json_t *e;
-
-	if (json_is_string(v)) {
-		arr = json_array();
-		SL_ENSURE(arr != NULL && json_array_append(arr, v) == 0, SL_E_NOMEM, "policy");
-	} else {
-		SL_GUARD(want_type(v, JSON_ARRAY, path, "a hex string or an array of them"));
-		SL_ENSURE(json_array_size(v) > 0, SL_E_INPUT,
-		          "%s: an empty list of accepted values accepts nothing", path);
-		arr = json_incref(v);
-	}
-	json_array_foreach (arr, i, e) {
-		snprintf(p, sizeof(p), "%s[%zu]", path, i);
-		SL_GUARD(want_type(e, JSON_STRING, p, "a hex string"));
-		char buf[2 * 64 + 1];
-		const char *s = json_string_value(e);
-		size_t n = strlen(s);
-		SL_ENSURE(n == 2 * want_bytes, SL_E_INPUT,
-		          "%s: want %zu hex digits (%zu bytes), got %zu", p, 2 * want_bytes,
-		          want_bytes, n);
-		for (size_t j = 0; j < n; j++) {
-			SL_ENSURE(isxdigit((unsigned char)s[j]), SL_E_INPUT,
-			          "%s: '%c' is not a hex digit", p, s[j]);
-			buf[j] = (char)tolower((unsigned char)s[j]);
-		}
-		buf[n] = '\0';
-		SL_ENSURE(json_array_set_new(arr, i, json_string(buf)) == 0, SL_E_NOMEM, "policy");
-	}
-	SL_ENSURE(json_object_set(parent, name, arr) == 0, SL_E_NOMEM, "policy");
-	rc = SL_OK;
-out:
-	json_decref(arr);
-	return rc;
-}
-
-static size_t bank_bytes(const char *bank)
-{
-	if (strcmp(bank, "sha1") == 0)
-		return 20;
-	if (strcmp(bank, "sha256") == 0)
-		return 32;
-	if (strcmp(bank, "sha384") == 0)
-		return 48;
-	if (strcmp(bank, "sha512") == 0)
-		return 64;
-	return 0;
-}
-
-static sl_err check_measurements(json_t *m, const char *path)
-{
-	sl_err rc = SL_E_INPUT;
-	char p[PATH_MAX_LEN], q[PATH_MAX_LEN];
-	static const char *const kinds[] = {"tpm2", "sev-snp", "tdx", NULL};
-	static const char *const snp_f[] = {"measurement", NULL};
-	static const char *const tdx_f[] = {"mrtd", "rtmr0", "rtmr1", "rtmr2", "rtmr3", NULL};
-	const char *k;
-	json_t *v;
-
-	SL_GUARD(want_type(m, JSON_OBJECT, path, "an object of TEE kinds"));
-	SL_GUARD(only_fields(m, path, kinds));
-	json_object_foreach (m, k, v) {
-		snprintf(p, sizeof(p), "%s.%s", path, k);
-		SL_GUARD(want_type(v, JSON_OBJECT, p, "an object"));
-		SL_ENSURE(json_object_size(v) > 0, SL_E_INPUT, "%s: lists no measurement", p);
-		const char *f;
-		json_t *fv;
-		if (strcmp(k, "tpm2") == 0) {
-			json_object_foreach (v, f, fv) {
-				snprintf(q, sizeof(q), "%s.%s", p, f);
-				size_t nb = bank_bytes(f);
-				SL_ENSURE(nb > 0, SL_E_INPUT,
-				          "%s: unknown PCR bank (sha1, sha256, sha384, sha512)", q);
-				SL_GUARD(want_type(fv, JSON_OBJECT, q,
-				                   "an object of PCR index -> values"));
-				SL_ENSURE(json_object_size(fv) > 0, SL_E_INPUT, "%s: lists no PCR",
-				          q);
-				const char *idx;
-				json_t *iv;
-				json_object_foreach (fv, idx, iv) {
-					char r[PATH_MAX_LEN];
-					snprintf(r, sizeof(r), "%s.%s", q, idx);
-					char *end = NULL;
-					long n = strtol(idx, &end, 10);
-					SL_ENSURE(idx[0] >= '0' && idx[0] <= '9' && *end == '\0' &&
-					              n <= 23 && (idx[0] != '0' || idx[1] == '\0'),
-					          SL_E_INPUT, "%s: PCR index must be 0..23", r);
-					SL_GUARD(check_hexlist(fv, idx, nb, r));
-				}
-			}
-		} else {
-			const char *const *fields = strcmp(k, "tdx") == 0 ? tdx_f : snp_f;
-			SL_GUARD(only_fields(v, p, fields));
-			json_object_foreach (v, f, fv) {
-				snprintf(q, sizeof(q), "%s.%s", p, f);
-				SL_GUARD(check_hexlist(v, f, 48, q));
-			}
-		}
-	}
-	rc = SL_OK;
-out:
-	return rc;
-}
-
-static sl_err check_min_tcb(json_t *m, const char *path)
-{
-	sl_err rc = SL_E_INPUT;
-	char p[PATH_MAX_LEN], q[PATH_MAX_LEN];
-	static const char *const kinds[] = {"sev-snp", "tdx", NULL};
-	static const char *const snp_parts[] = {"bootloader", "tee", "snp",
-	                                        "microcode",  "fmc", NULL};
-	static const char *const tdx_f[] = {"tcb_status", NULL};
-	const char *k, *f;
-	json_t *v, *fv;
-
-	SL_GUARD(want_type(m, JSON_OBJECT, path, "an object of TEE kinds"));
-	SL_GUARD(only_fields(m, path, kinds));
-	json_object_foreach (m, k, v) {
-		snprintf(p, sizeof(p), "%s.%s", path, k);
-		SL_GUARD(want_type(v, JSON_OBJECT, p, "an object"));
-		SL_ENSURE(json_object_size(v) > 0, SL_E_INPUT, "%s: sets no minimum", p);
-		bool snp = strcmp(k, "sev-snp") == 0;
-		SL_GUARD(only_fields(v, p, snp ? snp_parts : tdx_f));
-		json_object_foreach (v, f, fv) {
-			snprintf(q, sizeof(q), "%s.%s", p, f);
-			if (snp) {
-				SL_ENSURE(json_is_integer(fv) && json_integer_value(fv) >= 0 &&
-				              json_integer_value(fv) <= 255,
-				          SL_E_INPUT, "%s: must be an integer 0..255", q);
-				continue;
-			}
-			SL_GUARD(
-			    want_type(fv, JSON_ARRAY, q, "an array of acceptable TCB statuses"));
-			SL_ENSURE(json_array_size(fv) > 0, SL_E_INPUT,
-			          "%s: an empty allow-list allows nothing", q);
-			size_t i;
-			json_t *e;
-			json_array_foreach (fv, i, e) {
-				char r[PATH_MAX_LEN];
-				snprintf(r, sizeof(r), "%s[%zu]", q, i);
-				SL_ENSURE(json_is_string(e) &&
-				              in_list(TDX_TCB_STATUS, json_string_value(e)),
-				          SL_E_INPUT,
-				          "%s: not a TDX TCB status (UpToDate, SWHardeningNeeded, "
-				          "ConfigurationNeeded, ConfigurationAndSWHardeningNeeded, "
-				          "OutOfDate, "
-				          "OutOfDateConfigurationNeeded)",
-				          r);
-			}
-		}
-	}
-	rc = SL_OK;
-out:
-	return rc;
-}
-
 static sl_err check_outputs(const struct vctx *c, const json_t *v, const char *path)
 {
 	sl_err rc = SL_E_INPUT;
@@ -363,20 +194,20 @@ static sl_err check_outputs(const struct vctx *c, const json_t *v, const char *p
 	size_t i;
 	json_t *e;
 
-	SL_GUARD(want_type(v, JSON_ARRAY, path, "an array of {url, region}"));
+	SL_GUARD(sl_policy_want_type(v, JSON_ARRAY, path, "an array of {url, region}"));
 	SL_ENSURE(json_array_size(v) > 0, SL_E_INPUT, "%s: an empty allow-list allows nothing",
 	          path);
 	json_array_foreach (v, i, e) {
 		snprintf(p, sizeof(p), "%s[%zu]", path, i);
-		SL_GUARD(want_type(e, JSON_OBJECT, p, "an object {url, region}"));
-		SL_GUARD(only_fields(e, p, fields));
+		SL_GUARD(sl_policy_want_type(e, JSON_OBJECT, p, "an object {url, region}"));
+		SL_GUARD(sl_policy_only_fields(e, p, fields));
 		json_t *u = json_object_get(e, "url"), *r = json_object_get(e, "region");
 		snprintf(q, sizeof(q), "%s.url", p);
-		SL_GUARD(want_type(u, JSON_STRING, q, "a URL pattern"));
+		SL_GUARD(sl_policy_want_type(u, JSON_STRING, q, "a URL pattern"));
 		SL_ENSURE(strstr(json_string_value(u), "://") != NULL, SL_E_INPUT,
 		          "%s: '%s' is not a URL pattern (SCHEME://...)", q, json_string_value(u));
 		snprintf(q, sizeof(q), "%s.region", p);
-		SL_GUARD(want_type(r, JSON_STRING, q, "a CLOUD:REGION"));
+		SL_GUARD(sl_policy_want_type(r, JSON_STRING, q, "a CLOUD:REGION"));
 		const char *rs = json_string_value(r);
 		SL_ENSURE(strchr(rs, '*') == NULL, SL_E_INPUT,
 		          "%s: name the destination's one region, not a pattern", q);
@@ -407,11 +238,11 @@ static sl_err check_dataset(const struct vctx *c, json_t *d, const char *path)
 	                                     NULL};
 	json_t *v;
 
-	SL_GUARD(want_type(d, JSON_OBJECT, path, "an object"));
-	SL_GUARD(only_fields(d, path, fields));
+	SL_GUARD(sl_policy_want_type(d, JSON_OBJECT, path, "an object"));
+	SL_GUARD(sl_policy_only_fields(d, path, fields));
 	snprintf(p, sizeof(p), "%s.id", path);
 	v = json_object_get(d, "id");
-	SL_GUARD(want_type(v, JSON_STRING, p, "a dataset id pattern"));
+	SL_GUARD(sl_policy_want_type(v, JSON_STRING, p, "a dataset id pattern"));
 	SL_ENSURE(json_string_length(v) > 0, SL_E_INPUT, "%s: empty", p);
 	for (const char *s = json_string_value(v); *s != '\0'; s++)
 		SL_ENSURE((unsigned char)*s > 0x20 && (unsigned char)*s < 0x7f, SL_E_INPUT,
@@ -421,7 +252,7 @@ static sl_err check_dataset(const struct vctx *c, json_t *d, const char *path)
 		v = json_object_get(d, strs[i]);
 		snprintf(p, sizeof(p), "%s.%s", path, strs[i]);
 		if (v != NULL)
-			SL_GUARD(want_type(v, JSON_STRING, p, "a string"));
+			SL_GUARD(sl_policy_want_type(v, JSON_STRING, p, "a string"));
 	}
 	snprintf(p, sizeof(p), "%s.allowed_regions", path);
 	SL_GUARD(check_region_list(c, json_object_get(d, "allowed_regions"), p, true));
@@ -431,7 +262,8 @@ static sl_err check_dataset(const struct vctx *c, json_t *d, const char *path)
 	}
 	snprintf(p, sizeof(p), "%s.tee_kinds", path);
 	v = json_object_get(d, "tee_kinds");
-	SL_GUARD(want_type(v, JSON_ARRAY, p, "an array of TEE kinds (tpm2, sev-snp, tdx)"));
+	SL_GUARD(
+	    sl_policy_want_type(v, JSON_ARRAY, p, "an array of TEE kinds (tpm2, sev-snp, tdx)"));
 	SL_ENSURE(json_array_size(v) > 0, SL_E_INPUT, "%s: an empty allow-list allows nothing", p);
 	{
 		size_t i;
@@ -439,17 +271,18 @@ static sl_err check_dataset(const struct vctx *c, json_t *d, const char *path)
 		json_array_foreach (v, i, e) {
 			char q[PATH_MAX_LEN];
 			snprintf(q, sizeof(q), "%s[%zu]", p, i);
-			SL_ENSURE(json_is_string(e) && in_list(TEE_KINDS, json_string_value(e)),
+			SL_ENSURE(json_is_string(e) &&
+			              sl_policy_in_list(TEE_KINDS, json_string_value(e)),
 			          SL_E_INPUT, "%s: not a TEE kind (tpm2, sev-snp, tdx)", q);
 		}
 	}
 	if ((v = json_object_get(d, "measurements")) != NULL) {
 		snprintf(p, sizeof(p), "%s.measurements", path);
-		SL_GUARD(check_measurements(v, p));
+		SL_GUARD(sl_policy_check_measurements(v, p));
 	}
 	if ((v = json_object_get(d, "min_tcb")) != NULL) {
 		snprintf(p, sizeof(p), "%s.min_tcb", path);
-		SL_GUARD(check_min_tcb(v, p));
+		SL_GUARD(sl_policy_check_min_tcb(v, p));
 	}
 	SL_GUARD(want_bool(d, "debug_allowed", path));
 	SL_GUARD(want_bool(d, "require_gpu_cc", path));
@@ -476,21 +309,23 @@ static sl_err check_groups(struct vctx *c, const json_t *g)
 	const char *name;
 	json_t *list;
 
-	SL_GUARD(want_type(g, JSON_OBJECT, "$.region_groups", "an object of group -> patterns"));
+	SL_GUARD(sl_policy_want_type(g, JSON_OBJECT, "$.region_groups",
+	                             "an object of group -> patterns"));
 	json_object_foreach ((json_t *)g, name, list) {
 		snprintf(p, sizeof(p), "$.region_groups.%s", name);
 		SL_ENSURE(name[0] != '\0' &&
 		              strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-") ==
 		                  strlen(name),
 		          SL_E_INPUT, "%s: group names are [a-z0-9_-]+", p);
-		SL_GUARD(want_type(list, JSON_ARRAY, p, "an array of CLOUD:REGION patterns"));
+		SL_GUARD(
+		    sl_policy_want_type(list, JSON_ARRAY, p, "an array of CLOUD:REGION patterns"));
 		SL_ENSURE(json_array_size(list) > 0, SL_E_INPUT,
 		          "%s: an empty group matches nothing", p);
 		size_t i;
 		json_t *e;
 		json_array_foreach (list, i, e) {
 			snprintf(q, sizeof(q), "%s[%zu]", p, i);
-			SL_GUARD(want_type(e, JSON_STRING, q, "a CLOUD:REGION pattern"));
+			SL_GUARD(sl_policy_want_type(e, JSON_STRING, q, "a CLOUD:REGION pattern"));
 			SL_GUARD(check_pattern(c, json_string_value(e), q));
 		}
 		/* the policy's group replaces a built-in one of the same name */
@@ -508,18 +343,20 @@ static sl_err check_keys(const json_t *k)
 	const char *id;
 	json_t *list;
 
-	SL_GUARD(want_type(k, JSON_OBJECT, "$.keys", "an object of key id -> dataset patterns"));
+	SL_GUARD(sl_policy_want_type(k, JSON_OBJECT, "$.keys",
+	                             "an object of key id -> dataset patterns"));
 	json_object_foreach ((json_t *)k, id, list) {
 		snprintf(p, sizeof(p), "$.keys.%s", id);
 		SL_ENSURE(id[0] != '\0', SL_E_INPUT, "$.keys: empty key id");
-		SL_GUARD(want_type(list, JSON_ARRAY, p, "an array of dataset id patterns"));
+		SL_GUARD(
+		    sl_policy_want_type(list, JSON_ARRAY, p, "an array of dataset id patterns"));
 		SL_ENSURE(json_array_size(list) > 0, SL_E_INPUT,
 		          "%s: an empty allow-list allows nothing", p);
 		size_t i;
 		json_t *e;
 		json_array_foreach (list, i, e) {
 			snprintf(q, sizeof(q), "%s[%zu]", p, i);
-			SL_GUARD(want_type(e, JSON_STRING, q, "a dataset id pattern"));
+			SL_GUARD(sl_policy_want_type(e, JSON_STRING, q, "a dataset id pattern"));
 			SL_ENSURE(json_string_length(e) > 0, SL_E_INPUT, "%s: empty", q);
 		}
 	}
@@ -537,22 +374,22 @@ static sl_err validate(json_t *root, struct vctx *c)
 	                                     NULL};
 	json_t *v;
 
-	SL_GUARD(want_type(root, JSON_OBJECT, "$", "an object"));
-	SL_GUARD(only_fields(root, "$", fields));
+	SL_GUARD(sl_policy_want_type(root, JSON_OBJECT, "$", "an object"));
+	SL_GUARD(sl_policy_only_fields(root, "$", fields));
 	v = json_object_get(root, "version");
 	SL_ENSURE(v != NULL, SL_E_INPUT, "$.version: missing (this is policy version 1)");
 	SL_ENSURE(json_is_integer(v), SL_E_INPUT, "$.version: must be an integer, not %s",
-	          type_name(v));
+	          sl_policy_type_name(v));
 	SL_ENSURE(json_integer_value(v) == 1, SL_E_VERSION,
 	          "$.version: %lld is not supported (this is policy version 1)",
 	          (long long)json_integer_value(v));
 	if ((v = json_object_get(root, "description")) != NULL)
-		SL_GUARD(want_type(v, JSON_STRING, "$.description", "a string"));
+		SL_GUARD(sl_policy_want_type(v, JSON_STRING, "$.description", "a string"));
 	SL_GUARD(want_bool(root, "allow_unverified_region", "$"));
 	if ((v = json_object_get(root, "region_groups")) != NULL)
 		SL_GUARD(check_groups(c, v));
 	v = json_object_get(root, "datasets");
-	SL_GUARD(want_type(v, JSON_ARRAY, "$.datasets", "an array of dataset rules"));
+	SL_GUARD(sl_policy_want_type(v, JSON_ARRAY, "$.datasets", "an array of dataset rules"));
 	SL_ENSURE(json_array_size(v) > 0, SL_E_INPUT,
 	          "$.datasets: an empty allow-list allows nothing");
 	size_t i;
