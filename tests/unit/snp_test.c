@@ -432,6 +432,55 @@ static void test_turin(void **state)
 	free(bundle);
 }
 
+/* README: any report with any other VCEK from the folder: signature (or, for
+ * a VCEK of another chip, the hwID check) fails, for all pairs. */
+static void test_all_pairs(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < NVEC; i++) {
+		size_t len = 0;
+		uint8_t *rep = load(vecs[i].report, &len);
+		for (size_t j = 0; j < NVEC; j++) {
+			if (j == i || strcmp(vecs[j].key, "vcek") != 0)
+				continue;
+			/* two vectors share a chip only when they share the VCEK file */
+			if (strcmp(vecs[i].vek, vecs[j].vek) == 0)
+				continue;
+			sl_err rc =
+			    verify(rep, len, "vcek", vecs[j].vek, trust, vecs[j].at, NULL, 0, NULL);
+			if (rc == SL_OK)
+				fail_msg("%s verified with %s", vecs[i].report, vecs[j].vek);
+		}
+		free(rep);
+	}
+}
+
+/* README (trustee): add 1 to byte 42 of a VCEK's DER -> chain signature invalid. */
+static void test_vcek_der_tamper(void **state)
+{
+	(void)state;
+	size_t len = 0, dl = 0;
+	uint8_t *rep = load("trustee_milan_report.bin", &len);
+	uint8_t *der = load("trustee_milan_vcek.der", &dl);
+	der[42]++;
+	char dir[] = "/tmp/snpder.XXXXXX", p[2048], q[2048];
+	assert_non_null(mkdtemp(dir));
+	snprintf(p, sizeof(p), "%s/vcek.der", dir);
+	assert_int_equal(sl_file_write_atomic(p, der, dl, 0600, false), SL_OK);
+	size_t bl = 0;
+	uint8_t *b = load("trust/ask_ark_milan.pem", &bl);
+	snprintf(q, sizeof(q), "%s/chain.pem", dir);
+	assert_int_equal(sl_file_write_atomic(q, b, bl, 0600, false), SL_OK);
+	expect_fail(verify(rep, len, "vcek", NULL, dir, T2024, NULL, 0, NULL), SL_E_ATTEST_CHAIN,
+	            "certificate signature failure", "VCEK byte 42 + 1");
+	unlink(p);
+	unlink(q);
+	rmdir(dir);
+	free(b);
+	free(der);
+	free(rep);
+}
+
 #include "snp_test_forge.h"
 
 static void test_parse_fields(void **state)
@@ -522,6 +571,8 @@ int main(void)
 	    cmocka_unit_test(test_vector_specifics),
 	    cmocka_unit_test(test_vcek_from_collateral),
 	    cmocka_unit_test(test_tamper),
+	    cmocka_unit_test(test_all_pairs),
+	    cmocka_unit_test(test_vcek_der_tamper),
 	    cmocka_unit_test(test_vlek_expired),
 	    cmocka_unit_test(test_synthetic_hwid),
 	    cmocka_unit_test(test_turin),
