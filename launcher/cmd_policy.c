@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "policy_cli.h"
 #include "seclaunch/attest.h"
-#include "seclaunch/identity.h"
 #include "seclaunch/minisign.h"
 #include "seclaunch/policy.h"
 #include "seclaunch/secret.h"
@@ -22,7 +22,6 @@
 #define CMD "policy"
 #define PASSWORD_MAX 1024
 #define CLAIMS_MAX (1024 * 1024)
-#define MAX_OUTPUTS 64
 
 static void usage(FILE *f)
 {
@@ -202,15 +201,6 @@ static const struct option LONGOPTS[] = {
     {NULL, 0, NULL, 0},
 };
 
-struct opts {
-	const char *seckey, *pubkey_out, *policy, *pubkey, *sig, *comment, *claims, *dataset, *key;
-	const char *outputs[MAX_OUTPUTS];
-	size_t n_outputs;
-	bool no_password, force, legacy;
-	const char *identity, *binding_hex, *at, *cloud, *out;
-	sl_identity_opts id;
-};
-
 static int do_keygen(const struct opts *o)
 {
 	sl_err rc = SL_E_USAGE;
@@ -298,14 +288,6 @@ out:
 	return rc == SL_OK ? 0 : sl_cli_fail(CMD " sign", rc);
 }
 
-static void print_json(json_t *j)
-{
-	char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
-	if (s != NULL)
-		puts(s);
-	free(s);
-}
-
 static int do_verify(const struct opts *o)
 {
 	sl_err rc = SL_E_USAGE;
@@ -317,7 +299,7 @@ static int do_verify(const struct opts *o)
 		json_t *j = json_pack("{s:s, s:s, s:s}", "policy", o->policy, "policy_digest",
 		                      sl_policy_digest_hex(p), "trusted_comment",
 		                      sl_policy_trusted_comment(p));
-		print_json(j);
+		sl_policy_cli_print_json(j);
 		json_decref(j);
 	} else if (!sl_cli_quiet) {
 		printf("Signature and comment signature verified\nTrusted comment: %s\n"
@@ -347,7 +329,7 @@ static int do_check(const struct opts *o)
 	if (sl_cli_json) {
 		json_t *j = json_pack("{s:s, s:b, s:s}", "policy", o->policy, "valid", 1,
 		                      "policy_digest", sl_policy_digest_hex(p));
-		print_json(j);
+		sl_policy_cli_print_json(j);
 		json_decref(j);
 	} else if (!sl_cli_quiet) {
 		printf("%s: valid policy v1 (sha256 %s)%s\n", o->policy, sl_policy_digest_hex(p),
@@ -388,63 +370,6 @@ out:
 }
 
 /* Verifies --identity with the trust options and adds its claims. */
-static sl_err add_identity(const struct opts *o, sl_claims *c)
-{
-	sl_err rc = SL_E_IO;
-	json_t *doc = NULL;
-	SL_GUARD(sl_identity_load_file(o->identity, &doc));
-	rc = sl_identity_verify(doc, &o->id, c);
-	if (rc != SL_OK)
-		rc = sl_err_wrap(rc, "%s", o->identity);
-out:
-	json_decref(doc);
-	return rc;
-}
-
-static int do_identity_verify(const struct opts *o)
-{
-	sl_err rc = SL_E_USAGE;
-	sl_claims *c = NULL;
-	json_t *j = NULL;
-	if (o->identity == NULL)
-		return sl_cli_usage(CMD, "identity-verify needs --identity");
-	SL_GUARD(sl_claims_new(&c));
-	SL_GUARD(add_identity(o, c));
-	SL_GUARD(sl_claims_to_json(c, &j));
-	if (sl_cli_json)
-		print_json(j);
-	else if (!sl_cli_quiet)
-		for (size_t i = 0; i < sl_claims_count(c); i++)
-			printf("%s=%s\n", sl_claims_key(c, i), sl_claims_value(c, i));
-	rc = SL_OK;
-out:
-	json_decref(j);
-	sl_claims_free(c);
-	return rc == SL_OK ? 0 : sl_cli_fail(CMD " identity-verify", rc);
-}
-
-static int do_identity_collect(const struct opts *o)
-{
-	sl_err rc = SL_E_USAGE;
-	json_t *doc = NULL;
-	char *text = NULL;
-	if (o->out == NULL)
-		return sl_cli_usage(CMD, "identity-collect needs -o");
-	SL_GUARD(sl_identity_collect(o->cloud ? o->cloud : "auto", o->id.binding, o->id.binding_len,
-	                             &doc));
-	text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
-	SL_ENSURE(text != NULL, SL_E_NOMEM, "formatting the document");
-	SL_GUARD(sl_file_write_atomic(o->out, text, strlen(text), 0600, true));
-	if (!sl_cli_quiet)
-		printf("%s identity document -> %s\n",
-		       json_string_value(json_object_get(doc, "kind")), o->out);
-	rc = SL_OK;
-out:
-	free(text);
-	json_decref(doc);
-	return rc == SL_OK ? 0 : sl_cli_fail(CMD " identity-collect", rc);
-}
-
 static int do_explain(const struct opts *o)
 {
 	sl_err rc = SL_E_USAGE;
@@ -458,12 +383,12 @@ static int do_explain(const struct opts *o)
 	SL_GUARD(sl_policy_load_signed(o->policy, o->sig, o->pubkey, &p));
 	SL_GUARD(load_claims(o->claims, &c));
 	if (o->identity != NULL)
-		SL_GUARD(add_identity(o, c));
+		SL_GUARD(sl_policy_cli_add_identity(o, c));
 	sl_policy_request req = {o->dataset, o->key, o->outputs, o->n_outputs};
 	SL_GUARD(sl_policy_evaluate(p, c, &req, &d));
 	if (sl_cli_json) {
 		SL_GUARD(sl_decision_to_json(d, &j));
-		print_json(j);
+		sl_policy_cli_print_json(j);
 	} else if (!sl_cli_quiet) {
 		printf("decision: %s\ndataset: %s\nkey: %s\npolicy: %s (%s)\n",
 		       sl_decision_allowed(d) ? "ALLOW" : "DENY", o->dataset, o->key ? o->key : "-",
@@ -618,9 +543,9 @@ static int dispatch(const char *sub, const struct opts *o)
 	if (strcmp(sub, "explain") == 0)
 		return do_explain(o);
 	if (strcmp(sub, "identity-verify") == 0)
-		return do_identity_verify(o);
+		return sl_policy_cli_identity_verify(o);
 	if (strcmp(sub, "identity-collect") == 0)
-		return do_identity_collect(o);
+		return sl_policy_cli_identity_collect(o);
 	return sl_cli_usage(CMD,
 	                    "unknown subcommand '%s' (keygen, sign, verify, check, explain, "
 	                    "identity-verify, identity-collect)",
