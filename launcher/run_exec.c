@@ -19,31 +19,6 @@
 #include "seclaunch/sld.h"
 #include "seclaunch/util.h"
 
-#define MAXD SL_RUN_MAX_DATASETS
-
-struct st {
-	struct sl_run *o;
-	char job_id[17];
-	const char *step;
-	sl_audit *audit;
-	sl_policy *policy;
-	sl_kms *kms;
-	sl_kms_challenge ch;
-	uint8_t eph_pub[SL_EPH_PUB_LEN];
-	sl_secret *eph_sk;
-	uint8_t binding[SL_BINDING_LEN];
-	json_t *evidence, *identity;
-	sl_claims *claims;
-	char claims_digest[65];
-	sl_gpu_info gpu;
-	bool use_gpu;
-	size_t n;
-	int fd[MAXD];
-	sl_sld_header *hdr[MAXD];
-	sl_secret *dek[MAXD];
-	sl_stage *stage[MAXD];
-};
-
 static int g_sig; /* a termination signal that arrived before the job */
 
 static int poll_sig(void)
@@ -57,8 +32,7 @@ static int poll_sig(void)
 	SL_ENSURE(poll_sig() == 0, SL_E_SYSTEM, "interrupted by signal %d before the job started", \
 	          g_sig)
 
-static void say(const char *fmt, ...) SL_PRINTF(1, 2);
-static void say(const char *fmt, ...)
+void sl_run_say(const char *fmt, ...)
 {
 	va_list ap;
 	if (sl_cli_quiet)
@@ -71,7 +45,7 @@ static void say(const char *fmt, ...)
 }
 
 /* Appends one record; reasons and details are consumed (json_decref). */
-static sl_err record(struct st *s, const char *event, const char *ds, const char *key,
+static sl_err record(struct sl_run_st *s, const char *event, const char *ds, const char *key,
                      const char *decision, json_t *reasons, json_t *details)
 {
 	sl_err rc = SL_OK;
@@ -96,7 +70,7 @@ static sl_err record(struct st *s, const char *event, const char *ds, const char
 	return rc;
 }
 
-static sl_err step_audit_open(struct st *s)
+static sl_err step_audit_open(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	uint8_t id[8];
@@ -105,7 +79,7 @@ static sl_err step_audit_open(struct st *s)
 	sl_random(id, sizeof(id));
 	sl_hex_encode(id, sizeof(id), s->job_id);
 	if (s->o->audit_log == NULL)
-		say("WARNING: no audit log (no --audit-log, $SECLAUNCH_AUDIT_LOG or $HOME)");
+		sl_run_say("WARNING: no audit log (no --audit-log, $SECLAUNCH_AUDIT_LOG or $HOME)");
 	else
 		SL_GUARD(
 		    sl_audit_open(s->o->audit_log, s->o->audit_key, "seclaunch run", 0, &s->audit));
@@ -126,7 +100,7 @@ out:
 	return rc;
 }
 
-static sl_err step_datasets(struct st *s)
+static sl_err step_datasets(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INPUT;
 	for (size_t i = 0; i < s->o->ndatasets; i++) {
@@ -152,192 +126,19 @@ out:
 	return rc;
 }
 
-static sl_err step_policy(struct st *s)
+static sl_err step_policy(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	SL_GUARD(sl_policy_load_signed(s->o->policy_path, s->o->policy_sig, s->o->policy_pub,
 	                               &s->policy));
-	say("policy %s: signature verified, sha256 %s", s->o->policy_path,
-	    sl_policy_digest_hex(s->policy));
+	sl_run_say("policy %s: signature verified, sha256 %s", s->o->policy_path,
+	           sl_policy_digest_hex(s->policy));
 	rc = SL_OK;
 out:
 	return rc;
 }
 
-static sl_err step_challenge(struct st *s)
-{
-	sl_err rc = SL_E_INTERNAL;
-	sl_kms_opts ko = {.url = s->o->kms_url, .ca_file = s->o->kms_ca};
-	char theirs[2 * SL_SHA256_LEN + 1];
-
-	SL_GUARD(sl_kms_new(&ko, &s->kms));
-	SL_GUARD(sl_kms_challenge_get(s->kms, &s->ch));
-	/* seclaunchd would refuse the release anyway: say so now, naming both */
-	sl_hex_encode(s->ch.policy_digest, SL_SHA256_LEN, theirs);
-	SL_ENSURE(sl_ct_eq(s->ch.policy_digest, sl_policy_digest(s->policy), SL_SHA256_LEN),
-	          SL_E_KMS_REFUSED,
-	          "policy skew: %s has sha256 %s but the KMS at %s enforces sha256 %s",
-	          s->o->policy_path, sl_policy_digest_hex(s->policy), s->o->kms_url, theirs);
-	SL_GUARD(sl_kms_eph_keypair(s->eph_pub, &s->eph_sk));
-	sl_binding_compute(s->ch.nonce, s->eph_pub, sl_policy_digest(s->policy), s->binding);
-	rc = SL_OK;
-out:
-	return rc;
-}
-
-/* A GPU in CC mode is attested with the same binding before it is set ready
- * and before any plaintext reaches it; the KMS verifies this evidence too. */
-static sl_err gpu_evidence(struct st *s)
-{
-	sl_err rc = SL_E_INTERNAL;
-	json_t *ev = NULL;
-	sl_collect_opts co = {.nonce = s->binding, .nonce_len = SL_BINDING_LEN};
-	sl_verify_opts vo = {
-	    .expect = s->binding, .expect_len = SL_BINDING_LEN, .collateral_dir = s->o->collateral};
-
-	SL_GUARD(sl_evidence_collect("nvidia-gpu", &co, &ev));
-	rc = sl_evidence_verify(ev, &vo, s->claims);
-	if (rc != SL_OK)
-		SL_GUARD(sl_err_wrap(rc, "checking the GPU's own evidence"));
-	SL_ENSURE(json_array_append(s->evidence, ev) == 0, SL_E_NOMEM, "evidence list");
-	if (s->gpu.needs_ready)
-		SL_GUARD(sl_gpu_set_ready(&s->gpu));
-	say("GPU attested: nvidia-gpu evidence bound to the same nonce");
-	rc = SL_OK;
-out:
-	json_decref(ev);
-	return rc;
-}
-
-/* Collects evidence bound to the binding and verifies it here too, so the
- * pre-flight sees the same claims the KMS will. The AK's public key goes
- * through a private temporary directory (it is not secret). */
-static sl_err step_evidence(struct st *s)
-{
-	sl_err rc = SL_E_INTERNAL;
-	const char *tmp = getenv("TMPDIR");
-	char dir[256], ak[300];
-	json_t *ev = NULL;
-
-	snprintf(dir, sizeof(dir), "%s/seclaunch-run.XXXXXX",
-	         tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
-	SL_ENSURE(mkdtemp(dir) != NULL, SL_E_SYSTEM, "mkdtemp %s: %s", dir, strerror(errno));
-	snprintf(ak, sizeof(ak), "%s/ak.pem", dir);
-	sl_collect_opts co = {.tcti = s->o->tcti,
-	                      .nonce = s->binding,
-	                      .nonce_len = SL_BINDING_LEN,
-	                      .export_ak_pem = ak};
-	SL_GUARD(sl_evidence_collect(s->o->tee, &co, &ev));
-	SL_GUARD(sl_claims_new(&s->claims));
-	sl_verify_opts vo = {.expect = s->binding,
-	                     .expect_len = SL_BINDING_LEN,
-	                     .ak_pin_pem = access(ak, R_OK) == 0 ? ak : NULL,
-	                     .collateral_dir = s->o->collateral};
-	rc = sl_evidence_verify(ev, &vo, s->claims);
-	if (rc != SL_OK)
-		SL_GUARD(sl_err_wrap(rc, "checking this machine's own evidence"));
-	s->evidence = json_array();
-	SL_ENSURE(s->evidence != NULL && json_array_append(s->evidence, ev) == 0, SL_E_NOMEM,
-	          "evidence list");
-	const char *kind = sl_claims_get(s->claims, "tee.kind");
-	say("attested: %s evidence bound to the KMS nonce", kind != NULL ? kind : s->o->tee);
-	if (s->use_gpu && strcmp(s->gpu.cc, "on") == 0)
-		SL_GUARD(gpu_evidence(s));
-	rc = SL_OK;
-out:
-	json_decref(ev);
-	(void)unlink(ak);
-	(void)rmdir(dir);
-	return rc;
-}
-
-static sl_err step_identity(struct st *s)
-{
-	sl_err rc = SL_E_INTERNAL;
-	json_t *doc = NULL;
-
-	s->identity = json_array();
-	SL_ENSURE(s->identity != NULL, SL_E_NOMEM, "identity list");
-	if (s->o->cloud_identity != NULL) {
-		sl_identity_opts io = {.gcp_jwks = s->o->gcp_jwks,
-		                       .aws_trust_dir = s->o->aws_certs,
-		                       .binding = s->binding,
-		                       .binding_len = SL_BINDING_LEN};
-		SL_GUARD(sl_identity_load_file(s->o->cloud_identity, &doc));
-		rc = sl_identity_verify(doc, &io, s->claims);
-		if (rc != SL_OK)
-			SL_GUARD(sl_err_wrap(rc, "%s", s->o->cloud_identity));
-	} else if (s->o->region != NULL) {
-		SL_GUARD(sl_identity_unsigned_region(s->o->region, s->claims));
-		SL_GUARD(sl_identity_unsigned_doc(s->o->region, &doc));
-		if (sl_policy_allow_unverified_region(s->policy))
-			say("WARNING: region %s is UNVERIFIED (given with --region, signed by "
-			    "nobody); "
-			    "it counts only because the policy sets allow_unverified_region: "
-			    "development use only",
-			    s->o->region);
-	}
-	if (doc != NULL) {
-		SL_ENSURE(json_array_append(s->identity, doc) == 0, SL_E_NOMEM, "identity list");
-		const char *p = sl_claims_get(s->claims, "cloud.provider");
-		const char *g = sl_claims_get(s->claims, "cloud.region");
-		say("region %s:%s (%s)", p != NULL ? p : "?", g != NULL ? g : "?",
-		    sl_claims_get(s->claims, "cloud.region_verified") != NULL &&
-		            strcmp(sl_claims_get(s->claims, "cloud.region_verified"), "true") == 0
-		        ? "verified"
-		        : "unverified");
-	}
-	rc = SL_OK;
-out:
-	json_decref(doc);
-	return rc;
-}
-
-/* Probed before anything is asked of the KMS, so `--stage gpu` without a
- * usable GPU fails at once. Host staging gives no GPU any data: absent. */
-static sl_err step_gpu(struct st *s)
-{
-	sl_err rc = SL_E_INTERNAL;
-	memset(&s->gpu, 0, sizeof(s->gpu));
-	snprintf(s->gpu.cc, sizeof(s->gpu.cc), "absent");
-	if (s->o->where != SL_STAGE_HOST) {
-		sl_gpu_probe(&s->gpu);
-		SL_ENSURE(s->gpu.usable || s->o->where != SL_STAGE_GPU, SL_E_GPU,
-		          "--stage gpu: no usable GPU: %s", s->gpu.reason);
-		s->use_gpu = s->gpu.usable;
-		if (!s->use_gpu) {
-			say("staging in host memory: %s", s->gpu.reason);
-			snprintf(s->gpu.cc, sizeof(s->gpu.cc), "absent");
-		} else {
-			say("GPU %s: %s", s->gpu.name, s->gpu.reason);
-		}
-	}
-	rc = SL_OK;
-out:
-	return rc;
-}
-
-/* The GPU's state becomes claims (gpu.cc on/off/absent) that the policy's
- * require_gpu_cc decides on; then the digest of everything the pre-flight
- * will judge. */
-static sl_err step_claims(struct st *s)
-{
-	sl_err rc = SL_E_INTERNAL;
-	uint8_t d[32];
-	/* the GPU's verified evidence, when there is some, said it already */
-	if (sl_claims_get(s->claims, "gpu.cc") == NULL)
-		SL_GUARD(sl_claims_set(s->claims, "gpu.cc", s->gpu.cc));
-	if (s->use_gpu && sl_claims_get(s->claims, "gpu.devtools") == NULL)
-		SL_GUARD(
-		    sl_claims_set(s->claims, "gpu.devtools", s->gpu.devtools ? "true" : "false"));
-	sl_claims_digest(s->claims, d);
-	sl_hex_encode(d, sizeof(d), s->claims_digest);
-	rc = SL_OK;
-out:
-	return rc;
-}
-
-static sl_err step_preflight(struct st *s)
+static sl_err step_preflight(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	sl_decision *d = NULL;
@@ -367,7 +168,7 @@ static sl_err step_preflight(struct st *s)
 			SL_GUARD(sl_decision_err(d));
 		}
 	}
-	say("pre-flight: the policy allows %zu dataset%s here", s->n, s->n == 1 ? "" : "s");
+	sl_run_say("pre-flight: the policy allows %zu dataset%s here", s->n, s->n == 1 ? "" : "s");
 	rc = SL_OK;
 out:
 	json_decref(reasons);
@@ -379,7 +180,7 @@ out:
 /* The KMS answers every refusal with 403 and a list of reasons, each with a
  * code. Evidence the KMS would not accept is an attestation failure (exit 3),
  * not a policy decision; the reasons are printed and audited either way. */
-static sl_err explain_refusal(struct st *s)
+static sl_err explain_refusal(struct sl_run_st *s)
 {
 	static const char *const attest_codes[] = {"evidence_invalid", "binding_mismatch",
 	                                           "ak_not_enrolled", "identity_invalid", NULL};
@@ -406,10 +207,10 @@ static sl_err explain_refusal(struct st *s)
 	                  detail);
 }
 
-static sl_err step_release(struct st *s)
+static sl_err step_release(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
-	sl_kms_key_req keys[MAXD];
+	sl_kms_key_req keys[SL_RUN_MAX_DATASETS];
 	json_t *job = NULL, *ds = json_array();
 
 	for (size_t i = 0; i < s->n; i++) {
@@ -440,8 +241,8 @@ static sl_err step_release(struct st *s)
 	SL_GUARD(rc);
 	SL_GUARD(record(s, SL_AUDIT_EV_RUN_RELEASE, NULL, NULL, SL_AUDIT_ALLOW, NULL,
 	                json_pack("{s:i}", "keys", (int)s->n)));
-	say("KMS released %zu key%s (sealed to this run's ephemeral key)", s->n,
-	    s->n == 1 ? "" : "s");
+	sl_run_say("KMS released %zu key%s (sealed to this run's ephemeral key)", s->n,
+	           s->n == 1 ? "" : "s");
 	rc = SL_OK;
 out:
 	json_decref(ds);
@@ -449,7 +250,7 @@ out:
 	return rc;
 }
 
-static sl_err step_stage(struct st *s)
+static sl_err step_stage(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	for (size_t i = 0; i < s->n; i++) {
@@ -468,8 +269,9 @@ static sl_err step_stage(struct st *s)
 		                NULL,
 		                json_pack("{s:s, s:I}", "method", sl_stage_method(s->stage[i]),
 		                          "size", (json_int_t)sl_stage_size(s->stage[i]))));
-		say("staged %s: %llu bytes (%s)", ds,
-		    (unsigned long long)sl_stage_size(s->stage[i]), sl_stage_method(s->stage[i]));
+		sl_run_say("staged %s: %llu bytes (%s)", ds,
+		           (unsigned long long)sl_stage_size(s->stage[i]),
+		           sl_stage_method(s->stage[i]));
 	}
 	rc = SL_OK;
 out:
@@ -478,19 +280,19 @@ out:
 
 static void job_started(pid_t pid, void *ctx)
 {
-	struct st *s = ctx;
+	struct sl_run_st *s = ctx;
 	sl_err rc = record(s, SL_AUDIT_EV_RUN_JOB_START, NULL, NULL, NULL, NULL,
 	                   json_pack("{s:i, s:s}", "pid", (int)pid, "command", s->o->cmd[0]));
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
 }
 
-static sl_err step_job(struct st *s, int *exit_code)
+static sl_err step_job(struct sl_run_st *s, int *exit_code)
 {
 	sl_err rc = SL_E_INTERNAL;
 	json_t *data = json_object(), *e = NULL;
 	char *text = NULL, **envp = NULL;
-	int fds[MAXD];
+	int fds[SL_RUN_MAX_DATASETS];
 	size_t nfds = 0;
 	sl_job_result res;
 	extern char **environ;
@@ -516,7 +318,7 @@ static sl_err step_job(struct st *s, int *exit_code)
 	                  .timeout_s = s->o->timeout_s,
 	                  .started = job_started,
 	                  .ctx = s};
-	say("starting the job: %s", s->o->cmd[0]);
+	sl_run_say("starting the job: %s", s->o->cmd[0]);
 	SL_GUARD(sl_job_run(&sp, &res));
 	*exit_code = res.exit_code;
 	SL_GUARD(record(s, SL_AUDIT_EV_RUN_JOB_EXIT, NULL, NULL, NULL, NULL,
@@ -525,7 +327,7 @@ static sl_err step_job(struct st *s, int *exit_code)
 	                          res.signaled ? res.signo : 0, "timed_out", res.timed_out,
 	                          "killed", res.killed, "forwarded_signal", res.forwarded)));
 	if (res.timed_out)
-		say("the job ran past --timeout %u s and was stopped", s->o->timeout_s);
+		sl_run_say("the job ran past --timeout %u s and was stopped", s->o->timeout_s);
 	rc = SL_OK;
 out:
 	json_decref(e);
@@ -539,7 +341,7 @@ out:
 }
 
 /* Wipes every key and all staged plaintext; says so in the audit log. */
-static sl_err wipe_all(struct st *s, const char *why)
+static sl_err wipe_all(struct sl_run_st *s, const char *why)
 {
 	json_t *list = json_array();
 	size_t deks = 0;
@@ -572,7 +374,7 @@ static sl_err wipe_all(struct st *s, const char *why)
 	                        "all_zeroed", all));
 }
 
-static void cleanup(struct st *s)
+static void cleanup(struct sl_run_st *s)
 {
 	for (size_t i = 0; i < s->n; i++) {
 		if (s->fd[i] >= 0)
@@ -588,14 +390,14 @@ static void cleanup(struct st *s)
 
 int sl_run_execute(struct sl_run *o)
 {
-	struct st s;
+	struct sl_run_st s;
 	sl_err rc;
 	int job_code = -1;
 	char detail[1024];
 
 	memset(&s, 0, sizeof(s));
 	s.o = o;
-	for (size_t i = 0; i < MAXD; i++)
+	for (size_t i = 0; i < SL_RUN_MAX_DATASETS; i++)
 		s.fd[i] = -1;
 	rc = sl_supervise_init();
 	if (rc != SL_OK)
@@ -613,11 +415,11 @@ int sl_run_execute(struct sl_run *o)
 	STEP("audit", step_audit_open(&s));
 	STEP("datasets", step_datasets(&s));
 	STEP("policy", step_policy(&s));
-	STEP("gpu", step_gpu(&s));
-	STEP("challenge", step_challenge(&s));
-	STEP("evidence", step_evidence(&s));
-	STEP("identity", step_identity(&s));
-	STEP("claims", step_claims(&s));
+	STEP("gpu", sl_run_step_gpu(&s));
+	STEP("challenge", sl_run_step_challenge(&s));
+	STEP("evidence", sl_run_step_evidence(&s));
+	STEP("identity", sl_run_step_identity(&s));
+	STEP("claims", sl_run_step_claims(&s));
 	STEP("preflight", step_preflight(&s));
 	STEP("release", step_release(&s));
 	STEP("stage", step_stage(&s));

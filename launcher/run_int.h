@@ -5,6 +5,11 @@
 #include <stddef.h>
 
 #include "job.h"
+#include "seclaunch/attest.h"
+#include "seclaunch/kms.h"
+#include "seclaunch/policy.h"
+#include "seclaunch/sld.h"
+#include "seclaunch/audit.h"
 #include "seclaunch/stage.h"
 
 #define SL_RUN_MAX_DATASETS 64
@@ -23,6 +28,37 @@ struct sl_run {
 	size_t ndatasets;
 	char **cmd;
 };
+
+/* The state of one run (run_exec.c, run_attest.c). */
+struct sl_run_st {
+	struct sl_run *o;
+	char job_id[17];
+	const char *step;
+	sl_audit *audit;
+	sl_policy *policy;
+	sl_kms *kms;
+	sl_kms_challenge ch;
+	uint8_t eph_pub[SL_EPH_PUB_LEN];
+	sl_secret *eph_sk;
+	uint8_t binding[SL_BINDING_LEN];
+	json_t *evidence, *identity;
+	sl_claims *claims;
+	char claims_digest[65];
+	sl_gpu_info gpu;
+	bool use_gpu;
+	size_t n;
+	int fd[SL_RUN_MAX_DATASETS];
+	sl_sld_header *hdr[SL_RUN_MAX_DATASETS];
+	sl_secret *dek[SL_RUN_MAX_DATASETS];
+	sl_stage *stage[SL_RUN_MAX_DATASETS];
+};
+
+void sl_run_say(const char *fmt, ...) SL_PRINTF(1, 2);
+SL_MUST_USE sl_err sl_run_step_gpu(struct sl_run_st *s);
+SL_MUST_USE sl_err sl_run_step_challenge(struct sl_run_st *s);
+SL_MUST_USE sl_err sl_run_step_evidence(struct sl_run_st *s);
+SL_MUST_USE sl_err sl_run_step_identity(struct sl_run_st *s);
+SL_MUST_USE sl_err sl_run_step_claims(struct sl_run_st *s);
 
 /* Runs the whole launch; returns the exit code. */
 int sl_run_execute(struct sl_run *r);

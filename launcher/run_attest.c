@@ -1,0 +1,187 @@
+/* The steps of `seclaunch run` that establish what this machine is:
+ * challenge, ephemeral key, bound evidence (CPU and GPU), region identity,
+ * GPU probe, claims. run_exec.c runs them in order. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "run_int.h"
+#include "seclaunch/identity.h"
+#include "seclaunch/util.h"
+
+sl_err sl_run_step_challenge(struct sl_run_st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	sl_kms_opts ko = {.url = s->o->kms_url, .ca_file = s->o->kms_ca};
+	char theirs[2 * SL_SHA256_LEN + 1];
+
+	SL_GUARD(sl_kms_new(&ko, &s->kms));
+	SL_GUARD(sl_kms_challenge_get(s->kms, &s->ch));
+	/* seclaunchd would refuse the release anyway: say so now, naming both */
+	sl_hex_encode(s->ch.policy_digest, SL_SHA256_LEN, theirs);
+	SL_ENSURE(sl_ct_eq(s->ch.policy_digest, sl_policy_digest(s->policy), SL_SHA256_LEN),
+	          SL_E_KMS_REFUSED,
+	          "policy skew: %s has sha256 %s but the KMS at %s enforces sha256 %s",
+	          s->o->policy_path, sl_policy_digest_hex(s->policy), s->o->kms_url, theirs);
+	SL_GUARD(sl_kms_eph_keypair(s->eph_pub, &s->eph_sk));
+	sl_binding_compute(s->ch.nonce, s->eph_pub, sl_policy_digest(s->policy), s->binding);
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+/* A GPU in CC mode is attested with the same binding before it is set ready
+ * and before any plaintext reaches it; the KMS verifies this evidence too. */
+static sl_err gpu_evidence(struct sl_run_st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	json_t *ev = NULL;
+	sl_collect_opts co = {.nonce = s->binding, .nonce_len = SL_BINDING_LEN};
+	sl_verify_opts vo = {
+	    .expect = s->binding, .expect_len = SL_BINDING_LEN, .collateral_dir = s->o->collateral};
+
+	SL_GUARD(sl_evidence_collect("nvidia-gpu", &co, &ev));
+	rc = sl_evidence_verify(ev, &vo, s->claims);
+	if (rc != SL_OK)
+		SL_GUARD(sl_err_wrap(rc, "checking the GPU's own evidence"));
+	SL_ENSURE(json_array_append(s->evidence, ev) == 0, SL_E_NOMEM, "evidence list");
+	if (s->gpu.needs_ready)
+		SL_GUARD(sl_gpu_set_ready(&s->gpu));
+	sl_run_say("GPU attested: nvidia-gpu evidence bound to the same nonce");
+	rc = SL_OK;
+out:
+	json_decref(ev);
+	return rc;
+}
+
+/* Collects evidence bound to the binding and verifies it here too, so the
+ * pre-flight sees the same claims the KMS will. The AK's public key goes
+ * through a private temporary directory (it is not secret). */
+sl_err sl_run_step_evidence(struct sl_run_st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	const char *tmp = getenv("TMPDIR");
+	char dir[256], ak[300];
+	json_t *ev = NULL;
+
+	snprintf(dir, sizeof(dir), "%s/seclaunch-run.XXXXXX",
+	         tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
+	SL_ENSURE(mkdtemp(dir) != NULL, SL_E_SYSTEM, "mkdtemp %s: %s", dir, strerror(errno));
+	snprintf(ak, sizeof(ak), "%s/ak.pem", dir);
+	sl_collect_opts co = {.tcti = s->o->tcti,
+	                      .nonce = s->binding,
+	                      .nonce_len = SL_BINDING_LEN,
+	                      .export_ak_pem = ak};
+	SL_GUARD(sl_evidence_collect(s->o->tee, &co, &ev));
+	SL_GUARD(sl_claims_new(&s->claims));
+	sl_verify_opts vo = {.expect = s->binding,
+	                     .expect_len = SL_BINDING_LEN,
+	                     .ak_pin_pem = access(ak, R_OK) == 0 ? ak : NULL,
+	                     .collateral_dir = s->o->collateral};
+	rc = sl_evidence_verify(ev, &vo, s->claims);
+	if (rc != SL_OK)
+		SL_GUARD(sl_err_wrap(rc, "checking this machine's own evidence"));
+	s->evidence = json_array();
+	SL_ENSURE(s->evidence != NULL && json_array_append(s->evidence, ev) == 0, SL_E_NOMEM,
+	          "evidence list");
+	const char *kind = sl_claims_get(s->claims, "tee.kind");
+	sl_run_say("attested: %s evidence bound to the KMS nonce", kind != NULL ? kind : s->o->tee);
+	if (s->use_gpu && strcmp(s->gpu.cc, "on") == 0)
+		SL_GUARD(gpu_evidence(s));
+	rc = SL_OK;
+out:
+	json_decref(ev);
+	(void)unlink(ak);
+	(void)rmdir(dir);
+	return rc;
+}
+
+sl_err sl_run_step_identity(struct sl_run_st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	json_t *doc = NULL;
+
+	s->identity = json_array();
+	SL_ENSURE(s->identity != NULL, SL_E_NOMEM, "identity list");
+	if (s->o->cloud_identity != NULL) {
+		sl_identity_opts io = {.gcp_jwks = s->o->gcp_jwks,
+		                       .aws_trust_dir = s->o->aws_certs,
+		                       .binding = s->binding,
+		                       .binding_len = SL_BINDING_LEN};
+		SL_GUARD(sl_identity_load_file(s->o->cloud_identity, &doc));
+		rc = sl_identity_verify(doc, &io, s->claims);
+		if (rc != SL_OK)
+			SL_GUARD(sl_err_wrap(rc, "%s", s->o->cloud_identity));
+	} else if (s->o->region != NULL) {
+		SL_GUARD(sl_identity_unsigned_region(s->o->region, s->claims));
+		SL_GUARD(sl_identity_unsigned_doc(s->o->region, &doc));
+		if (sl_policy_allow_unverified_region(s->policy))
+			sl_run_say(
+			    "WARNING: region %s is UNVERIFIED (given with --region, signed by "
+			    "nobody); "
+			    "it counts only because the policy sets allow_unverified_region: "
+			    "development use only",
+			    s->o->region);
+	}
+	if (doc != NULL) {
+		SL_ENSURE(json_array_append(s->identity, doc) == 0, SL_E_NOMEM, "identity list");
+		const char *p = sl_claims_get(s->claims, "cloud.provider");
+		const char *g = sl_claims_get(s->claims, "cloud.region");
+		sl_run_say(
+		    "region %s:%s (%s)", p != NULL ? p : "?", g != NULL ? g : "?",
+		    sl_claims_get(s->claims, "cloud.region_verified") != NULL &&
+		            strcmp(sl_claims_get(s->claims, "cloud.region_verified"), "true") == 0
+		        ? "verified"
+		        : "unverified");
+	}
+	rc = SL_OK;
+out:
+	json_decref(doc);
+	return rc;
+}
+
+/* Probed before anything is asked of the KMS, so `--stage gpu` without a
+ * usable GPU fails at once. Host staging gives no GPU any data: absent. */
+sl_err sl_run_step_gpu(struct sl_run_st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	memset(&s->gpu, 0, sizeof(s->gpu));
+	snprintf(s->gpu.cc, sizeof(s->gpu.cc), "absent");
+	if (s->o->where != SL_STAGE_HOST) {
+		sl_gpu_probe(&s->gpu);
+		SL_ENSURE(s->gpu.usable || s->o->where != SL_STAGE_GPU, SL_E_GPU,
+		          "--stage gpu: no usable GPU: %s", s->gpu.reason);
+		s->use_gpu = s->gpu.usable;
+		if (!s->use_gpu) {
+			sl_run_say("staging in host memory: %s", s->gpu.reason);
+			snprintf(s->gpu.cc, sizeof(s->gpu.cc), "absent");
+		} else {
+			sl_run_say("GPU %s: %s", s->gpu.name, s->gpu.reason);
+		}
+	}
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+/* The GPU's state becomes claims (gpu.cc on/off/absent) that the policy's
+ * require_gpu_cc decides on; then the digest of everything the pre-flight
+ * will judge. */
+sl_err sl_run_step_claims(struct sl_run_st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	uint8_t d[32];
+	/* the GPU's verified evidence, when there is some, said it already */
+	if (sl_claims_get(s->claims, "gpu.cc") == NULL)
+		SL_GUARD(sl_claims_set(s->claims, "gpu.cc", s->gpu.cc));
+	if (s->use_gpu && sl_claims_get(s->claims, "gpu.devtools") == NULL)
+		SL_GUARD(
+		    sl_claims_set(s->claims, "gpu.devtools", s->gpu.devtools ? "true" : "false"));
+	sl_claims_digest(s->claims, d);
+	sl_hex_encode(d, sizeof(d), s->claims_digest);
+	rc = SL_OK;
+out:
+	return rc;
+}
