@@ -178,6 +178,17 @@ check "job killed by SIGKILL -> 137" 137 \
 check_err "command that cannot be executed" 2 "cannot execute" \
 	"$SL" run "${RUNA[@]}" --region gcp:europe-west4 "$T/e2e-small.sld" -- "$T/no-such-job"
 
+check "--timeout: a job past it gets SIGTERM -> 143" 143 \
+	"$SL" run "${RUNA[@]}" --timeout 1 --region gcp:europe-west4 "$T/e2e-small.sld" -- \
+	"$PY" "$T/job.py" "$T/to" sleep
+assert "--timeout: recorded as timed out, then wiped" \
+	bash -c "tail -n 3 '$AUDIT' | grep -q '\"timed_out\":true' && tail -n 2 '$AUDIT' | grep -q '\"run.wipe\"'"
+SL_E2E_PASS=passed-through SL_E2E_HIDDEN=hidden "$SL" run "${RUNA[@]}" --env-pass SL_E2E_PASS \
+	--env E2E_SET=1 --region gcp:europe-west4 "$T/e2e-small.sld" -- \
+	sh -c 'echo "${SL_E2E_PASS:-} ${SL_E2E_HIDDEN:-none} ${E2E_SET:-}"' >"$T/envpass" 2>/dev/null
+assert "--env-pass passes only the named variable; --env sets one" \
+	grep -qx "passed-through none 1" "$T/envpass"
+
 # ---- failure injection before the job ------------------------------------
 inject() { # name want-rc regex extra-args... -- (datasets appended)
 	local name=$1 want=$2 pat=$3
