@@ -150,3 +150,20 @@ out:
 	free(bin);
 	return rc;
 }
+
+sl_err sl_evidence_add_ccel(json_t *ev, const uint8_t *log, size_t len)
+{
+	char *b64 = NULL;
+	uint8_t rtmr[4][48];
+	size_t events = 0;
+	sl_err rc = sl_tdx_ccel_replay(log, len, rtmr, &events);
+	if (rc != SL_OK)
+		return rc;
+	rc = sl_b64_encode(log, len, &b64);
+	if (rc != SL_OK)
+		return rc;
+	if (json_object_set_new(ev, "ccel", json_string(b64)) != 0)
+		rc = sl_err_set(SL_E_NOMEM, "evidence");
+	free(b64);
+	return rc;
+}

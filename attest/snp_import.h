@@ -22,5 +22,7 @@ typedef struct sl_blob {
  * carries its PCK chain). The report is parsed (not verified) first. */
 SL_MUST_USE sl_err sl_evidence_import(const char *kind, const uint8_t *report, size_t len,
                                       const sl_blob *certs, size_t ncerts, json_t **out);
+/* Adds a TDX CCEL event log (the ACPI CCEL table's log area) to tdx evidence. */
+SL_MUST_USE sl_err sl_evidence_add_ccel(json_t *ev, const uint8_t *log, size_t len);
 
 #endif

@@ -10,6 +10,8 @@
 #include "seclaunch/util.h"
 
 #define MAX_QUOTE (64 * 1024)
+#define MAX_CCEL (4 * 1024 * 1024)
+#define CCEL_DATA "/sys/firmware/acpi/tables/data/CCEL"
 
 static bool tdx_available(const sl_collect_opts *o)
 {
@@ -35,11 +37,56 @@ static sl_err tdx_collect(const sl_collect_opts *o, json_t **out)
 	SL_GUARD(sl_b64_encode(quote, qlen, &b64));
 	ev = json_pack("{s:s, s:s}", "kind", "tdx", "quote", b64);
 	SL_ENSURE(ev != NULL, SL_E_NOMEM, "tdx evidence");
+	/* the firmware's event log, when readable, lets the verifier replay the RTMRs */
+	uint8_t *log = NULL;
+	size_t loglen = 0;
+	if (sl_file_read(CCEL_DATA, MAX_CCEL, &log, &loglen) == SL_OK && loglen > 0) {
+		char *lb = NULL;
+		rc = sl_b64_encode(log, loglen, &lb);
+		free(log);
+		SL_GUARD(rc);
+		rc = json_object_set_new(ev, "ccel", json_string(lb)) == 0 ? SL_OK : SL_E_NOMEM;
+		free(lb);
+		SL_GUARD(rc);
+	} else {
+		free(log);
+		sl_err_clear();
+	}
 	*out = ev;
 	rc = SL_OK;
 out:
 	free(quote);
 	free(b64);
+	return rc;
+}
+
+/* The optional "ccel" event log must replay to the quote's RTMRs. */
+static sl_err check_ccel(const json_t *ev, const uint8_t *quote, size_t qlen, sl_claims *claims)
+{
+	sl_err rc = SL_E_ATTEST_FORMAT;
+	const char *s = json_string_value(json_object_get(ev, "ccel"));
+	uint8_t *log = NULL, rtmr[4][48];
+	size_t len = 0, events = 0;
+	sl_tdx_quote q;
+
+	if (json_object_get(ev, "ccel") == NULL)
+		return sl_claims_set(claims, "tdx.ccel", "absent");
+	SL_ENSURE(s != NULL, SL_E_ATTEST_FORMAT, "evidence.ccel: not a string");
+	rc = sl_b64_decode(s, MAX_CCEL, &log, &len, "evidence.ccel");
+	if (rc != SL_OK) {
+		rc = sl_err_wrap(SL_E_ATTEST_FORMAT, "tdx evidence");
+		goto out;
+	}
+	SL_GUARD(sl_tdx_quote_parse(quote, qlen, &q));
+	SL_GUARD(sl_tdx_ccel_replay(log, len, rtmr, &events));
+	for (int i = 0; i < 4; i++)
+		SL_ENSURE(memcmp(rtmr[i], q.body.rtmr[i], 48) == 0, SL_E_ATTEST,
+		          "TDX CCEL event log does not replay to the quote's RTMR%d", i);
+	SL_GUARD(sl_claims_set(claims, "tdx.ccel", "replayed"));
+	SL_GUARD(sl_claims_setf(claims, "tdx.ccel.events", "%zu", events));
+	rc = SL_OK;
+out:
+	free(log);
 	return rc;
 }
 
@@ -57,6 +104,7 @@ static sl_err tdx_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *c
 		goto out;
 	}
 	SL_GUARD(sl_tdx_verify_quote(quote, qlen, o, true, claims));
+	SL_GUARD(check_ccel(ev, quote, qlen, claims));
 	rc = SL_OK;
 out:
 	free(quote);

@@ -121,6 +121,11 @@ SL_MUST_USE sl_err sl_tdx_collateral_eval(const char *dir, STACK_OF(X509) * root
 SL_MUST_USE sl_err sl_tdx_verify_quote(const uint8_t *quote, size_t len, const sl_verify_opts *o,
                                        bool check_binding, sl_claims *claims);
 
+/* Replays a CCEL event log (TCG2 crypto-agile, SHA-384; MR index 1..4 =
+ * RTMR0..3) into rtmr; *events counts the records read (tdx_ccel.c). */
+SL_MUST_USE sl_err sl_tdx_ccel_replay(const uint8_t *log, size_t len, uint8_t rtmr[4][48],
+                                      size_t *events);
+
 /* Adds the tdx.* claims of a verified quote (tdx_claims.c). */
 SL_MUST_USE sl_err sl_tdx_claims(const sl_tdx_quote *q, const sl_pck_ext *pck, sl_claims *c);
 

@@ -13,6 +13,7 @@
 #define MAX_REPORT (64 * 1024)
 #define MAX_CERT_FILE (1024 * 1024)
 #define MAX_CERT_FILES 8
+#define MAX_CCEL (4 * 1024 * 1024)
 
 static void help(void)
 {
@@ -40,17 +41,15 @@ static void help(void)
 static int import(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"kind", required_argument, NULL, 'k'},
-	    {"report", required_argument, NULL, 'r'},
-	    {"certs", required_argument, NULL, 'c'},
-	    {"output", required_argument, NULL, 'o'},
-	    {"force", no_argument, NULL, 'f'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	    {"kind", required_argument, NULL, 'k'},  {"report", required_argument, NULL, 'r'},
+	    {"certs", required_argument, NULL, 'c'}, {"output", required_argument, NULL, 'o'},
+	    {"force", no_argument, NULL, 'f'},       {"ccel", required_argument, NULL, 'e'},
+	    {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
 	};
 	const char *kind = NULL, *report = NULL, *outp = NULL, *cert_paths[MAX_CERT_FILES];
 	size_t ncerts = 0, rlen = 0;
 	bool force = false;
+	const char *ccel = NULL;
 	uint8_t *rep = NULL;
 	sl_blob certs[MAX_CERT_FILES];
 	json_t *ev = NULL;
@@ -80,6 +79,9 @@ static int import(int argc, char **argv)
 		case 'f':
 			force = true;
 			break;
+		case 'e':
+			ccel = optarg;
+			break;
 		case 'h':
 			help();
 			return 0;
@@ -98,6 +100,8 @@ static int import(int argc, char **argv)
 	if (strcmp(kind, "tdx") == 0 && ncerts > 0)
 		return sl_cli_usage("evidence import",
 		                    "--certs: a TDX quote carries its own PCK chain");
+	if (ccel != NULL && strcmp(kind, "tdx") != 0)
+		return sl_cli_usage("evidence import", "--ccel: only with --kind tdx");
 	rc = sl_file_read(report, MAX_REPORT, &rep, &rlen);
 	for (size_t i = 0; rc == SL_OK && i < ncerts; i++) {
 		uint8_t *b = NULL;
@@ -107,6 +111,14 @@ static int import(int argc, char **argv)
 	}
 	if (rc == SL_OK)
 		rc = sl_evidence_import(kind, rep, rlen, certs, ncerts, &ev);
+	if (rc == SL_OK && ccel != NULL) {
+		uint8_t *log = NULL;
+		size_t loglen = 0;
+		rc = sl_file_read(ccel, MAX_CCEL, &log, &loglen);
+		if (rc == SL_OK)
+			rc = sl_evidence_add_ccel(ev, log, loglen);
+		free(log);
+	}
 	if (rc == SL_OK) {
 		text = json_dumps(ev, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		if (text == NULL)

@@ -76,6 +76,32 @@ sed 's/"pcesvn":11/"pcesvn":10/' "$C/gtg_tcbinfo_fmspc_50806f000000.json" \
 	>"$T/coll/gtg_tcbinfo_fmspc_50806f000000.json"
 check_err "tampered TCB info" 3 "does not verify" "$SL" verify "$T/trustee_quote_4.json" \
 	--no-binding --collateral "$T/coll" --at "$AT"
+# the CCEL event log of the COS 113 VM replays to its quote's RTMRs (README)
+CC=$V/intel-tdx/ccel/gtg_cos113_ccel_data.dat
+check "cos113 import with CCEL" 0 "$SL" evidence import --kind tdx \
+	--report "$V/intel-tdx/gtg_cos113_quote_v4.dat" --ccel "$CC" -o "$T/ccel.json"
+check "cos113 verify with CCEL" 0 "$SL" verify "$T/ccel.json" --no-binding --at "$AT"
+assert "CCEL replayed" [ "$(claim tdx.ccel)" = replayed ]
+assert "CCEL: 43 events after the Spec ID event (README)" [ "$(claim tdx.ccel.events)" = 43 ]
+# a digest changed inside the log: the replay no longer matches
+python3 - "$T/ccel.json" "$T/ccel_bad.json" <<'PY'
+import base64, json, sys
+d = json.load(open(sys.argv[1]))
+log = bytearray(base64.b64decode(d["ccel"]))
+i = log.find(bytes.fromhex("0c00"), 200)  # a SHA-384 digest after the Spec ID event
+log[i + 2] ^= 1
+d["ccel"] = base64.b64encode(bytes(log)).decode()
+json.dump(d, open(sys.argv[2], "w"))
+PY
+check_err "CCEL digest changed" 3 "does not replay to the quote's RTMR" "$SL" verify \
+	"$T/ccel_bad.json" --no-binding --at "$AT"
+"$SL" evidence import --kind tdx --report "$V/intel-tdx/trustee_quote_4.dat" -o "$T/q4.json"
+python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); a["ccel"]=b["ccel"]; json.dump(a,open(sys.argv[3],"w"))' \
+	"$T/q4.json" "$T/ccel.json" "$T/q4ccel.json"
+check_err "CCEL of another TD at verify" 3 "does not replay" "$SL" verify "$T/q4ccel.json" \
+	--no-binding --at "$AT"
+check_err "--ccel with sev-snp" 1 "only with --kind tdx" "$SL" evidence import --kind sev-snp \
+	--report "$SL_VECTORS/amd-sev-snp/gsg_milan_report.bin" --ccel "$CC" -o "$T/z.json"
 # format and usage
 head -c 600 "$V/intel-tdx/trustee_quote_4.dat" >"$T/short.dat"
 check_err "truncated quote" 3 "need" "$SL" evidence import --kind tdx --report "$T/short.dat" \

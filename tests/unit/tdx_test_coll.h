@@ -270,3 +270,38 @@ static void test_collateral_tamper(void **state)
 	free(q);
 	rmcoll(gtg2023, 3);
 }
+
+/* README: the CCEL log replays to gtg_cos113_quote_v4's RTMR0..2 (RTMR3 stays zero). */
+static void test_ccel(void **state)
+{
+	(void)state;
+	size_t ll = 0, ql = 0, events = 0;
+	uint8_t *log = load("intel-tdx/ccel/gtg_cos113_ccel_data.dat", &ll);
+	uint8_t *q = load("intel-tdx/gtg_cos113_quote_v4.dat", &ql);
+	uint8_t rtmr[4][48];
+	sl_tdx_quote tq;
+	assert_int_equal(sl_tdx_quote_parse(q, ql, &tq), SL_OK);
+	assert_int_equal(sl_tdx_ccel_replay(log, ll, rtmr, &events), SL_OK);
+	assert_int_equal(events, 43);
+	for (int i = 0; i < 4; i++)
+		assert_memory_equal(rtmr[i], tq.body.rtmr[i], 48);
+	/* a SHA-384 digest flipped (the first one after the Spec ID event): the
+	 * log still parses, but no longer replays to the quote */
+	size_t at = 200;
+	while (at + 2 < ll && !(log[at] == 0x0c && log[at + 1] == 0x00))
+		at++;
+	log[at + 2] ^= 1;
+	assert_int_equal(sl_tdx_ccel_replay(log, ll, rtmr, &events), SL_OK);
+	assert_true(memcmp(rtmr, tq.body.rtmr, sizeof(rtmr)) != 0);
+	log[at + 2] ^= 1;
+	/* not a crypto-agile log */
+	log[32 + 5] ^= 1;
+	expect_fail(sl_tdx_ccel_replay(log, ll, rtmr, &events), SL_E_ATTEST_FORMAT,
+	            "Spec ID Event03", "spec id");
+	log[32 + 5] ^= 1;
+	/* cut inside an event */
+	expect_fail(sl_tdx_ccel_replay(log, 2000, rtmr, &events), SL_E_ATTEST_FORMAT, "need",
+	            "truncated log");
+	free(log);
+	free(q);
+}
