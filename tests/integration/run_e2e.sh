@@ -41,7 +41,7 @@ EOF
 }
 
 no_marker_anywhere() {
-	! grep -r -l -s -F "$MARKER" "$T" /tmp >"$T/marker-hits" 2>/dev/null
+	! grep -r -l -s -D skip -F "$MARKER" "$T" /tmp >"$T/marker-hits" 2>/dev/null
 }
 
 # ---- setup: TPM, keys, policy, KMS, enrollment, datasets ---------------
