@@ -29,7 +29,8 @@ typedef struct sl_decision sl_decision;
 
 /* Parses and validates a policy document (NOT signature-checked: for `policy
  * check` and tests; seclaunchd and `run` use sl_policy_load_signed). Errors:
- * SL_E_FORMAT (not JSON) / SL_E_INPUT (invalid), the detail naming the JSON
+ * SL_E_FORMAT (not JSON) / SL_E_INPUT (invalid) / SL_E_VERSION (version other
+ * than 1) / SL_E_TOO_LARGE (over SL_POLICY_MAX_BYTES), all exit 2; the detail naming the JSON
  * path: "$.datasets[1].allowed_regions[0]: pattern 'aws:eu-*x' matches no
  * known region". The digest is SHA-256 of data. */
 SL_MUST_USE sl_err sl_policy_load(const uint8_t *data, size_t len, sl_policy **out);
