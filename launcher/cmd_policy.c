@@ -390,9 +390,9 @@ static int do_explain(const struct opts *o)
 		SL_GUARD(sl_decision_to_json(d, &j));
 		sl_policy_cli_print_json(j);
 	} else if (!sl_cli_quiet) {
-		printf("decision: %s\ndataset: %s\nkey: %s\npolicy: %s (%s)\n",
+		printf("decision: %s\ndataset: %s\nkey: %s\npolicy: %s (%s)\nsigned: %s\n",
 		       sl_decision_allowed(d) ? "ALLOW" : "DENY", o->dataset, o->key ? o->key : "-",
-		       o->policy, sl_policy_digest_hex(p));
+		       o->policy, sl_policy_digest_hex(p), sl_policy_trusted_comment(p));
 		if (!sl_decision_allowed(d)) {
 			printf("denied because:\n");
 			for (size_t i = 0; i < sl_decision_reason_count(d); i++)
