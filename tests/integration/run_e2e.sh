@@ -44,6 +44,11 @@ no_marker_anywhere() {
 	! grep -r -l -s -D skip -F "$MARKER" "$T" /tmp >"$T/marker-hits" 2>/dev/null
 }
 
+# the search itself must be able to find the marker
+printf 'x%sx\n' "$MARKER" >"$T/canary"
+assert "the marker search finds a planted marker" bash -c "! $(declare -f no_marker_anywhere); MARKER='$MARKER' T='$T' no_marker_anywhere"
+rm -f "$T/canary"
+
 # ---- setup: TPM, keys, policy, KMS, enrollment, datasets ---------------
 # a swtpm that lost a race for its ports is dead by now: try another pair
 start_tpm() {
