@@ -41,6 +41,23 @@ static bool allowed_base(const char *u)
 	       strncmp(u, "http://localhost:", 17) == 0;
 }
 
+/* (sl_err_curl lives in the launcher: attest/ reports curl errors itself) */
+static CURLcode setup(CURL *c, const char *url, struct body *b)
+{
+	CURLcode cc = curl_easy_setopt(c, CURLOPT_URL, url);
+	if (cc == CURLE_OK)
+		cc = curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https,http");
+	if (cc == CURLE_OK)
+		cc = curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+	if (cc == CURLE_OK)
+		cc = curl_easy_setopt(c, CURLOPT_TIMEOUT, 15L);
+	if (cc == CURLE_OK)
+		cc = curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	if (cc == CURLE_OK)
+		cc = curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+	return cc;
+}
+
 static sl_err get(const char *url, struct body *b)
 {
 	sl_err rc = SL_E_ATTEST_UNTRUSTED;
@@ -51,18 +68,14 @@ static sl_err get(const char *url, struct body *b)
 	b->len = 0;
 	b->too_big = false;
 	SL_ENSURE(c != NULL, SL_E_NOMEM, "AMD KDS: curl");
-	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_URL, url), SL_E_INTERNAL, "AMD KDS");
-	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https,http"), SL_E_INTERNAL,
-	              "AMD KDS");
-	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L), SL_E_INTERNAL, "AMD KDS");
-	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_TIMEOUT, 15L), SL_E_INTERNAL, "AMD KDS");
-	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data), SL_E_INTERNAL,
-	              "AMD KDS");
-	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_WRITEDATA, b), SL_E_INTERNAL, "AMD KDS");
-	CURLcode cc = curl_easy_perform(c);
+	CURLcode cc = setup(c, url, b);
+	SL_ENSURE(cc == CURLE_OK, SL_E_INTERNAL, "AMD KDS: curl option: %s",
+	          curl_easy_strerror(cc));
+	cc = curl_easy_perform(c);
 	SL_ENSURE(!b->too_big, SL_E_ATTEST_UNTRUSTED, "AMD KDS %s: answer over %d bytes", url,
 	          KDS_MAX);
-	SL_GUARD_CURL(cc, SL_E_ATTEST_UNTRUSTED, "AMD KDS %s", url);
+	SL_ENSURE(cc == CURLE_OK, SL_E_ATTEST_UNTRUSTED, "AMD KDS %s: %s", url,
+	          curl_easy_strerror(cc));
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	if (status == 429) {
 		curl_easy_getinfo(c, CURLINFO_RETRY_AFTER, &retry);

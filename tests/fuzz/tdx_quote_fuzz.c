@@ -1,6 +1,6 @@
 /* Fuzz target: the TDX quote parser (v4/v5, signature data, QE
  * certification data, PCK chain) and the whole verifier at a fixed time,
- * without collateral. */
+ * without collateral; and the CCEL event log replay. */
 #include <stdint.h>
 
 #include "../../attest/tdx_quote.h"
@@ -9,6 +9,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	uint8_t rtmr[4][48];
+	size_t events = 0;
+	(void)sl_tdx_ccel_replay(data, size, rtmr, &events); /* the input as a CCEL log */
 	sl_tdx_quote q;
 	if (sl_tdx_quote_parse(data, size, &q) != SL_OK)
 		return 0;
