@@ -44,8 +44,18 @@ for i in range(64):
     print("bench", f"ds-{i}", json.loads(c.getresponse().read())["wrapped_dek"], hashlib.sha256(dek).hexdigest())
 EOP
 echo "seclaunchd: $(nproc) CPUs, 4 server threads, local keystore, dev policy, RSA-2048 AK, $N releases per level"
+# CPU seconds seclaunchd has used (user + system), from /proc
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15) / hz }' "/proc/$KMS_PID/stat"; }
 for c in 1 16 64; do
-	"$PROBE" "$KMS_URL" "$KMS_CA" burst "$N" "$c" keys.txt 2>prep.err | tee -a results.txt
+	"$PROBE" "$KMS_URL" "$KMS_CA" burst "$N" "$c" keys.txt 2>prep.err >burst.out &
+	BP=$!
+	# the CPU the server spends in the timed phase only (preparation is
+	# challenges, which cost it almost nothing, but start counting after it)
+	while kill -0 "$BP" 2>/dev/null && ! grep -q prepared prep.err; do sleep 0.05; done
+	c0=$(cpu_s)
+	wait "$BP"
+	c1=$(cpu_s)
+	echo "$(cat burst.out) server_cpu_ms_per_release=$(python3 -c "print(f'{($c1 - $c0) * 1000 / $N:.3f}')")" | tee -a results.txt
 	grep -h "prepared" prep.err | sed 's/^kms_probe: /  (untimed) /'
 	"$PROBE" "$KMS_URL" "$KMS_CA" health "$N" "$c" | sed 's/^/  peer: /' | tee -a results.txt
 done
@@ -62,11 +72,18 @@ for line in open(sys.argv[1]):
     kind = line.split()[0]
     f = dict(re.findall(r"(\w+)=([\d.]+)", line))
     rows[(kind, f["concurrency"])] = f
-print("\nconcurrency  releases/s  p50 ms  p99 ms   health/s  release/health")
+print("\nconcurrency  releases/s  p50 ms  p99 ms   health/s  release/health  server CPU ms/release")
 for c in ("1", "16", "64"):
     r, h = rows.get(("release", c)), rows.get(("health", c))
     if r and h:
-        print(f"{c:>11}  {float(r['per_s']):>10.0f}  {float(r['p50_ms']):>6.2f}  {float(r['p99_ms']):>6.2f}   {float(h['per_s']):>8.0f}  {float(r['per_s'])/float(h['per_s']):>14.2f}")
+        print(f"{c:>11}  {float(r['per_s']):>10.0f}  {float(r['p50_ms']):>6.2f}  {float(r['p99_ms']):>6.2f}   {float(h['per_s']):>8.0f}  {float(r['per_s'])/float(h['per_s']):>14.2f}  {float(r.get('server_cpu_ms_per_release', 0)):>21.3f}")
+import os
+cpus = os.cpu_count() or 1
+r = rows.get(("release", "64"))
+if r and float(r.get("server_cpu_ms_per_release", 0)) > 0:
+    cap = cpus * 1000 / float(r["server_cpu_ms_per_release"])
+    print(f"server CPU per release at 64 clients: {float(r['server_cpu_ms_per_release']):.3f} ms -> at most {cap:.0f} releases/s on {cpus} otherwise idle CPUs (the client and other load share them here)")
+    print(f"Little's law: 64 requests in flight at {float(r['per_s']):.0f}/s means a mean latency of {64000/float(r['per_s']):.1f} ms")
 d = rows.get(("release-disk-audit", "64"))
 if d:
     print(f"with the audit log on disk (fsync per release), 64 clients: {float(d['per_s']):.0f} releases/s, p50 {float(d['p50_ms']):.2f} ms, p99 {float(d['p99_ms']):.2f} ms")
