@@ -47,27 +47,56 @@ wait_port() { # port [seconds]
 	return 1
 }
 
-# start_swtpm [NAME]: a fresh swtpm (TPM 2.0) with its state in $T/NAME.
-# Sets SWTPM_PID, SWTPM_PORT, SWTPM_STATE and SWTPM_TCTI (and exports
-# SECLAUNCH_TCTI and TPM2TOOLS_TCTI to it).
+# free_port_pair: a port P on 127.0.0.1 such that P and P+1 are both free
+# (the TSS "swtpm" TCTI expects swtpm's control channel at port + 1).
+free_port_pair() {
+	python3 - <<'PY'
+import socket
+for _ in range(100):
+    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
+    b = socket.socket()
+    try:
+        b.bind(("127.0.0.1", p + 1))
+    except OSError:
+        a.close(); b.close(); continue
+    a.close(); b.close(); print(p); break
+PY
+}
+
+# start_swtpm [NAME]: a fresh swtpm (TPM 2.0) with its state in $T/NAME, the
+# server on a free port P and the control channel on P+1. Sets SWTPM_PID,
+# SWTPM_PORT, SWTPM_STATE and SWTPM_TCTI (and exports SECLAUNCH_TCTI and
+# TPM2TOOLS_TCTI to it). A port taken meanwhile makes swtpm exit at once; then
+# another pair is tried.
 start_swtpm() {
-	local name=${1:-tpm}
+	local name=${1:-tpm} port i j
 	SWTPM_STATE=$T/$name
 	mkdir -p "$SWTPM_STATE"
-	local port ctrl
-	port=$(free_port)
-	ctrl=$(free_port)
-	while [ "$ctrl" = "$port" ]; do ctrl=$(free_port); done
-	swtpm socket --tpm2 --tpmstate dir="$SWTPM_STATE" \
-		--server type=tcp,port="$port",bindaddr=127.0.0.1 \
-		--ctrl type=tcp,port="$ctrl",bindaddr=127.0.0.1 \
-		--flags not-need-init,startup-clear >"$SWTPM_STATE/log" 2>&1 &
-	SWTPM_PID=$!
-	_PIDS+=("$SWTPM_PID")
-	SWTPM_PORT=$port
-	SWTPM_TCTI="swtpm:host=127.0.0.1,port=$port"
-	export SECLAUNCH_TCTI=$SWTPM_TCTI TPM2TOOLS_TCTI=$SWTPM_TCTI
-	wait_port "$port"
+	for ((i = 0; i < 20; i++)); do
+		port=$(free_port_pair)
+		[ -n "$port" ] || continue
+		swtpm socket --tpm2 --tpmstate dir="$SWTPM_STATE" \
+			--server type=tcp,port="$port",bindaddr=127.0.0.1 \
+			--ctrl type=tcp,port=$((port + 1)),bindaddr=127.0.0.1 \
+			--flags not-need-init,startup-clear >"$SWTPM_STATE/log" 2>&1 &
+		SWTPM_PID=$!
+		for ((j = 0; j < 200; j++)); do
+			(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+			kill -0 "$SWTPM_PID" 2>/dev/null || break
+			sleep 0.05
+		done
+		if kill -0 "$SWTPM_PID" 2>/dev/null; then
+			_PIDS+=("$SWTPM_PID")
+			SWTPM_PORT=$port
+			SWTPM_TCTI="swtpm:host=127.0.0.1,port=$port"
+			export SECLAUNCH_TCTI=$SWTPM_TCTI TPM2TOOLS_TCTI=$SWTPM_TCTI
+			return 0
+		fi
+		wait "$SWTPM_PID" 2>/dev/null
+	done
+	echo "swtpm did not start:" >&2
+	cat "$SWTPM_STATE/log" >&2
+	return 1
 }
 
 # start_kms [STATEDIR] [extra seclaunchd args...]: seclaunchd --dev on a free
