@@ -263,7 +263,6 @@ slpid=$!
 for _ in $(seq 200); do [ -s "$T/kill9.started" ] && break; sleep 0.05; done
 jobpid=$(cat "$T/kill9.started" 2>/dev/null || echo 0)
 kill -KILL "$slpid"
-wait "$slpid" 2>/dev/null # (bash reports the kill; expected)
 wait "$slpid" 2>/dev/null
 gone=0
 for _ in $(seq 40); do
