@@ -11,7 +11,7 @@
 cd "$T" || exit 1
 build_probe || exit 1
 start_swtpm_tcti tpm
-echo '{"max_challenges": 4096, "max_body": 65536, "idle_timeout_s": 2}' >limits.json
+echo '{"max_challenges": 4096, "max_body": 65536}' >limits.json
 start_kms "$T/kms" --config "$T/limits.json" || exit 1
 
 cat >raw.py <<'EOP'
@@ -81,34 +81,6 @@ head -c 70000 /dev/zero | tr '\0' ' ' >big.json
 want "oversize body: 413 naming the cap" 413 "larger than the 65536-byte limit" POST /v1/release @big.json
 want "the server is still up" 200 '"status":"ok"' GET /v1/health
 
-# --- TLS versions and idle connections ---------------------------------------
-check "TLS 1.3 is served" 0 curl -sf --tlsv1.3 --cacert "$KMS_CA" "$KMS_URL/v1/health"
-check "TLS 1.2 is served" 0 curl -sf --tlsv1.2 --tls-max 1.2 --cacert "$KMS_CA" "$KMS_URL/v1/health"
-check "TLS 1.1 is refused" 1 python3 -c '
-import socket, ssl, sys
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-ctx.check_hostname = False
-ctx.verify_mode = ssl.CERT_NONE
-ctx.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
-ctx.maximum_version = ssl.TLSVersion.TLSv1_1
-try:
-    ctx.set_ciphers("ALL:@SECLEVEL=0")
-    ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[1])))).close()
-except (ssl.SSLError, OSError):
-    sys.exit(1)
-sys.exit(0)' "${KMS_URL##*:}"
-check "an idle connection is closed after idle_timeout_s (2 s)" 0 python3 -c '
-import socket, ssl, sys, time
-ctx = ssl.create_default_context(cafile=sys.argv[2])
-s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[1]))), server_hostname="127.0.0.1")
-s.settimeout(10)
-t = time.time()
-try:
-    d = s.recv(1)
-except (ssl.SSLError, OSError):
-    d = b""
-sys.exit(0 if d == b"" and 1.5 < time.time() - t < 8 else 1)' "${KMS_URL##*:}" "$KMS_CA"
-
 # --- 10,000 challenges: the table is bounded ---------------------------------
 rss() { awk '/^VmRSS/ { print $2 }' "/proc/$KMS_PID/status"; }
 cat >flood.py <<'EOP'
@@ -165,4 +137,36 @@ check "64 concurrent releases, each DEK the one wrapped for its dataset" 0 \
 	"$PROBE" "$KMS_URL" "$KMS_CA" burst 64 64 keys.txt
 grep -h "per_s" "$T/out" | sed 's/^/# /'
 assert "64 releases counted" test "$(kms_metric seclaunchd_releases_total)" -eq 64
+
+# --- TLS versions and idle connections (a server with a 2 s idle timeout) ----
+stop_pid "$KMS_PID"
+echo '{"idle_timeout_s": 2}' >idle.json
+start_kms "$T/kms-idle" --config "$T/idle.json" || exit 1
+check "TLS 1.3 is served" 0 curl -sf --tlsv1.3 --cacert "$KMS_CA" "$KMS_URL/v1/health"
+check "TLS 1.2 is served" 0 curl -sf --tlsv1.2 --tls-max 1.2 --cacert "$KMS_CA" "$KMS_URL/v1/health"
+check "TLS 1.1 is refused" 1 python3 -c '
+import socket, ssl, sys
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+ctx.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
+ctx.maximum_version = ssl.TLSVersion.TLSv1_1
+try:
+    ctx.set_ciphers("ALL:@SECLEVEL=0")
+    ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[1])))).close()
+except (ssl.SSLError, OSError):
+    sys.exit(1)
+sys.exit(0)' "${KMS_URL##*:}"
+check "an idle connection is closed after idle_timeout_s (2 s)" 0 python3 -c '
+import socket, ssl, sys, time
+ctx = ssl.create_default_context(cafile=sys.argv[2])
+s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[1]))), server_hostname="127.0.0.1")
+s.settimeout(10)
+t = time.time()
+try:
+    d = s.recv(1)
+except (ssl.SSLError, OSError):
+    d = b""
+sys.exit(0 if d == b"" and 1.5 < time.time() - t < 8 else 1)' "${KMS_URL##*:}" "$KMS_CA"
+
 finish
