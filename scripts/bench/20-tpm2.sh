@@ -30,24 +30,43 @@ cleanup() {
 trap cleanup EXIT
 cd "$D"
 
-# swtpm on a free loopback port; its control channel on port + 1, where the
-# TSS swtpm TCTI expects it (SO_REUSEADDR as swtpm does: loopback ports in
-# TIME_WAIT are fine for a listener)
-port=$(python3 -c '
-import socket
-for _ in range(100):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close()
-    try:
-        t = socket.socket(); t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        t.bind(("127.0.0.1", p + 1)); t.close(); print(p); break
-    except OSError:
-        pass')
+# swtpm on a free loopback port, its control channel on port + 1 where the
+# TSS swtpm TCTI expects it; when port + 1 is taken swtpm exits at once and
+# another port is tried
 mkdir state
-swtpm socket --tpm2 --tpmstate dir=state --server type=tcp,port="$port",bindaddr=127.0.0.1 \
-	--ctrl type=tcp,port=$((port + 1)),bindaddr=127.0.0.1 --flags not-need-init,startup-clear \
-	>swtpm.log 2>&1 &
-SWTPM_PID=$!
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
+for _ in $(seq 20); do
+	# two adjacent free ports
+	port=$(python3 -c '
+import socket
+def free(p):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p)); return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+for _ in range(500):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); q = s.getsockname()[1]; s.close()
+    if q < 65535 and free(q + 1):
+        print(q); break
+    if q > 1024 and free(q - 1):
+        print(q - 1); break')
+	[ -n "$port" ] || break
+	swtpm socket --tpm2 --tpmstate dir=state --server type=tcp,port="$port",bindaddr=127.0.0.1 \
+		--ctrl type=tcp,port=$((port + 1)),bindaddr=127.0.0.1 --flags not-need-init,startup-clear \
+		>swtpm.log 2>&1 &
+	SWTPM_PID=$!
+	for _ in $(seq 100); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+		kill -0 "$SWTPM_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	kill -0 "$SWTPM_PID" 2>/dev/null && break
+	wait "$SWTPM_PID" 2>/dev/null
+	SWTPM_PID=
+done
+[ -n "$SWTPM_PID" ] || { echo "20-tpm2: swtpm did not start"; exit 1; }
 export SECLAUNCH_TCTI="swtpm:host=127.0.0.1,port=$port" TPM2TOOLS_TCTI="swtpm:host=127.0.0.1,port=$port"
 
 N=$(python3 -c 'import os; print(os.urandom(32).hex())')

@@ -77,27 +77,58 @@ json.dump(ev, open(out, "w"), indent=1)
 EOF
 }
 
+# swtpm_port_pair: prints P such that P and P + 1 are free on 127.0.0.1.
+swtpm_port_pair() {
+	python3 -c '
+import socket
+def free(p):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p)); return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+for _ in range(500):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); q = s.getsockname()[1]; s.close()
+    if q < 65535 and free(q + 1):
+        print(q); break
+    if q > 1024 and free(q - 1):
+        print(q - 1); break'
+}
+
 # start_swtpm_tcti [NAME]: as lib.sh's start_swtpm, but with the control
 # channel on the server port + 1, where the TSS "swtpm" TCTI looks for it
-# (it sets the locality there and fails to initialise without it).
+# (it sets the locality there and fails to initialise without it). When a
+# port is taken swtpm exits at once and another pair is tried.
 start_swtpm_tcti() {
-	local name=${1:-tpm} port i
+	local name=${1:-tpm} port i j
 	SWTPM_STATE=$T/$name
 	mkdir -p "$SWTPM_STATE"
-	for ((i = 0; i < 50; i++)); do
-		port=$(free_port)
-		[ "$port" -lt 65535 ] || continue
-		python3 -c 'import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1",int(sys.argv[1]))); s.close()' \
-			$((port + 1)) 2>/dev/null && break
+	for ((i = 0; i < 20; i++)); do
+		# two adjacent free ports (a TIME_WAIT left by a client that did not
+		# set SO_REUSEADDR blocks a listener too)
+		port=$(swtpm_port_pair)
+		[ -n "$port" ] || break
+		swtpm socket --tpm2 --tpmstate dir="$SWTPM_STATE" \
+			--server type=tcp,port="$port",bindaddr=127.0.0.1 \
+			--ctrl type=tcp,port=$((port + 1)),bindaddr=127.0.0.1 \
+			--flags not-need-init,startup-clear >"$SWTPM_STATE/log" 2>&1 &
+		SWTPM_PID=$!
+		for ((j = 0; j < 200; j++)); do
+			(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+			kill -0 "$SWTPM_PID" 2>/dev/null || break
+			sleep 0.05
+		done
+		if kill -0 "$SWTPM_PID" 2>/dev/null; then
+			_PIDS+=("$SWTPM_PID")
+			SWTPM_PORT=$port
+			SWTPM_TCTI="swtpm:host=127.0.0.1,port=$port"
+			export SECLAUNCH_TCTI=$SWTPM_TCTI TPM2TOOLS_TCTI=$SWTPM_TCTI
+			return 0
+		fi
+		wait "$SWTPM_PID" 2>/dev/null
 	done
-	swtpm socket --tpm2 --tpmstate dir="$SWTPM_STATE" \
-		--server type=tcp,port="$port",bindaddr=127.0.0.1 \
-		--ctrl type=tcp,port=$((port + 1)),bindaddr=127.0.0.1 \
-		--flags not-need-init,startup-clear >"$SWTPM_STATE/log" 2>&1 &
-	SWTPM_PID=$!
-	_PIDS+=("$SWTPM_PID")
-	SWTPM_PORT=$port
-	SWTPM_TCTI="swtpm:host=127.0.0.1,port=$port"
-	export SECLAUNCH_TCTI=$SWTPM_TCTI TPM2TOOLS_TCTI=$SWTPM_TCTI
-	wait_port "$port"
+	echo "swtpm did not start" >&2
+	return 1
 }

@@ -20,18 +20,18 @@ typedef struct swtpm {
 static bool port_free(int port)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	int s = socket(AF_INET, SOCK_STREAM, 0), ok, one = 1;
+	int s = socket(AF_INET, SOCK_STREAM, 0), ok;
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	/* as swtpm does: a port in TIME_WAIT is fine for a listener */
-	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	ok = bind(s, (struct sockaddr *)&a, sizeof(a)) == 0;
 	close(s);
 	return ok;
 }
 
+/* P with P and P + 1 free. Someone may still take one before swtpm binds:
+ * swtpm then exits and swtpm_start tries another pair. */
 static int pick_port(void)
 {
-	for (int i = 0; i < 100; i++) {
+	for (int i = 0; i < 500; i++) {
 		struct sockaddr_in a = {.sin_family = AF_INET};
 		socklen_t l = sizeof(a);
 		int s = socket(AF_INET, SOCK_STREAM, 0), p;
@@ -43,13 +43,18 @@ static int pick_port(void)
 		}
 		p = ntohs(a.sin_port);
 		close(s);
+		/* two adjacent free ports (a TIME_WAIT left by a client without
+		 * SO_REUSEADDR blocks a listener too) */
 		if (p < 65535 && port_free(p + 1))
 			return p;
+		if (p > 1024 && port_free(p - 1))
+			return p - 1;
 	}
 	return -1;
 }
 
-static bool wait_port(int port)
+/* Waits for port to accept, or for the child to exit (port taken). */
+static bool wait_port(int port, pid_t pid)
 {
 	for (int i = 0; i < 200; i++) {
 		struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -59,6 +64,8 @@ static bool wait_port(int port)
 		close(s);
 		if (ok)
 			return true;
+		if (waitpid(pid, NULL, WNOHANG) == pid)
+			return false;
 		usleep(50000);
 	}
 	return false;
@@ -82,23 +89,34 @@ static bool swtpm_start(swtpm *t, const char *state)
 		if (mkdtemp(t->dir) == NULL)
 			return false;
 	}
-	t->port = pick_port();
-	if (t->port < 0)
-		return false;
-	snprintf(srv, sizeof(srv), "type=tcp,port=%d,bindaddr=127.0.0.1", t->port);
-	snprintf(ctl, sizeof(ctl), "type=tcp,port=%d,bindaddr=127.0.0.1", t->port + 1);
-	snprintf(st, sizeof(st), "dir=%s", t->dir);
-	t->pid = fork();
-	if (t->pid == 0) {
-		int null = open("/dev/null", O_WRONLY);
-		dup2(null, 1);
-		dup2(null, 2);
-		execlp("swtpm", "swtpm", "socket", "--tpm2", "--tpmstate", st, "--server", srv,
-		       "--ctrl", ctl, "--flags", "not-need-init,startup-clear", (char *)NULL);
-		_exit(127);
+	for (int attempt = 0; attempt < 20; attempt++) {
+		t->port = pick_port();
+		if (t->port < 0)
+			return false;
+		snprintf(srv, sizeof(srv), "type=tcp,port=%d,bindaddr=127.0.0.1", t->port);
+		snprintf(ctl, sizeof(ctl), "type=tcp,port=%d,bindaddr=127.0.0.1", t->port + 1);
+		snprintf(st, sizeof(st), "dir=%s", t->dir);
+		t->pid = fork();
+		if (t->pid == 0) {
+			int null = open("/dev/null", O_WRONLY);
+			dup2(null, 1);
+			dup2(null, 2);
+			execlp("swtpm", "swtpm", "socket", "--tpm2", "--tpmstate", st, "--server",
+			       srv, "--ctrl", ctl, "--flags", "not-need-init,startup-clear",
+			       (char *)NULL);
+			_exit(127);
+		}
+		if (t->pid < 0)
+			return false;
+		if (wait_port(t->port, t->pid)) {
+			snprintf(t->tcti, sizeof(t->tcti), "swtpm:host=127.0.0.1,port=%d", t->port);
+			return true;
+		}
+		kill(t->pid, SIGKILL);
+		waitpid(t->pid, NULL, 0);
+		t->pid = 0;
 	}
-	snprintf(t->tcti, sizeof(t->tcti), "swtpm:host=127.0.0.1,port=%d", t->port);
-	return t->pid > 0 && wait_port(t->port);
+	return false;
 }
 
 static void swtpm_stop(swtpm *t)
