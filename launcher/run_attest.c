@@ -110,7 +110,13 @@ sl_err sl_run_step_identity(struct sl_run_st *s)
 		                       .aws_trust_dir = s->o->aws_certs,
 		                       .binding = s->binding,
 		                       .binding_len = SL_BINDING_LEN};
-		SL_GUARD(sl_identity_load_file(s->o->cloud_identity, &doc));
+		const char *ci = s->o->cloud_identity;
+		if (strcmp(ci, "metadata") == 0 || strncmp(ci, "metadata:", 9) == 0)
+			/* fetched now, so a GCP token's audience is this run's binding */
+			SL_GUARD(sl_identity_collect(ci[8] == ':' ? ci + 9 : "auto", s->binding,
+			                             SL_BINDING_LEN, &doc));
+		else
+			SL_GUARD(sl_identity_load_file(ci, &doc));
 		rc = sl_identity_verify(doc, &io, s->claims);
 		if (rc != SL_OK)
 			SL_GUARD(sl_err_wrap(rc, "%s", s->o->cloud_identity));
