@@ -19,7 +19,7 @@ static void help(void)
 {
 	printf(
 	    "Usage: seclaunch evidence import --kind sev-snp|tdx|azure-cvm --report FILE\n"
-	    "                                 [--certs FILE]... -o EVIDENCE.json\n\n"
+	    "                                 [--certs FILE]... [--ccel FILE] -o EVIDENCE.json\n\n"
 	    "Wraps a raw report collected elsewhere into evidence JSON for `seclaunch\n"
 	    "verify` (docs/evidence-sev-snp.md, docs/evidence-tdx.md). The report is\n"
 	    "parsed, not verified.\n\n"
@@ -30,6 +30,9 @@ static void help(void)
 	    "  --report FILE    the raw report or quote (\"-\": stdin)\n"
 	    "  --certs FILE     sev-snp, azure-cvm; repeatable (at most %d): PEM bundles or DER\n"
 	    "                   certificates (VCEK/VLEK, ASK/ASVK, ARK), filed by subject\n"
+	    "  --ccel FILE      tdx only: the CCEL event log (ACPI CCEL table data, e.g.\n"
+	    "                   /sys/firmware/acpi/tables/data/CCEL); verify replays it\n"
+	    "                   to the quote's RTMRs\n"
 	    "  -o, --output F   where to write the evidence (\"-\": stdout)\n"
 	    "  --force          replace an existing output file\n"
 	    "  -h, --help       this text\n\n"
