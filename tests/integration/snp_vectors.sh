@@ -97,7 +97,7 @@ check_err "two ARKs" 2 "two certificates" "$SL" evidence import --kind sev-snp \
 	--report "$V/gsg_milan_report.bin" --certs "$T/fake/ark.crt" --certs "$T/fake/ark.crt" \
 	-o "$T/y.json"
 "$SL" evidence import --help >"$T/help"
-for f in --kind --report --certs --output --force --help; do
+for f in --kind --report --certs --ccel --output --force --help; do
 	assert "help names $f" grep -q -- "$f" "$T/help"
 done
 finish
