@@ -5,11 +5,23 @@
 #include "kmsd.h"
 #include "seclaunch/audit.h"
 
+/* Failed admin authentication is recorded too: it is someone trying keys. */
+static bool admin_ok(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res, const char *event,
+                     const char *key_id)
+{
+	if (kmsd_admin_ok(ctx, req, res))
+		return true;
+	json_t *why = json_pack("[s]", json_string_value(json_object_get(res->json, "detail")));
+	kmsd_audit(ctx, event, key_id, NULL, SL_AUDIT_DENY, why, NULL, NULL);
+	json_decref(why);
+	return false;
+}
+
 void kmsd_handle_key_create(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
 	char id[SL_KMS_ID_MAX + 1];
 	sl_err rc;
-	if (!kmsd_admin_ok(ctx, req, res))
+	if (!admin_ok(ctx, req, res, SL_AUDIT_EV_KEY_CREATE, NULL))
 		return;
 	if (kmsd_parse_key_create(req->body, req->len, id) != SL_OK) {
 		kmsd_bad_request(res);
@@ -18,6 +30,9 @@ void kmsd_handle_key_create(kmsd_ctx *ctx, const kmsd_request *req, kmsd_respons
 	rc = kmsd_kek_create(ctx->kek, id);
 	if (rc == SL_E_EXISTS) {
 		kmsd_problem(res, 409, "key-exists", "Conflict", sl_err_detail(), NULL);
+		json_t *why = json_pack("[s]", "key id exists");
+		kmsd_audit(ctx, SL_AUDIT_EV_KEY_CREATE, id, NULL, SL_AUDIT_DENY, why, NULL, NULL);
+		json_decref(why);
 		return;
 	}
 	if (rc != SL_OK) {
@@ -39,7 +54,8 @@ void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id
 	sl_secret *dek = NULL;
 	char *w64 = NULL;
 	sl_err rc;
-	if (!kmsd_admin_ok(ctx, req, res))
+	if (!admin_ok(ctx, req, res, SL_AUDIT_EV_KEY_WRAP,
+	              kmsd_valid_key_id(key_id) ? key_id : NULL))
 		return;
 	if (!kmsd_valid_key_id(key_id)) {
 		kmsd_problem(res, 404, "unknown-key", "Not Found", "key id is not valid", NULL);
