@@ -188,6 +188,9 @@ SL_E2E_PASS=passed-through SL_E2E_HIDDEN=hidden "$SL" run "${RUNA[@]}" --env-pas
 assert "--env-pass passes only the named variable; --env sets one" \
 	grep -qx "passed-through none 1" "$T/envpass"
 
+check_err "the same dataset twice: refused before the KMS is asked" 2 "same dataset id 'e2e-small'" \
+	"$SL" run "${RUNA[@]}" --region gcp:europe-west4 "$T/e2e-small.sld" "$T/e2e-small.sld" -- true
+
 # ---- failure injection before the job ------------------------------------
 inject() { # name want-rc regex extra-args... -- (datasets appended)
 	local name=$1 want=$2 pat=$3

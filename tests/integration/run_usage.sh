@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# seclaunch run without services: usage errors (exit 1, naming the flag),
+# --help names every option the parser knows, and dataset input errors
+# (exit 2) caught before anything is asked of a KMS: missing file, not an
+# SLD file, a dataset under a local key file.
+. "$(dirname "$0")/lib.sh"
+
+if ! "$SL" run --help >/dev/null 2>&1; then
+	skip run_usage "seclaunch run not built"
+	finish
+fi
+
+check "--help exits 0" 0 "$SL" run --help
+cp "$T/out" "$T/help"
+missing= n=0
+for opt in $(sed -n 's/^    {"\([a-z-]*\)", .*/\1/p' "$SL_ROOT/launcher/cmd_run.c"); do
+	n=$((n + 1))
+	grep -q -- "--$opt" "$T/help" || missing="$missing --$opt"
+done
+assert "the option table was read ($n options)" test "$n" -ge 20
+assert "--help names every option of the parser${missing:+ (missing:$missing)}" test -z "$missing"
+
+B=(--policy p.json --policy-pubkey p.pub --kms https://127.0.0.1:1 --audit-log "$T/audit.log")
+check_err "no options" 1 "--policy, --policy-pubkey and --kms are required" "$SL" run
+check_err "no command" 1 "no command given" "$SL" run "${B[@]}" a.sld
+check_err "no command after --" 1 "no command given" "$SL" run "${B[@]}" a.sld --
+check_err "no dataset" 1 "no dataset given" "$SL" run "${B[@]}" -- true
+check_err "unknown option" 1 "unknown or incomplete option '--bogus'" "$SL" run --bogus
+check_err "bad --stage" 1 "--stage: 'disk'" "$SL" run "${B[@]}" --stage disk a.sld -- true
+check_err "bad --timeout" 1 "--timeout: 'soon'" "$SL" run "${B[@]}" --timeout soon a.sld -- true
+check_err "zero --threads" 1 "--threads: '0'" "$SL" run "${B[@]}" --threads 0 a.sld -- true
+check_err "--env without =" 1 "--env 'NOVALUE'" "$SL" run "${B[@]}" --env NOVALUE a.sld -- true
+check_err "--env SECLAUNCH_DATA" 1 "set by seclaunch only" \
+	"$SL" run "${B[@]}" --env SECLAUNCH_DATA=x a.sld -- true
+check_err "--cloud-identity with --region" 1 "exclude each other" \
+	"$SL" run "${B[@]}" --cloud-identity f --region gcp:x a.sld -- true
+
+check_err "missing dataset file" 2 "nonexistent.sld: cannot open" \
+	"$SL" run "${B[@]}" "$T/nonexistent.sld" -- true
+printf 'not an sld file at all, just text\n' >"$T/text.sld"
+check_err "not an SLD file" 2 "text.sld" "$SL" run "${B[@]}" "$T/text.sld" -- true
+check "keygen" 0 "$SL" keygen -o "$T/k"
+printf 'a,b\n' >"$T/plain"
+check "encrypt with a key file" 0 "$SL" encrypt --key-file "$T/k" --dataset-id local-ds -q "$T/plain" -o "$T/local.sld"
+check_err "dataset under a local key file" 2 "local key file" "$SL" run "${B[@]}" "$T/local.sld" -- true
+assert "the audit log records the refused run" grep -q '"run.error"' "$T/audit.log"
+assert "and its wipe" grep -q '"run.wipe"' "$T/audit.log"
+finish
