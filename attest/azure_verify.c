@@ -223,6 +223,18 @@ sl_err sl_azure_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *cla
 		SL_GUARD(sl_tdx_quote_parse(tdq, ql, &q));
 		SL_ENSURE(sl_ct_eq(q.body.report_data, h.report_data, 64), SL_E_ATTEST_BINDING,
 		          "azure-cvm: the TD quote's REPORTDATA differs from the HCL TDREPORT's");
+		/* TDREPORT TDINFO (at 512): attributes, xfam, mrtd, mrconfigid, mrowner,
+		 * mrownerconfig, rtmr0..3 must be the quote's: the quote is of this TD */
+		SL_ENSURE(memcmp(h.hw_report + 512, q.body.td_attributes, 8) == 0 &&
+		              memcmp(h.hw_report + 520, q.body.xfam, 8) == 0 &&
+		              memcmp(h.hw_report + 528, q.body.mrtd, 48) == 0 &&
+		              memcmp(h.hw_report + 576, q.body.mrconfigid, 48) == 0 &&
+		              memcmp(h.hw_report + 624, q.body.mrowner, 48) == 0 &&
+		              memcmp(h.hw_report + 672, q.body.mrownerconfig, 48) == 0 &&
+		              memcmp(h.hw_report + 720, q.body.rtmr, 4 * 48) == 0,
+		          SL_E_ATTEST_BINDING,
+		          "azure-cvm: the HCL TDREPORT's TDINFO (MRTD, RTMRs, attributes) differs "
+		          "from the TD quote's");
 	}
 	sl_sha256(h.runtime, h.runtime_len, hash);
 	memcpy(want, hash, 32);

@@ -151,6 +151,51 @@ static void test_verify_links(void **state)
 	json_decref(ev);
 }
 
+/* The TDX HCL report with its TD quote; then its TDREPORT's MRTD changed
+ * (the runtime data binding still holds): the TDINFO check names it. */
+static void test_tdx_tdinfo(void **state)
+{
+	(void)state;
+	size_t hl = 0, ql = 0, tl = 0;
+	uint8_t *hcl = load("tdx/hcl-report.bin", &hl);
+	uint8_t *tdq = load("tdx/td-quote.bin", &ql);
+	uint8_t *tq = load("tdx/tpm-quote-v1.json", &tl);
+	json_t *in = json_pack("{s:o}", "tpm_quote", json_loadb((const char *)tq, tl, 0, NULL));
+	json_t *a = json_array(), *b = json_array();
+	for (size_t i = 0; i < hl; i++)
+		json_array_append_new(a, json_integer(hcl[i]));
+	for (size_t i = 0; i < ql; i++)
+		json_array_append_new(b, json_integer(tdq[i]));
+	json_object_set_new(in, "hcl_report", a);
+	json_object_set_new(in, "td_quote", b);
+	json_t *ev = NULL;
+	assert_int_equal(sl_azure_import(in, &ev), SL_OK);
+	const uint8_t challenge[] = "challenge";
+	sl_verify_opts o = {.expect = challenge, .expect_len = 9, .at = 1748736000};
+	sl_claims *c = NULL;
+	assert_int_equal(sl_claims_new(&c), SL_OK);
+	if (sl_evidence_verify(ev, &o, c) != SL_OK)
+		fail_msg("tdx hcl: %s", sl_err_detail());
+	assert_string_equal(sl_claims_get(c, "tee.kind"), "tdx");
+	sl_claims_free(c);
+	json_decref(ev);
+	/* MRTD of the TDREPORT: TDINFO at 0x20 + 512, mrtd 16 bytes in */
+	hcl[0x20 + 512 + 16] ^= 1;
+	a = json_array();
+	for (size_t i = 0; i < hl; i++)
+		json_array_append_new(a, json_integer(hcl[i]));
+	json_object_set_new(in, "hcl_report", a);
+	assert_int_equal(sl_azure_import(in, &ev), SL_OK);
+	assert_int_equal(sl_claims_new(&c), SL_OK);
+	expect_fail(sl_evidence_verify(ev, &o, c), SL_E_ATTEST_BINDING, "TDINFO", "TDREPORT mrtd");
+	sl_claims_free(c);
+	json_decref(ev);
+	json_decref(in);
+	free(hcl);
+	free(tdq);
+	free(tq);
+}
+
 int main(void)
 {
 	const char *v = getenv("SL_VECTORS");
@@ -159,6 +204,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_parse),
 	    cmocka_unit_test(test_verify_links),
+	    cmocka_unit_test(test_tdx_tdinfo),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
