@@ -64,7 +64,9 @@ sl_err sl_tpm2_activate_credential(const sl_tpm2_key_opts *o, const uint8_t *cre
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	sl_tpm2_conn c = {0};
-	ESYS_TR ek = ESYS_TR_NONE, ak = ESYS_TR_NONE, session = ESYS_TR_NONE;
+	ESYS_TR ek = ESYS_TR_NONE, ak = ESYS_TR_NONE, session = ESYS_TR_NONE, enc = ESYS_TR_NONE;
+	TPMT_SYM_DEF aes = {
+	    .algorithm = TPM2_ALG_AES, .keyBits = {.aes = 128}, .mode = {.aes = TPM2_ALG_CFB}};
 	TPM2B_PUBLIC *ek_pub = NULL, *ak_pub = NULL;
 	TPM2B_ID_OBJECT blob;
 	TPM2B_ENCRYPTED_SECRET secret;
@@ -87,8 +89,18 @@ sl_err sl_tpm2_activate_credential(const sl_tpm2_key_opts *o, const uint8_t *cre
 	SL_GUARD(sl_tpm2_ak_load(&c, o, &ak, &ak_pub, &handle));
 	SL_GUARD(sl_tpm2_ek_create(&c, o->ek_alg, &ek, &ek_pub));
 	SL_GUARD(sl_tpm2_ek_session(&c, &session));
-	trc = Esys_ActivateCredential(c.esys, ak, ek, ESYS_TR_PASSWORD, session, ESYS_TR_NONE,
-	                              &blob, &secret, &cert);
+	/* The recovered credential is a secret on its way back from the TPM:
+	 * an HMAC session salted to the EK encrypts that response parameter,
+	 * so the bus (or whoever relays a vTPM's traffic) does not see it. */
+	SL_GUARD_TSS(Esys_StartAuthSession(c.esys, ek, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE,
+	                                   ESYS_TR_NONE, NULL, TPM2_SE_HMAC, &aes, TPM2_ALG_SHA256,
+	                                   &enc),
+	             SL_E_TPM, "starting the EK-salted session that encrypts the credential");
+	SL_GUARD_TSS(Esys_TRSess_SetAttributes(
+	                 c.esys, enc, TPMA_SESSION_CONTINUESESSION | TPMA_SESSION_ENCRYPT, 0xff),
+	             SL_E_TPM, "session attributes");
+	trc = Esys_ActivateCredential(c.esys, ak, ek, ESYS_TR_PASSWORD, session, enc, &blob,
+	                              &secret, &cert);
 	if (trc != 0) {
 		/* Integrity/decryption failures mean the blob was not made for this
 		 * TPM's EK and this AK: an attestation failure, not a broken TPM. */
@@ -115,6 +127,8 @@ out:
 	Esys_Free(cert);
 	if (session != ESYS_TR_NONE)
 		(void)Esys_FlushContext(c.esys, session);
+	if (enc != ESYS_TR_NONE)
+		(void)Esys_FlushContext(c.esys, enc);
 	if (ek != ESYS_TR_NONE)
 		(void)Esys_FlushContext(c.esys, ek);
 	if (ak != ESYS_TR_NONE)

@@ -419,6 +419,29 @@ static void roundtrip(sl_tpm2_alg ek_alg, sl_tpm2_alg ak_alg)
 	assert_memory_equal(sl_secret_data(out), cred, sizeof(cred));
 	sl_secret_free(out);
 	out = NULL;
+	/* On the wire the credential is encrypted (EK-salted session): record
+	 * the TPM traffic with the pcap TCTI and look for it. The blob we send
+	 * is there in the clear, which shows the capture works. */
+	{
+		char pcap[128], tcti[96];
+		uint8_t *cap = NULL;
+		size_t caplen = 0;
+		sl_tpm2_key_opts op = oa;
+		snprintf(pcap, sizeof(pcap), "%s/activate.pcap", a.dir);
+		snprintf(tcti, sizeof(tcti), "pcap:%s", a.tcti);
+		setenv("TCTI_PCAP_FILE", pcap, 1);
+		op.tcti = tcti;
+		if (sl_tpm2_activate_credential(&op, blob, bl, sec, sl, &out) != SL_OK)
+			fail_msg("activate through pcap: %s", sl_err_detail());
+		assert_memory_equal(sl_secret_data(out), cred, sizeof(cred));
+		sl_secret_free(out);
+		out = NULL;
+		unsetenv("TCTI_PCAP_FILE");
+		assert_int_equal(sl_file_read(pcap, 1u << 20, &cap, &caplen), SL_OK);
+		assert_non_null(memmem(cap, caplen, blob + 2, bl - 2));
+		assert_null(memmem(cap, caplen, cred, sizeof(cred)));
+		free(cap);
+	}
 	/* another TPM (its own EK, its own AK) cannot */
 	assert_int_equal(sl_tpm2_activate_credential(&ob, blob, bl, sec, sl, &out), SL_E_ATTEST);
 	assert_null(out);
