@@ -96,6 +96,14 @@ check_err "a non-AMD certificate" 2 "not an AMD" "$SL" evidence import --kind se
 check_err "two ARKs" 2 "two certificates" "$SL" evidence import --kind sev-snp \
 	--report "$V/gsg_milan_report.bin" --certs "$T/fake/ark.crt" --certs "$T/fake/ark.crt" \
 	-o "$T/y.json"
+# collection on a machine without SEV-SNP fails cleanly (attestation error)
+if [ ! -e /dev/sev-guest ] && [ ! -d /sys/kernel/config/tsm/report ]; then
+	check_err "attest --tee sev-snp without SNP" 3 "sev-guest" "$SL" attest --tee sev-snp \
+		--nonce 00112233 -o "$T/none.json"
+	assert "nothing written" test ! -e "$T/none.json"
+else
+	skip "attest --tee sev-snp without SNP" "this machine has an SNP guest device or configfs-tsm"
+fi
 "$SL" evidence import --help >"$T/help"
 for f in --kind --report --certs --ccel --output --force --help; do
 	assert "help names $f" grep -q -- "$f" "$T/help"

@@ -102,6 +102,13 @@ check_err "CCEL of another TD at verify" 3 "does not replay" "$SL" verify "$T/q4
 	--no-binding --at "$AT"
 check_err "--ccel with sev-snp" 1 "only with --kind tdx" "$SL" evidence import --kind sev-snp \
 	--report "$SL_VECTORS/amd-sev-snp/gsg_milan_report.bin" --ccel "$CC" -o "$T/z.json"
+# collection on a machine without TDX fails cleanly (attestation error)
+if [ ! -d /sys/kernel/config/tsm/report ]; then
+	check_err "attest --tee tdx without configfs-tsm" 3 "configfs-tsm" "$SL" attest --tee tdx \
+		--nonce 00112233 -o "$T/none.json"
+else
+	skip "attest --tee tdx without configfs-tsm" "this machine has configfs-tsm"
+fi
 # format and usage
 head -c 600 "$V/intel-tdx/trustee_quote_4.dat" >"$T/short.dat"
 check_err "truncated quote" 3 "need" "$SL" evidence import --kind tdx --report "$T/short.dat" \
