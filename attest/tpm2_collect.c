@@ -290,7 +290,7 @@ sl_err sl_tpm2_collect_evidence(const sl_collect_opts *o, json_t **out)
 	SL_ENSURE(pcrs != NULL, SL_E_NOMEM, "pcrs");
 	SL_GUARD(sl_tpm2_connect(o->tcti, &c));
 	SL_GUARD(check_banks(&c, &sel));
-	SL_GUARD(sl_tpm2_ak_load(&c, &ko, &ak, &akpub, &handle));
+	SL_GUARD(sl_tpm2_ak_load(&c, &ko, true, &ak, &akpub, &handle));
 	/* A PCR may be extended between the quote and the read: retry until the
 	 * values read reproduce the quoted digest. */
 	for (tries = 0;; tries++) {

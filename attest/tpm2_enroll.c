@@ -38,7 +38,7 @@ sl_err sl_tpm2_enrollment_material(const sl_tpm2_key_opts *o, sl_tpm2_material *
 
 	memset(out, 0, sizeof(*out));
 	SL_GUARD(sl_tpm2_connect(o->tcti, &c));
-	SL_GUARD(sl_tpm2_ak_load(&c, o, &ak, &ak_pub, &out->ak_handle));
+	SL_GUARD(sl_tpm2_ak_load(&c, o, true, &ak, &ak_pub, &out->ak_handle));
 	SL_GUARD(sl_tpm2_ek_create(&c, o->ek_alg, &ek, &ek_pub));
 	SL_GUARD(sl_tpm2_marshal_public(ek_pub, &out->ek_public, &out->ek_public_len));
 	SL_GUARD(sl_tpm2_marshal_public(ak_pub, &out->ak_public, &out->ak_public_len));
@@ -86,7 +86,7 @@ sl_err sl_tpm2_activate_credential(const sl_tpm2_key_opts *o, const uint8_t *cre
 	SL_ENSURE(off == enc_secret_len, SL_E_ATTEST_FORMAT, "encrypted secret: trailing bytes");
 
 	SL_GUARD(sl_tpm2_connect(o->tcti, &c));
-	SL_GUARD(sl_tpm2_ak_load(&c, o, &ak, &ak_pub, &handle));
+	SL_GUARD(sl_tpm2_ak_load(&c, o, false, &ak, &ak_pub, &handle));
 	SL_GUARD(sl_tpm2_ek_create(&c, o->ek_alg, &ek, &ek_pub));
 	SL_GUARD(sl_tpm2_ek_session(&c, &session));
 	/* The recovered credential is a secret on its way back from the TPM:

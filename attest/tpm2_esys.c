@@ -252,7 +252,7 @@ out:
 	return rc;
 }
 
-sl_err sl_tpm2_ak_load(sl_tpm2_conn *c, const sl_tpm2_key_opts *o, ESYS_TR *ak,
+sl_err sl_tpm2_ak_load(sl_tpm2_conn *c, const sl_tpm2_key_opts *o, bool create, ESYS_TR *ak,
                        TPM2B_PUBLIC **ak_pub, uint32_t *handle)
 {
 	sl_err rc = SL_E_TPM;
@@ -264,6 +264,8 @@ sl_err sl_tpm2_ak_load(sl_tpm2_conn *c, const sl_tpm2_key_opts *o, ESYS_TR *ak,
 	*ak_pub = NULL;
 	SL_GUARD(sl_tpm2_ak_handle(o, handle));
 	SL_GUARD(handle_exists(c, *handle, &present));
+	SL_ENSURE(present || create, SL_E_TPM, "no AK at persistent handle 0x%08x (enroll first)",
+	          *handle);
 	if (present) {
 		SL_GUARD_TSS(Esys_TR_FromTPMPublic(c->esys, *handle, ESYS_TR_NONE, ESYS_TR_NONE,
 		                                   ESYS_TR_NONE, ak),

@@ -63,10 +63,11 @@ SL_MUST_USE sl_err sl_tpm2_ek_create(sl_tpm2_conn *c, sl_tpm2_alg alg, ESYS_TR *
                                      TPM2B_PUBLIC **ek_pub);
 /* A policy session satisfied by PolicySecret(endorsement hierarchy). */
 SL_MUST_USE sl_err sl_tpm2_ek_session(sl_tpm2_conn *c, ESYS_TR *session);
-/* The AK at its persistent handle (created on first use). *ak is an ESYS_TR
+/* The AK at its persistent handle, created on first use when create is
+ * true (SL_E_TPM naming the handle when absent otherwise). *ak is an ESYS_TR
  * for the persistent object: release it with Esys_TR_Close, never flush. */
-SL_MUST_USE sl_err sl_tpm2_ak_load(sl_tpm2_conn *c, const sl_tpm2_key_opts *o, ESYS_TR *ak,
-                                   TPM2B_PUBLIC **ak_pub, uint32_t *handle);
+SL_MUST_USE sl_err sl_tpm2_ak_load(sl_tpm2_conn *c, const sl_tpm2_key_opts *o, bool create,
+                                   ESYS_TR *ak, TPM2B_PUBLIC **ak_pub, uint32_t *handle);
 /* Reads an NV index whole; *out = NULL when the index is not defined. */
 SL_MUST_USE sl_err sl_tpm2_nv_read(sl_tpm2_conn *c, uint32_t index, uint8_t **out, size_t *len);
 SL_MUST_USE sl_err sl_tpm2_ak_handle(const sl_tpm2_key_opts *o, uint32_t *handle);

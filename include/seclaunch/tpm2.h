@@ -92,7 +92,8 @@ void sl_tpm2_material_free(sl_tpm2_material *m); /* frees the members, not m */
  * (SL_E_TPM naming the handle), never silently replaced. */
 SL_MUST_USE sl_err sl_tpm2_enrollment_material(const sl_tpm2_key_opts *o, sl_tpm2_material *out);
 
-/* TPM2_ActivateCredential with the AK (at its persistent handle) and the EK
+/* TPM2_ActivateCredential with the AK (at its persistent handle, which must
+ * exist: activation never creates an AK) and the EK
  * (recreated from o->ek_alg's template). cred_blob is a marshalled
  * TPM2B_ID_OBJECT and enc_secret a marshalled TPM2B_ENCRYPTED_SECRET, both
  * with their size prefix, as sl_tpm2_make_credential writes them. A blob made

@@ -464,6 +464,11 @@ static void roundtrip(sl_tpm2_alg ek_alg, sl_tpm2_alg ak_alg)
 	                                         &sec, &sl),
 	                 SL_OK);
 	assert_int_equal(sl_tpm2_activate_credential(&oa, blob, bl, sec, sl, &out), SL_E_ATTEST);
+	/* activation never creates an AK: an empty handle is an error */
+	sl_tpm2_key_opts none = oa;
+	none.ak_handle = 0x81010099;
+	assert_int_equal(sl_tpm2_activate_credential(&none, blob, bl, sec, sl, &out), SL_E_TPM);
+	assert_non_null(strstr(sl_err_detail(), "no AK at persistent handle 0x81010099"));
 	/* a blob cut short is refused before the TPM sees it */
 	assert_int_equal(sl_tpm2_activate_credential(&oa, blob, bl - 1, sec, sl, &out),
 	                 SL_E_ATTEST_FORMAT);
