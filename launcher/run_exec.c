@@ -263,6 +263,9 @@ static sl_err step_stage(struct sl_run_st *s)
 		s->dek[i] = NULL;
 		close(s->fd[i]);
 		s->fd[i] = -1;
+		/* sl_stage_sld zeroes and unmaps a partly staged dataset itself */
+		if (rc != SL_OK)
+			s->partial = sl_sld_header_dataset_id(s->hdr[i]);
 		SL_GUARD(rc);
 		const char *ds = sl_sld_header_dataset_id(s->hdr[i]);
 		SL_GUARD(record(s, SL_AUDIT_EV_RUN_STAGE, ds, sl_sld_header_key_id(s->hdr[i]), NULL,
@@ -369,9 +372,9 @@ static sl_err wipe_all(struct sl_run_st *s, const char *why)
 	s->eph_sk = NULL;
 	return record(s, SL_AUDIT_EV_RUN_WIPE, NULL, NULL, all ? SL_AUDIT_ALLOW : SL_AUDIT_ERROR,
 	              NULL,
-	              json_pack("{s:s, s:o, s:i, s:b, s:b}", "after", why, "staged", list,
-	                        "deks_wiped_unused", (int)deks, "ephemeral_key_wiped_now", eph,
-	                        "all_zeroed", all));
+	              json_pack("{s:s, s:o, s:s?, s:i, s:b, s:b}", "after", why, "staged", list,
+	                        "partly_staged_wiped", s->partial, "deks_wiped_unused", (int)deks,
+	                        "ephemeral_key_wiped_now", eph, "all_zeroed", all));
 }
 
 static void cleanup(struct sl_run_st *s)

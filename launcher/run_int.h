@@ -51,6 +51,7 @@ struct sl_run_st {
 	sl_sld_header *hdr[SL_RUN_MAX_DATASETS];
 	sl_secret *dek[SL_RUN_MAX_DATASETS];
 	sl_stage *stage[SL_RUN_MAX_DATASETS];
+	const char *partial; /* dataset whose staging failed midway (wiped by then) */
 };
 
 void sl_run_say(const char *fmt, ...) SL_PRINTF(1, 2);

@@ -48,11 +48,22 @@ EOF
 }
 
 # the swtpm TCTI expects the control channel on the server port + 1
-for _ in $(seq 50); do
-	port=$(free_port)
-	ctrl=$((port + 1))
-	python3 -c 'import socket,sys; s=socket.socket(); s.bind(("127.0.0.1",int(sys.argv[1])))' "$ctrl" 2>/dev/null && break
-done
+port=$(python3 -c '
+import random, socket
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+lo = lo if lo > 12000 else 61000
+for _ in range(200):
+    p = random.randrange(10000, lo - 2)  # below the ephemeral range: no TIME_WAIT there
+    try:
+        a = socket.socket(); a.bind(("127.0.0.1", p))
+        b = socket.socket(); b.bind(("127.0.0.1", p + 1))
+    except OSError:
+        continue
+    print(p)
+    break
+else:
+    raise SystemExit(1)') || die "no free port pair"
+ctrl=$((port + 1))
 mkdir -p "$W/tpm"
 swtpm socket --tpm2 --tpmstate dir="$W/tpm" --server type=tcp,port="$port",bindaddr=127.0.0.1 \
 	--ctrl type=tcp,port="$ctrl",bindaddr=127.0.0.1 --flags not-need-init,startup-clear \

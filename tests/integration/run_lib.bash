@@ -1,5 +1,26 @@
 # Helpers for run_*.sh and gpu_stage.sh (sourced after lib.sh; not a test).
 
+# pick_port_pair: a port P with P and P+1 both bindable (no SO_REUSEADDR),
+# drawn below the kernel's ephemeral range: the TIME_WAIT sockets that busy
+# machines (KMS load tests) leave by the ten thousand all sit inside it.
+pick_port_pair() {
+	python3 -c '
+import random, socket
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+lo = lo if lo > 12000 else 61000
+for _ in range(200):
+    p = random.randrange(10000, lo - 2)
+    try:
+        a = socket.socket(); a.bind(("127.0.0.1", p))
+        b = socket.socket(); b.bind(("127.0.0.1", p + 1))
+    except OSError:
+        continue
+    print(p)
+    break
+else:
+    raise SystemExit(1)'
+}
+
 # start_tpm NAME: a swtpm child whose control channel is on the server port
 # + 1, where the TSS "swtpm" TCTI looks for it. Both ports are checked
 # bindable first (lingering TIME_WAIT sockets of busy machines make a
@@ -9,11 +30,7 @@
 start_tpm() {
 	local name=$1 port i j
 	for ((i = 0; i < 50; i++)); do
-		port=$(python3 -c '
-import socket
-a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
-b = socket.socket(); b.bind(("127.0.0.1", p + 1))
-print(p)' 2>/dev/null) || continue
+		port=$(pick_port_pair) || continue
 		SWTPM_STATE=$T/$name.$i
 		mkdir -p "$SWTPM_STATE"
 		swtpm socket --tpm2 --tpmstate dir="$SWTPM_STATE" \
