@@ -80,6 +80,40 @@ check_err "EK without a certificate where an EK CA is configured: refused" 5 \
 	"$SL" enroll --kms "$KMS_URL" --kms-ca "$KMS_CA"
 assert "nothing was enrolled" sh -c "! grep -q '\"name\"' '$KMS_STATE/registry.json' 2>/dev/null"
 stop_pid "$KMS_PID"
+# a TPM whose EK certificate a local CA issued (swtpm_setup + swtpm_localca)
+L=$T/localca
+mkdir -p "$L/ca" "$T/ektpm"
+cat >"$L/swtpm-localca.conf" <<EOC
+statedir = $L/ca
+signingkey = $L/ca/signkey.pem
+issuercert = $L/ca/issuercert.pem
+certserial = $L/ca/certserial
+EOC
+cat >"$L/swtpm_setup.conf" <<EOC
+create_certs_tool = /usr/bin/swtpm_localca
+create_certs_tool_config = $L/swtpm-localca.conf
+create_certs_tool_options = /etc/swtpm-localca.options
+active_pcr_banks = sha256,sha1
+EOC
+if swtpm_setup --tpm2 --create-ek-cert --tpmstate "$T/ektpm" --config "$L/swtpm_setup.conf" --overwrite >"$T/setup.log" 2>&1; then
+	SAVE_TCTI=$SECLAUNCH_TCTI
+	start_swtpm_tcti ektpm
+	mkdir ekca-local
+	cp "$L/ca/issuercert.pem" ekca-local/
+	printf '{"ek_ca_dir": "%s/ekca-local"}' "$T" >ekca-local.json
+	start_kms "$T/kms-ekca-local" --config "$T/ekca-local.json" || exit 1
+	check "EK certificate chaining to the EK CA: enrolled" 0 "$SL" enroll --kms "$KMS_URL" --kms-ca "$KMS_CA"
+	assert "the enrollment recorded the EK certificate" \
+		grep -q '"event":"kms.enroll".*"ek_cert":true' "$KMS_STATE/audit.log"
+	stop_pid "$KMS_PID"
+	start_kms "$T/kms-ekca" --config "$T/ekca.json" || exit 1
+	check_err "EK certificate from a CA the server does not trust: refused" 5 "403 Forbidden: .*[Cc]ertificate" \
+		"$SL" enroll --kms "$KMS_URL" --kms-ca "$KMS_CA"
+	stop_pid "$KMS_PID"
+	export SECLAUNCH_TCTI=$SAVE_TCTI TPM2TOOLS_TCTI=$SAVE_TCTI
+else
+	skip "enrollment with an EK certificate" "swtpm_setup --create-ek-cert failed: $(tail -n1 "$T/setup.log")"
+fi
 
 # --- nonce expiry: a server whose challenges live 1 s ---------------------
 echo '{"challenge_ttl_s": 1}' >ttl.json
