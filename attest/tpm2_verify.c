@@ -197,35 +197,56 @@ out:
 	return rc;
 }
 
-/* Any configured trust method that accepts the AK suffices; without one the
- * AK is not trusted. Returns how it was trusted in *how. */
-static sl_err check_trust(const sl_verify_opts *o, const blobs *b, EVP_PKEY *ak,
-                          const uint8_t *name, size_t name_len, const char **how)
+static sl_err cert_ok(const sl_verify_opts *o, const blobs *b, EVP_PKEY *ak)
 {
 	sl_err rc = SL_E_ATTEST_UNTRUSTED;
 	X509 *cert = NULL;
 
-	if (o->ak_pin_pem != NULL) {
-		SL_GUARD(pin_ok(o->ak_pin_pem, ak));
-		*how = "pin";
-	} else if (o->trust_dir != NULL && (b->akcert != NULL || o->ak_enrolled == NULL)) {
-		SL_ENSURE(b->akcert != NULL, SL_E_ATTEST_UNTRUSTED,
-		          "AK not trusted: the evidence carries no AK certificate (--trust %s)",
-		          o->trust_dir);
-		SL_GUARD(sl_tpm2_x509_parse(b->akcert, b->akcert_len, &cert, "evidence.ak_cert"));
-		SL_GUARD(sl_tpm2_cert_verify(cert, o->trust_dir, o->at, ak, "AK certificate"));
-		*how = "certificate";
-	} else if (o->ak_enrolled != NULL) {
-		SL_ENSURE(o->ak_enrolled(name, name_len, o->ak_enrolled_ctx), SL_E_ATTEST_UNTRUSTED,
-		          "AK not trusted: this AK is not enrolled");
-		*how = "enrolled";
-	} else {
-		SL_FAIL(SL_E_ATTEST_UNTRUSTED,
-		        "AK not trusted: give --ak-pin PEM or --trust DIR (or enroll the AK)");
-	}
+	SL_ENSURE(b->akcert != NULL, SL_E_ATTEST_UNTRUSTED,
+	          "AK not trusted: the evidence carries no AK certificate (--trust %s)",
+	          o->trust_dir);
+	SL_GUARD(sl_tpm2_x509_parse(b->akcert, b->akcert_len, &cert, "evidence.ak_cert"));
+	SL_GUARD(sl_tpm2_cert_verify(cert, o->trust_dir, o->at, ak, "AK certificate"));
 	rc = SL_OK;
 out:
 	X509_free(cert);
+	return rc;
+}
+
+/* A pin, when given, alone decides (the caller named exactly one key).
+ * Otherwise an AK certificate chaining to trust_dir or an enrolled AK name
+ * suffices; when both are configured and both refuse, the certificate's
+ * reason is reported. Without any: the AK is not trusted. */
+static sl_err check_trust(const sl_verify_opts *o, const blobs *b, EVP_PKEY *ak,
+                          const uint8_t *name, size_t name_len, const char **how)
+{
+	sl_err rc = SL_E_ATTEST_UNTRUSTED;
+
+	if (o->ak_pin_pem != NULL) {
+		SL_GUARD(pin_ok(o->ak_pin_pem, ak));
+		*how = "pin";
+		goto done;
+	}
+	if (o->trust_dir != NULL) {
+		rc = cert_ok(o, b, ak);
+		if (rc == SL_OK) {
+			*how = "certificate";
+			goto done;
+		}
+		if (o->ak_enrolled == NULL || !o->ak_enrolled(name, name_len, o->ak_enrolled_ctx))
+			goto out;
+		sl_err_clear();
+		*how = "enrolled";
+		goto done;
+	}
+	SL_ENSURE(o->ak_enrolled != NULL, SL_E_ATTEST_UNTRUSTED,
+	          "AK not trusted: give --ak-pin PEM or --trust DIR (or enroll the AK)");
+	SL_ENSURE(o->ak_enrolled(name, name_len, o->ak_enrolled_ctx), SL_E_ATTEST_UNTRUSTED,
+	          "AK not trusted: this AK is not enrolled");
+	*how = "enrolled";
+done:
+	rc = SL_OK;
+out:
 	return rc;
 }
 

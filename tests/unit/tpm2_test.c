@@ -155,6 +155,44 @@ static void test_signed_but_wrong(void **state)
 	forge_free(&f);
 }
 
+/* How the trust options combine (no AK certificate in this evidence). */
+static void test_trust_combinations(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/sltrust.XXXXXX", cmd[512];
+	forge f;
+	json_t *ev;
+	sl_claims *c = NULL;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd),
+	         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=t "
+	         "-days 1 -keyout %s/k.pem -out %s/ca.pem >/dev/null 2>&1 && rm %s/k.pem",
+	         dir, dir, dir);
+	assert_int_equal(system(cmd), 0);
+	ev = good(&f, "p256", TPM2_ALG_ECDSA, TPM2_ALG_SHA256);
+	sl_verify_opts o = {.no_binding = true, .trust_dir = dir};
+
+	/* --trust alone: the evidence has no AK certificate */
+	assert_int_equal(sl_claims_new(&c), SL_OK);
+	assert_int_equal(sl_evidence_verify(ev, &o, c), SL_E_ATTEST_UNTRUSTED);
+	assert_non_null(strstr(sl_err_detail(), "carries no AK certificate"));
+	/* --trust and a registry that knows the AK: enrolled */
+	o.ak_enrolled = enrolled_yes;
+	assert_int_equal(sl_evidence_verify(ev, &o, c), SL_OK);
+	assert_string_equal(sl_claims_get(c, "tpm.ak.trust"), "enrolled");
+	assert_string_equal(sl_claims_get(c, "binding"), "unchecked");
+	/* ... and one that does not: the certificate's reason is given */
+	o.ak_enrolled = enrolled_no;
+	assert_int_equal(sl_evidence_verify(ev, &o, c), SL_E_ATTEST_UNTRUSTED);
+	assert_non_null(strstr(sl_err_detail(), "carries no AK certificate"));
+	sl_claims_free(c);
+	json_decref(ev);
+	forge_free(&f);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 static void test_evidence_fields(void **state)
 {
 	(void)state;
@@ -559,11 +597,11 @@ static void test_ek_certificate(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_good_schemes),      cmocka_unit_test(test_signed_but_wrong),
-	    cmocka_unit_test(test_evidence_fields),   cmocka_unit_test(test_unmarshal_strict),
-	    cmocka_unit_test(test_eventlog),          cmocka_unit_test(test_make_credential_inputs),
-	    cmocka_unit_test(test_credential_rsa_ek), cmocka_unit_test(test_credential_ecc_ek),
-	    cmocka_unit_test(test_ek_certificate),
+	    cmocka_unit_test(test_good_schemes),           cmocka_unit_test(test_signed_but_wrong),
+	    cmocka_unit_test(test_trust_combinations),     cmocka_unit_test(test_evidence_fields),
+	    cmocka_unit_test(test_unmarshal_strict),       cmocka_unit_test(test_eventlog),
+	    cmocka_unit_test(test_make_credential_inputs), cmocka_unit_test(test_credential_rsa_ek),
+	    cmocka_unit_test(test_credential_ecc_ek),      cmocka_unit_test(test_ek_certificate),
 	};
 	if (sl_crypto_init() != SL_OK)
 		return 1;
