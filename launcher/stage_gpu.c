@@ -367,8 +367,7 @@ sl_err sl_gpu_stage_write(struct sl_gpu_stage *g, uint64_t off, const uint8_t *p
 		if (g->busy[slot]) /* its previous copy must be done before reuse */
 			CU_GUARD(cu.EventSynchronize(g->ev[slot]),
 			         "waiting for a host-to-device copy");
-		sl_wipe(g->pinned[slot], g->chunk);
-		memcpy(g->pinned[slot], p, n);
+		memcpy(g->pinned[slot], p, n); /* drain_pinned zeroes every slot at the end */
 		CUstream st = g->stream[slot % NSTREAMS];
 		CU_GUARD(cu.MemcpyHtoDAsync(g->dptr + off, g->pinned[slot], n, st),
 		         "copying %zu bytes to the device at %llu", n, (unsigned long long)off);
