@@ -65,10 +65,12 @@ assert cu.cuCtxSetCurrent(ctx) == 0
 class H(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_char * 64)]
 ptr = ctypes.c_ulonglong()
-rc = cu.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), H(bytes.fromhex(ds.entry["ipc_handle"])), 1)
+open_ipc = getattr(cu, "cuIpcOpenMemHandle_v2", None) or cu.cuIpcOpenMemHandle
+rc = open_ipc(ctypes.byref(ptr), H(bytes.fromhex(ds.entry["ipc_handle"])), 1)
 assert rc == 0, "cuIpcOpenMemHandle: %d" % rc
 buf = ctypes.create_string_buffer(ds.size)
-assert cu.cuMemcpyDtoH_v2(buf, ptr, ctypes.c_size_t(ds.size)) == 0
+dtoh = getattr(cu, "cuMemcpyDtoH_v2", None) or cu.cuMemcpyDtoH
+assert dtoh(buf, ptr, ctypes.c_size_t(ds.size)) == 0
 print(ds.kind, ds.method, hashlib.sha256(buf.raw[:ds.size]).hexdigest())
 EOF
 
