@@ -37,7 +37,7 @@ mkdir state
 for _ in $(seq 20); do
 	# two adjacent free ports
 	port=$(python3 -c '
-import socket
+import random, socket
 def free(p):
     s = socket.socket()
     try:
@@ -46,12 +46,11 @@ def free(p):
         return False
     finally:
         s.close()
-for _ in range(500):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); q = s.getsockname()[1]; s.close()
-    if q < 65535 and free(q + 1):
-        print(q); break
-    if q > 1024 and free(q - 1):
-        print(q - 1); break')
+# below the ephemeral range, where client connections leave no TIME_WAIT
+for _ in range(2000):
+    p = random.randrange(10000, 32000)
+    if free(p) and free(p + 1):
+        print(p); break')
 	[ -n "$port" ] || break
 	swtpm socket --tpm2 --tpmstate dir=state --server type=tcp,port="$port",bindaddr=127.0.0.1 \
 		--ctrl type=tcp,port=$((port + 1)),bindaddr=127.0.0.1 --flags not-need-init,startup-clear \

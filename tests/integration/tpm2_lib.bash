@@ -77,10 +77,12 @@ json.dump(ev, open(out, "w"), indent=1)
 EOF
 }
 
-# swtpm_port_pair: prints P such that P and P + 1 are free on 127.0.0.1.
+# swtpm_port_pair: prints P such that P and P + 1 are free on 127.0.0.1,
+# taken below the ephemeral port range (busy test machines fill that range
+# with TIME_WAIT connections, which block a listener).
 swtpm_port_pair() {
 	python3 -c '
-import socket
+import random, socket
 def free(p):
     s = socket.socket()
     try:
@@ -89,12 +91,11 @@ def free(p):
         return False
     finally:
         s.close()
-for _ in range(500):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); q = s.getsockname()[1]; s.close()
-    if q < 65535 and free(q + 1):
-        print(q); break
-    if q > 1024 and free(q - 1):
-        print(q - 1); break'
+# below the ephemeral range, where client connections leave no TIME_WAIT
+for _ in range(2000):
+    p = random.randrange(10000, 32000)
+    if free(p) and free(p + 1):
+        print(p); break'
 }
 
 # start_swtpm_tcti [NAME]: as lib.sh's start_swtpm, but with the control

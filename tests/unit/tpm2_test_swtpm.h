@@ -27,28 +27,19 @@ static bool port_free(int port)
 	return ok;
 }
 
-/* P with P and P + 1 free. Someone may still take one before swtpm binds:
- * swtpm then exits and swtpm_start tries another pair. */
+/* P with P and P + 1 free, below the ephemeral port range (busy machines
+ * fill that with TIME_WAIT connections, which block a listener). Someone may
+ * still take one before swtpm binds: swtpm then exits and swtpm_start tries
+ * another pair. */
 static int pick_port(void)
 {
-	for (int i = 0; i < 500; i++) {
-		struct sockaddr_in a = {.sin_family = AF_INET};
-		socklen_t l = sizeof(a);
-		int s = socket(AF_INET, SOCK_STREAM, 0), p;
-		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		if (bind(s, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-		    getsockname(s, (struct sockaddr *)&a, &l) != 0) {
-			close(s);
-			continue;
-		}
-		p = ntohs(a.sin_port);
-		close(s);
-		/* two adjacent free ports (a TIME_WAIT left by a client without
-		 * SO_REUSEADDR blocks a listener too) */
-		if (p < 65535 && port_free(p + 1))
+	static unsigned seed;
+	if (seed == 0)
+		seed = (unsigned)getpid();
+	for (int i = 0; i < 2000; i++) {
+		int p = 10000 + (int)(rand_r(&seed) % 22000);
+		if (port_free(p) && port_free(p + 1))
 			return p;
-		if (p > 1024 && port_free(p - 1))
-			return p - 1;
 	}
 	return -1;
 }
