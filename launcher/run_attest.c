@@ -2,6 +2,7 @@
  * challenge, ephemeral key, bound evidence (CPU and GPU), region identity,
  * GPU probe, claims. run_exec.c runs them in order. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 
 #include "run_int.h"
 #include "seclaunch/identity.h"
+#include "seclaunch/tpm2.h"
 #include "seclaunch/util.h"
 
 sl_err sl_run_step_challenge(struct sl_run_st *s)
@@ -56,6 +58,33 @@ out:
 	return rc;
 }
 
+/* The AK public key of tpm2 evidence as a PEM file at path, to pin it for
+ * the local check. Not secret, and it lives only for that check: written
+ * without the fsyncs of an atomic write. */
+static sl_err pin_ak(const json_t *ev, const char *path)
+{
+	sl_err rc = SL_E_ATTEST_FORMAT;
+	const char *b64 = json_string_value(json_object_get(ev, "ak_public"));
+	uint8_t *raw = NULL;
+	size_t len = 0;
+	char *pem = NULL;
+	int fd = -1;
+
+	SL_ENSURE(b64 != NULL, SL_E_ATTEST_FORMAT, "tpm2 evidence: ak_public missing");
+	SL_GUARD(sl_b64_decode(b64, 4096, &raw, &len, "evidence.ak_public"));
+	SL_GUARD(sl_tpm2_public_to_pem(raw, len, &pem));
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	SL_ENSURE(fd >= 0, SL_E_SYSTEM, "%s: %s", path, strerror(errno));
+	SL_GUARD(sl_write_all(fd, pem, strlen(pem), path));
+	rc = SL_OK;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(raw);
+	free(pem);
+	return rc;
+}
+
 /* Collects evidence bound to the binding and verifies it here too, so the
  * pre-flight sees the same claims the KMS will. The AK's public key goes
  * through a private temporary directory (it is not secret). */
@@ -70,12 +99,12 @@ sl_err sl_run_step_evidence(struct sl_run_st *s)
 	         tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
 	SL_ENSURE(mkdtemp(dir) != NULL, SL_E_SYSTEM, "mkdtemp %s: %s", dir, strerror(errno));
 	snprintf(ak, sizeof(ak), "%s/ak.pem", dir);
-	sl_collect_opts co = {.tcti = s->o->tcti,
-	                      .nonce = s->binding,
-	                      .nonce_len = SL_BINDING_LEN,
-	                      .export_ak_pem = ak};
+	sl_collect_opts co = {.tcti = s->o->tcti, .nonce = s->binding, .nonce_len = SL_BINDING_LEN};
 	SL_GUARD(sl_evidence_collect(s->o->tee, &co, &ev));
 	SL_GUARD(sl_claims_new(&s->claims));
+	const char *evkind = json_string_value(json_object_get(ev, "kind"));
+	if (evkind != NULL && strcmp(evkind, "tpm2") == 0)
+		SL_GUARD(pin_ak(ev, ak));
 	sl_verify_opts vo = {.expect = s->binding,
 	                     .expect_len = SL_BINDING_LEN,
 	                     .ak_pin_pem = access(ak, R_OK) == 0 ? ak : NULL,
