@@ -59,6 +59,15 @@ fi
 check_err "verify without a binding option is a usage error" 1 "exactly one of" "$SL" verify "$T/ev.json" --ak-pin "$T/ak.pem"
 check_err "attest with a bad --pcrs" 1 "PCR index" "$SL" attest --tee tpm2 --pcrs sha256:24 -o "$T/x.json"
 check_err "attest with an unknown bank" 1 "unknown bank" "$SL" attest --tee tpm2 --pcrs md5:1 -o "$T/x.json"
+check_err "verify --at that is not RFC 3339" 1 "--at" "$SL" verify "$T/ev.json" --nonce $N --ak-pin "$T/ak.pem" --at yesterday
+check_err "verify --nonce that is not hex" 1 "--nonce" "$SL" verify "$T/ev.json" --nonce xyz --ak-pin "$T/ak.pem"
+check_err "verify of a missing file" 2 "nothere.json" "$SL" verify "$T/nothere.json" --nonce $N --ak-pin "$T/ak.pem"
+echo '{"kind": "tpm2",' >"$T/broken.json"
+check_err "verify of a file that is not JSON" 2 "broken.json: line" "$SL" verify "$T/broken.json" --nonce $N --ak-pin "$T/ak.pem"
+check_err "verify --ak-pin that is not a key" 2 "not a PEM public key" "$SL" verify "$T/ev.json" --nonce $N --ak-pin "$T/ev.json"
+check_err "attest without -o" 1 "-o EVIDENCE.json is required" "$SL" attest --tee tpm2 --nonce $N
+check_err "attest --tee of an unknown kind" 1 "unknown evidence kind" "$SL" attest --tee sgx --nonce $N -o "$T/x.json"
+check_err "attest --ak-alg of an unknown type" 1 "rsa or ecc" "$SL" attest --tee tpm2 --ak-alg dsa -o "$T/x.json"
 
 # ---- trust -----------------------------------------------------------------
 check_err "no trust anchor: AK not trusted" 3 "AK not trusted" "$SL" verify "$T/ev.json" --nonce $N
