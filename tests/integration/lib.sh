@@ -48,18 +48,23 @@ wait_port() { # port [seconds]
 }
 
 # free_port_pair: a port P on 127.0.0.1 such that P and P+1 are both free
-# (the TSS "swtpm" TCTI expects swtpm's control channel at port + 1).
+# (the TSS "swtpm" TCTI expects swtpm's control channel at port + 1). Chosen
+# below the kernel's ephemeral range: the swtpm TCTI reconnects for every TPM
+# command, and the TIME_WAIT sockets it leaves there can block a listener.
 free_port_pair() {
 	python3 - <<'PY'
-import socket
-for _ in range(100):
-    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
-    b = socket.socket()
+import random, socket
+for _ in range(200):
+    p = random.randrange(20000, 32000)
+    socks = []
     try:
-        b.bind(("127.0.0.1", p + 1))
+        for q in (p, p + 1):
+            s = socket.socket(); socks.append(s); s.bind(("127.0.0.1", q))
     except OSError:
-        a.close(); b.close(); continue
-    a.close(); b.close(); print(p); break
+        continue
+    finally:
+        for s in socks: s.close()
+    print(p); break
 PY
 }
 
