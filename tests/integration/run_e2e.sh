@@ -208,6 +208,11 @@ inject "KMS down" 5 "KMS|connect|127.0.0.1:$DEADPORT" \
 	--kms-ca "$KMS_CA" --tcti "$SWTPM_TCTI" --audit-log "$AUDIT" --audit-key "$T/audit.key" --region gcp:europe-west4 \
 	"$T/e2e-small.sld"
 
+check_err "KMS down, -q: exit 5" 5 "^seclaunch run: error: KMS .*unreachable" \
+	"$SL" run "${RUNA[@]}" -q --kms "https://127.0.0.1:$DEADPORT" --region gcp:europe-west4 \
+	"$T/e2e-small.sld" -- true
+assert "KMS down, -q: stderr is that one line" test "$(wc -l <"$T/err")" -eq 1
+
 # attestation failure: a second TPM that was never enrolled with the KMS
 SWTPM_TCTI_ENROLLED=$SWTPM_TCTI
 start_tpm tpm-stranger || { echo "not ok - no second swtpm"; exit 1; }
