@@ -108,11 +108,10 @@ static sl_err open_memfd(sl_stage *s)
 		s->map_len = (size_t)s->size;
 		/* keep plaintext out of core dumps, and out of swap where allowed */
 		(void)madvise(p, s->map_len, MADV_DONTDUMP);
-		/* the kernel enforces RLIMIT_MEMLOCK (or lets CAP_IPC_LOCK past it) */
-		if (mlock(p, s->map_len) == 0) {
-			s->locked = true;
-			s->method = "memfd+mlock";
-		}
+		/* locked piecewise just ahead of the decryptor's writes (lock_ahead):
+		 * the kernel then clears pages while the workers decrypt, instead
+		 * of all of them before decryption starts */
+		s->locking = true;
 	}
 	rc = SL_OK;
 out:
@@ -142,6 +141,25 @@ out:
 	return rc;
 }
 
+#define LOCK_STEP ((uint64_t)16 << 20)
+
+/* Locks the pages up to end before plaintext is written there, so no
+ * plaintext page is ever swappable. When the kernel says no (RLIMIT_MEMLOCK
+ * without CAP_IPC_LOCK), everything is unlocked and the stage says "memfd". */
+static void lock_ahead(sl_stage *s, uint64_t end)
+{
+	if (!s->locking || end <= s->lock_end)
+		return;
+	uint64_t to = end + LOCK_STEP < s->map_len ? end + LOCK_STEP : s->map_len;
+	if (mlock(s->map + s->lock_end, (size_t)(to - s->lock_end)) != 0) {
+		(void)munlock(s->map, s->map_len);
+		s->locking = false;
+		s->lock_end = 0;
+		return;
+	}
+	s->lock_end = to;
+}
+
 sl_err sl_stage_write(sl_stage *s, uint64_t off, const void *p, size_t len)
 {
 	if (s->sealed || s->wiped)
@@ -158,6 +176,7 @@ sl_err sl_stage_write(sl_stage *s, uint64_t off, const void *p, size_t len)
 		if (rc != SL_OK)
 			return rc;
 	} else if (len > 0) {
+		lock_ahead(s, off + len);
 		memcpy(s->map + off, p, len);
 	}
 	s->written += len;
@@ -183,6 +202,10 @@ sl_err sl_stage_seal(sl_stage *s)
 			                  "dataset %s: fchmod of the secret memory: %s",
 			                  s->dataset_id, strerror(errno));
 	} else {
+		if (s->locking && s->lock_end == s->map_len && s->map_len > 0) {
+			s->locked = true;
+			s->method = "memfd+mlock";
+		}
 		/* FUTURE_WRITE rather than WRITE: our mapping, made before the seal,
 		 * stays writable so the wipe can zero the pages; the job gets no
 		 * write(2), no new writable mapping, no mprotect to writable. */

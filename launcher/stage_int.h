@@ -22,6 +22,8 @@ struct sl_stage {
 	uint8_t *map;
 	size_t map_len;
 	bool locked;
+	bool locking;      /* memfd: pages are locked just ahead of the writes */
+	uint64_t lock_end; /* bytes from the start locked so far */
 	/* gpu */
 	struct sl_gpu_stage *gpu;
 };
