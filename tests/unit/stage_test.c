@@ -42,6 +42,19 @@ static void fill(sl_stage *s, const uint8_t *data, size_t n)
 	}
 }
 
+static unsigned long locked_kb(void)
+{
+	char line[128];
+	unsigned long kb = 0;
+	FILE *f = fopen("/proc/self/status", "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "VmLck: %lu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
 static void check_sealed_memfd(int fd, const uint8_t *data)
 {
 	char path[40];
@@ -73,6 +86,11 @@ static void test_memfd_sealed_and_wiped(void **state)
 	assert_int_equal(sl_stage_seal(s), SL_OK);
 	assert_memory_equal(sl_stage_host_view(s), data, SIZE);
 	check_sealed_memfd(sl_stage_fd(s), data);
+	/* locked as it was written, wherever the kernel allows it (root always) */
+	if (geteuid() == 0) {
+		assert_string_equal(sl_stage_method(s), "memfd+mlock");
+		assert_true(locked_kb() >= SIZE / 1024);
+	}
 
 	/* a job that still holds the data sees zeros after the wipe */
 	int keep = dup(sl_stage_fd(s));
