@@ -6,11 +6,9 @@
 
 /* Order matters for --tee auto: hardware TEE reports first, the TPM last. */
 static const sl_evidence_kind *const kinds[] = {
-    &sl_kind_snp,
-    &sl_kind_tdx,
-    &sl_kind_tpm2,
-    &sl_kind_azure, /* verify only: never available for --tee auto */
-    &sl_kind_nvgpu, /* accompanies CPU evidence: never available for --tee auto */
+    &sl_kind_snp,   &sl_kind_tdx,
+    &sl_kind_tpm2,  &sl_kind_azure, /* verify only: never available for --tee auto */
+    &sl_kind_nvgpu,                 /* accompanies CPU evidence: never available for --tee auto */
     NULL,
 };
 
