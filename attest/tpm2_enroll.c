@@ -65,7 +65,7 @@ sl_err sl_tpm2_activate_credential(const sl_tpm2_key_opts *o, const uint8_t *cre
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	sl_tpm2_conn c = {0};
 	ESYS_TR ek = ESYS_TR_NONE, ak = ESYS_TR_NONE, session = ESYS_TR_NONE, enc = ESYS_TR_NONE;
-	TPMT_SYM_DEF aes = {
+	TPMT_SYM_DEF sym = {
 	    .algorithm = TPM2_ALG_AES, .keyBits = {.aes = 128}, .mode = {.aes = TPM2_ALG_CFB}};
 	TPM2B_PUBLIC *ek_pub = NULL, *ak_pub = NULL;
 	TPM2B_ID_OBJECT blob;
@@ -93,7 +93,7 @@ sl_err sl_tpm2_activate_credential(const sl_tpm2_key_opts *o, const uint8_t *cre
 	 * an HMAC session salted to the EK encrypts that response parameter,
 	 * so the bus (or whoever relays a vTPM's traffic) does not see it. */
 	SL_GUARD_TSS(Esys_StartAuthSession(c.esys, ek, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE,
-	                                   ESYS_TR_NONE, NULL, TPM2_SE_HMAC, &aes, TPM2_ALG_SHA256,
+	                                   ESYS_TR_NONE, NULL, TPM2_SE_HMAC, &sym, TPM2_ALG_SHA256,
 	                                   &enc),
 	             SL_E_TPM, "starting the EK-salted session that encrypts the credential");
 	SL_GUARD_TSS(Esys_TRSess_SetAttributes(
