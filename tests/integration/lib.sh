@@ -54,8 +54,10 @@ wait_port() { # port [seconds]
 free_port_pair() {
 	python3 - <<'PY'
 import random, socket
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+lo = lo if lo > 12000 else 61000
 for _ in range(200):
-    p = random.randrange(20000, 32000)
+    p = random.randrange(10000, lo - 2)
     socks = []
     try:
         for q in (p, p + 1):
@@ -77,7 +79,7 @@ start_swtpm() {
 	local name=${1:-tpm} port i j
 	SWTPM_STATE=$T/$name
 	mkdir -p "$SWTPM_STATE"
-	for ((i = 0; i < 20; i++)); do
+	for ((i = 0; i < 50; i++)); do
 		port=$(free_port_pair)
 		[ -n "$port" ] || continue
 		swtpm socket --tpm2 --tpmstate dir="$SWTPM_STATE" \

@@ -98,38 +98,8 @@ for _ in range(2000):
         print(p); break'
 }
 
-# start_swtpm_tcti [NAME]: as lib.sh's start_swtpm, but with the control
-# channel on the server port + 1, where the TSS "swtpm" TCTI looks for it
-# (it sets the locality there and fails to initialise without it). When a
-# port is taken swtpm exits at once and another pair is tried.
+# start_swtpm_tcti [NAME]: lib.sh's start_swtpm (control channel at the
+# server port + 1, where the TSS "swtpm" TCTI looks for it).
 start_swtpm_tcti() {
-	local name=${1:-tpm} port i j
-	SWTPM_STATE=$T/$name
-	mkdir -p "$SWTPM_STATE"
-	for ((i = 0; i < 20; i++)); do
-		# two adjacent free ports (a TIME_WAIT left by a client that did not
-		# set SO_REUSEADDR blocks a listener too)
-		port=$(swtpm_port_pair)
-		[ -n "$port" ] || break
-		swtpm socket --tpm2 --tpmstate dir="$SWTPM_STATE" \
-			--server type=tcp,port="$port",bindaddr=127.0.0.1 \
-			--ctrl type=tcp,port=$((port + 1)),bindaddr=127.0.0.1 \
-			--flags not-need-init,startup-clear >"$SWTPM_STATE/log" 2>&1 &
-		SWTPM_PID=$!
-		for ((j = 0; j < 200; j++)); do
-			(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-			kill -0 "$SWTPM_PID" 2>/dev/null || break
-			sleep 0.05
-		done
-		if kill -0 "$SWTPM_PID" 2>/dev/null; then
-			_PIDS+=("$SWTPM_PID")
-			SWTPM_PORT=$port
-			SWTPM_TCTI="swtpm:host=127.0.0.1,port=$port"
-			export SECLAUNCH_TCTI=$SWTPM_TCTI TPM2TOOLS_TCTI=$SWTPM_TCTI
-			return 0
-		fi
-		wait "$SWTPM_PID" 2>/dev/null
-	done
-	echo "swtpm did not start" >&2
-	return 1
+	start_swtpm "$@"
 }
