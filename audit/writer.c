@@ -1,4 +1,4 @@
-/* Appending to the audit log: one chain kept across threads (mutex),
+/* Appending to the audit log: one chain kept across threads (group commit),
  * processes (flock on "<path>.lock", a file that is never rotated, so the
  * lock stays the same while the log itself is renamed) and rotated files. */
 #include <errno.h>
@@ -14,8 +14,25 @@
 #include "audit_int.h"
 #include "seclaunch/secret.h"
 
+/* One append waiting for its batch (lives on the appending thread's stack). */
+struct pending {
+	const sl_audit_record *r; /* NULL: a checkpoint request */
+	const char *cp_reason;    /* forced checkpoint reason, or NULL */
+	bool done;                /* set (under mu) once the batch that held it is durable */
+	sl_err rc;
+	char detail[512];
+	struct pending *next;
+};
+
 struct sl_audit {
+	/* mu guards the queue of pending appends and the leader flag; io guards
+	 * everything below that touches the files (held by the one leader while
+	 * it writes a batch, and by the setters) */
 	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct pending *head, *tail;
+	bool leading;
+	pthread_mutex_t io;
 	char *path;
 	char *lock_path;
 	char *anchor_path;
@@ -32,6 +49,17 @@ struct sl_audit {
 	unsigned since_cp;
 	bool appended;
 	uint64_t rotate_bytes;
+	/* The chain's end as this process left it after its last write: valid
+	 * only while the live file is still the same inode with the size and
+	 * times fstat reported right after that write, i.e. nobody else has
+	 * written since (checked under the lock before every batch). */
+	bool cache_ok;
+	uint64_t cache_seq;
+	char cache_hash[AUDIT_HEX_LEN + 1];
+	dev_t cache_dev;
+	ino_t cache_ino;
+	off_t cache_size;
+	struct timespec cache_mtim, cache_ctim;
 };
 
 static char *dup_cat(const char *a, const char *b)
@@ -75,7 +103,9 @@ sl_err sl_audit_open(const char *path, const char *checkpoint_key_path, const ch
 
 	SL_ENSURE(a != NULL, SL_E_NOMEM, "audit: allocating the log handle");
 	a->lockfd = a->fd = -1;
-	SL_ENSURE(pthread_mutex_init(&a->mu, NULL) == 0, SL_E_SYSTEM, "audit: mutex");
+	SL_ENSURE(pthread_mutex_init(&a->mu, NULL) == 0 && pthread_mutex_init(&a->io, NULL) == 0 &&
+	              pthread_cond_init(&a->cv, NULL) == 0,
+	          SL_E_SYSTEM, "audit: mutex");
 	SL_ENSURE(path != NULL && path[0] != '\0', SL_E_USAGE, "audit: no log path");
 	snprintf(uidbuf, sizeof(uidbuf), "uid:%u", (unsigned)geteuid());
 	a->path = strdup(path);
@@ -114,9 +144,9 @@ out:
 
 void sl_audit_set_rotation(sl_audit *a, uint64_t max_bytes)
 {
-	pthread_mutex_lock(&a->mu);
+	pthread_mutex_lock(&a->io);
 	a->rotate_bytes = max_bytes;
-	pthread_mutex_unlock(&a->mu);
+	pthread_mutex_unlock(&a->io);
 }
 
 sl_err sl_audit_set_anchor(sl_audit *a, const char *anchor_path)
@@ -124,10 +154,10 @@ sl_err sl_audit_set_anchor(sl_audit *a, const char *anchor_path)
 	char *p = NULL;
 	if (anchor_path != NULL && (p = strdup(anchor_path)) == NULL)
 		return sl_err_set(SL_E_NOMEM, "audit: allocating");
-	pthread_mutex_lock(&a->mu);
+	pthread_mutex_lock(&a->io);
 	free(a->anchor_path);
 	a->anchor_path = p;
-	pthread_mutex_unlock(&a->mu);
+	pthread_mutex_unlock(&a->io);
 	return SL_OK;
 }
 
@@ -376,38 +406,130 @@ out:
 	return rc;
 }
 
-/* The one write path: record r (NULL: none), then a checkpoint when due or
- * forced (cp_reason != NULL). */
-static sl_err append_locked(sl_audit *a, const sl_audit_record *r, const char *cp_reason)
+/* Where the chain continues: this process's own last write when nothing has
+ * touched the live file since (no re-read), else the files' tail. Called
+ * under the lock. */
+static sl_err load_tail(sl_audit *a, audit_tail *t)
+{
+	struct stat st;
+
+	if (a->cache_ok && fstat(a->fd, &st) == 0 && st.st_dev == a->cache_dev &&
+	    st.st_ino == a->cache_ino && st.st_size == a->cache_size &&
+	    st.st_mtim.tv_sec == a->cache_mtim.tv_sec &&
+	    st.st_mtim.tv_nsec == a->cache_mtim.tv_nsec &&
+	    st.st_ctim.tv_sec == a->cache_ctim.tv_sec &&
+	    st.st_ctim.tv_nsec == a->cache_ctim.tv_nsec) {
+		memset(t, 0, sizeof(*t));
+		t->have = true;
+		t->seq = a->cache_seq;
+		memcpy(t->hash, a->cache_hash, sizeof(t->hash));
+		return SL_OK;
+	}
+	a->cache_ok = false;
+	return find_tail(a, t);
+}
+
+static void remember_tail(sl_audit *a, const audit_tail *t)
+{
+	struct stat st;
+
+	a->cache_ok = false;
+	if (a->fd < 0 || fstat(a->fd, &st) != 0)
+		return;
+	a->cache_seq = t->seq;
+	memcpy(a->cache_hash, t->hash, sizeof(a->cache_hash));
+	a->cache_dev = st.st_dev;
+	a->cache_ino = st.st_ino;
+	a->cache_size = st.st_size;
+	a->cache_mtim = st.st_mtim;
+	a->cache_ctim = st.st_ctim;
+	a->cache_ok = true;
+}
+
+static void fail_entry(struct pending *q, sl_err rc)
+{
+	q->rc = rc;
+	snprintf(q->detail, sizeof(q->detail), "%s",
+	         sl_err_detail()[0] ? sl_err_detail() : sl_err_message(rc));
+}
+
+/* One entry's lines (its record, then a checkpoint when due or asked for)
+ * into w; on failure nothing of it is kept and the chain state is as before.
+ * *cp_line receives the checkpoint line, if one was written. */
+static sl_err emit_entry(sl_audit *a, audit_tail *t, const struct pending *q, sl_writer *w,
+                         char **cp_line, bool *closed)
+{
+	sl_err rc = SL_E_NOMEM;
+	static const sl_audit_record cp = {.event = SL_AUDIT_EV_CHECKPOINT};
+	const char *reason = q->cp_reason;
+	sl_writer one;
+	audit_tail saved = *t;
+	unsigned since = a->since_cp;
+	char *line = NULL;
+
+	sl_writer_init(&one, 4 * (size_t)SL_AUDIT_MAX_LINE);
+	if (q->r != NULL) {
+		SL_GUARD(emit(a, t, q->r, q->r->details, false, NULL, &one, NULL));
+		since++;
+		if (a->sk != NULL && reason == NULL && since >= a->every)
+			reason = "interval";
+	}
+	if (a->sk != NULL && reason != NULL) {
+		SL_GUARD(emit(a, t, &cp, NULL, true, reason, &one, &line));
+		since = 0;
+	}
+	SL_GUARD(sl_write_bytes(w, one.data, one.len));
+	a->since_cp = since;
+	if (q->r != NULL)
+		a->appended = true;
+	if (line != NULL) {
+		free(*cp_line);
+		*cp_line = line;
+		line = NULL;
+		*closed = strcmp(reason, "close") == 0;
+	} else if (q->r != NULL) {
+		*closed = false;
+	}
+	rc = SL_OK;
+out:
+	if (rc != SL_OK)
+		*t = saved;
+	free(line);
+	sl_writer_free(&one);
+	return rc;
+}
+
+/* The leader's work: every entry of the batch, in queue order, chained and
+ * written with one write() and made durable with one fsync, under the lock.
+ * Each entry's rc says whether its own lines are durable. Called with io. */
+static void write_batch(sl_audit *a, struct pending *batch)
 {
 	sl_err rc = SL_E_IO;
 	audit_tail t;
 	sl_writer w;
 	char *cp_line = NULL;
 	struct stat st;
-	bool locked = false;
+	bool locked = false, closed = false;
 	static const sl_audit_record cp = {.event = SL_AUDIT_EV_CHECKPOINT};
 
-	sl_writer_init(&w, 4 * (size_t)SL_AUDIT_MAX_LINE);
-	pthread_mutex_lock(&a->mu);
+	sl_writer_init(&w, 0);
+	for (struct pending *q = batch; q != NULL; q = q->next)
+		q->rc = SL_OK;
 	SL_GUARD(lock_file(a));
 	locked = true;
 	SL_GUARD(open_live(a));
-	SL_GUARD(find_tail(a, &t));
+	SL_GUARD(load_tail(a, &t));
+	/* from here on the file changes: the cached end is stale until the
+	 * batch is durable */
+	a->cache_ok = false;
 	if (t.need_newline)
 		SL_GUARD(sl_write_u8(&w, '\n'));
 	if (t.ntorn > 0)
 		SL_GUARD(emit_recovered(a, &t, &w));
-	if (r != NULL) {
-		SL_GUARD(emit(a, &t, r, r->details, false, NULL, &w, NULL));
-		a->since_cp++;
-		a->appended = true;
-		if (a->sk != NULL && cp_reason == NULL && a->since_cp >= a->every)
-			cp_reason = "interval";
-	}
-	if (a->sk != NULL && cp_reason != NULL) {
-		SL_GUARD(emit(a, &t, &cp, NULL, true, cp_reason, &w, &cp_line));
-		a->since_cp = 0;
+	for (struct pending *q = batch; q != NULL; q = q->next) {
+		sl_err qrc = emit_entry(a, &t, q, &w, &cp_line, &closed);
+		if (qrc != SL_OK)
+			fail_entry(q, qrc);
 	}
 	if (w.len > 0) {
 		SL_GUARD(sl_write_all(a->fd, w.data, w.len, a->path));
@@ -417,7 +539,7 @@ static sl_err append_locked(sl_audit *a, const sl_audit_record *r, const char *c
 		SL_GUARD(write_anchor(a, cp_line));
 	if (a->rotate_bytes > 0 && fstat(a->fd, &st) == 0 &&
 	    (uint64_t)st.st_size >= a->rotate_bytes) {
-		if (a->sk != NULL && (cp_reason == NULL || strcmp(cp_reason, "close") != 0)) {
+		if (a->sk != NULL && !closed) {
 			sl_writer_free(&w);
 			sl_writer_init(&w, 4 * (size_t)SL_AUDIT_MAX_LINE);
 			free(cp_line);
@@ -431,15 +553,62 @@ static sl_err append_locked(sl_audit *a, const sl_audit_record *r, const char *c
 				SL_GUARD(write_anchor(a, cp_line));
 		}
 		SL_GUARD(rotate(a));
+	} else {
+		remember_tail(a, &t);
 	}
 	rc = SL_OK;
 out:
+	if (rc != SL_OK) {
+		/* a failure of the batch as a whole (lock, tail, write, fsync,
+		 * anchor, rotation) is every entry's failure */
+		for (struct pending *q = batch; q != NULL; q = q->next)
+			if (q->rc == SL_OK)
+				fail_entry(q, rc);
+		a->cache_ok = false;
+	}
 	if (locked)
 		flock(a->lockfd, LOCK_UN);
-	pthread_mutex_unlock(&a->mu);
 	free(cp_line);
 	sl_writer_free(&w);
-	return rc;
+}
+
+/* Group commit: the entry joins the queue; the first thread to find no
+ * leader takes the whole queue and writes it as one batch while later
+ * arrivals wait for the next one. Every caller returns only once the batch
+ * holding its entry is durable (or failed). */
+static sl_err submit(sl_audit *a, const sl_audit_record *r, const char *cp_reason)
+{
+	struct pending me = {.r = r, .cp_reason = cp_reason};
+
+	pthread_mutex_lock(&a->mu);
+	if (a->tail != NULL)
+		a->tail->next = &me;
+	else
+		a->head = &me;
+	a->tail = &me;
+	while (!me.done && a->leading)
+		pthread_cond_wait(&a->cv, &a->mu);
+	if (!me.done) {
+		struct pending *batch = a->head, *q, *next;
+		a->head = a->tail = NULL;
+		a->leading = true;
+		pthread_mutex_unlock(&a->mu);
+		pthread_mutex_lock(&a->io);
+		write_batch(a, batch);
+		pthread_mutex_unlock(&a->io);
+		pthread_mutex_lock(&a->mu);
+		/* each entry lives on its thread's stack: read next before done */
+		for (q = batch; q != NULL; q = next) {
+			next = q->next;
+			q->done = true;
+		}
+		a->leading = false;
+		pthread_cond_broadcast(&a->cv);
+	}
+	pthread_mutex_unlock(&a->mu);
+	if (me.rc != SL_OK)
+		return sl_err_set(me.rc, "%s", me.detail);
+	return SL_OK;
 }
 
 sl_err sl_audit_append(sl_audit *a, const sl_audit_record *r)
@@ -450,7 +619,7 @@ sl_err sl_audit_append(sl_audit *a, const sl_audit_record *r)
 	    strcmp(r->event, SL_AUDIT_EV_RECOVERED) == 0)
 		return sl_err_set(SL_E_USAGE, "audit: event '%s' is written by the log itself",
 		                  r->event);
-	return append_locked(a, r, NULL);
+	return submit(a, r, NULL);
 }
 
 sl_err sl_audit_event(sl_audit *a, const char *event, const char *job_id, const char *decision,
@@ -465,7 +634,7 @@ sl_err sl_audit_checkpoint(sl_audit *a)
 {
 	if (a == NULL || a->sk == NULL)
 		return SL_OK;
-	return append_locked(a, NULL, "request");
+	return submit(a, NULL, "request");
 }
 
 sl_err sl_audit_close(sl_audit *a)
@@ -473,13 +642,18 @@ sl_err sl_audit_close(sl_audit *a)
 	sl_err rc = SL_OK;
 	if (a == NULL)
 		return SL_OK;
-	if (a->sk != NULL && a->appended)
-		rc = append_locked(a, NULL, "close");
+	pthread_mutex_lock(&a->io);
+	bool appended = a->appended;
+	pthread_mutex_unlock(&a->io);
+	if (a->sk != NULL && appended)
+		rc = submit(a, NULL, "close");
 	if (a->fd >= 0)
 		close(a->fd);
 	if (a->lockfd >= 0)
 		close(a->lockfd);
 	sl_secret_free(a->sk);
+	pthread_cond_destroy(&a->cv);
+	pthread_mutex_destroy(&a->io);
 	pthread_mutex_destroy(&a->mu);
 	free(a->path);
 	free(a->lock_path);

@@ -8,11 +8,14 @@
  * public key detect forged chains and, with --require-final-checkpoint or an
  * anchor, truncation.
  *
- * Writers: appends are serialised between the threads of a process (a mutex)
- * and between processes (flock on "<path>.lock"); under the lock the writer
- * re-reads the last line of the log, so any number of processes appending to
- * the same file keep one chain. Each record is one write() on an O_APPEND
- * descriptor followed by fsync. When the file passes the rotation size it is
+ * Writers: concurrent appends from the threads of a process are committed in
+ * groups (one thread writes the waiting records with one write() on an
+ * O_APPEND descriptor and one fsync; every append returns only once its own
+ * record is durable), and processes serialise on flock("<path>.lock"); under
+ * the lock the writer re-reads the last line of the log unless this handle
+ * wrote last and the file is unchanged since (fstat: inode, size, times), so
+ * any number of processes appending to the same file keep one chain. When the
+ * file passes the rotation size it is
  * renamed to "<path>.<first seq, 20 digits>" and the next record, in a new
  * file, chains to the old file's last line.
  */
@@ -94,7 +97,8 @@ void sl_audit_set_rotation(sl_audit *a, uint64_t max_bytes);
  * truncation detectable (see docs/audit.md). */
 SL_MUST_USE sl_err sl_audit_set_anchor(sl_audit *a, const char *anchor_path);
 /* Appends one record (and a checkpoint when one is due). Thread-safe and
- * multi-process safe; returns only after fsync. */
+ * multi-process safe; returns only after the record is fsync'd (concurrent
+ * callers share one write and fsync). */
 SL_MUST_USE sl_err sl_audit_append(sl_audit *a, const sl_audit_record *r);
 /* Shorthand for append with only event, job_id, decision and details set. */
 SL_MUST_USE sl_err sl_audit_event(sl_audit *a, const char *event, const char *job_id,
