@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "seclaunch/crypto.h"
+#include "sld_internal.h"
 
 struct sl_aead {
 	sl_aead_id id;
@@ -195,5 +196,54 @@ out:
 	/* GCM decrypts before it can check the tag: never leave those bytes */
 	if (rc != SL_OK && out != NULL && len > 0)
 		sl_wipe(out, len);
+	return rc;
+}
+
+/* Streaming AES-256-GCM opening (declared in crypto/sld_internal.h): SLD
+ * decryption reads a chunk in pieces small enough to stay in cache and
+ * decrypts each piece right after its read. */
+sl_err sld_gcm_open_begin(sl_aead *a, const uint8_t *nonce, const uint8_t *aad, size_t aad_len)
+{
+	sl_err rc = SL_E_INTERNAL;
+
+	SL_ENSURE(a->id == SL_AEAD_AES_256_GCM, SL_E_INTERNAL,
+	          "streaming open is AES-256-GCM only");
+	SL_GUARD(gcm_run(a->dec, nonce, aad, aad_len, NULL, 0, NULL));
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+sl_err sld_gcm_open_update(sl_aead *a, const uint8_t *in, size_t len, uint8_t *out)
+{
+	sl_err rc = SL_E_CRYPTO;
+	int n;
+
+	for (size_t off = 0; off < len; off += UPDATE_MAX) {
+		size_t k = len - off < UPDATE_MAX ? len - off : UPDATE_MAX;
+		SL_GUARD_OSSL(EVP_DecryptUpdate(a->dec, out + off, &n, in + off, (int)k) == 1 &&
+		                  (size_t)n == k,
+		              SL_E_CRYPTO, "AES-256-GCM: update");
+	}
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+sl_err sld_gcm_open_final(sl_aead *a, const uint8_t tag[static SL_AEAD_TAG_LEN])
+{
+	sl_err rc = SL_E_CRYPTO;
+	uint8_t none[16];
+	int n;
+
+	SL_GUARD_OSSL(
+	    EVP_CIPHER_CTX_ctrl(a->dec, EVP_CTRL_GCM_SET_TAG, SL_AEAD_TAG_LEN, (void *)tag) == 1,
+	    SL_E_CRYPTO, "AES-256-GCM: tag");
+	if (EVP_DecryptFinal_ex(a->dec, none, &n) != 1) {
+		ERR_clear_error();
+		SL_FAIL(SL_E_INTEGRITY, "authentication failed (tag mismatch)");
+	}
+	rc = SL_OK;
+out:
 	return rc;
 }

@@ -67,10 +67,21 @@ void sld_chunk_nonce(sl_aead_id id, uint64_t i, uint8_t out[static SL_AEAD_MAX_N
 void sld_chunk_aad(const uint8_t digest[static 32], uint64_t i, bool final,
                    uint8_t out[static SLD_AAD_LEN]);
 
+/* Streaming AES-256-GCM opening (aead.c), for GCM contexts only: begin,
+ * update over the ciphertext in pieces (out may equal in), final with the
+ * tag (SL_E_INTEGRITY on a mismatch). What update wrote is unauthenticated
+ * until final succeeds: the caller keeps it private and wipes it on failure. */
+SL_MUST_USE sl_err sld_gcm_open_begin(sl_aead *a, const uint8_t *nonce, const uint8_t *aad,
+                                      size_t aad_len);
+SL_MUST_USE sl_err sld_gcm_open_update(sl_aead *a, const uint8_t *in, size_t len, uint8_t *out);
+SL_MUST_USE sl_err sld_gcm_open_final(sl_aead *a, const uint8_t tag[static SL_AEAD_TAG_LEN]);
+
 /* An ordered pool: count items; fill (optional, calling thread, index
  * order), work (worker threads, any order), emit (calling thread, index
  * order). At most 2 x threads buffers of buf_size bytes exist; they are
- * sl_secret memory, wiped when the run ends. */
+ * sl_secret memory, wiped when the run ends. With buf_size 0 there are no
+ * buffers (work gets NULL: it writes elsewhere) and the window of 2 x
+ * threads items only bounds how far workers run ahead of emit. */
 struct sld_pool_ops {
 	void *ctx;
 	uint64_t count;

@@ -41,6 +41,11 @@ struct worker {
 	bool started;
 };
 
+static uint8_t *slot_data(sl_secret *buf)
+{
+	return buf != NULL ? sl_secret_data(buf) : NULL;
+}
+
 /* Takes the next published item and processes it; called and returns with
  * p->mu held. */
 static void take_one(struct pool *p, struct worker *w)
@@ -52,7 +57,7 @@ static void take_one(struct pool *p, struct worker *w)
 
 	size_t len = s->len;
 	sl_err_clear();
-	sl_err rc = p->ops->work(p->ops->ctx, w->wstate, i, sl_secret_data(s->buf), &len);
+	sl_err rc = p->ops->work(p->ops->ctx, w->wstate, i, slot_data(s->buf), &len);
 	if (rc != SL_OK)
 		snprintf(s->msg, sizeof(s->msg), "%s", sl_err_detail());
 
@@ -88,15 +93,16 @@ static sl_err run_inline(const struct sld_pool_ops *ops)
 	void *ws = NULL;
 	bool ws_live = false;
 
-	SL_GUARD(sl_secret_new(ops->buf_size, &buf));
+	if (ops->buf_size > 0)
+		SL_GUARD(sl_secret_new(ops->buf_size, &buf));
 	SL_GUARD(ops->worker_init(ops->ctx, &ws));
 	ws_live = true;
 	for (uint64_t i = 0; i < ops->count; i++) {
 		size_t len = 0;
 		if (ops->fill != NULL)
-			SL_GUARD(ops->fill(ops->ctx, i, sl_secret_data(buf), &len));
-		SL_GUARD(ops->work(ops->ctx, ws, i, sl_secret_data(buf), &len));
-		SL_GUARD(ops->emit(ops->ctx, i, sl_secret_data(buf), len));
+			SL_GUARD(ops->fill(ops->ctx, i, slot_data(buf), &len));
+		SL_GUARD(ops->work(ops->ctx, ws, i, slot_data(buf), &len));
+		SL_GUARD(ops->emit(ops->ctx, i, slot_data(buf), len));
 	}
 	rc = SL_OK;
 out:
@@ -127,7 +133,7 @@ sl_err sld_pool_run(const struct sld_pool_ops *ops)
 	p.slots = calloc(p.nslots, sizeof(*p.slots));
 	workers = calloc(nthreads, sizeof(*workers));
 	SL_ENSURE(p.slots != NULL && workers != NULL, SL_E_NOMEM, "allocating the worker pool");
-	for (size_t k = 0; k < p.nslots; k++)
+	for (size_t k = 0; k < p.nslots && ops->buf_size > 0; k++)
 		SL_GUARD(sl_secret_new(ops->buf_size, &p.slots[k].buf));
 	SL_ENSURE(pthread_mutex_init(&p.mu, NULL) == 0, SL_E_SYSTEM, "pthread_mutex_init");
 	pthread_cond_init(&p.work_cv, NULL);
@@ -152,8 +158,7 @@ sl_err sld_pool_run(const struct sld_pool_ops *ops)
 			struct slot *s = &p.slots[dispatched % p.nslots];
 			size_t len = 0;
 			if (ops->fill != NULL)
-				SL_GUARD(
-				    ops->fill(ops->ctx, dispatched, sl_secret_data(s->buf), &len));
+				SL_GUARD(ops->fill(ops->ctx, dispatched, slot_data(s->buf), &len));
 			pthread_mutex_lock(&p.mu);
 			s->len = len;
 			s->state = SLOT_READY;
@@ -172,7 +177,7 @@ sl_err sld_pool_run(const struct sld_pool_ops *ops)
 		pthread_mutex_unlock(&p.mu);
 		if (s->rc != SL_OK)
 			SL_FAIL(s->rc, "%s", s->msg);
-		SL_GUARD(ops->emit(ops->ctx, i, sl_secret_data(s->buf), s->len));
+		SL_GUARD(ops->emit(ops->ctx, i, slot_data(s->buf), s->len));
 		s->state = SLOT_FREE;
 	}
 	rc = SL_OK;

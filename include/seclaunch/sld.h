@@ -131,6 +131,31 @@ typedef sl_err (*sl_sld_sink_fn)(void *ctx, uint64_t chunk_index, const uint8_t 
 SL_MUST_USE sl_err sl_sld_decrypt(sl_sld_reader *r, unsigned threads, sl_sld_sink_fn sink,
                                   void *sink_ctx, sl_sld_progress_fn progress, void *progress_ctx);
 
+/* Hooks of sl_sld_decrypt_into; each may be NULL. A non-OK return stops
+ * decryption and is returned. */
+typedef struct sl_sld_into_ops {
+	/* On the worker thread that will write chunk chunk_index, before it
+	 * writes dst[off, off + len): e.g. to fault in (and so lock) those
+	 * pages there, so page set-up runs on every worker. */
+	sl_err (*prepare)(void *ctx, uint64_t chunk_index, uint64_t off, size_t len);
+	/* On the calling thread, in chunk order, once chunk_index has been
+	 * authenticated; done_bytes counts the plaintext bytes up to its end. */
+	sl_err (*done)(void *ctx, uint64_t chunk_index, uint64_t done_bytes);
+	void *ctx;
+} sl_sld_into_ops;
+
+/* Decrypts every chunk straight into dst, which holds exactly the plaintext
+ * length (dst_len; SL_E_INTERNAL otherwise): each of threads workers (0 =
+ * online CPUs; the calling thread is one) reads a chunk's ciphertext into
+ * private memory and decrypts it into its place in dst, so the plaintext is
+ * written once and never copied. A chunk's plaintext is in dst before its
+ * tag has been checked: dst must be memory no one else can read until this
+ * returns. On failure (the first failing chunk in order, as for
+ * sl_sld_decrypt) no failing chunk's bytes are left in dst, but the caller
+ * must still wipe all of dst and use none of it. */
+SL_MUST_USE sl_err sl_sld_decrypt_into(sl_sld_reader *r, unsigned threads, uint8_t *dst,
+                                       uint64_t dst_len, const sl_sld_into_ops *into);
+
 /* Online CPUs (at least 1, at most SL_SLD_THREADS_MAX). */
 unsigned sl_sld_default_threads(void);
 
