@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "seclaunch/secret.h"
 #include "seclaunch/util.h"
 
 void sl_hex_encode(const uint8_t *in, size_t len, char *out)
@@ -36,6 +37,7 @@ sl_err sl_hex_decode_alloc(const char *hex, size_t max, uint8_t **out, size_t *l
 		return sl_err_set(SL_E_NOMEM, "%s: allocating", field);
 	sl_err rc = sl_hex_decode(hex, b, hlen / 2, field);
 	if (rc != SL_OK) {
+		sl_wipe(b, hlen / 2 + 1); /* may hold decoded secret bytes */
 		free(b);
 		return rc;
 	}
@@ -69,10 +71,13 @@ static sl_err b64_decode(const char *in, size_t inlen, int variant, size_t max, 
 		return sl_err_set(SL_E_NOMEM, "%s: allocating", field);
 	if (sodium_base642bin(b, cap, in, inlen, NULL, &got, &end, variant) != 0 ||
 	    end != in + inlen) {
+		/* a prefix may have decoded: callers decode DEKs and tokens */
+		sl_wipe(b, cap + 1);
 		free(b);
 		return sl_err_set(SL_E_FORMAT, "%s: not valid base64", field);
 	}
 	if (got > max) {
+		sl_wipe(b, cap + 1);
 		free(b);
 		return sl_err_set(SL_E_TOO_LARGE, "%s: %zu bytes, at most %zu allowed", field, got,
 		                  max);

@@ -117,6 +117,9 @@ static sl_err read_password(bool confirm, sl_secret **out)
 		          "no terminal to ask for the password: set "
 		          "SECLAUNCH_POLICY_PASSWORD_FILE "
 		          "or use -W");
+		/* unbuffered: stdio would keep the typed password in a heap buffer
+		 * that fclose frees unwiped; fgets then reads into secret memory */
+		setvbuf(tty, NULL, _IONBF, 0);
 		for (int round = 0; round < (confirm ? 2 : 1); round++) {
 			sl_secret **dst = round == 0 ? &s : &s2;
 			SL_GUARD(sl_secret_new(PASSWORD_MAX, dst));

@@ -192,6 +192,8 @@ static sl_err b64_member(json_t *o, const char *field, const uint8_t *p, size_t 
 	rc = json_object_set_new(o, field, json_string(s)) == 0
 	         ? SL_OK
 	         : sl_err_set(SL_E_NOMEM, "%s", field);
+	/* the DEK of a wrap and the enrollment credential pass through here */
+	sl_wipe(s, strlen(s));
 	free(s);
 	return rc;
 }

@@ -120,9 +120,17 @@ sl_err sl_kms_call(sl_kms *k, const char *path, const json_t *body, bool admin,
 	k->problem = NULL;
 	SL_ENSURE(asprintf(&url, "%s%s", k->url, path) >= 0, SL_E_NOMEM, "KMS url");
 	if (body != NULL) {
-		text = json_dumps(body, JSON_COMPACT);
+		/* json_dumps grows its buffer by realloc and frees the old copies
+		 * unwiped; a wrap body holds a DEK: size first, then dump once
+		 * into a buffer that is wiped at the end */
+		size_t need = json_dumpb(body, NULL, 0, JSON_COMPACT);
+		SL_ENSURE(need > 0, SL_E_NOMEM, "KMS request");
+		text = malloc(need + 1);
 		SL_ENSURE(text != NULL, SL_E_NOMEM, "KMS request");
-		text_len = strlen(text);
+		text_len = need; /* what the wipe at out covers */
+		SL_ENSURE(json_dumpb(body, text, need, JSON_COMPACT) == need, SL_E_INTERNAL,
+		          "KMS request: body changed size");
+		text[text_len] = '\0';
 	}
 	hdr = curl_slist_append(hdr, "Content-Type: application/json");
 	hdr = curl_slist_append(hdr, "Accept: application/json, application/problem+json");

@@ -1,0 +1,268 @@
+/* Security review: secret bytes must not stay behind in freed heap memory.
+ *
+ * This program defines free(): the dynamic linker binds every caller to it
+ * (seclaunch's own code, jansson, libcurl, the C library's stdio), and it
+ * looks for a needle (bytes of a secret) in each block before handing it to
+ * the C library's free. A test sets the needle, runs one operation, and
+ * asserts that no freed block held it. realloc() frees internally without
+ * calling free(); the operations tested here do not realloc secrets.
+ * Under AddressSanitizer, which owns malloc and free, the tests are skipped. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../launcher/cli.h"
+#include "seclaunch/kms.h"
+#include "seclaunch/minisign.h"
+#include "seclaunch/secret.h"
+#include "seclaunch/util.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define NO_FREE_HOOK 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NO_FREE_HOOK 1
+#endif
+#endif
+
+static char needle[128];
+static size_t needle_len;
+static volatile int hits;
+
+#ifndef NO_FREE_HOOK
+static void (*real_free)(void *);
+
+__attribute__((constructor)) static void hook_init(void)
+{
+	real_free = (void (*)(void *))dlsym(RTLD_NEXT, "free");
+}
+
+void free(void *p)
+{
+	if (p == NULL)
+		return;
+	if (real_free == NULL)
+		return; /* only while dlsym resolves it: leak, never crash */
+	if (needle_len > 0 && memmem(p, malloc_usable_size(p), needle, needle_len) != NULL)
+		hits++;
+	real_free(p);
+}
+#endif
+
+static int skip_under_asan(void)
+{
+#ifdef NO_FREE_HOOK
+	return 1;
+#else
+	return 0;
+#endif
+}
+
+static void watch(const char *s, size_t n)
+{
+	memcpy(needle, s, n);
+	needle_len = n;
+	hits = 0;
+}
+
+static void unwatch(void)
+{
+	needle_len = 0;
+}
+
+/* A DEK-sized secret as base64, one byte too long for the 32-byte cap: it
+ * decodes fully, then is refused; the decoded bytes must be wiped. */
+static void test_b64_decode_refused_is_wiped(void **state)
+{
+	(void)state;
+	if (skip_under_asan())
+		skip();
+	uint8_t secret[33];
+	char *b64 = NULL;
+	uint8_t *out = NULL;
+	size_t len = 0;
+	for (size_t i = 0; i < sizeof(secret); i++)
+		secret[i] = (uint8_t)(0xA0 + i);
+	assert_int_equal(sl_b64_encode(secret, sizeof(secret), &b64), SL_OK);
+	watch((const char *)secret + 4, 24);
+	assert_int_equal(sl_b64_decode(b64, 32, &out, &len, "dek"), SL_E_TOO_LARGE);
+	unwatch();
+	assert_int_equal(hits, 0);
+	/* a valid prefix and then a bad character: the prefix decoded */
+	char bad[64];
+	snprintf(bad, sizeof(bad), "%.40s*AAA", b64);
+	watch((const char *)secret + 4, 24);
+	assert_int_equal(sl_b64_decode(bad, 64, &out, &len, "dek"), SL_E_FORMAT);
+	unwatch();
+	assert_int_equal(hits, 0);
+	free(b64);
+}
+
+static void test_hex_decode_refused_is_wiped(void **state)
+{
+	(void)state;
+	if (skip_under_asan())
+		skip();
+	uint8_t secret[32];
+	char hex[2 * sizeof(secret) + 8];
+	uint8_t *out = NULL;
+	size_t len = 0;
+	for (size_t i = 0; i < sizeof(secret); i++)
+		secret[i] = (uint8_t)(0x51 + 3 * i);
+	sl_hex_encode(secret, sizeof(secret), hex);
+	hex[60] = 'x'; /* bad digit after 30 decoded bytes */
+	watch((const char *)secret + 2, 24);
+	assert_int_equal(sl_hex_decode_alloc(hex, 64, &out, &len, "key"), SL_E_INPUT);
+	unwatch();
+	assert_int_equal(hits, 0);
+}
+
+/* A wrap request carries the DEK as base64: the client's copies of it (the
+ * encoded member, the serialised body) are wiped, also when the KMS cannot
+ * be reached (nothing listens on port 1). */
+static void test_kms_wrap_body_is_wiped(void **state)
+{
+	(void)state;
+	if (skip_under_asan())
+		skip();
+	char dir[] = "/tmp/review-test.XXXXXX", tok[64];
+	uint8_t raw[SL_KMS_DEK_LEN];
+	char *b64 = NULL;
+	sl_secret *dek = NULL;
+	sl_kms *k = NULL;
+	uint8_t *wrapped = NULL;
+	size_t wl = 0;
+	assert_non_null(mkdtemp(dir));
+	snprintf(tok, sizeof(tok), "%s/token", dir);
+	int fd = open(tok, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "review-admin-token-0123456789\n", 30), 30);
+	close(fd);
+	for (size_t i = 0; i < sizeof(raw); i++)
+		raw[i] = (uint8_t)(0x10 + 7 * i);
+	assert_int_equal(sl_b64_encode(raw, sizeof(raw), &b64), SL_OK);
+	assert_int_equal(sl_secret_from(raw, sizeof(raw), &dek), SL_OK);
+	sl_kms_opts ko = {.url = "https://127.0.0.1:1",
+	                  .admin_token_file = tok,
+	                  .connect_timeout_ms = 1000,
+	                  .total_timeout_ms = 2000,
+	                  .max_attempts = 1};
+	assert_int_equal(sl_kms_new(&ko, &k), SL_OK);
+	watch(b64, 16);
+	assert_int_equal(sl_kms_wrap(k, "kek-1", "ds-1", dek, &wrapped, &wl), SL_E_KMS_UNREACHABLE);
+	unwatch();
+	assert_int_equal(hits, 0);
+	/* and the admin token */
+	watch("review-admin-token-0123456789", 29);
+	sl_kms_free(k);
+	unwatch();
+	assert_int_equal(hits, 0);
+	sl_secret_free(dek);
+	free(b64);
+	unlink(tok);
+	rmdir(dir);
+}
+
+/* `policy sign` reads the key's password from the terminal: stdio's buffer
+ * for /dev/tty must not keep it. The child gets a pseudo-terminal as its
+ * controlling terminal; the parent types the password at the prompt. */
+static void test_policy_password_tty_is_wiped(void **state)
+{
+	(void)state;
+	if (skip_under_asan())
+		skip();
+	static const char pw[] = "review-Needle-Passw0rd";
+	static const char pol[] = "{\"version\":1,\"datasets\":[{\"id\":\"d\",\"allowed_regions\":"
+	                          "[\"aws:eu-west-1\"],\"tee_kinds\":[\"sev-snp\"]}]}";
+	char dir[] = "/tmp/review-test.XXXXXX", key[64], pfile[64];
+	char *sec = NULL, *pub = NULL;
+	sl_minisign_pubkey pk;
+	assert_non_null(mkdtemp(dir));
+	snprintf(key, sizeof(key), "%s/k.key", dir);
+	snprintf(pfile, sizeof(pfile), "%s/p.json", dir);
+	/* small scrypt limits: the test is about where the password goes */
+	assert_int_equal(sl_minisign_keygen(pw, 1, 1 << 16, &sec, &pub, &pk), SL_OK);
+	assert_int_equal(sl_file_write_atomic(key, sec, strlen(sec), 0600, false), SL_OK);
+	assert_int_equal(sl_file_write_atomic(pfile, pol, strlen(pol), 0644, false), SL_OK);
+	sl_wipe(sec, strlen(sec));
+	free(sec);
+	free(pub);
+
+	int m = posix_openpt(O_RDWR | O_NOCTTY);
+	assert_true(m >= 0);
+	assert_int_equal(grantpt(m), 0);
+	assert_int_equal(unlockpt(m), 0);
+	const char *sname = ptsname(m);
+	assert_non_null(sname);
+	char slave[64];
+	snprintf(slave, sizeof(slave), "%s", sname);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(m);
+		if (setsid() < 0)
+			_exit(90);
+		int s = open(slave, O_RDWR); /* becomes the controlling terminal */
+		if (s < 0)
+			_exit(91);
+		unsetenv("SECLAUNCH_POLICY_PASSWORD_FILE");
+		alarm(60);
+		char *args[] = {"policy", "sign", "--secret-key", key, "--policy", pfile, NULL};
+		watch(pw, strlen(pw));
+		int rc = cmd_policy(6, args);
+		unwatch();
+		_exit(hits != 0 ? 100 : rc);
+	}
+	/* wait for the prompt (echo is off by then), then type */
+	char buf[256];
+	size_t got = 0;
+	while (got < sizeof(buf) - 1) {
+		ssize_t n = read(m, buf + got, sizeof(buf) - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		buf[got] = '\0';
+		if (strstr(buf, "Password: ") != NULL)
+			break;
+	}
+	assert_non_null(strstr(buf, "Password: "));
+	usleep(100000);
+	assert_int_equal(write(m, pw, strlen(pw)), (ssize_t)strlen(pw));
+	assert_int_equal(write(m, "\n", 1), 1);
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	close(m);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0); /* 100: the password was left in freed memory */
+	char sig[80];
+	snprintf(sig, sizeof(sig), "%s.minisig", pfile);
+	unlink(sig);
+	unlink(pfile);
+	unlink(key);
+	rmdir(dir);
+}
+
+int main(void)
+{
+	if (sl_crypto_init() != SL_OK)
+		return 1;
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_b64_decode_refused_is_wiped),
+	    cmocka_unit_test(test_hex_decode_refused_is_wiped),
+	    cmocka_unit_test(test_kms_wrap_body_is_wiped),
+	    cmocka_unit_test(test_policy_password_tty_is_wiped),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
