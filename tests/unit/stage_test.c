@@ -302,6 +302,31 @@ static void test_stage_from_sld(void **state)
 	close(fd);
 }
 
+/* A memfd stage filled by decryption in place (every thread count): the
+ * same sealing as a stage filled by writes, and locked where allowed. */
+static void test_stage_from_sld_memfd(void **state)
+{
+	(void)state;
+	sl_secret *dek = NULL;
+	int fd = make_sld(SIZE, &dek);
+	uint8_t *data = pattern(SIZE);
+	for (unsigned t = 1; t <= 4; t++) {
+		sl_stage *s = NULL;
+		assert_int_equal(sl_stage_sld(fd, "mem.sld", dek, NULL, t, true, NULL, &s), SL_OK);
+		assert_memory_equal(sl_stage_host_view(s), data, SIZE);
+		check_sealed_memfd(sl_stage_fd(s), data);
+		if (geteuid() == 0) {
+			assert_string_equal(sl_stage_method(s), "memfd+mlock");
+			assert_true(locked_kb() >= SIZE / 1024);
+		}
+		assert_int_equal(sl_stage_write(s, SIZE, data, 0), SL_E_INTERNAL);
+		sl_stage_free(s);
+	}
+	free(data);
+	sl_secret_free(dek);
+	close(fd);
+}
+
 static void test_stage_sld_tampered_chunk(void **state)
 {
 	(void)state;
@@ -388,6 +413,7 @@ int main(void)
 	    cmocka_unit_test(test_gpu_not_ready_refused),
 	    cmocka_unit_test(test_gpu_devtools_refused),
 	    cmocka_unit_test(test_stage_from_sld),
+	    cmocka_unit_test(test_stage_from_sld_memfd),
 	    cmocka_unit_test(test_stage_sld_tampered_chunk),
 	    cmocka_unit_test(test_stage_sld_interrupted),
 	};
