@@ -14,7 +14,8 @@
 void kmsd_config_defaults(kmsd_config *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->threads = 4;
+	c->threads = 2;
+	c->workers = 16;
 	c->max_body = 256 * 1024;
 	c->max_connections = 512;
 	c->idle_timeout_s = 30;
@@ -104,6 +105,9 @@ static sl_err apply(kmsd_config *c, const char *path, const char *k, json_t *v)
 	} else if (strcmp(k, "threads") == 0) {
 		SL_GUARD(set_uint(path, k, v, 1, 256, &u));
 		c->threads = (unsigned)u;
+	} else if (strcmp(k, "workers") == 0) {
+		SL_GUARD(set_uint(path, k, v, 0, 1024, &u));
+		c->workers = (unsigned)u;
 	} else if (strcmp(k, "max_body") == 0) {
 		SL_GUARD(set_uint(path, k, v, 1024, 16u << 20, &u));
 		c->max_body = (size_t)u;

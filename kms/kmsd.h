@@ -37,7 +37,8 @@ typedef struct kmsd_config {
 	char *ak_ca_dir; /* optional: AKs with a certificate chaining here count as trusted */
 	char *url_file;  /* where the URL is written once listening */
 	/* limits */
-	unsigned threads;
+	unsigned threads; /* libmicrohttpd's connection threads */
+	unsigned workers; /* request handler threads */
 	size_t max_body;
 	unsigned max_connections;
 	unsigned idle_timeout_s;

@@ -1,12 +1,23 @@
 /* The HTTPS server: libmicrohttpd with GnuTLS (TLS 1.2 and 1.3 only), a
  * thread pool, connection and body limits, idle timeouts, and a graceful
  * stop on SIGTERM / SIGINT. Request bodies are collected up to max_body
- * (413 beyond it) and handed to kmsd_dispatch. */
+ * (413 beyond it) and handed to kmsd_dispatch.
+ *
+ * libmicrohttpd's threads only move bytes (TLS, HTTP). A complete request is
+ * handed to a pool of worker threads through one FIFO queue while its
+ * connection is suspended, and the worker resumes it with the answer. A
+ * handler that waits (the audit record's fsync) then holds up only its own
+ * request, never the other connections of the same libmicrohttpd thread,
+ * requests are served in arrival order whatever connection they came on, and
+ * the workers waiting on the audit log at the same moment share one fsync
+ * (audit.h group commit). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +34,113 @@ struct conn {
 	size_t len, cap;
 	bool too_large;
 	bool answered;
+	bool queued; /* handed to the workers; the connection is suspended */
 	size_t discarded;
 	uint64_t start_ns;
+	/* the request as the worker sees it (pointers into the connection's
+	 * memory, valid until the request completes) */
+	struct MHD_Connection *c;
+	const char *method, *url, *authorization;
+	kmsd_response res;
+	enum kmsd_route route;
+	atomic_bool done;
+	struct conn *next;
 };
+
+/* The worker pool: one FIFO of complete requests. */
+struct pool {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct conn *head, *tail;
+	bool stopping;
+	kmsd_ctx *ctx;
+	pthread_t *th;
+	unsigned n;
+};
+
+static struct pool g_pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void handle(kmsd_ctx *ctx, struct conn *st)
+{
+	kmsd_request req = {
+	    .method = st->method,
+	    .path = st->url,
+	    .body = st->buf != NULL ? st->buf : (const uint8_t *)"",
+	    .len = st->len,
+	    .authorization = st->authorization,
+	};
+	st->route = kmsd_dispatch(ctx, &req, &st->res);
+}
+
+static void *worker_main(void *arg)
+{
+	struct pool *p = arg;
+	for (;;) {
+		pthread_mutex_lock(&p->mu);
+		while (p->head == NULL && !p->stopping)
+			pthread_cond_wait(&p->cv, &p->mu);
+		struct conn *st = p->head;
+		if (st == NULL) { /* stopping and nothing left */
+			pthread_mutex_unlock(&p->mu);
+			return NULL;
+		}
+		p->head = st->next;
+		if (p->head == NULL)
+			p->tail = NULL;
+		pthread_mutex_unlock(&p->mu);
+		handle(p->ctx, st);
+		atomic_store(&st->done, true);
+		MHD_resume_connection(st->c);
+	}
+}
+
+/* Queues a suspended request; false once the pool is stopping (the caller
+ * then answers it itself, so no connection is left suspended). */
+static bool pool_push(struct pool *p, struct conn *st)
+{
+	bool ok;
+	pthread_mutex_lock(&p->mu);
+	ok = !p->stopping && p->n > 0;
+	if (ok) {
+		st->next = NULL;
+		if (p->tail != NULL)
+			p->tail->next = st;
+		else
+			p->head = st;
+		p->tail = st;
+		pthread_cond_signal(&p->cv);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return ok;
+}
+
+static sl_err pool_start(struct pool *p, kmsd_ctx *ctx, unsigned n)
+{
+	sl_err rc = SL_E_SYSTEM;
+	p->ctx = ctx;
+	p->th = calloc(n, sizeof(*p->th));
+	SL_ENSURE(p->th != NULL, SL_E_NOMEM, "worker threads");
+	for (; p->n < n; p->n++)
+		SL_ENSURE(pthread_create(&p->th[p->n], NULL, worker_main, p) == 0, SL_E_SYSTEM,
+		          "cannot start worker thread %u: %s", p->n, strerror(errno));
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+/* Workers finish every queued request (resuming its connection) and exit. */
+static void pool_stop(struct pool *p)
+{
+	pthread_mutex_lock(&p->mu);
+	p->stopping = true;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	for (unsigned i = 0; i < p->n; i++)
+		pthread_join(p->th[i], NULL);
+	free(p->th);
+	p->th = NULL;
+	p->n = 0;
+}
 
 static enum MHD_Result send_response(struct MHD_Connection *c, kmsd_response *res)
 {
@@ -132,22 +247,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_YES;
 	if (st->too_large)
 		return too_large(ctx, c, st);
-
-	kmsd_request req = {
-	    .method = method,
-	    .path = url,
-	    .body = st->buf != NULL ? st->buf : (const uint8_t *)"",
-	    .len = st->len,
-	    .authorization =
-	        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
-	};
-	kmsd_response res = {0};
-	enum kmsd_route route = kmsd_dispatch(ctx, &req, &res);
+	if (!st->queued) {
+		st->c = c;
+		st->method = method;
+		st->url = url;
+		st->authorization =
+		    MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+		st->queued = true;
+		/* suspended before it is queued, so the worker's resume cannot
+		 * come first */
+		MHD_suspend_connection(c);
+		if (pool_push(&g_pool, st))
+			return MHD_YES;
+		MHD_resume_connection(c);
+		handle(ctx, st);
+		atomic_store(&st->done, true);
+	}
+	if (!atomic_load(&st->done))
+		return MHD_YES; /* resumed before the answer (not expected): wait */
 	st->answered = true;
-	kmsd_metrics_request(ctx->metrics, route, res.status, sl_now_ns() - st->start_ns);
-	enum MHD_Result ret = send_response(c, &res);
-	json_decref(res.json);
-	free(res.text);
+	kmsd_metrics_request(ctx->metrics, st->route, st->res.status, sl_now_ns() - st->start_ns);
+	enum MHD_Result ret = send_response(c, &st->res);
+	json_decref(st->res.json);
+	st->res.json = NULL;
+	free(st->res.text);
+	st->res.text = NULL;
 	return ret;
 }
 
@@ -160,6 +284,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	(void)toe;
 	if (st == NULL)
 		return;
+	json_decref(st->res.json);
+	free(st->res.text);
 	if (st->buf != NULL) {
 		sl_wipe(st->buf, st->len); /* admin wrap bodies carry a DEK */
 		free(st->buf);
@@ -230,6 +356,7 @@ sl_err kmsd_serve(kmsd_ctx *ctx)
 	const union MHD_DaemonInfo *info;
 
 	SL_GUARD(parse_listen(cfg->listen, &ss, host, sizeof(host), &port));
+	SL_GUARD(pool_start(&g_pool, ctx, cfg->workers));
 	SL_GUARD(sl_file_read(cfg->tls_cert, 1 << 20, &cert, &cert_len));
 	SL_GUARD(sl_secret_read_file(cfg->tls_key, 1 << 16, &key));
 	{
@@ -250,7 +377,7 @@ sl_err kmsd_serve(kmsd_ctx *ctx)
 
 	d = MHD_start_daemon(
 	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TLS | MHD_USE_ERROR_LOG |
-	        MHD_USE_TURBO | MHD_USE_ITC,
+	        MHD_USE_TURBO | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME,
 	    0, NULL, NULL, on_request, ctx, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE,
 	    (unsigned int)cfg->threads, MHD_OPTION_CONNECTION_LIMIT,
@@ -270,7 +397,9 @@ sl_err kmsd_serve(kmsd_ctx *ctx)
 	if (info != NULL && info->port != 0)
 		port = info->port;
 	snprintf(url, sizeof(url), "https://%s:%u", host, port);
-	fprintf(stderr, "seclaunchd: listening on %s (%u threads, TLS 1.2+)\n", url, cfg->threads);
+	fprintf(stderr,
+	        "seclaunchd: listening on %s (%u connection threads, %u workers, TLS 1.2+)\n", url,
+	        cfg->threads, cfg->workers);
 	kmsd_audit(ctx, SL_AUDIT_EV_KMS_START, NULL, NULL, NULL, NULL, NULL,
 	           json_pack("{s:s, s:b, s:s}", "url", url, "dev", cfg->dev, "kek_backend",
 	                     cfg->backend == KMSD_KEK_LOCAL ? "local" : "pkcs11"));
@@ -290,10 +419,14 @@ sl_err kmsd_serve(kmsd_ctx *ctx)
 			break;
 		usleep(100 * 1000);
 	}
+	pool_stop(&g_pool); /* queued requests answered (and audited) first */
 	kmsd_audit(ctx, SL_AUDIT_EV_KMS_STOP, NULL, NULL, NULL, NULL, NULL,
 	           json_pack("{s:s}", "signal", strsignal(sig)));
 	rc = SL_OK;
 out:
+	/* no connection may stay suspended when the daemon stops: the workers
+	 * answer what is queued, later requests are answered inline */
+	pool_stop(&g_pool);
 	if (d != NULL)
 		MHD_stop_daemon(d);
 	sl_secret_free(key);

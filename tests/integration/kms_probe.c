@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "kms_http.h"
@@ -239,15 +240,13 @@ static bool check_answer(size_t i, const char *body, size_t len)
 	json_t *r = json_loadb(body, len, 0, NULL);
 	const char *sealed = json_string_value(
 	    json_object_get(json_array_get(json_object_get(r, "keys"), 0), "sealed"));
-	uint8_t *raw = NULL, pk[32], dek[32], h[32];
+	uint8_t *raw = NULL, dek[32], h[32];
 	size_t rl = 0;
 	char hex[65];
 	bool ok = sealed != NULL && sl_b64_decode(sealed, 128, &raw, &rl, "sealed") == SL_OK &&
 	          rl == 32 + crypto_box_SEALBYTES;
-	if (ok) {
-		crypto_scalarmult_base(pk, sl_secret_data(j->eph_sk));
-		ok = crypto_box_seal_open(dek, raw, rl, pk, sl_secret_data(j->eph_sk)) == 0;
-	}
+	if (ok)
+		ok = crypto_box_seal_open(dek, raw, rl, j->eph_pub, sl_secret_data(j->eph_sk)) == 0;
 	if (ok) {
 		sl_sha256(dek, sizeof(dek), h);
 		sl_hex_encode(h, 32, hex);
@@ -389,12 +388,22 @@ static void *drive(void *arg)
 	return NULL;
 }
 
+/* CPU time (user + system) of this process so far, in ns: the client's own
+ * share of the machine during the timed phase. */
+static uint64_t cpu_ns(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000u +
+	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000u;
+}
+
 /* The connections are spread over one client thread per CPU (at most 2). */
 static int run_multi(size_t n, size_t conc, const char *what)
 {
 	size_t nth = conc >= 2 ? 2 : 1, share[2] = {conc - conc / 2, conc / 2};
 	pthread_t th[2];
-	uint64_t t0, wall;
+	uint64_t t0, wall, cpu0, cpu;
 	if (nth == 1)
 		share[0] = conc;
 	g_njobs = n;
@@ -406,16 +415,19 @@ static int run_multi(size_t n, size_t conc, const char *what)
 		pthread_create(&th[i], NULL, drive, &share[i]);
 	pthread_barrier_wait(&g_barrier);
 	t0 = sl_now_ns();
+	cpu0 = cpu_ns();
 	for (size_t i = 0; i < nth; i++)
 		pthread_join(th[i], NULL);
 	wall = sl_now_ns() - t0;
+	cpu = cpu_ns() - cpu0;
 	pthread_barrier_destroy(&g_barrier);
 	qsort(g_lat, n, sizeof(*g_lat), cmp_u64);
 	printf("%s concurrency=%zu requests=%zu failed=%d wall_s=%.3f per_s=%.0f p50_ms=%.2f "
-	       "p99_ms=%.2f\n",
+	       "p99_ms=%.2f client_cpu_ms_per_request=%.3f\n",
 	       what, conc, n, atomic_load(&g_fails), (double)wall / 1e9,
 	       (double)n / ((double)wall / 1e9), (double)g_lat[n / 2] / 1e6,
-	       (double)g_lat[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / 1e6);
+	       (double)g_lat[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / 1e6,
+	       (double)cpu / 1e6 / (double)n);
 	free(g_lat);
 	return atomic_load(&g_fails) == 0 ? 0 : 1;
 }

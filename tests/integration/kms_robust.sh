@@ -138,8 +138,34 @@ check "64 concurrent releases, each DEK the one wrapped for its dataset" 0 \
 grep -h "per_s" "$T/out" | sed 's/^/# /'
 assert "64 releases counted" test "$(kms_metric seclaunchd_releases_total)" -eq 64
 
-# --- TLS versions and idle connections (a server with a 2 s idle timeout) ----
+# --- handler threads: inline mode, limits, SIGTERM with requests queued ------
 stop_pid "$KMS_PID"
+echo '{"workers": 0}' >inline.json
+start_kms "$T/kms2" --config "$T/inline.json" || exit 1
+check "workers 0 (handlers on the connection threads): 32 concurrent releases" 0 \
+	"$PROBE" "$KMS_URL" "$KMS_CA" burst 32 32 keys.txt
+stop_pid "$KMS_PID"
+echo '{"workers": 1025}' >toomany.json
+check_err "workers above 1024 refused at start" 2 "workers" "$SLD" --dev --state "$T/kms2" --config "$T/toomany.json"
+echo '{"workers": 2}' >two.json
+start_kms "$T/kms2" --config "$T/two.json" || exit 1
+# the probe prepares (challenges + quotes) first, then fires 64 releases at
+# 2 workers; SIGTERM lands while most are queued
+"$PROBE" "$KMS_URL" "$KMS_CA" burst 64 64 keys.txt >term.out 2>term.err &
+BP=$!
+for _ in $(seq 200); do grep -q prepared term.err && break; sleep 0.05; done
+sleep 0.02
+kill -TERM "$KMS_PID"
+wait "$KMS_PID"
+check "SIGTERM with requests queued for the workers: exit 0" 0 test $? -eq 0
+wait "$BP"
+sed 's/^/# /' term.out; grep -c "HTTP\|Couldn\|connect" term.err | sed 's/^/# requests refused or cut by the stop: /'
+check "the log verifies and ends with the closing checkpoint" 0 "$SL" audit verify \
+	--pubkey "$T/kms2/audit.pub" --require-final-checkpoint "$T/kms2/audit.log"
+check "no release answered with a wrong or unopenable key during the stop" 1 \
+	grep -q "kms_probe: release [0-9]* (key" term.err
+
+# --- TLS versions and idle connections (a server with a 2 s idle timeout) ----
 echo '{"idle_timeout_s": 2}' >idle.json
 start_kms "$T/kms-idle" --config "$T/idle.json" || exit 1
 check "TLS 1.3 is served" 0 curl -sf --tlsv1.3 --cacert "$KMS_CA" "$KMS_URL/v1/health"
