@@ -22,6 +22,9 @@ extern bool sl_cli_json;  /* --json */
 int sl_cli_fail(const char *cmd, sl_err rc);
 /* Prints a usage error (and "try --help") and returns 1. */
 int sl_cli_usage(const char *cmd, const char *fmt, ...) SL_PRINTF(2, 3);
+/* libcurl and jansson wipe each heap block before freeing it (heap_wipe.c);
+ * call first thing in main, before either library allocates. */
+SL_MUST_USE sl_err sl_heap_wipe_install(void);
 
 /* Subcommands (add yours here and to the table in main.c). */
 int cmd_version(int argc, char **argv);

@@ -47,6 +47,8 @@ int cmd_version(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	sl_err rc = sl_harden_process();
+	if (rc == SL_OK)
+		rc = sl_heap_wipe_install();
 	if (rc != SL_OK)
 		return sl_cli_fail("startup", rc);
 	if (argc < 2) {

@@ -13,6 +13,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <malloc.h>
@@ -41,6 +46,18 @@
 static char needle[128];
 static size_t needle_len;
 static volatile int hits;
+static char needle2[128]; /* a second secret, counted apart */
+static size_t needle2_len;
+static volatile int hits2;
+
+/* Counts the needles in a block about to be freed. */
+static void look(const void *p, size_t n)
+{
+	if (needle_len > 0 && memmem(p, n, needle, needle_len) != NULL)
+		hits++;
+	if (needle2_len > 0 && memmem(p, n, needle2, needle2_len) != NULL)
+		hits2++;
+}
 
 #ifndef NO_FREE_HOOK
 static void (*real_free)(void *);
@@ -56,8 +73,7 @@ void free(void *p)
 		return;
 	if (real_free == NULL)
 		return; /* only while dlsym resolves it: leak, never crash */
-	if (needle_len > 0 && memmem(p, malloc_usable_size(p), needle, needle_len) != NULL)
-		hits++;
+	look(p, malloc_usable_size(p));
 	real_free(p);
 }
 #endif
@@ -77,9 +93,8 @@ static void asan_malloc_hook(const volatile void *p, size_t n)
 static void asan_free_hook(const volatile void *vp)
 {
 	const void *p = (const void *)vp;
-	if (p != NULL && needle_len > 0 &&
-	    memmem(p, __sanitizer_get_allocated_size(vp), needle, needle_len) != NULL)
-		hits++;
+	if (p != NULL)
+		look(p, __sanitizer_get_allocated_size(vp));
 }
 #endif
 
@@ -99,9 +114,17 @@ static void watch(const char *s, size_t n)
 	hits = 0;
 }
 
+static void watch2(const char *s, size_t n)
+{
+	memcpy(needle2, s, n);
+	needle2_len = n;
+	hits2 = 0;
+}
+
 static void unwatch(void)
 {
 	needle_len = 0;
+	needle2_len = 0;
 }
 
 /* A DEK-sized secret as base64, one byte too long for the 32-byte cap: it
@@ -268,12 +291,140 @@ static void test_policy_password_tty_is_wiped(void **state)
 	rmdir(dir);
 }
 
+/* One HTTP exchange on a loopback listener: reads the request (headers and
+ * a Content-Length body), answers 200 with a small JSON body. */
+static void *http_once(void *arg)
+{
+	int ls = *(int *)arg, c = accept(ls, NULL, NULL);
+	char buf[8192];
+	size_t got = 0;
+	if (c < 0)
+		return NULL;
+	for (;;) {
+		ssize_t n = read(c, buf + got, sizeof(buf) - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		buf[got] = '\0';
+		char *end = strstr(buf, "\r\n\r\n"), *cl = strcasestr(buf, "Content-Length:");
+		if (end != NULL &&
+		    (cl == NULL || got - (size_t)(end + 4 - buf) >= strtoul(cl + 15, NULL, 10)))
+			break;
+	}
+	static const char ans[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+	                          "Content-Length: 2\r\nConnection: close\r\n\r\n{}";
+	if (write(c, ans, sizeof(ans) - 1) < 0) {
+		/* the client sees the failure */
+	}
+	close(c);
+	return NULL;
+}
+
+static size_t sink(char *p, size_t sz, size_t n, void *ctx)
+{
+	(void)p;
+	(void)ctx;
+	return sz * n;
+}
+
+/* In a child: optionally install the wiping allocators, then a POST with a
+ * bearer token and a secret body through libcurl, and a JSON text with the
+ * secret parsed and serialised by jansson. Exit status: 0 nothing left,
+ * 1 the token, 2 the body, 4 the JSON secret left in freed memory (or'd),
+ * 64+ setup failure. */
+static int heap_child(bool install)
+{
+	static const char token[] = "Review-Bearer-Token-4f1d2c3b";
+	static const char secret[] = "Review-Body-Secret-9a8b7c6d";
+	int code = 0;
+	if (install && sl_heap_wipe_install() != SL_OK)
+		return 64;
+	int ls = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof(a);
+	if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(ls, 1) != 0 ||
+	    getsockname(ls, (struct sockaddr *)&a, &al) != 0)
+		return 65;
+	pthread_t th;
+	if (pthread_create(&th, NULL, http_once, &ls) != 0)
+		return 66;
+	char url[64], auth[128], body[128];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u/v1/keys/k/wrap", ntohs(a.sin_port));
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+	snprintf(body, sizeof(body), "{\"dataset_id\":\"d\",\"dek\":\"%s\"}", secret);
+	CURL *c = curl_easy_init();
+	struct curl_slist *h = curl_slist_append(NULL, auth);
+	if (c == NULL || h == NULL)
+		return 67;
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+	watch(token, strlen(token));
+	watch2(secret, strlen(secret));
+	CURLcode cc = curl_easy_perform(c);
+	curl_easy_cleanup(c);
+	unwatch();
+	curl_slist_free_all(h); /* our own copy: not the point here */
+	pthread_join(th, NULL);
+	close(ls);
+	if (cc != CURLE_OK)
+		return 68;
+	if (hits > 0)
+		code |= 1;
+	if (hits2 > 0)
+		code |= 2;
+	/* jansson: parse a text holding the secret and serialise it again */
+	watch(secret, strlen(secret));
+	json_t *j = json_loads(body, 0, NULL);
+	char *out = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+	if (out == NULL)
+		return 69;
+	size_t ol = strlen(out);
+	json_t *v = json_object_get(j, "dek");
+	sl_wipe((char *)json_string_value(v), json_string_length(v));
+	json_decref(j);
+	sl_wipe(out, ol);
+	free(out);
+	unwatch();
+	if (hits > 0)
+		code |= 4;
+	return code;
+}
+
+static int run_heap_child(bool install)
+{
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(heap_child(install));
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	return WEXITSTATUS(st);
+}
+
+/* Without the wiping allocators libcurl and jansson do leave the secrets
+ * (so the check can see them); with them, nothing is left. */
+static void test_library_heaps_are_wiped(void **state)
+{
+	(void)state;
+	int without = run_heap_child(false);
+	assert_true(without < 64);
+	assert_int_equal(without & 3, 3); /* curl kept token and body */
+	assert_int_equal(without & 4, 4); /* jansson kept the JSON secret */
+	assert_int_equal(run_heap_child(true), 0);
+}
+
 int main(void)
 {
 	if (sl_crypto_init() != SL_OK)
 		return 1;
 	install_hook();
 	const struct CMUnitTest tests[] = {
+	    /* first: its children must be the first to initialise libcurl
+	     * (curl_global_init_mem takes effect only then) */
+	    cmocka_unit_test(test_library_heaps_are_wiped),
 	    cmocka_unit_test(test_b64_decode_refused_is_wiped),
 	    cmocka_unit_test(test_hex_decode_refused_is_wiped),
 	    cmocka_unit_test(test_kms_wrap_body_is_wiped),
