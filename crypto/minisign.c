@@ -365,10 +365,16 @@ sl_err sl_minisign_keygen(const char *password, uint64_t opslimit, uint64_t meml
 	SL_GUARD(sl_secret_new(b64len, &b64));
 	sodium_bin2base64((char *)sl_secret_data(b64), b64len, blob, SECKEY_LEN,
 	                  sodium_base64_VARIANT_ORIGINAL);
-	SL_ENSURE(asprintf(&sec, UNTRUSTED_PREFIX "minisign %s secret key\n%s\n",
-	                   password != NULL ? "encrypted" : "unencrypted",
-	                   (char *)sl_secret_data(b64)) >= 0,
-	          SL_E_NOMEM, "formatting a secret key");
+	{
+		/* asprintf grows its buffer by realloc, leaving copies of an
+		 * unencrypted key behind: size it, then format it once */
+		const char *kind = password != NULL ? "encrypted" : "unencrypted";
+		static const char fmt[] = UNTRUSTED_PREFIX "minisign %s secret key\n%s\n";
+		int n = snprintf(NULL, 0, fmt, kind, (char *)sl_secret_data(b64));
+		SL_ENSURE(n > 0 && (sec = malloc((size_t)n + 1)) != NULL, SL_E_NOMEM,
+		          "formatting a secret key");
+		snprintf(sec, (size_t)n + 1, fmt, kind, (char *)sl_secret_data(b64));
+	}
 	SL_GUARD(sl_minisign_pubkey_format(pk, pubkey_text));
 	*seckey_text = sec;
 	sec = NULL;

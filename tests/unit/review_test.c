@@ -4,8 +4,8 @@
  * (seclaunch's own code, jansson, libcurl, the C library's stdio), and it
  * looks for a needle (bytes of a secret) in each block before handing it to
  * the C library's free. A test sets the needle, runs one operation, and
- * asserts that no freed block held it. realloc() frees internally without
- * calling free(); the operations tested here do not realloc secrets.
+ * asserts that no freed block held it. realloc() is defined here too, as
+ * malloc, copy and free, so that blocks it moves are looked at as well.
  * Under AddressSanitizer, which owns malloc and free, its free hook does the
  * same. */
 #include <setjmp.h>
@@ -50,9 +50,22 @@ static char needle2[128]; /* a second secret, counted apart */
 static size_t needle2_len;
 static volatile int hits2;
 
-/* Counts the needles in a block about to be freed. */
+/* Copies of freed blocks, for secrets only known once the call returns. */
+#define SAVE_MAX 256
+#define SAVE_BYTES 4096
+static char saved[SAVE_MAX][SAVE_BYTES];
+static size_t saved_len[SAVE_MAX];
+static volatile int nsaved;
+static volatile bool saving;
+
+/* Counts the needles in a block about to be freed (and saves a copy). */
 static void look(const void *p, size_t n)
 {
+	if (saving && nsaved < SAVE_MAX) {
+		size_t k = n < SAVE_BYTES ? n : SAVE_BYTES;
+		memcpy(saved[nsaved], p, k);
+		saved_len[nsaved++] = k;
+	}
 	if (needle_len > 0 && memmem(p, n, needle, needle_len) != NULL)
 		hits++;
 	if (needle2_len > 0 && memmem(p, n, needle2, needle2_len) != NULL)
@@ -62,9 +75,27 @@ static void look(const void *p, size_t n)
 #ifndef NO_FREE_HOOK
 static void (*real_free)(void *);
 
+static void *(*real_malloc)(size_t);
+
 __attribute__((constructor)) static void hook_init(void)
 {
 	real_free = (void (*)(void *))dlsym(RTLD_NEXT, "free");
+	real_malloc = (void *(*)(size_t))dlsym(RTLD_NEXT, "malloc");
+}
+
+/* The C library's realloc frees a moved block without calling free(): move
+ * it here, so the old block is looked at too. */
+void *realloc(void *p, size_t n)
+{
+	if (p == NULL)
+		return real_malloc(n);
+	size_t have = malloc_usable_size(p);
+	void *q = real_malloc(n != 0 ? n : 1);
+	if (q == NULL)
+		return NULL;
+	memcpy(q, p, have < n ? have : n);
+	free(p);
+	return q;
 }
 
 void free(void *p)
@@ -416,6 +447,36 @@ static void test_library_heaps_are_wiped(void **state)
 	assert_int_equal(run_heap_child(true), 0);
 }
 
+/* Whether a saved freed block holds s. */
+static bool saved_has(const char *s, size_t n)
+{
+	for (int i = 0; i < nsaved; i++)
+		if (memmem(saved[i], saved_len[i], s, n) != NULL)
+			return true;
+	return false;
+}
+
+/* An unencrypted minisign secret key (policy keygen -W) is the key itself
+ * in base64: formatting it must not leave copies in freed memory. */
+static void test_minisign_keygen_text_is_wiped(void **state)
+{
+	(void)state;
+	char *sec = NULL, *pub = NULL;
+	sl_minisign_pubkey pk;
+	nsaved = 0;
+	saving = true;
+	assert_int_equal(sl_minisign_keygen(NULL, 0, 0, &sec, &pub, &pk), SL_OK);
+	saving = false;
+	const char *line = strchr(sec, '\n');
+	assert_non_null(line);
+	assert_true(strlen(line) > 100);
+	/* bytes 80..104 of the base64 line: inside the Ed25519 secret key */
+	assert_false(saved_has(line + 1 + 80, 24));
+	sl_wipe(sec, strlen(sec));
+	free(sec);
+	free(pub);
+}
+
 int main(void)
 {
 	if (sl_crypto_init() != SL_OK)
@@ -429,6 +490,7 @@ int main(void)
 	    cmocka_unit_test(test_hex_decode_refused_is_wiped),
 	    cmocka_unit_test(test_kms_wrap_body_is_wiped),
 	    cmocka_unit_test(test_policy_password_tty_is_wiped),
+	    cmocka_unit_test(test_minisign_keygen_text_is_wiped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
