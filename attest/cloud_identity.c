@@ -44,6 +44,17 @@ sl_err sl_identity_verify(const json_t *doc, const sl_identity_opts *o, sl_claim
 		SL_FAIL(SL_E_ATTEST_FORMAT,
 		        "identity document: unknown kind '%s' (gcp-jwt, aws-iid, unsigned)", kind);
 	}
+	/* a second document (seclaunchd accepts several) must name the same
+	 * place: otherwise the last one would silently win, keeping the other
+	 * document's leftover cloud.* claims beside its own */
+	static const char *const same[] = {"cloud.provider", "cloud.region"};
+	for (size_t i = 0; i < 2; i++) {
+		const char *had = sl_claims_get(claims, same[i]),
+		           *now = sl_claims_get(tmp, same[i]);
+		SL_ENSURE(had == NULL || now == NULL || strcmp(had, now) == 0, SL_E_ATTEST,
+		          "identity document: %s '%s' contradicts '%s' from an earlier document",
+		          same[i], now, had);
+	}
 	SL_GUARD(sl_claims_merge(claims, tmp));
 	rc = SL_OK;
 out:

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "../../launcher/cli.h"
+#include "seclaunch/identity.h"
 #include "seclaunch/kms.h"
 #include "seclaunch/minisign.h"
 #include "seclaunch/secret.h"
@@ -477,6 +478,31 @@ static void test_minisign_keygen_text_is_wiped(void **state)
 	free(pub);
 }
 
+/* seclaunchd verifies every identity document of a request into one claim
+ * set: documents naming different places must not let the last one win. */
+static void test_identity_documents_must_agree(void **state)
+{
+	(void)state;
+	sl_claims *c = NULL;
+	json_t *a = json_pack("{s:s, s:s}", "kind", "unsigned", "region", "aws:eu-west-1");
+	json_t *b = json_pack("{s:s, s:s}", "kind", "unsigned", "region", "aws:us-east-1");
+	json_t *g = json_pack("{s:s, s:s}", "kind", "unsigned", "region", "gcp:eu-west-1");
+	assert_int_equal(sl_claims_new(&c), SL_OK);
+	assert_int_equal(sl_identity_verify(a, NULL, c), SL_OK);
+	assert_int_equal(sl_identity_verify(a, NULL, c), SL_OK); /* the same place again */
+	assert_int_equal(sl_identity_verify(b, NULL, c), SL_E_ATTEST);
+	assert_non_null(
+	    strstr(sl_err_detail(), "cloud.region 'us-east-1' contradicts 'eu-west-1'"));
+	assert_int_equal(sl_identity_verify(g, NULL, c), SL_E_ATTEST);
+	assert_non_null(strstr(sl_err_detail(), "cloud.provider 'gcp' contradicts 'aws'"));
+	assert_string_equal(sl_claims_get(c, "cloud.region"), "eu-west-1");
+	assert_string_equal(sl_claims_get(c, "cloud.provider"), "aws");
+	sl_claims_free(c);
+	json_decref(a);
+	json_decref(b);
+	json_decref(g);
+}
+
 int main(void)
 {
 	if (sl_crypto_init() != SL_OK)
@@ -491,6 +517,7 @@ int main(void)
 	    cmocka_unit_test(test_kms_wrap_body_is_wiped),
 	    cmocka_unit_test(test_policy_password_tty_is_wiped),
 	    cmocka_unit_test(test_minisign_keygen_text_is_wiped),
+	    cmocka_unit_test(test_identity_documents_must_agree),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
