@@ -17,6 +17,7 @@
 /* One append waiting for its batch (lives on the appending thread's stack). */
 struct pending {
 	const sl_audit_record *r; /* NULL: a checkpoint request */
+	char *body;               /* r's fields from host to details, rendered (prepare_body) */
 	const char *cp_reason;    /* forced checkpoint reason, or NULL */
 	bool done;                /* set (under mu) once the batch that held it is durable */
 	sl_err rc;
@@ -333,6 +334,88 @@ out:
 	return rc;
 }
 
+/* The part of a record that does not depend on its place in the chain
+ * (host ... details, without the braces), rendered and checked by the
+ * appending thread itself, outside the lock, so the one thread that writes
+ * a batch only has to put seq, time and prev around each. The check is the
+ * readers' parser run on the line with stand-in seq, time and prev (which
+ * the writer makes itself, always well-formed). */
+static sl_err prepare_body(sl_audit *a, const sl_audit_record *r, char **out)
+{
+	sl_err rc = SL_E_NOMEM;
+	json_t *o = json_object();
+	char *obj = NULL, *line = NULL, now[40], gen[AUDIT_HEX_LEN + 1];
+	size_t n;
+
+	*out = NULL;
+	SL_ENSURE(o != NULL, SL_E_NOMEM, "audit: building a record");
+	/* insertion order is the documented field order */
+	json_object_set_new(o, "host", json_string(a->host));
+	json_object_set_new(o, "actor", json_string(a->actor));
+	json_object_set_new(o, "event", json_string(r->event));
+	json_object_set_new(o, "job_id", str_or_null(r->job_id));
+	json_object_set_new(o, "dataset_id", str_or_null(r->dataset_id));
+	json_object_set_new(o, "key_id", str_or_null(r->key_id));
+	json_object_set_new(o, "policy_digest", str_or_null(r->policy_digest));
+	json_object_set_new(o, "decision", str_or_null(r->decision));
+	json_object_set_new(o, "reasons",
+	                    r->reasons != NULL ? json_deep_copy(r->reasons) : json_null());
+	json_object_set_new(o, "claims_digest", str_or_null(r->claims_digest));
+	json_object_set_new(o, "details",
+	                    r->details != NULL ? json_deep_copy(r->details) : json_null());
+	obj = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	SL_ENSURE(obj != NULL, SL_E_INPUT,
+	          "audit: record for event '%s' cannot be encoded (invalid UTF-8?)", r->event);
+	n = strlen(obj);
+	SL_ENSURE(n >= 2 && obj[0] == '{' && obj[n - 1] == '}', SL_E_INTERNAL,
+	          "audit: unexpected encoding of a record");
+	audit_now(now, sizeof(now));
+	audit_genesis_hex(gen);
+	SL_ENSURE(asprintf(&line, "{\"seq\":1,\"time\":\"%s\",%.*s,\"prev\":\"%s\"}", now,
+	                   (int)(n - 2), obj + 1, gen) > 0,
+	          SL_E_NOMEM, "audit: building a record");
+	/* a writer never writes what a reader would refuse */
+	rc = sl_audit_parse_line((const uint8_t *)line, strlen(line), NULL);
+	if (rc != SL_OK) {
+		rc = sl_err_wrap(rc, "audit: refusing to write event '%s'", r->event);
+		goto out;
+	}
+	memmove(obj, obj + 1, n - 2);
+	obj[n - 2] = '\0';
+	*out = obj;
+	obj = NULL;
+	rc = SL_OK;
+out:
+	free(line);
+	free(obj);
+	json_decref(o);
+	return rc;
+}
+
+/* One prepared record's line: seq, time, the body, prev; moves the chain on. */
+static sl_err emit_prepared(audit_tail *t, const char *body, sl_writer *w)
+{
+	sl_err rc = SL_E_NOMEM;
+	char now[40], *line = NULL;
+	int n;
+
+	audit_now(now, sizeof(now));
+	n = asprintf(&line, "{\"seq\":%llu,\"time\":\"%s\",%s,\"prev\":\"%s\"}",
+	             (unsigned long long)(t->seq + 1), now, body, t->hash);
+	SL_ENSURE(n > 0, SL_E_NOMEM, "audit: building a record");
+	SL_ENSURE((size_t)n <= SL_AUDIT_MAX_LINE, SL_E_TOO_LARGE,
+	          "audit: a record of %d bytes is over the %u-byte line limit", n,
+	          SL_AUDIT_MAX_LINE);
+	SL_GUARD(sl_write_bytes(w, line, (size_t)n));
+	SL_GUARD(sl_write_u8(w, '\n'));
+	audit_line_hash((const uint8_t *)line, (size_t)n, t->hash);
+	t->seq++;
+	rc = SL_OK;
+out:
+	free(line);
+	return rc;
+}
+
 static sl_err emit_recovered(sl_audit *a, audit_tail *t, sl_writer *w)
 {
 	sl_err rc = SL_E_NOMEM;
@@ -469,7 +552,7 @@ static sl_err emit_entry(sl_audit *a, audit_tail *t, const struct pending *q, sl
 
 	sl_writer_init(&one, 4 * (size_t)SL_AUDIT_MAX_LINE);
 	if (q->r != NULL) {
-		SL_GUARD(emit(a, t, q->r, q->r->details, false, NULL, &one, NULL));
+		SL_GUARD(emit_prepared(t, q->body, &one));
 		since++;
 		if (a->sk != NULL && reason == NULL && since >= a->every)
 			reason = "interval";
@@ -580,6 +663,11 @@ static sl_err submit(sl_audit *a, const sl_audit_record *r, const char *cp_reaso
 {
 	struct pending me = {.r = r, .cp_reason = cp_reason};
 
+	if (r != NULL) {
+		sl_err rc = prepare_body(a, r, &me.body);
+		if (rc != SL_OK)
+			return rc; /* refused alone, before it could hold anyone up */
+	}
 	pthread_mutex_lock(&a->mu);
 	if (a->tail != NULL)
 		a->tail->next = &me;
@@ -606,6 +694,7 @@ static sl_err submit(sl_audit *a, const sl_audit_record *r, const char *cp_reaso
 		pthread_cond_broadcast(&a->cv);
 	}
 	pthread_mutex_unlock(&a->mu);
+	free(me.body);
 	if (me.rc != SL_OK)
 		return sl_err_set(me.rc, "%s", me.detail);
 	return SL_OK;
