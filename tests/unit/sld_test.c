@@ -431,14 +431,14 @@ static void test_sink_error_stops(void **state)
 /* ---- decryption straight into a destination ---------------------------- */
 
 struct into_log {
-	uint64_t prepared[64]; /* per chunk: offset + 1 of its prepare call */
+	uint64_t prepared[256]; /* per chunk: offset + 1 of its prepare call */
 	uint64_t next, done_bytes, stop_at;
 };
 
 static sl_err log_prepare(void *ctx, uint64_t i, uint64_t off, size_t len)
 {
 	struct into_log *l = ctx;
-	assert_true(i < 64 && l->prepared[i] == 0 && len > 0);
+	assert_true(i < 256 && l->prepared[i] == 0 && len > 0);
 	l->prepared[i] = off + 1; /* each chunk on exactly one worker, once */
 	return SL_OK;
 }
@@ -473,8 +473,8 @@ static sl_err decrypt_into(const uint8_t *bytes, size_t n, sl_secret *dek, unsig
 static void test_decrypt_into(void **state)
 {
 	(void)state;
-	const uint32_t chunk[] = {CS, 1u << 20};
-	const size_t sizes[] = {0, 1, 3 * ((size_t)1 << 20) + 300001};
+	const uint32_t chunk[] = {CS, 4u << 20}; /* 4 MiB: read in 1 MiB pieces */
+	const size_t sizes[] = {0, 1, 2 * ((size_t)4 << 20) + ((size_t)3 << 19) + 1};
 	for (int a = SL_AEAD_AES_256_GCM; a <= SL_AEAD_XCHACHA20_POLY1305; a++)
 		for (size_t c = 0; c < 2; c++)
 			for (size_t z = 0; z < 3; z++)
@@ -509,13 +509,13 @@ static void test_decrypt_into(void **state)
 				}
 }
 
-/* A chunk altered in its last piece (1 MiB chunks, read in pieces): the
+/* A chunk altered in its last piece (4 MiB chunks, read in pieces): the
  * error names it and its bytes in the destination are zero; a done hook's
  * error stops the run and is returned. */
 static void test_decrypt_into_tamper(void **state)
 {
 	(void)state;
-	const size_t cs = 1u << 20, n = 4 * cs + 1000;
+	const size_t cs = 4u << 20, n = 4 * cs + 1000;
 	sl_secret *dek = new_dek();
 	uint8_t *plain = random_bytes(n), *dst = malloc(n);
 	sl_sld_encrypt_params p = {.dataset_id = "into", .chunk_size = (uint32_t)cs};
