@@ -163,9 +163,38 @@ const char *sl_claims_value(const sl_claims *c, size_t i)
 	return i < c->n ? c->v[i].value : NULL;
 }
 
+/* Claims that one item of evidence must not take back from another once
+ * they are weak (several GPUs in one request): the value that, in dst,
+ * stays whatever src says; NULL: any value other than the strong one. */
+static const struct {
+	const char *key, *strong, *sticky;
+} weak_sticky[] = {
+    {"gpu.cc", "on", NULL},
+    {"gpu.devtools", NULL, "true"},
+    {"gpu.binding", NULL, "unchecked"},
+    {"binding", NULL, "unchecked"},
+};
+
+static bool keeps(const sl_claims *dst, const char *key)
+{
+	for (size_t i = 0; i < sizeof(weak_sticky) / sizeof(weak_sticky[0]); i++) {
+		if (strcmp(key, weak_sticky[i].key) != 0)
+			continue;
+		const char *had = sl_claims_get(dst, key);
+		if (had == NULL)
+			return false;
+		return weak_sticky[i].sticky != NULL ? strcmp(had, weak_sticky[i].sticky) == 0
+		                                     : strcmp(had, weak_sticky[i].strong) != 0;
+	}
+	return false;
+}
+
+/* src wins, except that a weak state in dst (weak_sticky) stays. */
 sl_err sl_claims_merge(sl_claims *dst, const sl_claims *src)
 {
 	for (size_t i = 0; i < src->n; i++) {
+		if (keeps(dst, src->v[i].key))
+			continue;
 		sl_err rc = sl_claims_set(dst, src->v[i].key, src->v[i].value);
 		if (rc != SL_OK)
 			return rc;

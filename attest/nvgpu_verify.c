@@ -230,27 +230,6 @@ out:
 	return rc;
 }
 
-/* Evidence of several GPUs lands in one claim set (seclaunchd merges every
- * item of a request): a later GPU must not hide an earlier one's weaker
- * state. gpu.cc stays "on" only while every GPU said so; dev-tools mode and
- * an unchecked binding, once seen, stay. */
-static sl_err keep_worse(const sl_claims *had, sl_claims *now)
-{
-	sl_err rc = SL_E_NOMEM;
-	const char *cc = sl_claims_get(had, "gpu.cc");
-	if (cc != NULL && strcmp(cc, "on") != 0)
-		SL_GUARD(sl_claims_set(now, "gpu.cc", cc));
-	const char *dt = sl_claims_get(had, "gpu.devtools");
-	if (dt != NULL && strcmp(dt, "true") == 0)
-		SL_GUARD(sl_claims_set(now, "gpu.devtools", "true"));
-	const char *gb = sl_claims_get(had, "gpu.binding");
-	if (gb != NULL && strcmp(gb, "unchecked") == 0)
-		SL_GUARD(sl_claims_set(now, "gpu.binding", "unchecked"));
-	rc = SL_OK;
-out:
-	return rc;
-}
-
 static sl_err nvgpu_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *c)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
@@ -271,7 +250,7 @@ static sl_err nvgpu_verify(const json_t *ev, const sl_verify_opts *o, sl_claims 
 	SL_GUARD(sl_claims_new(&tmp));
 	SL_GUARD(sl_nvgpu_verify_parts(report, rlen, certs, o, tmp));
 	SL_GUARD(sl_nvgpu_driver_claims(json_object_get(ev, "driver"), tmp));
-	SL_GUARD(keep_worse(c, tmp));
+	/* a weaker GPU state already in c stays (sl_claims_merge) */
 	SL_GUARD(sl_claims_merge(c, tmp));
 	rc = SL_OK;
 out:

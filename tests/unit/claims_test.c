@@ -77,6 +77,20 @@ static void test_json_round_trip_and_digest(void **state)
 	assert_int_equal(sl_claims_merge(c, d), SL_OK);
 	assert_int_equal(sl_claims_count(c), 3);
 	assert_string_equal(sl_claims_get(c, "cloud.region"), "x");
+	/* ...except that a weak GPU or binding state already there stays */
+	assert_int_equal(sl_claims_set(c, "gpu.cc", "off"), SL_OK);
+	assert_int_equal(sl_claims_set(c, "binding", "unchecked"), SL_OK);
+	assert_int_equal(sl_claims_set(d, "binding", "verified"), SL_OK);
+	assert_int_equal(sl_claims_merge(c, d), SL_OK);
+	assert_string_equal(sl_claims_get(c, "gpu.cc"), "off");
+	assert_string_equal(sl_claims_get(c, "binding"), "unchecked");
+	assert_int_equal(sl_claims_set(c, "gpu.cc", "unknown"), SL_OK);
+	assert_int_equal(sl_claims_merge(c, d), SL_OK);
+	assert_string_equal(sl_claims_get(c, "gpu.cc"), "unknown");
+	assert_int_equal(sl_claims_set(c, "gpu.cc", "on"), SL_OK);
+	assert_int_equal(sl_claims_set(d, "gpu.cc", "off"), SL_OK);
+	assert_int_equal(sl_claims_merge(c, d), SL_OK);
+	assert_string_equal(sl_claims_get(c, "gpu.cc"), "off");
 	sl_claims_free(d);
 	sl_claims_free(c);
 }

@@ -495,6 +495,19 @@ static void several_gpus_keep_the_weaker(void **state)
 	assert_int_equal(sl_evidence_verify(on, &o, cl), SL_OK);
 	assert_string_equal(sl_claims_get(cl, "gpu.devtools"), "true");
 	sl_claims_free(cl);
+	/* seclaunchd's way: each item into its own set, merged into the request's */
+	const json_t *order[] = {off, dev, on};
+	sl_claims *all = NULL;
+	assert_int_equal(sl_claims_new(&all), SL_OK);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(sl_claims_new(&cl), SL_OK);
+		assert_int_equal(sl_evidence_verify(order[i], &o, cl), SL_OK);
+		assert_int_equal(sl_claims_merge(all, cl), SL_OK);
+		sl_claims_free(cl);
+	}
+	assert_string_equal(sl_claims_get(all, "gpu.cc"), "off");
+	assert_string_equal(sl_claims_get(all, "gpu.devtools"), "true");
+	sl_claims_free(all);
 	json_decref(on);
 	json_decref(off);
 	json_decref(dev);
