@@ -268,7 +268,7 @@ static void test_gpu_devtools_refused(void **state)
 }
 
 /* An SLD file in memory: n bytes of pattern under a fresh DEK, 64 KiB chunks. */
-static int make_sld(size_t n, sl_secret **dek)
+static int make_sld_aead(size_t n, sl_aead_id aead, sl_secret **dek)
 {
 	uint8_t *data = pattern(n);
 	int in = memfd_create("plain", MFD_CLOEXEC), out = memfd_create("sld", MFD_CLOEXEC);
@@ -277,11 +277,16 @@ static int make_sld(size_t n, sl_secret **dek)
 	assert_int_equal(lseek(in, 0, SEEK_SET), 0);
 	assert_int_equal(sl_secret_random(SL_SLD_DEK_LEN, dek), SL_OK);
 	sl_sld_encrypt_params p = {
-	    .dataset_id = "ds-sld", .chunk_size = SL_SLD_CHUNK_MIN, .threads = 2};
+	    .dataset_id = "ds-sld", .aead = aead, .chunk_size = SL_SLD_CHUNK_MIN, .threads = 2};
 	assert_int_equal(sl_sld_encrypt(*dek, &p, in, n, out), SL_OK);
 	close(in);
 	free(data);
 	return out;
+}
+
+static int make_sld(size_t n, sl_secret **dek)
+{
+	return make_sld_aead(n, SL_AEAD_AES_256_GCM, dek);
 }
 
 static void test_stage_from_sld(void **state)
@@ -320,6 +325,27 @@ static void test_stage_from_sld_memfd(void **state)
 			assert_true(locked_kb() >= SIZE / 1024);
 		}
 		assert_int_equal(sl_stage_write(s, SIZE, data, 0), SL_E_INTERNAL);
+		sl_stage_free(s);
+	}
+	free(data);
+	sl_secret_free(dek);
+	close(fd);
+}
+
+/* XChaCha20-Poly1305 chunks are read whole into the stage itself (no
+ * streaming form): into memfd_secret where the kernel has it, and a memfd. */
+static void test_stage_from_sld_xchacha(void **state)
+{
+	(void)state;
+	sl_secret *dek = NULL;
+	size_t n = 3 * SL_SLD_CHUNK_MIN + 77;
+	int fd = make_sld_aead(n, SL_AEAD_XCHACHA20_POLY1305, &dek);
+	uint8_t *data = pattern(n);
+	for (int force = 0; force <= 1; force++) {
+		sl_stage *s = NULL;
+		assert_int_equal(sl_stage_sld(fd, "x.sld", dek, NULL, 2, force, NULL, &s), SL_OK);
+		assert_memory_equal(sl_stage_host_view(s), data, n);
+		assert_int_equal(sl_stage_seal(s), SL_OK);
 		sl_stage_free(s);
 	}
 	free(data);
@@ -414,6 +440,7 @@ int main(void)
 	    cmocka_unit_test(test_gpu_devtools_refused),
 	    cmocka_unit_test(test_stage_from_sld),
 	    cmocka_unit_test(test_stage_from_sld_memfd),
+	    cmocka_unit_test(test_stage_from_sld_xchacha),
 	    cmocka_unit_test(test_stage_sld_tampered_chunk),
 	    cmocka_unit_test(test_stage_sld_interrupted),
 	};
