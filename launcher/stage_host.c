@@ -154,16 +154,23 @@ out:
  * (about a fifth less kernel time than allocating them one fault at a time;
  * they hold only zeros until they are mapped, locked, and written), then
  * MADV_POPULATE_WRITE maps (and locks) them without a fault per page. Best
- * effort: where either is missing, the same happens on the first write. */
-void sl_stage_host_prefault(sl_stage *s, uint64_t off, size_t len)
+ * effort where the kernel lacks either (the same then happens on the first
+ * write), but running out of memory is an error here rather than a fault
+ * (SIGBUS or the OOM killer) in the middle of a write. */
+sl_err sl_stage_host_prefault(sl_stage *s, uint64_t off, size_t len)
 {
 	if (s->map == NULL || off >= s->map_len || len == 0)
-		return;
+		return SL_OK;
 	if (len > s->map_len - off)
 		len = (size_t)(s->map_len - off);
-	if (strcmp(s->method, "memfd") == 0)
-		(void)fallocate(s->fd, 0, (off_t)off, (off_t)len);
-	(void)madvise(s->map + off, len, MADV_POPULATE_WRITE);
+	if ((strcmp(s->method, "memfd") == 0 && fallocate(s->fd, 0, (off_t)off, (off_t)len) != 0 &&
+	     (errno == ENOSPC || errno == ENOMEM)) ||
+	    (madvise(s->map + off, len, MADV_POPULATE_WRITE) != 0 && errno == ENOMEM))
+		return sl_err_set(SL_E_NOMEM,
+		                  "dataset %s: no memory for staging bytes %llu to %llu: %s",
+		                  s->dataset_id, (unsigned long long)off,
+		                  (unsigned long long)(off + len), strerror(errno));
+	return SL_OK;
 }
 
 sl_err sl_stage_write(sl_stage *s, uint64_t off, const void *p, size_t len)

@@ -27,7 +27,7 @@ struct sl_stage {
 };
 
 /* Host: faults in [off, off + len) of the mapping on the calling thread. */
-void sl_stage_host_prefault(sl_stage *s, uint64_t off, size_t len);
+SL_MUST_USE sl_err sl_stage_host_prefault(sl_stage *s, uint64_t off, size_t len);
 
 SL_MUST_USE sl_err sl_gpu_stage_write(struct sl_gpu_stage *g, uint64_t off, const uint8_t *p,
                                       size_t len);

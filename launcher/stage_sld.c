@@ -39,8 +39,7 @@ static sl_err into_prepare(void *ctx, uint64_t chunk_index, uint64_t off, size_t
 {
 	struct sink_ctx *c = ctx;
 	(void)chunk_index;
-	sl_stage_host_prefault(c->stage, off, len);
-	return SL_OK;
+	return sl_stage_host_prefault(c->stage, off, len);
 }
 
 static sl_err into_done(void *ctx, uint64_t chunk_index, uint64_t done_bytes)
