@@ -15,8 +15,11 @@
  *   filled through a few pinned host buffers by asynchronous copies while the
  *   next chunk is decrypted, handed to the job by CUDA IPC handles.
  *
- * The decryptor's in-order sink calls sl_stage_write for each authenticated
- * chunk; sl_stage_seal ends writing (every byte must have been written);
+ * sl_stage_sld fills a host stage by decrypting each chunk straight into its
+ * place in the mapping (sl_sld_decrypt_into; the mapping is seen by no one
+ * before sl_stage_seal, and is wiped whole on failure), and a GPU stage
+ * through the decryptor's in-order sink; sl_stage_write is the in-order
+ * writer for both; sl_stage_seal ends writing (every byte must have been written);
  * sl_stage_wipe zeroes and releases everything (host memory zeroed and
  * unmapped, device memory cleared and freed) and is safe to call on every
  * path, more than once.
