@@ -147,6 +147,39 @@ out:
 	return rc;
 }
 
+#define ALLOC_STEP ((uint64_t)4 << 20)
+
+/* fallocate of a memory file holds the file's lock: on the workers, one
+ * waited for the other's allocation with its CPU idle. This one thread does
+ * all of it, in order from the start, while the workers decrypt and map. */
+static void *alloc_main(void *arg)
+{
+	sl_stage *s = arg;
+	for (uint64_t off = 0; off < s->size && !atomic_load(&s->alloc_stop); off += ALLOC_STEP) {
+		uint64_t n = s->size - off < ALLOC_STEP ? s->size - off : ALLOC_STEP;
+		if (fallocate(s->fd, 0, (off_t)off, (off_t)n) != 0)
+			break; /* the workers' own faults report running out of memory */
+	}
+	return NULL;
+}
+
+void sl_stage_host_alloc_start(sl_stage *s)
+{
+	if (s->alloc_running || s->map == NULL || strcmp(s->method, "memfd") != 0)
+		return;
+	atomic_store(&s->alloc_stop, false);
+	s->alloc_running = pthread_create(&s->alloc_tid, NULL, alloc_main, s) == 0;
+}
+
+void sl_stage_host_alloc_stop(sl_stage *s)
+{
+	if (!s->alloc_running)
+		return;
+	atomic_store(&s->alloc_stop, true);
+	pthread_join(s->alloc_tid, NULL);
+	s->alloc_running = false;
+}
+
 /* Faults in (allocates, clears and, with MLOCK_ONFAULT, locks) the pages of
  * [off, off + len) of a host stage on the calling thread; the decryptor's
  * workers call it for their own chunk just before decrypting into it.
@@ -163,7 +196,8 @@ sl_err sl_stage_host_prefault(sl_stage *s, uint64_t off, size_t len)
 		return SL_OK;
 	if (len > s->map_len - off)
 		len = (size_t)(s->map_len - off);
-	if ((strcmp(s->method, "memfd") == 0 && fallocate(s->fd, 0, (off_t)off, (off_t)len) != 0 &&
+	if ((strcmp(s->method, "memfd") == 0 && !s->alloc_running &&
+	     fallocate(s->fd, 0, (off_t)off, (off_t)len) != 0 &&
 	     (errno == ENOSPC || errno == ENOMEM)) ||
 	    (madvise(s->map + off, len, MADV_POPULATE_WRITE) != 0 && errno == ENOMEM))
 		return sl_err_set(SL_E_NOMEM,
@@ -233,6 +267,7 @@ sl_err sl_stage_wipe(sl_stage *s)
 	sl_err rc = SL_OK;
 	if (s == NULL || s->wiped)
 		return SL_OK;
+	sl_stage_host_alloc_stop(s);
 	if (s->gpu != NULL)
 		rc = sl_gpu_stage_wipe(s->gpu);
 	s->gpu = NULL;

@@ -2,6 +2,8 @@
 #ifndef SECLAUNCH_LAUNCHER_STAGE_INT_H
 #define SECLAUNCH_LAUNCHER_STAGE_INT_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,10 +24,19 @@ struct sl_stage {
 	uint8_t *map;
 	size_t map_len;
 	bool locked; /* memfd: mlock2(MLOCK_ONFAULT) over the whole mapping took */
+	/* memfd: the thread that allocates the file's pages ahead of the workers */
+	pthread_t alloc_tid;
+	bool alloc_running;
+	atomic_bool alloc_stop;
 	/* gpu */
 	struct sl_gpu_stage *gpu;
 };
 
+/* Host memfd: starts / stops (joins) a thread that fallocates the memory file
+ * from the start, ahead of the workers (best effort: if it cannot start, the
+ * workers allocate for themselves). Stopping is idempotent; wipe stops it. */
+void sl_stage_host_alloc_start(sl_stage *s);
+void sl_stage_host_alloc_stop(sl_stage *s);
 /* Host: faults in [off, off + len) of the mapping on the calling thread. */
 SL_MUST_USE sl_err sl_stage_host_prefault(sl_stage *s, uint64_t off, size_t len);
 

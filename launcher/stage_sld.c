@@ -59,7 +59,10 @@ static sl_err stage_host_into(sl_stage *s, sl_sld_reader *r, unsigned threads, s
 
 	SL_ENSURE(s->written == 0 && !s->sealed && !s->wiped, SL_E_INTERNAL,
 	          "dataset %s: staging already started", s->dataset_id);
-	SL_GUARD(sl_sld_decrypt_into(r, threads, s->map, s->size, &ops));
+	sl_stage_host_alloc_start(s);
+	rc = sl_sld_decrypt_into(r, threads, s->map, s->size, &ops);
+	sl_stage_host_alloc_stop(s);
+	SL_GUARD(rc);
 	s->written = s->size;
 	rc = SL_OK;
 out:
