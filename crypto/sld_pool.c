@@ -57,7 +57,14 @@ static void take_one(struct pool *p, struct worker *w)
 
 	size_t len = s->len;
 	sl_err_clear();
-	sl_err rc = p->ops->work(p->ops->ctx, w->wstate, i, slot_data(s->buf), &len);
+	/* a slot's buffer is allocated (and its pages faulted in and locked) by
+	 * the first worker that uses it, in parallel with the other workers'
+	 * crypto, rather than all of them on one thread before any starts */
+	sl_err rc = SL_OK;
+	if (s->buf == NULL && p->ops->buf_size > 0)
+		rc = sl_secret_new(p->ops->buf_size, &s->buf);
+	if (rc == SL_OK)
+		rc = p->ops->work(p->ops->ctx, w->wstate, i, slot_data(s->buf), &len);
 	if (rc != SL_OK)
 		snprintf(s->msg, sizeof(s->msg), "%s", sl_err_detail());
 
@@ -133,8 +140,6 @@ sl_err sld_pool_run(const struct sld_pool_ops *ops)
 	p.slots = calloc(p.nslots, sizeof(*p.slots));
 	workers = calloc(nthreads, sizeof(*workers));
 	SL_ENSURE(p.slots != NULL && workers != NULL, SL_E_NOMEM, "allocating the worker pool");
-	for (size_t k = 0; k < p.nslots && ops->buf_size > 0; k++)
-		SL_GUARD(sl_secret_new(ops->buf_size, &p.slots[k].buf));
 	SL_ENSURE(pthread_mutex_init(&p.mu, NULL) == 0, SL_E_SYSTEM, "pthread_mutex_init");
 	pthread_cond_init(&p.work_cv, NULL);
 	pthread_cond_init(&p.done_cv, NULL);
@@ -157,6 +162,8 @@ sl_err sld_pool_run(const struct sld_pool_ops *ops)
 		while (dispatched < ops->count && dispatched < i + p.nslots) {
 			struct slot *s = &p.slots[dispatched % p.nslots];
 			size_t len = 0;
+			if (ops->fill != NULL && s->buf == NULL && ops->buf_size > 0)
+				SL_GUARD(sl_secret_new(ops->buf_size, &s->buf));
 			if (ops->fill != NULL)
 				SL_GUARD(ops->fill(ops->ctx, dispatched, slot_data(s->buf), &len));
 			pthread_mutex_lock(&p.mu);

@@ -92,5 +92,11 @@ if multi:
 print(f"  {f'decrypt {threads} threads / age -d':<48} {sall / age:6.2f}")
 print(f"  {f'decrypt {threads} threads / 1 thread':<48} {sall / s1:6.2f}")
 print(f"  {'decrypt 1 thread / plain read':<48} {s1 / rd:6.2f}")
+# CPU time is what contention from other work on a shared machine moves
+# least: a rise here is this code's, a rise only in wall time is the machine's
+for name in ("sld-1", "sld-all"):
+    r = res[name]
+    print(f"  cpu {name}: user {r['user']:.3f} s + sys {r['system']:.3f} s per run (mean); "
+          f"wall median {r['median']:.3f} s")
 print("(decrypt, age and read: median of 5 runs, 1 warm-up, page cache warm, output /dev/null)")
 PY
