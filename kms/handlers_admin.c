@@ -41,7 +41,10 @@ void kmsd_handle_key_create(kmsd_ctx *ctx, const kmsd_request *req, kmsd_respons
 		kmsd_problem(res, 500, "backend", "KEK backend error", sl_err_detail(), NULL);
 		return;
 	}
-	kmsd_audit(ctx, SL_AUDIT_EV_KEY_CREATE, id, NULL, SL_AUDIT_ALLOW, NULL, NULL, NULL);
+	if (!kmsd_audit(ctx, SL_AUDIT_EV_KEY_CREATE, id, NULL, SL_AUDIT_ALLOW, NULL, NULL, NULL)) {
+		kmsd_audit_failed(res, "key create");
+		return;
+	}
 	res->status = 201;
 	res->json = json_pack("{s:s}", "id", id);
 }
@@ -74,7 +77,11 @@ void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id
 		kmsd_problem(res, 500, "backend", "KEK backend error", sl_err_detail(), NULL);
 		goto out;
 	}
-	kmsd_audit(ctx, SL_AUDIT_EV_KEY_WRAP, key_id, dataset, SL_AUDIT_ALLOW, NULL, NULL, NULL);
+	if (!kmsd_audit(ctx, SL_AUDIT_EV_KEY_WRAP, key_id, dataset, SL_AUDIT_ALLOW, NULL, NULL,
+	                NULL)) {
+		kmsd_audit_failed(res, "wrap");
+		goto out;
+	}
 	res->status = 200;
 	res->json = json_pack("{s:s, s:s, s:s}", "key_id", key_id, "dataset_id", dataset,
 	                      "wrapped_dek", w64);

@@ -202,8 +202,11 @@ void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response 
 		kmsd_problem(res, 500, "internal", "Internal Server Error", sl_err_detail(), NULL);
 		goto out;
 	}
-	kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, SL_AUDIT_ALLOW, NULL, NULL,
-	           json_pack("{s:s, s:s}", "step", "activate", "ak_name", hex));
+	if (!kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, SL_AUDIT_ALLOW, NULL, NULL,
+	                json_pack("{s:s, s:s}", "step", "activate", "ak_name", hex))) {
+		kmsd_audit_failed(res, "enrollment");
+		goto out;
+	}
 	res->status = 200;
 	res->json = json_pack("{s:s, s:b}", "ak_name", hex, "enrolled", 1);
 out:

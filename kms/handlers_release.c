@@ -208,7 +208,7 @@ static bool release_keys(struct rel *r, json_t *out)
 	return ok;
 }
 
-static void audit_release(struct rel *r, bool allowed)
+static bool audit_release(struct rel *r, bool allowed)
 {
 	char cd[65];
 	uint8_t digest[32];
@@ -220,10 +220,10 @@ static void audit_release(struct rel *r, bool allowed)
 	sl_claims_digest(r->claims, digest);
 	sl_hex_encode(digest, sizeof(digest), cd);
 	const kmsd_key_entry *one = r->req->nkeys == 1 ? &r->req->keys[0] : NULL;
-	kmsd_audit(r->ctx, SL_AUDIT_EV_RELEASE, one ? one->key_id : NULL,
-	           one ? one->dataset_id : NULL, allowed ? SL_AUDIT_ALLOW : SL_AUDIT_DENY,
-	           allowed ? NULL : r->reasons, cd,
-	           json_pack("{s:o, s:O}", "keys", keys, "job", r->req->job));
+	return kmsd_audit(r->ctx, SL_AUDIT_EV_RELEASE, one ? one->key_id : NULL,
+	                  one ? one->dataset_id : NULL, allowed ? SL_AUDIT_ALLOW : SL_AUDIT_DENY,
+	                  allowed ? NULL : r->reasons, cd,
+	                  json_pack("{s:o, s:O}", "keys", keys, "job", r->req->job));
 }
 
 void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
@@ -257,7 +257,11 @@ void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *
 	if (json_array_size(r.reasons) == 0)
 		check_policy(&r);
 	if (json_array_size(r.reasons) == 0 && release_keys(&r, out)) {
-		audit_release(&r, true);
+		if (!audit_release(&r, true)) {
+			/* no record, no keys: the sealed DEKs are dropped unsent */
+			kmsd_audit_failed(res, "key release");
+			goto out;
+		}
 		kmsd_metrics_release(ctx->metrics, r.req->nkeys);
 		res->status = 200;
 		res->json = json_pack("{s:O}", "keys", out);

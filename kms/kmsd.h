@@ -161,6 +161,7 @@ size_t kmsd_registry_count(kmsd_registry *r);
 
 #define KMSD_MAX_KEYS 64
 #define KMSD_MAX_EVIDENCE 8
+#define KMSD_MAX_JOB 16384 /* bytes of compact JSON in a release's "job" */
 
 typedef struct kmsd_key_entry {
 	char key_id[SL_KMS_ID_MAX + 1];
@@ -297,10 +298,15 @@ void kmsd_problem(kmsd_response *res, unsigned status, const char *slug, const c
 void kmsd_bad_request(kmsd_response *res);
 /* false (and a 401 set) unless the Authorization header carries the admin token. */
 bool kmsd_admin_ok(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
-/* Appends an audit record; failures are logged to stderr, never fatal to the
- * answer. reasons is borrowed; details is stolen. */
-void kmsd_audit(kmsd_ctx *ctx, const char *event, const char *key_id, const char *dataset_id,
+/* Appends an audit record; false (and the failure on stderr) when it could not
+ * be written. An answer that grants something (keys released, a DEK wrapped, a
+ * key created, an AK enrolled) is sent only when its record was written:
+ * callers answer kmsd_audit_failed() otherwise. reasons is borrowed; details
+ * is stolen. Without an audit log (unit tests) it records nothing, true. */
+bool kmsd_audit(kmsd_ctx *ctx, const char *event, const char *key_id, const char *dataset_id,
                 const char *decision, json_t *reasons, const char *claims_digest, json_t *details);
+/* 500: the grant was not recorded, so it is not given. */
+void kmsd_audit_failed(kmsd_response *res, const char *what);
 
 void kmsd_handle_challenge(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);

@@ -204,6 +204,12 @@ sl_err kmsd_parse_release(const uint8_t *body, size_t len, kmsd_release_req **ou
 		          SL_E_NOMEM, "job");
 	}
 	SL_ENSURE(json_is_object(r->job), SL_E_INPUT, "job: must be an object");
+	{
+		/* the job object is copied into the audit record: keep it small */
+		size_t jl = json_dumpb(r->job, NULL, 0, JSON_COMPACT);
+		SL_ENSURE(jl <= KMSD_MAX_JOB, SL_E_INPUT, "job: %zu bytes of JSON, at most %d", jl,
+		          KMSD_MAX_JOB);
+	}
 
 	keys = json_object_get(r->root, "keys");
 	SL_ENSURE(keys != NULL, SL_E_INPUT, "keys: missing");

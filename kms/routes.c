@@ -51,12 +51,13 @@ bool kmsd_admin_ok(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 	return true;
 }
 
-void kmsd_audit(kmsd_ctx *ctx, const char *event, const char *key_id, const char *dataset_id,
+bool kmsd_audit(kmsd_ctx *ctx, const char *event, const char *key_id, const char *dataset_id,
                 const char *decision, json_t *reasons, const char *claims_digest, json_t *details)
 {
+	bool ok = true;
 	if (ctx->audit == NULL) {
 		json_decref(details);
-		return;
+		return true;
 	}
 	if (details == NULL)
 		details = json_object();
@@ -72,9 +73,20 @@ void kmsd_audit(kmsd_ctx *ctx, const char *event, const char *key_id, const char
 	    .policy_digest = ctx->policy != NULL ? sl_policy_digest_hex(ctx->policy) : NULL,
 	    .details = details,
 	};
-	if (sl_audit_append(ctx->audit, &r) != SL_OK)
+	if (sl_audit_append(ctx->audit, &r) != SL_OK) {
 		fprintf(stderr, "seclaunchd: audit: %s\n", sl_err_detail());
+		ok = false;
+	}
 	json_decref(details);
+	return ok;
+}
+
+void kmsd_audit_failed(kmsd_response *res, const char *what)
+{
+	char d[160];
+	snprintf(d, sizeof(d), "%s: the audit record could not be written, so nothing was granted",
+	         what);
+	kmsd_problem(res, 500, "audit-unavailable", "Audit Log Unavailable", d, NULL);
 }
 
 static bool is(const kmsd_request *req, const char *method, const char *path)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../../kms/kmsd.h"
+#include "seclaunch/audit.h"
 
 #define B(s) (const uint8_t *)(s), strlen(s)
 
@@ -487,6 +488,52 @@ static void test_metrics(void **state)
 	kmsd_metrics_free(m);
 }
 
+/* ---- audit: a grant that cannot be recorded is not given -------------------- */
+
+static void test_audit_fail_closed(void **state)
+{
+	kmsd_ctx ctx = {0};
+	sl_audit *a = NULL;
+	(void)state;
+	/* a release's "job" object is copied into the audit record: it is capped */
+	{
+		static char body[40000];
+		char *big = malloc(KMSD_MAX_JOB + 2);
+		assert_non_null(big);
+		memset(big, 'x', KMSD_MAX_JOB + 1);
+		big[KMSD_MAX_JOB + 1] = '\0';
+		snprintf(body, sizeof(body),
+		         "{\"nonce\":\"" N32 "\",\"eph_pub\":\"" N32 "\",\"policy_digest\":\"" N32
+		         "\",\"evidence\":[{\"kind\":\"tpm2\"}],\"job\":{\"x\":\"%s\"},"
+		         "\"keys\":[{\"key_id\":\"k\",\"dataset_id\":\"d\",\"wrapped_dek\":\"" W61
+		         "\"}]}",
+		         big);
+		free(big);
+		expect_release_err(body, "job:");
+	}
+	/* kmsd_audit says whether the record was written */
+	assert_int_equal(sl_audit_open(in_dir("audit.log"), NULL, "seclaunchd", 0, &a), SL_OK);
+	ctx.audit = a;
+	assert_true(kmsd_audit(&ctx, "kms.key.wrap", "k", "d", "allow", NULL, NULL, NULL));
+	size_t n = (size_t)2 << 20; /* over the writer's 1 MiB line limit */
+	char *huge = malloc(n + 1);
+	assert_non_null(huge);
+	memset(huge, 'y', n);
+	huge[n] = '\0';
+	assert_false(kmsd_audit(&ctx, "kms.key.wrap", "k", "d", "allow", NULL, NULL,
+	                        json_pack("{s:s}", "x", huge)));
+	free(huge);
+	/* the 500 answer grants nothing and says why */
+	kmsd_response res = {0};
+	kmsd_audit_failed(&res, "wrap");
+	assert_int_equal(res.status, 500);
+	assert_null(json_object_get(res.json, "wrapped_dek"));
+	assert_non_null(strstr(json_string_value(json_object_get(res.json, "detail")),
+	                       "audit record could not be written"));
+	json_decref(res.json);
+	assert_int_equal(sl_audit_close(a), SL_OK);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -502,6 +549,7 @@ int main(void)
 	    cmocka_unit_test(test_registry),
 	    cmocka_unit_test(test_dispatch),
 	    cmocka_unit_test(test_metrics),
+	    cmocka_unit_test(test_audit_fail_closed),
 	};
 	if (sl_crypto_init() != SL_OK)
 		return 1;
