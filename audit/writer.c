@@ -669,10 +669,14 @@ static sl_err submit(sl_audit *a, const sl_audit_record *r, const char *cp_reaso
 			return rc; /* refused alone, before it could hold anyone up */
 	}
 	pthread_mutex_lock(&a->mu);
+	/* the queue links entries on their threads' stacks: each thread waits
+	 * until its entry is done and unlinked before returning */
 	if (a->tail != NULL)
 		a->tail->next = &me;
 	else
+		/* cppcheck-suppress autoVariables */
 		a->head = &me;
+	/* cppcheck-suppress autoVariables */
 	a->tail = &me;
 	while (!me.done && a->leading)
 		pthread_cond_wait(&a->cv, &a->mu);

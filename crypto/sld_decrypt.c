@@ -373,7 +373,7 @@ static sl_err into_work(void *ctx, void *ws, uint64_t i, uint8_t *buf, size_t *l
 	struct dec_worker *w = ws;
 	uint64_t off = i * (uint64_t)d->r->h->chunk_size;
 	size_t plen = sl_sld_chunk_plain_len(d->r->h, i);
-	uint8_t tag_only[1]; /* an empty chunk writes nothing: any valid pointer will do */
+	uint8_t tag_only[1] = {0}; /* an empty chunk writes nothing: any valid pointer will do */
 
 	(void)buf;
 	if (d->into->prepare != NULL && plen > 0)
