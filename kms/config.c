@@ -32,7 +32,7 @@ void kmsd_config_free(kmsd_config *c)
 	    &c->ek_ca_dir,        &c->policy,          &c->policy_pubkey,     &c->url_file,
 	    &c->keystore_file,    &c->master_key_file, &c->p11_module,        &c->p11_token_label,
 	    &c->p11_pin_file,     &c->gcp_jwks,        &c->aws_trust_dir,     &c->ak_ca_dir,
-	    &c->audit_key_file};
+	    &c->audit_key_file,   &c->collateral_dir};
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
 		free(*strs[i]);
 		*strs[i] = NULL;
@@ -64,6 +64,7 @@ static const struct strkey str_keys[] = {
     S("gcp_jwks", gcp_jwks),
     S("aws_trust_dir", aws_trust_dir),
     S("ak_ca_dir", ak_ca_dir),
+    S("collateral_dir", collateral_dir),
     S("keystore", keystore_file),
     S("master_key_file", master_key_file),
     S("pkcs11_module", p11_module),

@@ -84,6 +84,7 @@ static void check_evidence(struct rel *r, const uint8_t binding[static SL_BINDIN
 		sl_verify_opts vo = {.expect = binding,
 		                     .expect_len = SL_BINDING_LEN,
 		                     .trust_dir = cfg->ak_ca_dir,
+		                     .collateral_dir = cfg->collateral_dir,
 		                     .ak_enrolled = ak_enrolled,
 		                     .ak_enrolled_ctx = r};
 		r->ak_refused = false;

@@ -34,8 +34,9 @@ typedef struct kmsd_config {
 	char *policy_pubkey;
 	char *gcp_jwks; /* identity documents (identity.h) */
 	char *aws_trust_dir;
-	char *ak_ca_dir; /* optional: AKs with a certificate chaining here count as trusted */
-	char *url_file;  /* where the URL is written once listening */
+	char *ak_ca_dir;      /* optional: AKs with a certificate chaining here count as trusted */
+	char *collateral_dir; /* optional: SEV-SNP / TDX vendor certificates, TCB info, CRLs */
+	char *url_file;       /* where the URL is written once listening */
 	/* limits */
 	unsigned threads; /* libmicrohttpd's connection threads */
 	unsigned workers; /* request handler threads */
