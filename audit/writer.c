@@ -261,6 +261,24 @@ static json_t *str_or_null(const char *s)
 	return s != NULL ? json_string(s) : json_null();
 }
 
+/* The fields of a record from host to details, in the documented order,
+ * added to o. details is stolen (the caller picks its value). */
+static void add_body_fields(json_t *o, const sl_audit *a, const sl_audit_record *r, json_t *details)
+{
+	json_object_set_new(o, "host", json_string(a->host));
+	json_object_set_new(o, "actor", json_string(a->actor));
+	json_object_set_new(o, "event", json_string(r->event));
+	json_object_set_new(o, "job_id", str_or_null(r->job_id));
+	json_object_set_new(o, "dataset_id", str_or_null(r->dataset_id));
+	json_object_set_new(o, "key_id", str_or_null(r->key_id));
+	json_object_set_new(o, "policy_digest", str_or_null(r->policy_digest));
+	json_object_set_new(o, "decision", str_or_null(r->decision));
+	json_object_set_new(o, "reasons",
+	                    r->reasons != NULL ? json_deep_copy(r->reasons) : json_null());
+	json_object_set_new(o, "claims_digest", str_or_null(r->claims_digest));
+	json_object_set_new(o, "details", details);
+}
+
 /* Builds one record line (no newline) into w, chained to *prev, and moves
  * prev/seq on. details is borrowed. */
 static sl_err emit(sl_audit *a, audit_tail *t, const sl_audit_record *r, json_t *details,
@@ -278,20 +296,9 @@ static sl_err emit(sl_audit *a, audit_tail *t, const sl_audit_record *r, json_t 
 	/* insertion order is the documented field order */
 	json_object_set_new(o, "seq", json_integer((json_int_t)(t->seq + 1)));
 	json_object_set_new(o, "time", json_string(now));
-	json_object_set_new(o, "host", json_string(a->host));
-	json_object_set_new(o, "actor", json_string(a->actor));
-	json_object_set_new(o, "event", json_string(r->event));
-	json_object_set_new(o, "job_id", str_or_null(r->job_id));
-	json_object_set_new(o, "dataset_id", str_or_null(r->dataset_id));
-	json_object_set_new(o, "key_id", str_or_null(r->key_id));
-	json_object_set_new(o, "policy_digest", str_or_null(r->policy_digest));
-	json_object_set_new(o, "decision", str_or_null(r->decision));
-	json_object_set_new(o, "reasons",
-	                    r->reasons != NULL ? json_deep_copy(r->reasons) : json_null());
-	json_object_set_new(o, "claims_digest", str_or_null(r->claims_digest));
-	json_object_set_new(o, "details",
-	                    details != NULL ? json_deep_copy(details)
-	                                    : (checkpoint ? json_object() : json_null()));
+	add_body_fields(o, a, r,
+	                details != NULL ? json_deep_copy(details)
+	                                : (checkpoint ? json_object() : json_null()));
 	json_object_set_new(o, "prev", json_string(t->hash));
 	if (checkpoint) {
 		json_t *d = json_object_get(o, "details");
@@ -350,19 +357,7 @@ static sl_err prepare_body(sl_audit *a, const sl_audit_record *r, char **out)
 	*out = NULL;
 	SL_ENSURE(o != NULL, SL_E_NOMEM, "audit: building a record");
 	/* insertion order is the documented field order */
-	json_object_set_new(o, "host", json_string(a->host));
-	json_object_set_new(o, "actor", json_string(a->actor));
-	json_object_set_new(o, "event", json_string(r->event));
-	json_object_set_new(o, "job_id", str_or_null(r->job_id));
-	json_object_set_new(o, "dataset_id", str_or_null(r->dataset_id));
-	json_object_set_new(o, "key_id", str_or_null(r->key_id));
-	json_object_set_new(o, "policy_digest", str_or_null(r->policy_digest));
-	json_object_set_new(o, "decision", str_or_null(r->decision));
-	json_object_set_new(o, "reasons",
-	                    r->reasons != NULL ? json_deep_copy(r->reasons) : json_null());
-	json_object_set_new(o, "claims_digest", str_or_null(r->claims_digest));
-	json_object_set_new(o, "details",
-	                    r->details != NULL ? json_deep_copy(r->details) : json_null());
+	add_body_fields(o, a, r, r->details != NULL ? json_deep_copy(r->details) : json_null());
 	obj = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	SL_ENSURE(obj != NULL, SL_E_INPUT,
 	          "audit: record for event '%s' cannot be encoded (invalid UTF-8?)", r->event);
