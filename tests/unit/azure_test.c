@@ -25,12 +25,7 @@ static uint8_t *load(const char *name, size_t *len)
 	return b;
 }
 
-static void expect_fail(sl_err got, sl_err want, const char *needle, const char *what)
-{
-	if (got != want || strstr(sl_err_detail(), needle) == NULL)
-		fail_msg("%s: got %s '%s', want %s naming '%s'", what, sl_err_name(got),
-		         sl_err_detail(), sl_err_name(want), needle);
-}
+#include "expect.h"
 
 static void test_parse(void **state)
 {

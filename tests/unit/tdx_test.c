@@ -75,12 +75,7 @@ static sl_err verify(const uint8_t *q, size_t len, const char *cdir, time_t at,
 	return rc;
 }
 
-static void expect_fail(sl_err got, sl_err want, const char *needle, const char *what)
-{
-	if (got != want || strstr(sl_err_detail(), needle) == NULL)
-		fail_msg("%s: got %s '%s', want %s naming '%s'", what, sl_err_name(got),
-		         sl_err_detail(), sl_err_name(want), needle);
-}
+#include "expect.h"
 
 static void claim_hex_at(const sl_claims *c, const char *key, const uint8_t *q, size_t off,
                          size_t n)
