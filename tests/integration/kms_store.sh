@@ -50,7 +50,15 @@ cp master.good "$S/master.key"
 chmod 644 "$S/master.key"
 check_err "world-readable master key: refuses (2) naming the mode" 2 "master.key.*(mode|permission|readable)" sld_start
 chmod 600 "$S/master.key"
-sed -i 's/"name": "000b\(.\)/"name": "000b0/' "$S/registry.json"
+# change one hex digit of the enrolled AK's name (always to a different one)
+python3 - "$S/registry.json" <<'PY'
+import re, sys
+p = sys.argv[1]
+s = open(p).read()
+m = re.search(r'"name": "000b([0-9a-f])', s)
+c = "1" if m.group(1) == "0" else "0"
+open(p, "w").write(s[:m.start(1)] + c + s[m.end(1):])
+PY
 check_err "edited registry: refuses to start (6)" 6 "registry MAC does not verify" sld_start
 head -c 50 registry.good >"$S/registry.json"
 check_err "truncated registry: refuses to start (6)" 6 "registry is not valid JSON" sld_start
