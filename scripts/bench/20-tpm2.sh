@@ -13,7 +13,7 @@ set -euo pipefail
 SL_ROOT=${SL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 SL_BIN=${SL_BIN:-$SL_ROOT/bin}
 SL=$SL_BIN/seclaunch
-SL_VECTORS=${SL_VECTORS:-$SL_ROOT/../shared/vectors}
+SL_VECTORS=${SL_VECTORS:-$SL_ROOT/tests/vectors}
 PAIRS=${SL_BENCH_PAIRS:-20}
 REPEAT=${SL_BENCH_REPEAT:-2000}
 for tool in swtpm tpm2_quote tpm2_checkquote tpm2_createek tpm2_createak python3; do

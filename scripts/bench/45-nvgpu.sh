@@ -6,7 +6,7 @@
 # certificate signatures and the report's). Prints figures; asserts nothing.
 set -euo pipefail
 SL=${SL_BIN:-bin}/seclaunch
-V=${SL_VECTORS:-${SL_ROOT:-.}/../shared/vectors}
+V=${SL_VECTORS:-${SL_ROOT:-.}/tests/vectors}
 [ -d "$V/nvidia-gpu" ] || { echo "no vectors at $V: skipped"; exit 0; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT

@@ -8,7 +8,7 @@ set -u
 
 SL_ROOT=${SL_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 SL_BIN=${SL_BIN:-$SL_ROOT/bin}
-SL_VECTORS=${SL_VECTORS:-$SL_ROOT/../shared/vectors}
+SL_VECTORS=${SL_VECTORS:-$SL_ROOT/tests/vectors}
 SL=$SL_BIN/seclaunch
 SLD=$SL_BIN/seclaunchd
 T=$(mktemp -d "${TMPDIR:-/tmp}/sltest.XXXXXX")

@@ -194,7 +194,7 @@ static void test_tdx_tdinfo(void **state)
 int main(void)
 {
 	const char *v = getenv("SL_VECTORS");
-	snprintf(vdir, sizeof(vdir), "%s", v != NULL ? v : "../shared/vectors");
+	snprintf(vdir, sizeof(vdir), "%s", v != NULL ? v : "tests/vectors");
 	assert_int_equal(sl_crypto_init(), SL_OK);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_parse),

@@ -112,7 +112,7 @@ static int setup(void **state)
 	write_cert(trust2, cert2);
 	sl_hex_encode(BINDING, 32, binding_hex);
 	const char *root = getenv("SL_VECTORS");
-	snprintf(vec, sizeof(vec), "%s", root ? root : "../shared/vectors");
+	snprintf(vec, sizeof(vec), "%s", root ? root : "tests/vectors");
 	return 0;
 }
 

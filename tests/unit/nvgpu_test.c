@@ -520,7 +520,7 @@ static void several_gpus_keep_the_weaker(void **state)
 int main(void)
 {
 	const char *v = getenv("SL_VECTORS");
-	snprintf(vdir, sizeof(vdir), "%s", v ? v : "../shared/vectors");
+	snprintf(vdir, sizeof(vdir), "%s", v ? v : "tests/vectors");
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(parse_report1),
 	    cmocka_unit_test(parse_report2_trailing_zero),

@@ -558,7 +558,7 @@ static void test_evidence_json_errors(void **state)
 int main(void)
 {
 	const char *v = getenv("SL_VECTORS");
-	snprintf(vdir, sizeof(vdir), "%s", v != NULL ? v : "../shared/vectors");
+	snprintf(vdir, sizeof(vdir), "%s", v != NULL ? v : "tests/vectors");
 	snprintf(trust, sizeof(trust), "%s/amd-sev-snp/trust", vdir);
 	assert_int_equal(sl_crypto_init(), SL_OK);
 	const struct CMUnitTest tests[] = {

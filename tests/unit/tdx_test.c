@@ -234,7 +234,7 @@ static void test_v5_leaf_dates(void **state)
 int main(void)
 {
 	const char *v = getenv("SL_VECTORS");
-	snprintf(vdir, sizeof(vdir), "%s", v != NULL ? v : "../shared/vectors");
+	snprintf(vdir, sizeof(vdir), "%s", v != NULL ? v : "tests/vectors");
 	snprintf(coll, sizeof(coll), "%s/intel-tdx/collateral", vdir);
 	assert_int_equal(sl_crypto_init(), SL_OK);
 	const struct CMUnitTest tests[] = {
