@@ -20,7 +20,7 @@ static const char info_mac_key[] = "seclaunch sld1 header mac";
 /* Strict UTF-8 (no overlong forms, surrogates or code points past
  * U+10FFFF) without C0/C1 control characters: the id ends up in JSON,
  * audit records and terminal messages. */
-static bool utf8_printable(const uint8_t *s, size_t n)
+bool sld_utf8_printable(const uint8_t *s, size_t n)
 {
 	size_t i = 0;
 	while (i < n) {
@@ -56,7 +56,7 @@ static bool utf8_printable(const uint8_t *s, size_t n)
 	return true;
 }
 
-static bool ascii_printable(const uint8_t *s, size_t n)
+bool sld_ascii_printable(const uint8_t *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (s[i] < 0x21 || s[i] > 0x7e)
@@ -87,7 +87,7 @@ static sl_err parse_string(sl_reader *lp, char *out, bool utf8, const char *fiel
 	const uint8_t *v;
 
 	SL_GUARD(sl_read_view(lp, n, &v, field));
-	if (utf8 ? !utf8_printable(v, n) : !ascii_printable(v, n))
+	if (utf8 ? !sld_utf8_printable(v, n) : !sld_ascii_printable(v, n))
 		BAD("%s: %s", field,
 		    utf8 ? "not UTF-8 text (or holds control characters)" : "not printable ASCII");
 	memcpy(out, v, n);
@@ -478,15 +478,15 @@ static sl_err check_params(const sl_sld_encrypt_params *p)
 	n = strlen(p->dataset_id);
 	SL_ENSURE(n >= 1 && n <= SL_SLD_DATASET_ID_MAX, SL_E_INPUT,
 	          "dataset id: %zu bytes, must be 1..%d", n, SL_SLD_DATASET_ID_MAX);
-	SL_ENSURE(utf8_printable((const uint8_t *)p->dataset_id, n), SL_E_INPUT,
+	SL_ENSURE(sld_utf8_printable((const uint8_t *)p->dataset_id, n), SL_E_INPUT,
 	          "dataset id: must be UTF-8 text without control characters");
 	SL_ENSURE(chunk_size_ok(p->chunk_size), SL_E_INPUT,
 	          "chunk size %u: must be a power of two from 64K to 64M", p->chunk_size);
 	SL_ENSURE(strlen(url) <= SL_SLD_KMS_URL_MAX &&
-	              ascii_printable((const uint8_t *)url, strlen(url)),
+	              sld_ascii_printable((const uint8_t *)url, strlen(url)),
 	          SL_E_INPUT, "KMS URL: at most %d printable ASCII characters", SL_SLD_KMS_URL_MAX);
 	SL_ENSURE(strlen(kid) <= SL_SLD_KEY_ID_MAX &&
-	              ascii_printable((const uint8_t *)kid, strlen(kid)),
+	              sld_ascii_printable((const uint8_t *)kid, strlen(kid)),
 	          SL_E_INPUT, "key id: at most %d printable ASCII characters", SL_SLD_KEY_ID_MAX);
 	SL_ENSURE(p->wrapped_dek_len <= SL_SLD_WRAPPED_DEK_MAX, SL_E_INPUT,
 	          "wrapped DEK: %zu bytes, at most %d", p->wrapped_dek_len, SL_SLD_WRAPPED_DEK_MAX);

@@ -44,6 +44,11 @@ struct sl_sld_header {
 	uint8_t digest[32]; /* SHA-256 of raw */
 };
 
+/* Strict UTF-8 without control characters / printable ASCII 0x21..0x7e
+ * (the text rules of docs/format-sld.md, shared with the manifest). */
+bool sld_utf8_printable(const uint8_t *s, size_t n);
+bool sld_ascii_printable(const uint8_t *s, size_t n);
+
 /* The chunk count a plaintext length implies (at least 1). */
 uint64_t sld_chunk_count(uint64_t plaintext_len, uint32_t chunk_size);
 
