@@ -207,9 +207,15 @@ static sl_err parse_files(sl_reader *r, sl_sldm *m, char **area)
 	sl_reader lp;
 	const uint8_t *v;
 	size_t n;
-	uint32_t prev_shard = 0;
-	uint64_t prev_end = 0;
+	uint64_t prev_end = 0, *start = NULL;
 
+	/* a file's bytes start in its shard and may run on into the next ones:
+	 * offsets are checked on the dataset's concatenated plaintext */
+	start = malloc(((size_t)m->n_shards + 1) * sizeof(*start));
+	SL_ENSURE(start != NULL, SL_E_NOMEM, "allocating the manifest's shard offsets");
+	start[0] = 0;
+	for (uint32_t i = 0; i < m->n_shards; i++)
+		start[i + 1] = start[i] + m->shards[i].plaintext_len;
 	for (uint32_t i = 0; i < m->n_files; i++) {
 		sl_sldm_file *f = &m->files[i];
 		SL_GUARD(sl_read_lp16be(r, &lp, SL_SLDM_PATH_MAX, "manifest.files.path"));
@@ -231,20 +237,28 @@ static sl_err parse_files(sl_reader *r, sl_sldm *m, char **area)
 			BAD("manifest.files[%u].shard: %u, the dataset has %u shards", i, f->shard,
 			    m->n_shards);
 		const sl_sldm_shard *s = &m->shards[f->shard];
-		if (f->offset > s->plaintext_len || f->size > s->plaintext_len - f->offset)
-			BAD("manifest.files[%u] (\"%s\"): bytes %llu..+%llu lie outside shard %u "
+		/* a file starts inside its shard (an empty one may sit at its end) */
+		if (f->offset > s->plaintext_len || (f->size > 0 && f->offset == s->plaintext_len))
+			BAD("manifest.files[%u] (\"%s\").offset: %llu does not start inside shard "
+			    "%u "
 			    "(%llu bytes)",
-			    i, f->path, (unsigned long long)f->offset, (unsigned long long)f->size,
-			    f->shard, (unsigned long long)s->plaintext_len);
+			    i, f->path, (unsigned long long)f->offset, f->shard,
+			    (unsigned long long)s->plaintext_len);
+		uint64_t g = start[f->shard] + f->offset;
+		if (f->size > m->plaintext_len - g)
+			BAD("manifest.files[%u] (\"%s\"): %llu bytes from shard %u offset %llu run "
+			    "past the end of the dataset",
+			    i, f->path, (unsigned long long)f->size, f->shard,
+			    (unsigned long long)f->offset);
 		/* in byte order: no overlaps, nothing listed twice */
-		if (f->shard < prev_shard || (f->shard == prev_shard && f->offset < prev_end))
+		if (g < prev_end)
 			BAD("manifest.files[%u] (\"%s\"): not after the previous file's bytes", i,
 			    f->path);
-		prev_shard = f->shard;
-		prev_end = f->offset + f->size;
+		prev_end = g + f->size;
 	}
 	rc = SL_OK;
 out:
+	free(start);
 	return rc;
 }
 

@@ -31,8 +31,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		sl_sldm_file f = sl_sldm_file_at(m, i);
 		if (f.shard >= ns || f.mode > 0777 || sl_sldm_path_check(f.path) != SL_OK)
 			abort();
-		sl_sldm_shard s = sl_sldm_shard_at(m, f.shard);
-		if (f.offset + f.size > s.plaintext_len)
+		uint64_t g = f.offset;
+		for (uint32_t k = 0; k < f.shard; k++)
+			g += sl_sldm_shard_at(m, k).plaintext_len;
+		if (f.offset > sl_sldm_shard_at(m, f.shard).plaintext_len || g + f.size > total)
 			abort();
 	}
 	/* a re-key keeps the root and parses back */

@@ -342,7 +342,7 @@ static void test_file_table_rules(void **state)
 	assert_int_equal(build_with(dirfile, offs2, sizes2, 2), SL_E_INPUT);
 	assert_non_null(strstr(sl_err_detail(), "also the directory"));
 	assert_int_equal(build_with(ok, past, psz, 1), SL_E_INPUT);
-	assert_non_null(strstr(sl_err_detail(), "outside shard 0"));
+	assert_non_null(strstr(sl_err_detail(), "past the end of the dataset"));
 	assert_int_equal(build_with(ok, overlap_o, overlap_s, 2), SL_E_INPUT);
 	assert_non_null(strstr(sl_err_detail(), "previous file"));
 }

@@ -1,0 +1,950 @@
+/* Sharded datasets on local disk (docs/format-sld.md part II): files,
+ * folders or a stream encrypted into a dataset folder, and a dataset
+ * folder restored into a tree. Both outputs are built in a temporary folder
+ * beside the target and renamed into place only once complete. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dataset_tree.h"
+#include "seclaunch/secret.h"
+#include "seclaunch/util.h"
+
+/* ---- what to encrypt -------------------------------------------------- */
+
+struct entry {
+	char *src; /* path to open; NULL for the stream */
+	char *rel; /* path in the dataset */
+	uint64_t size;
+	uint32_t mode;
+};
+
+struct entries {
+	struct entry *v;
+	size_t n, cap;
+	uint32_t skipped;
+	bool quiet;
+	bool follow;
+	dev_t anc_dev[128];
+	ino_t anc_ino[128];
+	unsigned depth;
+};
+
+static sl_err add_entry(struct entries *l, const char *src, const char *rel, uint64_t size,
+                        uint32_t mode)
+{
+	sl_err rc = SL_E_NOMEM;
+
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		struct entry *v = realloc(l->v, cap * sizeof(*v));
+		SL_ENSURE(v != NULL, SL_E_NOMEM, "listing the input files");
+		l->v = v;
+		l->cap = cap;
+	}
+	SL_ENSURE(l->n < SL_SLDM_FILES_MAX, SL_E_TOO_LARGE, "more than %u input files",
+	          SL_SLDM_FILES_MAX);
+	struct entry *e = &l->v[l->n];
+	e->src = src != NULL ? strdup(src) : NULL;
+	e->rel = strdup(rel);
+	SL_ENSURE(e->rel != NULL && (src == NULL || e->src != NULL), SL_E_NOMEM,
+	          "listing the input files");
+	e->size = size;
+	e->mode = mode & 0777;
+	l->n++;
+	SL_GUARD(sl_sldm_path_check(rel));
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+static void free_entries(struct entries *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->v[i].src);
+		free(l->v[i].rel);
+	}
+	free(l->v);
+}
+
+static void skip_note(struct entries *l, const char *path, const char *why)
+{
+	l->skipped++;
+	if (!l->quiet)
+		fprintf(stderr, "seclaunch encrypt: skipped %s (%s)\n", path, why);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *join(const char *a, const char *b)
+{
+	char *s = NULL;
+	if (a == NULL || a[0] == '\0')
+		return strdup(b);
+	if (asprintf(&s, "%s/%s", a, b) < 0)
+		return NULL;
+	return s;
+}
+
+static sl_err walk(struct entries *l, const char *dir, const char *prefix);
+
+/* One path found in a folder (or given on the command line). */
+static sl_err visit(struct entries *l, const char *src, const char *rel)
+{
+	sl_err rc = SL_E_IO;
+	struct stat st;
+
+	SL_ENSURE(lstat(src, &st) == 0, SL_E_IO, "%s: %s", src, strerror(errno));
+	if (S_ISLNK(st.st_mode)) {
+		if (!l->follow) {
+			skip_note(l, src, "a symbolic link; --follow-symlinks follows links");
+			return SL_OK;
+		}
+		SL_ENSURE(stat(src, &st) == 0, SL_E_IO, "%s: %s", src, strerror(errno));
+	}
+	if (S_ISREG(st.st_mode)) {
+		SL_GUARD(add_entry(l, src, rel, (uint64_t)st.st_size, st.st_mode));
+	} else if (S_ISDIR(st.st_mode)) {
+		for (unsigned i = 0; i < l->depth; i++)
+			SL_ENSURE(l->anc_dev[i] != st.st_dev || l->anc_ino[i] != st.st_ino,
+			          SL_E_INPUT, "%s: a link loop (the folder contains itself)", src);
+		SL_ENSURE(l->depth < sizeof(l->anc_dev) / sizeof(*l->anc_dev), SL_E_INPUT,
+		          "%s: folders nested deeper than %zu", src,
+		          sizeof(l->anc_dev) / sizeof(*l->anc_dev));
+		l->anc_dev[l->depth] = st.st_dev;
+		l->anc_ino[l->depth] = st.st_ino;
+		l->depth++;
+		rc = walk(l, src, rel);
+		l->depth--;
+		if (rc != SL_OK)
+			goto out;
+	} else {
+		skip_note(l, src, "not a regular file or folder");
+	}
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+/* Folder entries in byte order, so the same tree always makes the same
+ * file table. */
+static sl_err walk(struct entries *l, const char *dir, const char *prefix)
+{
+	sl_err rc = SL_E_IO;
+	DIR *d = opendir(dir);
+	char **names = NULL, *src = NULL, *rel = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+
+	SL_ENSURE(d != NULL, SL_E_IO, "%s: cannot open the folder: %s", dir, strerror(errno));
+	while ((errno = 0, de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 32;
+			char **v = realloc(names, cap * sizeof(*v));
+			SL_ENSURE(v != NULL, SL_E_NOMEM, "listing %s", dir);
+			names = v;
+		}
+		names[n] = strdup(de->d_name);
+		SL_ENSURE(names[n] != NULL, SL_E_NOMEM, "listing %s", dir);
+		n++;
+	}
+	SL_ENSURE(errno == 0, SL_E_IO, "%s: reading the folder: %s", dir, strerror(errno));
+	if (n > 1)
+		qsort(names, n, sizeof(*names), cmp_str);
+	for (size_t i = 0; i < n; i++) {
+		src = join(dir, names[i]);
+		rel = join(prefix, names[i]);
+		SL_ENSURE(src != NULL && rel != NULL, SL_E_NOMEM, "listing %s", dir);
+		SL_GUARD(visit(l, src, rel));
+		free(src);
+		free(rel);
+		src = rel = NULL;
+	}
+	rc = SL_OK;
+out:
+	free(src);
+	free(rel);
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	if (d != NULL)
+		closedir(d);
+	return rc;
+}
+
+static int cmp_entry_rel(const void *a, const void *b)
+{
+	return strcmp((*(const struct entry *const *)a)->rel,
+	              (*(const struct entry *const *)b)->rel);
+}
+
+/* Two inputs that land on one dataset path are refused before any work. */
+static sl_err check_collisions(const struct entries *l)
+{
+	sl_err rc = SL_E_NOMEM;
+	const struct entry **s = malloc((l->n + 1) * sizeof(*s));
+
+	SL_ENSURE(s != NULL, SL_E_NOMEM, "sorting the input files");
+	for (size_t i = 0; i < l->n; i++)
+		s[i] = &l->v[i];
+	qsort(s, l->n, sizeof(*s), cmp_entry_rel);
+	for (size_t i = 0; i + 1 < l->n; i++)
+		SL_ENSURE(strcmp(s[i]->rel, s[i + 1]->rel) != 0, SL_E_INPUT,
+		          "%s and %s would both be \"%s\" in the dataset", s[i]->src, s[i + 1]->src,
+		          s[i]->rel);
+	rc = SL_OK;
+out:
+	free(s);
+	return rc;
+}
+
+static sl_err collect(const sl_tree_encrypt_opts *o, struct entries *l)
+{
+	sl_err rc = SL_E_INPUT;
+
+	for (size_t i = 0; i < o->n_paths; i++) {
+		const char *p = o->paths[i];
+		struct stat st;
+		if (strcmp(p, "-") == 0)
+			continue;
+		SL_ENSURE((o->follow_symlinks ? stat(p, &st) : lstat(p, &st)) == 0, SL_E_IO,
+		          "%s: %s", p, strerror(errno));
+		if (S_ISDIR(st.st_mode)) {
+			/* a folder's contents, relative to the folder */
+			l->anc_dev[0] = st.st_dev;
+			l->anc_ino[0] = st.st_ino;
+			l->depth = 1;
+			SL_GUARD(walk(l, p, ""));
+			l->depth = 0;
+		} else if (S_ISREG(st.st_mode)) {
+			const char *base = strrchr(p, '/');
+			base = base != NULL ? base + 1 : p;
+			SL_GUARD(add_entry(l, p, base, (uint64_t)st.st_size, st.st_mode));
+		} else {
+			SL_FAIL(SL_E_INPUT, "%s: not a regular file or folder%s", p,
+			        S_ISLNK(st.st_mode) ? " (a symbolic link: --follow-symlinks)" : "");
+		}
+	}
+	SL_GUARD(check_collisions(l));
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+/* ---- shard plan ------------------------------------------------------- */
+
+struct piece {
+	size_t entry;
+	uint64_t off, len;
+};
+
+struct plan {
+	struct piece *p;
+	size_t n, cap;
+	size_t *first; /* first piece of each shard; first[n_shards] = n */
+	uint32_t n_shards, cap_shards;
+	uint64_t *shard_len;
+	uint32_t *file_shard; /* per entry: where its bytes start */
+	uint64_t *file_off;
+};
+
+static sl_err plan_close_shard(struct plan *pl, uint64_t len)
+{
+	sl_err rc = SL_E_NOMEM;
+
+	SL_ENSURE(pl->n_shards + 1 < SL_SLDM_SHARDS_MAX, SL_E_TOO_LARGE,
+	          "more than %u shards: use a larger --shard-size", SL_SLDM_SHARDS_MAX);
+	if (pl->n_shards + 2 > pl->cap_shards) {
+		uint32_t cap = pl->cap_shards ? 2 * pl->cap_shards : 16;
+		size_t *f = realloc(pl->first, (size_t)cap * sizeof(*f));
+		SL_ENSURE(f != NULL, SL_E_NOMEM, "planning shards");
+		pl->first = f;
+		uint64_t *sl = realloc(pl->shard_len, (size_t)cap * sizeof(*sl));
+		SL_ENSURE(sl != NULL, SL_E_NOMEM, "planning shards");
+		pl->shard_len = sl;
+		pl->cap_shards = cap;
+	}
+	pl->shard_len[pl->n_shards] = len;
+	pl->n_shards++;
+	pl->first[pl->n_shards] = pl->n;
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+static sl_err plan_piece(struct plan *pl, size_t e, uint64_t off, uint64_t len)
+{
+	if (pl->n == pl->cap) {
+		size_t cap = pl->cap ? 2 * pl->cap : 64;
+		struct piece *v = realloc(pl->p, cap * sizeof(*v));
+		if (v == NULL)
+			return sl_err_set(SL_E_NOMEM, "planning shards");
+		pl->p = v;
+		pl->cap = cap;
+	}
+	pl->p[pl->n++] = (struct piece){e, off, len};
+	return SL_OK;
+}
+
+static bool all_tar(const struct entries *l)
+{
+	if (l->n == 0)
+		return false;
+	for (size_t i = 0; i < l->n; i++) {
+		size_t k = strlen(l->v[i].rel);
+		if (k < 4 || strcmp(l->v[i].rel + k - 4, ".tar") != 0)
+			return false;
+	}
+	return true;
+}
+
+/* Files in order; a file that does not fit in what is left of the current
+ * shard starts the next one; only a file larger than a shard is split. */
+static sl_err make_plan(const struct entries *l, uint64_t S, struct plan *pl)
+{
+	sl_err rc = SL_E_NOMEM;
+	bool tar = all_tar(l);
+	uint64_t cur = 0;
+
+	pl->file_shard = calloc(l->n + 1, sizeof(*pl->file_shard));
+	pl->file_off = calloc(l->n + 1, sizeof(*pl->file_off));
+	pl->first = calloc(2, sizeof(*pl->first));
+	SL_ENSURE(pl->file_shard != NULL && pl->file_off != NULL && pl->first != NULL, SL_E_NOMEM,
+	          "planning shards");
+	pl->cap_shards = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		uint64_t size = l->v[i].size, off = 0;
+		if (cur > 0 && (tar || (size > 0 && (cur >= S || size > S - cur)))) {
+			SL_GUARD(plan_close_shard(pl, cur));
+			cur = 0;
+		}
+		pl->file_shard[i] = pl->n_shards;
+		pl->file_off[i] = cur;
+		while (size > 0) {
+			uint64_t room = tar ? size : S - cur;
+			if (room == 0) {
+				SL_GUARD(plan_close_shard(pl, cur));
+				cur = 0;
+				room = S;
+			}
+			uint64_t take = size < room ? size : room;
+			SL_GUARD(plan_piece(pl, i, off, take));
+			cur += take, off += take, size -= take;
+		}
+	}
+	SL_GUARD(plan_close_shard(pl, cur));
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+static void free_plan(struct plan *pl)
+{
+	free(pl->p);
+	free(pl->first);
+	free(pl->shard_len);
+	free(pl->file_shard);
+	free(pl->file_off);
+}
+
+/* ---- temporary output folders ----------------------------------------- */
+
+/* Removes what a temporary folder holds (files and folders we made). */
+static void remove_tree_at(int parent, const char *name)
+{
+	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0) {
+		DIR *d = fdopendir(fd);
+		struct dirent *de;
+		if (d == NULL) {
+			close(fd);
+		} else {
+			while ((de = readdir(d)) != NULL) {
+				if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+					continue;
+				if (unlinkat(dirfd(d), de->d_name, 0) != 0 && errno == EISDIR)
+					remove_tree_at(dirfd(d), de->d_name);
+			}
+			closedir(d);
+		}
+	}
+	(void)unlinkat(parent, name, AT_REMOVEDIR);
+}
+
+static void remove_tree(const char *path)
+{
+	remove_tree_at(AT_FDCWD, path);
+}
+
+/* A new private folder beside target: target.partial-XXXXXX. */
+static sl_err make_temp_dir(const char *target, char *out, size_t cap)
+{
+	if (snprintf(out, cap, "%s.partial-XXXXXX", target) >= (int)cap)
+		return sl_err_set(SL_E_INPUT, "%s: path too long", target);
+	if (mkdtemp(out) == NULL)
+		return sl_err_set(SL_E_IO, "%s: cannot create a folder beside it: %s", target,
+		                  strerror(errno));
+	return SL_OK;
+}
+
+static sl_err check_target(const char *target, bool force)
+{
+	struct stat st;
+
+	if (lstat(target, &st) != 0)
+		return errno == ENOENT ? SL_OK
+		                       : sl_err_set(SL_E_IO, "%s: %s", target, strerror(errno));
+	if (!force)
+		return sl_err_set(SL_E_EXISTS,
+		                  "%s: already exists (not overwritten; --force replaces it)",
+		                  target);
+	if (!S_ISDIR(st.st_mode))
+		return sl_err_set(SL_E_EXISTS, "%s: exists and is not a folder; not replaced",
+		                  target);
+	return SL_OK;
+}
+
+static sl_err fsync_path(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) != 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return sl_err_set(SL_E_IO, "%s: fsync: %s", path, strerror(e));
+	}
+	close(fd);
+	return SL_OK;
+}
+
+/* Renames the complete temporary folder onto target (an existing target is
+ * moved aside first and removed after: force only). */
+static sl_err put_in_place(const char *tmp, const char *target, bool force)
+{
+	sl_err rc = SL_E_IO;
+	char old[PATH_MAX + 32] = "", parent[PATH_MAX];
+	struct stat st;
+
+	if (force && lstat(target, &st) == 0) {
+		SL_ENSURE(snprintf(old, sizeof(old), "%s.old-XXXXXX", target) < (int)sizeof(old),
+		          SL_E_INPUT, "%s: path too long", target);
+		SL_ENSURE(mkdtemp(old) != NULL, SL_E_IO, "%s: %s", target, strerror(errno));
+		SL_ENSURE(rename(target, old) == 0, SL_E_IO, "%s: cannot move aside: %s", target,
+		          strerror(errno));
+	}
+	SL_ENSURE(rename(tmp, target) == 0, SL_E_IO, "%s: cannot rename into place: %s", target,
+	          strerror(errno));
+	snprintf(parent, sizeof(parent), "%s", target);
+	char *slash = strrchr(parent, '/');
+	if (slash == NULL)
+		snprintf(parent, sizeof(parent), ".");
+	else if (slash == parent)
+		slash[1] = '\0';
+	else
+		*slash = '\0';
+	SL_GUARD(fsync_path(parent));
+	rc = SL_OK;
+out:
+	if (old[0] != '\0')
+		remove_tree(old);
+	return rc;
+}
+
+/* ---- encryption ------------------------------------------------------- */
+
+struct feeder {
+	const struct entries *l;
+	const struct plan *pl;
+	size_t from, to; /* pieces */
+	int wfd;
+	sl_err rc;
+	char detail[512];
+	bool follow;
+};
+
+/* Writes the shard's pieces into the pipe; a file that changed size since it
+ * was listed fails the shard. */
+static void *feed(void *arg)
+{
+	struct feeder *f = arg;
+	sigset_t set;
+	uint8_t *buf = malloc(1 << 20);
+	int fd = -1;
+	size_t open_entry = SIZE_MAX;
+
+	/* the reader may stop early: EPIPE, not a process-wide SIGPIPE */
+	sigemptyset(&set);
+	sigaddset(&set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	f->rc = SL_OK;
+	if (buf == NULL) {
+		f->rc = sl_err_set(SL_E_NOMEM, "read buffer");
+		goto out;
+	}
+	for (size_t k = f->from; k < f->to && f->rc == SL_OK; k++) {
+		const struct piece *p = &f->pl->p[k];
+		const struct entry *e = &f->l->v[p->entry];
+		struct stat st;
+		if (open_entry != p->entry) {
+			if (fd >= 0)
+				close(fd);
+			fd = open(e->src, O_RDONLY | O_CLOEXEC | (f->follow ? 0 : O_NOFOLLOW));
+			if (fd < 0 || fstat(fd, &st) != 0 || (uint64_t)st.st_size != e->size) {
+				f->rc = sl_err_set(
+				    SL_E_IO, "%s: %s", e->src,
+				    fd < 0 ? strerror(errno)
+				           : "changed size while it was being encrypted");
+				break;
+			}
+			open_entry = p->entry;
+		}
+		uint64_t done = 0;
+		while (done < p->len) {
+			size_t want =
+			    p->len - done < (1 << 20) ? (size_t)(p->len - done) : (1 << 20);
+			ssize_t n = pread(fd, buf, want, (off_t)(p->off + done));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				f->rc = sl_err_set(SL_E_IO, "%s: %s", e->src,
+				                   n < 0 ? strerror(errno)
+				                         : "shorter than when it was listed");
+				break;
+			}
+			if (sl_write_all(f->wfd, buf, (size_t)n, "pipe") != SL_OK) {
+				f->rc = sl_err_set(SL_E_IO, "encryption stopped");
+				break;
+			}
+			done += (uint64_t)n;
+		}
+	}
+out:
+	if (f->rc != SL_OK)
+		snprintf(f->detail, sizeof(f->detail), "%s", sl_err_detail());
+	if (fd >= 0)
+		close(fd);
+	if (buf != NULL)
+		sl_wipe(buf, 1 << 20);
+	free(buf);
+	close(f->wfd);
+	return NULL;
+}
+
+/* Encrypts plaintext_len bytes from in into dir/name; adds it to the manifest. */
+static sl_err write_shard(sl_secret *dek, const sl_sld_encrypt_params *p, int in,
+                          uint64_t plaintext_len, const char *dir, uint32_t index,
+                          sl_sldm_builder *b)
+{
+	sl_err rc = SL_E_IO;
+	char name[32], path[PATH_MAX];
+	sl_sld_header *h = NULL;
+	struct stat st;
+	int fd = -1;
+
+	snprintf(name, sizeof(name), "shard-%05u.sld", index);
+	SL_ENSURE(snprintf(path, sizeof(path), "%s/%s", dir, name) < (int)sizeof(path), SL_E_INPUT,
+	          "%s: path too long", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	SL_ENSURE(fd >= 0, SL_E_IO, "%s: %s", path, strerror(errno));
+	SL_GUARD(sl_sld_encrypt(dek, p, in, plaintext_len, fd));
+	SL_ENSURE(fsync(fd) == 0 && fstat(fd, &st) == 0, SL_E_IO, "%s: %s", path, strerror(errno));
+	SL_GUARD(sl_sld_header_read_fd(fd, path, &h));
+	SL_GUARD(sl_sldm_builder_add_shard(b, name, h, (uint64_t)st.st_size));
+	rc = SL_OK;
+out:
+	sl_sld_header_free(h);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+static sl_err encrypt_files(sl_secret *dek, const sl_tree_encrypt_opts *o,
+                            const sl_sld_encrypt_params *p, const struct entries *l,
+                            const char *tmp, sl_sldm_builder *b, sl_tree_stats *st)
+{
+	sl_err rc = SL_E_IO;
+	struct plan pl = {0};
+	uint64_t S = o->shard_size ? o->shard_size : SL_TREE_SHARD_DEFAULT;
+
+	SL_GUARD(make_plan(l, S, &pl));
+	for (uint32_t s = 0; s < pl.n_shards; s++) {
+		int fds[2];
+		pthread_t t;
+		struct feeder f = {.l = l,
+		                   .pl = &pl,
+		                   .from = pl.first[s],
+		                   .to = pl.first[s + 1],
+		                   .follow = o->follow_symlinks};
+		SL_ENSURE(pipe2(fds, O_CLOEXEC) == 0, SL_E_SYSTEM, "pipe: %s", strerror(errno));
+		(void)fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);
+		f.wfd = fds[1];
+		if (pthread_create(&t, NULL, feed, &f) != 0) {
+			close(fds[0]);
+			close(fds[1]);
+			SL_FAIL(SL_E_SYSTEM, "cannot start a reader thread");
+		}
+		rc = write_shard(dek, p, fds[0], pl.shard_len[s], tmp, s, b);
+		close(fds[0]);
+		pthread_join(t, NULL);
+		/* the reader's own failure says more than the encryption's "short input" */
+		if (f.rc != SL_OK)
+			SL_FAIL(f.rc, "%s", f.detail);
+		if (rc != SL_OK)
+			goto out;
+		st->bytes += pl.shard_len[s];
+	}
+	for (size_t i = 0; i < l->n; i++)
+		SL_GUARD(sl_sldm_builder_add_file(b, l->v[i].rel, l->v[i].mode, l->v[i].size,
+		                                  pl.file_shard[i], pl.file_off[i]));
+	st->shards = pl.n_shards;
+	st->files = (uint32_t)l->n;
+	rc = SL_OK;
+out:
+	free_plan(&pl);
+	return rc;
+}
+
+/* A stream of unknown length: each shard is read into memory first (its
+ * length goes into its header), then encrypted from there. */
+static sl_err encrypt_stream(sl_secret *dek, const sl_tree_encrypt_opts *o,
+                             const sl_sld_encrypt_params *p, const char *tmp, sl_sldm_builder *b,
+                             sl_tree_stats *st)
+{
+	sl_err rc = SL_E_IO;
+	uint64_t S = o->shard_size ? o->shard_size : SL_TREE_SHARD_DEFAULT;
+	uint8_t *buf = malloc(1 << 20);
+	int mfd = memfd_create("seclaunch-stream", MFD_CLOEXEC);
+	bool eof = false;
+	const char *name = o->stream_name != NULL ? o->stream_name : "stdin";
+
+	SL_ENSURE(buf != NULL && mfd >= 0, SL_E_NOMEM, "stream buffer");
+	SL_GUARD(sl_sldm_path_check(name));
+	for (uint32_t s = 0; !eof || s == 0; s++) {
+		uint64_t got = 0;
+		SL_ENSURE(ftruncate(mfd, 0) == 0 && lseek(mfd, 0, SEEK_SET) == 0, SL_E_SYSTEM,
+		          "stream buffer: %s", strerror(errno));
+		while (got < S) {
+			size_t want = S - got < (1 << 20) ? (size_t)(S - got) : (1 << 20);
+			ssize_t n = read(STDIN_FILENO, buf, want);
+			if (n < 0 && errno == EINTR)
+				continue;
+			SL_ENSURE(n >= 0, SL_E_IO, "-: read: %s", strerror(errno));
+			if (n == 0) {
+				eof = true;
+				break;
+			}
+			SL_GUARD(sl_write_all(mfd, buf, (size_t)n, "stream buffer"));
+			got += (uint64_t)n;
+		}
+		if (got == 0 && s > 0)
+			break;
+		SL_ENSURE(lseek(mfd, 0, SEEK_SET) == 0, SL_E_SYSTEM, "stream buffer");
+		SL_GUARD(write_shard(dek, p, mfd, got, tmp, s, b));
+		st->bytes += got;
+		st->shards = s + 1;
+	}
+	SL_GUARD(sl_sldm_builder_add_file(b, name, 0644, st->bytes, 0, 0));
+	st->files = 1;
+	rc = SL_OK;
+out:
+	if (buf != NULL)
+		sl_wipe(buf, 1 << 20);
+	free(buf);
+	if (mfd >= 0)
+		close(mfd);
+	return rc;
+}
+
+sl_err sl_tree_encrypt(sl_secret *dek, const sl_tree_encrypt_opts *o, sl_tree_stats *st)
+{
+	sl_err rc = SL_E_INPUT;
+	struct entries l = {.quiet = o->quiet, .follow = o->follow_symlinks};
+	sl_sldm_builder *b = NULL;
+	sl_sld_encrypt_params p = o->p;
+	char tmp[PATH_MAX] = "", mpath[PATH_MAX + 16];
+	uint8_t *man = NULL;
+	size_t man_len = 0;
+	bool stream = false;
+	sl_sldm *m = NULL;
+
+	memset(st, 0, sizeof(*st));
+	for (size_t i = 0; i < o->n_paths; i++)
+		stream |= strcmp(o->paths[i], "-") == 0;
+	SL_ENSURE(o->n_paths > 0, SL_E_USAGE, "no input given");
+	SL_ENSURE(!stream || o->n_paths == 1, SL_E_USAGE,
+	          "'-' (a stream on standard input) cannot be mixed with other inputs");
+	SL_ENSURE(o->shard_size == 0 || o->shard_size >= SL_SLD_CHUNK_MIN, SL_E_USAGE,
+	          "--shard-size: at least 64K");
+	SL_GUARD(check_target(o->out_dir, o->force));
+	if (!stream)
+		SL_GUARD(collect(o, &l));
+	st->skipped = l.skipped;
+	/* shards carry no key reference: the manifest holds it once */
+	p.kms_url = p.key_id = NULL;
+	p.wrapped_dek = NULL;
+	p.wrapped_dek_len = 0;
+	SL_GUARD(sl_sldm_builder_new(p.dataset_id, p.aead, p.chunk_size, 0, &b));
+	SL_GUARD(make_temp_dir(o->out_dir, tmp, sizeof(tmp)));
+	if (stream)
+		SL_GUARD(encrypt_stream(dek, o, &p, tmp, b, st));
+	else
+		SL_GUARD(encrypt_files(dek, o, &p, &l, tmp, b, st));
+	SL_GUARD(sl_sldm_builder_finish(b, dek, o->p.kms_url, o->p.key_id, o->p.wrapped_dek,
+	                                o->p.wrapped_dek_len, &man, &man_len));
+	SL_GUARD(sl_sldm_parse(man, man_len, &m));
+	sl_sldm_root(m, st->root);
+	snprintf(mpath, sizeof(mpath), "%s/" SL_SLDM_NAME, tmp);
+	SL_GUARD(sl_file_write_atomic(mpath, man, man_len, 0644, false));
+	SL_GUARD(put_in_place(tmp, o->out_dir, o->force));
+	tmp[0] = '\0';
+	rc = SL_OK;
+out:
+	if (tmp[0] != '\0')
+		remove_tree(tmp);
+	sl_sldm_free(m);
+	free(man);
+	sl_sldm_builder_free(b);
+	free_entries(&l);
+	return rc;
+}
+
+/* ---- reading ---------------------------------------------------------- */
+
+bool sl_tree_is_dataset(const char *path)
+{
+	char m[PATH_MAX];
+	struct stat st;
+	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+		return false;
+	if (snprintf(m, sizeof(m), "%s/" SL_SLDM_NAME, path) >= (int)sizeof(m))
+		return false;
+	return stat(m, &st) == 0;
+}
+
+sl_err sl_tree_manifest(const char *dir, sl_sldm **out)
+{
+	char m[PATH_MAX];
+	if (snprintf(m, sizeof(m), "%s/" SL_SLDM_NAME, dir) >= (int)sizeof(m))
+		return sl_err_set(SL_E_INPUT, "%s: path too long", dir);
+	return sl_sldm_read_file(m, out);
+}
+
+struct restore {
+	const sl_sldm *m;
+	int root;        /* the temporary output folder */
+	uint64_t g;      /* dataset offset of the next plaintext byte */
+	uint32_t next;   /* next file to open */
+	int fd;          /* the open file, or -1 */
+	uint32_t cur;    /* its index */
+	uint64_t *start; /* dataset offset of each file */
+};
+
+/* Opens dir components one by one (no link followed), creating them. */
+static sl_err open_parent(int root, const char *path, int *dfd, const char **leaf)
+{
+	sl_err rc = SL_E_IO;
+	char comp[SL_SLDM_PATH_MAX + 1];
+	const char *p = path, *slash;
+	int d = dup(root);
+
+	SL_ENSURE(d >= 0, SL_E_SYSTEM, "dup: %s", strerror(errno));
+	while ((slash = strchr(p, '/')) != NULL) {
+		size_t n = (size_t)(slash - p);
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		if (mkdirat(d, comp, 0700) != 0 && errno != EEXIST)
+			SL_FAIL(SL_E_IO, "%s: cannot create folder %s: %s", path, comp,
+			        strerror(errno));
+		int nd = openat(d, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		SL_ENSURE(nd >= 0, SL_E_IO, "%s: %s: %s", path, comp, strerror(errno));
+		close(d);
+		d = nd;
+		p = slash + 1;
+	}
+	*dfd = d;
+	d = -1;
+	*leaf = p;
+	rc = SL_OK;
+out:
+	if (d >= 0)
+		close(d);
+	return rc;
+}
+
+static sl_err close_file(struct restore *r)
+{
+	sl_err rc = SL_E_IO;
+	const sl_sldm_file f = sl_sldm_file_at(r->m, r->cur);
+
+	SL_ENSURE(fchmod(r->fd, f.mode) == 0 && fsync(r->fd) == 0, SL_E_IO, "%s: %s", f.path,
+	          strerror(errno));
+	rc = SL_OK;
+out:
+	close(r->fd);
+	r->fd = -1;
+	return rc;
+}
+
+static sl_err open_file(struct restore *r, uint32_t i)
+{
+	sl_err rc = SL_E_IO;
+	const sl_sldm_file f = sl_sldm_file_at(r->m, i);
+	const char *leaf;
+	int d = -1;
+
+	/* the manifest was authenticated; the rule is checked again anyway
+	 * before anything is created from a name it gives */
+	SL_GUARD(sl_sldm_path_check(f.path));
+	SL_GUARD(open_parent(r->root, f.path, &d, &leaf));
+	r->fd = openat(d, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	SL_ENSURE(r->fd >= 0, SL_E_IO, "%s: %s", f.path, strerror(errno));
+	r->cur = i;
+	rc = SL_OK;
+out:
+	if (d >= 0)
+		close(d);
+	return rc;
+}
+
+/* Opens (and for empty files also closes) every file that starts at or
+ * before dataset offset g and is not open yet. */
+static sl_err open_due(struct restore *r, uint64_t g)
+{
+	sl_err rc = SL_OK;
+	while (r->fd < 0 && r->next < sl_sldm_file_count(r->m) && r->start[r->next] <= g) {
+		SL_GUARD(open_file(r, r->next));
+		r->next++;
+		if (sl_sldm_file_at(r->m, r->cur).size == 0)
+			SL_GUARD(close_file(r));
+	}
+out:
+	return rc;
+}
+
+static sl_err restore_sink(void *ctx, uint64_t chunk, const uint8_t *plain, size_t len)
+{
+	sl_err rc = SL_OK;
+	struct restore *r = ctx;
+	(void)chunk;
+
+	while (len > 0) {
+		SL_GUARD(open_due(r, r->g));
+		if (r->fd < 0) {
+			/* bytes outside every file: skip up to the next file's start */
+			uint64_t next =
+			    r->next < sl_sldm_file_count(r->m) ? r->start[r->next] : UINT64_MAX;
+			uint64_t skip = next - r->g < len ? next - r->g : len;
+			r->g += skip, plain += skip, len -= (size_t)skip;
+			continue;
+		}
+		const sl_sldm_file f = sl_sldm_file_at(r->m, r->cur);
+		uint64_t left = r->start[r->cur] + f.size - r->g;
+		size_t n = left < len ? (size_t)left : len;
+		SL_GUARD(sl_write_all(r->fd, plain, n, f.path));
+		r->g += n, plain += n, len -= n;
+		if (r->g == r->start[r->cur] + f.size)
+			SL_GUARD(close_file(r));
+	}
+out:
+	return rc;
+}
+
+static sl_err decrypt_shard(const char *dir, const sl_sldm *m, uint32_t i, sl_secret *dek,
+                            unsigned threads, struct restore *r)
+{
+	sl_err rc = SL_E_IO;
+	sl_sldm_shard s = sl_sldm_shard_at(m, i);
+	char path[PATH_MAX];
+	sl_sld_header *h = NULL;
+	sl_sld_reader *rd = NULL;
+	struct stat st;
+	int fd = -1;
+
+	SL_ENSURE(snprintf(path, sizeof(path), "%s/%s", dir, s.name) < (int)sizeof(path),
+	          SL_E_INPUT, "%s: path too long", dir);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		SL_FAIL(errno == ENOENT ? SL_E_TRUNCATED : SL_E_IO, "shard %u (%s): %s", i, s.name,
+		        errno == ENOENT ? "missing from the dataset folder" : strerror(errno));
+	SL_ENSURE(fstat(fd, &st) == 0 && S_ISREG(st.st_mode), SL_E_INTEGRITY,
+	          "shard %u (%s): not a regular file", i, s.name);
+	rc = sl_sld_header_read_fd(fd, path, &h);
+	if (rc != SL_OK && rc != SL_E_NOMEM)
+		rc = sl_err_wrap(SL_E_INTEGRITY, "shard %u (%s)", i, s.name);
+	if (rc != SL_OK)
+		goto out;
+	SL_GUARD(sl_sldm_check_shard(m, i, h, (uint64_t)st.st_size));
+	SL_GUARD(sl_sld_open(fd, path, dek, &rd));
+	SL_GUARD(sl_sld_decrypt(rd, threads, restore_sink, r, NULL, NULL));
+	rc = SL_OK;
+out:
+	sl_sld_close(rd);
+	sl_sld_header_free(h);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+sl_err sl_tree_decrypt(const char *dir, const sl_sldm *m, sl_secret *dek, const char *out_dir,
+                       bool force, unsigned threads, sl_tree_stats *st)
+{
+	sl_err rc = SL_E_INPUT;
+	char tmp[PATH_MAX] = "";
+	struct restore r = {.m = m, .root = -1, .fd = -1};
+	uint32_t nf = sl_sldm_file_count(m), ns = sl_sldm_shard_count(m);
+	uint64_t *sstart = NULL;
+
+	memset(st, 0, sizeof(*st));
+	SL_GUARD(sl_sldm_authenticate(m, dek));
+	SL_GUARD(check_target(out_dir, force));
+	r.start = calloc((size_t)nf + 1, sizeof(*r.start));
+	sstart = calloc((size_t)ns + 1, sizeof(*sstart));
+	SL_ENSURE(r.start != NULL && sstart != NULL, SL_E_NOMEM, "file offsets");
+	for (uint32_t i = 0; i < ns; i++)
+		sstart[i + 1] = sstart[i] + sl_sldm_shard_at(m, i).plaintext_len;
+	for (uint32_t i = 0; i < nf; i++) {
+		sl_sldm_file f = sl_sldm_file_at(m, i);
+		r.start[i] = sstart[f.shard] + f.offset;
+	}
+	SL_GUARD(make_temp_dir(out_dir, tmp, sizeof(tmp)));
+	r.root = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	SL_ENSURE(r.root >= 0, SL_E_IO, "%s: %s", tmp, strerror(errno));
+	for (uint32_t i = 0; i < ns; i++)
+		SL_GUARD(decrypt_shard(dir, m, i, dek, threads, &r));
+	/* empty files at the very end */
+	SL_GUARD(open_due(&r, r.g));
+	SL_ENSURE(r.fd < 0 && r.next == nf, SL_E_INTEGRITY,
+	          "the shards end before the manifest's files do");
+	SL_GUARD(fsync_path(tmp));
+	SL_GUARD(put_in_place(tmp, out_dir, force));
+	tmp[0] = '\0';
+	st->bytes = r.g;
+	st->files = nf;
+	st->shards = ns;
+	sl_sldm_root(m, st->root);
+	rc = SL_OK;
+out:
+	if (r.fd >= 0)
+		close(r.fd);
+	if (r.root >= 0)
+		close(r.root);
+	if (tmp[0] != '\0')
+		remove_tree(tmp);
+	free(r.start);
+	free(sstart);
+	return rc;
+}

@@ -1,0 +1,56 @@
+/* Sharded datasets on local disk: encrypt files, folders or a stream into
+ * DIR/manifest.sldm + DIR/shard-NNNNN.sld (docs/format-sld.md part II), and
+ * restore a dataset folder's tree. The caller obtains the DEK. */
+#ifndef SECLAUNCH_LAUNCHER_DATASET_TREE_H
+#define SECLAUNCH_LAUNCHER_DATASET_TREE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "seclaunch/sld.h"
+#include "seclaunch/sldm.h"
+
+#define SL_TREE_SHARD_DEFAULT ((uint64_t)256 << 20)
+
+typedef struct sl_tree_encrypt_opts {
+	const char *const *paths; /* files, folders, or one "-" alone */
+	size_t n_paths;
+	const char *out_dir;  /* appears only once complete */
+	bool force;           /* replace an existing out_dir */
+	bool follow_symlinks; /* else symlinks are skipped, each said on stderr */
+	bool quiet;
+	uint64_t shard_size;     /* 0 = SL_TREE_SHARD_DEFAULT */
+	const char *stream_name; /* path of "-" in the dataset (default "stdin") */
+	/* dataset id, AEAD, chunk size, threads; its key reference goes into
+	 * the manifest, never into a shard */
+	sl_sld_encrypt_params p;
+} sl_tree_encrypt_opts;
+
+typedef struct sl_tree_stats {
+	uint64_t bytes;
+	uint32_t files;
+	uint32_t shards;
+	uint32_t skipped;
+	uint8_t root[SL_SLDM_ROOT_LEN];
+} sl_tree_stats;
+
+SL_MUST_USE sl_err sl_tree_encrypt(sl_secret *dek, const sl_tree_encrypt_opts *o,
+                                   sl_tree_stats *stats);
+
+/* True when path is a folder holding manifest.sldm. */
+bool sl_tree_is_dataset(const char *path);
+
+/* Reads DIR/manifest.sldm (structure only: the key reference is what the
+ * caller needs to obtain the DEK). */
+SL_MUST_USE sl_err sl_tree_manifest(const char *dir, sl_sldm **out);
+
+/* Authenticates the manifest, checks and decrypts every shard, and writes
+ * the files under out_dir (which appears only once every file is complete;
+ * force replaces an existing one). Paths are checked again before anything
+ * is created. */
+SL_MUST_USE sl_err sl_tree_decrypt(const char *dir, const sl_sldm *m, sl_secret *dek,
+                                   const char *out_dir, bool force, unsigned threads,
+                                   sl_tree_stats *stats);
+
+#endif

@@ -1,0 +1,306 @@
+/* Sharded datasets on disk: a tree (nested folders, empty files, a file
+ * larger than a shard, modes) encrypted and restored byte for byte; a
+ * folder of .tar files one per shard; and the refusals: a shard swapped,
+ * missing, from another dataset, truncated; an edited manifest; a wrong
+ * key; path collisions. Nothing appears at the target after a failure. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../../launcher/dataset_tree.h"
+#include "seclaunch/secret.h"
+#include "seclaunch/util.h"
+
+static char base[256];
+
+static int setup(void **state)
+{
+	(void)state;
+	if (sl_crypto_init() != SL_OK)
+		return -1;
+	snprintf(base, sizeof(base), "/tmp/sl-tree-test-XXXXXX");
+	return mkdtemp(base) != NULL ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void put(const char *rel, size_t n, mode_t mode, uint8_t seed)
+{
+	char p[512];
+	snprintf(p, sizeof(p), "%s/%s", base, rel);
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, mode);
+	assert_true(fd >= 0);
+	uint8_t *b = malloc(n + 1);
+	for (size_t i = 0; i < n; i++)
+		b[i] = (uint8_t)(seed + i * 31 + (i >> 8));
+	assert_int_equal(sl_write_all(fd, b, n, p), SL_OK);
+	assert_int_equal(fchmod(fd, mode), 0);
+	close(fd);
+	free(b);
+}
+
+static void mkd(const char *rel)
+{
+	char p[512];
+	snprintf(p, sizeof(p), "%s/%s", base, rel);
+	assert_int_equal(mkdir(p, 0755), 0);
+}
+
+static sl_secret *dek(void)
+{
+	sl_secret *k = NULL;
+	assert_int_equal(sl_secret_random(SL_SLD_DEK_LEN, &k), SL_OK);
+	return k;
+}
+
+static sl_err enc(sl_secret *k, const char *in_rel, const char *out_rel, const char *id,
+                  uint64_t shard, sl_tree_stats *st)
+{
+	char in[512], out[512];
+	snprintf(in, sizeof(in), "%s/%s", base, in_rel);
+	snprintf(out, sizeof(out), "%s/%s", base, out_rel);
+	const char *paths[] = {in};
+	sl_tree_encrypt_opts o = {.paths = paths,
+	                          .n_paths = 1,
+	                          .out_dir = out,
+	                          .quiet = true,
+	                          .shard_size = shard,
+	                          .p = {.dataset_id = id, .chunk_size = 64 << 10, .threads = 2}};
+	return sl_tree_encrypt(k, &o, st);
+}
+
+static sl_err dec(sl_secret *k, const char *ds_rel, const char *out_rel, sl_tree_stats *st)
+{
+	char ds[512], out[512];
+	sl_sldm *m = NULL;
+	snprintf(ds, sizeof(ds), "%s/%s", base, ds_rel);
+	snprintf(out, sizeof(out), "%s/%s", base, out_rel);
+	sl_err rc = sl_tree_manifest(ds, &m);
+	if (rc == SL_OK)
+		rc = sl_tree_decrypt(ds, m, k, out, false, 2, st);
+	sl_sldm_free(m);
+	return rc;
+}
+
+static bool exists(const char *rel)
+{
+	char p[512];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/%s", base, rel);
+	return lstat(p, &st) == 0;
+}
+
+/* No temporary folder left beside the targets. */
+static void assert_no_partials(void)
+{
+	DIR *d = opendir(base);
+	struct dirent *de;
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL) {
+		if (strstr(de->d_name, ".partial-") != NULL || strstr(de->d_name, ".old-") != NULL)
+			fail_msg("left behind: %s", de->d_name);
+	}
+	closedir(d);
+}
+
+static int run(const char *cmd)
+{
+	char c[2048];
+	snprintf(c, sizeof(c), "cd '%s' && %s", base, cmd);
+	return system(c);
+}
+
+static void test_tree_round_trip(void **state)
+{
+	(void)state;
+	sl_secret *k = dek();
+	sl_tree_stats st;
+
+	mkd("src");
+	mkd("src/img");
+	mkd("src/img/cats");
+	mkd("src/empty-dir");
+	put("src/a.csv", 1000, 0640, 1);
+	put("src/img/cats/001.jpg", 70000, 0600, 2);
+	put("src/img/cats/002.jpg", 0, 0644, 3);
+	put("src/img/big.bin", 300000, 0755, 4); /* > 2 shards of 128 KiB */
+	put("src/z", 5, 0444, 5);
+	char ln[512];
+	snprintf(ln, sizeof(ln), "%s/src/link", base);
+	assert_int_equal(symlink("a.csv", ln), 0);
+
+	assert_int_equal(enc(k, "src", "ds", "tree-1", 128 << 10, &st), SL_OK);
+	assert_int_equal(st.files, 5); /* the link is skipped, said on stderr */
+	assert_int_equal(st.skipped, 1);
+	assert_int_equal(st.bytes, 1000 + 70000 + 300000 + 5);
+	assert_true(st.shards >= 3);
+	assert_true(exists("ds/manifest.sldm"));
+	assert_true(exists("ds/shard-00000.sld"));
+	assert_no_partials();
+
+	sl_tree_stats st2;
+	assert_int_equal(dec(k, "ds", "out", &st2), SL_OK);
+	assert_memory_equal(st.root, st2.root, 32);
+	assert_int_equal(run("diff -r src out 2>&1 | grep -v '^Only in src: link$' | "
+	                     "grep -v '^Only in src: empty-dir$' | grep -q . && exit 1 || exit 0"),
+	                 0);
+	struct stat s;
+	char p[512];
+	snprintf(p, sizeof(p), "%s/out/img/big.bin", base);
+	assert_int_equal(stat(p, &s), 0);
+	assert_int_equal(s.st_mode & 0777, 0755);
+	snprintf(p, sizeof(p), "%s/out/z", base);
+	assert_int_equal(stat(p, &s), 0);
+	assert_int_equal(s.st_mode & 0777, 0444);
+	snprintf(p, sizeof(p), "%s/out/img/cats/002.jpg", base);
+	assert_int_equal(stat(p, &s), 0);
+	assert_int_equal(s.st_size, 0);
+
+	/* same tree again: deterministic file table (same paths, order, shards) */
+	sl_tree_stats st3;
+	assert_int_equal(enc(k, "src", "ds-again", "tree-1", 128 << 10, &st3), SL_OK);
+	assert_int_equal(st3.shards, st.shards);
+	assert_int_equal(run("cmp -s ds/shard-00000.sld ds-again/shard-00000.sld"), 256);
+
+	/* targets are never overwritten without force */
+	assert_int_equal(enc(k, "src", "ds", "tree-1", 0, &st3), SL_E_EXISTS);
+	assert_int_equal(dec(k, "ds", "out", &st2), SL_E_EXISTS);
+	assert_no_partials();
+	sl_secret_free(k);
+}
+
+static void expect_dec_fails(sl_secret *k, const char *ds, sl_err code, const char *needle)
+{
+	sl_tree_stats st;
+	sl_err rc = dec(k, ds, "restored", &st);
+	if (rc != code)
+		fail_msg("%s: got %s (%s), want %s", ds, sl_err_name(rc), sl_err_detail(),
+		         sl_err_name(code));
+	if (needle != NULL && strstr(sl_err_detail(), needle) == NULL)
+		fail_msg("%s: message \"%s\" does not name \"%s\"", ds, sl_err_detail(), needle);
+	assert_false(exists("restored"));
+	assert_no_partials();
+}
+
+static void test_tampering(void **state)
+{
+	(void)state;
+	sl_secret *k = dek(), *k2 = dek();
+	sl_tree_stats st;
+
+	mkd("t");
+	put("t/one", 100000, 0644, 9);
+	put("t/two", 100000, 0644, 8);
+	put("t/three", 100000, 0644, 7);
+	assert_int_equal(enc(k, "t", "good", "tamper", 64 << 10, &st), SL_OK);
+	assert_true(st.shards >= 3);
+	/* another dataset with the same id and key, same sizes */
+	put("t/one", 100000, 0644, 42);
+	assert_int_equal(enc(k, "t", "other", "tamper", 64 << 10, &st), SL_OK);
+
+	assert_int_equal(run("cp -a good swap && mv swap/shard-00000.sld x && "
+	                     "mv swap/shard-00001.sld swap/shard-00000.sld && "
+	                     "mv x swap/shard-00001.sld"),
+	                 0);
+	expect_dec_fails(k, "swap", SL_E_INTEGRITY, "shard 0 (shard-00000.sld)");
+	assert_int_equal(run("cp -a good missing && rm missing/shard-00002.sld"), 0);
+	expect_dec_fails(k, "missing", SL_E_TRUNCATED, "shard 2 (shard-00002.sld)");
+	assert_int_equal(run("cp -a good foreign && cp other/shard-00000.sld foreign/"), 0);
+	expect_dec_fails(k, "foreign", SL_E_INTEGRITY, "shard 0");
+	assert_int_equal(run("cp -a good trunc && truncate -s -1 trunc/shard-00001.sld"), 0);
+	expect_dec_fails(k, "trunc", SL_E_INTEGRITY, "shard 1");
+	assert_int_equal(run("cp -a good flip && printf '\\x01' | dd of=flip/shard-00001.sld "
+	                     "bs=1 seek=5000 conv=notrunc status=none"),
+	                 0);
+	expect_dec_fails(k, "flip", SL_E_INTEGRITY, "chunk");
+	/* a manifest byte in the body (a file size) */
+	assert_int_equal(run("cp -a good edited && printf 'Z' | dd of=edited/manifest.sldm "
+	                     "bs=1 seek=60 conv=notrunc status=none"),
+	                 0);
+	{
+		sl_tree_stats s2;
+		sl_err rc = dec(k, "edited", "restored", &s2);
+		assert_true(rc == SL_E_INTEGRITY || rc == SL_E_WRONG_KEY);
+		assert_false(exists("restored"));
+	}
+	/* an older manifest presented with newer shards */
+	assert_int_equal(run("cp -a good mixed && cp other/manifest.sldm mixed/"), 0);
+	expect_dec_fails(k, "mixed", SL_E_INTEGRITY, "shard 0");
+	/* an extra file in the folder is never read: still fine */
+	assert_int_equal(run("cp -a good extra && cp other/shard-00000.sld extra/shard-09999.sld"),
+	                 0);
+	assert_int_equal(dec(k, "extra", "restored-extra", &st), SL_OK);
+	expect_dec_fails(k2, "good", SL_E_WRONG_KEY, "key_check");
+	sl_secret_free(k);
+	sl_secret_free(k2);
+}
+
+static void test_tar_shards_and_collisions(void **state)
+{
+	(void)state;
+	sl_secret *k = dek();
+	sl_tree_stats st;
+	char a[512], b[512], out[512];
+
+	mkd("wds");
+	put("wds/train-000.tar", 10240, 0644, 1);
+	put("wds/train-001.tar", 20480, 0644, 2);
+	put("wds/train-002.tar", 10240, 0644, 3);
+	assert_int_equal(enc(k, "wds", "wds-ds", "wds", 0, &st), SL_OK);
+	assert_int_equal(st.shards, 3);
+	sl_sldm *m = NULL;
+	snprintf(a, sizeof(a), "%s/wds-ds", base);
+	assert_int_equal(sl_tree_manifest(a, &m), SL_OK);
+	for (uint32_t i = 0; i < 3; i++) {
+		assert_int_equal(sl_sldm_file_at(m, i).shard, i);
+		assert_int_equal(sl_sldm_file_at(m, i).offset, 0);
+	}
+	sl_sldm_free(m);
+
+	/* two inputs that would be the same dataset path */
+	mkd("c1");
+	mkd("c2");
+	put("c1/same", 1, 0644, 1);
+	put("c2/same", 1, 0644, 1);
+	snprintf(a, sizeof(a), "%s/c1", base);
+	snprintf(b, sizeof(b), "%s/c2", base);
+	snprintf(out, sizeof(out), "%s/coll", base);
+	const char *paths[] = {a, b};
+	sl_tree_encrypt_opts o = {
+	    .paths = paths, .n_paths = 2, .out_dir = out, .quiet = true, .p = {.dataset_id = "c"}};
+	assert_int_equal(sl_tree_encrypt(k, &o, &st), SL_E_INPUT);
+	assert_non_null(strstr(sl_err_detail(), "\"same\""));
+	assert_false(exists("coll"));
+	/* '-' with another input */
+	const char *mixed[] = {"-", a};
+	o.paths = mixed;
+	assert_int_equal(sl_tree_encrypt(k, &o, &st), SL_E_USAGE);
+	assert_no_partials();
+	sl_secret_free(k);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_tree_round_trip),
+	    cmocka_unit_test(test_tampering),
+	    cmocka_unit_test(test_tar_shards_and_collisions),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
