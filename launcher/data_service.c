@@ -1,0 +1,377 @@
+/* The data service (data_service.h): a SOCK_SEQPACKET Unix socket served by
+ * one thread with poll(2). One request per message, one JSON answer per
+ * message, a descriptor attached by SCM_RIGHTS to an "open" answer. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "data_service.h"
+
+#define MAX_CONN 256
+#define MAX_DATASETS 4096
+
+struct dataset {
+	char *id;
+	int fd;
+	json_t *info;
+};
+
+struct sl_dsvc {
+	sl_dsvc_opts o;
+	char dir[108];
+	char path[108];
+	int lfd;
+	int wake[2]; /* stop pipe */
+	struct dataset *ds;
+	size_t n_ds;
+	pthread_t thread;
+	bool running;
+	bool made_dir;
+	pthread_mutex_t mu;
+	uint64_t served, refused;
+	pid_t self;
+};
+
+sl_err sl_dsvc_new(const sl_dsvc_opts *o, sl_dsvc **out)
+{
+	sl_err rc = SL_E_SYSTEM;
+	sl_dsvc *s = calloc(1, sizeof(*s));
+	const char *parent = o->dir;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+	SL_ENSURE(s != NULL, SL_E_NOMEM, "data service");
+	s->lfd = -1;
+	s->wake[0] = s->wake[1] = -1;
+	s->o = *o;
+	s->self = getpid();
+	pthread_mutex_init(&s->mu, NULL);
+	if (parent == NULL)
+		parent = getenv("XDG_RUNTIME_DIR");
+	if (parent == NULL || parent[0] != '/' || strlen(parent) > 60)
+		parent = "/tmp";
+	snprintf(s->dir, sizeof(s->dir), "%s/seclaunch-data-XXXXXX", parent);
+	SL_ENSURE(mkdtemp(s->dir) != NULL, SL_E_SYSTEM, "%s: cannot create the socket folder: %s",
+	          s->dir, strerror(errno));
+	s->made_dir = true;
+	snprintf(s->path, sizeof(s->path), "%s/data.sock", s->dir);
+	s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	SL_ENSURE(s->lfd >= 0, SL_E_SYSTEM, "data service socket: %s", strerror(errno));
+	memcpy(sa.sun_path, s->path, strlen(s->path) + 1);
+	SL_ENSURE(bind(s->lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0, SL_E_SYSTEM,
+	          "%s: bind: %s", s->path, strerror(errno));
+	SL_ENSURE(listen(s->lfd, 64) == 0, SL_E_SYSTEM, "%s: listen: %s", s->path, strerror(errno));
+	/* the folder keeps everyone but the job's user out; the peer check
+	 * keeps out the user's other processes */
+	SL_ENSURE(chmod(s->path, 0600) == 0 && chmod(s->dir, 0700) == 0, SL_E_SYSTEM,
+	          "%s: chmod: %s", s->dir, strerror(errno));
+	if (o->job_uid != getuid())
+		SL_ENSURE(chown(s->dir, o->job_uid, o->job_gid) == 0 &&
+		              chown(s->path, o->job_uid, o->job_gid) == 0,
+		          SL_E_SYSTEM, "%s: chown to uid %u: %s", s->dir, (unsigned)o->job_uid,
+		          strerror(errno));
+	SL_ENSURE(pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) == 0, SL_E_SYSTEM, "pipe: %s",
+	          strerror(errno));
+	*out = s;
+	s = NULL;
+	rc = SL_OK;
+out:
+	sl_dsvc_free(s);
+	return rc;
+}
+
+sl_err sl_dsvc_add(sl_dsvc *s, const char *dataset_id, int fd, json_t *info)
+{
+	sl_err rc = SL_E_NOMEM;
+	struct dataset *v;
+
+	SL_ENSURE(!s->running, SL_E_INTERNAL, "data service: datasets are added before serving");
+	SL_ENSURE(s->n_ds < MAX_DATASETS, SL_E_TOO_LARGE, "data service: more than %d datasets",
+	          MAX_DATASETS);
+	for (size_t i = 0; i < s->n_ds; i++)
+		SL_ENSURE(strcmp(s->ds[i].id, dataset_id) != 0, SL_E_INPUT,
+		          "data service: dataset \"%s\" given twice", dataset_id);
+	v = realloc(s->ds, (s->n_ds + 1) * sizeof(*v));
+	SL_ENSURE(v != NULL, SL_E_NOMEM, "data service");
+	s->ds = v;
+	struct dataset *d = &s->ds[s->n_ds];
+	d->id = strdup(dataset_id);
+	d->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	d->info = json_incref(info);
+	if (d->id == NULL || d->fd < 0) {
+		free(d->id);
+		if (d->fd >= 0)
+			close(d->fd);
+		json_decref(d->info);
+		SL_FAIL(SL_E_SYSTEM, "data service: %s", strerror(errno));
+	}
+	s->n_ds++;
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+const char *sl_dsvc_path(const sl_dsvc *s)
+{
+	return s->path;
+}
+
+uint64_t sl_dsvc_served(const sl_dsvc *s)
+{
+	pthread_mutex_lock((pthread_mutex_t *)&s->mu);
+	uint64_t v = s->served;
+	pthread_mutex_unlock((pthread_mutex_t *)&s->mu);
+	return v;
+}
+
+uint64_t sl_dsvc_refusals(const sl_dsvc *s)
+{
+	pthread_mutex_lock((pthread_mutex_t *)&s->mu);
+	uint64_t v = s->refused;
+	pthread_mutex_unlock((pthread_mutex_t *)&s->mu);
+	return v;
+}
+
+/* The parent of pid from /proc/PID/stat (field 4, after the parenthesised
+ * command, which may itself hold parentheses and spaces). */
+static pid_t parent_of(pid_t pid)
+{
+	char p[64], buf[512];
+	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	char *rp = strrchr(buf, ')');
+	int ppid = -1;
+	char state;
+	if (rp == NULL || sscanf(rp + 1, " %c %d", &state, &ppid) != 2)
+		return -1;
+	return (pid_t)ppid;
+}
+
+/* NULL when the peer may be served, else why not. */
+static const char *check_peer(const sl_dsvc *s, const struct ucred *c)
+{
+	if (c->uid != s->o.job_uid)
+		return "not the job's user";
+	pid_t p = c->pid;
+	for (int depth = 0; depth < 4096 && p > 1; depth++) {
+		p = parent_of(p);
+		if (p == s->self)
+			return NULL;
+	}
+	return "not a process of this job";
+}
+
+static void send_json(int fd, json_t *o, int pass_fd)
+{
+	char *text = json_dumps(o, JSON_COMPACT);
+	struct iovec iov;
+	struct msghdr mh = {0};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+
+	json_decref(o);
+	if (text == NULL)
+		return;
+	iov.iov_base = text;
+	iov.iov_len = strlen(text);
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	if (pass_fd >= 0) {
+		memset(&u, 0, sizeof(u));
+		mh.msg_control = u.buf;
+		mh.msg_controllen = sizeof(u.buf);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+	}
+	(void)sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	free(text);
+}
+
+static json_t *error_json(const char *code, const char *msg)
+{
+	return json_pack("{s:b,s:s,s:s}", "ok", 0, "error", code, "message", msg);
+}
+
+static const struct dataset *find(const sl_dsvc *s, const char *id)
+{
+	for (size_t i = 0; i < s->n_ds; i++)
+		if (strcmp(s->ds[i].id, id) == 0)
+			return &s->ds[i];
+	return NULL;
+}
+
+/* One request: {"op": "list"} or {"op": "open", "dataset": ID}. */
+static void answer(sl_dsvc *s, int fd, const char *msg, size_t len)
+{
+	json_error_t e;
+	json_t *rq = json_loadb(msg, len, JSON_REJECT_DUPLICATES, &e), *ans;
+	const char *op = NULL, *id = NULL;
+
+	if (rq == NULL || !json_is_object(rq) ||
+	    json_unpack_ex(rq, &e, JSON_STRICT, "{s:s,s?:s}", "op", &op, "dataset", &id) != 0) {
+		send_json(fd,
+		          error_json("bad-request", "expected {\"op\": \"list\"|\"open\", "
+		                                    "\"dataset\": ID}"),
+		          -1);
+		goto out;
+	}
+	if (strcmp(op, "list") == 0) {
+		ans = json_object();
+		json_t *all = json_object();
+		for (size_t i = 0; i < s->n_ds; i++)
+			json_object_set(all, s->ds[i].id, s->ds[i].info);
+		json_object_set_new(ans, "ok", json_true());
+		json_object_set_new(ans, "datasets", all);
+		send_json(fd, ans, -1);
+	} else if (strcmp(op, "open") == 0 && id != NULL) {
+		const struct dataset *d = find(s, id);
+		if (d == NULL) {
+			send_json(fd, error_json("unknown-dataset", id), -1);
+			goto out;
+		}
+		ans = json_pack("{s:b,s:s,s:O}", "ok", 1, "dataset", id, "info", d->info);
+		send_json(fd, ans, d->fd);
+		pthread_mutex_lock(&s->mu);
+		s->served++;
+		pthread_mutex_unlock(&s->mu);
+	} else {
+		send_json(fd, error_json("bad-request", "unknown op, or open without dataset"), -1);
+	}
+out:
+	json_decref(rq);
+}
+
+static void refuse(sl_dsvc *s, int fd, const struct ucred *c, const char *why)
+{
+	send_json(fd, error_json("refused", why), -1);
+	pthread_mutex_lock(&s->mu);
+	s->refused++;
+	pthread_mutex_unlock(&s->mu);
+	if (s->o.refused != NULL)
+		s->o.refused(s->o.refused_ctx, c->pid, c->uid, why);
+}
+
+static void *serve(void *arg)
+{
+	sl_dsvc *s = arg;
+	struct pollfd pf[MAX_CONN + 2];
+	bool shut[MAX_CONN + 2] = {false}; /* refused: requests read and dropped */
+	int n = 0, n_shut = 0;
+	char *msg = malloc(SL_DSVC_MSG_MAX);
+
+	if (msg == NULL)
+		return NULL;
+	for (;;) {
+		pf[0] = (struct pollfd){.fd = s->wake[0], .events = POLLIN};
+		pf[1] = (struct pollfd){.fd = n < MAX_CONN ? s->lfd : -1, .events = POLLIN};
+		if (poll(pf, (nfds_t)n + 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (pf[0].revents != 0)
+			break;
+		for (int i = 2; i < n + 2; i++) {
+			if (pf[i].revents == 0)
+				continue;
+			ssize_t got = recv(pf[i].fd, msg, SL_DSVC_MSG_MAX, MSG_DONTWAIT);
+			if (got < 0 && (errno == EAGAIN || errno == EINTR))
+				continue;
+			if (got > 0) {
+				if (!shut[i])
+					answer(s, pf[i].fd, msg, (size_t)got);
+				continue;
+			}
+			close(pf[i].fd);
+			n_shut -= shut[i];
+			pf[i] = pf[n + 1];
+			shut[i] = shut[n + 1];
+			n--;
+			i--;
+		}
+		if (pf[1].fd >= 0 && (pf[1].revents & POLLIN)) {
+			int c = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+			if (c < 0)
+				continue;
+			struct ucred cr;
+			socklen_t cl = sizeof(cr);
+			const char *why = getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0
+			                      ? "no peer credentials"
+			                      : check_peer(s, &cr);
+			if (why != NULL) {
+				refuse(s, c, &cr, why);
+				/* closing at once would turn the refusal the peer has
+				 * not read yet into a connection reset: keep it until the
+				 * peer hangs up (a few at most) */
+				if (n_shut >= 16) {
+					close(c);
+					continue;
+				}
+				(void)shutdown(c, SHUT_WR);
+				n_shut++;
+			}
+			pf[n + 2] = (struct pollfd){.fd = c, .events = POLLIN};
+			shut[n + 2] = why != NULL;
+			n++;
+		}
+	}
+	for (int i = 2; i < n + 2; i++)
+		close(pf[i].fd);
+	free(msg);
+	return NULL;
+}
+
+sl_err sl_dsvc_serve(sl_dsvc *s)
+{
+	if (pthread_create(&s->thread, NULL, serve, s) != 0)
+		return sl_err_set(SL_E_SYSTEM, "cannot start the data service thread");
+	s->running = true;
+	return SL_OK;
+}
+
+void sl_dsvc_free(sl_dsvc *s)
+{
+	if (s == NULL)
+		return;
+	if (s->running) {
+		(void)!write(s->wake[1], "x", 1);
+		pthread_join(s->thread, NULL);
+	}
+	if (s->lfd >= 0)
+		close(s->lfd);
+	if (s->path[0] != '\0')
+		(void)unlink(s->path);
+	if (s->made_dir)
+		(void)rmdir(s->dir);
+	for (int i = 0; i < 2; i++)
+		if (s->wake[i] >= 0)
+			close(s->wake[i]);
+	for (size_t i = 0; i < s->n_ds; i++) {
+		free(s->ds[i].id);
+		close(s->ds[i].fd);
+		json_decref(s->ds[i].info);
+	}
+	free(s->ds);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}

@@ -1,0 +1,54 @@
+/* The data service: staged datasets handed to every process of the job over
+ * a Unix socket (docs/job-interface.md, "The data service").
+ *
+ * seclaunch owns the staged memory files. A process of the job connects to
+ * the socket (its path is in SECLAUNCH_DATA_SOCKET), asks for a dataset by
+ * id, and receives a descriptor of its memory file by SCM_RIGHTS. Each peer
+ * is checked by SO_PEERCRED before it is answered: the job's uid, and a
+ * process that descends from this seclaunch (the job and everything it
+ * started, also when reparented to seclaunch as subreaper). Anyone else gets
+ * an error and is reported through the refusal hook (to the audit log).
+ */
+#ifndef SECLAUNCH_LAUNCHER_DATA_SERVICE_H
+#define SECLAUNCH_LAUNCHER_DATA_SERVICE_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "seclaunch/error.h"
+
+#define SL_DSVC_ENV "SECLAUNCH_DATA_SOCKET"
+#define SL_DSVC_MSG_MAX 4096
+
+typedef struct sl_dsvc sl_dsvc;
+
+/* Called on the service thread for each refused peer. */
+typedef void (*sl_dsvc_refused_fn)(void *ctx, pid_t pid, uid_t uid, const char *why);
+
+typedef struct sl_dsvc_opts {
+	uid_t job_uid;   /* the uid every peer must have */
+	gid_t job_gid;   /* owner group of the socket folder */
+	const char *dir; /* parent of the private socket folder (NULL: $XDG_RUNTIME_DIR or /tmp) */
+	sl_dsvc_refused_fn refused;
+	void *refused_ctx;
+} sl_dsvc_opts;
+
+/* Creates the socket (in a new 0700 folder owned by job_uid) and nothing
+ * else; datasets are added next, then sl_dsvc_serve starts answering. */
+SL_MUST_USE sl_err sl_dsvc_new(const sl_dsvc_opts *o, sl_dsvc **out);
+/* fd is dup'ed; info is a JSON object describing the dataset (size,
+ * method, files...) and is sent to clients as given (a reference is
+ * taken). */
+SL_MUST_USE sl_err sl_dsvc_add(sl_dsvc *s, const char *dataset_id, int fd, json_t *info);
+/* Starts the service thread. */
+SL_MUST_USE sl_err sl_dsvc_serve(sl_dsvc *s);
+const char *sl_dsvc_path(const sl_dsvc *s);
+/* Number of descriptors handed out and of peers refused so far. */
+uint64_t sl_dsvc_served(const sl_dsvc *s);
+uint64_t sl_dsvc_refusals(const sl_dsvc *s);
+/* Stops the thread, closes every connection and descriptor, removes the
+ * socket and its folder. NULL-safe. */
+void sl_dsvc_free(sl_dsvc *s);
+
+#endif

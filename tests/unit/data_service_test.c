@@ -1,0 +1,278 @@
+/* The data service: a child of this process lists and opens a dataset and
+ * reads its bytes through the descriptor it received; a process that does
+ * not descend from this one, and one of another user, are refused (and the
+ * refusal hook hears of it); malformed and unknown requests get errors;
+ * the socket and its folder are gone after free. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../../launcher/data_service.h"
+#include "seclaunch/util.h"
+
+static const char payload[] = "the plaintext of dataset one, staged in memory";
+
+static int staged_fd(void)
+{
+	int fd = memfd_create("staged", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	assert_true(fd >= 0);
+	assert_int_equal(sl_write_all(fd, payload, sizeof(payload), "memfd"), SL_OK);
+	assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_WRITE), 0);
+	return fd;
+}
+
+static int dial(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (c < 0)
+		return -1;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (connect(c, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		close(c);
+		return -1;
+	}
+	return c;
+}
+
+/* Sends req; returns the answer (caller frees) and any received fd. */
+static json_t *ask(int c, const char *req, int *fd_out)
+{
+	char buf[SL_DSVC_MSG_MAX];
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr a;
+	} u;
+	struct iovec iov = {buf, sizeof(buf)};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof(u.b)};
+	if (fd_out != NULL)
+		*fd_out = -1;
+	/* a refused peer is told so at once and disconnected: its request may
+	 * meet a closed socket, the answer is still there to read */
+	(void)send(c, req, strlen(req), MSG_NOSIGNAL);
+	ssize_t n = recvmsg(c, &mh, MSG_CMSG_CLOEXEC);
+	if (n <= 0)
+		return NULL;
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	if (cm != NULL && cm->cmsg_type == SCM_RIGHTS && fd_out != NULL)
+		memcpy(fd_out, CMSG_DATA(cm), sizeof(int));
+	return json_loadb(buf, (size_t)n, 0, NULL);
+}
+
+struct refusals {
+	int n;
+	char why[128];
+};
+
+static void on_refused(void *ctx, pid_t pid, uid_t uid, const char *why)
+{
+	struct refusals *r = ctx;
+	(void)pid;
+	(void)uid;
+	r->n++;
+	snprintf(r->why, sizeof(r->why), "%s", why);
+}
+
+static sl_dsvc *start(struct refusals *r)
+{
+	sl_dsvc *s = NULL;
+	sl_dsvc_opts o = {
+	    .job_uid = getuid(), .job_gid = getgid(), .refused = on_refused, .refused_ctx = r};
+	int fd = staged_fd();
+	json_t *info =
+	    json_pack("{s:I,s:s}", "size", (json_int_t)sizeof(payload), "method", "memfd");
+	assert_int_equal(sl_dsvc_new(&o, &s), SL_OK);
+	assert_int_equal(sl_dsvc_add(s, "one", fd, info), SL_OK);
+	assert_int_equal(sl_dsvc_add(s, "one", fd, info), SL_E_INPUT);
+	json_decref(info);
+	close(fd);
+	assert_int_equal(sl_dsvc_serve(s), SL_OK);
+	return s;
+}
+
+/* A child of this process: served. Exit status says what it saw. */
+static int child_reads(const char *path)
+{
+	int c = dial(path), fd = -1;
+	if (c < 0)
+		return 10;
+	json_t *l = ask(c, "{\"op\":\"list\"}", NULL);
+	if (l == NULL || !json_is_true(json_object_get(l, "ok")) ||
+	    json_object_get(json_object_get(l, "datasets"), "one") == NULL)
+		return 11;
+	json_decref(l);
+	json_t *a = ask(c, "{\"op\":\"open\",\"dataset\":\"one\"}", &fd);
+	if (a == NULL || !json_is_true(json_object_get(a, "ok")) || fd < 0)
+		return 12;
+	json_decref(a);
+	void *m = mmap(NULL, sizeof(payload), PROT_READ, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED || memcmp(m, payload, sizeof(payload)) != 0)
+		return 13;
+	/* read-only for the job: the seals refuse writes */
+	if (write(fd, "x", 1) >= 0)
+		return 14;
+	json_t *u = ask(c, "{\"op\":\"open\",\"dataset\":\"two\"}", &fd);
+	if (u == NULL || strcmp(json_string_value(json_object_get(u, "error")), "unknown-dataset"))
+		return 15;
+	json_decref(u);
+	json_t *b = ask(c, "not json", NULL);
+	if (b == NULL || strcmp(json_string_value(json_object_get(b, "error")), "bad-request"))
+		return 16;
+	json_decref(b);
+	json_t *x = ask(c, "{\"op\":\"open\",\"dataset\":\"one\",\"extra\":1}", &fd);
+	if (x == NULL || json_is_true(json_object_get(x, "ok")) || fd >= 0)
+		return 17;
+	json_decref(x);
+	return 0;
+}
+
+static void test_child_is_served(void **state)
+{
+	(void)state;
+	struct refusals r = {0};
+	sl_dsvc *s = start(&r);
+	char path[128];
+	snprintf(path, sizeof(path), "%s", sl_dsvc_path(s));
+
+	pid_t p = fork();
+	if (p == 0)
+		_exit(child_reads(path));
+	int st;
+	assert_int_equal(waitpid(p, &st, 0), p);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(sl_dsvc_served(s), 1);
+	assert_int_equal(r.n, 0);
+	/* a grandchild started by the job is served too */
+	p = fork();
+	if (p == 0) {
+		pid_t g = fork();
+		if (g == 0)
+			_exit(child_reads(path));
+		int gs;
+		waitpid(g, &gs, 0);
+		_exit(WIFEXITED(gs) ? WEXITSTATUS(gs) : 99);
+	}
+	assert_int_equal(waitpid(p, &st, 0), p);
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(sl_dsvc_served(s), 2);
+
+	struct stat sb;
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0600);
+	sl_dsvc_free(s);
+	assert_int_not_equal(stat(path, &sb), 0);
+	char *slash = strrchr(path, '/');
+	*slash = '\0';
+	assert_int_not_equal(stat(path, &sb), 0);
+}
+
+/* A process that escaped (reparented away from this one) is refused: it
+ * connects after its parent exited, so it no longer descends from us. */
+static void test_stranger_is_refused(void **state)
+{
+	(void)state;
+	struct refusals r = {0};
+	sl_dsvc *s = start(&r);
+	char path[128];
+	int pipefd[2];
+	snprintf(path, sizeof(path), "%s", sl_dsvc_path(s));
+	assert_int_equal(pipe(pipefd), 0);
+
+	pid_t p = fork();
+	if (p == 0) {
+		pid_t mid = getpid();
+		setsid();
+		if (fork() == 0) {
+			/* wait until the parent is gone: reparented to init or to a
+			 * subreaper above this test, never to the test itself */
+			while (getppid() == mid)
+				usleep(1000);
+			int c = dial(path), fd = -1;
+			json_t *a = c >= 0 ? ask(c, "{\"op\":\"list\"}", &fd) : NULL;
+			char res = 'x';
+			if (a != NULL && !json_is_true(json_object_get(a, "ok")) &&
+			    strcmp(json_string_value(json_object_get(a, "error")), "refused") == 0)
+				res = 'R';
+			else if (a != NULL && json_is_true(json_object_get(a, "ok")))
+				res = 'S';
+			(void)!write(pipefd[1], &res, 1);
+			_exit(0);
+		}
+		_exit(0);
+	}
+	waitpid(p, NULL, 0);
+	char res = 0;
+	assert_int_equal(read(pipefd[0], &res, 1), 1);
+	assert_int_equal(res, 'R');
+	assert_int_equal(r.n, 1);
+	assert_string_equal(r.why, "not a process of this job");
+	assert_int_equal(sl_dsvc_served(s), 0);
+	close(pipefd[0]);
+	close(pipefd[1]);
+	sl_dsvc_free(s);
+}
+
+/* Another user (a child that drops to nobody) is refused by uid, even
+ * when the folder's permissions would let it connect. */
+static void test_other_user_is_refused(void **state)
+{
+	(void)state;
+	if (geteuid() != 0) {
+		print_message("skipped: needs root to run a child as another user\n");
+		skip();
+	}
+	struct refusals r = {0};
+	sl_dsvc *s = start(&r);
+	char path[128], dir[128];
+	snprintf(path, sizeof(path), "%s", sl_dsvc_path(s));
+	snprintf(dir, sizeof(dir), "%s", path);
+	*strrchr(dir, '/') = '\0';
+	assert_int_equal(chmod(dir, 0755), 0);
+	assert_int_equal(chmod(path, 0777), 0);
+	pid_t p = fork();
+	if (p == 0) {
+		if (setgid(65534) != 0 || setuid(65534) != 0)
+			_exit(20);
+		int c = dial(path), fd = -1;
+		json_t *a = c >= 0 ? ask(c, "{\"op\":\"open\",\"dataset\":\"one\"}", &fd) : NULL;
+		if (a == NULL)
+			_exit(21);
+		_exit(strcmp(json_string_value(json_object_get(a, "error")), "refused") == 0 &&
+		              fd < 0
+		          ? 0
+		          : 22);
+	}
+	int st;
+	waitpid(p, &st, 0);
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(r.n, 1);
+	assert_string_equal(r.why, "not the job's user");
+	sl_dsvc_free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_child_is_served),
+	    cmocka_unit_test(test_stranger_is_refused),
+	    cmocka_unit_test(test_other_user_is_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
