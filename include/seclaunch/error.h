@@ -53,6 +53,8 @@ enum sl_category {
 	X(SL_E_KMS_UNREACHABLE, SL_CAT_KMS, "KMS unreachable")                                     \
 	X(SL_E_KMS_REFUSED, SL_CAT_KMS, "KMS refused the request")                                 \
 	X(SL_E_KMS_PROTOCOL, SL_CAT_KMS, "KMS protocol error")                                     \
+	X(SL_E_REMOTE_UNREACHABLE, SL_CAT_KMS, "remote storage unreachable")                       \
+	X(SL_E_REMOTE_REFUSED, SL_CAT_KMS, "remote storage refused the request")                   \
 	/* integrity */                                                                            \
 	X(SL_E_INTEGRITY, SL_CAT_INTEGRITY, "integrity check failed")                              \
 	X(SL_E_TRUNCATED, SL_CAT_INTEGRITY, "data truncated")                                      \

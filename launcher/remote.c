@@ -1,0 +1,827 @@
+/* Datasets in object storage (remote.h): URL forms, credentials, and
+ * parallel range requests with libcurl's multi interface. */
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "remote.h"
+#include "seclaunch/secret.h"
+
+enum kind { K_HTTPS, K_S3, K_GCS };
+
+struct sl_remote {
+	sl_remote_opts o;
+	enum kind kind;
+	char name[1024];    /* as given */
+	char base[2048];    /* object URL prefix, ends with '/' */
+	char sigv4[128];    /* CURLOPT_AWS_SIGV4 provider string, "" for none */
+	sl_secret *userpwd; /* "KEYID:SECRET" for SigV4 */
+	sl_secret *header;  /* one extra header: session token or bearer token */
+};
+
+#define DEFAULT_RANGE ((size_t)8 << 20)
+#define MAX_CONNS 64
+
+bool sl_remote_is_url(const char *s)
+{
+	return strncmp(s, "https://", 8) == 0 || strncmp(s, "s3://", 5) == 0 ||
+	       strncmp(s, "gs://", 5) == 0;
+}
+
+const char *sl_remote_name(const sl_remote *r)
+{
+	return r->name;
+}
+
+void sl_remote_free(sl_remote *r)
+{
+	if (r == NULL)
+		return;
+	sl_secret_free(r->userpwd);
+	sl_secret_free(r->header);
+	free(r);
+}
+
+static sl_err secret_str(const char *s, sl_secret **out)
+{
+	sl_err rc = sl_secret_new(strlen(s) + 1, out);
+	if (rc == SL_OK)
+		memcpy(sl_secret_data(*out), s, strlen(s) + 1);
+	return rc;
+}
+
+static const char *sstr(sl_secret *s)
+{
+	return (const char *)sl_secret_data(s);
+}
+
+/* Object names and prefixes: unreserved characters only, no "." or ".."
+ * segment, so a URL never needs escaping and never climbs. */
+static bool seg_ok(const char *s, size_t n)
+{
+	if (n == 0 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!(isalnum((unsigned char)s[i]) || s[i] == '-' || s[i] == '_' || s[i] == '.' ||
+		      s[i] == '~'))
+			return false;
+	return true;
+}
+
+static bool name_ok(const char *s)
+{
+	return seg_ok(s, strlen(s));
+}
+
+/* "" or "seg/seg/" */
+static bool prefix_ok(const char *s)
+{
+	while (*s != '\0') {
+		const char *slash = strchr(s, '/');
+		if (slash == NULL || !seg_ok(s, (size_t)(slash - s)))
+			return false;
+		s = slash + 1;
+	}
+	return true;
+}
+
+static bool bucket_ok(const char *b, size_t n)
+{
+	if (n < 3 || n > 63)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = b[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+		      c == '_'))
+			return false;
+	}
+	return true;
+}
+
+/* ---- small requests (metadata services, the manifest) ----------------- */
+
+struct membuf {
+	uint8_t *p;
+	size_t len, max;
+	bool over;
+};
+
+static size_t mem_write(char *data, size_t sz, size_t n, void *ctx)
+{
+	struct membuf *b = ctx;
+	size_t k = sz * n;
+	if (b->len + k > b->max) {
+		b->over = true;
+		return 0;
+	}
+	uint8_t *np = realloc(b->p, b->len + k + 1);
+	if (np == NULL)
+		return 0;
+	b->p = np;
+	memcpy(b->p + b->len, data, k);
+	b->len += k;
+	b->p[b->len] = '\0';
+	return k;
+}
+
+static sl_err common_setopts(const sl_remote *r, CURL *h, const char *url, bool tls_only,
+                             struct curl_slist **hdrs)
+{
+	sl_err rc = SL_E_INTERNAL;
+	long stall = r != NULL && r->o.stall_s > 0 ? r->o.stall_s : 30;
+
+	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_URL, url), SL_E_INTERNAL, "%s", url);
+	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, tls_only ? "https" : "http,https"),
+	              SL_E_INTERNAL, "protocols");
+	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L), SL_E_INTERNAL, "redirects");
+	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L), SL_E_INTERNAL, "nosignal");
+	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L), SL_E_INTERNAL, "verify");
+	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L), SL_E_INTERNAL, "verify");
+	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L), SL_E_INTERNAL, "timeout");
+	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L), SL_E_INTERNAL, "stall");
+	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, stall), SL_E_INTERNAL, "stall");
+	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS),
+	              SL_E_INTERNAL, "http2");
+	if (r != NULL && r->o.ca_file != NULL)
+		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_CAINFO, r->o.ca_file), SL_E_INTERNAL,
+		              "--ca-file");
+	if (r != NULL && r->sigv4[0] != '\0') {
+		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_AWS_SIGV4, r->sigv4), SL_E_INTERNAL,
+		              "sigv4");
+		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_USERPWD, sstr(r->userpwd)), SL_E_INTERNAL,
+		              "credentials");
+	}
+	if (r != NULL && r->header != NULL) {
+		struct curl_slist *n = curl_slist_append(*hdrs, sstr(r->header));
+		SL_ENSURE(n != NULL, SL_E_NOMEM, "request headers");
+		*hdrs = n;
+	}
+	if (*hdrs != NULL)
+		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hdrs), SL_E_INTERNAL,
+		              "headers");
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+static bool retryable_status(long st)
+{
+	return st == 429 || st >= 500;
+}
+
+static bool retryable_curl(CURLcode c)
+{
+	switch (c) {
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_GOT_NOTHING:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void backoff(unsigned attempt)
+{
+	uint32_t base = 100u << (attempt < 6 ? attempt : 6), jitter;
+	sl_random(&jitter, sizeof(jitter));
+	usleep((useconds_t)(base + jitter % (base + 1)) * 1000);
+}
+
+/* One GET (or PUT for the IMDSv2 token) of a small answer; 200 only. */
+static sl_err simple_request(const sl_remote *r, const char *url, bool tls_only, const char *method,
+                             const char *const *headers, size_t max, const char *what,
+                             uint8_t **out, size_t *out_len)
+{
+	sl_err rc = SL_E_REMOTE_UNREACHABLE;
+	unsigned retries = r != NULL && r->o.retries > 0 ? r->o.retries : 4;
+	struct curl_slist *hdrs = NULL;
+	struct membuf b = {.max = max};
+	CURL *h = NULL;
+
+	for (unsigned attempt = 0;; attempt++) {
+		long st = 0;
+		free(b.p);
+		b = (struct membuf){.max = max};
+		curl_slist_free_all(hdrs);
+		hdrs = NULL;
+		curl_easy_cleanup(h);
+		h = curl_easy_init();
+		SL_ENSURE(h != NULL, SL_E_NOMEM, "curl");
+		for (size_t i = 0; headers != NULL && headers[i] != NULL; i++) {
+			struct curl_slist *n = curl_slist_append(hdrs, headers[i]);
+			SL_ENSURE(n != NULL, SL_E_NOMEM, "headers");
+			hdrs = n;
+		}
+		SL_GUARD(common_setopts(r, h, url, tls_only, &hdrs));
+		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, mem_write), SL_E_INTERNAL,
+		              "write");
+		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_WRITEDATA, &b), SL_E_INTERNAL, "write");
+		if (strcmp(method, "PUT") == 0)
+			SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT"),
+			              SL_E_INTERNAL, "method");
+		CURLcode cc = curl_easy_perform(h);
+		(void)curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
+		SL_ENSURE(!b.over, SL_E_TOO_LARGE, "%s (%s): the answer exceeds %zu bytes", what,
+		          url, max);
+		if (cc == CURLE_OK && st == 200)
+			break;
+		bool again = cc != CURLE_OK ? retryable_curl(cc) : retryable_status(st);
+		if (!again || attempt >= retries) {
+			if (cc != CURLE_OK)
+				SL_FAIL(SL_E_REMOTE_UNREACHABLE, "%s (%s): %s%s", what, url,
+				        curl_easy_strerror(cc),
+				        again ? " (retries exhausted)" : "");
+			SL_FAIL(st >= 400 && st < 500 && st != 429 ? SL_E_REMOTE_REFUSED
+			                                           : SL_E_REMOTE_UNREACHABLE,
+			        "%s (%s): HTTP %ld%s", what, url, st,
+			        st == 403               ? " (access denied: check the credentials)"
+			        : st == 404             ? " (not found)"
+			        : st >= 300 && st < 400 ? " (redirects are not followed)"
+			                                : "");
+		}
+		backoff(attempt);
+	}
+	*out = b.p;
+	*out_len = b.len;
+	b.p = NULL;
+	rc = SL_OK;
+out:
+	if (b.p != NULL)
+		sl_wipe(b.p, b.len);
+	free(b.p);
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(h);
+	return rc;
+}
+
+/* ---- credentials ------------------------------------------------------ */
+
+/* The AWS shared credentials file: [profile] then key = value lines. */
+static sl_err aws_credentials_file(char **id, char **secret, char **token)
+{
+	const char *path = getenv("AWS_SHARED_CREDENTIALS_FILE"), *home = getenv("HOME");
+	const char *profile = getenv("AWS_PROFILE");
+	char def[1024], line[4096], want[300];
+	bool in = false;
+	FILE *f;
+
+	if (path == NULL) {
+		if (home == NULL)
+			return SL_OK;
+		snprintf(def, sizeof(def), "%s/.aws/credentials", home);
+		path = def;
+	}
+	f = fopen(path, "re");
+	if (f == NULL)
+		return SL_OK;
+	snprintf(want, sizeof(want), "[%s]", profile != NULL ? profile : "default");
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char *s = line, *e = line + strlen(line);
+		while (e > s && isspace((unsigned char)e[-1]))
+			*--e = '\0';
+		while (isspace((unsigned char)*s))
+			s++;
+		if (*s == '[') {
+			in = strcmp(s, want) == 0;
+			continue;
+		}
+		char *eq = strchr(s, '=');
+		if (!in || eq == NULL)
+			continue;
+		char *k = s, *v = eq + 1, *ke = eq;
+		while (ke > k && isspace((unsigned char)ke[-1]))
+			ke--;
+		*ke = '\0';
+		while (isspace((unsigned char)*v))
+			v++;
+		char **dst = strcmp(k, "aws_access_key_id") == 0       ? id
+		             : strcmp(k, "aws_secret_access_key") == 0 ? secret
+		             : strcmp(k, "aws_session_token") == 0     ? token
+		                                                       : NULL;
+		if (dst != NULL) {
+			free(*dst);
+			*dst = strdup(v);
+		}
+	}
+	sl_wipe(line, sizeof(line));
+	fclose(f);
+	return SL_OK;
+}
+
+/* IMDSv2: a session token by PUT, the role's name, then its credentials. */
+static sl_err aws_imds(const sl_remote *r, char **id, char **secret, char **token)
+{
+	sl_err rc = SL_E_REMOTE_UNREACHABLE;
+	const char *base =
+	    r->o.aws_metadata_url != NULL ? r->o.aws_metadata_url : "http://169.254.169.254";
+	char url[1024], hdr[2048];
+	uint8_t *tok = NULL, *role = NULL, *cred = NULL;
+	size_t tl = 0, rl = 0, cl = 0;
+	json_t *j = NULL;
+	const char *ttl[] = {"X-aws-ec2-metadata-token-ttl-seconds: 300", NULL};
+
+	snprintf(url, sizeof(url), "%s/latest/api/token", base);
+	SL_GUARD(simple_request(NULL, url, false, "PUT", ttl, 4096, "AWS instance metadata token",
+	                        &tok, &tl));
+	SL_ENSURE(tl > 0 && strchr((char *)tok, '\n') == NULL && strchr((char *)tok, '\r') == NULL,
+	          SL_E_REMOTE_UNREACHABLE, "AWS instance metadata: a malformed token");
+	snprintf(hdr, sizeof(hdr), "X-aws-ec2-metadata-token: %s", (char *)tok);
+	const char *h[] = {hdr, NULL};
+	snprintf(url, sizeof(url), "%s/latest/meta-data/iam/security-credentials/", base);
+	SL_GUARD(simple_request(NULL, url, false, "GET", h, 4096, "AWS instance role", &role, &rl));
+	char *nl = strchr((char *)role, '\n');
+	if (nl != NULL)
+		*nl = '\0';
+	SL_ENSURE(name_ok((char *)role), SL_E_REMOTE_UNREACHABLE,
+	          "AWS instance metadata: no usable role name");
+	snprintf(url, sizeof(url), "%s/latest/meta-data/iam/security-credentials/%s", base,
+	         (char *)role);
+	SL_GUARD(
+	    simple_request(NULL, url, false, "GET", h, 65536, "AWS role credentials", &cred, &cl));
+	json_error_t e;
+	const char *a = NULL, *s = NULL, *t = NULL;
+	j = json_loadb((char *)cred, cl, 0, &e);
+	SL_ENSURE(j != NULL && json_unpack(j, "{s:s,s:s,s?:s}", "AccessKeyId", &a,
+	                                   "SecretAccessKey", &s, "Token", &t) == 0,
+	          SL_E_REMOTE_UNREACHABLE,
+	          "AWS instance metadata: credentials without AccessKeyId / SecretAccessKey");
+	*id = strdup(a);
+	*secret = strdup(s);
+	*token = t != NULL ? strdup(t) : NULL;
+	rc = SL_OK;
+out:
+	json_decref(j);
+	if (tok != NULL)
+		sl_wipe(tok, tl);
+	if (cred != NULL)
+		sl_wipe(cred, cl);
+	sl_wipe(hdr, sizeof(hdr));
+	free(tok);
+	free(role);
+	free(cred);
+	return rc;
+}
+
+static void free_wiped(char *s)
+{
+	if (s != NULL)
+		sl_wipe(s, strlen(s));
+	free(s);
+}
+
+static sl_err s3_credentials(sl_remote *r)
+{
+	sl_err rc = SL_E_REMOTE_REFUSED;
+	char *id = NULL, *secret = NULL, *token = NULL, *up = NULL, *hdr = NULL;
+	const char *e_id = getenv("AWS_ACCESS_KEY_ID"), *e_sec = getenv("AWS_SECRET_ACCESS_KEY");
+
+	if (e_id != NULL && e_sec != NULL) {
+		id = strdup(e_id);
+		secret = strdup(e_sec);
+		if (getenv("AWS_SESSION_TOKEN") != NULL)
+			token = strdup(getenv("AWS_SESSION_TOKEN"));
+	} else {
+		SL_GUARD(aws_credentials_file(&id, &secret, &token));
+		if (id == NULL || secret == NULL) {
+			free_wiped(id);
+			free_wiped(secret);
+			free_wiped(token);
+			id = secret = token = NULL;
+			rc = aws_imds(r, &id, &secret, &token);
+			if (rc != SL_OK)
+				SL_FAIL(
+				    SL_E_REMOTE_REFUSED,
+				    "%s: no AWS credentials (AWS_ACCESS_KEY_ID / "
+				    "AWS_SECRET_ACCESS_KEY, the shared credentials file, or the "
+				    "instance metadata service: %s)",
+				    r->name, sl_err_detail());
+		}
+	}
+	SL_ENSURE(id != NULL && secret != NULL && strchr(id, ':') == NULL, SL_E_NOMEM,
+	          "AWS credentials");
+	SL_ENSURE(asprintf(&up, "%s:%s", id, secret) > 0, SL_E_NOMEM, "AWS credentials");
+	SL_GUARD(secret_str(up, &r->userpwd));
+	if (token != NULL) {
+		SL_ENSURE(strpbrk(token, "\r\n") == NULL, SL_E_INPUT,
+		          "AWS session token: holds a line break");
+		SL_ENSURE(asprintf(&hdr, "x-amz-security-token: %s", token) > 0, SL_E_NOMEM,
+		          "AWS credentials");
+		SL_GUARD(secret_str(hdr, &r->header));
+	}
+	rc = SL_OK;
+out:
+	free_wiped(id);
+	free_wiped(secret);
+	free_wiped(token);
+	free_wiped(up);
+	free_wiped(hdr);
+	return rc;
+}
+
+static sl_err gcs_credentials(sl_remote *r)
+{
+	sl_err rc = SL_E_REMOTE_REFUSED;
+	const char *tok = getenv("GOOGLE_OAUTH_ACCESS_TOKEN");
+	const char *hid = getenv("SECLAUNCH_GCS_HMAC_ID"),
+	           *hsec = getenv("SECLAUNCH_GCS_HMAC_SECRET");
+	char *hdr = NULL, *up = NULL;
+	uint8_t *ans = NULL;
+	size_t al = 0;
+	json_t *j = NULL;
+
+	if (hid != NULL && hsec != NULL) {
+		snprintf(r->sigv4, sizeof(r->sigv4), "aws:amz:auto:s3");
+		SL_ENSURE(asprintf(&up, "%s:%s", hid, hsec) > 0, SL_E_NOMEM, "GCS HMAC key");
+		SL_GUARD(secret_str(up, &r->userpwd));
+		rc = SL_OK;
+		goto out;
+	}
+	if (tok == NULL) {
+		const char *base = r->o.gcp_metadata_url != NULL
+		                       ? r->o.gcp_metadata_url
+		                       : "http://metadata.google.internal";
+		char url[1024];
+		const char *h[] = {"Metadata-Flavor: Google", NULL};
+		snprintf(url, sizeof(url),
+		         "%s/computeMetadata/v1/instance/service-accounts/default/token", base);
+		rc = simple_request(NULL, url, false, "GET", h, 65536, "GCP metadata token", &ans,
+		                    &al);
+		if (rc != SL_OK)
+			SL_FAIL(SL_E_REMOTE_REFUSED,
+			        "%s: no GCS credentials (GOOGLE_OAUTH_ACCESS_TOKEN, "
+			        "SECLAUNCH_GCS_HMAC_ID/SECRET, or the metadata server: %s)",
+			        r->name, sl_err_detail());
+		json_error_t e;
+		j = json_loadb((char *)ans, al, 0, &e);
+		SL_ENSURE(j != NULL && json_unpack(j, "{s:s}", "access_token", &tok) == 0,
+		          SL_E_REMOTE_REFUSED, "GCP metadata token: no access_token");
+	}
+	SL_ENSURE(strpbrk(tok, "\r\n") == NULL, SL_E_INPUT, "GCS token: holds a line break");
+	SL_ENSURE(asprintf(&hdr, "Authorization: Bearer %s", tok) > 0, SL_E_NOMEM, "GCS token");
+	SL_GUARD(secret_str(hdr, &r->header));
+	rc = SL_OK;
+out:
+	json_decref(j);
+	if (ans != NULL)
+		sl_wipe(ans, al);
+	free(ans);
+	free_wiped(hdr);
+	free_wiped(up);
+	return rc;
+}
+
+/* ---- URLs ------------------------------------------------------------- */
+
+static bool host_is_address(const char *host, size_t n)
+{
+	if (n == 9 && strncmp(host, "localhost", 9) == 0)
+		return true;
+	if (n > 0 && host[0] == '[')
+		return true;
+	for (size_t i = 0; i < n; i++)
+		if (!isdigit((unsigned char)host[i]) && host[i] != '.')
+			return false;
+	return n > 0;
+}
+
+sl_err sl_remote_open(const char *url, const sl_remote_opts *o, sl_remote **out)
+{
+	sl_err rc = SL_E_INPUT;
+	sl_remote *r = calloc(1, sizeof(*r));
+	size_t n = strlen(url);
+
+	SL_ENSURE(r != NULL, SL_E_NOMEM, "remote");
+	r->o = *o;
+	SL_ENSURE(n + 2 < sizeof(r->name), SL_E_INPUT, "%.64s...: URL too long", url);
+	snprintf(r->name, sizeof(r->name), "%s%s", url, url[n - 1] == '/' ? "" : "/");
+	if (strncmp(url, "https://", 8) == 0) {
+		r->kind = K_HTTPS;
+		const char *path = strchr(r->name + 8, '/');
+		SL_ENSURE(path != NULL && path > r->name + 8 && prefix_ok(path + 1), SL_E_INPUT,
+		          "%s: the path may hold only letters, digits, -._~ and /", r->name);
+		snprintf(r->base, sizeof(r->base), "%s", r->name);
+	} else {
+		bool s3 = strncmp(url, "s3://", 5) == 0;
+		const char *b = r->name + 5, *slash = strchr(b, '/');
+		SL_ENSURE(s3 || strncmp(url, "gs://", 5) == 0, SL_E_INPUT,
+		          "%s: not an https://, s3:// or gs:// URL", url);
+		size_t bl = (size_t)(slash - b);
+		SL_ENSURE(bucket_ok(b, bl), SL_E_INPUT,
+		          "%s: bucket name must be 3..63 of [a-z0-9.-_]", r->name);
+		SL_ENSURE(prefix_ok(slash + 1), SL_E_INPUT,
+		          "%s: the prefix may hold only letters, digits, -._~ and /", r->name);
+		r->kind = s3 ? K_S3 : K_GCS;
+		if (s3) {
+			const char *region = getenv("AWS_REGION");
+			if (region == NULL)
+				region = getenv("AWS_DEFAULT_REGION");
+			if (region == NULL)
+				region = "us-east-1";
+			SL_ENSURE(name_ok(region), SL_E_INPUT, "AWS_REGION %s: not a region",
+			          region);
+			snprintf(r->sigv4, sizeof(r->sigv4), "aws:amz:%s:s3", region);
+			if (o->s3_endpoint != NULL) {
+				const char *ep = o->s3_endpoint;
+				SL_ENSURE(strncmp(ep, "https://", 8) == 0, SL_E_INPUT,
+				          "--s3-endpoint %s: only https:// (TLS is always on)", ep);
+				const char *h = ep + 8, *he = h + strcspn(h, ":/");
+				size_t el = strlen(ep);
+				while (el > 0 && ep[el - 1] == '/')
+					el--;
+				if (host_is_address(h, (size_t)(he - h)))
+					/* path-style: an address cannot carry the bucket as a name
+					 */
+					snprintf(r->base, sizeof(r->base), "%.*s/%.*s/%s", (int)el,
+					         ep, (int)bl, b, slash + 1);
+				else
+					snprintf(r->base, sizeof(r->base), "https://%.*s.%.*s/%s",
+					         (int)bl, b, (int)(el - 8), h, slash + 1);
+			} else {
+				snprintf(r->base, sizeof(r->base),
+				         "https://%.*s.s3.%s.amazonaws.com/%s", (int)bl, b, region,
+				         slash + 1);
+			}
+			SL_GUARD(s3_credentials(r));
+		} else {
+			const char *ep = o->gcs_endpoint != NULL ? o->gcs_endpoint
+			                                         : "https://storage.googleapis.com";
+			SL_ENSURE(strncmp(ep, "https://", 8) == 0, SL_E_INPUT,
+			          "GCS endpoint %s: only https://", ep);
+			snprintf(r->base, sizeof(r->base), "%s/%.*s/%s", ep, (int)bl, b, slash + 1);
+			SL_GUARD(gcs_credentials(r));
+		}
+	}
+	*out = r;
+	r = NULL;
+	rc = SL_OK;
+out:
+	sl_remote_free(r);
+	return rc;
+}
+
+static sl_err object_url(const sl_remote *r, const char *object, char *url, size_t cap)
+{
+	if (!name_ok(object))
+		return sl_err_set(SL_E_INPUT, "%s: object name \"%s\" is not a plain name", r->name,
+		                  object);
+	if (snprintf(url, cap, "%s%s", r->base, object) >= (int)cap)
+		return sl_err_set(SL_E_INPUT, "%s%s: URL too long", r->base, object);
+	return SL_OK;
+}
+
+sl_err sl_remote_get(sl_remote *r, const char *object, size_t max, uint8_t **data, size_t *len)
+{
+	sl_err rc = SL_E_INPUT;
+	char url[4096], what[1200];
+
+	SL_GUARD(object_url(r, object, url, sizeof(url)));
+	snprintf(what, sizeof(what), "%s%s", r->name, object);
+	SL_GUARD(simple_request(r, url, true, "GET", NULL, max, what, data, len));
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+/* ---- parallel ranges -------------------------------------------------- */
+
+struct xfer {
+	CURL *h;
+	struct curl_slist *hdrs;
+	uint64_t off, len, got;
+	int fd;
+	unsigned tries;
+	bool overflow, io_error;
+	char content_range[128];
+	char range[64];
+};
+
+static size_t range_write(char *data, size_t sz, size_t n, void *ctx)
+{
+	struct xfer *x = ctx;
+	size_t k = sz * n, done = 0;
+	if (x->got + k > x->len) {
+		x->overflow = true;
+		return 0;
+	}
+	while (done < k) {
+		ssize_t w = pwrite(x->fd, data + done, k - done, (off_t)(x->off + x->got + done));
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			x->io_error = true;
+			return 0;
+		}
+		done += (size_t)w;
+	}
+	x->got += k;
+	return k;
+}
+
+static size_t range_header(char *data, size_t sz, size_t n, void *ctx)
+{
+	struct xfer *x = ctx;
+	size_t k = sz * n;
+	if (k >= 5 && strncmp(data, "HTTP/", 5) == 0)
+		x->content_range[0] = '\0';
+	if (k > 14 && strncasecmp(data, "content-range:", 14) == 0) {
+		size_t v = k - 14;
+		if (v >= sizeof(x->content_range))
+			v = sizeof(x->content_range) - 1;
+		memcpy(x->content_range, data + 14, v);
+		while (v > 0 &&
+		       (x->content_range[v - 1] == '\r' || x->content_range[v - 1] == '\n'))
+			v--;
+		x->content_range[v] = '\0';
+	}
+	return k;
+}
+
+static sl_err start_xfer(sl_remote *r, CURLM *m, struct xfer *x, const char *url)
+{
+	sl_err rc = SL_E_NOMEM;
+
+	x->got = 0;
+	x->overflow = x->io_error = false;
+	x->content_range[0] = '\0';
+	x->h = curl_easy_init();
+	SL_ENSURE(x->h != NULL, SL_E_NOMEM, "curl");
+	SL_GUARD(common_setopts(r, x->h, url, true, &x->hdrs));
+	snprintf(x->range, sizeof(x->range), "%llu-%llu", (unsigned long long)x->off,
+	         (unsigned long long)(x->off + x->len - 1));
+	SL_GUARD_CURL(curl_easy_setopt(x->h, CURLOPT_RANGE, x->range), SL_E_INTERNAL, "range");
+	SL_GUARD_CURL(curl_easy_setopt(x->h, CURLOPT_WRITEFUNCTION, range_write), SL_E_INTERNAL,
+	              "write");
+	SL_GUARD_CURL(curl_easy_setopt(x->h, CURLOPT_WRITEDATA, x), SL_E_INTERNAL, "write");
+	SL_GUARD_CURL(curl_easy_setopt(x->h, CURLOPT_HEADERFUNCTION, range_header), SL_E_INTERNAL,
+	              "header");
+	SL_GUARD_CURL(curl_easy_setopt(x->h, CURLOPT_HEADERDATA, x), SL_E_INTERNAL, "header");
+	SL_GUARD_CURL(curl_easy_setopt(x->h, CURLOPT_PRIVATE, x), SL_E_INTERNAL, "private");
+	SL_GUARD_CURL(curl_easy_setopt(x->h, CURLOPT_PIPEWAIT, 1L), SL_E_INTERNAL, "pipewait");
+	SL_ENSURE(curl_multi_add_handle(m, x->h) == CURLM_OK, SL_E_INTERNAL, "curl multi");
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+static void end_xfer(CURLM *m, struct xfer *x)
+{
+	if (x->h != NULL) {
+		curl_multi_remove_handle(m, x->h);
+		curl_easy_cleanup(x->h);
+	}
+	curl_slist_free_all(x->hdrs);
+	x->h = NULL;
+	x->hdrs = NULL;
+}
+
+/* SL_OK: the range is complete and exactly as asked. SL_E_AGAIN-like:
+ * *retry set. Otherwise the error, naming the object and range. */
+static sl_err judge(const sl_remote *r, const char *what, struct xfer *x, CURLcode cc,
+                    uint64_t size, bool *retry)
+{
+	long st = 0;
+	unsigned long long a = 0, b = 0, t = 0;
+	char slash_total[32] = "";
+
+	*retry = false;
+	(void)curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &st);
+	if (x->overflow)
+		return sl_err_set(SL_E_REMOTE_UNREACHABLE,
+		                  "%s bytes %s: the server sent more than the range asked for",
+		                  what, x->range);
+	if (x->io_error)
+		return sl_err_set(SL_E_SYSTEM, "%s: cannot write to memory: %s", what,
+		                  strerror(errno));
+	if (cc != CURLE_OK) {
+		*retry = retryable_curl(cc);
+		return sl_err_set(SL_E_REMOTE_UNREACHABLE, "%s bytes %s: %s", what, x->range,
+		                  curl_easy_strerror(cc));
+	}
+	if (st != 206 && st != 200) {
+		*retry = retryable_status(st);
+		return sl_err_set(st >= 400 && st < 500 && st != 429 ? SL_E_REMOTE_REFUSED
+		                                                     : SL_E_REMOTE_UNREACHABLE,
+		                  "%s (%s): HTTP %ld%s", what, r->name, st,
+		                  st == 403   ? " (access denied: check the credentials)"
+		                  : st == 404 ? " (not found)"
+		                  : st >= 300 && st < 400 ? " (redirects are not followed)"
+		                                          : "");
+	}
+	if (st == 200) {
+		/* the whole object: acceptable only when the whole object was asked */
+		if (!(x->off == 0 && x->len == size && x->got == size))
+			return sl_err_set(SL_E_REMOTE_UNREACHABLE,
+			                  "%s: the server ignored the Range header (HTTP 200 for "
+			                  "bytes %s)",
+			                  what, x->range);
+		return SL_OK;
+	}
+	if (sscanf(x->content_range, " bytes %llu-%llu/%31s", &a, &b, slash_total) != 3 ||
+	    sscanf(slash_total, "%llu", &t) != 1 || a != x->off || b != x->off + x->len - 1 ||
+	    t != size)
+		return sl_err_set(SL_E_REMOTE_UNREACHABLE,
+		                  "%s: Content-Range \"%s\" is not bytes %s/%llu as asked", what,
+		                  x->content_range[0] ? x->content_range + 1 : "", x->range,
+		                  (unsigned long long)size);
+	if (x->got != x->len) {
+		*retry = true;
+		return sl_err_set(SL_E_REMOTE_UNREACHABLE,
+		                  "%s bytes %s: %llu of %llu bytes arrived", what, x->range,
+		                  (unsigned long long)x->got, (unsigned long long)x->len);
+	}
+	return SL_OK;
+}
+
+sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd)
+{
+	sl_err rc = SL_E_INPUT;
+	char url[4096], what[1200];
+	size_t rs = r->o.range_size > 0 ? r->o.range_size : DEFAULT_RANGE;
+	unsigned conns = r->o.connections > 0 ? r->o.connections : 4;
+	unsigned retries = r->o.retries > 0 ? r->o.retries : 4;
+	uint64_t n_ranges = size == 0 ? 0 : (size + rs - 1) / rs, next = 0;
+	struct xfer *xs = NULL;
+	CURLM *m = NULL;
+	int active = 0;
+
+	if (conns > MAX_CONNS)
+		conns = MAX_CONNS;
+	SL_GUARD(object_url(r, object, url, sizeof(url)));
+	snprintf(what, sizeof(what), "%s%s", r->name, object);
+	if (size == 0)
+		return SL_OK;
+	SL_ENSURE(ftruncate(fd, (off_t)size) == 0, SL_E_NOMEM, "%s: %llu bytes of memory: %s", what,
+	          (unsigned long long)size, strerror(errno));
+	xs = calloc(conns, sizeof(*xs));
+	m = curl_multi_init();
+	SL_ENSURE(xs != NULL && m != NULL, SL_E_NOMEM, "curl multi");
+	(void)curl_multi_setopt(m, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+	(void)curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, (long)conns);
+	for (;;) {
+		bool added = false;
+		for (unsigned i = 0; i < conns && next < n_ranges; i++) {
+			if (xs[i].h != NULL)
+				continue;
+			xs[i] = (struct xfer){.off = next * rs, .fd = fd};
+			xs[i].len = size - xs[i].off < rs ? size - xs[i].off : rs;
+			next++;
+			SL_GUARD(start_xfer(r, m, &xs[i], url));
+			active++;
+			added = true;
+		}
+		if (active == 0)
+			break;
+		int running = 0;
+		SL_ENSURE(curl_multi_perform(m, &running) == CURLM_OK, SL_E_INTERNAL, "curl multi");
+		CURLMsg *msg;
+		int q;
+		while ((msg = curl_multi_info_read(m, &q)) != NULL) {
+			if (msg->msg != CURLMSG_DONE)
+				continue;
+			struct xfer *x = NULL;
+			bool retry;
+			(void)curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+			sl_err jr = judge(r, what, x, msg->data.result, size, &retry);
+			end_xfer(m, x);
+			active--;
+			if (jr == SL_OK)
+				continue;
+			if (!retry || x->tries >= retries) {
+				rc = jr;
+				if (retry)
+					sl_err_wrap(jr, "after %u tries", x->tries + 1);
+				goto out;
+			}
+			backoff(x->tries++);
+			SL_GUARD(start_xfer(r, m, x, url));
+			active++;
+			added = true;
+		}
+		/* a handle added since the last perform has not started yet: poll
+		 * would wait for sockets it has not opened */
+		if (!added)
+			(void)curl_multi_poll(m, NULL, 0, 1000, NULL);
+	}
+	rc = SL_OK;
+out:
+	for (unsigned i = 0; xs != NULL && i < conns; i++)
+		end_xfer(m, &xs[i]);
+	free(xs);
+	if (m != NULL)
+		curl_multi_cleanup(m);
+	return rc;
+}

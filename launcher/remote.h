@@ -1,0 +1,57 @@
+/* Sharded datasets in object storage: `https://HOST/PREFIX/`,
+ * `s3://BUCKET/PREFIX/`, `gs://BUCKET/PREFIX/` (the folder that holds
+ * manifest.sldm), read with libcurl only: HTTP range requests over several
+ * connections at once, HTTP/2 where offered, retries with backoff and
+ * jitter on connection errors, 429 and 5xx (never on other 4xx), a stall
+ * timeout, TLS verification always on. S3 requests are signed with SigV4 by
+ * libcurl; GCS uses its XML API with an OAuth bearer token (or HMAC keys
+ * through SigV4). Only ciphertext crosses the network and nothing is
+ * written to disk: objects land in the caller's descriptor (a memfd). */
+#ifndef SECLAUNCH_LAUNCHER_REMOTE_H
+#define SECLAUNCH_LAUNCHER_REMOTE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "seclaunch/error.h"
+
+typedef struct sl_remote sl_remote;
+
+typedef struct sl_remote_opts {
+	const char *ca_file;          /* CA bundle for private CAs (NULL: the system's) */
+	const char *s3_endpoint;      /* S3-compatible store: https://HOST[:PORT] */
+	const char *gcs_endpoint;     /* default https://storage.googleapis.com */
+	const char *aws_metadata_url; /* IMDSv2 base, default http://169.254.169.254 */
+	const char *gcp_metadata_url; /* default http://metadata.google.internal */
+	unsigned connections;         /* parallel range requests (default 4, max 64) */
+	unsigned retries;             /* per range (default 4) */
+	long stall_s;                 /* no byte for this long fails a request (default 30) */
+	size_t range_size;            /* bytes per range request (default 8 MiB) */
+	bool quiet;
+} sl_remote_opts;
+
+/* True for https://, s3:// and gs:// names. */
+bool sl_remote_is_url(const char *s);
+
+/* Parses the URL (which must end with '/'; one is added otherwise) and
+ * obtains credentials: S3 from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
+ * AWS_SESSION_TOKEN, the shared credentials file (AWS_SHARED_CREDENTIALS_FILE
+ * or ~/.aws/credentials, profile AWS_PROFILE), or the instance metadata
+ * service (IMDSv2); GCS from GOOGLE_OAUTH_ACCESS_TOKEN, HMAC keys
+ * (SECLAUNCH_GCS_HMAC_ID / SECLAUNCH_GCS_HMAC_SECRET), or the metadata
+ * server. Nothing is fetched from the store yet. */
+SL_MUST_USE sl_err sl_remote_open(const char *url, const sl_remote_opts *o, sl_remote **out);
+void sl_remote_free(sl_remote *r); /* NULL-safe; wipes the credentials */
+/* The URL as given, for messages. */
+const char *sl_remote_name(const sl_remote *r);
+
+/* A whole small object (the manifest), at most max bytes. */
+SL_MUST_USE sl_err sl_remote_get(sl_remote *r, const char *object, size_t max, uint8_t **data,
+                                 size_t *len);
+/* Exactly size bytes of object into fd at offsets 0..size (pwrite), by
+ * parallel range requests; the store's Content-Range must name exactly
+ * the range asked for and the object's total size must be size. */
+SL_MUST_USE sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd);
+
+#endif
