@@ -22,6 +22,7 @@
 #include "seclaunch/util.h"
 
 #include "sld_fixture.h"
+#include "testlib.h"
 
 struct collect {
 	uint8_t *buf;
@@ -243,10 +244,7 @@ static void expect_decrypt(const uint8_t *bytes, size_t n, sl_secret *dek, unsig
 {
 	int fd = memfd_with(bytes, n);
 	struct collect c = {.buf = malloc(n + 1), .cap = n, .fail_at = UINT64_MAX};
-	sl_err rc = decrypt_all(fd, dek, threads, &c);
-	if (rc != want || (needle != NULL && strstr(sl_err_detail(), needle) == NULL))
-		fail_msg("decrypt: got %s (%s), want %s containing '%s'", sl_err_name(rc),
-		         sl_err_detail(), sl_err_name(want), needle != NULL ? needle : "");
+	expect_fail(decrypt_all(fd, dek, threads, &c), want, needle);
 	assert_int_equal(c.next_index, good);
 	free(c.buf);
 	close(fd);

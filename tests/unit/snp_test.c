@@ -26,6 +26,7 @@
 #include "seclaunch/attest.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/util.h"
+#include "testlib.h"
 
 #define T2024 1704067200 /* 2024-01-01T00:00:00Z */
 #define T2025 1748736000 /* 2025-06-01T00:00:00Z */
@@ -53,20 +54,11 @@ static const struct vec vecs[] = {
 };
 #define NVEC (sizeof(vecs) / sizeof(vecs[0]))
 
-static char vdir[1024], trust[1024];
-
-static void vpath(char *buf, size_t n, const char *name)
-{
-	snprintf(buf, n, "%s/amd-sev-snp/%s", vdir, name);
-}
+static char trust[1024];
 
 static uint8_t *load(const char *name, size_t *len)
 {
-	char p[2048];
-	uint8_t *b = NULL;
-	vpath(p, sizeof(p), name);
-	assert_int_equal(sl_file_read(p, 1 << 20, &b, len), SL_OK);
-	return b;
+	return tl_vector_load(len, "amd-sev-snp/%s", name);
 }
 
 /* The VEK as base64 DER (the vectors hold DER or PEM). */
@@ -122,8 +114,6 @@ static sl_err verify(const uint8_t *rep, size_t len, const char *key, const char
 		sl_claims_free(c);
 	return rc;
 }
-
-#include "expect.h"
 
 static void claim_hex_at(const sl_claims *c, const char *key, const uint8_t *rep, size_t off,
                          size_t n)
@@ -557,9 +547,7 @@ static void test_evidence_json_errors(void **state)
 
 int main(void)
 {
-	const char *v = getenv("SL_VECTORS");
-	snprintf(vdir, sizeof(vdir), "%s", v != NULL ? v : "tests/vectors");
-	snprintf(trust, sizeof(trust), "%s/amd-sev-snp/trust", vdir);
+	tl_vector_path(trust, sizeof(trust), "amd-sev-snp/trust");
 	assert_int_equal(sl_crypto_init(), SL_OK);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_vectors_valid),
