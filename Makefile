@@ -50,7 +50,8 @@ pkg_flags = $(call pkg_need,$(1))$(shell $(PKG_CONFIG) $(2) $(1))
 
 PKG_CFLAGS  = $(eval PKG_CFLAGS := $(call pkg_flags,$(PKGS),--cflags))$(PKG_CFLAGS)
 PKG_LIBS    = $(eval PKG_LIBS := $(call pkg_flags,$(filter-out $(PKGS_HDR),$(PKGS)),--libs))$(PKG_LIBS)
-CMOCKA_LIBS = $(eval CMOCKA_LIBS := $(call pkg_flags,$(TEST_PKGS),--libs))$(CMOCKA_LIBS)
+CMOCKA_CFLAGS = $(eval CMOCKA_CFLAGS := $(call pkg_flags,$(TEST_PKGS),--cflags))$(CMOCKA_CFLAGS)
+CMOCKA_LIBS   = $(eval CMOCKA_LIBS := $(call pkg_flags,$(TEST_PKGS),--libs))$(CMOCKA_LIBS)
 
 # Messages are bounded buffers on purpose, so truncation warnings are off.
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wimplicit-fallthrough \
@@ -100,7 +101,7 @@ UNIT_SRCS  := $(wildcard tests/unit/*_test.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 FUZZ_SRCS  := $(wildcard tests/fuzz/*_fuzz.c)
 TESTLIB    := $(BUILD)/tests/testlib.o
-TEST_CFLAGS := -Itests/testlib
+TEST_CFLAGS = -Itests/testlib $(CMOCKA_CFLAGS)
 
 PROGS := $(BIN)/seclaunch $(if $(wildcard kms/main.c),$(BIN)/seclaunchd)
 
@@ -201,3 +202,5 @@ print-libs:
 	@echo $(LIBS)
 print-pkgs:
 	@echo $(PKGS) $(TEST_PKGS)
+print-deb-%:
+	@echo $(or $(DEB.$*),unknown)
