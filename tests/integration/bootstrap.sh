@@ -9,6 +9,8 @@
 # made before it ended).
 . "$(dirname "$0")/lib.sh"
 
+# A make of its own, not a sub-make of the `make check` that runs this.
+unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES
 MK=(make -C "$SL_ROOT" --no-print-directory BUILD="$T/b" BIN="$T/bin")
 
 if ! command -v pkg-config >/dev/null || ! command -v make >/dev/null; then
