@@ -105,7 +105,7 @@ TEST_CFLAGS = -Itests/testlib $(CMOCKA_CFLAGS)
 
 PROGS := $(BIN)/seclaunch $(if $(wildcard kms/main.c),$(BIN)/seclaunchd)
 
-.PHONY: print-flags print-libs print-pkgs all deps build build-tests check unit-build asan fuzz \
+.PHONY: print-flags print-libs print-pkgs print-test-pkgs all deps build build-tests check unit-build asan fuzz \
 	lint bench demo install uninstall clean
 .DELETE_ON_ERROR:
 
@@ -201,6 +201,8 @@ print-flags:
 print-libs:
 	@echo $(LIBS)
 print-pkgs:
-	@echo $(PKGS) $(TEST_PKGS)
+	@echo $(PKGS)
+print-test-pkgs:
+	@echo $(TEST_PKGS)
 print-deb-%:
 	@echo $(or $(DEB.$*),unknown)

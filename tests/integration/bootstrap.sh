@@ -9,9 +9,7 @@
 # made before it ended).
 . "$(dirname "$0")/lib.sh"
 
-# A make of its own, not a sub-make of the `make check` that runs this.
-unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES
-MK=(make -C "$SL_ROOT" --no-print-directory BUILD="$T/b" BIN="$T/bin")
+MK=(sl_make BUILD="$T/b" BIN="$T/bin")  # a build of its own, in $T
 
 if ! command -v pkg-config >/dev/null || ! command -v make >/dev/null; then
 	skip bootstrap "make or pkg-config not installed"
@@ -44,22 +42,22 @@ one_line() {
 	assert "$1: nothing compiled" test ! -e "$T/b"
 }
 
-pkgs=$("${MK[@]}" -s print-pkgs)
+pkgs="$(sl_make print-pkgs) $(sl_make print-test-pkgs)"
 debs=$("$SL_ROOT/scripts/install-deps" --list)
 assert "the build declares p11-kit-1" grep -qw p11-kit-1 <<<"$pkgs"
 assert "install-deps installs libp11-kit-dev" grep -qx libp11-kit-dev <<<"$debs"
 check "reading the Makefile asks pkg-config nothing" 0 \
-	"${MK[@]}" -s PKG_CONFIG="$T/no-such-pkg-config" INSTALL_DEPS=true deps
+	"${MK[@]}" PKG_CONFIG="$T/no-such-pkg-config" INSTALL_DEPS=true deps
 
 # Every module: plain make (unit tests for cmocka) stops with one line.
 for m in $pkgs; do
 	goal=all
 	[ "$m" = cmocka ] && goal=unit-build
-	deb=$("${MK[@]}" -s print-deb-"$m")
+	deb=$("${MK[@]}" print-deb-"$m")
 	assert "$m: a Debian package is known ($deb)" test -n "$deb" -a "$deb" != unknown
 	assert "$m: install-deps installs $deb" grep -qx -- "$deb" <<<"$debs"
 	rm -rf "$T/b"
-	check "$m hidden: make $goal stops" 2 env PKG_CONFIG_LIBDIR="$(hide_pc "$m")" "${MK[@]}" "$goal"
+	check "$m hidden: make $goal stops" 2 "${MK[@]}" PKG_CONFIG_LIBDIR="$(hide_pc "$m")" "$goal"
 	show_pc "$m"
 	one_line "$m hidden, make $goal" "$m" "$deb"
 done
@@ -67,8 +65,8 @@ done
 # The entry targets: deps runs first, then the same one line.
 for goal in demo check bench asan fuzz; do
 	rm -rf "$T/deps-ran" "$T/b"
-	check "jansson hidden: make $goal stops after deps" 2 env PKG_CONFIG_LIBDIR="$(hide_pc jansson)" \
-		"${MK[@]}" -j2 INSTALL_DEPS="touch $T/deps-ran" "$goal"
+	check "jansson hidden: make $goal stops after deps" 2 "${MK[@]}" \
+		PKG_CONFIG_LIBDIR="$(hide_pc jansson)" -j2 INSTALL_DEPS="touch $T/deps-ran" "$goal"
 	assert "make $goal: deps ran first" test -e "$T/deps-ran"
 	show_pc jansson
 	one_line "jansson hidden, make $goal" jansson libjansson-dev

@@ -5,11 +5,9 @@
 # in bounded time). The misbehaving servers are a python3 TLS server started
 # here as a child on loopback.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/tpm2_lib.bash"
-. "$(dirname "$0")/kms_lib.bash"
 
 cd "$T" || exit 1
-start_swtpm_tcti tpm
+start_swtpm tpm
 start_kms "$T/kms" || exit 1
 head -c 100000 /dev/urandom >plain
 check "enroll" 0 "$SL" enroll --kms "$KMS_URL" --kms-ca "$KMS_CA" -q

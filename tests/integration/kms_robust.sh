@@ -5,12 +5,10 @@
 # full, memory stays bounded), and 64 concurrent releases each receiving
 # exactly its own key.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/tpm2_lib.bash"
-. "$(dirname "$0")/kms_lib.bash"
 
 cd "$T" || exit 1
 build_probe || exit 1
-start_swtpm_tcti tpm
+start_swtpm tpm
 echo '{"max_challenges": 4096, "max_body": 65536}' >limits.json
 start_kms "$T/kms" --config "$T/limits.json" || exit 1
 

@@ -5,11 +5,9 @@
 # in the middle of a burst of key creations leaves a keystore that loads
 # with every acknowledged key; bad configuration is refused.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/tpm2_lib.bash"
-. "$(dirname "$0")/kms_lib.bash"
 
 cd "$T" || exit 1
-start_swtpm_tcti tpm
+start_swtpm tpm
 S=$T/kms
 start_kms "$S" || exit 1
 head -c 50000 /dev/urandom >plain
