@@ -21,6 +21,7 @@ _PIDS=()
 _passed=0 _failed=0 _skipped=0
 
 _cleanup() {
+	set +e # a script under set -e still stops everything and removes $T
 	local p
 	for p in "${_PIDS[@]}"; do
 		kill "$p" 2>/dev/null
