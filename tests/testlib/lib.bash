@@ -150,17 +150,7 @@ stop_pid() {
 check() {
 	local name=$1 want=$2
 	shift 2
-	"$@" >"$T/out" 2>"$T/err"
-	local rc=$?
-	if [ "$rc" -eq "$want" ]; then
-		_passed=$((_passed + 1))
-		echo "ok - $name"
-		return 0
-	fi
-	_failed=$((_failed + 1))
-	echo "not ok - $name: exit $rc, want $want"
-	sed 's/^/    stderr: /' "$T/err" | head -n 5
-	return 1
+	check_err "$name" "$want" "" "$@"
 }
 
 # check_err NAME WANT_RC PATTERN CMD...: as check, and stderr must match the
@@ -170,13 +160,11 @@ check_err() {
 	shift 3
 	"$@" >"$T/out" 2>"$T/err"
 	local rc=$?
-	if [ "$rc" -eq "$want" ] && grep -Eq -- "$pat" "$T/err"; then
-		_passed=$((_passed + 1))
-		echo "ok - $name"
+	if [ "$rc" -eq "$want" ] && { [ -z "$pat" ] || grep -Eq -- "$pat" "$T/err"; }; then
+		_pass "$name"
 		return 0
 	fi
-	_failed=$((_failed + 1))
-	echo "not ok - $name: exit $rc (want $want), stderr must match /$pat/"
+	_fail "$name: exit $rc (want $want)${pat:+, stderr must match /$pat/}"
 	sed 's/^/    stderr: /' "$T/err" | head -n 5
 	return 1
 }
@@ -186,12 +174,20 @@ assert() {
 	local name=$1
 	shift
 	if "$@"; then
-		_passed=$((_passed + 1))
-		echo "ok - $name"
+		_pass "$name"
 		return 0
 	fi
+	_fail "$name"
+}
+
+_pass() {
+	_passed=$((_passed + 1))
+	echo "ok - $1"
+}
+
+_fail() {
 	_failed=$((_failed + 1))
-	echo "not ok - $name"
+	echo "not ok - $1"
 	return 1
 }
 
