@@ -27,7 +27,7 @@
 #include "seclaunch/util.h"
 #include "testlib.h"
 
-static char tmpdir[] = "/tmp/sl_identity_XXXXXX";
+static char tmpdir[128];
 static EVP_PKEY *key1, *key2;
 static X509 *cert1, *cert2;
 static char jwks_path[512], trust1[512], trust2[512];
@@ -89,7 +89,7 @@ static void write_cert(const char *dir, X509 *x)
 static int setup(void **state)
 {
 	(void)state;
-	assert_non_null(mkdtemp(tmpdir));
+	tl_tmpdir(tmpdir, sizeof(tmpdir), "identity");
 	key1 = EVP_RSA_gen(2048);
 	key2 = EVP_RSA_gen(2048);
 	cert1 = self_signed(key1, "aws test 1");
@@ -118,9 +118,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	char cmd[600];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(tl_rmtree(tmpdir), 0);
 	EVP_PKEY_free(key1);
 	EVP_PKEY_free(key2);
 	X509_free(cert1);

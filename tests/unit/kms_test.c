@@ -24,16 +24,14 @@ static char tmpdir[256];
 static int setup_dir(void **state)
 {
 	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/kms_test.XXXXXX");
-	return mkdtemp(tmpdir) == NULL ? -1 : 0;
+	tl_tmpdir(tmpdir, sizeof(tmpdir), "kms-test");
+	return 0;
 }
 
 static int teardown_dir(void **state)
 {
-	char cmd[300];
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
+	return tl_rmtree(tmpdir);
 }
 
 static void write_file(const char *name, const void *p, size_t n, mode_t mode)

@@ -495,8 +495,8 @@ static size_t dir_entries(const char *dir)
 static void test_outfile(void **state)
 {
 	(void)state;
-	char dir[] = "/tmp/sld-outfile-XXXXXX", path[256];
-	assert_non_null(mkdtemp(dir));
+	char dir[64], path[256];
+	tl_tmpdir(dir, sizeof(dir), "sld-outfile");
 	snprintf(path, sizeof(path), "%s/out.bin", dir);
 
 	sl_sld_outfile *o = NULL;
@@ -536,9 +536,7 @@ static void test_outfile(void **state)
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_size, 5);
 	assert_int_equal(dir_entries(dir), 1);
-
-	unlink(path);
-	rmdir(dir);
+	assert_int_equal(tl_rmtree(dir), 0);
 }
 
 int main(void)

@@ -221,8 +221,8 @@ static void test_vector_specifics(void **state)
 static void test_vcek_from_collateral(void **state)
 {
 	(void)state;
-	char dir[] = "/tmp/snpcoll.XXXXXX", p[2048];
-	assert_non_null(mkdtemp(dir));
+	char dir[64], p[2048];
+	tl_tmpdir(dir, sizeof(dir), "snpcoll");
 	size_t len = 0;
 	uint8_t *b = load("trust/ask_ark_milan.pem", &len);
 	snprintf(p, sizeof(p), "%s/ask_ark_milan.pem", dir);
@@ -448,8 +448,8 @@ static void test_vcek_der_tamper(void **state)
 	uint8_t *rep = load("trustee_milan_report.bin", &len);
 	uint8_t *der = load("trustee_milan_vcek.der", &dl);
 	der[42]++;
-	char dir[] = "/tmp/snpder.XXXXXX", p[2048], q[2048];
-	assert_non_null(mkdtemp(dir));
+	char dir[64], p[2048], q[2048];
+	tl_tmpdir(dir, sizeof(dir), "snpder");
 	snprintf(p, sizeof(p), "%s/vcek.der", dir);
 	assert_int_equal(sl_file_write_atomic(p, der, dl, 0600, false), SL_OK);
 	size_t bl = 0;
@@ -458,9 +458,7 @@ static void test_vcek_der_tamper(void **state)
 	assert_int_equal(sl_file_write_atomic(q, b, bl, 0600, false), SL_OK);
 	expect_fail(verify(rep, len, "vcek", NULL, dir, T2024, NULL, 0, NULL), SL_E_ATTEST_CHAIN,
 	            "certificate signature failure", "VCEK byte 42 + 1");
-	unlink(p);
-	unlink(q);
-	rmdir(dir);
+	assert_int_equal(tl_rmtree(dir), 0);
 	free(b);
 	free(der);
 	free(rep);

@@ -160,12 +160,12 @@ static void test_signed_but_wrong(void **state)
 static void test_trust_combinations(void **state)
 {
 	(void)state;
-	char dir[] = "/tmp/sltrust.XXXXXX", cmd[512];
+	char dir[64], cmd[512];
 	forge f;
 	json_t *ev;
 	sl_claims *c = NULL;
 
-	assert_non_null(mkdtemp(dir));
+	tl_tmpdir(dir, sizeof(dir), "tpm2-trust");
 	snprintf(cmd, sizeof(cmd),
 	         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=t "
 	         "-days 1 -keyout %s/k.pem -out %s/ca.pem >/dev/null 2>&1 && rm %s/k.pem",
@@ -190,8 +190,7 @@ static void test_trust_combinations(void **state)
 	sl_claims_free(c);
 	json_decref(ev);
 	forge_free(&f);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(tl_rmtree(dir), 0);
 }
 
 static void test_evidence_fields(void **state)
@@ -539,14 +538,14 @@ static void test_credential_ecc_ek(void **state)
 static void test_ek_certificate(void **state)
 {
 	(void)state;
-	char dir[] = "/tmp/slekcert.XXXXXX", cmd[1024], state_dir[96], ca[96];
+	char dir[64], cmd[1024], state_dir[96], ca[96];
 	swtpm t;
 	sl_tpm2_material m;
 	sl_tpm2_key_opts o = {0};
 
 	if (!have_swtpm() || system("command -v swtpm_setup >/dev/null 2>&1") != 0)
 		skip();
-	assert_non_null(mkdtemp(dir));
+	tl_tmpdir(dir, sizeof(dir), "tpm2-ekcert");
 	snprintf(state_dir, sizeof(state_dir), "%s/state", dir);
 	snprintf(ca, sizeof(ca), "%s/ca", dir);
 	snprintf(
@@ -591,8 +590,7 @@ static void test_ek_certificate(void **state)
 	sl_tpm2_material_free(&me);
 	sl_tpm2_material_free(&m);
 	swtpm_stop(&t);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(tl_rmtree(dir), 0);
 }
 
 int main(void)
