@@ -16,12 +16,8 @@ check "encrypt --kms" 0 "$SL" encrypt --kms "$KMS_URL" --kms-ca "$KMS_CA" --key-
 	--admin-token-file "$KMS_TOKEN" --dataset-id ds plain -o a.sld
 
 # --- TLS verification -----------------------------------------------------
-mkdir other
-"$SLD" --dev --state "$T/other" --listen 127.0.0.1:0 >other.log 2>&1 &
-OPID=$!
-_PIDS+=("$OPID")
-for _ in $(seq 100); do [ -s other/url ] && break; sleep 0.05; done
-stop_pid "$OPID"
+# another service, started and stopped in a subshell, only for its CA
+(start_kms "$T/other" && stop_kms)
 check "a good decrypt first (the challenge counter moves)" 0 \
 	"$SL" decrypt --kms "$KMS_URL" --kms-ca "$KMS_CA" a.sld -o first.bin
 before=$(kms_metric 'seclaunchd_requests_total{route="challenge",code="2xx"}')

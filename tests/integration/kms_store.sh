@@ -17,9 +17,7 @@ for k in k1 k2 k3; do
 done
 check "encrypt" 0 "$SL" encrypt --kms "$KMS_URL" --kms-ca "$KMS_CA" --key-id k2 \
 	--admin-token-file "$KMS_TOKEN" --dataset-id ds plain -o a.sld
-kill -TERM "$KMS_PID"
-wait "$KMS_PID"
-check "SIGTERM: graceful stop, exit 0" 0 test $? -eq 0
+check "SIGTERM: graceful stop, exit 0" 0 stop_kms
 assert "the audit log closes with a checkpoint" sh -c "tail -n1 '$S/audit.log' | grep -q '\"event\":\"checkpoint\"'"
 assert "state files are private (0600)" sh -c "test \$(stat -c %a '$S/keystore') = 600 && test \$(stat -c %a '$S/registry.json') = 600 && test \$(stat -c %a '$S/admin.token') = 600"
 

@@ -138,6 +138,13 @@ start_kms() {
 	KMS_TOKEN=$KMS_STATE/admin.token
 }
 
+# stop_kms: SIGTERM to the seclaunchd start_kms started; returns its exit
+# status (0: a graceful stop).
+stop_kms() {
+	kill -TERM "$KMS_PID" 2>/dev/null
+	wait "$KMS_PID"
+}
+
 # Stops one child started above, by pid.
 stop_pid() {
 	kill "$1" 2>/dev/null
