@@ -9,27 +9,25 @@
 # made before it ended).
 . "$(dirname "$0")/lib.sh"
 
-MK=(sl_make BUILD="$T/b" BIN="$T/bin")  # a build of its own, in $T
+# Every make here: a build of its own in $T, and pkg-config reading only
+# $T/pc, a directory of links to every .pc file it would find (hide_pc and
+# show_pc move one aside and back).
+MK=(sl_make PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR="$T/pc" BUILD="$T/b" BIN="$T/bin")
 
 if ! command -v pkg-config >/dev/null || ! command -v make >/dev/null; then
 	skip bootstrap "make or pkg-config not installed"
 	finish
 fi
 
-# $T/pc: every .pc file pkg-config sees, as links (the first of a name wins,
-# as in pkg-config's search order). hide_pc MODULE: that directory as a
-# PKG_CONFIG_LIBDIR with MODULE's file moved aside (show_pc puts it back).
+# The first .pc file of a name wins, as in pkg-config's search order.
 mkdir -p "$T/pc" "$T/pc-hidden"
-for dir in $(pkg-config --variable pc_path pkg-config | tr : ' '); do
+for dir in $(echo "${PKG_CONFIG_PATH:-}:$(pkg-config --variable pc_path pkg-config)" | tr : ' '); do
 	[ -d "$dir" ] || continue
 	for f in "$dir"/*.pc; do
 		[ -e "$f" ] && [ ! -e "$T/pc/$(basename "$f")" ] && ln -s "$f" "$T/pc/"
 	done
 done
-hide_pc() {
-	mv "$T/pc/$1.pc" "$T/pc-hidden/" 2>/dev/null
-	echo "$T/pc"
-}
+hide_pc() { mv "$T/pc/$1.pc" "$T/pc-hidden/" 2>/dev/null; }
 show_pc() { mv "$T/pc-hidden/$1.pc" "$T/pc/" 2>/dev/null; }
 
 # one_line NAME MODULE PACKAGE: $T/err is exactly one line, make's stop, and
@@ -57,7 +55,8 @@ for m in $pkgs; do
 	assert "$m: a Debian package is known ($deb)" test -n "$deb" -a "$deb" != unknown
 	assert "$m: install-deps installs $deb" grep -qx -- "$deb" <<<"$debs"
 	rm -rf "$T/b"
-	check "$m hidden: make $goal stops" 2 "${MK[@]}" PKG_CONFIG_LIBDIR="$(hide_pc "$m")" "$goal"
+	hide_pc "$m"
+	check "$m hidden: make $goal stops" 2 "${MK[@]}" "$goal"
 	show_pc "$m"
 	one_line "$m hidden, make $goal" "$m" "$deb"
 done
@@ -65,8 +64,9 @@ done
 # The entry targets: deps runs first, then the same one line.
 for goal in demo check bench asan fuzz; do
 	rm -rf "$T/deps-ran" "$T/b"
-	check "jansson hidden: make $goal stops after deps" 2 "${MK[@]}" \
-		PKG_CONFIG_LIBDIR="$(hide_pc jansson)" -j2 INSTALL_DEPS="touch $T/deps-ran" "$goal"
+	hide_pc jansson
+	check "jansson hidden: make $goal stops after deps" 2 "${MK[@]}" -j2 \
+		INSTALL_DEPS="touch $T/deps-ran" "$goal"
 	assert "make $goal: deps ran first" test -e "$T/deps-ran"
 	show_pc jansson
 	one_line "jansson hidden, make $goal" jansson libjansson-dev
