@@ -10,10 +10,48 @@ HARDEN  ?= 1
 SAN     ?= 0
 CC      ?= cc
 
-PKGS := libsodium libcrypto tss2-esys tss2-mu tss2-rc tss2-tctildr libcurl jansson libmicrohttpd
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
+PKG_CONFIG   ?= pkg-config
+INSTALL_DEPS ?= scripts/install-deps
+
+# The pkg-config modules the build needs. p11-kit-1 gives only the PKCS#11
+# header (kms/pkcs11.c dlopens the token's module), so it adds no library.
+PKGS      := libsodium libcrypto tss2-esys tss2-mu tss2-rc tss2-tctildr libcurl jansson \
+	libmicrohttpd p11-kit-1
+PKGS_HDR  := p11-kit-1
+TEST_PKGS := cmocka
+
+# The Debian package that provides each module (scripts/install-deps installs
+# every one; tests/integration/bootstrap.sh checks that it does).
+DEB.pkg-config    := pkg-config
+DEB.libsodium     := libsodium-dev
+DEB.libcrypto     := libssl-dev
+DEB.tss2-esys     := libtss2-dev
+DEB.tss2-mu       := libtss2-dev
+DEB.tss2-rc       := libtss2-dev
+DEB.tss2-tctildr  := libtss2-dev
+DEB.libcurl       := libcurl4-openssl-dev
+DEB.jansson       := libjansson-dev
+DEB.libmicrohttpd := libmicrohttpd-dev
+DEB.p11-kit-1     := libp11-kit-dev
+DEB.cmocka        := libcmocka-dev
+
+# pkg-config runs when a flag is first needed, once, never while the Makefile
+# is read: the entry targets below install the packages before a second make
+# asks for flags. A module still missing then stops make with one line that
+# names it and its Debian package, before anything compiles.
+pkg_missing = $(strip $(if $(shell command -v $(PKG_CONFIG)),$(shell $(PKG_CONFIG) --exists $(1) \
+	|| for m in $(1); do $(PKG_CONFIG) --exists $$m || echo $$m; done),pkg-config))
+pkg_need = $(call pkg_stop,$(call pkg_missing,$(1)))
+pkg_stop = $(if $(1),$(error missing $(if $(filter pkg-config,$(1)),program,pkg-config \
+	module$(if $(word 2,$(1)),s)) $(1) (Debian package$(if $(word 2,$(1)),s) $(call deb_of,$(1))): \
+	apt-get install $(call deb_of,$(1)), or make deps))
+deb_of = $(sort $(foreach m,$(1),$(or $(DEB.$(m)),unknown)))
+pkg_flags = $(call pkg_need,$(1))$(shell $(PKG_CONFIG) $(2) $(1))
+
+PKG_CFLAGS  = $(eval PKG_CFLAGS := $(call pkg_flags,$(PKGS),--cflags))$(PKG_CFLAGS)
+PKG_LIBS    = $(eval PKG_LIBS := $(call pkg_flags,$(filter-out $(PKGS_HDR),$(PKGS)),--libs))$(PKG_LIBS)
+CMOCKA_CFLAGS = $(eval CMOCKA_CFLAGS := $(call pkg_flags,$(TEST_PKGS),--cflags))$(CMOCKA_CFLAGS)
+CMOCKA_LIBS   = $(eval CMOCKA_LIBS := $(call pkg_flags,$(TEST_PKGS),--libs))$(CMOCKA_LIBS)
 
 # Messages are bounded buffers on purpose, so truncation warnings are off.
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wimplicit-fallthrough \
@@ -21,7 +59,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wimplicit-fallthrough \
 ifneq ($(findstring clang,$(CC)),clang)
 WARN += -Wno-format-truncation
 endif
-CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Iinclude -g $(WARN) $(PKG_CFLAGS)
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Iinclude -g $(WARN) $(PKG_CFLAGS)
 
 ifeq ($(HARDEN),1)
 HARDEN_CFLAGS := -O2 -D_FORTIFY_SOURCE=3 -fstack-protector-strong \
@@ -49,9 +87,9 @@ endif
 
 CFLAGS  ?=
 LDFLAGS ?=
-ALL_CFLAGS  := $(CFLAGS_BASE) $(HARDEN_CFLAGS) $(CFLAGS)
-ALL_LDFLAGS := $(HARDEN_LDFLAGS) $(LDFLAGS)
-LIBS := $(PKG_LIBS) -lpthread -ldl -lm
+ALL_CFLAGS  = $(CFLAGS_BASE) $(HARDEN_CFLAGS) $(CFLAGS)
+ALL_LDFLAGS = $(HARDEN_LDFLAGS) $(LDFLAGS)
+LIBS = $(PKG_LIBS) -lpthread -ldl -lm
 
 MODULES := crypto attest policy audit kms launcher
 MAINS   := launcher/main.c kms/main.c
@@ -62,16 +100,31 @@ LIB      := $(BUILD)/libseclaunch.a
 UNIT_SRCS  := $(wildcard tests/unit/*_test.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 FUZZ_SRCS  := $(wildcard tests/fuzz/*_fuzz.c)
+TESTLIB    := $(BUILD)/tests/testlib.o
+TEST_CFLAGS = -Itests/testlib $(CMOCKA_CFLAGS)
 
 PROGS := $(BIN)/seclaunch $(if $(wildcard kms/main.c),$(BIN)/seclaunchd)
 
-.PHONY: print-flags print-libs all deps check unit-build asan fuzz lint bench demo install uninstall clean
+.PHONY: print-flags print-libs print-pkgs print-test-pkgs all deps build build-tests check unit-build asan fuzz \
+	lint bench demo install uninstall clean
 .DELETE_ON_ERROR:
 
+# Plain `make` installs nothing: with the packages present it builds; without
+# them it stops with the one line above.
 all: $(PROGS)
 
+# Entry targets (demo, check, bench, asan, fuzz, lint) run deps first and then
+# a second make, so that pkg-config is asked only after the packages are in
+# place, and with -j nothing compiles while deps runs. `build` and
+# `build-tests` run that second make once, whichever entry targets need it.
 deps:
-	@scripts/install-deps
+	@$(INSTALL_DEPS)
+
+build: deps
+	$(call pkg_need,$(PKGS))@+$(MAKE) --no-print-directory all
+
+build-tests: build
+	$(call pkg_need,$(TEST_PKGS))@+$(MAKE) --no-print-directory unit-build
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -80,7 +133,7 @@ $(BUILD)/%.o: %.c
 $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@
-	ar rcs $@ $^
+	$(AR) rcs $@ $^
 
 $(BIN)/seclaunch: $(BUILD)/launcher/main.o $(LIB)
 	@mkdir -p $(dir $@)
@@ -90,34 +143,40 @@ $(BIN)/seclaunchd: $(BUILD)/kms/main.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/tests/%_test: tests/unit/%_test.c $(LIB)
+# Unit tests: cmocka, the shared helpers of tests/testlib/ linked into each.
+$(TESTLIB): tests/testlib/testlib.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(CMOCKA_LIBS) $(LIBS)
+	$(CC) $(ALL_CFLAGS) $(TEST_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/%_test: tests/unit/%_test.c $(TESTLIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(TEST_CFLAGS) $(ALL_LDFLAGS) -MMD -MP -o $@ $< $(TESTLIB) $(LIB) \
+		$(CMOCKA_LIBS) $(LIBS)
 
 unit-build: $(UNIT_BINS)
 
 # Every test: unit tests (cmocka) then integration scripts against real
 # swtpm / SoftHSM2 / seclaunchd on loopback. Prints "N passed, N failed".
-check: deps
-	@$(MAKE) --no-print-directory all unit-build
+check: build-tests
 	@BUILD=$(BUILD) BIN=$(BIN) scripts/run-tests $(TESTS)
 
 asan: deps
-	@$(MAKE) --no-print-directory SAN=1 BUILD=build/asan BIN=build/asan/bin all unit-build
+	$(call pkg_need,$(PKGS) $(TEST_PKGS))@+$(MAKE) --no-print-directory SAN=1 BUILD=build/asan \
+		BIN=build/asan/bin all unit-build
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		BUILD=build/asan BIN=build/asan/bin scripts/run-tests $(TESTS)
 
 FUZZ_TIME ?= 15
 fuzz: deps
-	@scripts/run-fuzz $(FUZZ_TIME) $(FUZZ_SRCS)
+	$(call pkg_need,$(PKGS))@+scripts/run-fuzz $(FUZZ_TIME) $(FUZZ_SRCS)
 
 lint: deps
 	@scripts/lint
 
-bench: deps all
+bench: build
 	@scripts/run-bench
 
-demo: deps all
+demo: build
 	@scripts/demo
 
 install: all
@@ -133,10 +192,17 @@ uninstall:
 clean:
 	rm -rf build bin
 
--include $(LIB_OBJS:.o=.d) $(BUILD)/launcher/main.d $(BUILD)/kms/main.d
+-include $(LIB_OBJS:.o=.d) $(BUILD)/launcher/main.d $(BUILD)/kms/main.d $(TESTLIB:.o=.d) \
+	$(UNIT_BINS:=.d)
 
 # For scripts: the compile flags and link libraries in force.
 print-flags:
 	@echo $(ALL_CFLAGS)
 print-libs:
 	@echo $(LIBS)
+print-pkgs:
+	@echo $(PKGS)
+print-test-pkgs:
+	@echo $(TEST_PKGS)
+print-deb-%:
+	@echo $(or $(DEB.$*),unknown)

@@ -21,52 +21,13 @@ for tool in swtpm tpm2_quote tpm2_checkquote tpm2_createek tpm2_createak python3
 done
 [ -x "$SL" ] || { echo "20-tpm2: $SL not built"; exit 1; }
 
-D=$(mktemp -d "${TMPDIR:-/tmp}/sl-bench-tpm2.XXXXXX")
-SWTPM_PID=
-cleanup() {
-	[ -n "$SWTPM_PID" ] && kill "$SWTPM_PID" 2>/dev/null && wait "$SWTPM_PID" 2>/dev/null
-	rm -rf "$D"
-}
-trap cleanup EXIT
+# swtpm on a free loopback port pair, a private temp dir $T, both stopped
+# and removed at exit (the integration tests' library)
+. "$SL_ROOT/tests/integration/lib.sh"
+set -e
+D=$T
 cd "$D"
-
-# swtpm on a free loopback port, its control channel on port + 1 where the
-# TSS swtpm TCTI expects it; when port + 1 is taken swtpm exits at once and
-# another port is tried
-mkdir state
-for _ in $(seq 20); do
-	# two adjacent free ports
-	port=$(python3 -c '
-import random, socket
-def free(p):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p)); return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-# below the ephemeral range, where client connections leave no TIME_WAIT
-for _ in range(2000):
-    p = random.randrange(10000, 32000)
-    if free(p) and free(p + 1):
-        print(p); break')
-	[ -n "$port" ] || break
-	swtpm socket --tpm2 --tpmstate dir=state --server type=tcp,port="$port",bindaddr=127.0.0.1 \
-		--ctrl type=tcp,port=$((port + 1)),bindaddr=127.0.0.1 --flags not-need-init,startup-clear \
-		>swtpm.log 2>&1 &
-	SWTPM_PID=$!
-	for _ in $(seq 100); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-		kill -0 "$SWTPM_PID" 2>/dev/null || break
-		sleep 0.05
-	done
-	kill -0 "$SWTPM_PID" 2>/dev/null && break
-	wait "$SWTPM_PID" 2>/dev/null
-	SWTPM_PID=
-done
-[ -n "$SWTPM_PID" ] || { echo "20-tpm2: swtpm did not start"; exit 1; }
-export SECLAUNCH_TCTI="swtpm:host=127.0.0.1,port=$port" TPM2TOOLS_TCTI="swtpm:host=127.0.0.1,port=$port"
+start_swtpm tpm || { echo "20-tpm2: swtpm did not start"; exit 1; }
 
 N=$(python3 -c 'import os; print(os.urandom(32).hex())')
 PCRS=sha256:0,1,2,3,4,5,6,7

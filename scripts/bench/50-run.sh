@@ -10,15 +10,11 @@ ROOT=${SL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 BIN=${SL_BIN:-$ROOT/bin}
 SL=$BIN/seclaunch
 SLD=$BIN/seclaunchd
-W=$(mktemp -d "${TMPDIR:-/tmp}/sl-bench-run.XXXXXX")
-PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	rm -rf "$W"
-}
-trap cleanup EXIT
+# swtpm and seclaunchd on free loopback ports, a private temp dir $T, all
+# stopped and removed at exit (the integration tests' library)
+SL_ROOT=$ROOT SL_BIN=$BIN
+. "$ROOT/tests/integration/lib.sh"
+W=$T
 die() {
 	echo "50-run: $*" >&2
 	exit 1
@@ -26,9 +22,6 @@ die() {
 for t in swtpm tpm2_quote tpm2_checkquote tpm2_createek tpm2_createak python3; do
 	command -v "$t" >/dev/null || die "$t not installed"
 done
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
 # median wall seconds of N runs of a command (stdout/stderr discarded)
 median_of() { # N cmd...
 	local n=$1
@@ -47,30 +40,7 @@ print("%.4f" % statistics.median(ts))
 EOF
 }
 
-# the swtpm TCTI expects the control channel on the server port + 1
-port=$(python3 -c '
-import random, socket
-lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-lo = lo if lo > 12000 else 61000
-for _ in range(200):
-    p = random.randrange(10000, lo - 2)  # below the ephemeral range: no TIME_WAIT there
-    try:
-        a = socket.socket(); a.bind(("127.0.0.1", p))
-        b = socket.socket(); b.bind(("127.0.0.1", p + 1))
-    except OSError:
-        continue
-    print(p)
-    break
-else:
-    raise SystemExit(1)') || die "no free port pair"
-ctrl=$((port + 1))
-mkdir -p "$W/tpm"
-swtpm socket --tpm2 --tpmstate dir="$W/tpm" --server type=tcp,port="$port",bindaddr=127.0.0.1 \
-	--ctrl type=tcp,port="$ctrl",bindaddr=127.0.0.1 --flags not-need-init,startup-clear \
-	>"$W/tpm/log" 2>&1 &
-PIDS+=($!)
-export SECLAUNCH_TCTI="swtpm:host=127.0.0.1,port=$port" TPM2TOOLS_TCTI="swtpm:host=127.0.0.1,port=$port"
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
+start_swtpm tpm || die "swtpm did not start"
 
 "$SL" policy keygen --secret-key "$W/p.key" --public-key "$W/p.pub" -W >/dev/null || die "policy keygen"
 cat >"$W/policy.json" <<'EOF'
@@ -81,13 +51,9 @@ if ! "$SL" policy check --policy "$W/policy.json" >/dev/null 2>&1; then
 	sed -i 's/"bench-\*"/"bench-1m"}, {"id": "bench-big", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"]/' "$W/policy.json"
 fi
 "$SL" policy sign --secret-key "$W/p.key" --policy "$W/policy.json" >/dev/null || die "policy sign"
-mkdir -p "$W/kms"
-"$SLD" --dev --state "$W/kms" --listen 127.0.0.1:0 --policy "$W/policy.json" \
-	--policy-pubkey "$W/p.pub" >"$W/kms/log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 200); do [ -s "$W/kms/url" ] && break; sleep 0.05; done
-[ -s "$W/kms/url" ] || die "seclaunchd did not start"
-K=(--kms "$(cat "$W/kms/url")" --kms-ca "$W/kms/ca.pem")
+start_kms "$W/kms" --policy "$W/policy.json" --policy-pubkey "$W/p.pub" ||
+	die "seclaunchd did not start"
+K=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
 "$SL" enroll "${K[@]}" >/dev/null 2>&1 || die "enroll"
 "$SL" key create "${K[@]}" --admin-token-file "$W/kms/admin.token" --id bench-key >/dev/null 2>&1 || die "key create"
 enc() { # id bytes

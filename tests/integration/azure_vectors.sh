@@ -9,7 +9,6 @@
 A=$SL_VECTORS/azure-cvm
 TRUST=$SL_VECTORS/amd-sev-snp/trust
 AT=2025-06-01T00:00:00Z
-claim() { sed -n "s/^$1=//p" "$T/out"; }
 # extraData of a TPMS_ATTEST (hex): magic 4, type 2, qualifiedSigner TPM2B, extraData TPM2B
 extra() {
 	python3 - "$1" <<'PY'

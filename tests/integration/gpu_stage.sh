@@ -6,7 +6,6 @@
 # read back by the job through its CUDA IPC handle (ctypes + libcuda, no
 # other package) and must hash to the plaintext.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/run_lib.bash" # start_tpm
 
 for tool in swtpm minisign python3; do
 	if ! command -v "$tool" >/dev/null; then
@@ -29,7 +28,7 @@ print(n.value if c.cuInit(0) == 0 and c.cuDeviceGetCount(ctypes.byref(n)) == 0 e
 	if [ "${n:-0}" -gt 0 ]; then have_gpu=1; else why="libcuda.so.1 loads but no CUDA device is usable"; fi
 fi
 
-start_tpm tpm || { echo "not ok - no swtpm"; exit 1; }
+start_swtpm tpm || { echo "not ok - no swtpm"; exit 1; }
 minisign -G -W -p "$T/p.pub" -s "$T/p.key" >/dev/null 2>&1
 cat >"$T/policy.json" <<'EOF'
 {"version": 1, "description": "gpu_stage test policy", "allow_unverified_region": true,

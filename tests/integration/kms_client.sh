@@ -5,11 +5,9 @@
 # in bounded time). The misbehaving servers are a python3 TLS server started
 # here as a child on loopback.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/tpm2_lib.bash"
-. "$(dirname "$0")/kms_lib.bash"
 
 cd "$T" || exit 1
-start_swtpm_tcti tpm
+start_swtpm tpm
 start_kms "$T/kms" || exit 1
 head -c 100000 /dev/urandom >plain
 check "enroll" 0 "$SL" enroll --kms "$KMS_URL" --kms-ca "$KMS_CA" -q
@@ -18,12 +16,8 @@ check "encrypt --kms" 0 "$SL" encrypt --kms "$KMS_URL" --kms-ca "$KMS_CA" --key-
 	--admin-token-file "$KMS_TOKEN" --dataset-id ds plain -o a.sld
 
 # --- TLS verification -----------------------------------------------------
-mkdir other
-"$SLD" --dev --state "$T/other" --listen 127.0.0.1:0 >other.log 2>&1 &
-OPID=$!
-_PIDS+=("$OPID")
-for _ in $(seq 100); do [ -s other/url ] && break; sleep 0.05; done
-stop_pid "$OPID"
+# another service, started and stopped in a subshell, only for its CA
+(start_kms "$T/other" && stop_kms)
 check "a good decrypt first (the challenge counter moves)" 0 \
 	"$SL" decrypt --kms "$KMS_URL" --kms-ca "$KMS_CA" a.sld -o first.bin
 before=$(kms_metric 'seclaunchd_requests_total{route="challenge",code="2xx"}')

@@ -10,17 +10,6 @@ check "import a real Milan report with its VCEK only" 0 \
 	"$SL" evidence import --kind sev-snp --report "$V/gsg_milan_report.bin" \
 	--certs "$V/gsg_milan_vcek.der" -o "$T/ev.json"
 
-release() { # evidence.json -> HTTP status in $T/code, body in $T/body
-	curl -s --cacert "$KMS_CA" -d '{}' "$KMS_URL/v1/challenge" >"$T/ch.json"
-	python3 -c 'import base64,json,os,sys
-ch=json.load(open(sys.argv[1])); ev=json.load(open(sys.argv[2]))
-b=lambda n: base64.b64encode(os.urandom(n)).decode()
-print(json.dumps({"nonce":ch["nonce"],"eph_pub":b(32),"policy_digest":ch["policy_digest"],
-  "evidence":[ev],"keys":[{"key_id":"k1","dataset_id":"ds","wrapped_dek":b(61)}]}))' \
-		"$T/ch.json" "$1" >"$T/req.json"
-	curl -s -o "$T/body" -w '%{http_code}' --cacert "$KMS_CA" --data-binary @"$T/req.json" \
-		"$KMS_URL/v1/release" >"$T/code"
-}
 
 # without collateral_dir: the chain cannot reach a pinned ARK
 if start_kms "$T/kms-none"; then

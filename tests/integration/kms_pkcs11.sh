@@ -5,8 +5,6 @@
 # AES-256 object; tamper and key-substitution refusals; a restart keeps keys;
 # a wrong PIN or token label stops the service from starting.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/tpm2_lib.bash"
-. "$(dirname "$0")/kms_lib.bash"
 
 MODULE=/usr/lib/softhsm/libsofthsm2.so
 if [ ! -e "$MODULE" ] || ! command -v softhsm2-util >/dev/null; then
@@ -25,7 +23,7 @@ cat >p11.json <<EOJ
 {"kek_backend": "pkcs11", "pkcs11_module": "$MODULE",
  "pkcs11_token_label": "seclaunch", "pkcs11_pin_file": "$T/pin"}
 EOJ
-start_swtpm_tcti tpm
+start_swtpm tpm
 start_kms "$T/kms" --config "$T/p11.json" || exit 1
 export SECLAUNCH_KMS_CA=$KMS_CA
 head -c 2000000 /dev/urandom >plain

@@ -3,12 +3,10 @@
 # key creation, encryption with the KMS, decryption through an attested
 # release; then every refusal with its status (exit code) and reason code.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/tpm2_lib.bash"
-. "$(dirname "$0")/kms_lib.bash"
 
 cd "$T" || exit 1
 build_probe || { echo "cannot build kms_probe" >&2; exit 1; }
-start_swtpm_tcti tpm
+start_swtpm tpm
 start_kms "$T/kms" || exit 1
 export SECLAUNCH_KMS_CA=$KMS_CA
 head -c 3000000 /dev/urandom >plain
@@ -64,7 +62,7 @@ assert "failed admin authentication is audited" \
 # --- enrollment ----------------------------------------------------------
 check_err "enrollment answered with the wrong credential" 5 "403.*activated credential does not match" \
 	"$PROBE" "$KMS_URL" "$KMS_CA" enroll-wrong
-start_swtpm_tcti tpm2
+start_swtpm tpm2
 check_err "evidence from a TPM whose AK is not enrolled" 4 "\[ak_not_enrolled\]" \
 	"$SL" decrypt --kms "$KMS_URL" a.sld -o dec2.bin
 assert "no plaintext from a refused release" test ! -e dec2.bin
@@ -97,7 +95,7 @@ active_pcr_banks = sha256,sha1
 EOC
 if swtpm_setup --tpm2 --create-ek-cert --tpmstate "$T/ektpm" --config "$L/swtpm_setup.conf" --overwrite >"$T/setup.log" 2>&1; then
 	SAVE_TCTI=$SECLAUNCH_TCTI
-	start_swtpm_tcti ektpm
+	start_swtpm ektpm
 	mkdir ekca-local
 	cp "$L/ca/issuercert.pem" ekca-local/
 	printf '{"ek_ca_dir": "%s/ekca-local"}' "$T" >ekca-local.json

@@ -5,11 +5,9 @@
 # in the middle of a burst of key creations leaves a keystore that loads
 # with every acknowledged key; bad configuration is refused.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/tpm2_lib.bash"
-. "$(dirname "$0")/kms_lib.bash"
 
 cd "$T" || exit 1
-start_swtpm_tcti tpm
+start_swtpm tpm
 S=$T/kms
 start_kms "$S" || exit 1
 head -c 50000 /dev/urandom >plain
@@ -19,9 +17,7 @@ for k in k1 k2 k3; do
 done
 check "encrypt" 0 "$SL" encrypt --kms "$KMS_URL" --kms-ca "$KMS_CA" --key-id k2 \
 	--admin-token-file "$KMS_TOKEN" --dataset-id ds plain -o a.sld
-kill -TERM "$KMS_PID"
-wait "$KMS_PID"
-check "SIGTERM: graceful stop, exit 0" 0 test $? -eq 0
+check "SIGTERM: graceful stop, exit 0" 0 stop_kms
 assert "the audit log closes with a checkpoint" sh -c "tail -n1 '$S/audit.log' | grep -q '\"event\":\"checkpoint\"'"
 assert "state files are private (0600)" sh -c "test \$(stat -c %a '$S/keystore') = 600 && test \$(stat -c %a '$S/registry.json') = 600 && test \$(stat -c %a '$S/admin.token') = 600"
 

@@ -17,16 +17,11 @@ C2=$V/hopper_coco_certs1.txt
 N1=931d8dd0add203ac3d8b4fbde75e115278eefcdceac5b87671a748f32364dfcb
 N2=87d8e24ab336adafe228d49e83d745f6dba4ae505372b6a5704820856b343fec
 
-hexat() { xxd -s "$2" -l "$3" -p "$1" | tr -d '\n'; }
-claim() { sed -n "s/^$1=//p" "$T/out"; }
 wrap() { # report certs out
 	python3 -c 'import base64,json,sys
 r=open(sys.argv[1],"rb").read(); c=open(sys.argv[2],"rb").read()
 json.dump({"kind":"nvidia-gpu","report":base64.b64encode(r).decode(),
            "certs":base64.b64encode(c).decode()},open(sys.argv[3],"w"))' "$@"
-}
-flip() { # in out offset mask
-	python3 -c 'import sys; b=bytearray(open(sys.argv[1],"rb").read()); b[int(sys.argv[3],0)]^=int(sys.argv[4],0); open(sys.argv[2],"wb").write(b)' "$@"
 }
 verify() { "$SL" verify "$@" --at "$AT"; }
 
@@ -165,17 +160,6 @@ else
 	assert "collect without a driver: no evidence file" [ ! -e "$T/g.json" ]
 fi
 # --- seclaunchd: a captured GPU report replayed against a fresh challenge ---
-release() { # evidence.json -> HTTP status in $T/code, body in $T/body
-	curl -s --cacert "$KMS_CA" -d '{}' "$KMS_URL/v1/challenge" >"$T/ch.json"
-	python3 -c 'import base64,json,os,sys
-ch=json.load(open(sys.argv[1])); ev=json.load(open(sys.argv[2]))
-b=lambda n: base64.b64encode(os.urandom(n)).decode()
-print(json.dumps({"nonce":ch["nonce"],"eph_pub":b(32),"policy_digest":ch["policy_digest"],
-  "evidence":[ev],"keys":[{"key_id":"k1","dataset_id":"ds","wrapped_dek":b(61)}]}))' \
-		"$T/ch.json" "$1" >"$T/req.json"
-	curl -s -o "$T/body" -w '%{http_code}' --cacert "$KMS_CA" --data-binary @"$T/req.json" \
-		"$KMS_URL/v1/release" >"$T/code"
-}
 if start_kms "$T/kms"; then
 	release "$T/ev1.json"
 	assert "seclaunchd: replayed GPU report refused (403, binding_mismatch, names the nonce)" \

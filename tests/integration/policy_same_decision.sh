@@ -3,14 +3,12 @@
 # gives the decision seclaunchd gives for the same TPM evidence: every reason
 # explain names is in seclaunchd's 403, and a rule change flips both.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/tpm2_lib.bash"
-. "$(dirname "$0")/kms_lib.bash"
 
 cd "$T" || exit 1
 build_probe || { echo "cannot build kms_probe" >&2; exit 1; }
 # a port picked free can be taken before swtpm binds it (tests run side by side)
 for _ in 1 2 3; do
-	start_swtpm_tcti tpm 2>/dev/null && break
+	start_swtpm tpm 2>/dev/null && break
 	rm -rf "$T/tpm"
 done
 

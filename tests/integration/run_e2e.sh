@@ -6,7 +6,6 @@
 # denial, a tampered chunk, a wrong policy signature; after each: no job, the
 # exit code, no plaintext marker in any file under $T or /tmp.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/run_lib.bash" # start_tpm
 
 for tool in swtpm minisign python3; do
 	if ! command -v "$tool" >/dev/null; then
@@ -52,7 +51,7 @@ assert "the marker search finds a planted marker" marker_found
 rm -f "$T/canary"
 
 # ---- setup: TPM, keys, policy, KMS, enrollment, datasets ---------------
-start_tpm tpm || { echo "not ok - no swtpm"; exit 1; }
+start_swtpm tpm || { echo "not ok - no swtpm"; exit 1; }
 minisign -G -W -p "$T/policy.pub" -s "$T/policy.key" >/dev/null 2>&1
 minisign -G -W -p "$T/other.pub" -s "$T/other.key" >/dev/null 2>&1
 
@@ -215,7 +214,7 @@ assert "KMS down, -q: stderr is that one line" test "$(wc -l <"$T/err")" -eq 1
 
 # attestation failure: a second TPM that was never enrolled with the KMS
 SWTPM_TCTI_ENROLLED=$SWTPM_TCTI
-start_tpm tpm-stranger || { echo "not ok - no second swtpm"; exit 1; }
+start_swtpm tpm-stranger || { echo "not ok - no second swtpm"; exit 1; }
 inject "attestation failure (unenrolled TPM)" 3 "enrol|attest|AK" \
 	--policy "$T/policy.json" --policy-pubkey "$T/policy.pub" "${KMSA[@]}" --tcti "$SWTPM_TCTI" \
 	--audit-log "$AUDIT" --audit-key "$T/audit.key" --region gcp:europe-west4 "$T/e2e-small.sld"

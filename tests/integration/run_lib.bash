@@ -1,7 +1,2 @@
-# Helpers for run_*.sh and gpu_stage.sh (sourced after lib.sh; not a test).
-
-# start_tpm NAME: lib.sh's start_swtpm (control channel at the server port + 1,
-# ports drawn below the kernel's ephemeral range, retried when one is taken).
-start_tpm() {
-	start_swtpm "$@"
-}
+# Kept for the scripts that source it: the helpers are in tests/testlib/lib.bash.
+. "$(dirname "${BASH_SOURCE[0]}")/../testlib/lib.bash"

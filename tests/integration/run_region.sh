@@ -8,7 +8,6 @@
 # an unknown signer and a token collected earlier (another run's audience)
 # are attestation failures; nothing is fetched or run in any refused case.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/run_lib.bash" # start_tpm
 
 for tool in swtpm minisign python3 openssl basenc; do
 	if ! command -v "$tool" >/dev/null; then
@@ -74,7 +73,7 @@ _PIDS+=($!)
 wait_port "$MPORT"
 export SECLAUNCH_GCP_METADATA_URL=http://127.0.0.1:$MPORT
 
-start_tpm tpm || {
+start_swtpm tpm || {
 	echo "not ok - no swtpm"
 	exit 1
 }

@@ -5,7 +5,6 @@
 # no job, status 128+n, the interruption and the wipe of the partly staged
 # dataset recorded in the audit log.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/run_lib.bash" # start_tpm
 
 for tool in swtpm minisign python3; do
 	if ! command -v "$tool" >/dev/null; then
@@ -18,7 +17,7 @@ if ! "$SL" run --help >/dev/null 2>&1 || [ ! -x "$SLD" ]; then
 	finish
 fi
 
-start_tpm tpm || {
+start_swtpm tpm || {
 	echo "not ok - no swtpm"
 	exit 1
 }

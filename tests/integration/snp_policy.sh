@@ -6,7 +6,6 @@
 . "$(dirname "$0")/lib.sh"
 
 V=$SL_VECTORS
-hexat() { xxd -s "$2" -l "$3" -p "$1" | tr -d '\n'; }
 cd "$T" || exit 1
 "$SL" policy keygen --secret-key p.key --public-key p.pub -W >/dev/null
 

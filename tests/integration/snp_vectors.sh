@@ -7,11 +7,6 @@
 
 V=$SL_VECTORS/amd-sev-snp
 TRUST=$V/trust
-hexat() { xxd -s "$2" -l "$3" -p "$1" | tr -d '\n'; }
-claim() { sed -n "s/^$1=//p" "$T/out"; }
-flip() { # in out offset mask
-	python3 -c 'import sys; b=bytearray(open(sys.argv[1],"rb").read()); b[int(sys.argv[3],0)]^=int(sys.argv[4],0); open(sys.argv[2],"wb").write(b)' "$@"
-}
 
 # report VEK time bootloader/tee/snp/microcode product
 while read -r rep vek at tcb product; do

@@ -7,11 +7,6 @@
 
 V=$SL_VECTORS
 AT=2026-02-15T00:00:00Z
-hexat() { xxd -s "$2" -l "$3" -p "$1" | tr -d '\n'; }
-claim() { sed -n "s/^$1=//p" "$T/out"; }
-flip() {
-	python3 -c 'import sys; b=bytearray(open(sys.argv[1],"rb").read()); b[int(sys.argv[3],0)]^=int(sys.argv[4],0); open(sys.argv[2],"wb").write(b)' "$@"
-}
 
 while read -r q fmspc debug; do
 	name=$(basename "$q")

@@ -4,7 +4,6 @@
 # (stored in NV where seclaunch attest reads it), and an EK certificate made
 # by swtpm_setup + swtpm_localca.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/tpm2_lib.bash"
 
 V=$SL_VECTORS/tpm2
 AT=2024-01-01T00:00:00Z
@@ -46,7 +45,6 @@ e = bytearray(log)
 e[hdr + 12 + 2 + 20 + 2 + 5] ^= 1    # pcrIndex, type, count, sha1, alg id, sha256[5]
 open(sys.argv[2] + "/digest.bin", "wb").write(e)
 EOF
-b64() { python3 -c 'import base64,sys; print("\"" + base64.b64encode(open(sys.argv[1],"rb").read()).decode() + "\"")' "$1"; }
 ev_edit "$G" "$T/t.json" event_log replace "$(b64 "$T/digest.bin")"
 check_err "gce: event log digest edited" 3 "event log: replay of PCR sha256.0" "$SL" verify "$T/t.json" --nonce 9009 --trust "$V/ca" --at $AT
 ev_edit "$G" "$T/t.json" event_log replace "$(b64 "$T/sb.bin")"
@@ -65,7 +63,7 @@ mkdir -p "$T/empty"
 check_err "gce: an empty trust directory" 2 "no CA certificates" "$SL" verify "$G" --nonce 9009 --trust "$T/empty" --at $AT
 
 # ---- an AK certificate for a swtpm AK, in NV 0x01c10000 -------------------------
-start_swtpm_tcti tpm || exit 1
+start_swtpm tpm || exit 1
 check "swtpm: attest (creates the AK)" 0 "$SL" attest --tee tpm2 --nonce $N --export-ak "$T/ak.pem" -o "$T/noc.json"
 python3 - "$T" <<'EOF'
 import datetime, sys
@@ -133,7 +131,7 @@ create_certs_tool_options = /etc/swtpm-localca.options
 active_pcr_banks = sha256,sha1
 EOF
 check "swtpm_setup --create-ek-cert with swtpm_localca" 0 swtpm_setup --tpm2 --create-ek-cert --tpmstate "$T/ektpm" --config "$L/swtpm_setup.conf" --overwrite
-start_swtpm_tcti ektpm || exit 1
+start_swtpm ektpm || exit 1
 check "ek: attest" 0 "$SL" attest --tee tpm2 --nonce $N --export-ak "$T/ek-ak.pem" -o "$T/ek.json"
 assert "ek: evidence carries the EK certificate from 0x01c00002" test "$(ev_get "$T/ek.json" ek_cert_nv)" = 0x01c00002
 check "ek: verify with the localca as trust" 0 "$SL" verify "$T/ek.json" --nonce $N --ak-pin "$T/ek-ak.pem" --trust "$L/ca" --json

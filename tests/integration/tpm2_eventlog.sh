@@ -5,10 +5,9 @@
 # and `seclaunch attest --eventlog` carries the log into the evidence, which
 # `seclaunch verify` replays against the quoted PCRs.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/tpm2_lib.bash"
 
 N=c0ffee0000000000000000000000000000000000000000000000000000c0ffee
-start_swtpm_tcti tpm || exit 1
+start_swtpm tpm || exit 1
 
 # mklog OUT SB: writes the log (SecureBoot = SB) and prints the tpm2_pcrextend
 # arguments for its events
@@ -56,7 +55,6 @@ assert "claims: secure boot unknown when PCR 7 is not quoted" test "$(claim "$T/
 # a log that claims secure boot is off, offered with the same quote: its
 # SecureBoot event no longer replays to the quoted PCR 7
 mklog "$T/off.bin" 0 >/dev/null
-b64() { python3 -c 'import base64,sys; print("\"" + base64.b64encode(open(sys.argv[1],"rb").read()).decode() + "\"")' "$1"; }
 ev_edit "$T/ev.json" "$T/t.json" event_log replace "$(b64 "$T/off.bin")"
 check_err "a log claiming secure boot off does not replay" 3 "replay of PCR sha(1|256)\.7" "$SL" verify "$T/t.json" --nonce $N --ak-pin "$T/ak.pem"
 # an event added that the TPM never saw

@@ -3,11 +3,10 @@
 # two PCR banks), the persistent AK, and every tamper case failing with exit 3
 # and naming the check.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/tpm2_lib.bash"
 
 N=5ec1a0c4000102030405060708090a0b0c0d0e0f101112131415161718191a1b
 
-start_swtpm_tcti tpm || exit 1
+start_swtpm tpm || exit 1
 
 # ---- good quotes -----------------------------------------------------------
 check "rsa: attest" 0 "$SL" attest --tee tpm2 --nonce $N --export-ak "$T/ak.pem" -o "$T/ev.json"
@@ -110,7 +109,7 @@ check_err "TPMS_ATTEST missing" 3 "evidence.tpms_attest: missing" "$SL" verify "
 # AK public swapped for another TPM's AK (and its name): the signature no
 # longer verifies, even with that other AK pinned.
 SAVE_TCTI=$SWTPM_TCTI
-start_swtpm_tcti other || exit 1
+start_swtpm other || exit 1
 check "other TPM: attest" 0 "$SL" attest --tee tpm2 --nonce $N --export-ak "$T/oak.pem" -o "$T/oev.json"
 ev_edit "$T/ev.json" "$T/t.json" ak_public copy-from "$T/oev.json"
 ev_edit "$T/t.json" "$T/t.json" ak_name copy-from "$T/oev.json"

@@ -3,10 +3,9 @@
 # verifies with tpm2_checkquote, and one tpm2_quote makes verifies with
 # seclaunch verify --from-tpm2-tools.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/tpm2_lib.bash"
 
 N=00112233445566778899aabbccddeeff
-start_swtpm_tcti tpm || exit 1
+start_swtpm tpm || exit 1
 
 # ---- seclaunch -> tpm2_checkquote -------------------------------------------
 check "rsa: attest --export-tpm2-tools" 0 "$SL" attest --tee tpm2 --nonce $N --pcrs sha256:0,1,2,3+sha1:0,7 --export-tpm2-tools "$T/s" -o "$T/ev.json"

@@ -25,11 +25,12 @@
 #include "seclaunch/policy.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/util.h"
+#include "testlib.h"
 
-static char tmpdir[] = "/tmp/sl_identity_XXXXXX";
+static char tmpdir[128];
 static EVP_PKEY *key1, *key2;
 static X509 *cert1, *cert2;
-static char jwks_path[512], trust1[512], trust2[512], vec[512];
+static char jwks_path[512], trust1[512], trust2[512];
 static const uint8_t BINDING[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
 static char binding_hex[65];
 static const time_t NOW = 1800000000; /* 2027-01-15 */
@@ -88,7 +89,7 @@ static void write_cert(const char *dir, X509 *x)
 static int setup(void **state)
 {
 	(void)state;
-	assert_non_null(mkdtemp(tmpdir));
+	tl_tmpdir(tmpdir, sizeof(tmpdir), "identity");
 	key1 = EVP_RSA_gen(2048);
 	key2 = EVP_RSA_gen(2048);
 	cert1 = self_signed(key1, "aws test 1");
@@ -111,17 +112,13 @@ static int setup(void **state)
 	write_cert(trust1, cert1);
 	write_cert(trust2, cert2);
 	sl_hex_encode(BINDING, 32, binding_hex);
-	const char *root = getenv("SL_VECTORS");
-	snprintf(vec, sizeof(vec), "%s", root ? root : "tests/vectors");
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	char cmd[600];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(tl_rmtree(tmpdir), 0);
 	EVP_PKEY_free(key1);
 	EVP_PKEY_free(key2);
 	X509_free(cert1);
@@ -478,9 +475,7 @@ static void test_aws_test_keys(void **state)
 
 static void read_vec(const char *name, uint8_t **p, size_t *n)
 {
-	char path[1024];
-	snprintf(path, sizeof(path), "%s/%s", vec, name);
-	assert_int_equal(sl_file_read(path, 1 << 20, p, n), SL_OK);
+	*p = tl_vector_load(n, "%s", name);
 }
 
 static void copy_to_dir(const char *name, const char *dir)
@@ -576,7 +571,7 @@ static void test_gcp_confidential_space_vector(void **state)
 	size_t tl = 0;
 	char root[1024];
 	read_vec("gcp/oak_confidential_space_pki_token.jwt", &tok, &tl);
-	snprintf(root, sizeof(root), "%s/gcp/confidential_space_root_ca.pem", vec);
+	tl_vector_path(root, sizeof(root), "gcp/confidential_space_root_ca.pem");
 	/* pinned time 2025-06-23T15:00:00Z */
 	sl_identity_opts o = {.gcp_cs_root = root, .at = 1750690800};
 	sl_claims *c = NULL;
@@ -608,7 +603,7 @@ static void test_gcp_confidential_space_vector(void **state)
 	assert_true(rc == SL_E_ATTEST_CHAIN || rc == SL_E_ATTEST);
 	sl_claims_free(c);
 	/* another root: the chain does not verify */
-	snprintf(root, sizeof(root), "%s/aws-iid/aws_rsa_iid_cert_us-east-1.pem", vec);
+	tl_vector_path(root, sizeof(root), "aws-iid/aws_rsa_iid_cert_us-east-1.pem");
 	o.at = 1750690800;
 	assert_int_equal(sl_claims_new(&c), SL_OK);
 	assert_int_equal(sl_identity_verify_gcp_jwt((const char *)tok, tl, &o, c),

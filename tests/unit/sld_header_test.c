@@ -21,6 +21,7 @@
 #include "seclaunch/util.h"
 
 #include "sld_fixture.h"
+#include "testlib.h"
 
 static void test_kms_key_reference(void **state)
 {
@@ -92,10 +93,7 @@ static uint8_t *real_header(size_t *hlen, sl_secret **dek_out)
 static void expect_parse(const uint8_t *p, size_t n, sl_err want, const char *needle)
 {
 	sl_sld_header *h = NULL;
-	sl_err rc = sl_sld_header_parse(p, n, &h);
-	if (rc != want || (needle != NULL && strstr(sl_err_detail(), needle) == NULL))
-		fail_msg("parse: got %s (%s), want %s containing '%s'", sl_err_name(rc),
-		         sl_err_detail(), sl_err_name(want), needle != NULL ? needle : "");
+	expect_fail(sl_sld_header_parse(p, n, &h), want, needle);
 	sl_sld_header_free(h);
 }
 

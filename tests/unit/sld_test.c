@@ -22,6 +22,7 @@
 #include "seclaunch/util.h"
 
 #include "sld_fixture.h"
+#include "testlib.h"
 
 struct collect {
 	uint8_t *buf;
@@ -243,10 +244,7 @@ static void expect_decrypt(const uint8_t *bytes, size_t n, sl_secret *dek, unsig
 {
 	int fd = memfd_with(bytes, n);
 	struct collect c = {.buf = malloc(n + 1), .cap = n, .fail_at = UINT64_MAX};
-	sl_err rc = decrypt_all(fd, dek, threads, &c);
-	if (rc != want || (needle != NULL && strstr(sl_err_detail(), needle) == NULL))
-		fail_msg("decrypt: got %s (%s), want %s containing '%s'", sl_err_name(rc),
-		         sl_err_detail(), sl_err_name(want), needle != NULL ? needle : "");
+	expect_fail(decrypt_all(fd, dek, threads, &c), want, needle);
 	assert_int_equal(c.next_index, good);
 	free(c.buf);
 	close(fd);
@@ -497,8 +495,8 @@ static size_t dir_entries(const char *dir)
 static void test_outfile(void **state)
 {
 	(void)state;
-	char dir[] = "/tmp/sld-outfile-XXXXXX", path[256];
-	assert_non_null(mkdtemp(dir));
+	char dir[64], path[256];
+	tl_tmpdir(dir, sizeof(dir), "sld-outfile");
 	snprintf(path, sizeof(path), "%s/out.bin", dir);
 
 	sl_sld_outfile *o = NULL;
@@ -538,9 +536,7 @@ static void test_outfile(void **state)
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_size, 5);
 	assert_int_equal(dir_entries(dir), 1);
-
-	unlink(path);
-	rmdir(dir);
+	assert_int_equal(tl_rmtree(dir), 0);
 }
 
 int main(void)

@@ -26,6 +26,7 @@
 #include "seclaunch/attest.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/util.h"
+#include "testlib.h"
 
 #define T2024 1704067200 /* 2024-01-01T00:00:00Z */
 #define T2025 1748736000 /* 2025-06-01T00:00:00Z */
@@ -53,20 +54,11 @@ static const struct vec vecs[] = {
 };
 #define NVEC (sizeof(vecs) / sizeof(vecs[0]))
 
-static char vdir[1024], trust[1024];
-
-static void vpath(char *buf, size_t n, const char *name)
-{
-	snprintf(buf, n, "%s/amd-sev-snp/%s", vdir, name);
-}
+static char trust[1024];
 
 static uint8_t *load(const char *name, size_t *len)
 {
-	char p[2048];
-	uint8_t *b = NULL;
-	vpath(p, sizeof(p), name);
-	assert_int_equal(sl_file_read(p, 1 << 20, &b, len), SL_OK);
-	return b;
+	return tl_vector_load(len, "amd-sev-snp/%s", name);
 }
 
 /* The VEK as base64 DER (the vectors hold DER or PEM). */
@@ -122,8 +114,6 @@ static sl_err verify(const uint8_t *rep, size_t len, const char *key, const char
 		sl_claims_free(c);
 	return rc;
 }
-
-#include "expect.h"
 
 static void claim_hex_at(const sl_claims *c, const char *key, const uint8_t *rep, size_t off,
                          size_t n)
@@ -231,8 +221,8 @@ static void test_vector_specifics(void **state)
 static void test_vcek_from_collateral(void **state)
 {
 	(void)state;
-	char dir[] = "/tmp/snpcoll.XXXXXX", p[2048];
-	assert_non_null(mkdtemp(dir));
+	char dir[64], p[2048];
+	tl_tmpdir(dir, sizeof(dir), "snpcoll");
 	size_t len = 0;
 	uint8_t *b = load("trust/ask_ark_milan.pem", &len);
 	snprintf(p, sizeof(p), "%s/ask_ark_milan.pem", dir);
@@ -458,8 +448,8 @@ static void test_vcek_der_tamper(void **state)
 	uint8_t *rep = load("trustee_milan_report.bin", &len);
 	uint8_t *der = load("trustee_milan_vcek.der", &dl);
 	der[42]++;
-	char dir[] = "/tmp/snpder.XXXXXX", p[2048], q[2048];
-	assert_non_null(mkdtemp(dir));
+	char dir[64], p[2048], q[2048];
+	tl_tmpdir(dir, sizeof(dir), "snpder");
 	snprintf(p, sizeof(p), "%s/vcek.der", dir);
 	assert_int_equal(sl_file_write_atomic(p, der, dl, 0600, false), SL_OK);
 	size_t bl = 0;
@@ -468,9 +458,7 @@ static void test_vcek_der_tamper(void **state)
 	assert_int_equal(sl_file_write_atomic(q, b, bl, 0600, false), SL_OK);
 	expect_fail(verify(rep, len, "vcek", NULL, dir, T2024, NULL, 0, NULL), SL_E_ATTEST_CHAIN,
 	            "certificate signature failure", "VCEK byte 42 + 1");
-	unlink(p);
-	unlink(q);
-	rmdir(dir);
+	assert_int_equal(tl_rmtree(dir), 0);
 	free(b);
 	free(der);
 	free(rep);
@@ -557,9 +545,7 @@ static void test_evidence_json_errors(void **state)
 
 int main(void)
 {
-	const char *v = getenv("SL_VECTORS");
-	snprintf(vdir, sizeof(vdir), "%s", v != NULL ? v : "tests/vectors");
-	snprintf(trust, sizeof(trust), "%s/amd-sev-snp/trust", vdir);
+	tl_vector_path(trust, sizeof(trust), "amd-sev-snp/trust");
 	assert_int_equal(sl_crypto_init(), SL_OK);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_vectors_valid),

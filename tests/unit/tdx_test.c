@@ -19,6 +19,7 @@
 #include "seclaunch/attest.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/util.h"
+#include "testlib.h"
 
 #define T_QUOTES 1771113600 /* 2026-02-15T00:00:00Z */
 
@@ -41,15 +42,11 @@ static const struct vec vecs[] = {
 };
 #define NVEC (sizeof(vecs) / sizeof(vecs[0]))
 
-static char vdir[1024], coll[1024];
+static char coll[1024];
 
 static uint8_t *load(const char *name, size_t *len)
 {
-	char p[2048];
-	uint8_t *b = NULL;
-	snprintf(p, sizeof(p), "%s/%s", vdir, name);
-	assert_int_equal(sl_file_read(p, 1 << 20, &b, len), SL_OK);
-	return b;
+	return tl_vector_load(len, "%s", name);
 }
 
 static sl_err verify(const uint8_t *q, size_t len, const char *cdir, time_t at,
@@ -74,8 +71,6 @@ static sl_err verify(const uint8_t *q, size_t len, const char *cdir, time_t at,
 		sl_claims_free(c);
 	return rc;
 }
-
-#include "expect.h"
 
 static void claim_hex_at(const sl_claims *c, const char *key, const uint8_t *q, size_t off,
                          size_t n)
@@ -233,9 +228,7 @@ static void test_v5_leaf_dates(void **state)
 
 int main(void)
 {
-	const char *v = getenv("SL_VECTORS");
-	snprintf(vdir, sizeof(vdir), "%s", v != NULL ? v : "tests/vectors");
-	snprintf(coll, sizeof(coll), "%s/intel-tdx/collateral", vdir);
+	tl_vector_path(coll, sizeof(coll), "intel-tdx/collateral");
 	assert_int_equal(sl_crypto_init(), SL_OK);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_vectors_valid),

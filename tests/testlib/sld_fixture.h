@@ -1,4 +1,4 @@
-/* Shared fixtures of the SLD unit tests (sld_test.c, sld_header_test.c):
+/* Shared fixtures of the SLD unit tests (tests/unit/sld_test.c, sld_header_test.c):
  * DEKs, memfds holding plaintext or ciphertext. Included once per test
  * program, after cmocka.h and the seclaunch headers. */
 #ifndef SECLAUNCH_TESTS_SLD_FIXTURE_H
@@ -60,10 +60,8 @@ static uint8_t *fd_bytes(int fd, size_t *n)
 {
 	*n = fd_size(fd);
 	uint8_t *p = malloc(*n + 1);
-	size_t got = 0;
 	assert_non_null(p);
 	assert_int_equal(pread(fd, p, *n, 0), (ssize_t)*n);
-	(void)got;
 	return p;
 }
 
