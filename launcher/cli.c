@@ -43,21 +43,25 @@ static const struct {
 };
 #define NSHARED (sizeof(shared_opts) / sizeof(shared_opts[0]))
 
-static void print_error_json(sl_err rc, const char *message)
+static void print_error_json(sl_err rc, int exit_code, const char *message)
 {
 	json_t *j = json_pack("{s:{s:s, s:i, s:s}}", "error", "code", sl_err_name(rc), "exit",
-	                      sl_err_exit_code(rc), "message", message);
+	                      exit_code, "message", message);
 	sl_cli_print_json(j);
+}
+
+void sl_cli_report(const char *cmd, sl_err rc, int exit_code, const char *message)
+{
+	if (sl_cli_json)
+		print_error_json(rc, exit_code, message);
+	else
+		fprintf(stderr, "seclaunch %s: error: %s\n", cmd, message);
 }
 
 int sl_cli_fail(const char *cmd, sl_err rc)
 {
 	const char *detail = sl_err_detail();
-	const char *msg = detail[0] != '\0' ? detail : sl_err_message(rc);
-	if (sl_cli_json)
-		print_error_json(rc, msg);
-	else
-		fprintf(stderr, "seclaunch %s: error: %s\n", cmd, msg);
+	sl_cli_report(cmd, rc, sl_err_exit_code(rc), detail[0] != '\0' ? detail : sl_err_message(rc));
 	return sl_err_exit_code(rc);
 }
 
@@ -69,7 +73,7 @@ int sl_cli_usage(const char *cmd, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	if (sl_cli_json) {
-		print_error_json(SL_E_USAGE, msg);
+		print_error_json(SL_E_USAGE, SL_CAT_USAGE, msg);
 		return SL_CAT_USAGE;
 	}
 	fprintf(stderr, "seclaunch %s: %s\nTry 'seclaunch %s --help'.\n", cmd, msg, cmd);

@@ -90,6 +90,9 @@ extern bool sl_cli_json;  /* --json */
  * {"error":{"code","exit","message"}} object on stdout instead) and returns
  * rc's exit code. */
 int sl_cli_fail(const char *cmd, sl_err rc);
+/* The same with the message and exit code given (run's failure path, whose
+ * exit code can be a signal's 128+n). */
+void sl_cli_report(const char *cmd, sl_err rc, int exit_code, const char *message);
 /* The same for a usage error (with "try --help"); returns 1. */
 int sl_cli_usage(const char *cmd, const char *fmt, ...) SL_PRINTF(2, 3);
 /* Prints j (compact, one line) on stdout; frees it. For --json results. */

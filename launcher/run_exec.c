@@ -449,7 +449,7 @@ failed:
 		                  json_pack("{s:s, s:s, s:s, s:i}", "step", s.step, "error",
 		                            sl_err_name(rc), "message", detail, "exit_code", code));
 		sl_err w = wipe_all(&s, g_sig != 0 ? "signal" : "error");
-		fprintf(stderr, "seclaunch run: error: %s\n", detail);
+		sl_cli_report("run", rc, code, detail);
 		if ((a != SL_OK || w != SL_OK) && s.audit != NULL)
 			fprintf(stderr,
 			        "seclaunch run: warning: the audit log could not record this\n");
