@@ -61,7 +61,8 @@ void sl_cli_report(const char *cmd, sl_err rc, int exit_code, const char *messag
 int sl_cli_fail(const char *cmd, sl_err rc)
 {
 	const char *detail = sl_err_detail();
-	sl_cli_report(cmd, rc, sl_err_exit_code(rc), detail[0] != '\0' ? detail : sl_err_message(rc));
+	sl_cli_report(cmd, rc, sl_err_exit_code(rc),
+	              detail[0] != '\0' ? detail : sl_err_message(rc));
 	return sl_err_exit_code(rc);
 }
 
@@ -194,17 +195,13 @@ static void name_mistake(const struct option *lo, const char *tok, int optopt_, 
 	snprintf(out, n, "-%c", optopt_ > 32 && optopt_ < 127 ? optopt_ : '?');
 }
 
-int sl_cli_parse(const struct sl_cli_spec *s, void *ctx, struct sl_cli_shared *sh, int argc,
-                 char **argv)
+/* The getopt tables of s: short options so, long options lo (with dep[i]
+ * the new name when lo[i] is a deprecated alias). Returns false when s has
+ * more options than the tables hold. */
+static bool build_tables(const struct sl_cli_spec *s, struct option lo[MAX_OPTS],
+                         const char *dep[MAX_OPTS], char so[MAX_SHORT])
 {
-	struct option lo[MAX_OPTS];
-	const char *dep[MAX_OPTS];
-	char so[MAX_SHORT];
 	size_t n = 0, sn = 0;
-	int c, li, ret;
-
-	memset(sh, 0, sizeof(*sh));
-	prescan_json(s, argc, argv);
 	/* ':' first: a missing argument is told apart from an unknown option */
 	so[sn++] = ':';
 	so[sn++] = 'h';
@@ -214,8 +211,11 @@ int sl_cli_parse(const struct sl_cli_spec *s, void *ctx, struct sl_cli_shared *s
 		so[sn++] = 'o';
 		so[sn++] = ':';
 	}
-	for (const char *p = s->shortopts; p != NULL && *p != '\0' && sn + 1 < MAX_SHORT; p++)
+	for (const char *p = s->shortopts; p != NULL && *p != '\0'; p++) {
+		if (sn + 1 >= MAX_SHORT)
+			return false;
 		so[sn++] = *p;
+	}
 	so[sn] = '\0';
 	for (size_t i = 0; i < NSHARED; i++) {
 		if (s->shared & shared_opts[i].flag) {
@@ -225,14 +225,39 @@ int sl_cli_parse(const struct sl_cli_spec *s, void *ctx, struct sl_cli_shared *s
 	}
 	for (const struct sl_cli_opt *o = s->opts; o != NULL && o->name != NULL; o++) {
 		if (n + 2 >= MAX_OPTS)
-			return sl_cli_fail(s->name, sl_err_set(SL_E_INTERNAL, "too many options"));
+			return false;
 		dep[n] = o->deprecated_for;
 		lo[n++] = (struct option){o->name, o->has_arg, NULL, o->key};
 	}
 	dep[n] = NULL;
 	lo[n++] = (struct option){"help", no_argument, NULL, 'h'};
 	lo[n] = (struct option){NULL, 0, NULL, 0};
+	return true;
+}
 
+/* The environment stands in for a shared flag that was not given. */
+static void env_fallbacks(const struct sl_cli_spec *s, struct sl_cli_shared *sh)
+{
+	if ((s->shared & SL_SH_KMS_CA) && sh->kms_ca == NULL)
+		sh->kms_ca = env_or_null("SECLAUNCH_KMS_CA");
+	if ((s->shared & SL_SH_TCTI) && sh->tcti == NULL)
+		sh->tcti = env_or_null("SECLAUNCH_TCTI");
+	if ((s->shared & SL_SH_AUDIT_LOG) && sh->audit_log == NULL)
+		sh->audit_log = env_or_null("SECLAUNCH_AUDIT_LOG");
+}
+
+int sl_cli_parse(const struct sl_cli_spec *s, void *ctx, struct sl_cli_shared *sh, int argc,
+                 char **argv)
+{
+	struct option lo[MAX_OPTS];
+	const char *dep[MAX_OPTS];
+	char so[MAX_SHORT];
+	int c, li, ret;
+
+	memset(sh, 0, sizeof(*sh));
+	prescan_json(s, argc, argv);
+	if (!build_tables(s, lo, dep, so))
+		return sl_cli_fail(s->name, sl_err_set(SL_E_INTERNAL, "too many options"));
 	optind = 1;
 	opterr = 0;
 	for (;;) {
@@ -269,12 +294,7 @@ int sl_cli_parse(const struct sl_cli_spec *s, void *ctx, struct sl_cli_shared *s
 	} else if (optind < argc) {
 		return sl_cli_usage(s->name, "unexpected argument '%s'", argv[optind]);
 	}
-	if ((s->shared & SL_SH_KMS_CA) && sh->kms_ca == NULL)
-		sh->kms_ca = env_or_null("SECLAUNCH_KMS_CA");
-	if ((s->shared & SL_SH_TCTI) && sh->tcti == NULL)
-		sh->tcti = env_or_null("SECLAUNCH_TCTI");
-	if ((s->shared & SL_SH_AUDIT_LOG) && sh->audit_log == NULL)
-		sh->audit_log = env_or_null("SECLAUNCH_AUDIT_LOG");
+	env_fallbacks(s, sh);
 	return -1;
 }
 
