@@ -174,6 +174,9 @@ static int do_keygen(const struct opts *o)
 
 	if (o->seckey == NULL || o->pubkey_out == NULL)
 		return sl_cli_usage(CMD, "keygen needs --secret-key and --public-key");
+	/* both refused before either is written */
+	SL_GUARD(sl_cli_check_new(o->seckey, o->force));
+	SL_GUARD(sl_cli_check_new(o->pubkey_out, o->force));
 	if (!o->no_password)
 		SL_GUARD(read_password(true, &pw));
 	SL_GUARD(sl_minisign_keygen(pw ? (const char *)sl_secret_data(pw) : NULL, 0, 0, &sec, &pub,
@@ -211,6 +214,11 @@ static int do_sign(const struct opts *o)
 
 	if (o->seckey == NULL || o->policy == NULL)
 		return sl_cli_usage(CMD, "sign needs --secret-key and --policy");
+	if (o->sig == NULL)
+		SL_ENSURE(asprintf(&sigpath, "%s.minisig", o->policy) >= 0, SL_E_NOMEM,
+		          "allocating");
+	/* an existing signature is refused before the password is asked for */
+	SL_GUARD(sl_cli_check_new(o->sig ? o->sig : sigpath, o->force));
 	SL_GUARD(sl_file_read(o->policy, SL_POLICY_MAX_BYTES, &data, &len));
 	/* sign only what seclaunch would accept */
 	rc = sl_policy_load(data, len, &p);
@@ -236,9 +244,6 @@ static int do_sign(const struct opts *o)
 	}
 	SL_GUARD(
 	    sl_minisign_sign(sk, data, len, o->comment ? o->comment : comment, o->legacy, &sig));
-	if (o->sig == NULL)
-		SL_ENSURE(asprintf(&sigpath, "%s.minisig", o->policy) >= 0, SL_E_NOMEM,
-		          "allocating");
 	SL_GUARD(sl_file_write_atomic(o->sig ? o->sig : sigpath, sig, strlen(sig), 0644, o->force));
 	if (sl_cli_json)
 		sl_cli_print_json(json_pack("{s:s, s:s, s:s}", "policy", o->policy, "policy_digest",
