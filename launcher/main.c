@@ -52,7 +52,7 @@ static void usage_version(FILE *f)
 int cmd_version(int argc, char **argv)
 {
 	static const struct sl_cli_spec spec = {
-	    .name = "version", .shared = SL_SH_JSON, .help = usage_version};
+	    .name = "version", .shared = SL_SH_JSON | SL_SH_QUIET, .help = usage_version};
 	struct sl_cli_shared sh;
 	int ret = sl_cli_parse(&spec, NULL, &sh, argc, argv);
 	if (ret >= 0)
