@@ -1,10 +1,19 @@
 /* The seclaunch CLI: one file per subcommand (cmd_<name>.c), each exporting
  * `int cmd_<name>(int argc, char **argv)` that returns the process exit code.
- * argv[0] is the subcommand name; parse the rest with getopt_long. */
+ * argv[0] is the subcommand name.
+ *
+ * One option layer (cli.c), in tpm2-tools' tpm2_options shape: a command
+ * declares its own options (one table line each) and which shared flags it
+ * accepts; sl_cli_parse() parses both, calls the command's on_option for its
+ * own and on_args for the operands, reports every mistake in one line, and
+ * fills struct sl_cli_shared. A command is then options -> checks -> run(ctx). */
 #ifndef SECLAUNCH_LAUNCHER_CLI_H
 #define SECLAUNCH_LAUNCHER_CLI_H
 
 #include <stdbool.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
 
 #include "seclaunch/error.h"
 
@@ -14,14 +23,84 @@ struct sl_cmd {
 	const char *summary; /* one line for `seclaunch --help` */
 };
 
-/* Shared flags, set by the subcommand's parser. */
+/* The shared flags. Each is parsed here and nowhere else; a command names
+ * those that mean something to it. */
+enum sl_cli_shared_flag {
+	SL_SH_QUIET = 1u << 0,     /* -q, --quiet */
+	SL_SH_JSON = 1u << 1,      /* --json: results (and a failure) as JSON on stdout */
+	SL_SH_KMS = 1u << 2,       /* --kms URL */
+	SL_SH_KMS_CA = 1u << 3,    /* --kms-ca FILE, else $SECLAUNCH_KMS_CA */
+	SL_SH_KMS_PIN = 1u << 4,   /* --kms-pin PIN */
+	SL_SH_TCTI = 1u << 5,      /* --tcti T, else $SECLAUNCH_TCTI */
+	SL_SH_AUDIT_LOG = 1u << 6, /* --audit-log FILE, else $SECLAUNCH_AUDIT_LOG */
+	SL_SH_OUT = 1u << 7,       /* -o, --output FILE (--out is the same flag) */
+	SL_SH_FORCE = 1u << 8,     /* --force: replace an existing output file */
+	SL_SH_KMS_ALL = SL_SH_KMS | SL_SH_KMS_CA | SL_SH_KMS_PIN,
+};
+
+/* What the shared flags said (environment fallbacks applied). */
+struct sl_cli_shared {
+	const char *kms, *kms_ca, *kms_pin, *tcti, *audit_log, *out;
+	bool force;
+};
+
+/* One of a command's own options. key: a short option letter (listed in the
+ * spec's shortopts as well) or a value >= 256. deprecated_for: set on an old
+ * name kept as a hidden alias; it warns once and then acts as key. */
+struct sl_cli_opt {
+	const char *name;
+	int has_arg; /* no_argument / required_argument of getopt.h */
+	int key;
+	const char *deprecated_for;
+};
+
+struct sl_cli_spec {
+	const char *name;              /* "decrypt", "policy explain": names every message */
+	unsigned shared;               /* SL_SH_* it accepts */
+	const char *shortopts;         /* its own short options ("Wt:"), or NULL */
+	const struct sl_cli_opt *opts; /* its own long options, ended by {NULL}; or NULL */
+	void (*help)(FILE *f);         /* what --help prints */
+	/* Called for each of its own options; returns 0 or an exit code. */
+	int (*on_option)(void *ctx, int key, char *arg);
+	/* Called once with the operands; returns 0 or an exit code. NULL: none allowed. */
+	int (*on_args)(void *ctx, int argc, char **argv);
+};
+
+/* Parses argv[1..argc) for the command s. Returns -1 to go on, or the exit
+ * code to return now (0 after --help). Sets sl_cli_quiet and sl_cli_json. */
+int sl_cli_parse(const struct sl_cli_spec *s, void *ctx, struct sl_cli_shared *sh, int argc,
+                 char **argv);
+
+/* A command with sub-verbs (policy, audit, key, evidence): the verb table. */
+struct sl_cli_verb {
+	const char *name;
+	int (*fn)(const struct sl_cli_verb *v, int argc, char **argv); /* argv[0]: the verb */
+	const void *data;                                              /* the verb's own */
+};
+/* Finds argv[1] in verbs and runs it with argv + 1; "--help"/"-h"/none print
+ * help (the latter on stderr, exit 1); an unknown verb is a usage error. */
+int sl_cli_dispatch(const char *cmd, const struct sl_cli_verb *verbs, void (*help)(FILE *f),
+                    int argc, char **argv);
+
+/* Shared flags, set by sl_cli_parse. */
 extern bool sl_cli_quiet; /* -q */
 extern bool sl_cli_json;  /* --json */
 
-/* Prints "seclaunch CMD: error: <detail>" on stderr and returns rc's exit code. */
+/* Prints "seclaunch CMD: error: <detail>" on stderr (under --json: one
+ * {"error":{"code","exit","message"}} object on stdout instead) and returns
+ * rc's exit code. */
 int sl_cli_fail(const char *cmd, sl_err rc);
-/* Prints a usage error (and "try --help") and returns 1. */
+/* The same with the message and exit code given (run's failure path, whose
+ * exit code can be a signal's 128+n). */
+void sl_cli_report(const char *cmd, sl_err rc, int exit_code, const char *message);
+/* The same for a usage error (with "try --help"); returns 1. */
 int sl_cli_usage(const char *cmd, const char *fmt, ...) SL_PRINTF(2, 3);
+/* Prints j (compact, one line) on stdout; frees it. For --json results. */
+void sl_cli_print_json(json_t *j);
+/* "seclaunch CMD: warning: ..." on stderr, once per process for each text. */
+void sl_cli_warn_once(const char *cmd, const char *fmt, ...) SL_PRINTF(2, 3);
+/* SL_E_EXISTS naming path and --force when path exists and force is off. */
+SL_MUST_USE sl_err sl_cli_check_new(const char *path, bool force);
 /* libcurl and jansson wipe each heap block before freeing it (heap_wipe.c);
  * call first thing in main, before either library allocates. */
 SL_MUST_USE sl_err sl_heap_wipe_install(void);

@@ -1,6 +1,5 @@
 /* seclaunch attest: collect attestation evidence (TPM quote, SEV-SNP or TDX
  * report) into a JSON file that `seclaunch verify` and seclaunchd check. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,9 +9,10 @@
 #include "seclaunch/tpm2.h"
 #include "seclaunch/util.h"
 
-static void help(void)
+static void help(FILE *f)
 {
-	printf(
+	fprintf(
+	    f,
 	    "Usage: seclaunch attest [OPTIONS] -o EVIDENCE.json\n\n"
 	    "Collects attestation evidence bound to a nonce and writes it as JSON\n"
 	    "(docs/evidence.md).\n\n"
@@ -38,138 +38,178 @@ static void help(void)
 	    "                      tpm2_checkquote -m PREFIX.msg -s PREFIX.sig -f PREFIX.pcrs\n"
 	    "                      -u PREFIX.ak.pem -q NONCE\n"
 	    "  -o, --output FILE   where to write the evidence (required; '-' for stdout)\n"
-	    "  -q                  quiet\n"
+	    "  --force             replace an existing FILE (and --export-ak / "
+	    "--export-tpm2-tools\n"
+	    "                      files); without it an existing one is kept\n"
+	    "  --json              print {\"kind\", \"output\"} on stdout (not with -o -)\n"
+	    "  -q, --quiet         no warnings or summary\n"
 	    "  -h, --help          this text\n\n"
-	    "Exit codes: 0 ok, 1 usage, 2 input, 3 attestation, 7 TPM/device error.\n");
+	    "Exit codes (docs/exit-codes.md): 0 ok, 1 usage, 2 input (an output file\n"
+	    "exists), 3 attestation, 7 TPM/device error.\n");
 }
 
-int cmd_attest(int argc, char **argv)
-{
-	enum { O_TEE = 256, O_TCTI, O_NONCE, O_PCRS, O_AKALG, O_EVLOG, O_EXPAK, O_EXPTOOLS };
-	static const struct option opts[] = {
-	    {"tee", required_argument, NULL, O_TEE},
-	    {"tcti", required_argument, NULL, O_TCTI},
-	    {"nonce", required_argument, NULL, O_NONCE},
-	    {"pcrs", required_argument, NULL, O_PCRS},
-	    {"ak-alg", required_argument, NULL, O_AKALG},
-	    {"eventlog", required_argument, NULL, O_EVLOG},
-	    {"export-ak", required_argument, NULL, O_EXPAK},
-	    {"export-tpm2-tools", required_argument, NULL, O_EXPTOOLS},
-	    {"output", required_argument, NULL, 'o'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	const char *tee = "auto", *output = NULL, *nonce_hex = NULL, *tools = NULL;
-	sl_collect_opts co = {0};
-	sl_tpm2_alg alg;
-	uint8_t *nonce = NULL;
-	size_t nonce_len = 0;
-	json_t *ev = NULL;
-	char *text = NULL;
-	sl_err rc = SL_OK;
-	int c, ret = 1;
+enum { O_TEE = 256, O_NONCE, O_PCRS, O_AKALG, O_EVLOG, O_EXPAK, O_EXPTOOLS };
 
-	/* The TSS logs every failure it sees on stderr; our own message names
-	 * the failure (with the TPM's code), so its log stays off unless asked. */
-	setenv("TSS2_LOG", "all+NONE", 0);
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
-		switch (c) {
-		case O_TEE:
-			tee = optarg;
-			break;
-		case O_TCTI:
-			co.tcti = optarg;
-			break;
-		case O_NONCE:
-			nonce_hex = optarg;
-			break;
-		case O_PCRS:
-			co.pcrs = optarg;
-			break;
-		case O_AKALG:
-			if (sl_tpm2_alg_parse(optarg, &alg) != SL_OK)
-				return sl_cli_usage("attest", "--ak-alg: want rsa or ecc");
-			/* the tpm2 collector reads its key type from here */
-			setenv("SECLAUNCH_AK_ALG", optarg, 1);
-			break;
-		case O_EVLOG:
-			setenv("SECLAUNCH_EVENTLOG", optarg, 1);
-			break;
-		case O_EXPAK:
-			co.export_ak_pem = optarg;
-			break;
-		case O_EXPTOOLS:
-			tools = optarg;
-			break;
-		case 'o':
-			output = optarg;
-			break;
-		case 'q':
-			sl_cli_quiet = true;
-			break;
-		case 'h':
-			help();
-			return 0;
-		default:
-			return sl_cli_usage("attest", "unknown option");
-		}
+static const struct sl_cli_opt attest_opts[] = {
+    {"tee", required_argument, O_TEE, NULL},
+    {"nonce", required_argument, O_NONCE, NULL},
+    {"pcrs", required_argument, O_PCRS, NULL},
+    {"ak-alg", required_argument, O_AKALG, NULL},
+    {"eventlog", required_argument, O_EVLOG, NULL},
+    {"export-ak", required_argument, O_EXPAK, NULL},
+    {"export-tpm2-tools", required_argument, O_EXPTOOLS, NULL},
+    {NULL, 0, 0, NULL},
+};
+
+struct attest_ctx {
+	struct sl_cli_shared sh;
+	const char *tee, *nonce_hex, *tools, *ak_alg, *eventlog;
+	sl_collect_opts co;
+	uint8_t *nonce;
+};
+
+static int on_option(void *ctx, int key, char *arg)
+{
+	struct attest_ctx *a = ctx;
+	switch (key) {
+	case O_TEE:
+		a->tee = arg;
+		break;
+	case O_NONCE:
+		a->nonce_hex = arg;
+		break;
+	case O_PCRS:
+		a->co.pcrs = arg;
+		break;
+	case O_AKALG:
+		a->ak_alg = arg;
+		break;
+	case O_EVLOG:
+		a->eventlog = arg;
+		break;
+	case O_EXPAK:
+		a->co.export_ak_pem = arg;
+		break;
+	case O_EXPTOOLS:
+		a->tools = arg;
+		break;
+	default:
+		return sl_cli_usage("attest", "unknown option");
 	}
-	if (optind != argc)
-		return sl_cli_usage("attest", "unexpected argument '%s'", argv[optind]);
-	if (output == NULL)
+	return 0;
+}
+
+static const struct sl_cli_spec spec = {
+    .name = "attest",
+    .shared = SL_SH_QUIET | SL_SH_JSON | SL_SH_TCTI | SL_SH_OUT | SL_SH_FORCE,
+    .opts = attest_opts,
+    .help = help,
+    .on_option = on_option,
+};
+
+/* The files --export-tpm2-tools PREFIX writes. */
+static const char *const tools_ext[] = {".msg", ".sig", ".pcrs", ".ak.pem", ".ak.pub"};
+
+/* Everything that can be refused before the TPM is touched. */
+static int check(struct attest_ctx *a)
+{
+	sl_tpm2_alg alg;
+	size_t nonce_len = 0;
+	sl_err rc;
+
+	if (a->sh.out == NULL)
 		return sl_cli_usage("attest", "-o EVIDENCE.json is required");
-	if (nonce_hex != NULL) {
-		rc = sl_hex_decode_alloc(nonce_hex, 64, &nonce, &nonce_len, "--nonce");
-		if (rc != SL_OK || nonce_len == 0) {
-			free(nonce);
+	if (sl_cli_json && strcmp(a->sh.out, "-") == 0)
+		return sl_cli_usage("attest", "--json and -o - both want stdout");
+	if (a->ak_alg != NULL && sl_tpm2_alg_parse(a->ak_alg, &alg) != SL_OK)
+		return sl_cli_usage("attest", "--ak-alg: want rsa or ecc");
+	if (a->nonce_hex != NULL) {
+		rc = sl_hex_decode_alloc(a->nonce_hex, 64, &a->nonce, &nonce_len, "--nonce");
+		if (rc != SL_OK || nonce_len == 0)
 			return sl_cli_usage("attest", "--nonce: want 1..64 bytes of hex");
-		}
-		co.nonce = nonce;
-		co.nonce_len = nonce_len;
-	} else if (!sl_cli_quiet) {
-		fprintf(stderr,
-		        "seclaunch attest: warning: no --nonce; the evidence is not bound to "
-		        "a request and can be replayed\n");
+		a->co.nonce = a->nonce;
+		a->co.nonce_len = nonce_len;
 	}
-	rc = sl_evidence_collect(tee, &co, &ev);
-	if (rc != SL_OK)
-		goto out;
-	if (tools != NULL) {
-		const char *kind = json_string_value(json_object_get(ev, "kind"));
-		if (kind == NULL || strcmp(kind, "tpm2") != 0) {
-			rc = sl_err_set(SL_E_USAGE,
-			                "--export-tpm2-tools: the evidence is not a TPM quote");
-			goto out;
-		}
-		rc = sl_tpm2_tools_export(ev, tools);
-		if (rc != SL_OK)
-			goto out;
+	rc = sl_cli_check_new(a->sh.out, a->sh.force);
+	if (rc == SL_OK)
+		rc = sl_cli_check_new(a->co.export_ak_pem, a->sh.force);
+	for (size_t i = 0; rc == SL_OK && a->tools != NULL && i < 5; i++) {
+		char p[4096];
+		snprintf(p, sizeof(p), "%s%s", a->tools, tools_ext[i]);
+		rc = sl_cli_check_new(p, a->sh.force);
 	}
-	text = json_dumps(ev, JSON_INDENT(2) | JSON_SORT_KEYS);
-	if (text == NULL) {
-		rc = sl_err_set(SL_E_NOMEM, "evidence JSON");
-		goto out;
-	}
-	if (strcmp(output, "-") == 0) {
+	return rc == SL_OK ? 0 : sl_cli_fail("attest", rc);
+}
+
+static sl_err write_evidence(const struct attest_ctx *a, const json_t *ev)
+{
+	sl_err rc = SL_E_NOMEM;
+	char *text = json_dumps(ev, JSON_INDENT(2) | JSON_SORT_KEYS);
+	const char *kind = json_string_value(json_object_get(ev, "kind"));
+	SL_ENSURE(text != NULL, SL_E_NOMEM, "evidence JSON");
+	if (strcmp(a->sh.out, "-") == 0) {
 		printf("%s\n", text);
 	} else {
 		size_t n = strlen(text);
 		text[n] = '\n';
-		rc = sl_file_write_atomic(output, text, n + 1, 0644, true);
+		rc = sl_file_write_atomic(a->sh.out, text, n + 1, 0644, a->sh.force);
 		text[n] = '\0';
-		if (rc != SL_OK)
-			goto out;
-		if (!sl_cli_quiet)
-			fprintf(stderr, "seclaunch attest: %s evidence written to %s\n",
-			        json_string_value(json_object_get(ev, "kind")), output);
+		SL_GUARD(rc);
+		if (sl_cli_json)
+			sl_cli_print_json(
+			    json_pack("{s:s, s:s}", "kind", kind ? kind : "", "output", a->sh.out));
+		else if (!sl_cli_quiet)
+			fprintf(stderr, "seclaunch attest: %s evidence written to %s\n", kind,
+			        a->sh.out);
 	}
-	ret = 0;
+	rc = SL_OK;
 out:
 	free(text);
-	free(nonce);
+	return rc;
+}
+
+static int run(struct attest_ctx *a)
+{
+	json_t *ev = NULL;
+	sl_err rc;
+
+	/* The TSS logs every failure it sees on stderr; our own message names
+	 * the failure (with the TPM's code), so its log stays off unless asked. */
+	setenv("TSS2_LOG", "all+NONE", 0);
+	/* the tpm2 collector reads its key type and event log from here */
+	if (a->ak_alg != NULL)
+		setenv("SECLAUNCH_AK_ALG", a->ak_alg, 1);
+	if (a->eventlog != NULL)
+		setenv("SECLAUNCH_EVENTLOG", a->eventlog, 1);
+	a->co.tcti = a->sh.tcti;
+	if (a->nonce == NULL && !sl_cli_quiet && !sl_cli_json)
+		fprintf(stderr,
+		        "seclaunch attest: warning: no --nonce; the evidence is not bound to "
+		        "a request and can be replayed\n");
+	rc = sl_evidence_collect(a->tee, &a->co, &ev);
+	if (rc == SL_OK && a->tools != NULL) {
+		const char *kind = json_string_value(json_object_get(ev, "kind"));
+		if (kind == NULL || strcmp(kind, "tpm2") != 0)
+			rc = sl_err_set(SL_E_USAGE,
+			                "--export-tpm2-tools: the evidence is not a TPM quote");
+		else
+			rc = sl_tpm2_tools_export(ev, a->tools);
+	}
+	if (rc == SL_OK)
+		rc = write_evidence(a, ev);
 	json_decref(ev);
-	if (rc != SL_OK)
-		ret = sl_cli_fail("attest", rc);
+	return rc == SL_OK ? 0 : sl_cli_fail("attest", rc);
+}
+
+int cmd_attest(int argc, char **argv)
+{
+	struct attest_ctx a = {.tee = "auto"};
+	int ret = sl_cli_parse(&spec, &a, &a.sh, argc, argv);
+	if (ret >= 0)
+		return ret;
+	ret = check(&a);
+	if (ret == 0)
+		ret = run(&a);
+	free(a.nonce);
 	return ret;
 }

@@ -1,8 +1,9 @@
 /* seclaunch audit verify | export | keygen: the tamper-evident audit log. */
-#include <getopt.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "seclaunch/audit.h"
@@ -55,8 +56,10 @@ static void usage_audit(FILE *f)
 	        "                              files archived or deleted)\n"
 	        "  --with-rotated              add each LOG's rotated files before it\n"
 	        "  --audit-log FILE            the log (default $SECLAUNCH_AUDIT_LOG)\n"
-	        "  --json                      print the report as JSON on stdout\n"
-	        "  -q                          print nothing on success\n"
+	        "  --json                      print the report as JSON on stdout (a "
+	        "failure:\n"
+	        "                              one {\"error\": {...}} object)\n"
+	        "  -q, --quiet                 print nothing on success\n"
 	        "\n"
 	        "export: verifies first (as verify; --pubkey, --anchor, "
 	        "--allow-partial,\n"
@@ -72,7 +75,10 @@ static void usage_audit(FILE *f)
 	        "  --event E       only event E; 'kms.*' selects every event starting "
 	        "'kms.'\n"
 	        "  --no-verify     export without verifying (says so on stderr)\n"
-	        "  -o FILE         write to FILE (default stdout)\n"
+	        "  -o, --output F  write to F (default stdout); an existing F is kept "
+	        "unless\n"
+	        "                  --force\n"
+	        "  --json          with -o: a summary {\"records\", ...} on stdout\n"
 	        "\n"
 	        "append: appends one record per stdin line, a JSON object with the fields\n"
 	        "event (required), job_id, dataset_id, key_id, policy_digest, decision,\n"
@@ -87,61 +93,20 @@ static void usage_audit(FILE *f)
 	        "                         default 64 MiB)\n"
 	        "\n"
 	        "keygen: a new checkpoint key pair; the secret key file is mode 0600.\n"
-	        "  --secret-key F  --public-key F.pub\n");
+	        "  --secret-key F  --public-key F.pub  [--force: replace existing files]\n"
+	        "\n"
+	        "Every subcommand takes -h/--help, -q/--quiet and --json (results as JSON\n"
+	        "on stdout; a failure is one {\"error\": {\"code\", \"exit\", \"message\"}} "
+	        "object).\n"
+	        "Exit codes: docs/exit-codes.md.\n");
 }
-
-enum {
-	OPT_PUBKEY = 256,
-	OPT_CHAIN_ONLY,
-	OPT_FINAL,
-	OPT_ANCHOR,
-	OPT_PARTIAL,
-	OPT_ROTATED,
-	OPT_AUDIT_LOG,
-	OPT_JSON,
-	OPT_FORMAT,
-	OPT_SINCE,
-	OPT_UNTIL,
-	OPT_EVENT,
-	OPT_NO_VERIFY,
-	OPT_SECRET,
-	OPT_PUBLIC,
-	OPT_CKEY,
-	OPT_EVERY,
-	OPT_ACTOR,
-	OPT_ROTATE,
-};
-
-static const struct option long_opts[] = {
-    {"pubkey", required_argument, NULL, OPT_PUBKEY},
-    {"chain-only", no_argument, NULL, OPT_CHAIN_ONLY},
-    {"require-final-checkpoint", no_argument, NULL, OPT_FINAL},
-    {"anchor", required_argument, NULL, OPT_ANCHOR},
-    {"allow-partial", no_argument, NULL, OPT_PARTIAL},
-    {"with-rotated", no_argument, NULL, OPT_ROTATED},
-    {"audit-log", required_argument, NULL, OPT_AUDIT_LOG},
-    {"json", no_argument, NULL, OPT_JSON},
-    {"format", required_argument, NULL, OPT_FORMAT},
-    {"since", required_argument, NULL, OPT_SINCE},
-    {"until", required_argument, NULL, OPT_UNTIL},
-    {"event", required_argument, NULL, OPT_EVENT},
-    {"no-verify", no_argument, NULL, OPT_NO_VERIFY},
-    {"secret-key", required_argument, NULL, OPT_SECRET},
-    {"public-key", required_argument, NULL, OPT_PUBLIC},
-    {"checkpoint-key", required_argument, NULL, OPT_CKEY},
-    {"checkpoint-every", required_argument, NULL, OPT_EVERY},
-    {"actor", required_argument, NULL, OPT_ACTOR},
-    {"rotate-bytes", required_argument, NULL, OPT_ROTATE},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
 
 typedef struct args {
 	const char *sub;
 	sl_audit_verify_opts v;
 	sl_audit_export_opts e;
 	bool chain_only, rotated, no_verify;
-	const char *audit_log, *out_path, *secret, *public;
+	const char *out_path, *secret, *public;
 	const char *ckey, *actor;
 	unsigned every;
 	unsigned long long rotate;
@@ -149,6 +114,9 @@ typedef struct args {
 	const char *format;
 	char **logs;
 	size_t nlogs;
+	char **operands;
+	int noperands;
+	struct sl_cli_shared sh;
 } args;
 
 static void warn_cb(void *ctx, const char *file, size_t line, const char *msg)
@@ -166,7 +134,7 @@ static sl_err collect_logs(args *a, char **argv, int first, int argc)
 	size_t n = 0;
 
 	if (first == argc) {
-		const char *p = a->audit_log != NULL ? a->audit_log : getenv("SECLAUNCH_AUDIT_LOG");
+		const char *p = a->sh.audit_log;
 		SL_ENSURE(p != NULL && p[0] != '\0', SL_E_USAGE,
 		          "no log: give LOG, --audit-log FILE or set SECLAUNCH_AUDIT_LOG");
 		return sl_audit_files(p, &a->logs, &a->nlogs);
@@ -237,10 +205,22 @@ static int do_keygen(args *a)
 {
 	if (a->secret == NULL || a->public == NULL)
 		return sl_cli_usage("audit keygen", "need --secret-key F and --public-key F.pub");
-	sl_err rc = sl_audit_keygen(a->secret, a->public);
+	sl_err rc = sl_cli_check_new(a->secret, a->sh.force);
+	if (rc == SL_OK)
+		rc = sl_cli_check_new(a->public, a->sh.force);
+	/* the key files are made with O_EXCL: --force clears the way first */
+	if (rc == SL_OK && a->sh.force) {
+		(void)unlink(a->secret);
+		(void)unlink(a->public);
+	}
+	if (rc == SL_OK)
+		rc = sl_audit_keygen(a->secret, a->public);
 	if (rc != SL_OK)
 		return sl_cli_fail("audit keygen", rc);
-	if (!sl_cli_quiet)
+	if (sl_cli_json)
+		sl_cli_print_json(
+		    json_pack("{s:s, s:s}", "secret_key", a->secret, "public_key", a->public));
+	else if (!sl_cli_quiet)
 		printf("wrote %s (secret, 0600) and %s (public)\n", a->secret, a->public);
 	return 0;
 }
@@ -253,16 +233,8 @@ static int do_verify(args *a)
 		                    "--pubkey K is required (or --chain-only, which does not check "
 		                    "signatures)");
 	sl_err rc = sl_audit_verify((const char *const *)a->logs, a->nlogs, &a->v, &rep);
-	if (rc != SL_OK) {
-		if (sl_cli_json) {
-			json_t *o = json_pack("{s:b, s:s, s:s}", "valid", 0, "code",
-			                      sl_err_name(rc), "error", sl_err_detail());
-			json_dumpf(o, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
-			fputc('\n', stdout);
-			json_decref(o);
-		}
+	if (rc != SL_OK)
 		return sl_cli_fail("audit verify", rc);
-	}
 	if (!sl_cli_quiet || sl_cli_json)
 		print_report(a, &rep, stdout);
 	return 0;
@@ -339,7 +311,7 @@ static int do_append(args *a)
 	char *line = NULL;
 	size_t n = 0, lineno = 0;
 	sl_err rc;
-	const char *path = a->audit_log != NULL ? a->audit_log : getenv("SECLAUNCH_AUDIT_LOG");
+	const char *path = a->sh.audit_log;
 
 	if (path == NULL || path[0] == '\0')
 		return sl_cli_usage("audit append",
@@ -379,6 +351,9 @@ static int do_append(args *a)
 		rc = crc;
 	if (rc != SL_OK)
 		return sl_cli_fail("audit append", rc);
+	if (sl_cli_json)
+		sl_cli_print_json(
+		    json_pack("{s:s, s:I}", "audit_log", path, "appended", (json_int_t)lineno));
 	return 0;
 }
 
@@ -396,11 +371,14 @@ static int do_export(args *a)
 	a->e.verify = !a->no_verify;
 	a->e.verify_opts = a->v;
 	if (a->out_path != NULL) {
-		out = fopen(a->out_path, "wxe");
+		rc = sl_cli_check_new(a->out_path, a->sh.force);
+		if (rc != SL_OK)
+			return sl_cli_fail("audit export", rc);
+		out = fopen(a->out_path, a->sh.force ? "we" : "wxe");
 		if (out == NULL)
-			return sl_cli_fail(
-			    "audit export",
-			    sl_err_set(SL_E_IO, "%s: cannot create (exists?)", a->out_path));
+			return sl_cli_fail("audit export",
+			                   sl_err_set(SL_E_IO, "%s: cannot create: %s", a->out_path,
+			                              strerror(errno)));
 	}
 	rc = sl_audit_export((const char *const *)a->logs, a->nlogs, &a->e, out, &rep);
 	if (out != stdout && fclose(out) != 0 && rc == SL_OK)
@@ -414,7 +392,13 @@ static int do_export(args *a)
 			                   rc);
 		return sl_cli_fail("audit export", rc);
 	}
-	if (a->no_verify) {
+	if (sl_cli_json) {
+		if (a->no_verify)
+			sl_cli_print_json(
+			    json_pack("{s:s, s:b}", "output", a->out_path, "verified", 0));
+		else
+			print_report(a, &rep, stdout);
+	} else if (a->no_verify) {
 		fprintf(stderr, "seclaunch audit export: NOT verified (--no-verify)\n");
 	} else if (!sl_cli_quiet) {
 		fprintf(stderr, "seclaunch audit export: ");
@@ -426,137 +410,237 @@ static int do_export(args *a)
 	return 0;
 }
 
-int cmd_audit(int argc, char **argv)
-{
-	args a;
-	int c, ret = 1;
-	sl_err rc;
+/* ---- options -> checks -> run: one option table, a verb table -------- */
 
+enum {
+	OPT_PUBKEY = 256,
+	OPT_CHAIN_ONLY,
+	OPT_FINAL,
+	OPT_ANCHOR,
+	OPT_PARTIAL,
+	OPT_ROTATED,
+	OPT_FORMAT,
+	OPT_SINCE,
+	OPT_UNTIL,
+	OPT_EVENT,
+	OPT_NO_VERIFY,
+	OPT_SECRET,
+	OPT_PUBLIC,
+	OPT_CKEY,
+	OPT_EVERY,
+	OPT_ACTOR,
+	OPT_ROTATE,
+};
+
+/* What verify checks; export verifies the same way first. */
+#define VERIFY_OPTS                                                                                \
+	{"pubkey", required_argument, OPT_PUBKEY, NULL},                                           \
+	    {"chain-only", no_argument, OPT_CHAIN_ONLY, NULL},                                     \
+	    {"require-final-checkpoint", no_argument, OPT_FINAL, NULL},                            \
+	    {"anchor", required_argument, OPT_ANCHOR, NULL},                                       \
+	    {"allow-partial", no_argument, OPT_PARTIAL, NULL},                                     \
+	{                                                                                          \
+		"with-rotated", no_argument, OPT_ROTATED, NULL                                     \
+	}
+
+static const struct sl_cli_opt verify_opts[] = {VERIFY_OPTS, {NULL, 0, 0, NULL}};
+static const struct sl_cli_opt export_opts[] = {
+    VERIFY_OPTS,
+    {"format", required_argument, OPT_FORMAT, NULL},
+    {"since", required_argument, OPT_SINCE, NULL},
+    {"until", required_argument, OPT_UNTIL, NULL},
+    {"event", required_argument, OPT_EVENT, NULL},
+    {"no-verify", no_argument, OPT_NO_VERIFY, NULL},
+    {NULL, 0, 0, NULL},
+};
+static const struct sl_cli_opt append_opts[] = {
+    {"checkpoint-key", required_argument, OPT_CKEY, NULL},
+    {"checkpoint-every", required_argument, OPT_EVERY, NULL},
+    {"actor", required_argument, OPT_ACTOR, NULL},
+    {"rotate-bytes", required_argument, OPT_ROTATE, NULL},
+    {NULL, 0, 0, NULL},
+};
+static const struct sl_cli_opt keygen_opts[] = {
+    {"secret-key", required_argument, OPT_SECRET, NULL},
+    {"public-key", required_argument, OPT_PUBLIC, NULL},
+    {NULL, 0, 0, NULL},
+};
+
+static int parse_number(int key, const char *arg, args *a)
+{
+	char *end = NULL;
+	unsigned long long v = strtoull(arg, &end, 10);
+	if (end == arg || *end != '\0' || arg[0] == '-' ||
+	    (key == OPT_EVERY && (v == 0 || v > 1000000)))
+		return sl_cli_usage("audit", "%s: '%s' is not a valid number",
+		                    key == OPT_EVERY ? "--checkpoint-every" : "--rotate-bytes",
+		                    arg);
+	if (key == OPT_EVERY) {
+		a->every = (unsigned)v;
+	} else {
+		a->rotate = v;
+		a->has_rotate = true;
+	}
+	return 0;
+}
+
+static int on_option(void *ctx, int key, char *arg)
+{
+	args *a = ctx;
+	switch (key) {
+	case OPT_PUBKEY:
+		a->v.pubkey_path = arg;
+		break;
+	case OPT_CHAIN_ONLY:
+		a->chain_only = true;
+		break;
+	case OPT_FINAL:
+		a->v.require_final_checkpoint = true;
+		break;
+	case OPT_ANCHOR:
+		a->v.anchor_path = arg;
+		break;
+	case OPT_PARTIAL:
+		a->v.allow_partial = true;
+		break;
+	case OPT_ROTATED:
+		a->rotated = true;
+		break;
+	case OPT_FORMAT:
+		a->format = arg;
+		break;
+	case OPT_SINCE:
+	case OPT_UNTIL:
+		if (sl_audit_time_parse(arg, key == OPT_SINCE ? &a->e.since_ms : &a->e.until_ms,
+		                        key == OPT_SINCE ? "--since" : "--until") != SL_OK)
+			return sl_cli_usage("audit", "%s", sl_err_detail());
+		if (key == OPT_SINCE)
+			a->e.has_since = true;
+		else
+			a->e.has_until = true;
+		break;
+	case OPT_EVENT:
+		a->e.event = arg;
+		break;
+	case OPT_NO_VERIFY:
+		a->no_verify = true;
+		break;
+	case OPT_SECRET:
+		a->secret = arg;
+		break;
+	case OPT_PUBLIC:
+		a->public = arg;
+		break;
+	case OPT_CKEY:
+		a->ckey = arg;
+		break;
+	case OPT_ACTOR:
+		a->actor = arg;
+		break;
+	case OPT_EVERY:
+	case OPT_ROTATE:
+		return parse_number(key, arg, a);
+	default:
+		return sl_cli_usage("audit", "unknown option");
+	}
+	return 0;
+}
+
+static int on_args(void *ctx, int argc, char **argv)
+{
+	args *a = ctx;
+	a->operands = argv;
+	a->noperands = argc;
+	return 0;
+}
+
+/* verify and export read LOG files: the checks, then the file list. */
+static int with_logs(args *a, int (*fn)(args *a))
+{
+	int ret;
+	sl_err rc;
+	if (a->chain_only && a->v.pubkey_path != NULL)
+		return sl_cli_usage(a->sub, "--chain-only and --pubkey contradict each other");
+	rc = collect_logs(a, a->operands, 0, a->noperands);
+	if (rc != SL_OK)
+		ret = rc == SL_E_USAGE ? sl_cli_usage(a->sub, "%s", sl_err_detail())
+		                       : sl_cli_fail(a->sub, rc);
+	else
+		ret = fn(a);
+	for (size_t i = 0; i < a->nlogs; i++)
+		free(a->logs[i]);
+	free(a->logs);
+	return ret;
+}
+
+static int run_verify(args *a)
+{
+	return with_logs(a, do_verify);
+}
+
+static int run_export(args *a)
+{
+	a->out_path = a->sh.out;
+	if (sl_cli_json && a->out_path == NULL)
+		return sl_cli_usage(a->sub, "--json and the export both want stdout: give -o FILE");
+	return with_logs(a, do_export);
+}
+
+static int run_append(args *a)
+{
+	if (a->noperands != 0)
+		return sl_cli_usage(a->sub, "reads records from stdin; no arguments");
+	return do_append(a);
+}
+
+static int run_keygen(args *a)
+{
+	if (a->noperands != 0)
+		return sl_cli_usage(a->sub, "takes no arguments");
+	return do_keygen(a);
+}
+
+#define SH_RESULT (SL_SH_QUIET | SL_SH_JSON)
+
+static const struct audit_verb {
+	struct sl_cli_spec spec;
+	int (*run)(args *a);
+} audit_verbs[] = {
+    {{"audit verify", SH_RESULT | SL_SH_AUDIT_LOG, NULL, verify_opts, usage_audit, on_option,
+      on_args},
+     run_verify},
+    {{"audit export", SH_RESULT | SL_SH_AUDIT_LOG | SL_SH_OUT | SL_SH_FORCE, NULL, export_opts,
+      usage_audit, on_option, on_args},
+     run_export},
+    {{"audit append", SH_RESULT | SL_SH_AUDIT_LOG, NULL, append_opts, usage_audit, on_option,
+      on_args},
+     run_append},
+    {{"audit keygen", SH_RESULT | SL_SH_FORCE, NULL, keygen_opts, usage_audit, on_option, on_args},
+     run_keygen},
+};
+
+static int run_verb(const struct sl_cli_verb *verb, int argc, char **argv)
+{
+	const struct audit_verb *v = verb->data;
+	args a;
 	memset(&a, 0, sizeof(a));
 	a.v.warn = warn_cb;
-	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-		usage_audit(argc < 2 ? stderr : stdout);
-		return argc < 2 ? 1 : 0;
-	}
-	a.sub = argv[1];
-	if (strcmp(a.sub, "verify") != 0 && strcmp(a.sub, "export") != 0 &&
-	    strcmp(a.sub, "keygen") != 0 && strcmp(a.sub, "append") != 0)
-		return sl_cli_usage(
-		    "audit", "unknown subcommand '%s' (verify, export, append, keygen)", a.sub);
-	optind = 1;
-	while ((c = getopt_long(argc - 1, argv + 1, "hqo:", long_opts, NULL)) != -1) {
-		switch (c) {
-		case 'h':
-			usage_audit(stdout);
-			return 0;
-		case 'q':
-			sl_cli_quiet = true;
-			break;
-		case 'o':
-			a.out_path = optarg;
-			break;
-		case OPT_PUBKEY:
-			a.v.pubkey_path = optarg;
-			break;
-		case OPT_CHAIN_ONLY:
-			a.chain_only = true;
-			break;
-		case OPT_FINAL:
-			a.v.require_final_checkpoint = true;
-			break;
-		case OPT_ANCHOR:
-			a.v.anchor_path = optarg;
-			break;
-		case OPT_PARTIAL:
-			a.v.allow_partial = true;
-			break;
-		case OPT_ROTATED:
-			a.rotated = true;
-			break;
-		case OPT_AUDIT_LOG:
-			a.audit_log = optarg;
-			break;
-		case OPT_JSON:
-			sl_cli_json = true;
-			break;
-		case OPT_FORMAT:
-			a.format = optarg;
-			break;
-		case OPT_SINCE:
-		case OPT_UNTIL:
-			rc = sl_audit_time_parse(optarg,
-			                         c == OPT_SINCE ? &a.e.since_ms : &a.e.until_ms,
-			                         c == OPT_SINCE ? "--since" : "--until");
-			if (rc != SL_OK)
-				return sl_cli_usage("audit", "%s", sl_err_detail());
-			if (c == OPT_SINCE)
-				a.e.has_since = true;
-			else
-				a.e.has_until = true;
-			break;
-		case OPT_EVENT:
-			a.e.event = optarg;
-			break;
-		case OPT_NO_VERIFY:
-			a.no_verify = true;
-			break;
-		case OPT_SECRET:
-			a.secret = optarg;
-			break;
-		case OPT_PUBLIC:
-			a.public = optarg;
-			break;
-		case OPT_CKEY:
-			a.ckey = optarg;
-			break;
-		case OPT_ACTOR:
-			a.actor = optarg;
-			break;
-		case OPT_EVERY:
-		case OPT_ROTATE: {
-			char *end = NULL;
-			unsigned long long v = strtoull(optarg, &end, 10);
-			if (end == optarg || *end != '\0' || optarg[0] == '-' ||
-			    (c == OPT_EVERY && (v == 0 || v > 1000000)))
-				return sl_cli_usage("audit", "%s: '%s' is not a valid number",
-				                    c == OPT_EVERY ? "--checkpoint-every"
-				                                   : "--rotate-bytes",
-				                    optarg);
-			if (c == OPT_EVERY) {
-				a.every = (unsigned)v;
-			} else {
-				a.rotate = v;
-				a.has_rotate = true;
-			}
-			break;
-		}
-		default:
-			return sl_cli_usage("audit", "unknown option");
-		}
-	}
-	if (strcmp(a.sub, "keygen") == 0) {
-		if (optind + 1 != argc)
-			return sl_cli_usage("audit keygen", "takes no arguments");
-		return do_keygen(&a);
-	}
-	if (strcmp(a.sub, "append") == 0) {
-		if (optind + 1 != argc)
-			return sl_cli_usage("audit append",
-			                    "reads records from stdin; no arguments");
-		return do_append(&a);
-	}
-	if (a.chain_only && a.v.pubkey_path != NULL)
-		return sl_cli_usage("audit", "--chain-only and --pubkey contradict each other");
-	rc = collect_logs(&a, argv, optind + 1, argc);
-	if (rc != SL_OK) {
-		ret = rc == SL_E_USAGE ? sl_cli_usage("audit", "%s", sl_err_detail())
-		                       : sl_cli_fail("audit", rc);
-		goto out;
-	}
-	ret = strcmp(a.sub, "verify") == 0 ? do_verify(&a) : do_export(&a);
-out:
-	for (size_t i = 0; i < a.nlogs; i++)
-		free(a.logs[i]);
-	free(a.logs);
-	return ret;
+	a.sub = v->spec.name;
+	int ret = sl_cli_parse(&v->spec, &a, &a.sh, argc, argv);
+	if (ret >= 0)
+		return ret;
+	return v->run(&a);
+}
+
+static const struct sl_cli_verb verbs[] = {
+    {"verify", run_verb, &audit_verbs[0]},
+    {"export", run_verb, &audit_verbs[1]},
+    {"append", run_verb, &audit_verbs[2]},
+    {"keygen", run_verb, &audit_verbs[3]},
+    {NULL, NULL, NULL},
+};
+
+int cmd_audit(int argc, char **argv)
+{
+	return sl_cli_dispatch("audit", verbs, usage_audit, argc, argv);
 }

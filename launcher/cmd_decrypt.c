@@ -3,7 +3,6 @@
  * after the whole file authenticated. */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include "cli.h"
 #include "kms_cli.h"
 #include "progress.h"
+#include "region_id.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/sld.h"
 #include "seclaunch/util.h"
@@ -20,8 +20,8 @@
 static void usage_decrypt(FILE *f)
 {
 	fprintf(f,
-	        "Usage: seclaunch decrypt (--key-file F | --kms URL [--kms-ca FILE])\n"
-	        "                         [--threads N] [--force] [-q] IN.sld -o OUT\n"
+	        "Usage: seclaunch decrypt (--key-file F | --kms URL [KMS options])\n"
+	        "                         [--threads N] [--force] [--json] [-q] IN.sld -o OUT\n"
 	        "\n"
 	        "Decrypts the SLD v1 file IN.sld. Every chunk is authenticated before "
 	        "any of\n"
@@ -37,36 +37,42 @@ static void usage_decrypt(FILE *f)
 	        "  --key-file F     the %d-byte data key (mode 0600; group- or "
 	        "world-readable\n"
 	        "                   files are refused)\n"
-	        "  --kms URL        obtain the data key from the KMS named in the "
-	        "header\n"
-	        "  --kms-ca FILE    CA bundle for the KMS's TLS certificate\n"
+	        "  --kms URL        obtain the data key from the KMS: this machine attests\n"
+	        "                   (TPM quote or SEV-SNP/TDX report bound to the KMS's\n"
+	        "                   nonce) and the KMS releases the key under its policy\n"
 	        "  --threads N      worker threads (default: online CPUs)\n"
 	        "  -o, --output OUT where to write the plaintext ('-' for stdout; "
 	        "required)\n"
 	        "  --force          replace an existing OUT\n"
+	        "  --json           print {\"input\", \"output\", \"dataset_id\", "
+	        "\"bytes\"} on stdout\n"
+	        "                   (not with -o -)\n"
 	        "  -q, --quiet      no progress line\n"
 	        "  -h, --help       this text\n"
-	        "\n"
-	        "Exit codes: 0 ok, 1 usage, 2 not an SLD file, unsupported version, "
-	        "unreadable\n"
-	        "input or key file, output exists; 6 integrity failure: wrong key, "
-	        "altered\n"
-	        "header, a chunk that fails authentication, truncation or extra bytes "
-	        "(the\n"
-	        "message names the chunk or header field); 7 system error.\n",
+	        "KMS options (with --kms):\n"
+	        "  --kms-ca FILE    CA bundle for the KMS's TLS certificate (default\n"
+	        "                   $SECLAUNCH_KMS_CA, else the system store)\n"
+	        "  --kms-pin PIN    pinned KMS public key: sha256//BASE64 or a key file\n"
+	        "  --tcti T         TPM to quote with (default $SECLAUNCH_TCTI, else\n"
+	        "                   device:/dev/tpmrm0)\n" SL_REGION_ID_HELP "\n"
+	        "Exit codes (docs/exit-codes.md): 0 ok, 1 usage, 2 not an SLD file, "
+	        "unsupported\n"
+	        "version, unreadable input or key file, output exists; 3 the KMS did not\n"
+	        "accept this machine's attestation; 4 the KMS's policy denied the key; 5 KMS\n"
+	        "unreachable or refused; 6 integrity failure: wrong key, altered header, a\n"
+	        "chunk that fails authentication, truncation or extra bytes (the message\n"
+	        "names the chunk or header field); 7 system error.\n",
 	        SL_SLD_DEK_LEN);
 }
 
-enum { OPT_KEY_FILE = 256, OPT_KMS, OPT_KMS_CA, OPT_THREADS, OPT_FORCE };
+enum { OPT_KEY_FILE = 256, OPT_THREADS };
 
 struct decrypt_opts {
 	const char *key_file;
-	const char *kms;
-	const char *kms_ca;
 	const char *in;
-	const char *out;
-	bool force;
 	unsigned threads;
+	struct sl_region_id rid;
+	struct sl_cli_shared sh;
 };
 
 /* Obtains the data key for the file whose header is h. Returns an exit
@@ -75,8 +81,12 @@ static int obtain_key(const struct decrypt_opts *o, const sl_sld_header *h, sl_s
 {
 	sl_err rc;
 
-	if (o->kms != NULL) {
-		rc = sl_kms_cli_release_dek(o->kms, o->kms_ca, h, dek);
+	if (o->sh.kms != NULL) {
+		sl_kms_opts ko = {
+		    .url = o->sh.kms, .ca_file = o->sh.kms_ca, .pinned_pubkey = o->sh.kms_pin};
+		/* the TSS's own log lines would bury the one line that names the cause */
+		setenv("TSS2_LOG", "all+NONE", 0);
+		rc = sl_kms_cli_release_dek(&ko, o->sh.tcti, &o->rid, h, dek);
 		return rc == SL_OK ? 0 : sl_cli_fail("decrypt", rc);
 	}
 	rc = sl_secret_read_file(o->key_file, 4096, dek);
@@ -91,69 +101,72 @@ static int obtain_key(const struct decrypt_opts *o, const sl_sld_header *h, sl_s
 	return 0;
 }
 
-static int parse(int argc, char **argv, struct decrypt_opts *o)
+static const struct sl_cli_opt decrypt_opts_table[] = {
+    {"key-file", required_argument, OPT_KEY_FILE, NULL},
+    {"threads", required_argument, OPT_THREADS, NULL},
+    SL_REGION_ID_OPTS,
+    {NULL, 0, 0, NULL},
+};
+
+static int on_option(void *ctx, int key, char *arg)
 {
-	static const struct option opts[] = {
-	    {"key-file", required_argument, NULL, OPT_KEY_FILE},
-	    {"kms", required_argument, NULL, OPT_KMS},
-	    {"kms-ca", required_argument, NULL, OPT_KMS_CA},
-	    {"threads", required_argument, NULL, OPT_THREADS},
-	    {"output", required_argument, NULL, 'o'},
-	    {"force", no_argument, NULL, OPT_FORCE},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	int c;
+	struct decrypt_opts *o = ctx;
 	char *end;
 	long v;
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
-		switch (c) {
-		case OPT_KEY_FILE:
-			o->key_file = optarg;
-			break;
-		case OPT_KMS:
-			o->kms = optarg;
-			break;
-		case OPT_KMS_CA:
-			o->kms_ca = optarg;
-			break;
-		case OPT_THREADS:
-			errno = 0;
-			v = strtol(optarg, &end, 10);
-			if (errno != 0 || end == optarg || *end != '\0' || v < 1 ||
-			    v > SL_SLD_THREADS_MAX)
-				return sl_cli_usage("decrypt", "--threads %s: must be 1..%d",
-				                    optarg, SL_SLD_THREADS_MAX);
-			o->threads = (unsigned)v;
-			break;
-		case 'o':
-			o->out = optarg;
-			break;
-		case OPT_FORCE:
-			o->force = true;
-			break;
-		case 'q':
-			sl_cli_quiet = true;
-			break;
-		case 'h':
-			usage_decrypt(stdout);
-			return -1;
-		default:
-			return sl_cli_usage("decrypt", "unknown option");
-		}
+	if (sl_region_id_option(&o->rid, key, arg))
+		return 0;
+	switch (key) {
+	case OPT_KEY_FILE:
+		o->key_file = arg;
+		return 0;
+	case OPT_THREADS:
+		errno = 0;
+		v = strtol(arg, &end, 10);
+		if (errno != 0 || end == arg || *end != '\0' || v < 1 || v > SL_SLD_THREADS_MAX)
+			return sl_cli_usage("decrypt", "--threads %s: must be 1..%d", arg,
+			                    SL_SLD_THREADS_MAX);
+		o->threads = (unsigned)v;
+		return 0;
+	default:
+		return sl_cli_usage("decrypt", "unknown option");
 	}
-	if (argc - optind != 1)
-		return sl_cli_usage("decrypt", argc == optind ? "the input file IN.sld is required"
-		                                              : "exactly one input file expected");
-	o->in = argv[optind];
-	if ((o->key_file == NULL) == (o->kms == NULL))
-		return sl_cli_usage("decrypt", "give exactly one of --key-file F and --kms URL");
-	if (o->out == NULL)
-		return sl_cli_usage("decrypt", "-o OUT is required ('-o -' for stdout)");
+}
+
+static int on_args(void *ctx, int argc, char **argv)
+{
+	struct decrypt_opts *o = ctx;
+	if (argc != 1)
+		return sl_cli_usage("decrypt", argc == 0 ? "the input file IN.sld is required"
+		                                         : "exactly one input file expected");
+	o->in = argv[0];
 	return 0;
+}
+
+static const struct sl_cli_spec spec = {
+    .name = "decrypt",
+    .shared = SL_SH_QUIET | SL_SH_JSON | SL_SH_KMS_ALL | SL_SH_TCTI | SL_SH_OUT | SL_SH_FORCE,
+    .opts = decrypt_opts_table,
+    .help = usage_decrypt,
+    .on_option = on_option,
+    .on_args = on_args,
+};
+
+/* The checks that need no file: the options agree with each other. */
+static int check(struct decrypt_opts *o)
+{
+	bool kms = o->sh.kms != NULL;
+	if ((o->key_file == NULL) == !kms)
+		return sl_cli_usage("decrypt", "give exactly one of --key-file F and --kms URL");
+	if (!kms && (o->rid.cloud_identity != NULL || o->rid.region != NULL ||
+	             o->rid.gcp_jwks != NULL || o->rid.aws_trust != NULL))
+		return sl_cli_usage("decrypt", "--cloud-identity, --region, --gcp-jwks and "
+		                               "--aws-trust go with --kms");
+	if (o->sh.out == NULL)
+		return sl_cli_usage("decrypt", "-o OUT is required ('-o -' for stdout)");
+	if (sl_cli_json && strcmp(o->sh.out, "-") == 0)
+		return sl_cli_usage("decrypt", "--json and -o - both want stdout");
+	return sl_region_id_check(&o->rid, "decrypt");
 }
 
 struct fd_sink {
@@ -168,9 +181,22 @@ static sl_err write_sink(void *ctx, uint64_t i, const uint8_t *plain, size_t len
 	return sl_write_all(s->fd, plain, len, s->name);
 }
 
+static int run(struct decrypt_opts *o);
+
 int cmd_decrypt(int argc, char **argv)
 {
 	struct decrypt_opts o = {0};
+	int ret = sl_cli_parse(&spec, &o, &o.sh, argc, argv);
+	if (ret >= 0)
+		return ret;
+	ret = check(&o);
+	return ret != 0 ? ret : run(&o);
+}
+
+static int run(struct decrypt_opts *op)
+{
+	struct decrypt_opts o = *op;
+	const char *out_path = o.sh.out;
 	sl_sld_header *h = NULL;
 	sl_sld_reader *r = NULL;
 	sl_secret *dek = NULL;
@@ -181,13 +207,10 @@ int cmd_decrypt(int argc, char **argv)
 	struct stat st;
 	sl_err rc;
 
-	ret = parse(argc, argv, &o);
-	if (ret != 0)
-		return ret < 0 ? 0 : ret;
-	bool to_stdout = strcmp(o.out, "-") == 0;
+	bool to_stdout = strcmp(out_path, "-") == 0;
 	/* a device or FIFO (/dev/null, a named pipe) is a stream, as stdout */
 	bool to_stream =
-	    !to_stdout && stat(o.out, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
+	    !to_stdout && stat(out_path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
 	if (to_stdout && isatty(STDOUT_FILENO))
 		return sl_cli_usage("decrypt", "refusing to write plaintext to a terminal; use -o "
 		                               "FILE or a pipe");
@@ -201,18 +224,18 @@ int cmd_decrypt(int argc, char **argv)
 	if (rc != SL_OK)
 		goto fail;
 	if (to_stream) {
-		out_fd = open(o.out, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+		out_fd = open(out_path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
 		if (out_fd < 0) {
-			rc = sl_err_set(SL_E_IO, "%s: cannot open: %s", o.out, strerror(errno));
+			rc = sl_err_set(SL_E_IO, "%s: cannot open: %s", out_path, strerror(errno));
 			goto fail;
 		}
 		if (isatty(out_fd)) {
-			ret = sl_cli_usage("decrypt",
-			                   "refusing to write plaintext to a terminal (%s)", o.out);
+			ret = sl_cli_usage(
+			    "decrypt", "refusing to write plaintext to a terminal (%s)", out_path);
 			goto done;
 		}
 	} else if (!to_stdout) {
-		rc = sl_sld_outfile_open(o.out, o.force, &of);
+		rc = sl_sld_outfile_open(out_path, o.sh.force, &of);
 		if (rc != SL_OK)
 			goto fail;
 	}
@@ -223,7 +246,7 @@ int cmd_decrypt(int argc, char **argv)
 	if (rc != SL_OK)
 		goto fail;
 	sink.fd = of != NULL ? sl_sld_outfile_fd(of) : to_stream ? out_fd : STDOUT_FILENO;
-	sink.name = to_stdout ? "stdout" : o.out;
+	sink.name = to_stdout ? "stdout" : out_path;
 	sl_progress_init(&prog, "decrypt");
 	rc = sl_sld_decrypt(r, o.threads, write_sink, &sink, sl_progress_update, &prog);
 	sl_progress_end(&prog);
@@ -231,6 +254,10 @@ int cmd_decrypt(int argc, char **argv)
 		rc = sl_sld_outfile_commit(of);
 	if (rc != SL_OK)
 		goto fail;
+	if (sl_cli_json)
+		sl_cli_print_json(json_pack("{s:s, s:s, s:s, s:I}", "input", o.in, "output",
+		                            out_path, "dataset_id", sl_sld_header_dataset_id(h),
+		                            "bytes", (json_int_t)sl_sld_header_plaintext_len(h)));
 	ret = 0;
 	goto done;
 fail:

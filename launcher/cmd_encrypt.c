@@ -1,7 +1,6 @@
 /* seclaunch encrypt: a plaintext file into an SLD v1 dataset file. */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,10 +33,14 @@ static void usage_encrypt(FILE *f)
 	        "refused)\n"
 	        "  --kms URL             have the KMS wrap a fresh data key (with "
 	        "--key-id,\n"
-	        "                        --admin-token-file, --kms-ca)\n"
+	        "                        --admin-token-file, --kms-ca, --kms-pin)\n"
 	        "  --key-id ID           the KMS key that wraps the data key\n"
 	        "  --admin-token-file F  the KMS admin token (mode 0600)\n"
-	        "  --kms-ca FILE         CA bundle for the KMS's TLS certificate\n"
+	        "  --kms-ca FILE         CA bundle for the KMS's TLS certificate "
+	        "(default\n"
+	        "                        $SECLAUNCH_KMS_CA, else the system store)\n"
+	        "  --kms-pin PIN         pinned KMS public key: sha256//BASE64 or a key "
+	        "file\n"
 	        "  --dataset-id D        the dataset's id (UTF-8, 1..255 bytes; "
 	        "required)\n"
 	        "  --chunk-size N        bytes per chunk: a power of two from 64K to "
@@ -50,37 +53,37 @@ static void usage_encrypt(FILE *f)
 	        "  -o, --output OUT.sld  the output file ('-' for stdout, never a "
 	        "terminal)\n"
 	        "  --force               replace an existing OUT.sld\n"
+	        "  --json                print {\"input\", \"output\", \"bytes\", "
+	        "\"dataset_id\"}\n"
+	        "                        on stdout (not with -o -)\n"
 	        "  -q, --quiet           no progress line, no summary\n"
 	        "  -h, --help            this text\n"
 	        "\n"
-	        "Exit codes: 0 ok, 1 usage, 2 input error (unreadable IN or key file, "
+	        "Exit codes (docs/exit-codes.md): 0 ok, 1 usage, 2 input error (unreadable IN or "
+	        "key file, "
 	        "unsafe\n"
-	        "key file permissions, output exists), 7 system error.\n",
+	        "key file permissions, output exists), 5 KMS unreachable or refused, 7 "
+	        "system\n"
+	        "error.\n",
 	        SL_SLD_DEK_LEN);
 }
 
 enum {
 	OPT_KEY_FILE = 256,
-	OPT_KMS,
 	OPT_KEY_ID,
 	OPT_ADMIN_TOKEN_FILE,
-	OPT_KMS_CA,
 	OPT_DATASET_ID,
 	OPT_CHUNK_SIZE,
 	OPT_AEAD,
 	OPT_THREADS,
-	OPT_FORCE,
 };
 
 struct encrypt_opts {
 	const char *key_file;
-	const char *kms;
 	const char *key_id;
 	const char *admin_token_file;
-	const char *kms_ca;
 	const char *in;
-	const char *out;
-	bool force;
+	struct sl_cli_shared sh;
 	sl_sld_encrypt_params p;
 };
 
@@ -125,16 +128,17 @@ static int obtain_key(struct encrypt_opts *o, sl_secret **dek)
 {
 	sl_err rc;
 
-	if (o->kms != NULL) {
+	if (o->sh.kms != NULL) {
 		/* wrapped lives until the header is written (after this returns) */
 		static uint8_t wrapped[SL_KMS_WRAPPED_DEK_LEN];
-		if (o->key_id == NULL)
-			return sl_cli_usage("encrypt", "--kms needs --key-id ID");
-		rc = sl_kms_cli_new_dek(o->kms, o->kms_ca, o->admin_token_file, o->key_id,
-		                        o->p.dataset_id, dek, wrapped);
+		sl_kms_opts ko = {.url = o->sh.kms,
+		                  .ca_file = o->sh.kms_ca,
+		                  .pinned_pubkey = o->sh.kms_pin,
+		                  .admin_token_file = o->admin_token_file};
+		rc = sl_kms_cli_new_dek(&ko, o->key_id, o->p.dataset_id, dek, wrapped);
 		if (rc != SL_OK)
 			return sl_cli_fail("encrypt", rc);
-		o->p.kms_url = o->kms;
+		o->p.kms_url = o->sh.kms;
 		o->p.key_id = o->key_id;
 		o->p.wrapped_dek = wrapped;
 		o->p.wrapped_dek_len = sizeof(wrapped);
@@ -158,101 +162,109 @@ static int obtain_key(struct encrypt_opts *o, sl_secret **dek)
 	return 0;
 }
 
-static int parse(int argc, char **argv, struct encrypt_opts *o)
+static const struct sl_cli_opt encrypt_opts_table[] = {
+    {"key-file", required_argument, OPT_KEY_FILE, NULL},
+    {"key-id", required_argument, OPT_KEY_ID, NULL},
+    {"admin-token-file", required_argument, OPT_ADMIN_TOKEN_FILE, NULL},
+    {"dataset-id", required_argument, OPT_DATASET_ID, NULL},
+    {"chunk-size", required_argument, OPT_CHUNK_SIZE, NULL},
+    {"aead", required_argument, OPT_AEAD, NULL},
+    {"threads", required_argument, OPT_THREADS, NULL},
+    {NULL, 0, 0, NULL},
+};
+
+static int on_option(void *ctx, int key, char *arg)
 {
-	static const struct option opts[] = {
-	    {"key-file", required_argument, NULL, OPT_KEY_FILE},
-	    {"kms", required_argument, NULL, OPT_KMS},
-	    {"key-id", required_argument, NULL, OPT_KEY_ID},
-	    {"admin-token-file", required_argument, NULL, OPT_ADMIN_TOKEN_FILE},
-	    {"kms-ca", required_argument, NULL, OPT_KMS_CA},
-	    {"dataset-id", required_argument, NULL, OPT_DATASET_ID},
-	    {"chunk-size", required_argument, NULL, OPT_CHUNK_SIZE},
-	    {"aead", required_argument, NULL, OPT_AEAD},
-	    {"threads", required_argument, NULL, OPT_THREADS},
-	    {"output", required_argument, NULL, 'o'},
-	    {"force", no_argument, NULL, OPT_FORCE},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	int c;
+	struct encrypt_opts *o = ctx;
 	uint64_t cs;
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
-		switch (c) {
-		case OPT_KEY_FILE:
-			o->key_file = optarg;
-			break;
-		case OPT_KMS:
-			o->kms = optarg;
-			break;
-		case OPT_KEY_ID:
-			o->key_id = optarg;
-			break;
-		case OPT_ADMIN_TOKEN_FILE:
-			o->admin_token_file = optarg;
-			break;
-		case OPT_KMS_CA:
-			o->kms_ca = optarg;
-			break;
-		case OPT_DATASET_ID:
-			o->p.dataset_id = optarg;
-			break;
-		case OPT_CHUNK_SIZE:
-			cs = parse_size(optarg);
-			if (cs < SL_SLD_CHUNK_MIN || cs > SL_SLD_CHUNK_MAX || (cs & (cs - 1)) != 0)
-				return sl_cli_usage(
-				    "encrypt",
-				    "--chunk-size %s: must be a power of two from 64K "
-				    "to 64M (e.g. 4M, 65536)",
-				    optarg);
-			o->p.chunk_size = (uint32_t)cs;
-			break;
-		case OPT_AEAD:
-			if (sl_aead_from_name(optarg, &o->p.aead) != SL_OK)
-				return sl_cli_usage("encrypt", "--aead: %s", sl_err_detail());
-			break;
-		case OPT_THREADS:
-			if (parse_threads(optarg, &o->p.threads) != 0)
-				return sl_cli_usage("encrypt", "--threads %s: must be 1..%d",
-				                    optarg, SL_SLD_THREADS_MAX);
-			break;
-		case 'o':
-			o->out = optarg;
-			break;
-		case OPT_FORCE:
-			o->force = true;
-			break;
-		case 'q':
-			sl_cli_quiet = true;
-			break;
-		case 'h':
-			usage_encrypt(stdout);
-			return -1;
-		default:
-			return sl_cli_usage("encrypt", "unknown option");
-		}
+	switch (key) {
+	case OPT_KEY_FILE:
+		o->key_file = arg;
+		return 0;
+	case OPT_KEY_ID:
+		o->key_id = arg;
+		return 0;
+	case OPT_ADMIN_TOKEN_FILE:
+		o->admin_token_file = arg;
+		return 0;
+	case OPT_DATASET_ID:
+		o->p.dataset_id = arg;
+		return 0;
+	case OPT_CHUNK_SIZE:
+		cs = parse_size(arg);
+		if (cs < SL_SLD_CHUNK_MIN || cs > SL_SLD_CHUNK_MAX || (cs & (cs - 1)) != 0)
+			return sl_cli_usage("encrypt",
+			                    "--chunk-size %s: must be a power of two from 64K "
+			                    "to 64M (e.g. 4M, 65536)",
+			                    arg);
+		o->p.chunk_size = (uint32_t)cs;
+		return 0;
+	case OPT_AEAD:
+		if (sl_aead_from_name(arg, &o->p.aead) != SL_OK)
+			return sl_cli_usage("encrypt", "--aead: %s", sl_err_detail());
+		return 0;
+	case OPT_THREADS:
+		if (parse_threads(arg, &o->p.threads) != 0)
+			return sl_cli_usage("encrypt", "--threads %s: must be 1..%d", arg,
+			                    SL_SLD_THREADS_MAX);
+		return 0;
+	default:
+		return sl_cli_usage("encrypt", "unknown option");
 	}
-	if (argc - optind != 1)
-		return sl_cli_usage("encrypt", argc == optind ? "the input file IN is required"
-		                                              : "exactly one input file expected");
-	o->in = argv[optind];
-	if ((o->key_file == NULL) == (o->kms == NULL))
-		return sl_cli_usage("encrypt", "give exactly one of --key-file F and --kms URL");
-	if (o->kms == NULL && (o->key_id != NULL || o->admin_token_file != NULL))
-		return sl_cli_usage("encrypt", "--key-id and --admin-token-file go with --kms");
-	if (o->p.dataset_id == NULL)
-		return sl_cli_usage("encrypt", "--dataset-id D is required");
-	if (o->out == NULL)
-		return sl_cli_usage("encrypt", "-o OUT.sld is required");
+}
+
+static int on_args(void *ctx, int argc, char **argv)
+{
+	struct encrypt_opts *o = ctx;
+	if (argc != 1)
+		return sl_cli_usage("encrypt", argc == 0 ? "the input file IN is required"
+		                                         : "exactly one input file expected");
+	o->in = argv[0];
 	return 0;
 }
+
+static const struct sl_cli_spec spec = {
+    .name = "encrypt",
+    .shared = SL_SH_QUIET | SL_SH_JSON | SL_SH_KMS_ALL | SL_SH_OUT | SL_SH_FORCE,
+    .opts = encrypt_opts_table,
+    .help = usage_encrypt,
+    .on_option = on_option,
+    .on_args = on_args,
+};
+
+static int check(const struct encrypt_opts *o)
+{
+	if ((o->key_file == NULL) == (o->sh.kms == NULL))
+		return sl_cli_usage("encrypt", "give exactly one of --key-file F and --kms URL");
+	if (o->sh.kms == NULL && (o->key_id != NULL || o->admin_token_file != NULL))
+		return sl_cli_usage("encrypt", "--key-id and --admin-token-file go with --kms");
+	if (o->sh.kms != NULL && o->key_id == NULL)
+		return sl_cli_usage("encrypt", "--kms needs --key-id ID");
+	if (o->p.dataset_id == NULL)
+		return sl_cli_usage("encrypt", "--dataset-id D is required");
+	if (o->sh.out == NULL)
+		return sl_cli_usage("encrypt", "-o OUT.sld is required");
+	if (sl_cli_json && strcmp(o->sh.out, "-") == 0)
+		return sl_cli_usage("encrypt", "--json and -o - both want stdout");
+	return 0;
+}
+
+static int run(struct encrypt_opts *o);
 
 int cmd_encrypt(int argc, char **argv)
 {
 	struct encrypt_opts o = {0};
+	int ret = sl_cli_parse(&spec, &o, &o.sh, argc, argv);
+	if (ret >= 0)
+		return ret;
+	ret = check(&o);
+	return ret != 0 ? ret : run(&o);
+}
+
+static int run(struct encrypt_opts *op)
+{
+	struct encrypt_opts o = *op;
 	sl_secret *dek = NULL;
 	sl_sld_outfile *of = NULL;
 	struct sl_progress prog;
@@ -260,9 +272,6 @@ int cmd_encrypt(int argc, char **argv)
 	int in = -1, out_fd, ret;
 	sl_err rc;
 
-	ret = parse(argc, argv, &o);
-	if (ret != 0)
-		return ret < 0 ? 0 : ret;
 	in = open(o.in, O_RDONLY | O_CLOEXEC);
 	if (in < 0) {
 		rc = sl_err_set(SL_E_IO, "%s: cannot open: %s", o.in, strerror(errno));
@@ -273,7 +282,7 @@ int cmd_encrypt(int argc, char **argv)
 		                "%s: not a regular file (its size goes into the header)", o.in);
 		goto fail;
 	}
-	if (strcmp(o.out, "-") == 0) {
+	if (strcmp(o.sh.out, "-") == 0) {
 		if (isatty(STDOUT_FILENO)) {
 			close(in);
 			return sl_cli_usage("encrypt",
@@ -281,7 +290,7 @@ int cmd_encrypt(int argc, char **argv)
 		}
 		out_fd = STDOUT_FILENO;
 	} else {
-		rc = sl_sld_outfile_open(o.out, o.force, &of);
+		rc = sl_sld_outfile_open(o.sh.out, o.sh.force, &of);
 		if (rc != SL_OK)
 			goto fail;
 		out_fd = sl_sld_outfile_fd(of);
@@ -298,9 +307,13 @@ int cmd_encrypt(int argc, char **argv)
 		rc = sl_sld_outfile_commit(of);
 	if (rc != SL_OK)
 		goto fail;
-	if (!sl_cli_quiet)
+	if (sl_cli_json)
+		sl_cli_print_json(json_pack("{s:s, s:s, s:I, s:s}", "input", o.in, "output",
+		                            o.sh.out, "bytes", (json_int_t)st.st_size, "dataset_id",
+		                            o.p.dataset_id));
+	else if (!sl_cli_quiet)
 		fprintf(stderr, "seclaunch encrypt: %s -> %s (%lld bytes, dataset '%s')\n", o.in,
-		        o.out, (long long)st.st_size, o.p.dataset_id);
+		        o.sh.out, (long long)st.st_size, o.p.dataset_id);
 	ret = 0;
 	goto done;
 fail:

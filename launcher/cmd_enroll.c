@@ -1,7 +1,6 @@
 /* seclaunch enroll --kms URL [--tcti T] [--kms-ca F] [--kms-pin P]:
  * enrolls this machine's TPM attestation key with seclaunchd by credential
  * activation (docs/protocol.md, "Enrollment"). Once per machine. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -23,67 +22,37 @@ static void usage(FILE *f)
 	        "                    (default $SECLAUNCH_KMS_CA, else the system store)\n"
 	        "  --kms-pin PIN     pinned KMS public key: sha256//BASE64 or a key file\n"
 	        "  --json            print {\"ak_name\": ...}\n"
-	        "  -q                print nothing on success\n\n"
-	        "Exit codes: 0 enrolled, 1 usage, 5 KMS unreachable or refused, 7 TPM error.\n");
+	        "  -q, --quiet       print nothing on success\n\n"
+	        "Exit codes (docs/exit-codes.md): 0 enrolled, 1 usage, 5 KMS unreachable or\n"
+	        "refused, 7 TPM error.\n");
 }
+
+static const struct sl_cli_spec spec = {
+    .name = "enroll",
+    .shared = SL_SH_QUIET | SL_SH_JSON | SL_SH_KMS_ALL | SL_SH_TCTI,
+    .help = usage,
+};
 
 int cmd_enroll(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"kms", required_argument, NULL, 'k'},
-	    {"tcti", required_argument, NULL, 't'},
-	    {"kms-ca", required_argument, NULL, 'c'},
-	    {"kms-pin", required_argument, NULL, 'p'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	sl_kms_opts ko = {.ca_file = getenv("SECLAUNCH_KMS_CA")};
-	const char *tcti = NULL;
+	struct sl_cli_shared sh;
 	sl_kms *k = NULL;
 	char *name = NULL;
 	sl_err rc;
-	int c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'k':
-			ko.url = optarg;
-			break;
-		case 't':
-			tcti = optarg;
-			break;
-		case 'c':
-			ko.ca_file = optarg;
-			break;
-		case 'p':
-			ko.pinned_pubkey = optarg;
-			break;
-		case 'j':
-			sl_cli_json = true;
-			break;
-		case 'q':
-			sl_cli_quiet = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			return sl_cli_usage("enroll", "unknown option");
-		}
-	}
-	if (optind != argc)
-		return sl_cli_usage("enroll", "unexpected argument '%s'", argv[optind]);
-	if (ko.url == NULL)
+	int ret = sl_cli_parse(&spec, NULL, &sh, argc, argv);
+	if (ret >= 0)
+		return ret;
+	if (sh.kms == NULL)
 		return sl_cli_usage("enroll", "--kms URL is required");
+	sl_kms_opts ko = {.url = sh.kms, .ca_file = sh.kms_ca, .pinned_pubkey = sh.kms_pin};
 	rc = sl_kms_new(&ko, &k);
 	if (rc == SL_OK)
-		rc = sl_kms_enroll(k, tcti, &name);
+		rc = sl_kms_enroll(k, sh.tcti, &name);
 	sl_kms_free(k);
 	if (rc != SL_OK)
 		return sl_cli_fail("enroll", rc);
 	if (sl_cli_json)
-		printf("{\"ak_name\":\"%s\",\"enrolled\":true}\n", name);
+		sl_cli_print_json(json_pack("{s:s, s:b}", "ak_name", name, "enrolled", 1));
 	else if (!sl_cli_quiet)
 		printf("enrolled AK %s\n", name);
 	free(name);

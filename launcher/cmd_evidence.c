@@ -1,7 +1,6 @@
 /* seclaunch evidence import: wrap an SEV-SNP report or TDX quote collected
  * elsewhere (a cloud API, another tool) into evidence JSON that `seclaunch
  * verify` and seclaunchd accept. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +14,10 @@
 #define MAX_CERT_FILES 8
 #define MAX_CCEL (4 * 1024 * 1024)
 
-static void help(void)
+static void help(FILE *f)
 {
-	printf(
+	fprintf(
+	    f,
 	    "Usage: seclaunch evidence import --kind sev-snp|tdx|azure-cvm --report FILE\n"
 	    "                                 [--certs FILE]... [--ccel FILE] -o EVIDENCE.json\n\n"
 	    "Wraps a raw report collected elsewhere into evidence JSON for `seclaunch\n"
@@ -35,93 +35,120 @@ static void help(void)
 	    "                   to the quote's RTMRs\n"
 	    "  -o, --output F   where to write the evidence (\"-\": stdout)\n"
 	    "  --force          replace an existing output file\n"
+	    "  --json           print {\"kind\", \"output\"} on stdout (not with -o -)\n"
+	    "  -q, --quiet      print nothing on success\n"
 	    "  -h, --help       this text\n\n"
-	    "Exit codes: 0 ok, 1 usage, 2 unreadable input or output exists,\n"
+	    "Exit codes (docs/exit-codes.md): 0 ok, 1 usage, 2 unreadable input or output\n"
+	    "exists,\n"
 	    "3 the report is malformed (the message names the field).\n",
 	    MAX_CERT_FILES);
 }
 
-static int import(int argc, char **argv)
-{
-	static const struct option opts[] = {
-	    {"kind", required_argument, NULL, 'k'},  {"report", required_argument, NULL, 'r'},
-	    {"certs", required_argument, NULL, 'c'}, {"output", required_argument, NULL, 'o'},
-	    {"force", no_argument, NULL, 'f'},       {"ccel", required_argument, NULL, 'e'},
-	    {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
-	};
-	const char *kind = NULL, *report = NULL, *outp = NULL, *cert_paths[MAX_CERT_FILES];
-	size_t ncerts = 0, rlen = 0;
-	bool force = false;
-	const char *ccel = NULL;
-	uint8_t *rep = NULL;
-	sl_blob certs[MAX_CERT_FILES];
-	json_t *ev = NULL;
-	char *text = NULL;
-	sl_err rc = SL_OK;
-	int c, ret = 0;
+enum { O_KIND = 256, O_REPORT, O_CERTS, O_CCEL };
 
-	memset(certs, 0, sizeof(certs));
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'k':
-			kind = optarg;
-			break;
-		case 'r':
-			report = optarg;
-			break;
-		case 'c':
-			if (ncerts == MAX_CERT_FILES)
-				return sl_cli_usage("evidence import", "at most %d --certs files",
-				                    MAX_CERT_FILES);
-			cert_paths[ncerts++] = optarg;
-			break;
-		case 'o':
-			outp = optarg;
-			break;
-		case 'f':
-			force = true;
-			break;
-		case 'e':
-			ccel = optarg;
-			break;
-		case 'h':
-			help();
-			return 0;
-		default:
-			return sl_cli_usage("evidence import", "unknown option");
-		}
+static const struct sl_cli_opt import_opts[] = {
+    {"kind", required_argument, O_KIND, NULL},
+    {"report", required_argument, O_REPORT, NULL},
+    {"certs", required_argument, O_CERTS, NULL},
+    {"ccel", required_argument, O_CCEL, NULL},
+    {NULL, 0, 0, NULL},
+};
+
+struct import_ctx {
+	struct sl_cli_shared sh;
+	const char *kind, *report, *ccel, *cert_paths[MAX_CERT_FILES];
+	size_t ncerts;
+};
+
+static int on_option(void *ctx, int key, char *arg)
+{
+	struct import_ctx *c = ctx;
+	switch (key) {
+	case O_KIND:
+		c->kind = arg;
+		break;
+	case O_REPORT:
+		c->report = arg;
+		break;
+	case O_CERTS:
+		if (c->ncerts == MAX_CERT_FILES)
+			return sl_cli_usage("evidence import", "at most %d --certs files",
+			                    MAX_CERT_FILES);
+		c->cert_paths[c->ncerts++] = arg;
+		break;
+	case O_CCEL:
+		c->ccel = arg;
+		break;
+	default:
+		return sl_cli_usage("evidence import", "unknown option");
 	}
-	if (kind == NULL || report == NULL || outp == NULL)
+	return 0;
+}
+
+static const struct sl_cli_spec import_spec = {
+    .name = "evidence import",
+    .shared = SL_SH_QUIET | SL_SH_JSON | SL_SH_OUT | SL_SH_FORCE,
+    .opts = import_opts,
+    .help = help,
+    .on_option = on_option,
+};
+
+static int import_check(const struct import_ctx *c)
+{
+	if (c->kind == NULL || c->report == NULL || c->sh.out == NULL)
 		return sl_cli_usage("evidence import", "--kind, --report and -o are required");
-	if (strcmp(kind, "sev-snp") != 0 && strcmp(kind, "tdx") != 0 &&
-	    strcmp(kind, "azure-cvm") != 0)
+	if (strcmp(c->kind, "sev-snp") != 0 && strcmp(c->kind, "tdx") != 0 &&
+	    strcmp(c->kind, "azure-cvm") != 0)
 		return sl_cli_usage("evidence import", "--kind %s: want sev-snp, tdx or azure-cvm",
-		                    kind);
-	if (optind != argc)
-		return sl_cli_usage("evidence import", "unexpected argument '%s'", argv[optind]);
-	if (strcmp(kind, "tdx") == 0 && ncerts > 0)
+		                    c->kind);
+	if (strcmp(c->kind, "tdx") == 0 && c->ncerts > 0)
 		return sl_cli_usage("evidence import",
 		                    "--certs: a TDX quote carries its own PCK chain");
-	if (ccel != NULL && strcmp(kind, "tdx") != 0)
+	if (c->ccel != NULL && strcmp(c->kind, "tdx") != 0)
 		return sl_cli_usage("evidence import", "--ccel: only with --kind tdx");
-	rc = sl_file_read(report, MAX_REPORT, &rep, &rlen);
-	for (size_t i = 0; rc == SL_OK && i < ncerts; i++) {
+	if (sl_cli_json && strcmp(c->sh.out, "-") == 0)
+		return sl_cli_usage("evidence import", "--json and -o - both want stdout");
+	return 0;
+}
+
+/* Reads the report, certificates and event log; builds the evidence. */
+static sl_err import_build(const struct import_ctx *c, json_t **ev)
+{
+	sl_err rc = SL_E_IO;
+	sl_blob certs[MAX_CERT_FILES];
+	uint8_t *rep = NULL, *log = NULL;
+	size_t rlen = 0, loglen = 0;
+
+	memset(certs, 0, sizeof(certs));
+	SL_GUARD(sl_file_read(c->report, MAX_REPORT, &rep, &rlen));
+	for (size_t i = 0; i < c->ncerts; i++) {
 		uint8_t *b = NULL;
-		rc = sl_file_read(cert_paths[i], MAX_CERT_FILE, &b, &certs[i].len);
+		SL_GUARD(sl_file_read(c->cert_paths[i], MAX_CERT_FILE, &b, &certs[i].len));
 		certs[i].p = b;
-		certs[i].name = cert_paths[i];
+		certs[i].name = c->cert_paths[i];
 	}
+	SL_GUARD(sl_evidence_import(c->kind, rep, rlen, certs, c->ncerts, ev));
+	if (c->ccel != NULL) {
+		SL_GUARD(sl_file_read(c->ccel, MAX_CCEL, &log, &loglen));
+		SL_GUARD(sl_evidence_add_ccel(*ev, log, loglen));
+	}
+	rc = SL_OK;
+out:
+	for (size_t i = 0; i < c->ncerts; i++)
+		free((void *)certs[i].p);
+	free(rep);
+	free(log);
+	return rc;
+}
+
+static int import_run(const struct import_ctx *c)
+{
+	json_t *ev = NULL;
+	char *text = NULL;
+	sl_err rc = sl_cli_check_new(c->sh.out, c->sh.force);
+
 	if (rc == SL_OK)
-		rc = sl_evidence_import(kind, rep, rlen, certs, ncerts, &ev);
-	if (rc == SL_OK && ccel != NULL) {
-		uint8_t *log = NULL;
-		size_t loglen = 0;
-		rc = sl_file_read(ccel, MAX_CCEL, &log, &loglen);
-		if (rc == SL_OK)
-			rc = sl_evidence_add_ccel(ev, log, loglen);
-		free(log);
-	}
+		rc = import_build(c, &ev);
 	if (rc == SL_OK) {
 		text = json_dumps(ev, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		if (text == NULL)
@@ -130,29 +157,37 @@ static int import(int argc, char **argv)
 	if (rc == SL_OK) {
 		size_t n = strlen(text);
 		text[n] = '\n'; /* replaces the NUL; written with its length */
-		if (strcmp(outp, "-") == 0)
+		if (strcmp(c->sh.out, "-") == 0)
 			rc = sl_write_all(1, text, n + 1, "stdout");
 		else
-			rc = sl_file_write_atomic(outp, text, n + 1, 0644, force);
+			rc = sl_file_write_atomic(c->sh.out, text, n + 1, 0644, c->sh.force);
 		text[n] = '\0';
 	}
-	if (rc != SL_OK)
-		ret = sl_cli_fail("evidence import", rc);
-	for (size_t i = 0; i < ncerts; i++)
-		free((void *)certs[i].p);
-	free(rep);
+	if (rc == SL_OK && sl_cli_json)
+		sl_cli_print_json(json_pack("{s:s, s:s}", "kind", c->kind, "output", c->sh.out));
 	free(text);
 	json_decref(ev);
-	return ret;
+	return rc == SL_OK ? 0 : sl_cli_fail("evidence import", rc);
 }
+
+static int import(const struct sl_cli_verb *v, int argc, char **argv)
+{
+	struct import_ctx c;
+	(void)v;
+	memset(&c, 0, sizeof(c));
+	int ret = sl_cli_parse(&import_spec, &c, &c.sh, argc, argv);
+	if (ret >= 0)
+		return ret;
+	ret = import_check(&c);
+	return ret != 0 ? ret : import_run(&c);
+}
+
+static const struct sl_cli_verb verbs[] = {
+    {"import", import, NULL},
+    {NULL, NULL, NULL},
+};
 
 int cmd_evidence(int argc, char **argv)
 {
-	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-		help();
-		return argc < 2 ? 1 : 0;
-	}
-	if (strcmp(argv[1], "import") == 0)
-		return import(argc - 1, argv + 1);
-	return sl_cli_usage("evidence", "unknown subcommand '%s' (want import)", argv[1]);
+	return sl_cli_dispatch("evidence", verbs, help, argc, argv);
 }

@@ -1,6 +1,5 @@
 /* seclaunch key create --kms URL --admin-token-file F --id ID: creates a KEK
  * in seclaunchd (admin). */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,80 +22,76 @@ static void usage(FILE *f)
 	        "                           (default $SECLAUNCH_KMS_CA, else the system store)\n"
 	        "  --kms-pin PIN            pinned KMS public key: sha256//BASE64 or a key file\n"
 	        "  --json                   print {\"id\": ID, \"created\": true}\n"
-	        "  -q                       print nothing on success\n\n"
+	        "  -q, --quiet              print nothing on success\n\n"
 	        "Exit codes: 0 created, 1 usage, 2 token file unreadable or unsafe, 5 KMS\n"
 	        "unreachable or refused (wrong token: 401; id taken: 409).\n");
 }
 
-int cmd_key(int argc, char **argv)
+enum { O_ADMIN_TOKEN = 256, O_ID };
+
+static const struct sl_cli_opt key_opts[] = {
+    {"admin-token-file", required_argument, O_ADMIN_TOKEN, NULL},
+    {"id", required_argument, O_ID, NULL},
+    {NULL, 0, 0, NULL},
+};
+
+struct key_ctx {
+	const char *token, *id;
+};
+
+static int on_option(void *ctx, int key, char *arg)
 {
-	static const struct option opts[] = {
-	    {"kms", required_argument, NULL, 'k'},
-	    {"admin-token-file", required_argument, NULL, 'a'},
-	    {"id", required_argument, NULL, 'i'},
-	    {"kms-ca", required_argument, NULL, 'c'},
-	    {"kms-pin", required_argument, NULL, 'p'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	sl_kms_opts ko = {.ca_file = getenv("SECLAUNCH_KMS_CA")};
-	const char *id = NULL;
+	struct key_ctx *k = ctx;
+	if (key == O_ADMIN_TOKEN)
+		k->token = arg;
+	else
+		k->id = arg;
+	return 0;
+}
+
+static const struct sl_cli_spec spec = {
+    .name = "key create",
+    .shared = SL_SH_QUIET | SL_SH_JSON | SL_SH_KMS_ALL,
+    .opts = key_opts,
+    .help = usage,
+    .on_option = on_option,
+};
+
+static int key_create(const struct sl_cli_verb *v, int argc, char **argv)
+{
+	struct sl_cli_shared sh;
+	struct key_ctx kc = {0};
+	(void)v;
 	sl_kms *k = NULL;
 	sl_err rc;
-	int c;
-	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-		usage(stdout);
-		return 0;
-	}
-	if (argc < 2 || strcmp(argv[1], "create") != 0)
-		return sl_cli_usage("key", "expected the action 'create'");
-	argc--;
-	argv++;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'k':
-			ko.url = optarg;
-			break;
-		case 'a':
-			ko.admin_token_file = optarg;
-			break;
-		case 'i':
-			id = optarg;
-			break;
-		case 'c':
-			ko.ca_file = optarg;
-			break;
-		case 'p':
-			ko.pinned_pubkey = optarg;
-			break;
-		case 'j':
-			sl_cli_json = true;
-			break;
-		case 'q':
-			sl_cli_quiet = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			return sl_cli_usage("key", "unknown option");
-		}
-	}
-	if (optind != argc)
-		return sl_cli_usage("key", "unexpected argument '%s'", argv[optind]);
-	if (ko.url == NULL || ko.admin_token_file == NULL || id == NULL)
-		return sl_cli_usage("key", "create needs --kms, --admin-token-file and --id");
+	int ret = sl_cli_parse(&spec, &kc, &sh, argc, argv);
+	if (ret >= 0)
+		return ret;
+	if (sh.kms == NULL || kc.token == NULL || kc.id == NULL)
+		return sl_cli_usage("key create", "needs --kms, --admin-token-file and --id");
+	sl_kms_opts ko = {.url = sh.kms,
+	                  .ca_file = sh.kms_ca,
+	                  .pinned_pubkey = sh.kms_pin,
+	                  .admin_token_file = kc.token};
 	rc = sl_kms_new(&ko, &k);
 	if (rc == SL_OK)
-		rc = sl_kms_key_create(k, id);
+		rc = sl_kms_key_create(k, kc.id);
 	sl_kms_free(k);
 	if (rc != SL_OK)
 		return sl_cli_fail("key create", rc);
 	if (sl_cli_json)
-		printf("{\"id\":\"%s\",\"created\":true}\n", id);
+		sl_cli_print_json(json_pack("{s:s, s:b}", "id", kc.id, "created", 1));
 	else if (!sl_cli_quiet)
-		printf("created key %s\n", id);
+		printf("created key %s\n", kc.id);
 	return 0;
+}
+
+static const struct sl_cli_verb verbs[] = {
+    {"create", key_create, NULL},
+    {NULL, NULL, NULL},
+};
+
+int cmd_key(int argc, char **argv)
+{
+	return sl_cli_dispatch("key", verbs, usage, argc, argv);
 }

@@ -3,7 +3,6 @@
  * Key and signature files are minisign's, so the stock `minisign` tool and
  * these commands work on the same files in both directions. */
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,16 +30,18 @@ static void usage(FILE *f)
 	           "  seclaunch policy sign --secret-key F --policy P [-t COMMENT] "
 	           "[--signature S] "
 	           "[--legacy]\n"
+	           "                        [--force]\n"
 	           "  seclaunch policy verify --policy P --policy-pubkey K [--signature S] "
 	           "[--json]\n"
 	           "  seclaunch policy check --policy P [--json]\n"
 	           "  seclaunch policy explain --policy P --policy-pubkey K [--signature "
 	           "S]\n"
 	           "                           --claims CLAIMS.json --dataset D [--key ID]\n"
-	           "                           [--output URL]... [--identity DOC ...] "
+	           "                           [--destination URL]... [--identity DOC ...] "
 	           "[--json]\n"
 	           "  seclaunch policy identity-collect --cloud gcp|aws|auto [--binding "
 	           "HEX] -o DOC\n"
+	           "                           [--force]\n"
 	           "  seclaunch policy identity-verify --identity DOC [--gcp-jwks F] "
 	           "[--gcp-cs-root F]\n"
 	           "                           [--aws-trust DIR] [--binding HEX] [--at "
@@ -53,7 +54,8 @@ static void usage(FILE *f)
 	           "  --public-key F      minisign public key file (keygen output)\n"
 	           "  -W                  keygen: leave the secret key unencrypted (no "
 	           "password)\n"
-	           "  --force             keygen: replace existing key files\n"
+	           "  --force             keygen, sign, identity-collect: replace existing "
+	           "files\n"
 	           "  --policy P          the policy document\n"
 	           "  --policy-pubkey K   minisign public key that must have signed P\n"
 	           "  --signature S       signature file (default: P.minisig)\n"
@@ -65,8 +67,9 @@ static void usage(FILE *f)
 	           "prints it\n"
 	           "  --dataset D         explain: the dataset id asked for\n"
 	           "  --key ID            explain: the key id asked for\n"
-	           "  --output URL        explain: an output destination the job writes to "
-	           "(repeat)\n"
+	           "  --destination URL   explain: a checkpoint/output destination the job "
+	           "writes to\n"
+	           "                      (repeatable; before 0.9 this was --output)\n"
 	           "  --identity DOC      a cloud identity document (JSON, or a bare GCP "
 	           "JWT); explain\n"
 	           "                      adds its verified region claims to --claims\n"
@@ -82,14 +85,19 @@ static void usage(FILE *f)
 	           "                      $SECLAUNCH_GCP_METADATA_URL / "
 	           "$SECLAUNCH_AWS_METADATA_URL)\n"
 	           "  -o, --out DOC       identity-collect: where to write the document\n"
-	           "  --json              machine-readable output\n"
-	           "  -q                  quiet\n\n"
+	           "  --json              results as JSON on stdout; a failure is one\n"
+	           "                      {\"error\": {\"code\", \"exit\", \"message\"}} "
+	           "object\n"
+	           "  -q, --quiet         print nothing on success\n"
+	           "  -h, --help          this text (every subcommand takes it)\n\n"
 	           "The secret key password comes from the file named by\n"
 	           "SECLAUNCH_POLICY_PASSWORD_FILE (mode 0600), else from a prompt on the "
 	           "terminal.\n"
-	           "Exit codes: 0 ok / allowed, 1 usage, 2 malformed or invalid file, 4 "
-	           "signature\n"
-	           "invalid or policy denied, 6 wrong password.\n");
+	           "Exit codes (docs/exit-codes.md): 0 ok / allowed, 1 usage, 2 malformed "
+	           "or\n"
+	           "invalid file, output exists; 3 identity document invalid; 4 signature "
+	           "invalid or\n"
+	           "policy denied; 6 wrong password.\n");
 }
 
 /* The secret key password: from $SECLAUNCH_POLICY_PASSWORD_FILE or the tty. */
@@ -156,54 +164,6 @@ out:
 	return rc;
 }
 
-enum {
-	O_SECRET = 256,
-	O_PUBLIC,
-	O_FORCE,
-	O_POLICY,
-	O_PUBKEY,
-	O_SIG,
-	O_LEGACY,
-	O_CLAIMS,
-	O_DATASET,
-	O_KEY,
-	O_OUTPUT,
-	O_JSON,
-	O_IDENTITY,
-	O_JWKS,
-	O_CSROOT,
-	O_AWSTRUST,
-	O_BINDING,
-	O_AT,
-	O_CLOUD
-};
-
-static const struct option LONGOPTS[] = {
-    {"secret-key", required_argument, NULL, O_SECRET},
-    {"public-key", required_argument, NULL, O_PUBLIC},
-    {"force", no_argument, NULL, O_FORCE},
-    {"policy", required_argument, NULL, O_POLICY},
-    {"policy-pubkey", required_argument, NULL, O_PUBKEY},
-    {"signature", required_argument, NULL, O_SIG},
-    {"trusted-comment", required_argument, NULL, 't'},
-    {"legacy", no_argument, NULL, O_LEGACY},
-    {"claims", required_argument, NULL, O_CLAIMS},
-    {"dataset", required_argument, NULL, O_DATASET},
-    {"key", required_argument, NULL, O_KEY},
-    {"output", required_argument, NULL, O_OUTPUT},
-    {"json", no_argument, NULL, O_JSON},
-    {"identity", required_argument, NULL, O_IDENTITY},
-    {"gcp-jwks", required_argument, NULL, O_JWKS},
-    {"gcp-cs-root", required_argument, NULL, O_CSROOT},
-    {"aws-trust", required_argument, NULL, O_AWSTRUST},
-    {"binding", required_argument, NULL, O_BINDING},
-    {"at", required_argument, NULL, O_AT},
-    {"cloud", required_argument, NULL, O_CLOUD},
-    {"out", required_argument, NULL, 'o'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
-
 static int do_keygen(const struct opts *o)
 {
 	sl_err rc = SL_E_USAGE;
@@ -214,6 +174,9 @@ static int do_keygen(const struct opts *o)
 
 	if (o->seckey == NULL || o->pubkey_out == NULL)
 		return sl_cli_usage(CMD, "keygen needs --secret-key and --public-key");
+	/* both refused before either is written */
+	SL_GUARD(sl_cli_check_new(o->seckey, o->force));
+	SL_GUARD(sl_cli_check_new(o->pubkey_out, o->force));
 	if (!o->no_password)
 		SL_GUARD(read_password(true, &pw));
 	SL_GUARD(sl_minisign_keygen(pw ? (const char *)sl_secret_data(pw) : NULL, 0, 0, &sec, &pub,
@@ -221,7 +184,11 @@ static int do_keygen(const struct opts *o)
 	SL_GUARD(sl_file_write_atomic(o->seckey, sec, strlen(sec), 0600, o->force));
 	SL_GUARD(sl_file_write_atomic(o->pubkey_out, pub, strlen(pub), 0644, o->force));
 	sl_minisign_key_id_hex(pk.key_id, id);
-	if (!sl_cli_quiet)
+	if (sl_cli_json)
+		sl_cli_print_json(json_pack("{s:s, s:s, s:s, s:b}", "key_id", id, "secret_key",
+		                            o->seckey, "public_key", o->pubkey_out,
+		                            "password_protected", pw != NULL));
+	else if (!sl_cli_quiet)
 		printf("key id %s\nsecret key: %s (%s)\npublic key: %s\n", id, o->seckey,
 		       pw ? "password-protected" : "unencrypted", o->pubkey_out);
 	rc = SL_OK;
@@ -247,6 +214,11 @@ static int do_sign(const struct opts *o)
 
 	if (o->seckey == NULL || o->policy == NULL)
 		return sl_cli_usage(CMD, "sign needs --secret-key and --policy");
+	if (o->sig == NULL)
+		SL_ENSURE(asprintf(&sigpath, "%s.minisig", o->policy) >= 0, SL_E_NOMEM,
+		          "allocating");
+	/* an existing signature is refused before the password is asked for */
+	SL_GUARD(sl_cli_check_new(o->sig ? o->sig : sigpath, o->force));
 	SL_GUARD(sl_file_read(o->policy, SL_POLICY_MAX_BYTES, &data, &len));
 	/* sign only what seclaunch would accept */
 	rc = sl_policy_load(data, len, &p);
@@ -272,11 +244,12 @@ static int do_sign(const struct opts *o)
 	}
 	SL_GUARD(
 	    sl_minisign_sign(sk, data, len, o->comment ? o->comment : comment, o->legacy, &sig));
-	if (o->sig == NULL)
-		SL_ENSURE(asprintf(&sigpath, "%s.minisig", o->policy) >= 0, SL_E_NOMEM,
-		          "allocating");
-	SL_GUARD(sl_file_write_atomic(o->sig ? o->sig : sigpath, sig, strlen(sig), 0644, true));
-	if (!sl_cli_quiet)
+	SL_GUARD(sl_file_write_atomic(o->sig ? o->sig : sigpath, sig, strlen(sig), 0644, o->force));
+	if (sl_cli_json)
+		sl_cli_print_json(json_pack("{s:s, s:s, s:s}", "policy", o->policy, "policy_digest",
+		                            sl_policy_digest_hex(p), "signature",
+		                            o->sig ? o->sig : sigpath));
+	else if (!sl_cli_quiet)
 		printf("signed %s (sha256 %s) -> %s\n", o->policy, sl_policy_digest_hex(p),
 		       o->sig ? o->sig : sigpath);
 	rc = SL_OK;
@@ -416,141 +389,230 @@ out:
 	return rc == SL_OK ? 0 : sl_cli_fail(CMD " explain", rc);
 }
 
-static int dispatch(const char *sub, const struct opts *o);
+/* ---- options -> checks -> run: one option table, a verb table -------- */
 
-int cmd_policy(int argc, char **argv)
-{
+enum {
+	O_SECRET = 256,
+	O_PUBLIC,
+	O_POLICY,
+	O_PUBKEY,
+	O_SIG,
+	O_LEGACY,
+	O_CLAIMS,
+	O_DATASET,
+	O_KEY,
+	O_DEST,
+	O_IDENTITY,
+	O_JWKS,
+	O_CSROOT,
+	O_AWSTRUST,
+	O_BINDING,
+	O_AT,
+	O_CLOUD
+};
+
+/* Each verb's own options, one line each. */
+#define OPT_POLICY                                                                                 \
+	{                                                                                          \
+		"policy", required_argument, O_POLICY, NULL                                        \
+	}
+#define OPT_PUBKEY                                                                                 \
+	{                                                                                          \
+		"policy-pubkey", required_argument, O_PUBKEY, NULL                                 \
+	}
+#define OPT_SIG                                                                                    \
+	{                                                                                          \
+		"signature", required_argument, O_SIG, NULL                                        \
+	}
+#define OPT_SECRET                                                                                 \
+	{                                                                                          \
+		"secret-key", required_argument, O_SECRET, NULL                                    \
+	}
+#define OPT_BINDING                                                                                \
+	{                                                                                          \
+		"binding", required_argument, O_BINDING, NULL                                      \
+	}
+#define OPT_TRUST                                                                                  \
+	{"identity", required_argument, O_IDENTITY, NULL},                                         \
+	    {"gcp-jwks", required_argument, O_JWKS, NULL},                                         \
+	    {"gcp-cs-root", required_argument, O_CSROOT, NULL},                                    \
+	    {"aws-trust", required_argument, O_AWSTRUST, NULL},                                    \
+	    {"aws-certs", required_argument, O_AWSTRUST, "aws-trust"}, OPT_BINDING,                \
+	{                                                                                          \
+		"at", required_argument, O_AT, NULL                                                \
+	}
+#define OPT_END                                                                                    \
+	{                                                                                          \
+		NULL, 0, 0, NULL                                                                   \
+	}
+
+static const struct sl_cli_opt keygen_opts[] = {
+    OPT_SECRET, {"public-key", required_argument, O_PUBLIC, NULL}, OPT_END};
+static const struct sl_cli_opt sign_opts[] = {OPT_SECRET,
+                                              OPT_POLICY,
+                                              OPT_SIG,
+                                              {"trusted-comment", required_argument, 't', NULL},
+                                              {"legacy", no_argument, O_LEGACY, NULL},
+                                              OPT_END};
+static const struct sl_cli_opt verify_opts[] = {OPT_POLICY, OPT_PUBKEY, OPT_SIG, OPT_END};
+static const struct sl_cli_opt check_opts[] = {OPT_POLICY, OPT_END};
+static const struct sl_cli_opt explain_opts[] = {OPT_POLICY,
+                                                 OPT_PUBKEY,
+                                                 OPT_SIG,
+                                                 {"claims", required_argument, O_CLAIMS, NULL},
+                                                 {"dataset", required_argument, O_DATASET, NULL},
+                                                 {"key", required_argument, O_KEY, NULL},
+                                                 {"destination", required_argument, O_DEST, NULL},
+                                                 OPT_TRUST,
+                                                 OPT_END};
+static const struct sl_cli_opt idverify_opts[] = {OPT_TRUST, OPT_END};
+static const struct sl_cli_opt idcollect_opts[] = {
+    {"cloud", required_argument, O_CLOUD, NULL}, OPT_BINDING, OPT_END};
+
+struct policy_ctx {
 	struct opts o;
-	uint8_t *binding = NULL;
-	int c;
-	memset(&o, 0, sizeof(o));
-	if (argc < 2) {
-		usage(stderr);
-		return SL_CAT_USAGE;
+	struct sl_cli_shared sh;
+	uint8_t *binding;
+};
+
+static int on_option(void *ctx, int key, char *arg)
+{
+	struct opts *o = &((struct policy_ctx *)ctx)->o;
+	switch (key) {
+	case O_SECRET:
+		o->seckey = arg;
+		break;
+	case O_PUBLIC:
+		o->pubkey_out = arg;
+		break;
+	case O_POLICY:
+		o->policy = arg;
+		break;
+	case O_PUBKEY:
+		o->pubkey = arg;
+		break;
+	case O_SIG:
+		o->sig = arg;
+		break;
+	case 't':
+		o->comment = arg;
+		break;
+	case O_LEGACY:
+		o->legacy = true;
+		break;
+	case O_CLAIMS:
+		o->claims = arg;
+		break;
+	case O_DATASET:
+		o->dataset = arg;
+		break;
+	case O_KEY:
+		o->key = arg;
+		break;
+	case O_DEST:
+		if (o->n_outputs == MAX_OUTPUTS)
+			return sl_cli_usage(CMD, "at most %d --destination", MAX_OUTPUTS);
+		o->outputs[o->n_outputs++] = arg;
+		break;
+	case O_IDENTITY:
+		o->identity = arg;
+		break;
+	case O_JWKS:
+		o->id.gcp_jwks = arg;
+		break;
+	case O_CSROOT:
+		o->id.gcp_cs_root = arg;
+		break;
+	case O_AWSTRUST:
+		o->id.aws_trust_dir = arg;
+		break;
+	case O_BINDING:
+		o->binding_hex = arg;
+		break;
+	case O_AT:
+		o->at = arg;
+		break;
+	case O_CLOUD:
+		o->cloud = arg;
+		break;
+	case 'W':
+		o->no_password = true;
+		break;
+	default:
+		return sl_cli_usage(CMD, "unknown option");
 	}
-	const char *sub = argv[1];
-	if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
-		usage(stdout);
-		return 0;
-	}
-	optind = 1;
-	while ((c = getopt_long(argc - 1, argv + 1, "Wt:o:qh", LONGOPTS, NULL)) != -1) {
-		switch (c) {
-		case O_SECRET:
-			o.seckey = optarg;
-			break;
-		case O_PUBLIC:
-			o.pubkey_out = optarg;
-			break;
-		case O_FORCE:
-			o.force = true;
-			break;
-		case O_POLICY:
-			o.policy = optarg;
-			break;
-		case O_PUBKEY:
-			o.pubkey = optarg;
-			break;
-		case O_SIG:
-			o.sig = optarg;
-			break;
-		case 't':
-			o.comment = optarg;
-			break;
-		case O_LEGACY:
-			o.legacy = true;
-			break;
-		case O_CLAIMS:
-			o.claims = optarg;
-			break;
-		case O_DATASET:
-			o.dataset = optarg;
-			break;
-		case O_KEY:
-			o.key = optarg;
-			break;
-		case O_OUTPUT:
-			if (o.n_outputs == MAX_OUTPUTS)
-				return sl_cli_usage(CMD, "at most %d --output", MAX_OUTPUTS);
-			o.outputs[o.n_outputs++] = optarg;
-			break;
-		case O_JSON:
-			sl_cli_json = true;
-			break;
-		case O_IDENTITY:
-			o.identity = optarg;
-			break;
-		case O_JWKS:
-			o.id.gcp_jwks = optarg;
-			break;
-		case O_CSROOT:
-			o.id.gcp_cs_root = optarg;
-			break;
-		case O_AWSTRUST:
-			o.id.aws_trust_dir = optarg;
-			break;
-		case O_BINDING:
-			o.binding_hex = optarg;
-			break;
-		case O_AT:
-			o.at = optarg;
-			break;
-		case O_CLOUD:
-			o.cloud = optarg;
-			break;
-		case 'o':
-			o.out = optarg;
-			break;
-		case 'W':
-			o.no_password = true;
-			break;
-		case 'q':
-			sl_cli_quiet = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			return sl_cli_usage(CMD, "unknown option");
-		}
-	}
-	if (optind + 1 != argc)
-		return sl_cli_usage(CMD, "unexpected argument '%s'", argv[optind + 1]);
-	if (o.binding_hex != NULL) {
-		sl_err rc = sl_hex_decode_alloc(o.binding_hex, 64, &binding, &o.id.binding_len,
-		                                "--binding");
+	return 0;
+}
+
+/* The checks every verb shares: --binding and --at parse. */
+static int check(struct policy_ctx *c, const char *name)
+{
+	sl_err rc;
+	c->o.force = c->sh.force;
+	c->o.out = c->sh.out;
+	if (c->o.binding_hex != NULL) {
+		rc = sl_hex_decode_alloc(c->o.binding_hex, 64, &c->binding, &c->o.id.binding_len,
+		                         "--binding");
 		if (rc != SL_OK)
-			return sl_cli_fail(CMD, rc);
-		o.id.binding = binding;
+			return sl_cli_usage(name, "%s", sl_err_detail());
+		c->o.id.binding = c->binding;
 	}
-	if (o.at != NULL) {
-		sl_err rc = sl_time_parse_rfc3339(o.at, &o.id.at, "--at");
+	if (c->o.at != NULL) {
+		rc = sl_time_parse_rfc3339(c->o.at, &c->o.id.at, "--at");
 		if (rc != SL_OK)
-			return sl_cli_fail(CMD, rc);
+			return sl_cli_usage(name, "%s", sl_err_detail());
 	}
-	int ret = dispatch(sub, &o);
-	free(binding);
+	return 0;
+}
+
+#define SH_RESULT (SL_SH_QUIET | SL_SH_JSON)
+
+/* The verb table: its name (for messages), the shared flags and own options
+ * it takes, and what it does. */
+static const struct policy_verb {
+	struct sl_cli_spec spec;
+	int (*run)(const struct opts *o);
+} policy_verbs[] = {
+    {{"policy keygen", SH_RESULT | SL_SH_FORCE, "W", keygen_opts, usage, on_option, NULL},
+     do_keygen},
+    {{"policy sign", SH_RESULT | SL_SH_FORCE, "t:", sign_opts, usage, on_option, NULL}, do_sign},
+    {{"policy verify", SH_RESULT, NULL, verify_opts, usage, on_option, NULL}, do_verify},
+    {{"policy check", SH_RESULT, NULL, check_opts, usage, on_option, NULL}, do_check},
+    {{"policy explain", SH_RESULT, NULL, explain_opts, usage, on_option, NULL}, do_explain},
+    {{"policy identity-verify", SH_RESULT, NULL, idverify_opts, usage, on_option, NULL},
+     sl_policy_cli_identity_verify},
+    {{"policy identity-collect", SH_RESULT | SL_SH_OUT | SL_SH_FORCE, NULL, idcollect_opts, usage,
+      on_option, NULL},
+     sl_policy_cli_identity_collect},
+};
+
+static int run_verb(const struct sl_cli_verb *verb, int argc, char **argv)
+{
+	const struct policy_verb *v = verb->data;
+	struct policy_ctx c;
+	memset(&c, 0, sizeof(c));
+	int ret = sl_cli_parse(&v->spec, &c, &c.sh, argc, argv);
+	if (ret >= 0)
+		return ret;
+	ret = check(&c, v->spec.name);
+	if (ret == 0)
+		ret = v->run(&c.o);
+	free(c.binding);
 	return ret;
 }
 
-static int dispatch(const char *sub, const struct opts *o)
+static const struct sl_cli_verb verbs[] = {
+    {"keygen", run_verb, &policy_verbs[0]},
+    {"sign", run_verb, &policy_verbs[1]},
+    {"verify", run_verb, &policy_verbs[2]},
+    {"check", run_verb, &policy_verbs[3]},
+    {"explain", run_verb, &policy_verbs[4]},
+    {"identity-verify", run_verb, &policy_verbs[5]},
+    {"identity-collect", run_verb, &policy_verbs[6]},
+    {NULL, NULL, NULL},
+};
+
+int cmd_policy(int argc, char **argv)
 {
-	if (strcmp(sub, "keygen") == 0)
-		return do_keygen(o);
-	if (strcmp(sub, "sign") == 0)
-		return do_sign(o);
-	if (strcmp(sub, "verify") == 0)
-		return do_verify(o);
-	if (strcmp(sub, "check") == 0)
-		return do_check(o);
-	if (strcmp(sub, "explain") == 0)
-		return do_explain(o);
-	if (strcmp(sub, "identity-verify") == 0)
-		return sl_policy_cli_identity_verify(o);
-	if (strcmp(sub, "identity-collect") == 0)
-		return sl_policy_cli_identity_collect(o);
-	return sl_cli_usage(CMD,
-	                    "unknown subcommand '%s' (keygen, sign, verify, check, explain, "
-	                    "identity-verify, identity-collect)",
-	                    sub);
+	return sl_cli_dispatch(CMD, verbs, usage, argc, argv);
 }

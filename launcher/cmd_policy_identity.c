@@ -60,13 +60,18 @@ int sl_policy_cli_identity_collect(const struct opts *o)
 	json_t *doc = NULL;
 	char *text = NULL;
 	if (o->out == NULL)
-		return sl_cli_usage(CMD, "identity-collect needs -o");
+		return sl_cli_usage(CMD " identity-collect", "needs -o DOC");
+	SL_GUARD(sl_cli_check_new(o->out, o->force));
 	SL_GUARD(sl_identity_collect(o->cloud ? o->cloud : "auto", o->id.binding, o->id.binding_len,
 	                             &doc));
 	text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
 	SL_ENSURE(text != NULL, SL_E_NOMEM, "formatting the document");
-	SL_GUARD(sl_file_write_atomic(o->out, text, strlen(text), 0600, true));
-	if (!sl_cli_quiet)
+	SL_GUARD(sl_file_write_atomic(o->out, text, strlen(text), 0600, o->force));
+	if (sl_cli_json)
+		sl_cli_print_json(json_pack("{s:s, s:s}", "kind",
+		                            json_string_value(json_object_get(doc, "kind")),
+		                            "output", o->out));
+	else if (!sl_cli_quiet)
 		printf("%s identity document -> %s\n",
 		       json_string_value(json_object_get(doc, "kind")), o->out);
 	rc = SL_OK;

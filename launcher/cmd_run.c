@@ -4,7 +4,6 @@
  * -> release -> open DEKs -> decrypt and stage -> job -> supervise -> wipe.
  * Any failure before the job starts: no job, everything wiped, the exit code
  * of the failure's category, one line naming the cause, an audit record. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 
 #include "cli.h"
 #include "job.h"
+#include "region_id.h"
 #include "run_int.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/stage.h"
@@ -30,22 +30,16 @@ static void usage(FILE *f)
 	        "  --policy-sig F         its minisign signature (default: P.minisig)\n"
 	        "  --policy-pubkey K      the compliance team's minisign public key\n"
 	        "  --kms URL              the key-release service (https://host:port)\n"
-	        "  --kms-ca F             CA bundle for the KMS's TLS certificate\n"
+	        "  --kms-ca F             CA bundle for the KMS's TLS certificate (default\n"
+	        "                         $SECLAUNCH_KMS_CA, else the system store)\n"
+	        "  --kms-pin PIN          pinned KMS public key: sha256//BASE64 or a key file\n"
 	        "  --tcti T               TPM to quote with (or $SECLAUNCH_TCTI; default "
 	        "device:/dev/tpmrm0)\n"
 	        "  --tee KIND             evidence kind: auto (default), tpm2, sev-snp, tdx\n"
 	        "  --collateral DIR       vendor certificates for the local check of SNP/TDX "
 	        "evidence\n"
 	        "  --stage WHERE          auto (GPU when a CUDA device is usable; default), gpu, "
-	        "host\n"
-	        "  --cloud-identity FILE  a signed cloud identity document (GCP JWT, AWS IID)\n"
-	        "  --cloud-identity metadata[:gcp|:aws]\n"
-	        "                         fetch it from the metadata server now (a GCP token\n"
-	        "                         then names this run's binding as its audience)\n"
-	        "  --gcp-jwks FILE        Google's signing keys, to check a GCP token locally\n"
-	        "  --aws-certs DIR        AWS certificates, to check an AWS document locally\n"
-	        "  --region CLOUD:REGION  an UNSIGNED region; counts only when the policy sets\n"
-	        "                         allow_unverified_region (development)\n"
+	        "host\n" SL_REGION_ID_HELP
 	        "  --env K=V              set K in the job's environment (repeatable)\n"
 	        "  --env-pass K           pass K from this environment to the job (repeatable)\n"
 	        "  --timeout S            SIGTERM the job after S seconds, SIGKILL 5 s later\n"
@@ -54,13 +48,17 @@ static void usage(FILE *f)
 	        "                         $XDG_STATE_HOME/seclaunch/audit.log)\n"
 	        "  --audit-key F          Ed25519 checkpoint key for the audit log (or\n"
 	        "                         $SECLAUNCH_AUDIT_KEY)\n"
+	        "  --json                 a failure before the job is one {\"error\": {...}}\n"
+	        "                         object on stdout (the job's own output follows it\n"
+	        "                         otherwise)\n"
 	        "  -q, --quiet            print errors only\n"
 	        "  -h, --help             this text\n\n"
 	        "The job gets a clean environment (PATH, HOME, LANG, LC_*, TERM, TZ, CUDA_*,\n"
 	        "NVIDIA_*, --env, --env-pass, SECLAUNCH_DATA), descriptors 0-2 and the staged\n"
 	        "data, its own process group; SIGINT/SIGTERM/SIGHUP are forwarded to it.\n"
 	        "Exit: the job's status (128+n for signal n); before the job: 1 usage, 2 input,\n"
-	        "3 attestation, 4 policy denied, 5 KMS, 6 integrity, 7 system.\n"
+	        "3 attestation, 4 policy denied, 5 KMS, 6 integrity, 7 system\n"
+	        "(docs/exit-codes.md).\n"
 	        "See docs/job-interface.md.\n");
 }
 
@@ -68,47 +66,31 @@ enum {
 	O_POLICY = 256,
 	O_POLICY_SIG,
 	O_POLICY_PUB,
-	O_KMS,
-	O_KMS_CA,
-	O_TCTI,
 	O_TEE,
 	O_COLLATERAL,
 	O_STAGE,
-	O_CLOUD_ID,
-	O_GCP_JWKS,
-	O_AWS_CERTS,
-	O_REGION,
 	O_ENV,
 	O_ENV_PASS,
 	O_TIMEOUT,
 	O_THREADS,
-	O_AUDIT_LOG,
 	O_AUDIT_KEY,
 };
 
-static const struct option opts[] = {
-    {"policy", required_argument, NULL, O_POLICY},
-    {"policy-sig", required_argument, NULL, O_POLICY_SIG},
-    {"policy-pubkey", required_argument, NULL, O_POLICY_PUB},
-    {"kms", required_argument, NULL, O_KMS},
-    {"kms-ca", required_argument, NULL, O_KMS_CA},
-    {"tcti", required_argument, NULL, O_TCTI},
-    {"tee", required_argument, NULL, O_TEE},
-    {"collateral", required_argument, NULL, O_COLLATERAL},
-    {"stage", required_argument, NULL, O_STAGE},
-    {"cloud-identity", required_argument, NULL, O_CLOUD_ID},
-    {"gcp-jwks", required_argument, NULL, O_GCP_JWKS},
-    {"aws-certs", required_argument, NULL, O_AWS_CERTS},
-    {"region", required_argument, NULL, O_REGION},
-    {"env", required_argument, NULL, O_ENV},
-    {"env-pass", required_argument, NULL, O_ENV_PASS},
-    {"timeout", required_argument, NULL, O_TIMEOUT},
-    {"threads", required_argument, NULL, O_THREADS},
-    {"audit-log", required_argument, NULL, O_AUDIT_LOG},
-    {"audit-key", required_argument, NULL, O_AUDIT_KEY},
-    {"quiet", no_argument, NULL, 'q'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
+/* run's own options, one line each (the shared ones are cli.c's). */
+static const struct sl_cli_opt run_opts[] = {
+    {"policy", required_argument, O_POLICY, NULL},
+    {"policy-sig", required_argument, O_POLICY_SIG, NULL},
+    {"policy-pubkey", required_argument, O_POLICY_PUB, NULL},
+    {"tee", required_argument, O_TEE, NULL},
+    {"collateral", required_argument, O_COLLATERAL, NULL},
+    {"stage", required_argument, O_STAGE, NULL},
+    SL_REGION_ID_OPTS,
+    {"env", required_argument, O_ENV, NULL},
+    {"env-pass", required_argument, O_ENV_PASS, NULL},
+    {"timeout", required_argument, O_TIMEOUT, NULL},
+    {"threads", required_argument, O_THREADS, NULL},
+    {"audit-key", required_argument, O_AUDIT_KEY, NULL},
+    {NULL, 0, 0, NULL},
 };
 
 static bool parse_uint(const char *s, unsigned max, unsigned *out)
@@ -144,119 +126,126 @@ static const char *default_audit_log(char *buf, size_t n)
 	return buf;
 }
 
-/* Splits argv at the first "--": options and datasets before, the job after. */
-static int parse(struct sl_run *r, int argc, char **argv)
+static int on_option(void *ctx, int key, char *arg)
 {
-	int dd = -1, c;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--") == 0) {
-			dd = i;
-			break;
-		}
+	struct sl_run *r = ctx;
+	struct sl_region_id rid = {r->cloud_identity, r->gcp_jwks, r->aws_certs, r->region};
+	sl_err rc = SL_OK;
+
+	if (sl_region_id_option(&rid, key, arg)) {
+		r->cloud_identity = rid.cloud_identity;
+		r->gcp_jwks = rid.gcp_jwks;
+		r->aws_certs = rid.aws_trust;
+		r->region = rid.region;
+		return 0;
 	}
-	int nopt = dd < 0 ? argc : dd;
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(nopt, argv, "qh", opts, NULL)) != -1) {
-		sl_err rc = SL_OK;
-		switch (c) {
-		case O_POLICY:
-			r->policy_path = optarg;
-			break;
-		case O_POLICY_SIG:
-			r->policy_sig = optarg;
-			break;
-		case O_POLICY_PUB:
-			r->policy_pub = optarg;
-			break;
-		case O_KMS:
-			r->kms_url = optarg;
-			break;
-		case O_KMS_CA:
-			r->kms_ca = optarg;
-			break;
-		case O_TCTI:
-			r->tcti = optarg;
-			break;
-		case O_TEE:
-			r->tee = optarg;
-			break;
-		case O_COLLATERAL:
-			r->collateral = optarg;
-			break;
-		case O_STAGE:
-			rc = sl_stage_where_parse(optarg, &r->where);
-			break;
-		case O_CLOUD_ID:
-			r->cloud_identity = optarg;
-			break;
-		case O_GCP_JWKS:
-			r->gcp_jwks = optarg;
-			break;
-		case O_AWS_CERTS:
-			r->aws_certs = optarg;
-			break;
-		case O_REGION:
-			r->region = optarg;
-			break;
-		case O_ENV:
-			rc = sl_job_env_set(r->env, optarg);
-			break;
-		case O_ENV_PASS:
-			rc = sl_job_env_pass(r->env, optarg);
-			break;
-		case O_TIMEOUT:
-			if (!parse_uint(optarg, 365u * 86400u, &r->timeout_s) || r->timeout_s == 0)
-				return sl_cli_usage(
-				    "run", "--timeout: '%s' is not a number of seconds", optarg);
-			break;
-		case O_THREADS:
-			if (!parse_uint(optarg, 1024, &r->threads) || r->threads == 0)
-				return sl_cli_usage("run", "--threads: '%s' is not 1..1024",
-				                    optarg);
-			break;
-		case O_AUDIT_LOG:
-			r->audit_log = optarg;
-			break;
-		case O_AUDIT_KEY:
-			r->audit_key = optarg;
-			break;
-		case 'q':
-			sl_cli_quiet = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			return sl_cli_usage("run", "unknown or incomplete option '%s'",
-			                    argv[optind - 1]);
-		}
-		if (rc != SL_OK)
-			return sl_cli_usage("run", "%s", sl_err_detail());
+	switch (key) {
+	case O_POLICY:
+		r->policy_path = arg;
+		break;
+	case O_POLICY_SIG:
+		r->policy_sig = arg;
+		break;
+	case O_POLICY_PUB:
+		r->policy_pub = arg;
+		break;
+	case O_TEE:
+		r->tee = arg;
+		break;
+	case O_COLLATERAL:
+		r->collateral = arg;
+		break;
+	case O_STAGE:
+		rc = sl_stage_where_parse(arg, &r->where);
+		break;
+	case O_ENV:
+		rc = sl_job_env_set(r->env, arg);
+		break;
+	case O_ENV_PASS:
+		rc = sl_job_env_pass(r->env, arg);
+		break;
+	case O_TIMEOUT:
+		if (!parse_uint(arg, 365u * 86400u, &r->timeout_s) || r->timeout_s == 0)
+			return sl_cli_usage("run", "--timeout: '%s' is not a number of seconds",
+			                    arg);
+		break;
+	case O_THREADS:
+		if (!parse_uint(arg, 1024, &r->threads) || r->threads == 0)
+			return sl_cli_usage("run", "--threads: '%s' is not 1..1024", arg);
+		break;
+	case O_AUDIT_KEY:
+		r->audit_key = arg;
+		break;
+	default:
+		return sl_cli_usage("run", "unknown option");
 	}
+	return rc == SL_OK ? 0 : sl_cli_usage("run", "%s", sl_err_detail());
+}
+
+static int on_args(void *ctx, int argc, char **argv)
+{
+	struct sl_run *r = ctx;
+	r->datasets = argv;
+	r->ndatasets = (size_t)argc;
+	return 0;
+}
+
+static const struct sl_cli_spec spec = {
+    .name = "run",
+    .shared = SL_SH_QUIET | SL_SH_JSON | SL_SH_KMS_ALL | SL_SH_TCTI | SL_SH_AUDIT_LOG,
+    .opts = run_opts,
+    .help = usage,
+    .on_option = on_option,
+    .on_args = on_args,
+};
+
+/* The options agree; the defaults are filled in. cmd is the job after "--"
+ * (NULL when there is none). */
+static int check(struct sl_run *r, const struct sl_cli_shared *sh, char **cmd)
+{
+	struct sl_region_id rid = {r->cloud_identity, r->gcp_jwks, r->aws_certs, r->region};
+	r->kms_url = sh->kms;
+	r->kms_ca = sh->kms_ca;
+	r->kms_pin = sh->kms_pin;
+	r->tcti = sh->tcti;
+	r->audit_log = sh->audit_log;
 	if (r->policy_path == NULL || r->policy_pub == NULL || r->kms_url == NULL)
 		return sl_cli_usage("run", "--policy, --policy-pubkey and --kms are required");
-	if (r->cloud_identity != NULL && r->region != NULL)
-		return sl_cli_usage("run", "--cloud-identity and --region exclude each other");
-	r->datasets = argv + optind;
-	r->ndatasets = (size_t)(nopt - optind);
+	if (sl_region_id_check(&rid, "run") != 0)
+		return SL_CAT_USAGE;
 	if (r->ndatasets == 0)
 		return sl_cli_usage("run", "no dataset given (DATA.sld...)");
 	if (r->ndatasets > SL_RUN_MAX_DATASETS)
 		return sl_cli_usage("run", "at most %d datasets", SL_RUN_MAX_DATASETS);
-	if (dd < 0 || dd + 1 >= argc)
+	if (cmd == NULL || cmd[0] == NULL)
 		return sl_cli_usage("run",
 		                    "no command given: end the options with -- CMD [ARG...]");
-	r->cmd = argv + dd + 1;
-	if (r->audit_log == NULL)
-		r->audit_log = getenv("SECLAUNCH_AUDIT_LOG");
+	r->cmd = cmd;
 	if (r->audit_log == NULL)
 		r->audit_log = default_audit_log(r->audit_log_buf, sizeof(r->audit_log_buf));
 	if (r->audit_key == NULL)
 		r->audit_key = getenv("SECLAUNCH_AUDIT_KEY");
 	if (r->tee == NULL)
 		r->tee = "auto";
-	return -1; /* go on */
+	return 0;
+}
+
+/* Options and datasets before the first "--", the job after it. */
+static int parse(struct sl_run *r, int argc, char **argv)
+{
+	struct sl_cli_shared sh;
+	int dd = argc, ret;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			dd = i;
+			break;
+		}
+	}
+	ret = sl_cli_parse(&spec, r, &sh, dd, argv);
+	if (ret >= 0)
+		return ret;
+	ret = check(r, &sh, dd < argc ? argv + dd + 1 : NULL);
+	return ret != 0 ? ret : -1;
 }
 
 int cmd_run(int argc, char **argv)

@@ -1,6 +1,5 @@
 /* seclaunch verify: check attestation evidence of any kind and print its
  * claims (docs/claims.md). Needs no TPM or TEE. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,9 +11,10 @@
 
 #define EVIDENCE_MAX (16u << 20)
 
-static void help(void)
+static void help(FILE *f)
 {
-	printf("Usage: seclaunch verify EVIDENCE.json BINDING [TRUST] [OPTIONS]\n"
+	fprintf(
+	    f, "Usage: seclaunch verify EVIDENCE.json BINDING [TRUST] [OPTIONS]\n"
 	       "       seclaunch verify --from-tpm2-tools MSG SIG PCRS --ak-public AK.pub BINDING\n"
 	       "                        [TRUST]\n\n"
 	       "Verifies attestation evidence (an object, or an array of objects, as\n"
@@ -40,20 +40,29 @@ static void help(void)
 	       "                             (serialized PCR format) files\n"
 	       "  --ak-public FILE           with --from-tpm2-tools: the AK's TPM2B_PUBLIC\n"
 	       "                             (tpm2_createak -u, tpm2_readpublic -o)\n"
-	       "  --json                     print the claims as one JSON object\n"
-	       "  -q                         print nothing on success\n"
+	       "  --json                     print the claims as one JSON object (a failure:\n"
+	       "                             {\"error\": {...}})\n"
+	       "  -q, --quiet                print nothing on success\n"
 	       "  -h, --help                 this text\n\n"
-	       "Exit codes: 0 verified, 1 usage, 2 unreadable input, 3 attestation failed.\n");
+	       "Exit codes (docs/exit-codes.md): 0 verified, 1 usage, 2 unreadable input,\n"
+	       "3 attestation failed.\n");
 }
 
 typedef struct args {
 	const char *nonce, *report_data, *at, *ak_public;
 	bool tools;
 	long repeat;
+	int nbind;
+	char **files;
+	int nfiles;
+	sl_verify_opts o;
+	uint8_t *expect;
+	struct sl_cli_shared sh;
 } args;
 
-static sl_err load(const args *a, int argc, char **argv, json_t **ev)
+static sl_err load(const args *a, json_t **ev)
 {
+	char **argv = a->files;
 	uint8_t *text = NULL;
 	size_t len = 0;
 	json_error_t jerr;
@@ -61,7 +70,6 @@ static sl_err load(const args *a, int argc, char **argv, json_t **ev)
 
 	if (a->tools)
 		return sl_tpm2_tools_import(argv[0], argv[1], argv[2], a->ak_public, ev);
-	(void)argc;
 	rc = sl_file_read(argv[0], EVIDENCE_MAX, &text, &len);
 	if (rc != SL_OK)
 		return rc;
@@ -126,146 +134,144 @@ static sl_err print_claims(const sl_claims *c)
 	return SL_OK;
 }
 
-int cmd_verify(int argc, char **argv)
+enum { O_NONCE = 256, O_RD, O_NOBIND, O_PIN, O_TRUST, O_COLL, O_AT, O_TOOLS, O_AKPUB, O_REPEAT };
+
+static const struct sl_cli_opt verify_opts[] = {
+    {"nonce", required_argument, O_NONCE, NULL},
+    {"expect-report-data", required_argument, O_RD, NULL},
+    {"no-binding", no_argument, O_NOBIND, NULL},
+    {"ak-pin", required_argument, O_PIN, NULL},
+    {"trust", required_argument, O_TRUST, NULL},
+    {"collateral", required_argument, O_COLL, NULL},
+    {"at", required_argument, O_AT, NULL},
+    {"from-tpm2-tools", no_argument, O_TOOLS, NULL},
+    {"ak-public", required_argument, O_AKPUB, NULL},
+    {"repeat", required_argument, O_REPEAT, NULL}, /* benchmarks only; not in --help */
+    {NULL, 0, 0, NULL},
+};
+
+static int on_option(void *ctx, int key, char *arg)
 {
-	enum {
-		O_NONCE = 256,
-		O_RD,
-		O_NOBIND,
-		O_PIN,
-		O_TRUST,
-		O_COLL,
-		O_AT,
-		O_TOOLS,
-		O_AKPUB,
-		O_JSON,
-		O_REPEAT
-	};
-	static const struct option opts[] = {
-	    {"nonce", required_argument, NULL, O_NONCE},
-	    {"expect-report-data", required_argument, NULL, O_RD},
-	    {"no-binding", no_argument, NULL, O_NOBIND},
-	    {"ak-pin", required_argument, NULL, O_PIN},
-	    {"trust", required_argument, NULL, O_TRUST},
-	    {"collateral", required_argument, NULL, O_COLL},
-	    {"at", required_argument, NULL, O_AT},
-	    {"from-tpm2-tools", no_argument, NULL, O_TOOLS},
-	    {"ak-public", required_argument, NULL, O_AKPUB},
-	    {"json", no_argument, NULL, O_JSON},
-	    {"repeat", required_argument, NULL, O_REPEAT}, /* benchmarks only; not in --help */
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	args a = {.repeat = 1};
-	sl_verify_opts o = {0};
-	uint8_t *expect = NULL;
+	args *a = ctx;
+	switch (key) {
+	case O_NONCE:
+		a->nonce = arg;
+		a->nbind++;
+		break;
+	case O_RD:
+		a->report_data = arg;
+		a->nbind++;
+		break;
+	case O_NOBIND:
+		a->o.no_binding = true;
+		a->nbind++;
+		break;
+	case O_PIN:
+		a->o.ak_pin_pem = arg;
+		break;
+	case O_TRUST:
+		a->o.trust_dir = arg;
+		break;
+	case O_COLL:
+		a->o.collateral_dir = arg;
+		break;
+	case O_AT:
+		a->at = arg;
+		break;
+	case O_TOOLS:
+		a->tools = true;
+		break;
+	case O_AKPUB:
+		a->ak_public = arg;
+		break;
+	case O_REPEAT:
+		a->repeat = strtol(arg, NULL, 10);
+		if (a->repeat < 1 || a->repeat > 10000000)
+			return sl_cli_usage("verify", "--repeat: 1..10000000");
+		break;
+	default:
+		return sl_cli_usage("verify", "unknown option");
+	}
+	return 0;
+}
+
+static int on_args(void *ctx, int argc, char **argv)
+{
+	args *a = ctx;
+	a->files = argv;
+	a->nfiles = argc;
+	return 0;
+}
+
+static const struct sl_cli_spec spec = {
+    .name = "verify",
+    .shared = SL_SH_QUIET | SL_SH_JSON,
+    .opts = verify_opts,
+    .help = help,
+    .on_option = on_option,
+    .on_args = on_args,
+};
+
+/* The options agree, and the binding and time parse. */
+static int check(args *a)
+{
 	size_t expect_len = 0;
+	sl_err rc;
+	if (a->nfiles != (a->tools ? 3 : 1))
+		return sl_cli_usage("verify", a->tools ? "--from-tpm2-tools takes MSG SIG PCRS"
+		                                       : "one EVIDENCE.json is required");
+	if (a->nbind != 1)
+		return sl_cli_usage(
+		    "verify", "give exactly one of --nonce, --expect-report-data, --no-binding");
+	if (a->tools && a->ak_public == NULL)
+		return sl_cli_usage("verify",
+		                    "--from-tpm2-tools needs --ak-public AK.pub (the AK's "
+		                    "TPM2B_PUBLIC: tpm2_createak -u or tpm2_readpublic -o)");
+	if (a->nonce != NULL || a->report_data != NULL) {
+		const char *name = a->nonce != NULL ? "--nonce" : "--expect-report-data";
+		rc = sl_hex_decode_alloc(a->nonce != NULL ? a->nonce : a->report_data, 64,
+		                         &a->expect, &expect_len, name);
+		if (rc != SL_OK || expect_len == 0)
+			return sl_cli_usage("verify", "%s: want 1..64 bytes of hex", name);
+		a->o.expect = a->expect;
+		a->o.expect_len = expect_len;
+	}
+	if (a->at != NULL && sl_time_parse_rfc3339(a->at, &a->o.at, "--at") != SL_OK)
+		return sl_cli_usage("verify", "--at: want RFC 3339, e.g. 2024-01-01T00:00:00Z");
+	return 0;
+}
+
+static int run(args *a)
+{
 	json_t *ev = NULL;
 	sl_claims *claims = NULL;
-	sl_err rc = SL_OK;
-	int c, nbind = 0, want_args;
+	sl_err rc;
 
 	/* The TSS logs every failure it sees on stderr; our own message names
 	 * the failure (with the TPM's code), so its log stays off unless asked. */
 	setenv("TSS2_LOG", "all+NONE", 0);
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
-		switch (c) {
-		case O_NONCE:
-			a.nonce = optarg;
-			nbind++;
-			break;
-		case O_RD:
-			a.report_data = optarg;
-			nbind++;
-			break;
-		case O_NOBIND:
-			o.no_binding = true;
-			nbind++;
-			break;
-		case O_PIN:
-			o.ak_pin_pem = optarg;
-			break;
-		case O_TRUST:
-			o.trust_dir = optarg;
-			break;
-		case O_COLL:
-			o.collateral_dir = optarg;
-			break;
-		case O_AT:
-			a.at = optarg;
-			break;
-		case O_TOOLS:
-			a.tools = true;
-			break;
-		case O_AKPUB:
-			a.ak_public = optarg;
-			break;
-		case O_JSON:
-			sl_cli_json = true;
-			break;
-		case O_REPEAT:
-			a.repeat = strtol(optarg, NULL, 10);
-			if (a.repeat < 1 || a.repeat > 10000000)
-				return sl_cli_usage("verify", "--repeat: 1..10000000");
-			break;
-		case 'q':
-			sl_cli_quiet = true;
-			break;
-		case 'h':
-			help();
-			return 0;
-		default:
-			return sl_cli_usage("verify", "unknown option");
-		}
-	}
-	want_args = a.tools ? 3 : 1;
-	if (argc - optind != want_args)
-		return sl_cli_usage("verify", a.tools ? "--from-tpm2-tools takes MSG SIG PCRS"
-		                                      : "one EVIDENCE.json is required");
-	if (nbind != 1)
-		return sl_cli_usage(
-		    "verify", "give exactly one of --nonce, --expect-report-data, --no-binding");
-	if (a.tools && a.ak_public == NULL)
-		return sl_cli_usage("verify",
-		                    "--from-tpm2-tools needs --ak-public AK.pub (the AK's "
-		                    "TPM2B_PUBLIC: tpm2_createak -u or tpm2_readpublic -o)");
-	if (a.nonce != NULL || a.report_data != NULL) {
-		const char *hex = a.nonce != NULL ? a.nonce : a.report_data;
-		rc = sl_hex_decode_alloc(hex, 64, &expect, &expect_len,
-		                         a.nonce != NULL ? "--nonce" : "--expect-report-data");
-		if (rc != SL_OK || expect_len == 0) {
-			free(expect);
-			return sl_cli_usage("verify", "%s: want 1..64 bytes of hex",
-			                    a.nonce != NULL ? "--nonce" : "--expect-report-data");
-		}
-		o.expect = expect;
-		o.expect_len = expect_len;
-	}
-	if (a.at != NULL) {
-		rc = sl_time_parse_rfc3339(a.at, &o.at, "--at");
-		if (rc != SL_OK) {
-			free(expect);
-			return sl_cli_usage("verify",
-			                    "--at: want RFC 3339, e.g. 2024-01-01T00:00:00Z");
-		}
-	}
-	rc = load(&a, argc - optind, argv + optind, &ev);
-	if (rc != SL_OK)
-		goto out;
-	for (long i = 0; i < a.repeat; i++) {
+	rc = load(a, &ev);
+	for (long i = 0; rc == SL_OK && i < a->repeat; i++) {
 		sl_claims_free(claims);
 		claims = NULL;
-		rc = verify_all(ev, &o, &claims);
-		if (rc != SL_OK)
-			goto out;
+		rc = verify_all(ev, &a->o, &claims);
 	}
-	rc = print_claims(claims);
-out:
+	if (rc == SL_OK)
+		rc = print_claims(claims);
 	sl_claims_free(claims);
 	json_decref(ev);
-	free(expect);
-	if (rc != SL_OK)
-		return sl_cli_fail("verify", rc);
-	return 0;
+	return rc == SL_OK ? 0 : sl_cli_fail("verify", rc);
+}
+
+int cmd_verify(int argc, char **argv)
+{
+	args a = {.repeat = 1};
+	int ret = sl_cli_parse(&spec, &a, &a.sh, argc, argv);
+	if (ret >= 0)
+		return ret;
+	ret = check(&a);
+	if (ret == 0)
+		ret = run(&a);
+	free(a.expect);
+	return ret;
 }

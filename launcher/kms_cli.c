@@ -5,22 +5,18 @@
 #include "kms_cli.h"
 #include "seclaunch/attest.h"
 
-sl_err sl_kms_cli_new_dek(const char *url, const char *ca, const char *token_file,
-                          const char *key_id, const char *dataset_id, sl_secret **dek,
-                          uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN])
+sl_err sl_kms_cli_new_dek(const sl_kms_opts *ko, const char *key_id, const char *dataset_id,
+                          sl_secret **dek, uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN])
 {
 	sl_err rc = SL_E_USAGE;
-	sl_kms_opts ko = {.url = url,
-	                  .ca_file = ca != NULL ? ca : getenv("SECLAUNCH_KMS_CA"),
-	                  .admin_token_file = token_file};
 	sl_kms *k = NULL;
 	sl_secret *d = NULL;
 	uint8_t *w = NULL;
 	size_t wl = 0;
 	SL_ENSURE(key_id != NULL, SL_E_USAGE, "--kms needs --key-id ID");
-	SL_ENSURE(token_file != NULL, SL_E_USAGE,
+	SL_ENSURE(ko->admin_token_file != NULL, SL_E_USAGE,
 	          "--kms needs --admin-token-file F (wrapping is an admin call)");
-	SL_GUARD(sl_kms_new(&ko, &k));
+	SL_GUARD(sl_kms_new(ko, &k));
 	SL_GUARD(sl_secret_random(SL_KMS_DEK_LEN, &d));
 	SL_GUARD(sl_kms_wrap(k, key_id, dataset_id, d, &w, &wl));
 	memcpy(wrapped, w, SL_KMS_WRAPPED_DEK_LEN);
@@ -34,12 +30,14 @@ out:
 	return rc;
 }
 
-sl_err sl_kms_cli_release_dek(const char *url, const char *ca, const sl_sld_header *h,
+sl_err sl_kms_cli_release_dek(const sl_kms_opts *ko, const char *tcti,
+                              const struct sl_region_id *rid, const sl_sld_header *h,
                               sl_secret **dek)
 {
 	sl_err rc = SL_E_INPUT;
-	sl_kms_opts ko = {.url = url, .ca_file = ca != NULL ? ca : getenv("SECLAUNCH_KMS_CA")};
 	sl_kms *k = NULL;
+	sl_claims *claims = NULL;
+	json_t *idoc = NULL, *ids = json_array();
 	sl_kms_challenge ch;
 	uint8_t eph_pub[SL_EPH_PUB_LEN], binding[SL_BINDING_LEN];
 	sl_secret *eph_sk = NULL, *deks[1] = {NULL};
@@ -47,19 +45,28 @@ sl_err sl_kms_cli_release_dek(const char *url, const char *ca, const sl_sld_head
 	size_t wl = 0;
 	const uint8_t *w = sl_sld_header_wrapped_dek(h, &wl);
 	const char *key_id = sl_sld_header_key_id(h);
-	SL_ENSURE(arr != NULL, SL_E_NOMEM, "evidence");
+	SL_ENSURE(arr != NULL && ids != NULL, SL_E_NOMEM, "evidence");
 	SL_ENSURE(key_id != NULL && w != NULL && wl > 0, SL_E_INPUT,
 	          "the file has no KMS key reference (it was encrypted with a key file: use "
 	          "--key-file)");
-	SL_GUARD(sl_kms_new(&ko, &k));
+	SL_GUARD(sl_kms_new(ko, &k));
 	SL_GUARD(sl_kms_challenge_get(k, &ch));
 	SL_GUARD(sl_kms_eph_keypair(eph_pub, &eph_sk));
 	/* no local policy here: the server's digest from the challenge goes in the binding */
 	sl_binding_compute(ch.nonce, eph_pub, ch.policy_digest, binding);
-	sl_collect_opts co = {.nonce = binding, .nonce_len = sizeof(binding)};
+	sl_collect_opts co = {.tcti = tcti, .nonce = binding, .nonce_len = sizeof(binding)};
 	SL_GUARD(sl_evidence_collect("auto", &co, &ev));
-	SL_ENSURE(json_array_append_new(arr, ev) == 0, SL_E_NOMEM, "evidence");
-	ev = NULL;
+	json_t *e = ev;
+	ev = NULL; /* append_new takes it either way */
+	SL_ENSURE(json_array_append_new(arr, e) == 0, SL_E_NOMEM, "evidence");
+	/* the same region identity as `run` sends, checked here first */
+	SL_GUARD(sl_claims_new(&claims));
+	SL_GUARD(sl_region_id_collect(rid, binding, claims, &idoc));
+	if (idoc != NULL) {
+		json_t *d = idoc;
+		idoc = NULL; /* append_new takes it either way */
+		SL_ENSURE(json_array_append_new(ids, d) == 0, SL_E_NOMEM, "identity");
+	}
 	sl_kms_key_req kr = {.key_id = key_id,
 	                     .dataset_id = sl_sld_header_dataset_id(h),
 	                     .wrapped_dek = w,
@@ -68,6 +75,7 @@ sl_err sl_kms_cli_release_dek(const char *url, const char *ca, const sl_sld_head
 	                         .eph_pub = eph_pub,
 	                         .policy_digest = ch.policy_digest,
 	                         .evidence = arr,
+	                         .identity = ids,
 	                         .keys = &kr,
 	                         .nkeys = 1};
 	SL_GUARD(sl_kms_release(k, &rq, eph_sk, deks));
@@ -76,6 +84,9 @@ sl_err sl_kms_cli_release_dek(const char *url, const char *ca, const sl_sld_head
 out:
 	json_decref(ev);
 	json_decref(arr);
+	json_decref(idoc);
+	json_decref(ids);
+	sl_claims_free(claims);
 	sl_secret_free(eph_sk);
 	sl_kms_free(k);
 	return rc;

@@ -2,18 +2,22 @@
 #ifndef SECLAUNCH_LAUNCHER_KMS_CLI_H
 #define SECLAUNCH_LAUNCHER_KMS_CLI_H
 
+#include "region_id.h"
 #include "seclaunch/kms.h"
 #include "seclaunch/sld.h"
 
 /* encrypt --kms: a fresh DEK made here (secret memory), wrapped by
- * seclaunchd under key_id for dataset_id. ca NULL: $SECLAUNCH_KMS_CA. */
-SL_MUST_USE sl_err sl_kms_cli_new_dek(const char *url, const char *ca, const char *token_file,
-                                      const char *key_id, const char *dataset_id, sl_secret **dek,
+ * seclaunchd under key_id for dataset_id. ko names the KMS (url, CA, pin,
+ * admin token file). */
+SL_MUST_USE sl_err sl_kms_cli_new_dek(const sl_kms_opts *ko, const char *key_id,
+                                      const char *dataset_id, sl_secret **dek,
                                       uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN]);
 
-/* decrypt --kms: challenge -> evidence bound to (nonce, eph_pub, policy
- * digest) -> release of the header's wrapped DEK -> opened in secret memory. */
-SL_MUST_USE sl_err sl_kms_cli_release_dek(const char *url, const char *ca, const sl_sld_header *h,
+/* decrypt --kms: challenge -> evidence (TPM at tcti; NULL: default) and the
+ * region identity rid names, both bound to (nonce, eph_pub, policy digest)
+ * -> release of the header's wrapped DEK -> opened in secret memory. */
+SL_MUST_USE sl_err sl_kms_cli_release_dek(const sl_kms_opts *ko, const char *tcti,
+                                          const struct sl_region_id *rid, const sl_sld_header *h,
                                           sl_secret **dek);
 
 #endif

@@ -74,6 +74,21 @@ static bool tls_failure(CURLcode c)
 	       c == CURLE_SSL_CERTPROBLEM || c == CURLE_SSL_ISSUER_ERROR;
 }
 
+sl_err sl_kms_refusal_code(const json_t *reasons)
+{
+	static const char *const attest_codes[] = {"evidence_invalid", "binding_mismatch",
+	                                           "ak_not_enrolled", "identity_invalid", NULL};
+	size_t i;
+	const json_t *r;
+	json_array_foreach (reasons, i, r) {
+		const char *code = json_string_value(json_object_get(r, "code"));
+		for (size_t j = 0; code != NULL && attest_codes[j] != NULL; j++)
+			if (strcmp(code, attest_codes[j]) == 0)
+				return SL_E_ATTEST;
+	}
+	return SL_E_POLICY_DENIED;
+}
+
 /* Turns a problem JSON into the error the caller returns. */
 static sl_err problem_err(sl_kms *k, const char *path, long status)
 {
@@ -96,7 +111,7 @@ static sl_err problem_err(sl_kms *k, const char *path, long status)
 			o += (size_t)snprintf(msg + o, sizeof(msg) - o, "%s [%s] %.400s",
 			                      i ? ";" : "", code ? code : "reason", d ? d : "?");
 		}
-		return sl_err_set(SL_E_POLICY_DENIED, "%s", msg);
+		return sl_err_set(sl_kms_refusal_code(reasons), "%s", msg);
 	}
 	return sl_err_set(SL_E_KMS_REFUSED, "KMS %s: HTTP %ld %s: %.600s", path, status,
 	                  title ? title : "", detail ? detail : "(no detail)");

@@ -30,17 +30,37 @@ static void usage(FILE *f)
 	           "attested confidential machines in allowed regions.\n\nCommands:\n");
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-	fprintf(f, "\n'seclaunch COMMAND --help' describes a command.\n"
+	fprintf(f, "\n'seclaunch help COMMAND' (or 'seclaunch COMMAND --help') describes a "
+	           "command.\n"
+	           "Shared flags, wherever they mean something: -q/--quiet, --json (results as\n"
+	           "JSON on stdout; a failure is one {\"error\": {\"code\", \"exit\", "
+	           "\"message\"}}\n"
+	           "object), --kms URL, --kms-ca FILE ($SECLAUNCH_KMS_CA), --kms-pin PIN,\n"
+	           "--tcti T ($SECLAUNCH_TCTI), --audit-log FILE ($SECLAUNCH_AUDIT_LOG),\n"
+	           "-o/--output FILE, --force (replace an existing output file).\n"
 	           "Exit codes: 0 ok, 1 usage, 2 input/format, 3 attestation failed, 4 policy\n"
 	           "denied, 5 KMS unreachable or refused, 6 integrity failure, 7 system error;\n"
-	           "`run` exits with the job's own status (128+n for signal n).\n");
+	           "`run` exits with the job's own status (128+n for signal n). See\n"
+	           "docs/exit-codes.md.\n");
+}
+
+static void usage_version(FILE *f)
+{
+	fprintf(f, "Usage: seclaunch version [--json]\n\nPrints the version of seclaunch.\n");
 }
 
 int cmd_version(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	printf("seclaunch %s\n", SL_VERSION);
+	static const struct sl_cli_spec spec = {
+	    .name = "version", .shared = SL_SH_JSON | SL_SH_QUIET, .help = usage_version};
+	struct sl_cli_shared sh;
+	int ret = sl_cli_parse(&spec, NULL, &sh, argc, argv);
+	if (ret >= 0)
+		return ret;
+	if (sl_cli_json)
+		sl_cli_print_json(json_pack("{s:s}", "version", SL_VERSION));
+	else
+		printf("seclaunch %s\n", SL_VERSION);
 	return 0;
 }
 
@@ -52,6 +72,18 @@ int main(int argc, char **argv)
 	if (rc != SL_OK)
 		return sl_cli_fail("startup", rc);
 	if (argc < 2) {
+		usage(stderr);
+		return SL_CAT_USAGE;
+	}
+	if (strcmp(argv[1], "help") == 0 && argc > 2) {
+		/* `seclaunch help CMD [VERB]` is `seclaunch CMD [VERB] --help` */
+		char *args[4] = {argv[2], argc > 3 ? argv[3] : NULL, NULL, NULL};
+		int n = argc > 3 ? 2 : 1;
+		args[n++] = "--help";
+		for (size_t i = 0; i < NCOMMANDS; i++)
+			if (strcmp(argv[2], commands[i].name) == 0)
+				return commands[i].fn(n, args);
+		fprintf(stderr, "seclaunch: unknown command '%s'\n", argv[2]);
 		usage(stderr);
 		return SL_CAT_USAGE;
 	}

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "region_id.h"
 #include "run_int.h"
 #include "seclaunch/identity.h"
 #include "seclaunch/tpm2.h"
@@ -16,7 +17,8 @@
 sl_err sl_run_step_challenge(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
-	sl_kms_opts ko = {.url = s->o->kms_url, .ca_file = s->o->kms_ca};
+	sl_kms_opts ko = {
+	    .url = s->o->kms_url, .ca_file = s->o->kms_ca, .pinned_pubkey = s->o->kms_pin};
 	char theirs[2 * SL_SHA256_LEN + 1];
 
 	SL_GUARD(sl_kms_new(&ko, &s->kms));
@@ -132,34 +134,20 @@ sl_err sl_run_step_identity(struct sl_run_st *s)
 	sl_err rc = SL_E_INTERNAL;
 	json_t *doc = NULL;
 
+	struct sl_region_id rid = {.cloud_identity = s->o->cloud_identity,
+	                           .gcp_jwks = s->o->gcp_jwks,
+	                           .aws_trust = s->o->aws_certs,
+	                           .region = s->o->region};
+
 	s->identity = json_array();
 	SL_ENSURE(s->identity != NULL, SL_E_NOMEM, "identity list");
-	if (s->o->cloud_identity != NULL) {
-		sl_identity_opts io = {.gcp_jwks = s->o->gcp_jwks,
-		                       .aws_trust_dir = s->o->aws_certs,
-		                       .binding = s->binding,
-		                       .binding_len = SL_BINDING_LEN};
-		const char *ci = s->o->cloud_identity;
-		if (strcmp(ci, "metadata") == 0 || strncmp(ci, "metadata:", 9) == 0)
-			/* fetched now, so a GCP token's audience is this run's binding */
-			SL_GUARD(sl_identity_collect(ci[8] == ':' ? ci + 9 : "auto", s->binding,
-			                             SL_BINDING_LEN, &doc));
-		else
-			SL_GUARD(sl_identity_load_file(ci, &doc));
-		rc = sl_identity_verify(doc, &io, s->claims);
-		if (rc != SL_OK)
-			SL_GUARD(sl_err_wrap(rc, "%s", s->o->cloud_identity));
-	} else if (s->o->region != NULL) {
-		SL_GUARD(sl_identity_unsigned_region(s->o->region, s->claims));
-		SL_GUARD(sl_identity_unsigned_doc(s->o->region, &doc));
-		if (sl_policy_allow_unverified_region(s->policy))
-			sl_run_say(
-			    "WARNING: region %s is UNVERIFIED (given with --region, signed by "
-			    "nobody); "
-			    "it counts only because the policy sets allow_unverified_region: "
-			    "development use only",
-			    s->o->region);
-	}
+	SL_GUARD(sl_region_id_collect(&rid, s->binding, s->claims, &doc));
+	if (s->o->region != NULL && sl_policy_allow_unverified_region(s->policy))
+		sl_run_say("WARNING: region %s is UNVERIFIED (given with --region, signed by "
+		           "nobody); "
+		           "it counts only because the policy sets allow_unverified_region: "
+		           "development use only",
+		           s->o->region);
 	if (doc != NULL) {
 		SL_ENSURE(json_array_append(s->identity, doc) == 0, SL_E_NOMEM, "identity list");
 		const char *p = sl_claims_get(s->claims, "cloud.provider");

@@ -178,33 +178,31 @@ out:
 }
 
 /* The KMS answers every refusal with 403 and a list of reasons, each with a
- * code. Evidence the KMS would not accept is an attestation failure (exit 3),
- * not a policy decision; the reasons are printed and audited either way. */
+ * code; sl_kms_refusal_code() says which exit code that is (evidence the KMS
+ * would not accept is an attestation failure, exit 3, not a policy decision).
+ * The reasons are printed and audited either way. */
 static sl_err explain_refusal(struct sl_run_st *s)
 {
-	static const char *const attest_codes[] = {"evidence_invalid", "binding_mismatch",
-	                                           "ak_not_enrolled", "identity_invalid", NULL};
 	char detail[1024];
 	const json_t *prob = sl_kms_last_problem(s->kms);
 	json_t *reasons = prob != NULL ? json_object_get(prob, "reasons") : NULL, *r;
-	bool attest = false;
+	sl_err code = sl_kms_refusal_code(reasons);
 	size_t i;
 
 	snprintf(detail, sizeof(detail), "%s", sl_err_detail());
 	fprintf(stderr, "seclaunch run: the KMS refused to release the keys:\n");
 	json_array_foreach (reasons, i, r) {
-		const char *code = json_string_value(json_object_get(r, "code"));
+		const char *c = json_string_value(json_object_get(r, "code"));
 		const char *d = json_string_value(json_object_get(r, "detail"));
-		fprintf(stderr, "  - [%s] %s\n", code != NULL ? code : "?", d != NULL ? d : "?");
-		for (size_t j = 0; code != NULL && attest_codes[j] != NULL; j++)
-			attest |= strcmp(code, attest_codes[j]) == 0;
+		fprintf(stderr, "  - [%s] %s\n", c != NULL ? c : "?", d != NULL ? d : "?");
 	}
 	sl_err a = record(s, SL_AUDIT_EV_RUN_RELEASE, NULL, NULL, SL_AUDIT_DENY,
 	                  reasons != NULL ? json_deep_copy(reasons) : NULL, NULL);
 	(void)a;
-	return sl_err_set(attest ? SL_E_ATTEST : SL_E_POLICY_DENIED, "%s%s",
-	                  attest ? "the KMS did not accept this machine's attestation: " : "",
-	                  detail);
+	return sl_err_set(
+	    code, "%s%s",
+	    code == SL_E_ATTEST ? "the KMS did not accept this machine's attestation: " : "",
+	    detail);
 }
 
 static sl_err step_release(struct sl_run_st *s)
@@ -236,7 +234,7 @@ static sl_err step_release(struct sl_run_st *s)
 	/* the ephemeral key has done its one job either way */
 	sl_secret_free(s->eph_sk);
 	s->eph_sk = NULL;
-	if (rc == SL_E_POLICY_DENIED)
+	if ((rc == SL_E_POLICY_DENIED || rc == SL_E_ATTEST) && sl_kms_last_problem(s->kms) != NULL)
 		rc = explain_refusal(s);
 	SL_GUARD(rc);
 	SL_GUARD(record(s, SL_AUDIT_EV_RUN_RELEASE, NULL, NULL, SL_AUDIT_ALLOW, NULL,
@@ -451,7 +449,7 @@ failed:
 		                  json_pack("{s:s, s:s, s:s, s:i}", "step", s.step, "error",
 		                            sl_err_name(rc), "message", detail, "exit_code", code));
 		sl_err w = wipe_all(&s, g_sig != 0 ? "signal" : "error");
-		fprintf(stderr, "seclaunch run: error: %s\n", detail);
+		sl_cli_report("run", rc, code, detail);
 		if ((a != SL_OK || w != SL_OK) && s.audit != NULL)
 			fprintf(stderr,
 			        "seclaunch run: warning: the audit log could not record this\n");

@@ -16,7 +16,7 @@
 
 struct sl_run {
 	const char *policy_path, *policy_sig, *policy_pub;
-	const char *kms_url, *kms_ca;
+	const char *kms_url, *kms_ca, *kms_pin;
 	const char *tcti, *tee, *collateral;
 	const char *cloud_identity, *gcp_jwks, *aws_certs, *region;
 	const char *audit_log, *audit_key;

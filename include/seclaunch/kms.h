@@ -9,6 +9,8 @@
  *   SL_E_KMS_PROTOCOL     the answer was not what the protocol says
  *   SL_E_POLICY_DENIED    a release was denied (403); the detail lists every
  *                         reason and sl_kms_last_problem() holds the problem JSON
+ *   SL_E_ATTEST           the same, when a reason says the KMS did not accept the
+ *                         evidence (sl_kms_refusal_code)
  * Every secret that comes back (DEKs) is opened straight into sl_secret.
  */
 #ifndef SECLAUNCH_KMS_H
@@ -51,6 +53,13 @@ void sl_kms_free(sl_kms *k);
 /* The problem JSON (RFC 7807) of the last error answer, or NULL. Borrowed;
  * valid until the next call on k. */
 const json_t *sl_kms_last_problem(const sl_kms *k);
+
+/* The one mapping from a KMS refusal (403 with reasons) to an error code,
+ * so every command exits alike: a reason about the machine's evidence
+ * (evidence_invalid, binding_mismatch, ak_not_enrolled, identity_invalid) is
+ * an attestation failure, SL_E_ATTEST (exit 3); any other reason is a policy
+ * denial, SL_E_POLICY_DENIED (exit 4). docs/exit-codes.md lists them. */
+sl_err sl_kms_refusal_code(const json_t *reasons);
 
 /* ---- key release ------------------------------------------------------ */
 

@@ -45,7 +45,7 @@ ns() { date +%s%N; }
 sl_ns=0 tt_ns=0
 for _ in $(seq "$PAIRS"); do
 	a=$(ns)
-	"$SL" attest -q --tee tpm2 --nonce "$N" --pcrs $PCRS -o ev.json
+	"$SL" attest -q --force --tee tpm2 --nonce "$N" --pcrs $PCRS -o ev.json
 	"$SL" verify -q ev.json --nonce "$N" --ak-pin ak.pem
 	b=$(ns)
 	tpm2_quote -c 0x81010040 -l $PCRS -q "$N" -m q.msg -s q.sig -o q.pcrs -g sha256 >/dev/null

@@ -28,10 +28,11 @@ assert "release audited as allow" grep -q '"event":"kms.release".*"decision":"al
 assert "metrics count the release" test "$(kms_metric seclaunchd_releases_total)" -ge 1
 W=$(wrapped_of a.sld)
 
-# --- refusals (exit 4 = denied, with the reason code) -------------------
+# --- refusals (exit 4 = denied, exit 3 = evidence not accepted; with the
+# reason code: sl_kms_refusal_code is the one mapping, docs/exit-codes.md)
 check_err "nonce reused" 4 "\[nonce_reused\]" "$PROBE" "$KMS_URL" "$KMS_CA" release k1 ds-A "$W" reuse
 check_err "nonce never issued" 4 "\[nonce_unknown\]" "$PROBE" "$KMS_URL" "$KMS_CA" release k1 ds-A "$W" unknown-nonce
-check_err "evidence bound to another eph_pub" 4 "\[binding_mismatch\].*extraData" \
+check_err "evidence bound to another eph_pub" 3 "\[binding_mismatch\].*extraData" \
 	"$PROBE" "$KMS_URL" "$KMS_CA" release k1 ds-A "$W" other-eph
 check_err "policy digest skew names both digests" 4 \
 	"\[policy_digest_mismatch\].*binds policy [0-9a-f]{64} but this server enforces [0-9a-f]{64}" \
@@ -63,7 +64,7 @@ assert "failed admin authentication is audited" \
 check_err "enrollment answered with the wrong credential" 5 "403.*activated credential does not match" \
 	"$PROBE" "$KMS_URL" "$KMS_CA" enroll-wrong
 start_swtpm tpm2
-check_err "evidence from a TPM whose AK is not enrolled" 4 "\[ak_not_enrolled\]" \
+check_err "evidence from a TPM whose AK is not enrolled (exit 3, as from run)" 3 "\[ak_not_enrolled\]" \
 	"$SL" decrypt --kms "$KMS_URL" a.sld -o dec2.bin
 assert "no plaintext from a refused release" test ! -e dec2.bin
 check "after enrolling that TPM it releases" 0 "$SL" enroll --kms "$KMS_URL" -q

@@ -97,7 +97,7 @@ cat >claims-ok.json <<'EOF'
  "cloud.identity_fresh": "true"}
 EOF
 check "explain allows" 0 "$SL" policy explain --policy policy.json --policy-pubkey sl.pub \
-	--claims claims-ok.json --dataset clinical-7 --key k-clinical --output s3://ckpt-eu/run1
+	--claims claims-ok.json --dataset clinical-7 --key k-clinical --destination s3://ckpt-eu/run1
 assert "explain says ALLOW" grep -q "decision: ALLOW" "$T/out"
 sed 's/europe-west4/europe-west3/' claims-ok.json >claims-denied.json
 check "explain denies (exit 4)" 4 "$SL" policy explain --policy policy.json --policy-pubkey sl.pub \

@@ -139,6 +139,6 @@ assert "ek: tpm.ek.cert=verified" test "$(claim "$T/out" tpm.ek.cert)" = verifie
 check "ek: verify under another CA" 0 "$SL" verify "$T/ek.json" --nonce $N --ak-pin "$T/ek-ak.pem" --trust "$V/ca" --json
 assert "ek: another CA: tpm.ek.cert=unverified" test "$(claim "$T/out" tpm.ek.cert)" = unverified
 # swtpm_setup allocated only sha256 and sha1 here
-check_err "ek: a bank the TPM has not allocated" 7 "has not allocated .*PCR bank sha384" "$SL" attest --tee tpm2 --nonce $N --pcrs sha384:0 -o "$T/x.json"
+check_err "ek: a bank the TPM has not allocated" 7 "has not allocated .*PCR bank sha384" "$SL" attest --tee tpm2 --nonce $N --pcrs sha384:0 -o "$T/x-sha384.json"
 
 finish
