@@ -178,16 +178,15 @@ int cmd_decrypt(int argc, char **argv)
 	struct sl_progress prog;
 	struct fd_sink sink;
 	int in = -1, out_fd = -1, ret;
-	struct stat st;
 	sl_err rc;
 
 	ret = parse(argc, argv, &o);
 	if (ret != 0)
 		return ret < 0 ? 0 : ret;
 	bool to_stdout = strcmp(o.out, "-") == 0;
-	/* a device or FIFO (/dev/null, a named pipe) is a stream, as stdout */
-	bool to_stream =
-	    !to_stdout && stat(o.out, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
+	/* a device or FIFO (/dev/null, a named pipe) is a stream, as stdout; a
+	 * symlink to one is an existing file (refused) */
+	bool to_stream = !to_stdout && sl_output_is_stream(o.out);
 	if (to_stdout && isatty(STDOUT_FILENO))
 		return sl_cli_usage("decrypt", "refusing to write plaintext to a terminal; use -o "
 		                               "FILE or a pipe");
@@ -201,16 +200,13 @@ int cmd_decrypt(int argc, char **argv)
 	if (rc != SL_OK)
 		goto fail;
 	if (to_stream) {
-		out_fd = open(o.out, O_WRONLY | O_NOCTTY | O_CLOEXEC);
-		if (out_fd < 0) {
-			rc = sl_err_set(SL_E_IO, "%s: cannot open: %s", o.out, strerror(errno));
-			goto fail;
-		}
-		if (isatty(out_fd)) {
-			ret = sl_cli_usage("decrypt",
-			                   "refusing to write plaintext to a terminal (%s)", o.out);
+		rc = sl_output_open_stream(o.out, &out_fd);
+		if (rc == SL_E_USAGE) {
+			ret = sl_cli_usage("decrypt", "%s", sl_err_detail());
 			goto done;
 		}
+		if (rc != SL_OK)
+			goto fail;
 	} else if (!to_stdout) {
 		rc = sl_sld_outfile_open(o.out, o.force, &of);
 		if (rc != SL_OK)
