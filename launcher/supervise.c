@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
@@ -79,13 +80,38 @@ static void close_from(int lo, int hi) /* [lo, hi], async-signal-safe */
 		close(fd);
 }
 
+/* The job's user: supplementary groups, group, user, in that order (each
+ * needs the privilege the next drops); then no way back. */
+static int drop_to(const sl_job_user *u, pid_t parent)
+{
+	if (u == NULL || !u->set)
+		return 0;
+	if (setgroups((size_t)u->ngroups, u->groups) != 0 || setgid(u->gid) != 0 ||
+	    setuid(u->uid) != 0)
+		return -1;
+	if (u->uid != 0 && (setuid(0) == 0 || seteuid(0) == 0)) {
+		errno = EPERM;
+		return -1;
+	}
+	/* a change of credentials clears the parent-death signal: set it again */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		return -1;
+	if (getppid() != parent)
+		_exit(127);
+	return 0;
+}
+
 /* In the child between fork and exec: async-signal-safe calls only. */
-static void child(const sl_job_spec *sp, const int *sorted, int errpipe, pid_t parent)
+static void child(const sl_job_spec *sp, const sl_contain *ct, const int *sorted, int errpipe,
+                  pid_t parent)
 {
 	int err;
 	setpgid(0, 0);
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != parent)
 		_exit(127); /* seclaunch is gone already: no job without its supervisor */
+	if (sl_contain_enter(ct) != 0)
+		goto fail;
 	/* only 0, 1, 2, the staged descriptors and the exec-error pipe survive */
 	int lo = 3;
 	for (size_t i = 0; i < sp->nfds; i++) {
@@ -105,18 +131,30 @@ static void child(const sl_job_spec *sp, const int *sorted, int errpipe, pid_t p
 		lo = errpipe + 1;
 	}
 	close_from(lo, ~0u >> 1);
+	/* after every descriptor of seclaunch's own is closed */
+	if (drop_to(sp->user, parent) != 0)
+		goto fail;
 	for (int sig = 1; sig < 32; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)
 			signal(sig, SIG_DFL);
 	sigprocmask(SIG_SETMASK, &orig_mask, NULL);
-	environ = (char **)sp->envp; /* execvp looks argv[0] up in the job's PATH */
-	execvp(sp->argv[0], sp->argv);
+	if (sp->path != NULL) {
+		execve(sp->path, sp->argv, sp->envp);
+	} else {
+		environ = (char **)sp->envp; /* execvp looks argv[0] up in the job's PATH */
+		execvp(sp->argv[0], sp->argv);
+	}
 fail:
 	err = errno;
 	if (write(errpipe, &err, sizeof(err)) < 0) {
 		/* nothing more to report through */
 	}
 	_exit(127);
+}
+
+static const char *sig_name(int sig)
+{
+	return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
 }
 
 static void give_tty(pid_t pgid)
@@ -132,12 +170,13 @@ static void give_tty(pid_t pgid)
 sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 {
 	sl_err rc = SL_E_SYSTEM;
-	int sfd = -1, pipefd[2] = {-1, -1}, *sorted = NULL, status = 0, err = 0;
-	bool tty = false, reaped = false;
+	int sfd = -1, pipefd[2] = {-1, -1}, *sorted = NULL, status = 0, err = 0, nterm = 0;
+	bool tty = false, reaped = false, contained = false;
 	pid_t pid = -1, self = getpid();
 	sigset_t mask;
 	uint64_t deadline = 0, kill_at = 0;
-	unsigned grace = sp->grace_s != 0 ? sp->grace_s : 5;
+	unsigned grace = sp->grace_s;
+	sl_contain ct;
 
 	memset(res, 0, sizeof(*res));
 	SL_GUARD(sl_supervise_init());
@@ -152,12 +191,15 @@ sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 	SL_ENSURE(sfd >= 0, SL_E_SYSTEM, "signalfd: %s", strerror(errno));
 	SL_ENSURE(pipe2(pipefd, O_CLOEXEC) == 0, SL_E_SYSTEM, "pipe: %s", strerror(errno));
 	tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+	SL_GUARD(sl_contain_init(&ct, sp->name != NULL ? sp->name : "job", !sp->no_cgroup));
+	contained = true;
+	res->containment = sl_contain_name(&ct);
 
 	pid = fork();
 	SL_ENSURE(pid >= 0, SL_E_SYSTEM, "fork: %s", strerror(errno));
 	if (pid == 0) {
 		close(pipefd[0]);
-		child(sp, sorted, pipefd[1], self);
+		child(sp, &ct, sorted, pipefd[1], self);
 	}
 	res->pid = pid;
 	(void)setpgid(pid, pid); /* both sides set it: no window where it is ours */
@@ -170,7 +212,9 @@ sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 	if (n == (ssize_t)sizeof(err)) {
 		(void)waitpid(pid, NULL, 0);
 		reaped = true;
-		SL_FAIL(SL_E_INPUT, "cannot execute '%s': %s", sp->argv[0], strerror(err));
+		SL_FAIL(SL_E_INPUT, "cannot execute '%s'%s%s: %s", sp->argv[0],
+		        sp->user != NULL && sp->user->set ? " as user " : "",
+		        sp->user != NULL && sp->user->set ? sp->user->name : "", strerror(err));
 	}
 	if (tty)
 		give_tty(pid);
@@ -191,21 +235,39 @@ sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 		if (deadline != 0 && now >= deadline && !res->timed_out) {
 			res->timed_out = true;
 			deadline = 0;
-			kill(-pid, SIGTERM);
-			kill_at = now + (uint64_t)grace * 1000000000u;
+			/* escaped descendants too: the timeout is the job's, not its group's */
+			sl_contain_signal(&ct, pid, SIGTERM);
+			if (kill_at == 0)
+				kill_at = now + (uint64_t)grace * 1000000000u;
 		}
 		if (kill_at != 0 && now >= kill_at) {
 			res->killed = true;
 			kill_at = 0;
-			kill(-pid, SIGKILL);
+			if (res->escalated)
+				fprintf(
+				    stderr,
+				    "seclaunch run: the job did not stop within %u s: SIGKILL\n",
+				    grace);
+			sl_contain_signal(&ct, pid, SIGKILL);
 		}
 		struct signalfd_siginfo si;
 		while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 			int sig = (int)si.ssi_signo;
-			if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
-				res->forwarded = sig;
-				kill(-pid, sig);
-			}
+			if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP)
+				continue;
+			res->forwarded = sig;
+			kill(-pid, sig);
+			if (sig == SIGHUP || ++nterm < 2 || res->escalated)
+				continue;
+			/* a second SIGINT/SIGTERM: the job gets grace seconds more */
+			res->escalated = true;
+			uint64_t at = sl_now_ns() + (uint64_t)grace * 1000000000u;
+			if (kill_at == 0 || at < kill_at)
+				kill_at = at;
+			fprintf(stderr,
+			        "seclaunch run: %s again: the job gets SIGKILL in %u s unless it "
+			        "exits (--kill-grace)\n",
+			        sig_name(sig), grace);
 		}
 		pid_t w = waitpid(pid, &status, WNOHANG);
 		if (w == pid)
@@ -223,15 +285,17 @@ sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 	rc = SL_OK;
 out:
 	if (pid > 0) {
-		/* whatever the job left in its group goes with it */
-		kill(-pid, SIGKILL);
+		/* whatever the job left behind goes with it, wherever it went */
 		if (!reaped) {
 			kill(pid, SIGKILL);
 			(void)waitpid(pid, NULL, 0);
 		}
+		res->leftover = sl_contain_kill_all(&ct, pid);
 		if (tty)
 			give_tty(getpgrp());
 	}
+	if (contained)
+		sl_contain_free(&ct);
 	/* a SIGCHLD of this job must not look pending to a later step */
 	{
 		struct timespec zero = {0, 0};
