@@ -20,53 +20,53 @@
 
 static void usage(FILE *f)
 {
-	fprintf(
-	    f, "Usage: seclaunch run --policy P --policy-pubkey K --kms URL [options] DATA.sld... "
-	       "-- CMD [ARG...]\n\n"
-	       "Attests this machine, asks the KMS for the datasets' keys under the signed\n"
-	       "policy, decrypts and stages the data in memory (GPU or sealed host memory),\n"
-	       "runs CMD with SECLAUNCH_DATA describing it, and wipes everything afterwards.\n\n"
-	       "  --policy P             the signed policy (JSON)\n"
-	       "  --policy-sig F         its minisign signature (default: P.minisig)\n"
-	       "  --policy-pubkey K      the compliance team's minisign public key\n"
-	       "  --kms URL              the key-release service (https://host:port)\n"
-	       "  --kms-ca F             CA bundle for the KMS's TLS certificate\n"
-	       "  --tcti T               TPM to quote with (or $SECLAUNCH_TCTI; default "
-	       "device:/dev/tpmrm0)\n"
-	       "  --tee KIND             evidence kind: auto (default), tpm2, sev-snp, tdx\n"
-	       "  --collateral DIR       vendor certificates for the local check of SNP/TDX "
-	       "evidence\n"
-	       "  --stage WHERE          auto (GPU when a CUDA device is usable; default), gpu, "
-	       "host\n"
-	       "  --cloud-identity FILE  a signed cloud identity document (GCP JWT, AWS IID)\n"
-	       "  --cloud-identity metadata[:gcp|:aws]\n"
-	       "                         fetch it from the metadata server now (a GCP token\n"
-	       "                         then names this run's binding as its audience)\n"
-	       "  --gcp-jwks FILE        Google's signing keys, to check a GCP token locally\n"
-	       "  --aws-certs DIR        AWS certificates, to check an AWS document locally\n"
-	       "  --region CLOUD:REGION  an UNSIGNED region; counts only when the policy sets\n"
-	       "                         allow_unverified_region (development)\n"
-	       "  --env K=V              set K in the job's environment (repeatable)\n"
-	       "  --env-pass K           pass K from this environment to the job (repeatable)\n"
-	       "  --timeout S            SIGTERM the job after S seconds, SIGKILL after the grace\n"
-	       "  --kill-grace S         seconds between SIGTERM and SIGKILL after --timeout or\n"
-	       "                         a second SIGINT/SIGTERM (default 10)\n"
-	       "  --user USER[:GROUP]    run the job as USER (root only); it cannot read\n"
-	       "                         seclaunch's key and token files or its /proc files\n"
-	       "  --threads N            decryption threads (default: online CPUs)\n"
-	       "  --audit-log F          audit log (or $SECLAUNCH_AUDIT_LOG; default\n"
-	       "                         $XDG_STATE_HOME/seclaunch/audit.log)\n"
-	       "  --audit-key F          Ed25519 checkpoint key for the audit log (or\n"
-	       "                         $SECLAUNCH_AUDIT_KEY)\n"
-	       "  -q, --quiet            print errors only\n"
-	       "  -v, --verbose          also the probes' own messages (CUDA)\n"
-	       "  -h, --help             this text\n\n"
-	       "The job gets a clean environment (PATH, HOME, LANG, LC_*, TERM, TZ, CUDA_*,\n"
-	       "NVIDIA_*, --env, --env-pass, SECLAUNCH_DATA), descriptors 0-2 and the staged\n"
-	       "data, its own process group; SIGINT/SIGTERM/SIGHUP are forwarded to it.\n"
-	       "Exit: the job's status (128+n for signal n); before the job: 1 usage, 2 input,\n"
-	       "3 attestation, 4 policy denied, 5 KMS, 6 integrity, 7 system.\n"
-	       "See docs/job-interface.md.\n");
+	fprintf(f,
+	        "Usage: seclaunch run --policy P --policy-pubkey K --kms URL [options] DATA.sld... "
+	        "-- CMD [ARG...]\n\n"
+	        "Attests this machine, asks the KMS for the datasets' keys under the signed\n"
+	        "policy, decrypts and stages the data in memory (GPU or sealed host memory),\n"
+	        "runs CMD with SECLAUNCH_DATA describing it, and wipes everything afterwards.\n\n"
+	        "  --policy P             the signed policy (JSON)\n"
+	        "  --policy-sig F         its minisign signature (default: P.minisig)\n"
+	        "  --policy-pubkey K      the compliance team's minisign public key\n"
+	        "  --kms URL              the key-release service (https://host:port)\n"
+	        "  --kms-ca F             CA bundle for the KMS's TLS certificate\n"
+	        "  --tcti T               TPM to quote with (or $SECLAUNCH_TCTI; default "
+	        "device:/dev/tpmrm0)\n"
+	        "  --tee KIND             evidence kind: auto (default), tpm2, sev-snp, tdx\n"
+	        "  --collateral DIR       vendor certificates for the local check of SNP/TDX "
+	        "evidence\n"
+	        "  --stage WHERE          auto (GPU when a CUDA device is usable; default), gpu, "
+	        "host\n"
+	        "  --cloud-identity FILE  a signed cloud identity document (GCP JWT, AWS IID)\n"
+	        "  --cloud-identity metadata[:gcp|:aws]\n"
+	        "                         fetch it from the metadata server now (a GCP token\n"
+	        "                         then names this run's binding as its audience)\n"
+	        "  --gcp-jwks FILE        Google's signing keys, to check a GCP token locally\n"
+	        "  --aws-certs DIR        AWS certificates, to check an AWS document locally\n"
+	        "  --region CLOUD:REGION  an UNSIGNED region; counts only when the policy sets\n"
+	        "                         allow_unverified_region (development)\n"
+	        "  --env K=V              set K in the job's environment (repeatable)\n"
+	        "  --env-pass K           pass K from this environment to the job (repeatable)\n"
+	        "  --timeout S            SIGTERM the job after S seconds, then SIGKILL\n"
+	        "  --kill-grace S         from SIGTERM to SIGKILL after --timeout or a second\n"
+	        "                         SIGINT/SIGTERM (default 10)\n"
+	        "  --user USER[:GROUP]    run the job as USER (root only): it cannot read\n"
+	        "                         seclaunch's key files or its /proc files\n"
+	        "  --threads N            decryption threads (default: online CPUs)\n"
+	        "  --audit-log F          audit log (or $SECLAUNCH_AUDIT_LOG; default\n"
+	        "                         $XDG_STATE_HOME/seclaunch/audit.log)\n"
+	        "  --audit-key F          Ed25519 checkpoint key for the audit log (or\n"
+	        "                         $SECLAUNCH_AUDIT_KEY)\n"
+	        "  -q, --quiet            print errors only\n"
+	        "  -v, --verbose          also the probes' own messages (CUDA)\n"
+	        "  -h, --help             this text\n\n"
+	        "The job gets a clean environment (PATH, HOME, LANG, LC_*, TERM, TZ, CUDA_*,\n"
+	        "NVIDIA_*, --env, --env-pass, SECLAUNCH_DATA), descriptors 0-2 and the staged\n"
+	        "data, its own process group; SIGINT/SIGTERM/SIGHUP are forwarded to it.\n"
+	        "Exit: the job's status (128+n for signal n); before the job: 1 usage, 2 input,\n"
+	        "3 attestation, 4 policy denied, 5 KMS, 6 integrity, 7 system.\n"
+	        "See docs/job-interface.md.\n");
 }
 
 enum {
@@ -236,8 +236,8 @@ static int parse(struct sl_run *r, int argc, char **argv)
 			break;
 		case O_KILL_GRACE:
 			if (!parse_uint(optarg, 86400u, &r->kill_grace_s))
-				return sl_cli_usage(
-				    "run", "--kill-grace: '%s' is not 0..86400 seconds", optarg);
+				return sl_cli_usage("run", "--kill-grace: '%s' is not 0..86400",
+				                    optarg);
 			r->kill_grace_set = true;
 			break;
 		case 'v':
