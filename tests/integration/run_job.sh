@@ -94,13 +94,14 @@ check "-q" 0 "$SL" "${R[@]}" -q "$T/ds.sld" -- true
 assert "-q: no final line" bash -c "! grep -q 'job exited' '$T/err'"
 
 # ---- CUDA probing only with -v ----------------------------------------------
-check "--stage auto, -v" 0 "$SL" "${R[@]}" --stage auto -v "$T/ds.sld" -- true
-if grep -q "staging in host memory: " "$T/err"; then
-	check "--stage auto without -v" 0 "$SL" "${R[@]}" --stage auto "$T/ds.sld" -- true
-	assert "without -v: no CUDA probing message" bash -c "! grep -Eqi 'cuda|libcuda|cuInit' '$T/err'"
-	assert "without -v: host staging is still said" grep -qx "seclaunch run: staging in host memory" "$T/err"
+check "--stage auto" 0 "$SL" "${R[@]}" --stage auto "$T/ds.sld" -- true
+if grep -q "staging in host memory" "$T/err"; then
+	assert "no usable GPU, without -v: no CUDA probing message" \
+		bash -c "! grep -Eqi 'cuda|cuInit|nvml' '$T/err'"
+	check "--stage auto -v" 0 "$SL" "${R[@]}" --stage auto -v "$T/ds.sld" -- true
+	assert "with -v: the probe's reason is given" grep -q "staging in host memory: ." "$T/err"
 else
-	skip "CUDA messages without -v" "a usable GPU here: no fallback message to hide"
+	skip "CUDA messages only with -v" "a usable GPU here: no fallback message to hide"
 fi
 
 # ---- a denial is printed once -------------------------------------------------
