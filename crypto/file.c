@@ -168,10 +168,11 @@ sl_err sl_output_open_stream(const char *path, int *fd_out)
 	/* the inode itself, without opening it for I/O: a FIFO does not wait and
 	 * a device sees no open() before it has been checked */
 	pfd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	SL_ENSURE(pfd >= 0, errno == ELOOP ? SL_E_EXISTS : SL_E_IO, "%s: %s", path,
-	          errno == ELOOP ? "is a symbolic link; not written through (name the target)"
-	                         : strerror(errno));
+	SL_ENSURE(pfd >= 0, SL_E_IO, "%s: %s", path, strerror(errno));
 	SL_ENSURE(fstat(pfd, &st) == 0, SL_E_IO, "%s: stat: %s", path, strerror(errno));
+	/* O_PATH|O_NOFOLLOW opens a symlink itself rather than failing */
+	SL_ENSURE(!S_ISLNK(st.st_mode), SL_E_EXISTS,
+	          "%s: is a symbolic link; not written through (name the target)", path);
 	SL_ENSURE(S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode), SL_E_EXISTS,
 	          "%s: already exists (not overwritten)", path);
 	SL_ENSURE(st.st_uid == geteuid() || is_dev_null(&st), SL_E_EXISTS,

@@ -106,7 +106,6 @@ typedef struct sl_job_spec {
 	const sl_job_user *user; /* NULL or !set: seclaunch's own user */
 	const char *name;        /* unique to this run: the cgroup's name */
 	bool no_cgroup;          /* containment by subreaper only */
-	bool quiet;              /* the escalation notice is printed even then */
 	/* Called once the command has been executed (its pid), before waiting. */
 	void (*started)(pid_t pid, void *ctx);
 	void *ctx;

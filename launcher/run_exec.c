@@ -363,7 +363,6 @@ static sl_err step_job(struct sl_run_st *s, int *exit_code)
 	                  .user = &s->user,
 	                  .name = s->job_id,
 	                  .no_cgroup = nocg != NULL && strcmp(nocg, "1") == 0,
-	                  .quiet = sl_cli_quiet,
 	                  .started = job_started,
 	                  .ctx = s};
 	sl_run_say("starting the job: %s", s->o->cmd[0]);

@@ -170,7 +170,7 @@ static void give_tty(pid_t pgid)
 sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 {
 	sl_err rc = SL_E_SYSTEM;
-	int sfd = -1, pipefd[2] = {-1, -1}, *sorted = NULL, status = 0, err = 0, nterm = 0;
+	int sfd = -1, pipefd[2] = {-1, -1}, *sorted = NULL, status = 0, err = 0, first = 0;
 	bool tty = false, reaped = false, contained = false;
 	pid_t pid = -1, self = getpid();
 	sigset_t mask;
@@ -257,17 +257,27 @@ sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 				continue;
 			res->forwarded = sig;
 			kill(-pid, sig);
-			if (sig == SIGHUP || ++nterm < 2 || res->escalated)
+			if (sig == SIGHUP || res->escalated)
 				continue;
+			if (first == 0) {
+				first = sig;
+				continue;
+			}
 			/* a second SIGINT/SIGTERM: the job gets grace seconds more */
 			res->escalated = true;
 			uint64_t at = sl_now_ns() + (uint64_t)grace * 1000000000u;
 			if (kill_at == 0 || at < kill_at)
 				kill_at = at;
+			char what[32];
+			if (sig == first)
+				snprintf(what, sizeof(what), "%s again", sig_name(sig));
+			else
+				snprintf(what, sizeof(what), "%s after %s", sig_name(sig),
+				         sig_name(first));
 			fprintf(stderr,
-			        "seclaunch run: %s again: the job gets SIGKILL in %u s unless it "
-			        "exits (--kill-grace)\n",
-			        sig_name(sig), grace);
+			        "seclaunch run: %s: the job gets SIGKILL in %u s unless it exits "
+			        "(--kill-grace)\n",
+			        what, grace);
 		}
 		pid_t w = waitpid(pid, &status, WNOHANG);
 		if (w == pid)
