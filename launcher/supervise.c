@@ -102,16 +102,20 @@ static int drop_to(const sl_job_user *u, pid_t parent)
 	return 0;
 }
 
+enum child_step { STEP_CONTAIN = 1, STEP_FDS, STEP_USER, STEP_EXEC };
+
 /* In the child between fork and exec: async-signal-safe calls only. */
 static void child(const sl_job_spec *sp, const sl_contain *ct, const int *sorted, int errpipe,
                   pid_t parent)
 {
-	int err;
+	int err[2] = {0, 0}; /* what failed (enum child_step), errno */
 	setpgid(0, 0);
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != parent)
 		_exit(127); /* seclaunch is gone already: no job without its supervisor */
+	err[0] = STEP_CONTAIN;
 	if (sl_contain_enter(ct) != 0)
 		goto fail;
+	err[0] = STEP_FDS;
 	/* only 0, 1, 2, the staged descriptors and the exec-error pipe survive */
 	int lo = 3;
 	for (size_t i = 0; i < sp->nfds; i++) {
@@ -132,8 +136,10 @@ static void child(const sl_job_spec *sp, const sl_contain *ct, const int *sorted
 	}
 	close_from(lo, ~0u >> 1);
 	/* after every descriptor of seclaunch's own is closed */
+	err[0] = STEP_USER;
 	if (drop_to(sp->user, parent) != 0)
 		goto fail;
+	err[0] = STEP_EXEC;
 	for (int sig = 1; sig < 32; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)
 			signal(sig, SIG_DFL);
@@ -145,8 +151,8 @@ static void child(const sl_job_spec *sp, const sl_contain *ct, const int *sorted
 		execvp(sp->argv[0], sp->argv);
 	}
 fail:
-	err = errno;
-	if (write(errpipe, &err, sizeof(err)) < 0) {
+	err[1] = errno;
+	if (write(errpipe, err, sizeof(err)) < 0) {
 		/* nothing more to report through */
 	}
 	_exit(127);
@@ -170,7 +176,7 @@ static void give_tty(pid_t pgid)
 sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 {
 	sl_err rc = SL_E_SYSTEM;
-	int sfd = -1, pipefd[2] = {-1, -1}, *sorted = NULL, status = 0, err = 0, first = 0;
+	int sfd = -1, pipefd[2] = {-1, -1}, *sorted = NULL, status = 0, err[2] = {0, 0}, first = 0;
 	bool tty = false, reaped = false, contained = false;
 	pid_t pid = -1, self = getpid();
 	sigset_t mask;
@@ -207,14 +213,18 @@ sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 	pipefd[1] = -1;
 	ssize_t n;
 	do
-		n = read(pipefd[0], &err, sizeof(err));
+		n = read(pipefd[0], err, sizeof(err));
 	while (n < 0 && errno == EINTR);
 	if (n == (ssize_t)sizeof(err)) {
+		bool as = sp->user != NULL && sp->user->set;
 		(void)waitpid(pid, NULL, 0);
 		reaped = true;
+		SL_ENSURE(err[0] != STEP_CONTAIN, SL_E_SYSTEM, "joining the job's cgroup %s: %s",
+		          ct.dir, strerror(err[1]));
+		SL_ENSURE(err[0] != STEP_USER, SL_E_SYSTEM, "becoming user %s for the job: %s",
+		          as ? sp->user->name : "?", strerror(err[1]));
 		SL_FAIL(SL_E_INPUT, "cannot execute '%s'%s%s: %s", sp->argv[0],
-		        sp->user != NULL && sp->user->set ? " as user " : "",
-		        sp->user != NULL && sp->user->set ? sp->user->name : "", strerror(err));
+		        as ? " as user " : "", as ? sp->user->name : "", strerror(err[1]));
 	}
 	if (tty)
 		give_tty(pid);
