@@ -289,10 +289,16 @@ sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 			        "(--kill-grace)\n",
 			        what, grace);
 		}
-		pid_t w = waitpid(pid, &status, WNOHANG);
-		if (w == pid)
-			reaped = true;
-		else if (w < 0 && errno != EINTR)
+		/* the job, and orphans of it that were reparented here and exited
+		 * (a long job must not pile up zombies) */
+		pid_t w;
+		int st = 0;
+		while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+			if (w == pid) {
+				status = st;
+				reaped = true;
+			}
+		if (w < 0 && errno != EINTR && errno != ECHILD)
 			SL_FAIL(SL_E_SYSTEM, "waitpid: %s", strerror(errno));
 	}
 	if (WIFSIGNALED(status)) {

@@ -295,10 +295,29 @@ static void test_pending_before_start(void **state)
 	assert_int_equal(sl_supervise_take_pending(), 0);
 }
 
+/* once the job has set its trap (it touches dir/trapped then) */
+static void await_trap(void)
+{
+	char p[128];
+	snprintf(p, sizeof(p), "%s/trapped", dir);
+	for (int i = 0; i < 500 && access(p, F_OK) != 0; i++)
+		usleep(10000);
+	unlink(p);
+}
+
+static void trapped_term(pid_t pid, void *ctx)
+{
+	(void)pid;
+	(void)ctx;
+	await_trap();
+	kill(getpid(), SIGTERM);
+}
+
 static void send_term_then_int(pid_t pid, void *ctx)
 {
 	(void)pid;
 	(void)ctx;
+	await_trap();
 	/* two different signals: two of one kind pending at once are one */
 	kill(getpid(), SIGTERM);
 	kill(getpid(), SIGINT);
@@ -309,14 +328,15 @@ static void send_term_then_int(pid_t pid, void *ctx)
 static void test_second_signal_escalates(void **state)
 {
 	(void)state;
-	sl_job_result r = run_sh("trap '' INT TERM; sleep 30 & wait; sleep 30", 0, 1, NULL, 0,
-	                         send_term_then_int);
+	sl_job_result r = run_sh("trap '' INT TERM; : >\"$1/trapped\"; sleep 30 & wait; sleep 30",
+	                         0, 1, NULL, 0, send_term_then_int);
 	assert_true(r.escalated);
 	assert_true(r.killed);
 	assert_false(r.timed_out);
 	assert_int_equal(r.exit_code, 137);
 	/* one signal alone is only forwarded */
-	r = run_sh("trap 'exit 5' TERM; sleep 30 & wait", 0, 1, NULL, 0, send_term);
+	r = run_sh("trap 'exit 5' TERM; : >\"$1/trapped\"; sleep 30 & wait", 0, 1, NULL, 0,
+	           trapped_term);
 	assert_false(r.escalated);
 	assert_false(r.killed);
 	assert_int_equal(r.exit_code, 5);
