@@ -183,6 +183,8 @@ sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 	uint64_t deadline = 0, kill_at = 0;
 	unsigned grace = sp->grace_s;
 	sl_contain ct;
+	char cgname[48];
+	static unsigned job_seq;
 
 	memset(res, 0, sizeof(*res));
 	SL_GUARD(sl_supervise_init());
@@ -197,7 +199,9 @@ sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 	SL_ENSURE(sfd >= 0, SL_E_SYSTEM, "signalfd: %s", strerror(errno));
 	SL_ENSURE(pipe2(pipefd, O_CLOEXEC) == 0, SL_E_SYSTEM, "pipe: %s", strerror(errno));
 	tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
-	SL_GUARD(sl_contain_init(&ct, sp->name != NULL ? sp->name : "job", !sp->no_cgroup));
+	if (sp->name == NULL) /* unique all the same: the cgroup is named after it */
+		snprintf(cgname, sizeof(cgname), "job-%ld-%u", (long)self, ++job_seq);
+	SL_GUARD(sl_contain_init(&ct, sp->name != NULL ? sp->name : cgname, !sp->no_cgroup));
 	contained = true;
 	res->containment = sl_contain_name(&ct);
 
