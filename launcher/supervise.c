@@ -240,6 +240,8 @@ sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 	while (!reaped) {
 		int wait_ms = -1;
 		uint64_t now = sl_now_ns(), next = kill_at != 0 ? kill_at : deadline;
+		if (deadline != 0 && deadline < next)
+			next = deadline; /* whichever comes first */
 		if (next != 0)
 			wait_ms = next <= now ? 0 : (int)((next - now) / 1000000u) + 1;
 		struct pollfd pfd = {.fd = sfd, .events = POLLIN};
