@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "seclaunch/secret.h"
@@ -142,5 +143,58 @@ out:
 		close(dfd);
 	if (created)
 		unlink(tmp);
+	return rc;
+}
+
+bool sl_output_is_stream(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode));
+}
+
+static bool is_dev_null(const struct stat *st)
+{
+	return S_ISCHR(st->st_mode) && major(st->st_rdev) == 1 && minor(st->st_rdev) == 3;
+}
+
+sl_err sl_output_open_stream(const char *path, int *fd_out)
+{
+	sl_err rc = SL_E_EXISTS;
+	struct stat st, st2;
+	char self[64];
+	int pfd = -1, fd = -1;
+
+	*fd_out = -1;
+	/* the inode itself, without opening it for I/O: a FIFO does not wait and
+	 * a device sees no open() before it has been checked */
+	pfd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	SL_ENSURE(pfd >= 0, SL_E_IO, "%s: %s", path, strerror(errno));
+	SL_ENSURE(fstat(pfd, &st) == 0, SL_E_IO, "%s: stat: %s", path, strerror(errno));
+	/* O_PATH|O_NOFOLLOW opens a symlink itself rather than failing */
+	SL_ENSURE(!S_ISLNK(st.st_mode), SL_E_EXISTS,
+	          "%s: is a symbolic link; not written through (name the target)", path);
+	SL_ENSURE(S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode), SL_E_EXISTS,
+	          "%s: already exists (not overwritten)", path);
+	SL_ENSURE(st.st_uid == geteuid() || is_dev_null(&st), SL_E_EXISTS,
+	          "%s: a %s owned by uid %u, not by this user (uid %u); plaintext is written "
+	          "only to a FIFO or device of your own, or /dev/null",
+	          path, S_ISFIFO(st.st_mode) ? "FIFO" : "character device", (unsigned)st.st_uid,
+	          (unsigned)geteuid());
+	/* reopening through the descriptor reaches the same inode, whatever the
+	 * path names by now */
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	fd = open(self, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+	SL_ENSURE(fd >= 0, SL_E_IO, "%s: cannot open: %s", path, strerror(errno));
+	SL_ENSURE(fstat(fd, &st2) == 0 && st2.st_dev == st.st_dev && st2.st_ino == st.st_ino,
+	          SL_E_EXISTS, "%s: replaced while it was opened; not written", path);
+	SL_ENSURE(!isatty(fd), SL_E_USAGE, "refusing to write plaintext to a terminal (%s)", path);
+	*fd_out = fd;
+	fd = -1;
+	rc = SL_OK;
+out:
+	if (pfd >= 0)
+		close(pfd);
+	if (fd >= 0)
+		close(fd);
 	return rc;
 }

@@ -32,7 +32,8 @@ static void usage_decrypt(FILE *f)
 	        "authenticated chunks to stdout in order and stops with exit 6 at the "
 	        "first\n"
 	        "failure (discard the output then); so does an OUT that is a device or\n"
-	        "FIFO (/dev/null, a named pipe). Plaintext never goes to a terminal.\n"
+	        "FIFO (/dev/null, a named pipe) of your own, named directly (not a\n"
+	        "symlink). Plaintext never goes to a terminal.\n"
 	        "\n"
 	        "  --key-file F     the %d-byte data key (mode 0600; group- or "
 	        "world-readable\n"
@@ -204,13 +205,12 @@ static int run(struct decrypt_opts *op)
 	struct sl_progress prog;
 	struct fd_sink sink;
 	int in = -1, out_fd = -1, ret;
-	struct stat st;
 	sl_err rc;
 
 	bool to_stdout = strcmp(out_path, "-") == 0;
-	/* a device or FIFO (/dev/null, a named pipe) is a stream, as stdout */
-	bool to_stream =
-	    !to_stdout && stat(out_path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
+	/* a device or FIFO (/dev/null, a named pipe) is a stream, as stdout; a
+	 * symlink to one is an existing file (refused) */
+	bool to_stream = !to_stdout && sl_output_is_stream(out_path);
 	if (to_stdout && isatty(STDOUT_FILENO))
 		return sl_cli_usage("decrypt", "refusing to write plaintext to a terminal; use -o "
 		                               "FILE or a pipe");
@@ -224,16 +224,13 @@ static int run(struct decrypt_opts *op)
 	if (rc != SL_OK)
 		goto fail;
 	if (to_stream) {
-		out_fd = open(out_path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
-		if (out_fd < 0) {
-			rc = sl_err_set(SL_E_IO, "%s: cannot open: %s", out_path, strerror(errno));
-			goto fail;
-		}
-		if (isatty(out_fd)) {
-			ret = sl_cli_usage(
-			    "decrypt", "refusing to write plaintext to a terminal (%s)", out_path);
+		rc = sl_output_open_stream(out_path, &out_fd);
+		if (rc == SL_E_USAGE) {
+			ret = sl_cli_usage("decrypt", "%s", sl_err_detail());
 			goto done;
 		}
+		if (rc != SL_OK)
+			goto fail;
 	} else if (!to_stdout) {
 		rc = sl_sld_outfile_open(out_path, o.sh.force, &of);
 		if (rc != SL_OK)

@@ -42,7 +42,11 @@ static void usage(FILE *f)
 	        "host\n" SL_REGION_ID_HELP
 	        "  --env K=V              set K in the job's environment (repeatable)\n"
 	        "  --env-pass K           pass K from this environment to the job (repeatable)\n"
-	        "  --timeout S            SIGTERM the job after S seconds, SIGKILL 5 s later\n"
+	        "  --timeout S            SIGTERM the job after S seconds, then SIGKILL\n"
+	        "  --kill-grace S         from SIGTERM to SIGKILL after --timeout or a second\n"
+	        "                         SIGINT/SIGTERM (default 10)\n"
+	        "  --user USER[:GROUP]    run the job as USER (root only): it cannot read\n"
+	        "                         seclaunch's key files or its /proc files\n"
 	        "  --threads N            decryption threads (default: online CPUs)\n"
 	        "  --audit-log F          audit log (or $SECLAUNCH_AUDIT_LOG; default\n"
 	        "                         $XDG_STATE_HOME/seclaunch/audit.log)\n"
@@ -52,6 +56,7 @@ static void usage(FILE *f)
 	        "                         object on stdout (the job's own output follows it\n"
 	        "                         otherwise)\n"
 	        "  -q, --quiet            print errors only\n"
+	        "  -v, --verbose          also the probes' own messages (CUDA)\n"
 	        "  -h, --help             this text\n\n"
 	        "The job gets a clean environment (PATH, HOME, LANG, LC_*, TERM, TZ, CUDA_*,\n"
 	        "NVIDIA_*, --env, --env-pass, SECLAUNCH_DATA), descriptors 0-2 and the staged\n"
@@ -74,6 +79,8 @@ enum {
 	O_TIMEOUT,
 	O_THREADS,
 	O_AUDIT_KEY,
+	O_USER,
+	O_KILL_GRACE,
 };
 
 /* run's own options, one line each (the shared ones are cli.c's). */
@@ -90,6 +97,9 @@ static const struct sl_cli_opt run_opts[] = {
     {"timeout", required_argument, O_TIMEOUT, NULL},
     {"threads", required_argument, O_THREADS, NULL},
     {"audit-key", required_argument, O_AUDIT_KEY, NULL},
+    {"user", required_argument, O_USER, NULL},
+    {"kill-grace", required_argument, O_KILL_GRACE, NULL},
+    {"verbose", no_argument, 'v', NULL},
     {NULL, 0, 0, NULL},
 };
 
@@ -176,6 +186,17 @@ static int on_option(void *ctx, int key, char *arg)
 	case O_AUDIT_KEY:
 		r->audit_key = arg;
 		break;
+	case O_USER:
+		r->user = arg;
+		break;
+	case O_KILL_GRACE:
+		if (!parse_uint(arg, 86400u, &r->kill_grace_s))
+			return sl_cli_usage("run", "--kill-grace: '%s' is not 0..86400", arg);
+		r->kill_grace_set = true;
+		break;
+	case 'v':
+		r->verbose = true;
+		break;
 	default:
 		return sl_cli_usage("run", "unknown option");
 	}
@@ -193,6 +214,7 @@ static int on_args(void *ctx, int argc, char **argv)
 static const struct sl_cli_spec spec = {
     .name = "run",
     .shared = SL_SH_QUIET | SL_SH_JSON | SL_SH_KMS_ALL | SL_SH_TCTI | SL_SH_AUDIT_LOG,
+    .shortopts = "v",
     .opts = run_opts,
     .help = usage,
     .on_option = on_option,

@@ -4,6 +4,7 @@
 #define SECLAUNCH_LAUNCHER_JOB_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -23,6 +24,8 @@ void sl_job_env_free(sl_job_env *e);
 SL_MUST_USE sl_err sl_job_env_set(sl_job_env *e, const char *kv);
 /* --env-pass K: K's value in seclaunch's environment, when set. */
 SL_MUST_USE sl_err sl_job_env_pass(sl_job_env *e, const char *key);
+/* --user: HOME, USER and LOGNAME of the job's user (--env still wins). */
+SL_MUST_USE sl_err sl_job_env_user(sl_job_env *e, const char *name, const char *home);
 /* The NULL-terminated environment for the job, built from envp (seclaunch's
  * environment) and data_json (SECLAUNCH_DATA; NULL: not set). */
 SL_MUST_USE sl_err sl_job_env_build(const sl_job_env *e, char *const *envp, const char *data_json,
@@ -38,13 +41,71 @@ SL_MUST_USE sl_err sl_supervise_init(void);
 /* The first of SIGINT/SIGTERM/SIGHUP pending (consumed), 0 when none. */
 int sl_supervise_take_pending(void);
 
+/* ---- the job's user (--user USER[:GROUP]) --------------------------------- */
+
+#define SL_JOB_MAX_GROUPS 64
+typedef struct sl_job_user {
+	bool set; /* false: the job runs as seclaunch's own user */
+	uid_t uid;
+	gid_t gid;
+	gid_t groups[SL_JOB_MAX_GROUPS]; /* supplementary groups (the user's) */
+	int ngroups;
+	char name[64];
+	char home[256];
+} sl_job_user;
+
+/* Resolves "USER[:GROUP]" (names or numbers) against the user database.
+ * Only root may name another user (SL_E_USAGE otherwise); naming oneself is
+ * allowed and changes nothing. */
+SL_MUST_USE sl_err sl_job_user_parse(const char *spec, sl_job_user *u);
+
+/* The executable the job will run: argv0 looked up as execvp would, in the
+ * PATH of envp (the job's environment), checked for the job's user (NULL:
+ * this process). 0 and the path in out; 127 when there is none; 126 when it
+ * exists but cannot be executed (the reason in sl_err_detail()). */
+int sl_job_resolve(const char *argv0, char *const *envp, const sl_job_user *u, char *out, size_t n);
+
+/* ---- containment (contain.c) ------------------------------------------- */
+
+/* Every process the job starts stays countable and killable, whatever
+ * setsid or double forks it does: a cgroup v2 of its own (below seclaunch's
+ * cgroup, when that is writable and the kernel has cgroup.kill), else
+ * seclaunch as a child subreaper that finds and kills what is left. */
+typedef enum { SL_CONTAIN_NONE, SL_CONTAIN_CGROUP, SL_CONTAIN_SUBREAPER } sl_contain_kind;
+typedef struct sl_contain {
+	sl_contain_kind kind;
+	int procs_fd; /* the job cgroup's cgroup.procs, written by the child */
+	char dir[512];
+	char why[256]; /* why no cgroup (when kind is SUBREAPER) */
+} sl_contain;
+
+/* Sets it up before the fork; name is unique to this run. allow_cgroup
+ * false: the subreaper alone (--no-cgroup, tests). */
+SL_MUST_USE sl_err sl_contain_init(sl_contain *c, const char *name, bool allow_cgroup);
+/* In the child, before exec (async-signal-safe): joins the job's cgroup. */
+int sl_contain_enter(const sl_contain *c);
+/* Sends sig to every process of the job still running (pgid: its group). */
+void sl_contain_signal(const sl_contain *c, pid_t pgid, int sig);
+/* Kills every process of the job still running, waits until they are gone
+ * and reaps them; returns how many there were. */
+unsigned sl_contain_kill_all(sl_contain *c, pid_t pgid);
+/* Removes the cgroup (after sl_contain_kill_all). */
+void sl_contain_free(sl_contain *c);
+const char *sl_contain_name(const sl_contain *c);
+
+/* ---- supervision ------------------------------------------------------ */
+
 typedef struct sl_job_spec {
-	char *const *argv; /* argv[0] is looked up in the job's PATH */
+	char *const *argv; /* argv[0] as the user gave it */
+	const char *path;  /* the executable (sl_job_resolve); NULL: execvp(argv[0]) */
 	char *const *envp; /* from sl_job_env_build */
 	const int *fds;    /* inherited at these same numbers; everything else >2 is closed */
 	size_t nfds;
-	unsigned timeout_s; /* 0: none; then SIGTERM, and SIGKILL after grace_s */
-	unsigned grace_s;   /* 0: 5 */
+	unsigned timeout_s;      /* 0: none; then SIGTERM, and SIGKILL after grace_s */
+	unsigned grace_s;        /* after --timeout or a second SIGINT/SIGTERM: SIGKILL */
+	const sl_job_user *user; /* NULL or !set: seclaunch's own user */
+	const char *name;        /* unique to this run: the cgroup's name */
+	bool no_cgroup;          /* containment by subreaper only */
 	/* Called once the command has been executed (its pid), before waiting. */
 	void (*started)(pid_t pid, void *ctx);
 	void *ctx;
@@ -55,15 +116,22 @@ typedef struct sl_job_result {
 	int exit_code; /* the status seclaunch exits with: code, or 128+n for signal n */
 	bool signaled; /* the job died of signal signo */
 	int signo;
-	bool timed_out; /* --timeout fired */
-	bool killed;    /* the grace period ran out: SIGKILL was sent */
-	int forwarded;  /* the last signal forwarded to the job (0: none) */
+	bool timed_out;          /* --timeout fired */
+	bool killed;             /* the grace period ran out: SIGKILL was sent */
+	bool escalated;          /* a second SIGINT/SIGTERM started the grace period */
+	int forwarded;           /* the last signal forwarded to the job (0: none) */
+	const char *containment; /* "cgroup" or "subreaper" */
+	unsigned leftover;       /* processes of the job still running at its end, killed */
 } sl_job_result;
 
-/* Starts the job in its own process group with PR_SET_PDEATHSIG(SIGKILL),
- * forwards SIGINT/SIGTERM/SIGHUP to that group, enforces the timeout, waits,
- * and kills whatever is left of the group. Errors only when the job could not
- * be started (SL_E_INPUT: the command cannot be executed; SL_E_SYSTEM). */
+/* Starts the job in its own process group and containment, with
+ * PR_SET_PDEATHSIG(SIGKILL), as spec->user when set (groups, gid, uid
+ * dropped after every other descriptor is closed; no_new_privs), forwards
+ * SIGINT/SIGTERM/SIGHUP to that group, escalates a second SIGINT/SIGTERM to
+ * SIGKILL after grace_s, enforces the timeout, waits, and kills whatever is
+ * left of the job, escaped descendants included. Errors only when the job
+ * could not be started (SL_E_INPUT: the command cannot be executed;
+ * SL_E_SYSTEM). */
 SL_MUST_USE sl_err sl_job_run(const sl_job_spec *spec, sl_job_result *res);
 
 #endif

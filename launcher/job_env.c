@@ -14,6 +14,8 @@ struct sl_job_env {
 	size_t nset;
 	char **pass; /* names from --env-pass */
 	size_t npass;
+	char **user; /* HOME, USER, LOGNAME of --user (before --env) */
+	size_t nuser;
 };
 
 static const char *const allow_exact[] = {"PATH", "HOME", "LANG", "TERM", "TZ"};
@@ -59,8 +61,11 @@ void sl_job_env_free(sl_job_env *e)
 		free(e->set[i]);
 	for (size_t i = 0; i < e->npass; i++)
 		free(e->pass[i]);
+	for (size_t i = 0; i < e->nuser; i++)
+		free(e->user[i]);
 	free(e->set);
 	free(e->pass);
+	free(e->user);
 	free(e);
 }
 
@@ -95,6 +100,26 @@ sl_err sl_job_env_pass(sl_job_env *e, const char *key)
 	if (strcmp(key, DATA_VAR) == 0)
 		return sl_err_set(SL_E_USAGE, "--env-pass: %s is set by seclaunch only", DATA_VAR);
 	return push(&e->pass, &e->npass, key);
+}
+
+sl_err sl_job_env_user(sl_job_env *e, const char *name, const char *home)
+{
+	sl_err rc = SL_E_NOMEM;
+	char *kv = NULL;
+	const char *const keys[] = {"USER", "LOGNAME"};
+	for (size_t i = 0; i < 2; i++) {
+		SL_ENSURE(asprintf(&kv, "%s=%s", keys[i], name) >= 0, SL_E_NOMEM,
+		          "job environment");
+		SL_GUARD(push(&e->user, &e->nuser, kv));
+		free(kv);
+		kv = NULL;
+	}
+	SL_ENSURE(asprintf(&kv, "HOME=%s", home) >= 0, SL_E_NOMEM, "job environment");
+	SL_GUARD(push(&e->user, &e->nuser, kv));
+	rc = SL_OK;
+out:
+	free(kv);
+	return rc;
 }
 
 /* Index of the entry for name k (length n) in v, or -1. */
@@ -140,6 +165,8 @@ sl_err sl_job_env_build(const sl_job_env *e, char *const *envp, const char *data
 	}
 	if (find(v, cnt, "PATH", 4) < 0)
 		SL_GUARD(put(&v, &cnt, "PATH=/usr/local/bin:/usr/bin:/bin"));
+	for (size_t i = 0; i < e->nuser; i++)
+		SL_GUARD(put(&v, &cnt, e->user[i]));
 	for (size_t i = 0; i < e->nset; i++)
 		SL_GUARD(put(&v, &cnt, e->set[i]));
 	if (data_json != NULL) {

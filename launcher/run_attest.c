@@ -178,7 +178,11 @@ sl_err sl_run_step_gpu(struct sl_run_st *s)
 		          "--stage gpu: no usable GPU: %s", s->gpu.reason);
 		s->use_gpu = s->gpu.usable;
 		if (!s->use_gpu) {
-			sl_run_say("staging in host memory: %s", s->gpu.reason);
+			/* a CPU-only machine is no news: the probe's reason only with -v */
+			if (s->o->verbose)
+				sl_run_say("staging in host memory: %s", s->gpu.reason);
+			else
+				sl_run_say("staging in host memory");
 			snprintf(s->gpu.cc, sizeof(s->gpu.cc), "absent");
 		} else {
 			sl_run_say("GPU %s: %s", s->gpu.name, s->gpu.reason);

@@ -85,11 +85,12 @@ static sl_err step_audit_open(struct sl_run_st *s)
 		    sl_audit_open(s->o->audit_log, s->o->audit_key, "seclaunch run", 0, &s->audit));
 	for (size_t i = 0; i < s->o->ndatasets; i++)
 		json_array_append_new(files, json_string(s->o->datasets[i]));
-	argv0 = json_pack("{s:s, s:o, s:s, s:s, s:s}", "command", s->o->cmd[0], "datasets", files,
-	                  "kms", s->o->kms_url, "policy", s->o->policy_path, "stage",
+	argv0 = json_pack("{s:s, s:o, s:s, s:s, s:s, s:s?}", "command", s->o->cmd[0], "datasets",
+	                  files, "kms", s->o->kms_url, "policy", s->o->policy_path, "stage",
 	                  s->o->where == SL_STAGE_HOST  ? "host"
 	                  : s->o->where == SL_STAGE_GPU ? "gpu"
-	                                                : "auto");
+	                                                : "auto",
+	                  "user", s->o->user);
 	files = NULL;
 	SL_GUARD(record(s, SL_AUDIT_EV_RUN_START, NULL, NULL, NULL, NULL, argv0));
 	argv0 = NULL;
@@ -97,6 +98,40 @@ static sl_err step_audit_open(struct sl_run_st *s)
 out:
 	json_decref(files);
 	json_decref(argv0);
+	return rc;
+}
+
+/* The job's user and executable, settled before anything is attested: a
+ * command that cannot run costs no key release (exit 127 when it is not
+ * found, 126 when it cannot be executed, as env(1)). */
+static sl_err step_command(struct sl_run_st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	char **envp = NULL;
+	extern char **environ;
+	struct stat st;
+
+	if (s->o->user != NULL) {
+		SL_GUARD(sl_job_user_parse(s->o->user, &s->user));
+		if (s->user.set)
+			SL_GUARD(sl_job_env_user(s->o->env, s->user.name, s->user.home));
+	}
+	SL_GUARD(sl_job_env_build(s->o->env, environ, NULL, &envp));
+	s->cmd_status = sl_job_resolve(s->o->cmd[0], envp, &s->user, s->exe, sizeof(s->exe));
+	if (s->cmd_status != 0) {
+		rc = SL_E_INPUT; /* the detail names the command and why */
+		goto out;
+	}
+	/* the job shares this process's user without --user: what that user can
+	 * read, the job can read (docs/job-interface.md) */
+	if (!s->user.set && s->o->audit_key != NULL && stat(s->o->audit_key, &st) == 0 &&
+	    st.st_uid == geteuid())
+		sl_run_say("WARNING: the job runs as this user and can read the audit key %s; "
+		           "run seclaunch as root with --user to keep it from the job",
+		           s->o->audit_key);
+	rc = SL_OK;
+out:
+	sl_strv_free(envp);
 	return rc;
 }
 
@@ -165,6 +200,7 @@ static sl_err step_preflight(struct sl_run_st *s)
 			for (size_t j = 0; j < sl_decision_reason_count(d); j++)
 				fprintf(stderr, "  - %s\n", sl_decision_reason(d, j));
 			fprintf(stderr, "  nothing was fetched from the KMS\n");
+			s->explained = true;
 			SL_GUARD(sl_decision_err(d));
 		}
 	}
@@ -196,6 +232,7 @@ static sl_err explain_refusal(struct sl_run_st *s)
 		const char *d = json_string_value(json_object_get(r, "detail"));
 		fprintf(stderr, "  - [%s] %s\n", c != NULL ? c : "?", d != NULL ? d : "?");
 	}
+	s->explained = true;
 	sl_err a = record(s, SL_AUDIT_EV_RUN_RELEASE, NULL, NULL, SL_AUDIT_DENY,
 	                  reasons != NULL ? json_deep_copy(reasons) : NULL, NULL);
 	(void)a;
@@ -312,21 +349,34 @@ static sl_err step_job(struct sl_run_st *s, int *exit_code)
 	SL_ENSURE(text != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
 	SL_GUARD(sl_job_env_build(s->o->env, environ, text, &envp));
 	CHECK_SIGNAL();
+	const char *nocg = getenv("SECLAUNCH_NO_CGROUP");
 	sl_job_spec sp = {.argv = s->o->cmd,
+	                  .path = s->exe,
 	                  .envp = envp,
 	                  .fds = fds,
 	                  .nfds = nfds,
 	                  .timeout_s = s->o->timeout_s,
+	                  .grace_s =
+	                      s->o->kill_grace_set ? s->o->kill_grace_s : SL_RUN_KILL_GRACE_DEFAULT,
+	                  .user = &s->user,
+	                  .name = s->job_id,
+	                  .no_cgroup = nocg != NULL && strcmp(nocg, "1") == 0,
 	                  .started = job_started,
 	                  .ctx = s};
 	sl_run_say("starting the job: %s", s->o->cmd[0]);
 	SL_GUARD(sl_job_run(&sp, &res));
 	*exit_code = res.exit_code;
-	SL_GUARD(record(s, SL_AUDIT_EV_RUN_JOB_EXIT, NULL, NULL, NULL, NULL,
-	                json_pack("{s:i, s:i, s:i, s:b, s:b, s:i}", "pid", (int)res.pid,
-	                          "exit_code", res.exit_code, "signal",
-	                          res.signaled ? res.signo : 0, "timed_out", res.timed_out,
-	                          "killed", res.killed, "forwarded_signal", res.forwarded)));
+	SL_GUARD(
+	    record(s, SL_AUDIT_EV_RUN_JOB_EXIT, NULL, NULL, NULL, NULL,
+	           json_pack("{s:i, s:i, s:i, s:b, s:b, s:b, s:i, s:s, s:i, s:s?}", "pid",
+	                     (int)res.pid, "exit_code", res.exit_code, "signal",
+	                     res.signaled ? res.signo : 0, "timed_out", res.timed_out, "killed",
+	                     res.killed, "escalated", res.escalated, "forwarded_signal",
+	                     res.forwarded, "containment", res.containment, "leftover_killed",
+	                     (int)res.leftover, "user", s->user.set ? s->user.name : NULL)));
+	if (res.leftover > 0)
+		sl_run_say("killed %u process%s the job left running (%s containment)",
+		           res.leftover, res.leftover == 1 ? "" : "es", res.containment);
 	if (res.timed_out)
 		sl_run_say("the job ran past --timeout %u s and was stopped", s->o->timeout_s);
 	rc = SL_OK;
@@ -414,6 +464,7 @@ int sl_run_execute(struct sl_run *o)
 			goto failed;                                                               \
 	} while (0)
 	STEP("audit", step_audit_open(&s));
+	STEP("command", step_command(&s));
 	STEP("datasets", step_datasets(&s));
 	STEP("policy", step_policy(&s));
 	STEP("gpu", sl_run_step_gpu(&s));
@@ -431,6 +482,8 @@ int sl_run_execute(struct sl_run *o)
 	rc = wipe_all(&s, "job exit");
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
+	else if (!sl_cli_quiet)
+		fprintf(stderr, "seclaunch run: job exited %d; data and keys wiped\n", job_code);
 	if (s.audit != NULL && sl_audit_close(s.audit) != SL_OK)
 		fprintf(stderr, "seclaunch run: warning: closing the audit log: %s\n",
 		        sl_err_detail());
@@ -441,15 +494,19 @@ failed:
 	snprintf(detail, sizeof(detail), "%s",
 	         sl_err_detail()[0] != '\0' ? sl_err_detail() : sl_err_message(rc));
 	{
-		int code = job_code >= 0 ? job_code
-		           : g_sig != 0  ? 128 + g_sig
-		                         : sl_err_exit_code(rc);
+		int code = job_code >= 0      ? job_code
+		           : g_sig != 0       ? 128 + g_sig
+		           : s.cmd_status > 0 ? s.cmd_status
+		                              : sl_err_exit_code(rc);
 		/* the record of the failure, then the wipe: both before exit */
 		sl_err a = record(&s, SL_AUDIT_EV_RUN_ERROR, NULL, NULL, SL_AUDIT_ERROR, NULL,
 		                  json_pack("{s:s, s:s, s:s, s:i}", "step", s.step, "error",
 		                            sl_err_name(rc), "message", detail, "exit_code", code));
 		sl_err w = wipe_all(&s, g_sig != 0 ? "signal" : "error");
-		sl_cli_report("run", rc, code, detail);
+		/* a refusal whose reasons are printed already is not printed again
+		 * (under --json the one error object is still due) */
+		if (!s.explained || sl_cli_json)
+			sl_cli_report("run", rc, code, detail);
 		if ((a != SL_OK || w != SL_OK) && s.audit != NULL)
 			fprintf(stderr,
 			        "seclaunch run: warning: the audit log could not record this\n");

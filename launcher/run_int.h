@@ -2,6 +2,7 @@
 #ifndef SECLAUNCH_LAUNCHER_RUN_INT_H
 #define SECLAUNCH_LAUNCHER_RUN_INT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "job.h"
@@ -23,6 +24,10 @@ struct sl_run {
 	char audit_log_buf[512];
 	sl_stage_where where;
 	unsigned timeout_s, threads;
+	const char *user;      /* --user USER[:GROUP] (NULL: seclaunch's own) */
+	unsigned kill_grace_s; /* --kill-grace (kill_grace_set: given) */
+	bool kill_grace_set;
+	bool verbose; /* -v: the probes' own messages (CUDA) */
 	sl_job_env *env;
 	char **datasets;
 	size_t ndatasets;
@@ -52,6 +57,10 @@ struct sl_run_st {
 	sl_secret *dek[SL_RUN_MAX_DATASETS];
 	sl_stage *stage[SL_RUN_MAX_DATASETS];
 	const char *partial; /* dataset whose staging failed midway (wiped by then) */
+	sl_job_user user;    /* the job's user (user.set: --user) */
+	char exe[4096];      /* the job's executable, resolved before attesting */
+	int cmd_status;      /* 126/127: the command cannot be executed (env(1)'s codes) */
+	bool explained;      /* a refusal's reasons are on stderr already */
 };
 
 void sl_run_say(const char *fmt, ...) SL_PRINTF(1, 2);
@@ -60,6 +69,9 @@ SL_MUST_USE sl_err sl_run_step_challenge(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_evidence(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_identity(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_claims(struct sl_run_st *s);
+
+/* The default of --kill-grace, in seconds. */
+#define SL_RUN_KILL_GRACE_DEFAULT 10
 
 /* Runs the whole launch; returns the exit code. */
 int sl_run_execute(struct sl_run *r);

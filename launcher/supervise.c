@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
@@ -79,13 +80,42 @@ static void close_from(int lo, int hi) /* [lo, hi], async-signal-safe */
 		close(fd);
 }
 
-/* In the child between fork and exec: async-signal-safe calls only. */
-static void child(const sl_job_spec *sp, const int *sorted, int errpipe, pid_t parent)
+/* The job's user: supplementary groups, group, user, in that order (each
+ * needs the privilege the next drops); then no way back. */
+static int drop_to(const sl_job_user *u, pid_t parent)
 {
-	int err;
+	if (u == NULL || !u->set)
+		return 0;
+	if (setgroups((size_t)u->ngroups, u->groups) != 0 || setgid(u->gid) != 0 ||
+	    setuid(u->uid) != 0)
+		return -1;
+	if (u->uid != 0 && (setuid(0) == 0 || seteuid(0) == 0)) {
+		errno = EPERM;
+		return -1;
+	}
+	/* a change of credentials clears the parent-death signal: set it again */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		return -1;
+	if (getppid() != parent)
+		_exit(127);
+	return 0;
+}
+
+enum child_step { STEP_CONTAIN = 1, STEP_FDS, STEP_USER, STEP_EXEC };
+
+/* In the child between fork and exec: async-signal-safe calls only. */
+static void child(const sl_job_spec *sp, const sl_contain *ct, const int *sorted, int errpipe,
+                  pid_t parent)
+{
+	int err[2] = {0, 0}; /* what failed (enum child_step), errno */
 	setpgid(0, 0);
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != parent)
 		_exit(127); /* seclaunch is gone already: no job without its supervisor */
+	err[0] = STEP_CONTAIN;
+	if (sl_contain_enter(ct) != 0)
+		goto fail;
+	err[0] = STEP_FDS;
 	/* only 0, 1, 2, the staged descriptors and the exec-error pipe survive */
 	int lo = 3;
 	for (size_t i = 0; i < sp->nfds; i++) {
@@ -105,18 +135,32 @@ static void child(const sl_job_spec *sp, const int *sorted, int errpipe, pid_t p
 		lo = errpipe + 1;
 	}
 	close_from(lo, ~0u >> 1);
+	/* after every descriptor of seclaunch's own is closed */
+	err[0] = STEP_USER;
+	if (drop_to(sp->user, parent) != 0)
+		goto fail;
+	err[0] = STEP_EXEC;
 	for (int sig = 1; sig < 32; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)
 			signal(sig, SIG_DFL);
 	sigprocmask(SIG_SETMASK, &orig_mask, NULL);
-	environ = (char **)sp->envp; /* execvp looks argv[0] up in the job's PATH */
-	execvp(sp->argv[0], sp->argv);
+	if (sp->path != NULL) {
+		execve(sp->path, sp->argv, sp->envp);
+	} else {
+		environ = (char **)sp->envp; /* execvp looks argv[0] up in the job's PATH */
+		execvp(sp->argv[0], sp->argv);
+	}
 fail:
-	err = errno;
-	if (write(errpipe, &err, sizeof(err)) < 0) {
+	err[1] = errno;
+	if (write(errpipe, err, sizeof(err)) < 0) {
 		/* nothing more to report through */
 	}
 	_exit(127);
+}
+
+static const char *sig_name(int sig)
+{
+	return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
 }
 
 static void give_tty(pid_t pgid)
@@ -132,12 +176,15 @@ static void give_tty(pid_t pgid)
 sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 {
 	sl_err rc = SL_E_SYSTEM;
-	int sfd = -1, pipefd[2] = {-1, -1}, *sorted = NULL, status = 0, err = 0;
-	bool tty = false, reaped = false;
+	int sfd = -1, pipefd[2] = {-1, -1}, *sorted = NULL, status = 0, err[2] = {0, 0}, first = 0;
+	bool tty = false, reaped = false, contained = false;
 	pid_t pid = -1, self = getpid();
 	sigset_t mask;
 	uint64_t deadline = 0, kill_at = 0;
-	unsigned grace = sp->grace_s != 0 ? sp->grace_s : 5;
+	unsigned grace = sp->grace_s;
+	sl_contain ct;
+	char cgname[48];
+	static unsigned job_seq;
 
 	memset(res, 0, sizeof(*res));
 	SL_GUARD(sl_supervise_init());
@@ -152,12 +199,17 @@ sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 	SL_ENSURE(sfd >= 0, SL_E_SYSTEM, "signalfd: %s", strerror(errno));
 	SL_ENSURE(pipe2(pipefd, O_CLOEXEC) == 0, SL_E_SYSTEM, "pipe: %s", strerror(errno));
 	tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+	if (sp->name == NULL) /* unique all the same: the cgroup is named after it */
+		snprintf(cgname, sizeof(cgname), "job-%ld-%u", (long)self, ++job_seq);
+	SL_GUARD(sl_contain_init(&ct, sp->name != NULL ? sp->name : cgname, !sp->no_cgroup));
+	contained = true;
+	res->containment = sl_contain_name(&ct);
 
 	pid = fork();
 	SL_ENSURE(pid >= 0, SL_E_SYSTEM, "fork: %s", strerror(errno));
 	if (pid == 0) {
 		close(pipefd[0]);
-		child(sp, sorted, pipefd[1], self);
+		child(sp, &ct, sorted, pipefd[1], self);
 	}
 	res->pid = pid;
 	(void)setpgid(pid, pid); /* both sides set it: no window where it is ours */
@@ -165,12 +217,18 @@ sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 	pipefd[1] = -1;
 	ssize_t n;
 	do
-		n = read(pipefd[0], &err, sizeof(err));
+		n = read(pipefd[0], err, sizeof(err));
 	while (n < 0 && errno == EINTR);
 	if (n == (ssize_t)sizeof(err)) {
+		bool as = sp->user != NULL && sp->user->set;
 		(void)waitpid(pid, NULL, 0);
 		reaped = true;
-		SL_FAIL(SL_E_INPUT, "cannot execute '%s': %s", sp->argv[0], strerror(err));
+		SL_ENSURE(err[0] != STEP_CONTAIN, SL_E_SYSTEM, "joining the job's cgroup %s: %s",
+		          ct.dir, strerror(err[1]));
+		SL_ENSURE(err[0] != STEP_USER, SL_E_SYSTEM, "becoming user %s for the job: %s",
+		          as ? sp->user->name : "?", strerror(err[1]));
+		SL_FAIL(SL_E_INPUT, "cannot execute '%s'%s%s: %s", sp->argv[0],
+		        as ? " as user " : "", as ? sp->user->name : "", strerror(err[1]));
 	}
 	if (tty)
 		give_tty(pid);
@@ -182,6 +240,8 @@ sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 	while (!reaped) {
 		int wait_ms = -1;
 		uint64_t now = sl_now_ns(), next = kill_at != 0 ? kill_at : deadline;
+		if (deadline != 0 && deadline < next)
+			next = deadline; /* whichever comes first */
 		if (next != 0)
 			wait_ms = next <= now ? 0 : (int)((next - now) / 1000000u) + 1;
 		struct pollfd pfd = {.fd = sfd, .events = POLLIN};
@@ -191,26 +251,60 @@ sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 		if (deadline != 0 && now >= deadline && !res->timed_out) {
 			res->timed_out = true;
 			deadline = 0;
-			kill(-pid, SIGTERM);
-			kill_at = now + (uint64_t)grace * 1000000000u;
+			/* escaped descendants too: the timeout is the job's, not its group's */
+			sl_contain_signal(&ct, pid, SIGTERM);
+			if (kill_at == 0)
+				kill_at = now + (uint64_t)grace * 1000000000u;
 		}
 		if (kill_at != 0 && now >= kill_at) {
 			res->killed = true;
 			kill_at = 0;
-			kill(-pid, SIGKILL);
+			if (res->escalated)
+				fprintf(
+				    stderr,
+				    "seclaunch run: the job did not stop within %u s: SIGKILL\n",
+				    grace);
+			sl_contain_signal(&ct, pid, SIGKILL);
 		}
 		struct signalfd_siginfo si;
 		while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 			int sig = (int)si.ssi_signo;
-			if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
-				res->forwarded = sig;
-				kill(-pid, sig);
+			if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP)
+				continue;
+			res->forwarded = sig;
+			kill(-pid, sig);
+			if (sig == SIGHUP || res->escalated)
+				continue;
+			if (first == 0) {
+				first = sig;
+				continue;
 			}
+			/* a second SIGINT/SIGTERM: the job gets grace seconds more */
+			res->escalated = true;
+			uint64_t at = sl_now_ns() + (uint64_t)grace * 1000000000u;
+			if (kill_at == 0 || at < kill_at)
+				kill_at = at;
+			char what[32];
+			if (sig == first)
+				snprintf(what, sizeof(what), "%s again", sig_name(sig));
+			else
+				snprintf(what, sizeof(what), "%s after %s", sig_name(sig),
+				         sig_name(first));
+			fprintf(stderr,
+			        "seclaunch run: %s: the job gets SIGKILL in %u s unless it exits "
+			        "(--kill-grace)\n",
+			        what, grace);
 		}
-		pid_t w = waitpid(pid, &status, WNOHANG);
-		if (w == pid)
-			reaped = true;
-		else if (w < 0 && errno != EINTR)
+		/* the job, and orphans of it that were reparented here and exited
+		 * (a long job must not pile up zombies) */
+		pid_t w;
+		int st = 0;
+		while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+			if (w == pid) {
+				status = st;
+				reaped = true;
+			}
+		if (w < 0 && errno != EINTR && errno != ECHILD)
 			SL_FAIL(SL_E_SYSTEM, "waitpid: %s", strerror(errno));
 	}
 	if (WIFSIGNALED(status)) {
@@ -223,15 +317,17 @@ sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 	rc = SL_OK;
 out:
 	if (pid > 0) {
-		/* whatever the job left in its group goes with it */
-		kill(-pid, SIGKILL);
+		/* whatever the job left behind goes with it, wherever it went */
 		if (!reaped) {
 			kill(pid, SIGKILL);
 			(void)waitpid(pid, NULL, 0);
 		}
+		res->leftover = sl_contain_kill_all(&ct, pid);
 		if (tty)
 			give_tty(getpgrp());
 	}
+	if (contained)
+		sl_contain_free(&ct);
 	/* a SIGCHLD of this job must not look pending to a later step */
 	{
 		struct timespec zero = {0, 0};

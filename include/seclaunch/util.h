@@ -25,6 +25,17 @@ SL_MUST_USE sl_err sl_file_read(const char *path, size_t max, uint8_t **out, siz
  * replaced only when replace is true (SL_E_EXISTS otherwise). */
 SL_MUST_USE sl_err sl_file_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
                                         bool replace);
+/* An output that is a stream, not a file: true when path itself (not a
+ * symlink to it) is a FIFO or a character device. Such a path is written with
+ * sl_output_open_stream; any other existing path is an existing file. */
+bool sl_output_is_stream(const char *path);
+/* Opens the FIFO or character device at path for writing, checked on the
+ * descriptor rather than the path: opened O_PATH|O_NOFOLLOW (a symlink is
+ * refused), fstat'd, and only then reopened for writing (so opening has no
+ * side effect on what is refused). It must be a FIFO or character device
+ * owned by the caller (euid), or /dev/null; never a terminal. A FIFO waits
+ * for its reader. Refusals are SL_E_EXISTS naming the owner. */
+SL_MUST_USE sl_err sl_output_open_stream(const char *path, int *fd_out);
 /* Writes all of p to fd, retrying on EINTR and short writes. */
 SL_MUST_USE sl_err sl_write_all(int fd, const void *p, size_t len, const char *what);
 /* Reads exactly len bytes or until EOF; *got says how many. */

@@ -79,10 +79,10 @@ if [ "$have_gpu" = 0 ]; then
 	assert "--stage gpu without a GPU: nothing asked of the KMS" \
 		bash -c "! grep -q '\"run.release\"' '$T/audit.log'"
 	check "--stage auto without a GPU: host staging" 0 \
-		"$SL" run "${RUNA[@]}" --stage auto "$T/gpu.sld" -- python3 "$T/job.py"
+		"$SL" run "${RUNA[@]}" --stage auto -v "$T/gpu.sld" -- python3 "$T/job.py"
 	assert "--stage auto: job read the plaintext from host memory" \
 		grep -q "^host .* $want\$" "$T/out"
-	assert "--stage auto: the fallback is explained" grep -q "staging in host memory: .*libcuda" "$T/err"
+	assert "--stage auto -v: the fallback is explained" grep -q "staging in host memory: .*libcuda" "$T/err"
 	skip "gpu round trip" "$why"
 	finish
 fi

@@ -173,7 +173,7 @@ check "job exit status 7 propagated" 7 \
 	"$SL" run "${RUNA[@]}" --region gcp:europe-west4 "$T/e2e-small.sld" -- "$PY" "$T/job.py" "$T/x7" exit7
 check "job killed by SIGKILL -> 137" 137 \
 	"$SL" run "${RUNA[@]}" --region gcp:europe-west4 "$T/e2e-small.sld" -- "$PY" "$T/job.py" "$T/k9" kill
-check_err "command that cannot be executed" 2 "cannot execute" \
+check_err "command that does not exist: 127 (as env(1))" 127 "cannot execute" \
 	"$SL" run "${RUNA[@]}" --region gcp:europe-west4 "$T/e2e-small.sld" -- "$T/no-such-job"
 
 check "--timeout: a job past it gets SIGTERM -> 143" 143 \

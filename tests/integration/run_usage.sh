@@ -33,6 +33,12 @@ check_err "unknown option" 1 "unknown option '--bogus'" "$SL" run --bogus
 assert "one line per mistake" test "$(grep -c "unknown option" "$T/err")" -eq 1
 check_err "bad --stage" 1 "--stage: 'disk'" "$SL" run "${B[@]}" --stage disk a.sld -- true
 check_err "bad --timeout" 1 "--timeout: 'soon'" "$SL" run "${B[@]}" --timeout soon a.sld -- true
+check_err "bad --kill-grace" 1 "--kill-grace: 'soon'" "$SL" run "${B[@]}" --kill-grace soon a.sld -- true
+check_err "--user with an empty group" 1 "--user 'root:': want USER\[:GROUP\]" \
+	"$SL" run "${B[@]}" --user root: a.sld -- true
+check_err "-- a command that does not exist: 127 before any KMS is asked" 127 \
+	"cannot execute '/nonexistent/cmd'" "$SL" run "${B[@]}" a.sld -- /nonexistent/cmd
+assert "... audited with exit code 127" grep -q '"run.error".*"exit_code":127' "$T/audit.log"
 check_err "zero --threads" 1 "--threads: '0'" "$SL" run "${B[@]}" --threads 0 a.sld -- true
 check_err "--env without =" 1 "--env 'NOVALUE'" "$SL" run "${B[@]}" --env NOVALUE a.sld -- true
 check_err "--env SECLAUNCH_DATA" 1 "set by seclaunch only" \

@@ -295,14 +295,162 @@ static void test_pending_before_start(void **state)
 	assert_int_equal(sl_supervise_take_pending(), 0);
 }
 
+/* once the job has set its trap (it touches dir/trapped then) */
+static void await_trap(void)
+{
+	char p[128];
+	snprintf(p, sizeof(p), "%s/trapped", dir);
+	for (int i = 0; i < 500 && access(p, F_OK) != 0; i++)
+		usleep(10000);
+	unlink(p);
+}
+
+static void trapped_term(pid_t pid, void *ctx)
+{
+	(void)pid;
+	(void)ctx;
+	await_trap();
+	kill(getpid(), SIGTERM);
+}
+
+static void send_term_then_int(pid_t pid, void *ctx)
+{
+	(void)pid;
+	(void)ctx;
+	await_trap();
+	/* two different signals: two of one kind pending at once are one */
+	kill(getpid(), SIGTERM);
+	kill(getpid(), SIGINT);
+}
+
+/* A job that ignores SIGINT and SIGTERM: the second one starts the grace
+ * period, then SIGKILL. */
+static void test_second_signal_escalates(void **state)
+{
+	(void)state;
+	sl_job_result r = run_sh("trap '' INT TERM; : >\"$1/trapped\"; sleep 30 & wait; sleep 30",
+	                         0, 1, NULL, 0, send_term_then_int);
+	assert_true(r.escalated);
+	assert_true(r.killed);
+	assert_false(r.timed_out);
+	assert_int_equal(r.exit_code, 137);
+	/* one signal alone is only forwarded */
+	r = run_sh("trap 'exit 5' TERM; : >\"$1/trapped\"; sleep 30 & wait", 0, 1, NULL, 0,
+	           trapped_term);
+	assert_false(r.escalated);
+	assert_false(r.killed);
+	assert_int_equal(r.exit_code, 5);
+}
+
+/* gone(name): the pid written to dir/name no longer runs */
+static bool gone(const char *name)
+{
+	pid_t p = (pid_t)atoi(slurp(name));
+	assert_true(p > 0);
+	return kill(p, 0) != 0;
+}
+
+static const char escape[] =
+    "setsid sh -c 'trap \"\" TERM HUP; sleep 30 & echo $! > \"$1/gc\"; wait' sh \"$1\" "
+    "</dev/null >/dev/null 2>&1 & "
+    "i=0; while [ ! -s \"$1/gc\" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done";
+
+static void escape_case(bool no_cgroup)
+{
+	char *const argv[] = {"/bin/sh", "-c", (char *)escape, "sh", dir, NULL};
+	sl_job_spec sp = {.argv = argv, .envp = job_env, .grace_s = 1, .no_cgroup = no_cgroup};
+	sl_job_result r;
+	char p[128];
+	snprintf(p, sizeof(p), "%s/gc", dir);
+	unlink(p);
+	assert_int_equal(sl_job_run(&sp, &r), SL_OK);
+	assert_int_equal(r.exit_code, 0);
+	assert_true(gone("gc"));
+	assert_true(r.leftover >= 1);
+	if (no_cgroup)
+		assert_string_equal(r.containment, "subreaper");
+}
+
+/* setsid + double fork: nothing of the job outlives it, under either
+ * containment. */
+static void test_escaped_descendant_killed(void **state)
+{
+	(void)state;
+	escape_case(false);
+	escape_case(true);
+}
+
+static void test_resolve(void **state)
+{
+	(void)state;
+	char out[256], bin1[128], bin2[128], path[300], f[160];
+	snprintf(bin1, sizeof(bin1), "%s/b1", dir);
+	snprintf(bin2, sizeof(bin2), "%s/b2", dir);
+	assert_int_equal(mkdir(bin1, 0755), 0);
+	assert_int_equal(mkdir(bin2, 0755), 0);
+	snprintf(f, sizeof(f), "%s/tool", bin1);
+	FILE *fp = fopen(f, "w");
+	assert_non_null(fp);
+	fclose(fp);
+	assert_int_equal(chmod(f, 0644), 0);
+	snprintf(path, sizeof(path), "PATH=%s:%s", bin1, bin2);
+	char *const env[] = {path, NULL};
+	/* only a file that cannot be executed: 126, naming it */
+	assert_int_equal(sl_job_resolve("tool", env, NULL, out, sizeof(out)), 126);
+	assert_non_null(strstr(sl_err_detail(), f));
+	/* an executable one later in PATH wins, as with execvp */
+	snprintf(f, sizeof(f), "%s/tool", bin2);
+	fp = fopen(f, "w");
+	assert_non_null(fp);
+	fclose(fp);
+	assert_int_equal(chmod(f, 0755), 0);
+	assert_int_equal(sl_job_resolve("tool", env, NULL, out, sizeof(out)), 0);
+	assert_string_equal(out, f);
+	assert_int_equal(sl_job_resolve("no-such-tool", env, NULL, out, sizeof(out)), 127);
+	assert_non_null(strstr(sl_err_detail(), "not found in the job's PATH"));
+	assert_int_equal(sl_job_resolve("/nonexistent/x", env, NULL, out, sizeof(out)), 127);
+	assert_int_equal(sl_job_resolve(dir, env, NULL, out, sizeof(out)), 126);
+	assert_int_equal(sl_job_resolve("", env, NULL, out, sizeof(out)), 127);
+}
+
+static void test_user_parse(void **state)
+{
+	(void)state;
+	sl_job_user u;
+	assert_int_equal(sl_job_user_parse("no-such-user-xyz", &u), SL_E_USAGE);
+	assert_int_equal(sl_job_user_parse(":", &u), SL_E_USAGE);
+	assert_int_equal(sl_job_user_parse("root:", &u), SL_E_USAGE);
+	assert_int_equal(sl_job_user_parse("root:no-such-group-xyz", &u), SL_E_USAGE);
+	if (geteuid() == 0) {
+		assert_int_equal(sl_job_user_parse("65534", &u), SL_OK);
+		assert_true(u.set);
+		assert_int_equal(u.uid, 65534);
+		assert_int_equal(sl_job_user_parse("0:0", &u), SL_OK);
+		assert_int_equal(u.gid, 0);
+		assert_int_equal(u.ngroups, 1);
+	} else {
+		assert_int_equal(sl_job_user_parse("root", &u), SL_E_USAGE);
+		assert_non_null(strstr(sl_err_detail(), "only root"));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_env_allow_list),    cmocka_unit_test(test_env_set_and_pass),
-	    cmocka_unit_test(test_env_default_path),  cmocka_unit_test(test_exit_status),
-	    cmocka_unit_test(test_signal_death),      cmocka_unit_test(test_exec_failure),
-	    cmocka_unit_test(test_fds_pgrp_env),      cmocka_unit_test(test_forward_sigterm),
-	    cmocka_unit_test(test_timeout_and_grace), cmocka_unit_test(test_pending_before_start),
+	    cmocka_unit_test(test_env_allow_list),
+	    cmocka_unit_test(test_env_set_and_pass),
+	    cmocka_unit_test(test_env_default_path),
+	    cmocka_unit_test(test_exit_status),
+	    cmocka_unit_test(test_signal_death),
+	    cmocka_unit_test(test_exec_failure),
+	    cmocka_unit_test(test_fds_pgrp_env),
+	    cmocka_unit_test(test_forward_sigterm),
+	    cmocka_unit_test(test_timeout_and_grace),
+	    cmocka_unit_test(test_pending_before_start),
+	    cmocka_unit_test(test_second_signal_escalates),
+	    cmocka_unit_test(test_escaped_descendant_killed),
+	    cmocka_unit_test(test_resolve),
+	    cmocka_unit_test(test_user_parse),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
