@@ -53,6 +53,10 @@ static void usage_audit(FILE *f)
 	        "  --allow-partial             the first file may start after seq 1 "
 	        "(older rotated\n"
 	        "                              files archived or deleted)\n"
+	        "  --allow-unsigned-tail[=N]   accept up to N records (default 100) that no\n"
+	        "                              checkpoint signature covers, with a warning:\n"
+	        "                              a live log, or one whose writer was killed;\n"
+	        "                              without it --pubkey requires a signed head\n"
 	        "  --with-rotated              add each LOG's rotated files before it\n"
 	        "  --audit-log FILE            the log (default $SECLAUNCH_AUDIT_LOG)\n"
 	        "  --json                      print the report as JSON on stdout\n"
@@ -60,7 +64,7 @@ static void usage_audit(FILE *f)
 	        "\n"
 	        "export: verifies first (as verify; --pubkey, --anchor, "
 	        "--allow-partial,\n"
-	        "--require-final-checkpoint apply), says on stderr what was verified, "
+	        "--allow-unsigned-tail, --require-final-checkpoint apply), says on stderr what was verified, "
 	        "and\n"
 	        "refuses (exit 6) to export a broken chain.\n"
 	        "  --format F      jsonl (default), cef, ocsf (1.3.0), csv (RFC 4180, "
@@ -110,6 +114,7 @@ enum {
 	OPT_EVERY,
 	OPT_ACTOR,
 	OPT_ROTATE,
+	OPT_UNSIGNED_TAIL,
 };
 
 static const struct option long_opts[] = {
@@ -132,6 +137,7 @@ static const struct option long_opts[] = {
     {"checkpoint-every", required_argument, NULL, OPT_EVERY},
     {"actor", required_argument, NULL, OPT_ACTOR},
     {"rotate-bytes", required_argument, NULL, OPT_ROTATE},
+    {"allow-unsigned-tail", optional_argument, NULL, OPT_UNSIGNED_TAIL},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -511,6 +517,11 @@ int cmd_audit(int argc, char **argv)
 			break;
 		case OPT_ACTOR:
 			a.actor = optarg;
+			break;
+		case OPT_UNSIGNED_TAIL:
+			rc = sl_audit_tail_limit_parse(optarg, &a.v.max_unsigned_tail);
+			if (rc != SL_OK)
+				return sl_cli_usage("audit", "%s", sl_err_detail());
 			break;
 		case OPT_EVERY:
 		case OPT_ROTATE: {
