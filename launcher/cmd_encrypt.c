@@ -13,6 +13,7 @@
 #include "progress.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/sld.h"
+#include "seclaunch/util.h"
 
 static void usage_encrypt(FILE *f)
 {
@@ -38,8 +39,9 @@ static void usage_encrypt(FILE *f)
 	        "  --key-id ID           the KMS key that wraps the data key\n"
 	        "  --admin-token-file F  the KMS admin token (mode 0600)\n"
 	        "  --kms-ca FILE         CA bundle for the KMS's TLS certificate\n"
-	        "  --dataset-id D        the dataset's id (UTF-8, 1..255 bytes; "
-	        "required)\n"
+	        "  --dataset-id D        the dataset's id (required): 1..128 of "
+	        "A-Z a-z 0-9 . _ : -,\n"
+	        "                        starting with a letter or digit\n"
 	        "  --chunk-size N        bytes per chunk: a power of two from 64K to "
 	        "64M,\n"
 	        "                        with an optional K or M suffix (default 4M)\n"
@@ -245,6 +247,8 @@ static int parse(int argc, char **argv, struct encrypt_opts *o)
 		return sl_cli_usage("encrypt", "--key-id and --admin-token-file go with --kms");
 	if (o->p.dataset_id == NULL)
 		return sl_cli_usage("encrypt", "--dataset-id D is required");
+	if (sl_dataset_id_check(o->p.dataset_id, false, "--dataset-id") != SL_OK)
+		return sl_cli_usage("encrypt", "%s", sl_err_detail());
 	if (o->out == NULL)
 		return sl_cli_usage("encrypt", "-o OUT.sld is required");
 	return 0;
