@@ -151,7 +151,7 @@ void sl_policy_eval_identity(const sl_claims *c, const json_t *rule, const char 
 	const json_t *ci = json_object_get(rule, "cloud_identity");
 	const char *prov = sl_claims_get(c, "cloud.provider");
 	const char *verified = sl_claims_get(c, "cloud.region_verified");
-	bool pinned = false;
+	bool pinned = false, any_pin = false;
 
 	if (ci == NULL)
 		return;
@@ -165,6 +165,7 @@ void sl_policy_eval_identity(const sl_claims *c, const json_t *rule, const char 
 	}
 	for (size_t i = 0; i < NPINS; i++) {
 		const json_t *want = json_object_get(ci, PINS[i].field);
+		any_pin = any_pin || want != NULL;
 		if (want == NULL || strcmp(PINS[i].provider, prov) != 0)
 			continue;
 		pinned = true;
@@ -188,7 +189,9 @@ void sl_policy_eval_identity(const sl_claims *c, const json_t *rule, const char 
 			     : strstr(PINS[i].field, "account") ? "account"
 			                                         : "project");
 	}
-	if (!pinned) {
+	/* pins for some providers only: an identity from another provider is
+	 * exactly the relay they are meant to stop */
+	if (any_pin && !pinned) {
 		snprintf(path, sizeof(path), "%s.cloud_identity", rpath);
 		note(fn, d, false, path,
 		     "the rule pins the cloud identity but nothing for provider '%s': a %s "

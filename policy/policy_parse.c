@@ -497,8 +497,12 @@ sl_err sl_policy_validate(json_t *root, struct vctx *c)
 	NOTE(sl_policy_want_type(root, JSON_OBJECT, "$", "an object"));
 	if (!json_is_object(root))
 		return SL_OK;
+	/* another version's fields are not errors of this one: that is all to say */
+	v = json_object_get(root, "version");
+	if (json_is_integer(v) && json_integer_value(v) != 1)
+		return sl_policy_note(c, check_version(v));
 	NOTE(only_fields_all(c, root, "$", fields));
-	NOTE(check_version(json_object_get(root, "version")));
+	NOTE(check_version(v));
 	if ((v = json_object_get(root, "description")) != NULL)
 		NOTE(sl_policy_want_type(v, JSON_STRING, "$.description", "a string"));
 	NOTE(want_bool(root, "allow_unverified_region", "$"));
