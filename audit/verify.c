@@ -302,8 +302,7 @@ static sl_err finish(vstate *v)
 		          (unsigned long long)rep->last_checkpoint);
 	if (rep->unsigned_tail > 0 && v->have_pk)
 		SL_GUARD(check_unsigned_tail(v, f));
-	SL_ENSURE(rep->records > 0 || !v->have_pk || v->o->max_unsigned_tail > 0,
-	          SL_E_INTEGRITY,
+	SL_ENSURE(rep->records > 0 || !v->have_pk || v->o->max_unsigned_tail > 0, SL_E_INTEGRITY,
 	          "%s: unsigned-tail: the log holds no record, so no checkpoint signature "
 	          "covers it (emptied, or never written; --allow-unsigned-tail accepts it)",
 	          f);
@@ -400,9 +399,9 @@ sl_err sl_audit_tail_limit_parse(const char *arg, uint64_t *out)
 	n = strtoull(arg, &end, 10);
 	if (arg[0] < '0' || arg[0] > '9' || *end != '\0' || errno != 0 || n == 0 ||
 	    n > 1000000000ULL)
-		return sl_err_set(SL_E_USAGE,
-		                  "--allow-unsigned-tail=%.32s: want a number of records, 1..1000000000",
-		                  arg);
+		return sl_err_set(
+		    SL_E_USAGE,
+		    "--allow-unsigned-tail=%.32s: want a number of records, 1..1000000000", arg);
 	*out = n;
 	return SL_OK;
 }

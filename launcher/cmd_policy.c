@@ -323,10 +323,11 @@ static void print_findings(const char *file, const json_t *list, const char *kin
 {
 	size_t i;
 	json_t *e;
-	json_array_foreach ((json_t *)list, i, e)
+	json_array_foreach ((json_t *)list, i, e) {
 		fprintf(stderr, "seclaunch policy check: %s: %s: %s: %s\n", kind, file,
 		        json_string_value(json_object_get(e, "path")),
 		        json_string_value(json_object_get(e, "message")));
+	}
 }
 
 static int do_check(const struct opts *o)
@@ -346,7 +347,8 @@ static int do_check(const struct opts *o)
 	if (sl_cli_json) {
 		json_object_set_new(rep, "policy", json_string(o->policy));
 		if (p != NULL)
-			json_object_set_new(rep, "policy_digest", json_string(sl_policy_digest_hex(p)));
+			json_object_set_new(rep, "policy_digest",
+			                    json_string(sl_policy_digest_hex(p)));
 		sl_policy_cli_print_json(rep);
 	} else {
 		print_findings(o->policy, json_object_get(rep, "errors"), "error");

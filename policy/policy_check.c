@@ -155,33 +155,37 @@ sl_err sl_policy_warn_gaps(const json_t *root, struct vctx *c)
 			if (json_object_get(m, hw[k][0]) != NULL)
 				continue;
 			snprintf(p, sizeof(p), "$.datasets[%zu].measurements", i);
-			sl_policy_warn(c, p,
-			               "rule '%s' allows %s but pins no %s: any guest image on such "
-			               "a machine gets the key (SECURITY.md: pin the measurements)",
-			               id, hw[k][0], hw[k][1]);
+			sl_policy_warn(
+			    c, p,
+			    "rule '%s' allows %s but pins no %s: any guest image on such "
+			    "a machine gets the key (SECURITY.md: pin the measurements)",
+			    id, hw[k][0], hw[k][1]);
 		}
 		if (json_object_get(d, "min_tcb") == NULL) {
 			snprintf(p, sizeof(p), "$.datasets[%zu].min_tcb", i);
 			if (any_hw)
-				sl_policy_warn(c, p,
-				               "rule '%s' sets no minimum TCB: firmware with known, "
-				               "fixed vulnerabilities is accepted",
-				               id);
+				sl_policy_warn(
+				    c, p,
+				    "rule '%s' sets no minimum TCB: firmware with known, "
+				    "fixed vulnerabilities is accepted",
+				    id);
 			else
-				sl_policy_warn(c, p,
-				               "rule '%s' sets no minimum TCB (it allows only tpm2, "
-				               "which has none: nothing about the platform's firmware "
-				               "is checked)",
-				               id);
+				sl_policy_warn(
+				    c, p,
+				    "rule '%s' sets no minimum TCB (it allows only tpm2, "
+				    "which has none: nothing about the platform's firmware "
+				    "is checked)",
+				    id);
 		}
 		const char *cls = json_string_value(json_object_get(d, "classification"));
 		if (cls != NULL && strcasecmp(cls, "restricted") == 0 &&
 		    json_object_get(d, "key_ttl") == NULL) {
 			snprintf(p, sizeof(p), "$.datasets[%zu].key_ttl", i);
-			sl_policy_warn(c, p,
-			               "rule '%s' is classified 'restricted' but sets no key_ttl: a "
-			               "released key may be held without limit",
-			               id);
+			sl_policy_warn(
+			    c, p,
+			    "rule '%s' is classified 'restricted' but sets no key_ttl: a "
+			    "released key may be held without limit",
+			    id);
 		}
 		const json_t *ci = json_object_get(d, "cloud_identity");
 		if (json_is_true(json_object_get(ci, "same_instance"))) {

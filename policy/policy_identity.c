@@ -118,10 +118,9 @@ out:
 	return rc;
 }
 
-static void note(sl_policy_note_fn fn, void *d, bool pass, const char *path, const char *fmt,
-                 ...) SL_PRINTF(5, 6);
-static void note(sl_policy_note_fn fn, void *d, bool pass, const char *path, const char *fmt,
-                 ...)
+static void note(sl_policy_note_fn fn, void *d, bool pass, const char *path, const char *fmt, ...)
+    SL_PRINTF(5, 6);
+static void note(sl_policy_note_fn fn, void *d, bool pass, const char *path, const char *fmt, ...)
 {
 	char text[768];
 	va_list ap;
@@ -174,20 +173,21 @@ void sl_policy_eval_identity(const sl_claims *c, const json_t *rule, const char 
 		bool ok = false;
 		size_t k;
 		json_t *e;
-		json_array_foreach ((json_t *)want, k, e)
+		json_array_foreach ((json_t *)want, k, e) {
 			ok = ok || (have != NULL && strcmp(have, json_string_value(e)) == 0);
+		}
 		join(want, list, sizeof(list));
 		if (ok)
-			note(fn, d, true, path, "the %s identity's %s is %s (provider-signed)", prov,
-			     PINS[i].claim, have);
+			note(fn, d, true, path, "the %s identity's %s is %s (provider-signed)",
+			     prov, PINS[i].claim, have);
 		else
 			note(fn, d, false, path,
 			     "the %s identity's %s is %s, want one of [%s]: an identity from "
 			     "another %s",
 			     prov, PINS[i].claim, have ? have : "missing", list,
-			     strstr(PINS[i].field, "instance") ? "instance"
+			     strstr(PINS[i].field, "instance")  ? "instance"
 			     : strstr(PINS[i].field, "account") ? "account"
-			                                         : "project");
+			                                        : "project");
 	}
 	/* pins for some providers only: an identity from another provider is
 	 * exactly the relay they are meant to stop */

@@ -174,9 +174,8 @@ static sl_err check_pattern(const struct vctx *c, const char *pat, const char *p
 	}
 	const char *near = strchr(pat, '*') == NULL ? sl_policy_nearest_json(pat, c->known) : NULL;
 	if (near != NULL)
-		return sl_policy_verr(path,
-		                      "pattern '%s' matches no known region (did you mean '%s'?)",
-		                      pat, near);
+		return sl_policy_verr(
+		    path, "pattern '%s' matches no known region (did you mean '%s'?)", pat, near);
 	return sl_policy_verr(path, "pattern '%s' matches no known region", pat);
 }
 
@@ -399,8 +398,9 @@ static sl_err check_groups(struct vctx *c, const json_t *g)
 
 	SL_GUARD(sl_policy_want_type(g, JSON_OBJECT, "$.region_groups",
 	                             "an object of group -> patterns"));
-	json_object_foreach ((json_t *)g, name, list)
+	json_object_foreach ((json_t *)g, name, list) {
 		NOTE(check_group(c, name, list));
+	}
 	rc = SL_OK;
 out:
 	return rc;
@@ -437,8 +437,9 @@ static sl_err check_keys(struct vctx *c, const json_t *k)
 
 	SL_GUARD(sl_policy_want_type(k, JSON_OBJECT, "$.keys",
 	                             "an object of key id -> dataset patterns"));
-	json_object_foreach ((json_t *)k, id, list)
+	json_object_foreach ((json_t *)k, id, list) {
 		NOTE(check_key(c, id, list));
+	}
 	rc = SL_OK;
 out:
 	return rc;
@@ -473,7 +474,8 @@ static sl_err check_datasets(struct vctx *c, const json_t *v)
 		NOTE(check_dataset(c, d, p));
 		const char *id = json_string_value(json_object_get(d, "id"));
 		for (size_t j = 0; id != NULL && j < i; j++) {
-			const char *o = json_string_value(json_object_get(json_array_get(v, j), "id"));
+			const char *o =
+			    json_string_value(json_object_get(json_array_get(v, j), "id"));
 			if (o != NULL && strcmp(o, id) == 0)
 				NOTE(sl_err_set(SL_E_INPUT,
 				                "%s.id: duplicate rule for dataset '%s' (also "

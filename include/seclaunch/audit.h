@@ -127,7 +127,7 @@ typedef struct sl_audit_verify_opts {
 	const char *pubkey_path;       /* NULL: chain only (checkpoint signatures NOT checked) */
 	const char *anchor_path;       /* NULL: none; else the log must contain this checkpoint */
 	bool require_final_checkpoint; /* the last record must be a closing checkpoint */
-	bool allow_partial;    /* the first file may start after seq 1 (earlier files gone) */
+	bool allow_partial; /* the first file may start after seq 1 (earlier files gone) */
 	/* With a public key, every record must be covered by a valid checkpoint
 	 * (the log ends with one): records after the last valid checkpoint, or a
 	 * log with none at all, are SL_E_INTEGRITY, since anyone can write an

@@ -190,9 +190,9 @@ static void test_parse_admin(void **state)
 	    SL_E_INPUT);
 	assert_null(dek);
 	assert_non_null(strstr(sl_err_detail(), "dataset_id: dataset id: ' ' at byte 5"));
-	assert_int_equal(kmsd_parse_wrap(B("{\"dataset_id\":\"../../etc\",\"dek\":\"" N32 "\"}"),
-	                                 ds, &dek),
-	                 SL_E_INPUT);
+	assert_int_equal(
+	    kmsd_parse_wrap(B("{\"dataset_id\":\"../../etc\",\"dek\":\"" N32 "\"}"), ds, &dek),
+	    SL_E_INPUT);
 	assert_null(dek);
 
 	assert_int_equal(kmsd_parse_challenge(B("")), SL_OK);

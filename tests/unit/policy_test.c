@@ -614,7 +614,8 @@ static const struct vcase VCASES[] = {
     {"{\"version\":1,\"datasetz\":[]}", SL_E_INPUT, "(did you mean 'datasets'?)"},
     {"{\"version\":1,\"datasets\":[{\"id\":\"a\",\"allowed_regions\":[\"eux\"],\"tee_"
      "kinds\":[\"tpm2\"]}]}",
-     SL_E_INPUT, "$.datasets[0].allowed_regions[0]: unknown region group 'eux' (did you mean 'eu'?)"},
+     SL_E_INPUT,
+     "$.datasets[0].allowed_regions[0]: unknown region group 'eux' (did you mean 'eu'?)"},
     {"{\"version\":1,\"datasets\":[{\"id\":\"a\",\"allowed_regions\":[\"aws:eu-west-9\"],"
      "\"tee_kinds\":[\"tpm2\"]}]}",
      SL_E_INPUT,
@@ -622,8 +623,9 @@ static const struct vcase VCASES[] = {
      "you mean 'aws:eu-west-1'?)"},
     {"{\"version\":1,\"datasets\":[{\"id\":\"a\",\"allowed_regions\":[\"eu\"],\"tee_kinds\":["
      "\"sev-snpp\"]}]}",
-     SL_E_INPUT, "$.datasets[0].tee_kinds[0]: not a TEE kind (tpm2, sev-snp, tdx) (did you mean "
-                 "'sev-snp'?)"},
+     SL_E_INPUT,
+     "$.datasets[0].tee_kinds[0]: not a TEE kind (tpm2, sev-snp, tdx) (did you mean "
+     "'sev-snp'?)"},
     {DS(",\"min_tcb\":{\"sev-snp\":{\"microcod\":3}}"), SL_E_INPUT,
      "$.datasets[0].min_tcb.sev-snp: unknown field 'microcod' (did you mean 'microcode'?)"},
     /* cloud_identity: the provider-signed identity pins */
@@ -742,10 +744,9 @@ static void test_check_every_error(void **state)
 	/* not JSON at all: one error at $, still a report */
 	assert_int_equal(sl_policy_check((const uint8_t *)"{", 1, false, &rep), SL_E_FORMAT);
 	assert_true(json_is_false(json_object_get(rep, "ok")));
-	assert_string_equal(
-	    json_string_value(json_object_get(json_array_get(json_object_get(rep, "errors"), 0),
-	                                      "path")),
-	    "$");
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_array_get(json_object_get(rep, "errors"), 0), "path")),
+	                    "$");
 	json_decref(rep);
 }
 
@@ -815,10 +816,14 @@ static void test_dataset_id_rule(void **state)
 {
 	(void)state;
 	static const char *const bad[][2] = {
-	    {"sales 2026/EU", "' ' at byte 5"}, {"../../etc", "'.' at byte 0"},
-	    {"daten-\xc3\xbc", "0xc3 at byte 6"}, {"a*b", "'*' at byte 1"},
-	    {"-rf", "'-' at byte 0"},            {"", "empty dataset id"},
-	    {"a\tb", "0x09 at byte 1"},          {"=HYPERLINK(1)", "'=' at byte 0"},
+	    {"sales 2026/EU", "' ' at byte 5"},
+	    {"../../etc", "'.' at byte 0"},
+	    {"daten-\xc3\xbc", "0xc3 at byte 6"},
+	    {"a*b", "'*' at byte 1"},
+	    {"-rf", "'-' at byte 0"},
+	    {"", "empty dataset id"},
+	    {"a\tb", "0x09 at byte 1"},
+	    {"=HYPERLINK(1)", "'=' at byte 0"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_equal(sl_dataset_id_check(bad[i][0], false, "--dataset-id"), SL_E_INPUT);
@@ -926,9 +931,9 @@ static const struct {
      "$.datasets[4].cloud_identity.same_instance: the identity names instance "
      "6C0B3C4E-1A2B-4C5D-8E9F-0A1B2C3D4E5F, the TEE evidence "
      "00000000-0000-0000-0000-000000000000 (azure.vm.unique_id): a relayed identity"},
-    {"same_instance: azure evidence without its VM id", AZ_ID ";azure.vm.unique_id=", "az-1",
-     false, "$.datasets[4].cloud_identity.same_instance: the identity and the TEE evidence must "
-            "name the same instance, and azure.vm.unique_id is missing"},
+    {"same_instance: azure evidence without its VM id", AZ_ID ";azure.vm.unique_id=", "az-1", false,
+     "$.datasets[4].cloud_identity.same_instance: the identity and the TEE evidence must "
+     "name the same instance, and azure.vm.unique_id is missing"},
 };
 
 static void test_identity_pins(void **state)

@@ -103,7 +103,8 @@ static void test_round_trips(void **state)
 static void test_pre_rule_ids_still_read(void **state)
 {
 	(void)state;
-	static const char *const old_ids[] = {"sales 2026/EU", "../../etc", "daten-\xc3\xbc", "a*b"};
+	static const char *const old_ids[] = {"sales 2026/EU", "../../etc", "daten-\xc3\xbc",
+	                                      "a*b"};
 	for (size_t i = 0; i < sizeof(old_ids) / sizeof(old_ids[0]); i++) {
 		assert_false(sl_dataset_id_valid(old_ids[i]));
 		sl_secret *dek = new_dek();
