@@ -97,4 +97,32 @@ check "encrypt accepts team:sales-2026.eu_v1" 0 "$SL" encrypt -q --key-file k --
 check "... and it decrypts" 0 "$SL" decrypt -q --key-file k ok.sld -o ok.out
 assert "round trip" cmp plain ok.out
 
+# --- and seclaunchd's wrap (a wrap makes a new dataset's key): 400 naming why
+if [ -x "$SLD" ]; then
+	start_kms "$T/kms" || exit 1
+	check "key create" 0 "$SL" key create --kms "$KMS_URL" --kms-ca "$KMS_CA" --admin-token-file "$KMS_TOKEN" --id kw
+	wrap() { # DATASET_ID -> "STATUS BODY"
+		python3 - "$KMS_CA" "$KMS_URL" "$(cat "$KMS_TOKEN")" "$1" <<'PY'
+import base64, http.client, json, ssl, sys, urllib.parse
+ca, url, token, ds = sys.argv[1:5]
+u = urllib.parse.urlparse(url)
+c = http.client.HTTPSConnection(u.hostname, u.port, context=ssl.create_default_context(cafile=ca), timeout=20)
+c.request("POST", "/v1/keys/kw/wrap", body=json.dumps({"dataset_id": ds, "dek": base64.b64encode(bytes(32)).decode()}),
+          headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+r = c.getresponse()
+print(r.status, r.read().decode(errors="replace").replace("\n", " "))
+PY
+	}
+	for id in 'sales 2026/EU' '../../etc' 'a*b'; do
+		got=$(wrap "$id")
+		assert "KMS wrap refuses dataset id '$id' (400, naming the rule)" \
+			grep -Eq '^400 .*dataset_id: dataset id: .* at byte [0-9]+ is not allowed' <<<"$got"
+	done
+	got=$(wrap "team:sales-2026")
+	assert "KMS wrap accepts team:sales-2026" grep -q '^200 ' <<<"$got"
+	stop_pid "$KMS_PID"
+else
+	skip "KMS wrap refusals" "no seclaunchd binary in $SL_BIN"
+fi
+
 finish
