@@ -202,12 +202,26 @@ static void write_cef(FILE *out, json_t *rec)
 	free(details);
 }
 
-/* RFC 4180: a field with a comma, quote, CR or LF is quoted, quotes doubled. */
+/* A spreadsheet runs a cell starting with one of these as a formula
+ * (=HYPERLINK(...), +cmd|..., -2+3, @SUM(...)); tab and CR can hide such a
+ * start. Record fields come from requests, so an unauthenticated client can
+ * plant one (a dataset_id, a job_id): OWASP's CSV-injection advice is to
+ * prefix the cell with a single quote, which spreadsheets show as text. */
+static bool csv_formula_start(const char *s)
+{
+	return s[0] != '\0' && strchr("=+-@\t\r", s[0]) != NULL;
+}
+
+/* RFC 4180: a field with a comma, quote, CR or LF is quoted, quotes doubled;
+ * a field that a spreadsheet would run as a formula gets a leading '. */
 static void csv_field(FILE *out, const char *s, bool last)
 {
 	if (s != NULL) {
+		bool neuter = csv_formula_start(s);
 		if (strpbrk(s, ",\"\r\n") != NULL) {
 			fputc('"', out);
+			if (neuter)
+				fputc('\'', out);
 			for (; *s != '\0'; s++) {
 				if (*s == '"')
 					fputc('"', out);
@@ -215,6 +229,8 @@ static void csv_field(FILE *out, const char *s, bool last)
 			}
 			fputc('"', out);
 		} else {
+			if (neuter)
+				fputc('\'', out);
 			fputs(s, out);
 		}
 	}

@@ -1,6 +1,7 @@
 /* Verifying an audit log: the files, in order, are one stream of lines that
  * must form one hash chain (docs/audit.md, "Verification"). The first bad
  * line is named as "FILE:LINE (seq N): CHECK: what". */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +211,48 @@ out:
 	return rc;
 }
 
+/* With a public key the head must be signed: a chain alone proves nothing
+ * against whoever can write the file (they recompute every hash), so records
+ * no valid checkpoint covers pass only within max_unsigned_tail. */
+static sl_err check_unsigned_tail(vstate *v, const char *f)
+{
+	sl_err rc = SL_E_INTEGRITY;
+	sl_audit_report *rep = v->rep;
+	unsigned long long n = rep->unsigned_tail, last = rep->last_seq;
+	unsigned long long first = last - n + 1, max = v->o->max_unsigned_tail;
+
+	if (rep->checkpoints == 0) {
+		SL_ENSURE(n <= max, SL_E_INTEGRITY,
+		          "%s:%zu (seq %llu): unsigned-tail: no checkpoint signature covers "
+		          "any of the %llu record(s) (seq %llu..%llu): anyone who can write the "
+		          "file can forge such a chain (%s)",
+		          f, v->prev_line, last, n, first, last,
+		          max == 0 ? "--allow-unsigned-tail accepts a short unsigned log"
+		                   : "more than --allow-unsigned-tail allows");
+		warn(v, f, v->prev_line,
+		     "no checkpoint signature covers any of the %llu record(s) (seq %llu..%llu): "
+		     "they are NOT authenticated, only chained (--allow-unsigned-tail)",
+		     n, first, last);
+	} else {
+		SL_ENSURE(n <= max, SL_E_INTEGRITY,
+		          "%s:%zu (seq %llu): unsigned-tail: the last %llu record(s) (seq "
+		          "%llu..%llu) follow the last checkpoint (seq %llu) and no signature "
+		          "covers them: appended by anyone, or a writer that has not closed "
+		          "the log (%s)",
+		          f, v->prev_line, last, n, first, last,
+		          (unsigned long long)rep->last_checkpoint,
+		          max == 0 ? "--allow-unsigned-tail accepts a live log's tail"
+		                   : "more than --allow-unsigned-tail allows");
+		warn(v, f, v->prev_line,
+		     "the last %llu record(s) (seq %llu..%llu) follow the last checkpoint "
+		     "and are not covered by a signature (--allow-unsigned-tail)",
+		     n, first, last);
+	}
+	rc = SL_OK;
+out:
+	return rc;
+}
+
 static sl_err finish(vstate *v)
 {
 	sl_err rc = SL_E_INTEGRITY;
@@ -258,13 +301,11 @@ static sl_err finish(vstate *v)
 		          f, v->prev_line, (unsigned long long)rep->last_seq,
 		          (unsigned long long)rep->last_checkpoint);
 	if (rep->unsigned_tail > 0 && v->have_pk)
-		warn(v, f, v->prev_line,
-		     "the last %llu record(s) (seq %llu..%llu) follow the last checkpoint "
-		     "and are "
-		     "not covered by a signature",
-		     (unsigned long long)rep->unsigned_tail,
-		     (unsigned long long)(rep->last_seq - rep->unsigned_tail + 1),
-		     (unsigned long long)rep->last_seq);
+		SL_GUARD(check_unsigned_tail(v, f));
+	SL_ENSURE(rep->records > 0 || !v->have_pk || v->o->max_unsigned_tail > 0, SL_E_INTEGRITY,
+	          "%s: unsigned-tail: the log holds no record, so no checkpoint signature "
+	          "covers it (emptied, or never written; --allow-unsigned-tail accepts it)",
+	          f);
 	rc = SL_OK;
 out:
 	return rc;
@@ -335,6 +376,8 @@ sl_err sl_audit_verify(const char *const *paths, size_t n, const sl_audit_verify
 		}
 		audit_lines_close(&l);
 	}
+	if (v->prev_file == NULL) /* no record: errors name the last file */
+		v->prev_file = paths[n - 1];
 	SL_GUARD(finish(v));
 	rc = SL_OK;
 out:
@@ -342,4 +385,23 @@ out:
 	audit_lines_close(&l);
 	free(v);
 	return rc;
+}
+
+sl_err sl_audit_tail_limit_parse(const char *arg, uint64_t *out)
+{
+	char *end = NULL;
+	unsigned long long n;
+	if (arg == NULL) {
+		*out = SL_AUDIT_CHECKPOINT_EVERY_DEFAULT;
+		return SL_OK;
+	}
+	errno = 0;
+	n = strtoull(arg, &end, 10);
+	if (arg[0] < '0' || arg[0] > '9' || *end != '\0' || errno != 0 || n == 0 ||
+	    n > 1000000000ULL)
+		return sl_err_set(
+		    SL_E_USAGE,
+		    "--allow-unsigned-tail=%.32s: want a number of records, 1..1000000000", arg);
+	*out = n;
+	return SL_OK;
 }

@@ -261,6 +261,7 @@ sl_err kmsd_parse_wrap(const uint8_t *body, size_t len,
 	SL_GUARD(load(body, len, &root));
 	SL_GUARD(only_fields(root, "wrap request", allowed));
 	SL_GUARD(get_id(root, "dataset_id", false, dataset_id));
+	SL_GUARD(sl_dataset_id_check(dataset_id, false, "dataset_id")); /* creating: strict */
 	SL_GUARD(get_str(root, "dek", &s));
 	SL_GUARD(sl_b64_decode(s, SL_KMS_DEK_LEN, &raw, &n, "dek"));
 	SL_ENSURE(n == SL_KMS_DEK_LEN, SL_E_INPUT, "dek: must be %d bytes, got %zu", SL_KMS_DEK_LEN,

@@ -54,6 +54,10 @@ static void usage_audit(FILE *f)
 	        "  --allow-partial             the first file may start after seq 1 "
 	        "(older rotated\n"
 	        "                              files archived or deleted)\n"
+	        "  --allow-unsigned-tail[=N]   accept up to N records (default 100) that no\n"
+	        "                              checkpoint signature covers, with a warning:\n"
+	        "                              a live log, or one whose writer was killed;\n"
+	        "                              without it --pubkey requires a signed head\n"
 	        "  --with-rotated              add each LOG's rotated files before it\n"
 	        "  --audit-log FILE            the log (default $SECLAUNCH_AUDIT_LOG)\n"
 	        "  --json                      print the report as JSON on stdout (a "
@@ -61,11 +65,9 @@ static void usage_audit(FILE *f)
 	        "                              one {\"error\": {...}} object)\n"
 	        "  -q, --quiet                 print nothing on success\n"
 	        "\n"
-	        "export: verifies first (as verify; --pubkey, --anchor, "
-	        "--allow-partial,\n"
-	        "--require-final-checkpoint apply), says on stderr what was verified, "
-	        "and\n"
-	        "refuses (exit 6) to export a broken chain.\n"
+	        "export: verifies first (as verify; --pubkey, --anchor, --allow-partial,\n"
+	        "--allow-unsigned-tail, --require-final-checkpoint apply), says on stderr\n"
+	        "what was verified, and refuses (exit 6) to export a broken chain.\n"
 	        "  --format F      jsonl (default), cef, ocsf (1.3.0), csv (RFC 4180, "
 	        "header row)\n"
 	        "  --since T       records at or after T (RFC 3339 UTC, e.g. "
@@ -430,6 +432,7 @@ enum {
 	OPT_EVERY,
 	OPT_ACTOR,
 	OPT_ROTATE,
+	OPT_UNSIGNED_TAIL,
 };
 
 /* What verify checks; export verifies the same way first. */
@@ -439,6 +442,7 @@ enum {
 	    {"require-final-checkpoint", no_argument, OPT_FINAL, NULL},                            \
 	    {"anchor", required_argument, OPT_ANCHOR, NULL},                                       \
 	    {"allow-partial", no_argument, OPT_PARTIAL, NULL},                                     \
+	    {"allow-unsigned-tail", optional_argument, OPT_UNSIGNED_TAIL, NULL},                   \
 	{                                                                                          \
 		"with-rotated", no_argument, OPT_ROTATED, NULL                                     \
 	}
@@ -502,6 +506,10 @@ static int on_option(void *ctx, int key, char *arg)
 		break;
 	case OPT_PARTIAL:
 		a->v.allow_partial = true;
+		break;
+	case OPT_UNSIGNED_TAIL:
+		if (sl_audit_tail_limit_parse(arg, &a->v.max_unsigned_tail) != SL_OK)
+			return sl_cli_usage("audit", "%s", sl_err_detail());
 		break;
 	case OPT_ROTATED:
 		a->rotated = true;

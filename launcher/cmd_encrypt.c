@@ -12,6 +12,7 @@
 #include "progress.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/sld.h"
+#include "seclaunch/util.h"
 
 static void usage_encrypt(FILE *f)
 {
@@ -41,8 +42,9 @@ static void usage_encrypt(FILE *f)
 	        "                        $SECLAUNCH_KMS_CA, else the system store)\n"
 	        "  --kms-pin PIN         pinned KMS public key: sha256//BASE64 or a key "
 	        "file\n"
-	        "  --dataset-id D        the dataset's id (UTF-8, 1..255 bytes; "
-	        "required)\n"
+	        "  --dataset-id D        the dataset's id (required): 1..128 of "
+	        "A-Z a-z 0-9 . _ : -,\n"
+	        "                        starting with a letter or digit\n"
 	        "  --chunk-size N        bytes per chunk: a power of two from 64K to "
 	        "64M,\n"
 	        "                        with an optional K or M suffix (default 4M)\n"
@@ -243,6 +245,8 @@ static int check(const struct encrypt_opts *o)
 		return sl_cli_usage("encrypt", "--kms needs --key-id ID");
 	if (o->p.dataset_id == NULL)
 		return sl_cli_usage("encrypt", "--dataset-id D is required");
+	if (sl_dataset_id_check(o->p.dataset_id, false, "--dataset-id") != SL_OK)
+		return sl_cli_usage("encrypt", "%s", sl_err_detail());
 	if (o->sh.out == NULL)
 		return sl_cli_usage("encrypt", "-o OUT.sld is required");
 	if (sl_cli_json && strcmp(o->sh.out, "-") == 0)

@@ -33,7 +33,7 @@ static void usage(FILE *f)
 	           "                        [--force]\n"
 	           "  seclaunch policy verify --policy P --policy-pubkey K [--signature S] "
 	           "[--json]\n"
-	           "  seclaunch policy check --policy P [--json]\n"
+	           "  seclaunch policy check --policy P [--strict] [--json]\n"
 	           "  seclaunch policy explain --policy P --policy-pubkey K [--signature "
 	           "S]\n"
 	           "                           --claims CLAIMS.json --dataset D [--key ID]\n"
@@ -57,6 +57,7 @@ static void usage(FILE *f)
 	           "  --force             keygen, sign, identity-collect: replace existing "
 	           "files\n"
 	           "  --policy P          the policy document\n"
+	           "  --strict            check: warnings (dangerous gaps) are errors too\n"
 	           "  --policy-pubkey K   minisign public key that must have signed P\n"
 	           "  --signature S       signature file (default: P.minisig)\n"
 	           "  -t, --trusted-comment C  sign: signed comment (default: timestamp and "
@@ -288,33 +289,54 @@ out:
 	return rc == SL_OK ? 0 : sl_cli_fail(CMD " verify", rc);
 }
 
+/* Lists every error and warning (the logic is sl_policy_check). */
+static void print_findings(const char *file, const json_t *list, const char *kind)
+{
+	size_t i;
+	json_t *e;
+	json_array_foreach ((json_t *)list, i, e) {
+		fprintf(stderr, "seclaunch policy check: %s: %s: %s: %s\n", kind, file,
+		        json_string_value(json_object_get(e, "path")),
+		        json_string_value(json_object_get(e, "message")));
+	}
+}
+
 static int do_check(const struct opts *o)
 {
 	sl_err rc = SL_E_USAGE;
 	sl_policy *p = NULL;
 	uint8_t *data = NULL;
 	size_t len = 0;
+	json_t *rep = NULL;
 	if (o->policy == NULL)
 		return sl_cli_usage(CMD, "check needs --policy");
-	SL_GUARD(sl_file_read(o->policy, SL_POLICY_MAX_BYTES, &data, &len));
-	rc = sl_policy_load(data, len, &p);
-	if (rc != SL_OK) {
-		rc = sl_err_wrap(rc, "%s", o->policy);
-		goto out;
-	}
+	SL_GUARD(sl_file_read(o->policy, SL_POLICY_MAX_BYTES + 1, &data, &len));
+	sl_err crc = sl_policy_check(data, len, o->strict, &rep);
+	SL_ENSURE(rep != NULL, crc, "%s", sl_err_detail());
+	if (crc == SL_OK)
+		SL_GUARD(sl_policy_load(data, len, &p));
 	if (sl_cli_json) {
-		json_t *j = json_pack("{s:s, s:b, s:s}", "policy", o->policy, "valid", 1,
-		                      "policy_digest", sl_policy_digest_hex(p));
-		sl_policy_cli_print_json(j);
-		json_decref(j);
-	} else if (!sl_cli_quiet) {
-		printf("%s: valid policy v1 (sha256 %s)%s\n", o->policy, sl_policy_digest_hex(p),
-		       sl_policy_allow_unverified_region(p)
-		           ? "; WARNING: allow_unverified_region is true (development only)"
-		           : "");
+		json_object_set_new(rep, "policy", json_string(o->policy));
+		if (p != NULL)
+			json_object_set_new(rep, "policy_digest",
+			                    json_string(sl_policy_digest_hex(p)));
+		sl_policy_cli_print_json(rep);
+	} else {
+		print_findings(o->policy, json_object_get(rep, "errors"), "error");
+		print_findings(o->policy, json_object_get(rep, "warnings"), "warning");
+		if (p != NULL && !sl_cli_quiet)
+			printf("%s: valid policy v1 (sha256 %s), %zu warning(s)\n", o->policy,
+			       sl_policy_digest_hex(p),
+			       json_array_size(json_object_get(rep, "warnings")));
+	}
+	if (crc != SL_OK) {
+		json_decref(rep);
+		free(data);
+		return sl_err_exit_code(crc);
 	}
 	rc = SL_OK;
 out:
+	json_decref(rep);
 	free(data);
 	sl_policy_free(p);
 	return rc == SL_OK ? 0 : sl_cli_fail(CMD " check", rc);
@@ -408,7 +430,8 @@ enum {
 	O_AWSTRUST,
 	O_BINDING,
 	O_AT,
-	O_CLOUD
+	O_CLOUD,
+	O_STRICT
 };
 
 /* Each verb's own options, one line each. */
@@ -455,7 +478,8 @@ static const struct sl_cli_opt sign_opts[] = {OPT_SECRET,
                                               {"legacy", no_argument, O_LEGACY, NULL},
                                               OPT_END};
 static const struct sl_cli_opt verify_opts[] = {OPT_POLICY, OPT_PUBKEY, OPT_SIG, OPT_END};
-static const struct sl_cli_opt check_opts[] = {OPT_POLICY, OPT_END};
+static const struct sl_cli_opt check_opts[] = {
+    OPT_POLICY, {"strict", no_argument, O_STRICT, NULL}, OPT_END};
 static const struct sl_cli_opt explain_opts[] = {OPT_POLICY,
                                                  OPT_PUBKEY,
                                                  OPT_SIG,
@@ -531,6 +555,9 @@ static int on_option(void *ctx, int key, char *arg)
 		break;
 	case O_AT:
 		o->at = arg;
+		break;
+	case O_STRICT:
+		o->strict = true;
 		break;
 	case O_CLOUD:
 		o->cloud = arg;

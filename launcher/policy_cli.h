@@ -15,7 +15,7 @@ struct opts {
 	const char *seckey, *pubkey_out, *policy, *pubkey, *sig, *comment, *claims, *dataset, *key;
 	const char *outputs[MAX_OUTPUTS];
 	size_t n_outputs;
-	bool no_password, force, legacy;
+	bool no_password, force, legacy, strict;
 	const char *identity, *binding_hex, *at, *cloud, *out;
 	sl_identity_opts id;
 };

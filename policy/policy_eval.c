@@ -328,6 +328,15 @@ static void check_region(const sl_policy *p, const sl_claims *c, const json_t *r
 	}
 }
 
+static void identity_note(void *dv, bool pass, const char *path, const char *text)
+{
+	sl_decision *d = dv;
+	if (pass)
+		PASS(d, path, "%s", text);
+	else
+		DENY(d, path, "%s", text);
+}
+
 static void eval_rule(const sl_policy *p, const sl_claims *c, const json_t *rule, const char *rpath,
                       const sl_policy_request *req, sl_decision *d)
 {
@@ -339,6 +348,7 @@ static void eval_rule(const sl_policy *p, const sl_claims *c, const json_t *rule
 		PASS(d, path, "dataset classified '%s'", json_string_value(v));
 	}
 	check_region(p, c, rule, rpath, d);
+	sl_policy_eval_identity(c, rule, rpath, identity_note, d);
 
 	snprintf(path, sizeof(path), "%s.tee_kinds", rpath);
 	const char *kind = claim(c, "tee.kind");

@@ -36,6 +36,50 @@ bool sl_policy_region_entry_matches(const sl_policy *p, const char *entry, const
 /* Validation helpers shared by policy_parse.c and policy_tee.c. Errors are
  * SL_E_INPUT with "PATH: message". */
 #define PATH_MAX_LEN 256
+
+/* Validation context: the built-in tables, the policy's merged groups, and
+ * every error and warning found so far (policy_check.c). Checks go on after
+ * an error so `policy check` can list them all. */
+struct vctx {
+	json_t *known;    /* array of "cloud:region" */
+	json_t *groups;   /* merged */
+	json_t *errors;   /* [{"path", "message"}] */
+	json_t *warnings; /* [{"path", "message"}] */
+	sl_err first;     /* the first error's code; SL_OK while none */
+};
+/* Records e (an input error: its detail "PATH: message") and returns SL_OK;
+ * any other failure (memory) is returned, and validation stops. */
+SL_MUST_USE sl_err sl_policy_note(struct vctx *c, sl_err e);
+/* A dangerous gap that is still valid (policy check --strict makes it an error). */
+void sl_policy_warn(struct vctx *c, const char *path, const char *fmt, ...) SL_PRINTF(3, 4);
+/* The candidate nearest to s by edit distance when it is close enough to be
+ * a typo (at most a third of its length, and at least one), else NULL. */
+const char *sl_policy_nearest(const char *s, const char *const *cands, size_t n);
+/* The same over an array of strings / an object's keys. */
+const char *sl_policy_nearest_json(const char *s, const json_t *arr_or_obj);
+
+/* Runs a check; an input error is noted and validation goes on. Needs
+ * `sl_err rc`, `struct vctx *c` and an out: label. */
+#define NOTE(expr)                                                                                 \
+	do {                                                                                       \
+		sl_err note_rc_ = sl_policy_note(c, (expr));                                       \
+		if (note_rc_ != SL_OK) {                                                           \
+			rc = note_rc_;                                                             \
+			goto out;                                                                  \
+		}                                                                                  \
+	} while (0)
+
+/* The validation of the whole document (policy_parse.c) and the warnings
+ * for dangerous gaps (policy_check.c), both into c. */
+SL_MUST_USE sl_err sl_policy_validate(json_t *root, struct vctx *c);
+SL_MUST_USE sl_err sl_policy_warn_gaps(const json_t *root, struct vctx *c);
+/* $.datasets[i].cloud_identity (policy_identity.c). */
+SL_MUST_USE sl_err sl_policy_check_identity(struct vctx *c, const json_t *v, const char *path);
+/* Evaluation of a rule's cloud_identity pins against the claims. Appends to
+ * the decision through pass/deny. */
+typedef void (*sl_policy_note_fn)(void *d, bool pass, const char *path, const char *text);
+void sl_policy_eval_identity(const sl_claims *c, const json_t *rule, const char *rpath,
+                             sl_policy_note_fn note, void *d);
 SL_MUST_USE sl_err sl_policy_verr(const char *path, const char *fmt, ...) SL_PRINTF(2, 3);
 const char *sl_policy_type_name(const json_t *v);
 bool sl_policy_in_list(const char *const *list, const char *s);

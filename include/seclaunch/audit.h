@@ -127,7 +127,14 @@ typedef struct sl_audit_verify_opts {
 	const char *pubkey_path;       /* NULL: chain only (checkpoint signatures NOT checked) */
 	const char *anchor_path;       /* NULL: none; else the log must contain this checkpoint */
 	bool require_final_checkpoint; /* the last record must be a closing checkpoint */
-	bool allow_partial;    /* the first file may start after seq 1 (earlier files gone) */
+	bool allow_partial; /* the first file may start after seq 1 (earlier files gone) */
+	/* With a public key, every record must be covered by a valid checkpoint
+	 * (the log ends with one): records after the last valid checkpoint, or a
+	 * log with none at all, are SL_E_INTEGRITY, since anyone can write an
+	 * unsigned chain. A live log (a writer still running, or one killed
+	 * before its closing checkpoint) has such a tail: up to this many records
+	 * are then accepted, with a warning (0: none, the default). */
+	uint64_t max_unsigned_tail;
 	sl_audit_warn_fn warn; /* torn lines, unsigned tail, ...; NULL: ignored */
 	void *warn_ctx;
 } sl_audit_verify_opts;
@@ -145,6 +152,11 @@ typedef struct sl_audit_report {
 	bool signatures_checked;  /* a public key was given */
 	char head[65];            /* SHA-256 hex of the last record's line */
 } sl_audit_report;
+
+/* --allow-unsigned-tail[=N]: arg NULL gives SL_AUDIT_CHECKPOINT_EVERY_DEFAULT
+ * (one writer's interval at the default); else N in 1..10^9. SL_E_USAGE
+ * naming the flag otherwise. */
+SL_MUST_USE sl_err sl_audit_tail_limit_parse(const char *arg, uint64_t *out);
 
 /* Verifies the files in order as one chain. On failure returns SL_E_INTEGRITY
  * (or SL_E_TRUNCATED, SL_E_WRONG_KEY, SL_E_FORMAT, SL_E_TOO_LARGE, SL_E_IO)

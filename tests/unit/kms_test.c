@@ -180,6 +180,17 @@ static void test_parse_admin(void **state)
 	assert_non_null(strstr(sl_err_detail(), "dek: must be 32 bytes"));
 	assert_int_equal(kmsd_parse_wrap(B("{\"dek\":\"" N32 "\"}"), ds, &dek), SL_E_INPUT);
 	assert_non_null(strstr(sl_err_detail(), "dataset_id: missing"));
+	/* a wrap creates a dataset's key: its id must follow the naming rule
+	 * (a release of an existing file's key stays lenient, above) */
+	assert_int_equal(
+	    kmsd_parse_wrap(B("{\"dataset_id\":\"sales 2026/EU\",\"dek\":\"" N32 "\"}"), ds, &dek),
+	    SL_E_INPUT);
+	assert_null(dek);
+	assert_non_null(strstr(sl_err_detail(), "dataset_id: dataset id: ' ' at byte 5"));
+	assert_int_equal(
+	    kmsd_parse_wrap(B("{\"dataset_id\":\"../../etc\",\"dek\":\"" N32 "\"}"), ds, &dek),
+	    SL_E_INPUT);
+	assert_null(dek);
 
 	assert_int_equal(kmsd_parse_challenge(B("")), SL_OK);
 	assert_int_equal(kmsd_parse_challenge(B("{}")), SL_OK);

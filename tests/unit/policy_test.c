@@ -594,7 +594,65 @@ static const struct vcase VCASES[] = {
      "$.allow_unverified_region: must be true or false"},
     {"{\"version\":1,\"datasets\":[{\"id\":\"a "
      "b\",\"allowed_regions\":[\"eu\"],\"tee_kinds\":[\"tpm2\"]}]}",
-     SL_E_INPUT, "$.datasets[0].id: only printable ASCII"},
+     SL_E_INPUT, "$.datasets[0].id: dataset id pattern: ' ' at byte 1 is not allowed"},
+    /* the dataset naming rule (sl_dataset_id_check) on rule ids and key patterns */
+    {"{\"version\":1,\"datasets\":[{\"id\":\"../../etc\",\"allowed_regions\":[\"eu\"],"
+     "\"tee_kinds\":[\"tpm2\"]}]}",
+     SL_E_INPUT, "$.datasets[0].id: dataset id pattern: '.' at byte 0 is not allowed"},
+    {"{\"version\":1,\"datasets\":[{\"id\":\"sales/EU\",\"allowed_regions\":[\"eu\"],"
+     "\"tee_kinds\":[\"tpm2\"]}]}",
+     SL_E_INPUT, "$.datasets[0].id: dataset id pattern: '/' at byte 5 is not allowed"},
+    {"{\"version\":1,\"datasets\":[{\"id\":\"daten-\xc3\xbc\",\"allowed_regions\":[\"eu\"],"
+     "\"tee_kinds\":[\"tpm2\"]}]}",
+     SL_E_INPUT, "$.datasets[0].id: dataset id pattern: 0xc3 at byte 6 is not allowed"},
+    {"{\"version\":1,\"datasets\":[{\"id\":\"a\",\"allowed_regions\":[\"eu\"],\"tee_kinds\":["
+     "\"tpm2\"]}],\"keys\":{\"k\":[\"a\",\"a b\"]}}",
+     SL_E_INPUT, "$.keys.k[1]: dataset id pattern: ' ' at byte 1 is not allowed"},
+    /* suggestions: the nearest name by edit distance */
+    {DS(",\"allowed_region\":[\"eu\"]"), SL_E_INPUT,
+     "$.datasets[0]: unknown field 'allowed_region' (did you mean 'allowed_regions'?)"},
+    {"{\"version\":1,\"datasetz\":[]}", SL_E_INPUT, "(did you mean 'datasets'?)"},
+    {"{\"version\":1,\"datasets\":[{\"id\":\"a\",\"allowed_regions\":[\"eux\"],\"tee_"
+     "kinds\":[\"tpm2\"]}]}",
+     SL_E_INPUT,
+     "$.datasets[0].allowed_regions[0]: unknown region group 'eux' (did you mean 'eu'?)"},
+    {"{\"version\":1,\"datasets\":[{\"id\":\"a\",\"allowed_regions\":[\"aws:eu-west-9\"],"
+     "\"tee_kinds\":[\"tpm2\"]}]}",
+     SL_E_INPUT,
+     "$.datasets[0].allowed_regions[0]: pattern 'aws:eu-west-9' matches no known region (did "
+     "you mean 'aws:eu-west-1'?)"},
+    {"{\"version\":1,\"datasets\":[{\"id\":\"a\",\"allowed_regions\":[\"eu\"],\"tee_kinds\":["
+     "\"sev-snpp\"]}]}",
+     SL_E_INPUT,
+     "$.datasets[0].tee_kinds[0]: not a TEE kind (tpm2, sev-snp, tdx) (did you mean "
+     "'sev-snp'?)"},
+    {DS(",\"min_tcb\":{\"sev-snp\":{\"microcod\":3}}"), SL_E_INPUT,
+     "$.datasets[0].min_tcb.sev-snp: unknown field 'microcod' (did you mean 'microcode'?)"},
+    /* cloud_identity: the provider-signed identity pins */
+    {DS(",\"cloud_identity\":[]"), SL_E_INPUT,
+     "$.datasets[0].cloud_identity: must be an object of identity pins, not an array"},
+    {DS(",\"cloud_identity\":{}"), SL_E_INPUT, "$.datasets[0].cloud_identity: pins nothing"},
+    {DS(",\"cloud_identity\":{\"gcp_project_id\":[\"ml-train-eu\"]}"), SL_E_INPUT,
+     "$.datasets[0].cloud_identity: unknown field 'gcp_project_id' (did you mean "
+     "'gcp_project_ids'?)"},
+    {DS(",\"cloud_identity\":{\"gcp_project_ids\":[]}"), SL_E_INPUT,
+     "$.datasets[0].cloud_identity.gcp_project_ids: an empty allow-list allows nothing"},
+    {DS(",\"cloud_identity\":{\"gcp_project_ids\":\"ml-train-eu\"}"), SL_E_INPUT,
+     "$.datasets[0].cloud_identity.gcp_project_ids: must be an array of strings"},
+    {DS(",\"cloud_identity\":{\"gcp_project_ids\":[\"ML_Train\"]}"), SL_E_INPUT,
+     "$.datasets[0].cloud_identity.gcp_project_ids[0]: 'ML_Train' is not a GCP project id"},
+    {DS(",\"cloud_identity\":{\"gcp_project_numbers\":[\"ml-train-eu\"]}"), SL_E_INPUT,
+     "$.datasets[0].cloud_identity.gcp_project_numbers[0]: 'ml-train-eu' is not a GCP project "
+     "number"},
+    {DS(",\"cloud_identity\":{\"gcp_instance_ids\":[\"instance-1\"]}"), SL_E_INPUT,
+     "$.datasets[0].cloud_identity.gcp_instance_ids[0]: 'instance-1' is not a GCE instance id"},
+    {DS(",\"cloud_identity\":{\"aws_account_ids\":[\"12345\"]}"), SL_E_INPUT,
+     "$.datasets[0].cloud_identity.aws_account_ids[0]: '12345' is not an AWS account id (12 "
+     "digits)"},
+    {DS(",\"cloud_identity\":{\"aws_instance_ids\":[\"i-XYZ\"]}"), SL_E_INPUT,
+     "$.datasets[0].cloud_identity.aws_instance_ids[0]: 'i-XYZ' is not an AWS instance id"},
+    {DS(",\"cloud_identity\":{\"same_instance\":1}"), SL_E_INPUT,
+     "$.datasets[0].cloud_identity.same_instance: must be true or false, not an integer"},
 };
 
 static void test_validation(void **state)
@@ -615,6 +673,294 @@ static void test_validation(void **state)
 		/* exit codes: malformed or invalid policies are input errors (2) */
 		assert_int_equal(sl_err_exit_code(rc), 2);
 	}
+	assert_int_equal(failed, 0);
+}
+
+/* Whether the report's list holds an entry with this path and message text. */
+static bool report_has(const json_t *rep, const char *list, const char *path, const char *msg)
+{
+	size_t i;
+	json_t *e;
+	json_array_foreach (json_object_get(rep, list), i, e) {
+		if (strcmp(json_string_value(json_object_get(e, "path")), path) == 0 &&
+		    strstr(json_string_value(json_object_get(e, "message")), msg) != NULL)
+			return true;
+	}
+	return false;
+}
+
+/* policy check: every error with its path, not only the first. */
+static void test_check_every_error(void **state)
+{
+	(void)state;
+	static const char text[] =
+	    "{\"version\":1,\"datasetz\":1,\"datasets\":[{\"id\":\"a b\",\"allowed_region\":[],"
+	    "\"allowed_regions\":[\"eux\",\"aws:eu-west-9\"],\"tee_kinds\":[\"sgx\"],"
+	    "\"key_ttl\":0},{\"id\":\"ok\",\"allowed_regions\":[\"eu\"],\"tee_kinds\":[\"tpm2\"],"
+	    "\"debug_allowed\":\"no\"}],\"keys\":{\"k\":[\"a/b\"]}}";
+	static const char *const want[][2] = {
+	    {"$", "unknown field 'datasetz' (did you mean 'datasets'?)"},
+	    {"$.datasets[0]", "unknown field 'allowed_region' (did you mean 'allowed_regions'?)"},
+	    {"$.datasets[0].id", "dataset id pattern: ' ' at byte 1 is not allowed"},
+	    {"$.datasets[0].allowed_regions[0]", "unknown region group 'eux' (did you mean 'eu'?)"},
+	    {"$.datasets[0].allowed_regions[1]", "(did you mean 'aws:eu-west-1'?)"},
+	    {"$.datasets[0].tee_kinds[0]", "not a TEE kind"},
+	    {"$.datasets[0].key_ttl", "must be a number of seconds"},
+	    {"$.datasets[1].debug_allowed", "must be true or false, not a string"},
+	    {"$.keys.k[0]", "dataset id pattern: '/' at byte 1 is not allowed"},
+	};
+	size_t n = sizeof(want) / sizeof(want[0]);
+	json_t *rep = NULL;
+	sl_err rc = sl_policy_check((const uint8_t *)text, strlen(text), false, &rep);
+	assert_int_equal(rc, SL_E_INPUT); /* the first error's code: exit 2 */
+	assert_non_null(rep);
+	assert_true(json_is_false(json_object_get(rep, "ok")));
+	json_t *errs = json_object_get(rep, "errors");
+	if (json_array_size(errs) != n) {
+		char *dumped = json_dumps(rep, JSON_INDENT(1));
+		fail_msg("want %zu errors, got %s", n, dumped);
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *e = json_array_get(errs, i);
+		assert_string_equal(json_string_value(json_object_get(e, "path")), want[i][0]);
+		if (strstr(json_string_value(json_object_get(e, "message")), want[i][1]) == NULL)
+			fail_msg("error %zu: '%s' lacks '%s'", i,
+			         json_string_value(json_object_get(e, "message")), want[i][1]);
+	}
+	json_decref(rep);
+	/* loading stops too, naming the first and saying there are more */
+	sl_policy *p = NULL;
+	assert_int_equal(sl_policy_load((const uint8_t *)text, strlen(text), &p), SL_E_INPUT);
+	assert_non_null(strstr(sl_err_detail(), "$: unknown field 'datasetz'"));
+	assert_non_null(strstr(sl_err_detail(), "and more errors"));
+	assert_null(p);
+	/* another version: that one error only (its fields are not v1's to judge) */
+	static const char v2[] = "{\"version\":2,\"datasetz\":1,\"rules\":[]}";
+	assert_int_equal(sl_policy_check((const uint8_t *)v2, strlen(v2), false, &rep),
+	                 SL_E_VERSION);
+	assert_int_equal(json_array_size(json_object_get(rep, "errors")), 1);
+	assert_true(report_has(rep, "errors", "$.version", "2 is not supported"));
+	json_decref(rep);
+	/* not JSON at all: one error at $, still a report */
+	assert_int_equal(sl_policy_check((const uint8_t *)"{", 1, false, &rep), SL_E_FORMAT);
+	assert_true(json_is_false(json_object_get(rep, "ok")));
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_array_get(json_object_get(rep, "errors"), 0), "path")),
+	                    "$");
+	json_decref(rep);
+}
+
+/* Dangerous gaps: warnings in a valid policy; --strict makes them errors. */
+static void test_check_warnings(void **state)
+{
+	(void)state;
+	static const char gaps[] =
+	    "{\"version\":1,\"allow_unverified_region\":true,\"datasets\":["
+	    "{\"id\":\"snp-*\",\"classification\":\"restricted\",\"allowed_regions\":[\"eu\"],"
+	    "\"tee_kinds\":[\"sev-snp\"]},"
+	    "{\"id\":\"tdx-*\",\"allowed_regions\":[\"eu\"],\"tee_kinds\":[\"tdx\"],"
+	    "\"measurements\":{\"tdx\":{\"mrtd\":\"" BB48 "\"}},\"key_ttl\":60},"
+	    "{\"id\":\"tpm-*\",\"allowed_regions\":[\"eu\"],\"tee_kinds\":[\"tpm2\"]},"
+	    "{\"id\":\"pin-*\",\"allowed_regions\":[\"eu\"],\"tee_kinds\":[\"tpm2\"],"
+	    "\"min_tcb\":{\"sev-snp\":{\"snp\":8}},"
+	    "\"cloud_identity\":{\"gcp_project_ids\":[\"ml-train-eu\"],\"same_instance\":true}}]}";
+	json_t *rep = NULL;
+	assert_int_equal(sl_policy_check((const uint8_t *)gaps, strlen(gaps), false, &rep), SL_OK);
+	assert_true(json_is_true(json_object_get(rep, "ok")));
+	assert_int_equal(json_array_size(json_object_get(rep, "errors")), 0);
+	assert_true(report_has(rep, "warnings", "$.datasets[0].measurements",
+	                       "allows sev-snp but pins no SEV-SNP launch measurement"));
+	assert_true(report_has(rep, "warnings", "$.datasets[0].min_tcb",
+	                       "rule 'snp-*' sets no minimum TCB"));
+	assert_true(report_has(rep, "warnings", "$.datasets[0].key_ttl",
+	                       "classified 'restricted' but sets no key_ttl"));
+	assert_true(report_has(rep, "warnings", "$.datasets[1].min_tcb",
+	                       "rule 'tdx-*' sets no minimum TCB"));
+	assert_true(report_has(rep, "warnings", "$.datasets[2].min_tcb", "it allows only tpm2"));
+	assert_true(report_has(rep, "warnings", "$.keys", "no keys map"));
+	assert_true(report_has(rep, "warnings", "$.allow_unverified_region", "development only"));
+	assert_true(report_has(rep, "warnings", "$.datasets[3].cloud_identity.same_instance",
+	                       "every request under rule 'pin-*' is denied"));
+	/* pinned measurements, a TCB floor and a TTL: no warning for that rule */
+	assert_false(report_has(rep, "warnings", "$.datasets[1].measurements", ""));
+	assert_false(report_has(rep, "warnings", "$.datasets[1].key_ttl", ""));
+	assert_int_equal(json_array_size(json_object_get(rep, "warnings")), 8);
+	json_decref(rep);
+
+	/* --strict: the same findings are errors, exit 2 */
+	assert_int_equal(sl_policy_check((const uint8_t *)gaps, strlen(gaps), true, &rep),
+	                 SL_E_INPUT);
+	assert_int_equal(sl_err_exit_code(SL_E_INPUT), 2);
+	assert_true(json_is_false(json_object_get(rep, "ok")));
+	assert_int_equal(json_array_size(json_object_get(rep, "errors")), 8);
+	assert_int_equal(json_array_size(json_object_get(rep, "warnings")), 0);
+	assert_true(report_has(rep, "errors", "$.datasets[0].measurements", "(--strict)"));
+	json_decref(rep);
+
+	/* the full test policy pins everything it should: only the tpm2 rules warn */
+	char *text = NULL;
+	assert_true(asprintf(&text, POLICY_FMT, "false") > 0);
+	assert_int_equal(sl_policy_check((const uint8_t *)text, strlen(text), true, &rep),
+	                 SL_E_INPUT);
+	assert_false(report_has(rep, "errors", "$.datasets[0].measurements", ""));
+	assert_false(report_has(rep, "errors", "$.datasets[0].min_tcb", ""));
+	assert_false(report_has(rep, "errors", "$.datasets[0].key_ttl", ""));
+	assert_false(report_has(rep, "errors", "$.keys", ""));
+	assert_true(report_has(rep, "errors", "$.datasets[1].measurements", "allows sev-snp"));
+	json_decref(rep);
+	free(text);
+}
+
+/* The naming rule itself, and each refusal from the issue. */
+static void test_dataset_id_rule(void **state)
+{
+	(void)state;
+	static const char *const bad[][2] = {
+	    {"sales 2026/EU", "' ' at byte 5"},
+	    {"../../etc", "'.' at byte 0"},
+	    {"daten-\xc3\xbc", "0xc3 at byte 6"},
+	    {"a*b", "'*' at byte 1"},
+	    {"-rf", "'-' at byte 0"},
+	    {"", "empty dataset id"},
+	    {"a\tb", "0x09 at byte 1"},
+	    {"=HYPERLINK(1)", "'=' at byte 0"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(sl_dataset_id_check(bad[i][0], false, "--dataset-id"), SL_E_INPUT);
+		if (strstr(sl_err_detail(), bad[i][1]) == NULL ||
+		    strstr(sl_err_detail(), "--dataset-id: ") != sl_err_detail())
+			fail_msg("'%s': %s", bad[i][0], sl_err_detail());
+		assert_false(sl_dataset_id_valid(bad[i][0]));
+	}
+	char longid[SL_DATASET_ID_MAX + 2];
+	memset(longid, 'a', sizeof(longid) - 1);
+	longid[sizeof(longid) - 1] = '\0';
+	assert_int_equal(sl_dataset_id_check(longid, false, "x"), SL_E_INPUT);
+	assert_non_null(strstr(sl_err_detail(), "longer than 128"));
+	longid[SL_DATASET_ID_MAX] = '\0';
+	assert_int_equal(sl_dataset_id_check(longid, false, "x"), SL_OK);
+	static const char *const good[] = {"clinical-eu-2026", "team:sales.2026_Q4", "0", "A-b.c"};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		assert_true(sl_dataset_id_valid(good[i]));
+	/* patterns may hold '*' anywhere, nothing else more */
+	assert_int_equal(sl_dataset_id_check("*", true, "p"), SL_OK);
+	assert_int_equal(sl_dataset_id_check("clinical-*", true, "p"), SL_OK);
+	assert_int_equal(sl_dataset_id_check("a b*", true, "p"), SL_E_INPUT);
+}
+
+/* cloud_identity: what the provider signed, pinned per field (policy_identity.c). */
+static const char ID_POLICY[] =
+    "{\"version\":1,\"datasets\":["
+    "{\"id\":\"gcp-*\",\"allowed_regions\":[\"*:*\"],\"tee_kinds\":[\"tpm2\"],"
+    "\"cloud_identity\":{\"gcp_project_ids\":[\"ml-train-eu\"],\"gcp_project_numbers\":["
+    "\"123456789012\"],\"gcp_instance_ids\":[\"4567890123456789012\"]}},"
+    "{\"id\":\"aws-*\",\"allowed_regions\":[\"*:*\"],\"tee_kinds\":[\"tpm2\"],"
+    "\"cloud_identity\":{\"aws_account_ids\":[\"123456789012\"],\"aws_instance_ids\":["
+    "\"i-0123456789abcdef0\"]}},"
+    "{\"id\":\"proj-*\",\"allowed_regions\":[\"*:*\"],\"tee_kinds\":[\"tpm2\"],"
+    "\"cloud_identity\":{\"gcp_project_ids\":[\"ml-train-eu\"]}},"
+    "{\"id\":\"same-*\",\"allowed_regions\":[\"*:*\"],\"tee_kinds\":[\"tpm2\"],"
+    "\"cloud_identity\":{\"gcp_project_ids\":[\"ml-train-eu\"],\"same_instance\":true}},"
+    "{\"id\":\"az-*\",\"allowed_regions\":[\"*:*\"],\"tee_kinds\":[\"tpm2\"],"
+    "\"cloud_identity\":{\"same_instance\":true}}]}";
+
+#define GCP_ID                                                                                     \
+	"cloud.provider=gcp;cloud.region=europe-west4;cloud.project_id=ml-train-eu;"               \
+	"cloud.project_number=123456789012;cloud.instance_id=4567890123456789012"
+#define AWS_ID                                                                                     \
+	"cloud.provider=aws;cloud.region=eu-west-1;cloud.account_id=123456789012;"                 \
+	"cloud.instance_id=i-0123456789abcdef0"
+#define AZ_ID                                                                                      \
+	"cloud.provider=azure;cloud.region=westeurope;"                                            \
+	"cloud.instance_id=6C0B3C4E-1A2B-4C5D-8E9F-0A1B2C3D4E5F;"                                  \
+	"azure.vm.unique_id=6c0b3c4e-1a2b-4c5d-8e9f-0a1b2c3d4e5f"
+
+static const struct {
+	const char *name, *mods, *dataset;
+	bool allow;
+	const char *want;
+} ICASES[] = {
+    {"gcp: every pin matches", GCP_ID, "gcp-1", true,
+     "$.datasets[0].cloud_identity.gcp_project_ids: the gcp identity's cloud.project_id is "
+     "ml-train-eu (provider-signed)"},
+    {"gcp: project number matches", GCP_ID, "gcp-1", true,
+     "$.datasets[0].cloud_identity.gcp_project_numbers: the gcp identity's "
+     "cloud.project_number is 123456789012"},
+    {"gcp: instance matches", GCP_ID, "gcp-1", true,
+     "$.datasets[0].cloud_identity.gcp_instance_ids: the gcp identity's cloud.instance_id is "
+     "4567890123456789012"},
+    {"gcp: an identity from another project", GCP_ID ";cloud.project_id=attacker-proj", "gcp-1",
+     false,
+     "$.datasets[0].cloud_identity.gcp_project_ids: the gcp identity's cloud.project_id is "
+     "attacker-proj, want one of [ml-train-eu]: an identity from another project"},
+    {"gcp: another project number", GCP_ID ";cloud.project_number=999", "gcp-1", false,
+     "$.datasets[0].cloud_identity.gcp_project_numbers: the gcp identity's "
+     "cloud.project_number is 999, want one of [123456789012]"},
+    {"gcp: another instance", GCP_ID ";cloud.instance_id=1", "gcp-1", false,
+     "$.datasets[0].cloud_identity.gcp_instance_ids: the gcp identity's cloud.instance_id is 1, "
+     "want one of [4567890123456789012]: an identity from another instance"},
+    {"gcp: project claim missing", GCP_ID ";cloud.project_id=", "gcp-1", false,
+     "$.datasets[0].cloud_identity.gcp_project_ids: the gcp identity's cloud.project_id is "
+     "missing"},
+    {"gcp: unsigned region", GCP_ID ";cloud.region_verified=false", "gcp-1", false,
+     "$.datasets[0].cloud_identity: the rule pins the cloud identity, and there is no "
+     "provider-signed identity document"},
+    {"aws: every pin matches", AWS_ID, "aws-1", true,
+     "$.datasets[1].cloud_identity.aws_account_ids: the aws identity's cloud.account_id is "
+     "123456789012"},
+    {"aws: instance matches", AWS_ID, "aws-1", true,
+     "$.datasets[1].cloud_identity.aws_instance_ids: the aws identity's cloud.instance_id is "
+     "i-0123456789abcdef0"},
+    {"aws: another account", AWS_ID ";cloud.account_id=999999999999", "aws-1", false,
+     "$.datasets[1].cloud_identity.aws_account_ids: the aws identity's cloud.account_id is "
+     "999999999999, want one of [123456789012]: an identity from another account"},
+    {"aws: another instance", AWS_ID ";cloud.instance_id=i-0fffffffffffffff0", "aws-1", false,
+     "$.datasets[1].cloud_identity.aws_instance_ids: the aws identity's cloud.instance_id is "
+     "i-0fffffffffffffff0, want one of [i-0123456789abcdef0]"},
+    {"gcp pins only: an aws identity is refused", AWS_ID, "proj-1", false,
+     "$.datasets[2].cloud_identity: the rule pins the cloud identity but nothing for provider "
+     "'aws'"},
+    {"same_instance: gcp evidence names no instance", GCP_ID, "same-1", false,
+     "$.datasets[3].cloud_identity.same_instance: no TEE evidence seclaunch verifies names a "
+     "gcp instance"},
+    {"same_instance: azure vTPM evidence names the same VM", AZ_ID, "az-1", true,
+     "$.datasets[4].cloud_identity.same_instance: the identity and the TEE evidence name "
+     "instance"},
+    {"same_instance: azure evidence names another VM",
+     AZ_ID ";azure.vm.unique_id=00000000-0000-0000-0000-000000000000", "az-1", false,
+     "$.datasets[4].cloud_identity.same_instance: the identity names instance "
+     "6C0B3C4E-1A2B-4C5D-8E9F-0A1B2C3D4E5F, the TEE evidence "
+     "00000000-0000-0000-0000-000000000000 (azure.vm.unique_id): a relayed identity"},
+    {"same_instance: azure evidence without its VM id", AZ_ID ";azure.vm.unique_id=", "az-1", false,
+     "$.datasets[4].cloud_identity.same_instance: the identity and the TEE evidence must "
+     "name the same instance, and azure.vm.unique_id is missing"},
+};
+
+static void test_identity_pins(void **state)
+{
+	(void)state;
+	sl_policy *p = NULL;
+	int failed = 0;
+	if (sl_policy_load((const uint8_t *)ID_POLICY, strlen(ID_POLICY), &p) != SL_OK)
+		fail_msg("identity policy: %s", sl_err_detail());
+	for (size_t i = 0; i < sizeof(ICASES) / sizeof(ICASES[0]); i++) {
+		sl_claims *c = make_claims(TPM, ICASES[i].mods);
+		sl_policy_request req = {ICASES[i].dataset, NULL, NULL, 0};
+		sl_decision *d = NULL;
+		assert_int_equal(sl_policy_evaluate(p, c, &req, &d), SL_OK);
+		bool ok = sl_decision_allowed(d) == ICASES[i].allow &&
+		          list_has(d, !ICASES[i].allow, ICASES[i].want);
+		if (!ok) {
+			fprintf(stderr, "icase %zu '%s': want %s with '%s'\n", i, ICASES[i].name,
+			        ICASES[i].allow ? "allow" : "deny", ICASES[i].want);
+			dump(d);
+			failed++;
+		}
+		sl_decision_free(d);
+		sl_claims_free(c);
+	}
+	/* a rule without cloud_identity is unchanged: the same claims, no pin */
+	sl_policy_free(p);
 	assert_int_equal(failed, 0);
 }
 
@@ -764,7 +1110,9 @@ int main(void)
 	    cmocka_unit_test(test_group_override),   cmocka_unit_test(test_dev_policy),
 	    cmocka_unit_test(test_validation),       cmocka_unit_test(test_signed_loading),
 	    cmocka_unit_test(test_regions_embedded), cmocka_unit_test(test_glob),
-	    cmocka_unit_test(test_builtin_groups),
+	    cmocka_unit_test(test_builtin_groups),   cmocka_unit_test(test_check_every_error),
+	    cmocka_unit_test(test_check_warnings),   cmocka_unit_test(test_dataset_id_rule),
+	    cmocka_unit_test(test_identity_pins),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

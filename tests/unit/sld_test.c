@@ -98,6 +98,35 @@ static void test_round_trips(void **state)
 				round_trip((sl_aead_id)a, sizes[s], threads[t]);
 }
 
+/* Reading is lenient: a file whose dataset id predates the naming rule
+ * (docs/format-sld.md, "Dataset ids") still reads and decrypts; only
+ * creating a new one through encrypt or the KMS is refused. */
+static void test_pre_rule_ids_still_read(void **state)
+{
+	(void)state;
+	static const char *const old_ids[] = {"sales 2026/EU", "../../etc", "daten-\xc3\xbc",
+	                                      "a*b"};
+	for (size_t i = 0; i < sizeof(old_ids) / sizeof(old_ids[0]); i++) {
+		assert_false(sl_dataset_id_valid(old_ids[i]));
+		sl_secret *dek = new_dek();
+		uint8_t *plain = random_bytes(1000);
+		sl_sld_encrypt_params p = {.dataset_id = old_ids[i], .chunk_size = CS};
+		int fd = encrypt_to_fd(dek, plain, 1000, &p);
+		sl_sld_header *h = NULL;
+		assert_int_equal(sl_sld_header_read_fd(fd, "t", &h), SL_OK);
+		assert_string_equal(sl_sld_header_dataset_id(h), old_ids[i]);
+		sl_sld_header_free(h);
+		struct collect c = {.buf = malloc(1001), .cap = 1000, .fail_at = UINT64_MAX};
+		assert_int_equal(decrypt_all(fd, dek, 1, &c), SL_OK);
+		assert_int_equal(c.len, 1000);
+		assert_memory_equal(c.buf, plain, 1000);
+		free(c.buf);
+		free(plain);
+		close(fd);
+		sl_secret_free(dek);
+	}
+}
+
 /* Many small chunks through a small window: ordering under contention. */
 static void test_many_chunks(void **state)
 {
@@ -543,6 +572,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_round_trips),
+	    cmocka_unit_test(test_pre_rule_ids_still_read),
 	    cmocka_unit_test(test_many_chunks),
 	    cmocka_unit_test(test_default_chunk_and_threads),
 	    cmocka_unit_test(test_random_access),
