@@ -623,7 +623,8 @@ static void test_devpolicy(void **state)
 static void test_policy_key_check(void **state)
 {
 	static const char pol[] =
-	    "{\"version\":1,\"datasets\":[{\"id\":\"*\",\"allowed_regions\":[\"eu\"]}],"
+	    "{\"version\":1,\"datasets\":[{\"id\":\"*\",\"allowed_regions\":[\"eu\"],"
+	    "\"tee_kinds\":[\"tpm2\"]}],"
 	    "\"keys\":{\"kek-clinical\":[\"clinical-*\"],\"kek-all\":[\"*\"]}}";
 	sl_policy *p = NULL, *dev = NULL;
 	(void)state;
