@@ -122,6 +122,8 @@ bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force)
 		                        json_string_value(json_object_get(s, "reason")), "detail",
 		                        detail);
 		json_t *details = json_pack("{s:O}", "aggregated", s);
+		if (details != NULL && ctx->policy != NULL && sl_policy_is_dev(ctx->policy))
+			json_object_set_new(details, "development_policy", json_true());
 		sl_audit_record r = {
 		    .event = SL_AUDIT_EV_RELEASE,
 		    .decision = SL_AUDIT_DENY,
