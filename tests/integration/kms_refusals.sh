@@ -20,7 +20,7 @@ cat >req.py <<'EOP'
 #                                evidence array in FILE; prints the statuses
 #   release-fresh N FILE      -> N releases, each with a nonce from
 #                                /v1/challenge and its policy digest
-#   metric NAME               -> the value
+#   metric NAME               -> the value ("absent" when not exported)
 import base64, http.client, json, os, ssl, sys, urllib.parse
 ca, url = sys.argv[1], sys.argv[2]
 token = sys.argv[3] if len(sys.argv) > 3 else None
@@ -71,7 +71,7 @@ for line in sys.stdin:
     elif a[0] == "metric":
         s, _, b = call("GET", "/metrics")
         v = [l.split()[1] for l in b.splitlines() if l.split() and l.split()[0] == a[1].strip()]
-        print(v[0] if v else "0")
+        print(v[0] if v else "absent")
     sys.stdout.flush()
 EOP
 # ask CMD...: one request per line on stdin, answers on stdout
