@@ -168,8 +168,8 @@ void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 	}
 	sl_hex_encode(p.ak_name, p.ak_name_len, hex);
 	if (!kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, NULL, NULL, NULL,
-	                json_pack("{s:s, s:s, s:b}", "step", "challenge", "ak_name", hex,
-	                          "ek_cert", er.ek_cert != NULL))) {
+	                json_pack("{s:s, s:s, s:b}", "step", "challenge", "ak_name", hex, "ek_cert",
+	                          er.ek_cert != NULL))) {
 		/* the session stays unknown to the client and expires */
 		kmsd_audit_failed(ctx, res, "enrollment");
 		goto out;

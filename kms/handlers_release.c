@@ -283,8 +283,7 @@ static bool rate_limited(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *
 	kmsd_metrics_denial(ctx->metrics, KMSD_D_RATE_LIMITED);
 	snprintf(detail, sizeof(detail),
 	         "too many refused releases from %s (limit %u a minute); retry in %u s",
-	         req->source ? req->source : "this address", ctx->cfg->refusal_rate_per_min,
-	         retry);
+	         req->source ? req->source : "this address", ctx->cfg->refusal_rate_per_min, retry);
 	struct limited l = {ctx, req->source, detail};
 	bool recorded = true;
 	if (ctx->audit == NULL) {
@@ -356,8 +355,7 @@ void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *
 		res->json = json_pack("{s:O}", "keys", out);
 		goto out;
 	}
-	const char *code =
-	    json_string_value(json_object_get(json_array_get(r.reasons, 0), "code"));
+	const char *code = json_string_value(json_object_get(json_array_get(r.reasons, 0), "code"));
 	if (!record_refusal(ctx, req->source, code ? code : "", cheap, write_denial, &r)) {
 		kmsd_audit_failed(ctx, res, "key release refusal");
 		goto out;

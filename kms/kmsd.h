@@ -269,9 +269,9 @@ void kmsd_metrics_release(kmsd_metrics *m, size_t nkeys);
 void kmsd_metrics_denial(kmsd_metrics *m, enum kmsd_denial d);
 /* Counters of work done and not done (docs/seclaunchd.md, Metrics). */
 enum kmsd_counter {
-	KMSD_C_EVIDENCE_VERIFIED,  /* evidence items handed to a verifier */
-	KMSD_C_AUDIT_AGGREGATED,   /* refusals counted into a summary record */
-	KMSD_C_AUDIT_UNRECORDED,   /* decisions answered 503: no record could be written */
+	KMSD_C_EVIDENCE_VERIFIED, /* evidence items handed to a verifier */
+	KMSD_C_AUDIT_AGGREGATED,  /* refusals counted into a summary record */
+	KMSD_C_AUDIT_UNRECORDED,  /* decisions answered 503: no record could be written */
 	KMSD_C__COUNT
 };
 void kmsd_metrics_count(kmsd_metrics *m, enum kmsd_counter c);
@@ -292,8 +292,7 @@ typedef struct kmsd_enroll_table kmsd_enroll_table;
  * full, later ones are counted and written as one summary record when the
  * window closes (docs/audit.md, Aggregated refusals). Memory is bounded. */
 typedef struct kmsd_refusals kmsd_refusals;
-SL_MUST_USE sl_err kmsd_refusals_new(unsigned rate_per_min, unsigned window_s,
-                                     kmsd_refusals **out);
+SL_MUST_USE sl_err kmsd_refusals_new(unsigned rate_per_min, unsigned window_s, kmsd_refusals **out);
 void kmsd_refusals_free(kmsd_refusals *t);
 /* false when the source has no token left; *retry_after_s: when one is back. */
 bool kmsd_refusals_admit(kmsd_refusals *t, const char *source, unsigned *retry_after_s);
@@ -336,9 +335,9 @@ typedef struct kmsd_request {
 
 typedef struct kmsd_response {
 	unsigned status;
-	json_t *json; /* body (owned); problem JSON for errors */
-	char *text;   /* or a text body (owned, metrics) */
-	bool problem; /* content type application/problem+json */
+	json_t *json;         /* body (owned); problem JSON for errors */
+	char *text;           /* or a text body (owned, metrics) */
+	bool problem;         /* content type application/problem+json */
 	unsigned retry_after; /* seconds for Retry-After on 429/503 (0: 1) */
 } kmsd_response;
 

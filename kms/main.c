@@ -87,8 +87,8 @@ static sl_err run(kmsd_config *cfg)
 	SL_GUARD(kmsd_nonces_new(cfg->max_challenges, cfg->challenge_ttl_s, &ctx.nonces));
 	SL_GUARD(kmsd_metrics_new(&ctx.metrics));
 	SL_GUARD(kmsd_enroll_table_new(1024, &ctx.enroll));
-	SL_GUARD(kmsd_refusals_new(cfg->refusal_rate_per_min, cfg->audit_aggregate_s,
-	                           &ctx.refusals));
+	SL_GUARD(
+	    kmsd_refusals_new(cfg->refusal_rate_per_min, cfg->audit_aggregate_s, &ctx.refusals));
 	/* no audit log, no service (exit 7 when it cannot be written) */
 	rc = sl_audit_open(cfg->audit_log, cfg->audit_key_file, "seclaunchd", 0, &ctx.audit);
 	if (rc != SL_OK) {

@@ -237,8 +237,9 @@ sl_err kmsd_parse_release(const uint8_t *body, size_t len, kmsd_release_req **ou
 			const kmsd_key_entry *a = &r->keys[j], *b = &r->keys[i];
 			SL_ENSURE(strcmp(a->key_id, b->key_id) != 0 ||
 			              strcmp(a->dataset_id, b->dataset_id) != 0,
-			          SL_E_INPUT, "keys[%zu]: repeats keys[%zu] (key_id '%s', dataset_id)",
-			          i, j, b->key_id);
+			          SL_E_INPUT,
+			          "keys[%zu]: repeats keys[%zu] (key_id '%s', dataset_id)", i, j,
+			          b->key_id);
 			SL_ENSURE(a->wrapped_len != b->wrapped_len ||
 			              memcmp(a->wrapped, b->wrapped, a->wrapped_len) != 0,
 			          SL_E_INPUT, "keys[%zu]: wrapped_dek repeats keys[%zu]", i, j);

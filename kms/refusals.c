@@ -53,7 +53,7 @@ struct kmsd_refusals {
 	double rate_per_ns, burst;
 	uint64_t window_ns;
 	unsigned window_s;
-	json_t *closed; /* summaries of windows that closed, not yet written */
+	json_t *closed;             /* summaries of windows that closed, not yet written */
 	atomic_ullong next_scan_ns; /* take() looks for closed windows at most once a second */
 	atomic_bool audit_ok;
 };
@@ -110,8 +110,8 @@ static bool idle(kmsd_refusals *t, struct slot *s, uint64_t now)
 	if (s->tokens < t->burst)
 		return false;
 	for (size_t r = 0; r < NAGG; r++)
-		if (s->agg[r].count > 0 || (s->agg[r].win_start_ns != 0 &&
-		                            now < s->agg[r].win_start_ns + t->window_ns))
+		if (s->agg[r].count > 0 ||
+		    (s->agg[r].win_start_ns != 0 && now < s->agg[r].win_start_ns + t->window_ns))
 			return false;
 	return true;
 }

@@ -118,9 +118,9 @@ bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force)
 		         json_string_value(json_object_get(s, "source")),
 		         json_string_value(json_object_get(s, "first")),
 		         json_string_value(json_object_get(s, "last")));
-		json_t *why = json_pack("[{s:s, s:s}]", "code",
-		                        json_string_value(json_object_get(s, "reason")), "detail",
-		                        detail);
+		json_t *why =
+		    json_pack("[{s:s, s:s}]", "code",
+		              json_string_value(json_object_get(s, "reason")), "detail", detail);
 		json_t *details = json_pack("{s:O}", "aggregated", s);
 		if (details != NULL && ctx->policy != NULL && sl_policy_is_dev(ctx->policy))
 			json_object_set_new(details, "development_policy", json_true());
@@ -132,7 +132,8 @@ bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force)
 		    .details = details,
 		};
 		if (why == NULL || details == NULL || sl_audit_append(ctx->audit, &r) != SL_OK) {
-			fprintf(stderr, "seclaunchd: audit: refusal summary: %s\n", sl_err_detail());
+			fprintf(stderr, "seclaunchd: audit: refusal summary: %s\n",
+			        sl_err_detail());
 			ok = false;
 		} else {
 			json_array_remove(sums, 0);

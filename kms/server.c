@@ -421,12 +421,12 @@ sl_err kmsd_serve(kmsd_ctx *ctx)
 	        "seclaunchd: listening on %s (%u connection threads, %u workers, TLS 1.2+)\n", url,
 	        cfg->threads, cfg->workers);
 	/* no kms.start record, no service: what cannot be recorded is not decided */
-	SL_ENSURE(kmsd_audit(ctx, SL_AUDIT_EV_KMS_START, NULL, NULL, NULL, NULL, NULL,
-	                     json_pack("{s:s, s:b, s:s}", "url", url, "dev", cfg->dev,
-	                               "kek_backend",
-	                               cfg->backend == KMSD_KEK_LOCAL ? "local" : "pkcs11")),
-	          SL_E_SYSTEM, "audit log %s: cannot write the kms.start record; not starting",
-	          cfg->audit_log);
+	SL_ENSURE(
+	    kmsd_audit(ctx, SL_AUDIT_EV_KMS_START, NULL, NULL, NULL, NULL, NULL,
+	               json_pack("{s:s, s:b, s:s}", "url", url, "dev", cfg->dev, "kek_backend",
+	                         cfg->backend == KMSD_KEK_LOCAL ? "local" : "pkcs11")),
+	    SL_E_SYSTEM, "audit log %s: cannot write the kms.start record; not starting",
+	    cfg->audit_log);
 	if (cfg->url_file != NULL)
 		SL_GUARD(sl_file_write_atomic(cfg->url_file, url, strlen(url), 0644, true));
 

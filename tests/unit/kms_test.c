@@ -424,7 +424,6 @@ static void test_registry(void **state)
 	free(buf);
 }
 
-
 /* The same evidence item, identity document or key twice: 400 naming the
  * index (it would be verified, or released, twice). */
 static void test_parse_release_repeats(void **state)
@@ -632,8 +631,9 @@ static void test_policy_key_check(void **state)
 	assert_int_equal(sl_policy_key_check(p, "kek-clinical", "clinical-7"), SL_OK);
 	assert_int_equal(sl_policy_key_check(p, "kek-all", "anything"), SL_OK);
 	assert_int_equal(sl_policy_key_check(p, "kek-clinical", "public-1"), SL_E_POLICY_DENIED);
-	assert_non_null(strstr(sl_err_detail(), "$.keys.kek-clinical: key 'kek-clinical' may not "
-	                                        "serve dataset 'public-1' (it serves [clinical-*])"));
+	assert_non_null(strstr(sl_err_detail(),
+	                       "$.keys.kek-clinical: key 'kek-clinical' may not "
+	                       "serve dataset 'public-1' (it serves [clinical-*])"));
 	assert_int_equal(sl_policy_key_check(p, "kek-other", "clinical-7"), SL_E_POLICY_DENIED);
 	assert_non_null(strstr(sl_err_detail(), "key 'kek-other' is not in the policy"));
 	assert_int_equal(sl_policy_dev(&dev), SL_OK);
