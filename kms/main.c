@@ -69,6 +69,10 @@ static sl_err run(kmsd_config *cfg)
 	kmsd_ctx ctx = {.cfg = cfg};
 	if (cfg->policy != NULL) {
 		SL_GUARD(sl_policy_load_signed(cfg->policy, NULL, cfg->policy_pubkey, &ctx.policy));
+		SL_ENSURE(cfg->dev || !sl_policy_is_dev(ctx.policy), SL_E_INPUT,
+		          "%s: the built-in development policy (it releases any key); only "
+		          "seclaunchd --dev takes it",
+		          cfg->policy);
 	} else {
 		SL_ENSURE(cfg->dev, SL_E_INPUT,
 		          "config: \"policy\" and \"policy_pubkey\" are required outside --dev");

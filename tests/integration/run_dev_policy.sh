@@ -5,7 +5,8 @@
 # STATE/policy.pub` works out of the box (real swtpm, TLS, enrollment, a
 # dataset under a KMS key). A restart keeps the same key; a policy file
 # changed after signing is refused by run (exit 4), and the service replaces
-# it with a freshly signed one at its next start.
+# it with a freshly signed one at its next start. Outside --dev, seclaunchd
+# refuses the development policy even with a valid signature.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_lib.bash" # start_tpm
 
@@ -81,5 +82,18 @@ check "the next start writes a freshly signed policy that verifies again" 0 \
 	"$SL" policy verify --policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub"
 assert "... under a new key" bash -c "! cmp -s pub.before '$KMS_STATE/policy.pub'"
 stop_pid "$KMS_PID"
+
+# outside --dev the development policy is refused even when its signature verifies
+D=$KMS_STATE
+cat >prod.json <<EOF
+{"listen": "127.0.0.1:0", "tls_cert": "$D/server.pem", "tls_key": "$D/server.key",
+ "admin_token_file": "$D/admin.token", "registry": "$D/registry.json",
+ "registry_key_file": "$D/registry.key", "audit_log": "$T/prod-audit.log",
+ "keystore": "$D/keystore", "master_key_file": "$D/master.key",
+ "accept_ek_without_cert": true, "policy": "$D/policy.json", "policy_pubkey": "$D/policy.pub"}
+EOF
+check_err "seclaunchd --config refuses the development policy (exit 2, naming it)" 2 \
+	"$D/policy.json: the built-in development policy.*only seclaunchd --dev" \
+	timeout 20 "$SLD" --config "$T/prod.json"
 
 finish
