@@ -241,10 +241,10 @@ static bool audit_release(struct rel *r, bool allowed)
 static bool record_refusal(kmsd_ctx *ctx, const char *source, const char *code, bool cheap,
                            bool (*write)(void *), void *arg)
 {
-	if (ctx->refusals == NULL || ctx->audit == NULL)
+	if (ctx->refusals == NULL)
 		return write(arg);
 	kmsd_refusals_charge(ctx->refusals, source);
-	if (cheap && !kmsd_refusals_note(ctx->refusals, source, code)) {
+	if (ctx->audit != NULL && cheap && !kmsd_refusals_note(ctx->refusals, source, code)) {
 		kmsd_metrics_count(ctx->metrics, KMSD_C_AUDIT_AGGREGATED);
 		return kmsd_refusals_audit_ok(ctx->refusals);
 	}
