@@ -9,6 +9,26 @@
 
 static const char *const CLOUDS[] = {"aws", "gcp", "azure", NULL};
 
+/* A member this code does not read is refused, not ignored: a document that
+ * says "region_verified": true beside its token must not look as if that had
+ * counted. */
+static sl_err only_members(const json_t *doc, const char *kind, const char *const *allowed)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach ((json_t *)doc, k, v) {
+		(void)v;
+		bool ok = false;
+		for (size_t i = 0; allowed[i] != NULL && !ok; i++)
+			ok = strcmp(k, allowed[i]) == 0;
+		if (!ok)
+			return sl_err_set(SL_E_ATTEST_FORMAT,
+			                  "identity document (%s): unknown member \"%.64s\"", kind,
+			                  k);
+	}
+	return SL_OK;
+}
+
 sl_err sl_identity_verify(const json_t *doc, const sl_identity_opts *o, sl_claims *claims)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
@@ -19,12 +39,16 @@ sl_err sl_identity_verify(const json_t *doc, const sl_identity_opts *o, sl_claim
 	          "identity document: an object with a \"kind\" is expected");
 	SL_GUARD(sl_claims_new(&tmp));
 	if (strcmp(kind, "gcp-jwt") == 0) {
+		static const char *const m[] = {"kind", "token", NULL};
+		SL_GUARD(only_members(doc, kind, m));
 		json_t *t = json_object_get(doc, "token");
 		SL_ENSURE(json_is_string(t), SL_E_ATTEST_FORMAT,
 		          "identity document: token missing");
 		SL_GUARD(sl_identity_verify_gcp_jwt(json_string_value(t), json_string_length(t), o,
 		                                    tmp));
 	} else if (strcmp(kind, "aws-iid") == 0) {
+		static const char *const m[] = {"kind", "document", "pkcs7", "signature", NULL};
+		SL_GUARD(only_members(doc, kind, m));
 		json_t *d = json_object_get(doc, "document"), *p = json_object_get(doc, "pkcs7");
 		json_t *s = json_object_get(doc, "signature");
 		SL_ENSURE(d == NULL || json_is_string(d), SL_E_ATTEST_FORMAT,
@@ -37,6 +61,8 @@ sl_err sl_identity_verify(const json_t *doc, const sl_identity_opts *o, sl_claim
 		                                d ? json_string_length(d) : 0,
 		                                json_string_value(p ? p : s), p != NULL, o, tmp));
 	} else if (strcmp(kind, "unsigned") == 0) {
+		static const char *const m[] = {"kind", "region", NULL};
+		SL_GUARD(only_members(doc, kind, m));
 		const char *r = json_string_value(json_object_get(doc, "region"));
 		SL_ENSURE(r != NULL, SL_E_ATTEST_FORMAT, "identity document: region missing");
 		SL_GUARD(sl_identity_unsigned_region(r, tmp));

@@ -21,6 +21,8 @@ void kmsd_config_defaults(kmsd_config *c)
 	c->idle_timeout_s = 30;
 	c->max_challenges = 65536;
 	c->challenge_ttl_s = 60;
+	c->refusal_rate_per_min = 60;
+	c->audit_aggregate_s = 60;
 	c->backend = KMSD_KEK_LOCAL;
 }
 
@@ -124,6 +126,12 @@ static sl_err apply(kmsd_config *c, const char *path, const char *k, json_t *v)
 	} else if (strcmp(k, "challenge_ttl_s") == 0) {
 		SL_GUARD(set_uint(path, k, v, 1, 600, &u));
 		c->challenge_ttl_s = (unsigned)u;
+	} else if (strcmp(k, "refusal_rate_per_min") == 0) {
+		SL_GUARD(set_uint(path, k, v, 0, 1000000, &u));
+		c->refusal_rate_per_min = (unsigned)u;
+	} else if (strcmp(k, "audit_aggregate_s") == 0) {
+		SL_GUARD(set_uint(path, k, v, 0, 3600, &u));
+		c->audit_aggregate_s = (unsigned)u;
 	} else if (strcmp(k, "kek_backend") == 0) {
 		const char *s = json_string_value(v);
 		SL_ENSURE(s != NULL && (strcmp(s, "local") == 0 || strcmp(s, "pkcs11") == 0),
@@ -205,6 +213,7 @@ sl_err kmsd_config_dev(kmsd_config *c)
 	SL_ENSURE(c->state_dir != NULL, SL_E_USAGE, "--dev needs --state DIR");
 	SL_ENSURE(mkdir(c->state_dir, 0700) == 0 || errno == EEXIST, SL_E_IO, "%s: mkdir: %s",
 	          c->state_dir, strerror(errno));
+	SL_GUARD(kmsd_state_dir_check(c->state_dir));
 	if (c->listen == NULL) {
 		c->listen = strdup("127.0.0.1:0");
 		SL_ENSURE(c->listen != NULL, SL_E_NOMEM, "config");

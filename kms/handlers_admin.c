@@ -1,9 +1,22 @@
 /* Admin endpoints (Bearer admin token): POST /v1/keys creates a KEK,
  * POST /v1/keys/{id}/wrap wraps a DEK for a dataset. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "kmsd.h"
 #include "seclaunch/audit.h"
+#include "seclaunch/policy.h"
+
+/* Records a refusal (why: one string) before it is answered; 503 instead of
+ * the answer when it cannot be recorded. */
+static void refused(kmsd_ctx *ctx, kmsd_response *res, const char *event, const char *key_id,
+                    const char *dataset_id, const char *why_text)
+{
+	json_t *why = json_pack("[s]", why_text);
+	if (!kmsd_audit(ctx, event, key_id, dataset_id, SL_AUDIT_DENY, why, NULL, NULL))
+		kmsd_audit_failed(ctx, res, event);
+	json_decref(why);
+}
 
 /* Failed admin authentication is recorded too: it is someone trying keys. */
 static bool admin_ok(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res, const char *event,
@@ -11,9 +24,9 @@ static bool admin_ok(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res,
 {
 	if (kmsd_admin_ok(ctx, req, res))
 		return true;
-	json_t *why = json_pack("[s]", json_string_value(json_object_get(res->json, "detail")));
-	kmsd_audit(ctx, event, key_id, NULL, SL_AUDIT_DENY, why, NULL, NULL);
-	json_decref(why);
+	char why[256];
+	snprintf(why, sizeof(why), "%s", json_string_value(json_object_get(res->json, "detail")));
+	refused(ctx, res, event, key_id, NULL, why);
 	return false;
 }
 
@@ -30,19 +43,20 @@ void kmsd_handle_key_create(kmsd_ctx *ctx, const kmsd_request *req, kmsd_respons
 	rc = kmsd_kek_create(ctx->kek, id);
 	if (rc == SL_E_EXISTS) {
 		kmsd_problem(res, 409, "key-exists", "Conflict", sl_err_detail(), NULL);
-		json_t *why = json_pack("[s]", "key id exists");
-		kmsd_audit(ctx, SL_AUDIT_EV_KEY_CREATE, id, NULL, SL_AUDIT_DENY, why, NULL, NULL);
-		json_decref(why);
+		refused(ctx, res, SL_AUDIT_EV_KEY_CREATE, id, NULL, "key id exists");
 		return;
 	}
 	if (rc != SL_OK) {
-		kmsd_audit(ctx, SL_AUDIT_EV_KEY_CREATE, id, NULL, SL_AUDIT_ERROR, NULL, NULL,
-		           json_pack("{s:s}", "error", sl_err_detail()));
-		kmsd_problem(res, 500, "backend", "KEK backend error", sl_err_detail(), NULL);
+		char err[512];
+		snprintf(err, sizeof(err), "%s", sl_err_detail());
+		kmsd_problem(res, 500, "backend", "KEK backend error", err, NULL);
+		if (!kmsd_audit(ctx, SL_AUDIT_EV_KEY_CREATE, id, NULL, SL_AUDIT_ERROR, NULL, NULL,
+		                json_pack("{s:s}", "error", err)))
+			kmsd_audit_failed(ctx, res, "key create");
 		return;
 	}
 	if (!kmsd_audit(ctx, SL_AUDIT_EV_KEY_CREATE, id, NULL, SL_AUDIT_ALLOW, NULL, NULL, NULL)) {
-		kmsd_audit_failed(res, "key create");
+		kmsd_audit_failed(ctx, res, "key create");
 		return;
 	}
 	res->status = 201;
@@ -68,6 +82,18 @@ void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id
 		kmsd_bad_request(res);
 		return;
 	}
+	/* the policy's keys map governs wrap as it governs release: a DEK is
+	 * never wrapped under a key that could not release it */
+	if (sl_policy_key_check(ctx->policy, key_id, dataset) != SL_OK) {
+		char why[1100];
+		snprintf(why, sizeof(why), "%s", sl_err_detail());
+		kmsd_problem(res, 403, "denied", "Forbidden", why,
+		             json_pack("[{s:s, s:s, s:s, s:s}]", "code",
+		                       kmsd_denial_code(KMSD_D_POLICY), "detail", why, "key_id",
+		                       key_id, "dataset_id", dataset));
+		refused(ctx, res, SL_AUDIT_EV_KEY_WRAP, key_id, dataset, why);
+		goto out;
+	}
 	rc = kmsd_kek_wrap(ctx->kek, key_id, dataset, sl_secret_data(dek), wrapped);
 	if (rc == SL_E_INPUT) {
 		kmsd_problem(res, 404, "unknown-key", "Not Found", sl_err_detail(), NULL);
@@ -79,7 +105,7 @@ void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id
 	}
 	if (!kmsd_audit(ctx, SL_AUDIT_EV_KEY_WRAP, key_id, dataset, SL_AUDIT_ALLOW, NULL, NULL,
 	                NULL)) {
-		kmsd_audit_failed(res, "wrap");
+		kmsd_audit_failed(ctx, res, "wrap");
 		goto out;
 	}
 	res->status = 200;

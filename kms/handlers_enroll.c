@@ -9,6 +9,7 @@
  *     lives in that TPM: the AK's name goes into the registry.
  * Sessions are single-use and bounded in number. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,6 +102,22 @@ static bool table_take(kmsd_enroll_table *t, const uint8_t session[16], struct p
 	return ok;
 }
 
+/* A refused enrollment is recorded before it is answered, like every
+ * decision; 503 when it cannot be. */
+static void refuse(kmsd_ctx *ctx, kmsd_response *res, const char *step, const char *why_text)
+{
+	char detail[512]; /* why_text may be sl_err_detail(), which the audit write reuses */
+	snprintf(detail, sizeof(detail), "%s", why_text);
+	json_t *why = json_pack("[s]", detail);
+	bool ok = kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, SL_AUDIT_DENY, why, NULL,
+	                     json_pack("{s:s}", "step", step));
+	json_decref(why);
+	if (!ok)
+		kmsd_audit_failed(ctx, res, "enrollment refusal");
+	else
+		kmsd_problem(res, 403, "enroll-refused", "Forbidden", detail, NULL);
+}
+
 void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
 	kmsd_enroll_req er;
@@ -114,20 +131,18 @@ void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 	}
 	if (sl_tpm2_ak_check(er.ak_pub, er.ak_pub_len) != SL_OK ||
 	    sl_tpm2_public_name(er.ak_pub, er.ak_pub_len, p.ak_name, &p.ak_name_len) != SL_OK) {
-		kmsd_problem(res, 403, "enroll-refused", "Forbidden", sl_err_detail(), NULL);
+		refuse(ctx, res, "challenge", sl_err_detail());
 		goto out;
 	}
 	if (er.ek_cert != NULL && ctx->cfg->ek_ca_dir != NULL) {
 		if (sl_tpm2_ek_cert_verify(er.ek_cert, er.ek_cert_len, ctx->cfg->ek_ca_dir, 0,
 		                           er.ek_pub, er.ek_pub_len) != SL_OK) {
-			kmsd_problem(res, 403, "enroll-refused", "Forbidden", sl_err_detail(),
-			             NULL);
+			refuse(ctx, res, "challenge", sl_err_detail());
 			goto out;
 		}
 	} else if (!ctx->cfg->accept_ek_without_cert) {
-		kmsd_problem(res, 403, "enroll-refused", "Forbidden",
-		             "ek_cert: an EK certificate that chains to the EK CA is required",
-		             NULL);
+		refuse(ctx, res, "challenge",
+		       "ek_cert: an EK certificate that chains to the EK CA is required");
 		goto out;
 	}
 	if (sl_secret_random(CRED_LEN, &p.cred) != SL_OK ||
@@ -152,9 +167,13 @@ void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 		goto out;
 	}
 	sl_hex_encode(p.ak_name, p.ak_name_len, hex);
-	kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, NULL, NULL, NULL,
-	           json_pack("{s:s, s:s, s:b}", "step", "challenge", "ak_name", hex, "ek_cert",
-	                     er.ek_cert != NULL));
+	if (!kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, NULL, NULL, NULL,
+	                json_pack("{s:s, s:s, s:b}", "step", "challenge", "ak_name", hex, "ek_cert",
+	                          er.ek_cert != NULL))) {
+		/* the session stays unknown to the client and expires */
+		kmsd_audit_failed(ctx, res, "enrollment");
+		goto out;
+	}
 	res->status = 200;
 	res->json = json_pack("{s:s, s:s, s:s, s:s}", "session", s64, "credential_blob", b64,
 	                      "encrypted_secret", e64, "ak_name", hex);
@@ -178,19 +197,22 @@ void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response 
 		return;
 	}
 	if (!table_take(ctx->enroll, ar.session, &p)) {
-		kmsd_problem(res, 403, "enroll-refused", "Forbidden",
-		             "session: unknown, already answered, or expired; start again with "
-		             "/v1/enroll",
-		             NULL);
+		refuse(ctx, res, "activate",
+		       "session: unknown, already answered, or expired; start again with "
+		       "/v1/enroll");
 		goto out;
 	}
 	sl_hex_encode(p.ak_name, p.ak_name_len, hex);
 	if (sl_secret_len(ar.secret) != CRED_LEN ||
 	    !sl_ct_eq(sl_secret_data(ar.secret), sl_secret_data(p.cred), CRED_LEN)) {
 		json_t *why = json_pack("[s]", "activated credential does not match");
-		kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, SL_AUDIT_DENY, why, NULL,
-		           json_pack("{s:s, s:s}", "step", "activate", "ak_name", hex));
+		bool ok = kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, SL_AUDIT_DENY, why, NULL,
+		                     json_pack("{s:s, s:s}", "step", "activate", "ak_name", hex));
 		json_decref(why);
+		if (!ok) {
+			kmsd_audit_failed(ctx, res, "enrollment refusal");
+			goto out;
+		}
 		kmsd_problem(
 		    res, 403, "enroll-refused", "Forbidden",
 		    "secret: the activated credential does not match (the AK and EK are not "
@@ -204,7 +226,7 @@ void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response 
 	}
 	if (!kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, SL_AUDIT_ALLOW, NULL, NULL,
 	                json_pack("{s:s, s:s}", "step", "activate", "ak_name", hex))) {
-		kmsd_audit_failed(res, "enrollment");
+		kmsd_audit_failed(ctx, res, "enrollment");
 		goto out;
 	}
 	res->status = 200;

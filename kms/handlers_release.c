@@ -1,7 +1,9 @@
 /* POST /v1/release: the attested key release.
  *
- * Order: consume the nonce (any presentation uses it up); check the policy
- * digest; compute the binding; verify every evidence item and identity
+ * Order: a source refused too often is answered 429 before its body is
+ * read; consume the nonce (any presentation uses it up); check the policy
+ * digest; only when both pass (they cost nothing, verification costs
+ * milliseconds) compute the binding; verify every evidence item and identity
  * document against it (the AK must be enrolled); evaluate the policy for
  * each requested key; only when nothing was refused, unwrap each DEK with
  * its KEK (AAD = key id + dataset id) and seal it to eph_pub. All or
@@ -26,6 +28,8 @@ struct rel {
 	json_t *reasons;
 	sl_claims *claims;
 	bool ak_refused;
+	bool verified;      /* the evidence was looked at (claims_digest means something) */
+	const char *source; /* client address, or NULL */
 };
 
 static void deny(struct rel *r, enum kmsd_denial d, const kmsd_key_entry *key, const char *fmt, ...)
@@ -88,6 +92,7 @@ static void check_evidence(struct rel *r, const uint8_t binding[static SL_BINDIN
 		                     .ak_enrolled = ak_enrolled,
 		                     .ak_enrolled_ctx = r};
 		r->ak_refused = false;
+		kmsd_metrics_count(r->ctx->metrics, KMSD_C_EVIDENCE_VERIFIED);
 		sl_err rc = sl_claims_new(&c);
 		if (rc == SL_OK)
 			rc = sl_evidence_verify(json_array_get(r->req->evidence, i), &vo, c);
@@ -221,19 +226,96 @@ static bool audit_release(struct rel *r, bool allowed)
 	sl_claims_digest(r->claims, digest);
 	sl_hex_encode(digest, sizeof(digest), cd);
 	const kmsd_key_entry *one = r->req->nkeys == 1 ? &r->req->keys[0] : NULL;
+	json_t *details = json_pack("{s:o, s:O}", "keys", keys, "job", r->req->job);
+	if (details != NULL && r->source != NULL)
+		json_object_set_new(details, "source", json_string(r->source));
 	return kmsd_audit(r->ctx, SL_AUDIT_EV_RELEASE, one ? one->key_id : NULL,
 	                  one ? one->dataset_id : NULL, allowed ? SL_AUDIT_ALLOW : SL_AUDIT_DENY,
-	                  allowed ? NULL : r->reasons, cd,
-	                  json_pack("{s:o, s:O}", "keys", keys, "job", r->req->job));
+	                  allowed ? NULL : r->reasons, r->verified ? cd : NULL, details);
+}
+
+/* Records a refusal: in full, or counted into a summary when it is a cheap
+ * one (decided before any evidence was verified) and another like it from
+ * the same source was written in full in this window. false: it could not
+ * be recorded (nor may it be counted while the log is failing). */
+static bool record_refusal(kmsd_ctx *ctx, const char *source, const char *code, bool cheap,
+                           bool (*write)(void *), void *arg)
+{
+	if (ctx->refusals == NULL)
+		return write(arg);
+	kmsd_refusals_charge(ctx->refusals, source);
+	if (ctx->audit != NULL && cheap && !kmsd_refusals_note(ctx->refusals, source, code)) {
+		kmsd_metrics_count(ctx->metrics, KMSD_C_AUDIT_AGGREGATED);
+		return kmsd_refusals_audit_ok(ctx->refusals);
+	}
+	return write(arg);
+}
+
+static bool write_denial(void *arg)
+{
+	return audit_release(arg, false);
+}
+
+struct limited {
+	kmsd_ctx *ctx;
+	const char *source;
+	const char *detail;
+};
+
+static bool write_limited(void *arg)
+{
+	struct limited *l = arg;
+	json_t *why = json_pack("[{s:s, s:s}]", "code", kmsd_denial_code(KMSD_D_RATE_LIMITED),
+	                        "detail", l->detail);
+	bool ok = kmsd_audit(l->ctx, SL_AUDIT_EV_RELEASE, NULL, NULL, SL_AUDIT_DENY, why, NULL,
+	                     json_pack("{s:s}", "source", l->source ? l->source : "unknown"));
+	json_decref(why);
+	return ok;
+}
+
+/* 429 before the body is read: this source was refused too often. */
+static bool rate_limited(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
+{
+	unsigned retry = 0;
+	char detail[256];
+	if (ctx->refusals == NULL || kmsd_refusals_admit(ctx->refusals, req->source, &retry))
+		return false;
+	kmsd_metrics_denial(ctx->metrics, KMSD_D_RATE_LIMITED);
+	snprintf(detail, sizeof(detail),
+	         "too many refused releases from %s (limit %u a minute); retry in %u s",
+	         req->source ? req->source : "this address", ctx->cfg->refusal_rate_per_min, retry);
+	struct limited l = {ctx, req->source, detail};
+	bool recorded = true;
+	if (ctx->audit == NULL) {
+		recorded = true;
+	} else if (kmsd_refusals_note(ctx->refusals, req->source,
+	                              kmsd_denial_code(KMSD_D_RATE_LIMITED))) {
+		recorded = write_limited(&l);
+	} else {
+		kmsd_metrics_count(ctx->metrics, KMSD_C_AUDIT_AGGREGATED);
+		recorded = kmsd_refusals_audit_ok(ctx->refusals);
+	}
+	if (!recorded) {
+		kmsd_audit_failed(ctx, res, "rate-limited release");
+		return true;
+	}
+	kmsd_problem(res, 429, "rate-limited", "Too Many Requests", detail, NULL);
+	res->retry_after = retry;
+	return true;
 }
 
 void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
-	struct rel r = {.ctx = ctx};
+	struct rel r = {.ctx = ctx, .source = req->source};
 	uint8_t binding[SL_BINDING_LEN];
 	const uint8_t *want = sl_policy_digest(ctx->policy);
 	json_t *out = NULL;
+	bool cheap = true;
+	if (rate_limited(ctx, req, res))
+		return;
 	if (kmsd_parse_release(req->body, req->len, &r.req) != SL_OK) {
+		if (ctx->refusals != NULL)
+			kmsd_refusals_charge(ctx->refusals, req->source);
 		kmsd_bad_request(res);
 		return;
 	}
@@ -243,6 +325,7 @@ void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *
 		kmsd_problem(res, 500, "internal", "Internal Server Error", "out of memory", NULL);
 		goto out;
 	}
+	/* the cheap checks first: a request they refuse costs no verification */
 	check_nonce(&r);
 	if (!sl_ct_eq(r.req->policy_digest, want, SL_SHA256_LEN)) {
 		char have[65], mine[65];
@@ -253,14 +336,18 @@ void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *
 		     "version skew)",
 		     have, mine);
 	}
-	sl_binding_compute(r.req->nonce, r.req->eph_pub, r.req->policy_digest, binding);
-	check_evidence(&r, binding);
+	if (json_array_size(r.reasons) == 0) {
+		cheap = false;
+		sl_binding_compute(r.req->nonce, r.req->eph_pub, r.req->policy_digest, binding);
+		check_evidence(&r, binding);
+		r.verified = true;
+	}
 	if (json_array_size(r.reasons) == 0)
 		check_policy(&r);
 	if (json_array_size(r.reasons) == 0 && release_keys(&r, out)) {
 		if (!audit_release(&r, true)) {
 			/* no record, no keys: the sealed DEKs are dropped unsent */
-			kmsd_audit_failed(res, "key release");
+			kmsd_audit_failed(ctx, res, "key release");
 			goto out;
 		}
 		kmsd_metrics_release(ctx->metrics, r.req->nkeys);
@@ -268,7 +355,11 @@ void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *
 		res->json = json_pack("{s:O}", "keys", out);
 		goto out;
 	}
-	audit_release(&r, false);
+	const char *code = json_string_value(json_object_get(json_array_get(r.reasons, 0), "code"));
+	if (!record_refusal(ctx, req->source, code ? code : "", cheap, write_denial, &r)) {
+		kmsd_audit_failed(ctx, res, "key release refusal");
+		goto out;
+	}
 	char detail[256];
 	snprintf(detail, sizeof(detail), "key release refused: %zu reason%s",
 	         json_array_size(r.reasons), json_array_size(r.reasons) == 1 ? "" : "s");

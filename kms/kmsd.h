@@ -45,6 +45,8 @@ typedef struct kmsd_config {
 	unsigned idle_timeout_s;
 	size_t max_challenges;
 	unsigned challenge_ttl_s;
+	unsigned refusal_rate_per_min; /* refused releases per source and minute; 0: no limit */
+	unsigned audit_aggregate_s;    /* window for summarising cheap refusals; 0: each in full */
 	/* KEK backend */
 	enum kmsd_backend backend;
 	char *keystore_file;
@@ -66,6 +68,16 @@ void kmsd_config_free(kmsd_config *c);
 
 /* stale.c: removes "<path>.tmp.<pid>.*" left by a writer that died. */
 void kmsd_remove_stale_tmp(const char *path);
+
+/* statedir.c: the --dev state directory must be a real directory owned by
+ * this user and writable by nobody else (SL_E_PERM naming the fix). */
+SL_MUST_USE sl_err kmsd_state_dir_check(const char *dir);
+
+/* devpolicy.c: the built-in development policy, written with a signature
+ * and its public key into state_dir (policy.json, policy.json.minisig,
+ * policy.pub) for clients, and loaded from there (sl_policy_is_dev). */
+struct sl_policy;
+SL_MUST_USE sl_err kmsd_devpolicy(const char *state_dir, struct sl_policy **out);
 
 /* devca.c: a self-signed CA and a server certificate for 127.0.0.1/localhost. */
 SL_MUST_USE sl_err kmsd_devca_create(const char *ca_pem, const char *cert_pem, const char *key_pem);
@@ -241,7 +253,8 @@ enum kmsd_route {
 	X(AK_UNKNOWN, "ak_not_enrolled")                                                           \
 	X(POLICY, "policy_denied")                                                                 \
 	X(KEY_UNKNOWN, "key_unknown")                                                              \
-	X(UNWRAP, "unwrap_failed")
+	X(UNWRAP, "unwrap_failed")                                                                 \
+	X(RATE_LIMITED, "rate_limited")
 
 #define KMSD_DENIAL_ENUM_(n, s) KMSD_D_##n,
 enum kmsd_denial { KMSD_DENIALS(KMSD_DENIAL_ENUM_) KMSD_D__COUNT };
@@ -254,6 +267,14 @@ void kmsd_metrics_free(kmsd_metrics *m);
 void kmsd_metrics_request(kmsd_metrics *m, enum kmsd_route r, unsigned status, uint64_t ns);
 void kmsd_metrics_release(kmsd_metrics *m, size_t nkeys);
 void kmsd_metrics_denial(kmsd_metrics *m, enum kmsd_denial d);
+/* Counters of work done and not done (docs/seclaunchd.md, Metrics). */
+enum kmsd_counter {
+	KMSD_C_EVIDENCE_VERIFIED, /* evidence items handed to a verifier */
+	KMSD_C_AUDIT_AGGREGATED,  /* refusals counted into a summary record */
+	KMSD_C_AUDIT_UNRECORDED,  /* decisions answered 503: no record could be written */
+	KMSD_C__COUNT
+};
+void kmsd_metrics_count(kmsd_metrics *m, enum kmsd_counter c);
 /* Prometheus text exposition (malloc'd). */
 SL_MUST_USE sl_err kmsd_metrics_render(kmsd_metrics *m, size_t challenges, size_t aks, size_t keys,
                                        char **out);
@@ -264,6 +285,32 @@ struct sl_audit;
 struct sl_policy;
 typedef struct kmsd_enroll_table kmsd_enroll_table;
 
+/* ---- refusals per source (refusals.c) ----------------------------------
+ * A token bucket per client address, charged by refused releases
+ * (rate_per_min tokens, refilled evenly), and the audit aggregation of cheap
+ * refusals: per source and reason, the first in each window is written in
+ * full, later ones are counted and written as one summary record when the
+ * window closes (docs/audit.md, Aggregated refusals). Memory is bounded. */
+typedef struct kmsd_refusals kmsd_refusals;
+SL_MUST_USE sl_err kmsd_refusals_new(unsigned rate_per_min, unsigned window_s, kmsd_refusals **out);
+void kmsd_refusals_free(kmsd_refusals *t);
+/* false when the source has no token left; *retry_after_s: when one is back. */
+bool kmsd_refusals_admit(kmsd_refusals *t, const char *source, unsigned *retry_after_s);
+/* Takes one token from the source. */
+void kmsd_refusals_charge(kmsd_refusals *t, const char *source);
+/* true: write this refusal in full now; false: it was counted (a summary
+ * follows). reason is a denial code (kmsd_denial_code). */
+bool kmsd_refusals_note(kmsd_refusals *t, const char *source, const char *reason);
+/* Summaries whose window closed (all pending ones when force), as a JSON
+ * array of {"source","reason","count","first","last","window_s"}; NULL when
+ * none. The caller writes them, or hands them back with _putback. */
+json_t *kmsd_refusals_take(kmsd_refusals *t, bool force);
+void kmsd_refusals_putback(kmsd_refusals *t, json_t *summaries);
+/* Whether the last audit write succeeded (a counted refusal is only answered
+ * 403 while the log is writable). */
+void kmsd_refusals_audit_state(kmsd_refusals *t, bool ok);
+bool kmsd_refusals_audit_ok(kmsd_refusals *t);
+
 typedef struct kmsd_ctx {
 	const kmsd_config *cfg;
 	kmsd_kek *kek;
@@ -273,6 +320,7 @@ typedef struct kmsd_ctx {
 	struct sl_audit *audit;
 	struct sl_policy *policy;
 	kmsd_enroll_table *enroll;
+	kmsd_refusals *refusals;        /* NULL: no rate limit, every refusal in full */
 	uint8_t admin_token_sha256[32]; /* the token itself is not kept */
 } kmsd_ctx;
 
@@ -282,13 +330,15 @@ typedef struct kmsd_request {
 	const uint8_t *body;
 	size_t len;
 	const char *authorization; /* NULL when absent */
+	const char *source;        /* client address ("127.0.0.1"), NULL when unknown */
 } kmsd_request;
 
 typedef struct kmsd_response {
 	unsigned status;
-	json_t *json; /* body (owned); problem JSON for errors */
-	char *text;   /* or a text body (owned, metrics) */
-	bool problem; /* content type application/problem+json */
+	json_t *json;         /* body (owned); problem JSON for errors */
+	char *text;           /* or a text body (owned, metrics) */
+	bool problem;         /* content type application/problem+json */
+	unsigned retry_after; /* seconds for Retry-After on 429/503 (0: 1) */
 } kmsd_response;
 
 /* Sets an RFC 7807 problem body: type "urn:seclaunch:kms:<slug>". reasons
@@ -306,8 +356,12 @@ bool kmsd_admin_ok(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
  * is stolen. Without an audit log (unit tests) it records nothing, true. */
 bool kmsd_audit(kmsd_ctx *ctx, const char *event, const char *key_id, const char *dataset_id,
                 const char *decision, json_t *reasons, const char *claims_digest, json_t *details);
-/* 500: the grant was not recorded, so it is not given. */
-void kmsd_audit_failed(kmsd_response *res, const char *what);
+/* 503: the decision (grant or refusal) was not recorded, so it is not
+ * given; the client may retry. */
+void kmsd_audit_failed(kmsd_ctx *ctx, kmsd_response *res, const char *what);
+/* Writes the refusal summaries that are due (all when force: at stop);
+ * false when one could not be written (they are kept for the next try). */
+bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force);
 
 void kmsd_handle_challenge(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);

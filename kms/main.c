@@ -69,13 +69,20 @@ static sl_err run(kmsd_config *cfg)
 	kmsd_ctx ctx = {.cfg = cfg};
 	if (cfg->policy != NULL) {
 		SL_GUARD(sl_policy_load_signed(cfg->policy, NULL, cfg->policy_pubkey, &ctx.policy));
+		SL_ENSURE(cfg->dev || !sl_policy_is_dev(ctx.policy), SL_E_INPUT,
+		          "%s: the built-in development policy (it releases any key); only "
+		          "seclaunchd --dev takes it",
+		          cfg->policy);
 	} else {
 		SL_ENSURE(cfg->dev, SL_E_INPUT,
 		          "config: \"policy\" and \"policy_pubkey\" are required outside --dev");
-		SL_GUARD(sl_policy_dev(&ctx.policy));
+		SL_GUARD(kmsd_devpolicy(cfg->state_dir, &ctx.policy));
 		fprintf(stderr,
 		        "seclaunchd: WARNING: development policy in force: any key is released "
-		        "to any enrolled AK (every audit record says so)\n");
+		        "to any enrolled AK (every audit record says so)\n"
+		        "seclaunchd: development policy signed for clients: seclaunch run "
+		        "--policy %s/policy.json --policy-pubkey %s/policy.pub\n",
+		        cfg->state_dir, cfg->state_dir);
 	}
 	fprintf(stderr, "seclaunchd: policy %s\n", sl_policy_digest_hex(ctx.policy));
 	SL_GUARD(load_admin_token(&ctx, cfg->admin_token_file));
@@ -84,13 +91,22 @@ static sl_err run(kmsd_config *cfg)
 	SL_GUARD(kmsd_nonces_new(cfg->max_challenges, cfg->challenge_ttl_s, &ctx.nonces));
 	SL_GUARD(kmsd_metrics_new(&ctx.metrics));
 	SL_GUARD(kmsd_enroll_table_new(1024, &ctx.enroll));
-	SL_GUARD(sl_audit_open(cfg->audit_log, cfg->audit_key_file, "seclaunchd", 0, &ctx.audit));
+	SL_GUARD(
+	    kmsd_refusals_new(cfg->refusal_rate_per_min, cfg->audit_aggregate_s, &ctx.refusals));
+	/* no audit log, no service (exit 7 when it cannot be written) */
+	rc = sl_audit_open(cfg->audit_log, cfg->audit_key_file, "seclaunchd", 0, &ctx.audit);
+	if (rc != SL_OK) {
+		rc = sl_err_wrap(rc == SL_E_IO ? SL_E_SYSTEM : rc, "audit log %s (not starting)",
+		                 cfg->audit_log);
+		goto out;
+	}
 	SL_GUARD(kmsd_serve(&ctx));
 	rc = SL_OK;
 out:
 	if (ctx.audit != NULL && sl_audit_close(ctx.audit) != SL_OK && rc == SL_OK)
 		fprintf(stderr, "seclaunchd: audit close: %s\n", sl_err_detail());
 	kmsd_enroll_table_free(ctx.enroll);
+	kmsd_refusals_free(ctx.refusals);
 	kmsd_metrics_free(ctx.metrics);
 	kmsd_nonces_free(ctx.nonces);
 	kmsd_registry_close(ctx.registry);

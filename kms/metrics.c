@@ -26,7 +26,24 @@ struct kmsd_metrics {
 	atomic_ullong sum_ns[KMSD_R__COUNT];
 	atomic_ullong releases, keys_released;
 	atomic_ullong denials[KMSD_D__COUNT];
+	atomic_ullong counters[KMSD_C__COUNT];
 };
+
+static const struct {
+	const char *name, *help;
+} counter_info[KMSD_C__COUNT] = {
+    {"seclaunchd_evidence_verified_total", "Evidence items handed to a verifier."},
+    {"seclaunchd_audit_aggregated_total",
+     "Refusals counted into an audit summary record instead of a record each."},
+    {"seclaunchd_audit_unrecorded_total",
+     "Decisions answered 503 because their audit record could not be written."},
+};
+
+void kmsd_metrics_count(kmsd_metrics *m, enum kmsd_counter c)
+{
+	if (m != NULL && c < KMSD_C__COUNT)
+		atomic_fetch_add(&m->counters[c], 1);
+}
 
 const char *kmsd_denial_code(enum kmsd_denial d)
 {
@@ -66,7 +83,8 @@ void kmsd_metrics_release(kmsd_metrics *m, size_t nkeys)
 
 void kmsd_metrics_denial(kmsd_metrics *m, enum kmsd_denial d)
 {
-	atomic_fetch_add(&m->denials[d], 1);
+	if (m != NULL)
+		atomic_fetch_add(&m->denials[d], 1);
 }
 
 sl_err kmsd_metrics_render(kmsd_metrics *m, size_t challenges, size_t aks, size_t keys, char **out)
@@ -91,6 +109,10 @@ sl_err kmsd_metrics_render(kmsd_metrics *m, size_t challenges, size_t aks, size_
 	for (int d = 0; d < KMSD_D__COUNT; d++)
 		fprintf(f, "seclaunchd_denials_total{reason=\"%s\"} %llu\n", denial_names[d],
 		        (unsigned long long)atomic_load(&m->denials[d]));
+	for (int c = 0; c < KMSD_C__COUNT; c++)
+		fprintf(f, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", counter_info[c].name,
+		        counter_info[c].help, counter_info[c].name, counter_info[c].name,
+		        (unsigned long long)atomic_load(&m->counters[c]));
 	fprintf(f,
 	        "# HELP seclaunchd_challenges Live entries in the challenge table.\n"
 	        "# TYPE seclaunchd_challenges gauge\nseclaunchd_challenges %zu\n",

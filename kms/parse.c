@@ -162,6 +162,18 @@ out:
 	return rc;
 }
 
+/* The same item twice is refused rather than verified (or released) twice:
+ * it doubles the work and says nothing more. */
+static sl_err no_repeats(const json_t *arr, const char *what)
+{
+	for (size_t i = 1; i < json_array_size(arr); i++)
+		for (size_t j = 0; j < i; j++)
+			if (json_equal(json_array_get(arr, i), json_array_get(arr, j)))
+				return sl_err_set(SL_E_INPUT, "%s[%zu]: repeats %s[%zu]", what, i,
+				                  what, j);
+	return SL_OK;
+}
+
 sl_err kmsd_parse_release(const uint8_t *body, size_t len, kmsd_release_req **out)
 {
 	static const char *const allowed[] = {"nonce",         "eph_pub", "evidence", "identity",
@@ -185,6 +197,7 @@ sl_err kmsd_parse_release(const uint8_t *body, size_t len, kmsd_release_req **ou
 	for (size_t i = 0; i < json_array_size(r->evidence); i++)
 		SL_ENSURE(json_is_object(json_array_get(r->evidence, i)), SL_E_INPUT,
 		          "evidence[%zu]: must be an object", i);
+	SL_GUARD(no_repeats(r->evidence, "evidence"));
 
 	r->identity = json_object_get(r->root, "identity");
 	if (r->identity == NULL) {
@@ -196,6 +209,7 @@ sl_err kmsd_parse_release(const uint8_t *body, size_t len, kmsd_release_req **ou
 	SL_ENSURE(json_is_array(r->identity), SL_E_INPUT, "identity: must be an array");
 	SL_ENSURE(json_array_size(r->identity) <= KMSD_MAX_EVIDENCE, SL_E_INPUT,
 	          "identity: at most %d items", KMSD_MAX_EVIDENCE);
+	SL_GUARD(no_repeats(r->identity, "identity"));
 
 	r->job = json_object_get(r->root, "job");
 	if (r->job == NULL) {
@@ -217,8 +231,20 @@ sl_err kmsd_parse_release(const uint8_t *body, size_t len, kmsd_release_req **ou
 	r->nkeys = json_array_size(keys);
 	SL_ENSURE(r->nkeys >= 1 && r->nkeys <= KMSD_MAX_KEYS, SL_E_INPUT,
 	          "keys: must hold 1..%d entries", KMSD_MAX_KEYS);
-	for (size_t i = 0; i < r->nkeys; i++)
+	for (size_t i = 0; i < r->nkeys; i++) {
 		SL_GUARD(parse_key(json_array_get(keys, i), i, &r->keys[i]));
+		for (size_t j = 0; j < i; j++) {
+			const kmsd_key_entry *a = &r->keys[j], *b = &r->keys[i];
+			SL_ENSURE(strcmp(a->key_id, b->key_id) != 0 ||
+			              strcmp(a->dataset_id, b->dataset_id) != 0,
+			          SL_E_INPUT,
+			          "keys[%zu]: repeats keys[%zu] (key_id '%s', dataset_id)", i, j,
+			          b->key_id);
+			SL_ENSURE(a->wrapped_len != b->wrapped_len ||
+			              memcmp(a->wrapped, b->wrapped, a->wrapped_len) != 0,
+			          SL_E_INPUT, "keys[%zu]: wrapped_dek repeats keys[%zu]", i, j);
+		}
+	}
 	*out = r;
 	r = NULL;
 	rc = SL_OK;

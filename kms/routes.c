@@ -59,6 +59,9 @@ bool kmsd_audit(kmsd_ctx *ctx, const char *event, const char *key_id, const char
 		json_decref(details);
 		return true;
 	}
+	/* the counts of every open window go into the log before it closes */
+	if (strcmp(event, SL_AUDIT_EV_KMS_STOP) == 0)
+		kmsd_flush_refusals(ctx, true);
 	if (details == NULL)
 		details = json_object();
 	if (details != NULL && ctx->policy != NULL && sl_policy_is_dev(ctx->policy))
@@ -77,16 +80,73 @@ bool kmsd_audit(kmsd_ctx *ctx, const char *event, const char *key_id, const char
 		fprintf(stderr, "seclaunchd: audit: %s\n", sl_err_detail());
 		ok = false;
 	}
+	if (ctx->refusals != NULL)
+		kmsd_refusals_audit_state(ctx->refusals, ok);
 	json_decref(details);
 	return ok;
 }
 
-void kmsd_audit_failed(kmsd_response *res, const char *what)
+void kmsd_audit_failed(kmsd_ctx *ctx, kmsd_response *res, const char *what)
 {
-	char d[160];
-	snprintf(d, sizeof(d), "%s: the audit record could not be written, so nothing was granted",
+	char d[200];
+	snprintf(d, sizeof(d),
+	         "%s: the audit record could not be written, so no decision was given; retry "
+	         "later",
 	         what);
-	kmsd_problem(res, 500, "audit-unavailable", "Audit Log Unavailable", d, NULL);
+	kmsd_metrics_count(ctx->metrics, KMSD_C_AUDIT_UNRECORDED);
+	kmsd_problem(res, 503, "audit-unavailable", "Audit Log Unavailable", d, NULL);
+	res->retry_after = 5;
+}
+
+bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force)
+{
+	json_t *sums, *s;
+	bool ok = true;
+	if (ctx->refusals == NULL || ctx->audit == NULL ||
+	    (sums = kmsd_refusals_take(ctx->refusals, force)) == NULL)
+		return true;
+	/* written one by one, in order; what could not be written goes back */
+	while (ok && json_array_size(sums) > 0) {
+		s = json_array_get(sums, 0);
+		char detail[256];
+		snprintf(detail, sizeof(detail),
+		         "%lld further refusal%s (%s) from %s between %s and %s, counted, not "
+		         "written one by one",
+		         (long long)json_integer_value(json_object_get(s, "count")),
+		         json_integer_value(json_object_get(s, "count")) == 1 ? "" : "s",
+		         json_string_value(json_object_get(s, "reason")),
+		         json_string_value(json_object_get(s, "source")),
+		         json_string_value(json_object_get(s, "first")),
+		         json_string_value(json_object_get(s, "last")));
+		json_t *why =
+		    json_pack("[{s:s, s:s}]", "code",
+		              json_string_value(json_object_get(s, "reason")), "detail", detail);
+		json_t *details = json_pack("{s:O}", "aggregated", s);
+		if (details != NULL && ctx->policy != NULL && sl_policy_is_dev(ctx->policy))
+			json_object_set_new(details, "development_policy", json_true());
+		sl_audit_record r = {
+		    .event = SL_AUDIT_EV_RELEASE,
+		    .decision = SL_AUDIT_DENY,
+		    .reasons = why,
+		    .policy_digest = ctx->policy != NULL ? sl_policy_digest_hex(ctx->policy) : NULL,
+		    .details = details,
+		};
+		if (why == NULL || details == NULL || sl_audit_append(ctx->audit, &r) != SL_OK) {
+			fprintf(stderr, "seclaunchd: audit: refusal summary: %s\n",
+			        sl_err_detail());
+			ok = false;
+		} else {
+			json_array_remove(sums, 0);
+		}
+		json_decref(why);
+		json_decref(details);
+	}
+	kmsd_refusals_audit_state(ctx->refusals, ok);
+	if (json_array_size(sums) > 0)
+		kmsd_refusals_putback(ctx->refusals, sums);
+	else
+		json_decref(sums);
+	return ok;
 }
 
 static bool is(const kmsd_request *req, const char *method, const char *path)
@@ -120,6 +180,8 @@ enum kmsd_route kmsd_dispatch(kmsd_ctx *ctx, const kmsd_request *req, kmsd_respo
 	    {"GET", "/metrics", KMSD_R_METRICS, kmsd_handle_metrics},
 	};
 	size_t plen = strlen(req->path);
+	/* summaries of closed windows go out with the next request of any kind */
+	kmsd_flush_refusals(ctx, false);
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
 		if (is(req, table[i].method, table[i].path)) {
 			table[i].fn(ctx, req, res);

@@ -41,6 +41,7 @@ struct conn {
 	 * memory, valid until the request completes) */
 	struct MHD_Connection *c;
 	const char *method, *url, *authorization;
+	char source[INET6_ADDRSTRLEN];
 	kmsd_response res;
 	enum kmsd_route route;
 	atomic_bool done;
@@ -68,6 +69,7 @@ static void handle(kmsd_ctx *ctx, struct conn *st)
 	    .body = st->buf != NULL ? st->buf : (const uint8_t *)"",
 	    .len = st->len,
 	    .authorization = st->authorization,
+	    .source = st->source[0] != '\0' ? st->source : NULL,
 	};
 	st->route = kmsd_dispatch(ctx, &req, &st->res);
 }
@@ -168,8 +170,11 @@ static enum MHD_Result send_response(struct MHD_Connection *c, kmsd_response *re
 		                        res->json != NULL && json_object_get(res->json, "allow")
 		                            ? json_string_value(json_object_get(res->json, "allow"))
 		                            : "POST");
-	if (res->status == 429 || res->status == 503)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+	if (res->status == 429 || res->status == 503) {
+		char ra[16];
+		snprintf(ra, sizeof(ra), "%u", res->retry_after > 0 ? res->retry_after : 1);
+		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, ra);
+	}
 	ret = MHD_queue_response(c, res->status, r);
 	MHD_destroy_response(r);
 	return ret;
@@ -187,6 +192,20 @@ static enum MHD_Result too_large(kmsd_ctx *ctx, struct MHD_Connection *c, struct
 	enum MHD_Result ret = send_response(c, &res);
 	json_decref(res.json);
 	return ret;
+}
+
+/* The peer's address as text (per-source rate limit, audit "source"). */
+static void client_address(struct MHD_Connection *c, char *out, size_t n)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
+	out[0] = '\0';
+	if (sa != NULL && sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)n);
+	else if (sa != NULL && sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out,
+		          (socklen_t)n);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -253,6 +272,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		st->url = url;
 		st->authorization =
 		    MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+		client_address(c, st->source, sizeof(st->source));
 		st->queued = true;
 		/* suspended before it is queued, so the worker's resume cannot
 		 * come first */
@@ -400,9 +420,13 @@ sl_err kmsd_serve(kmsd_ctx *ctx)
 	fprintf(stderr,
 	        "seclaunchd: listening on %s (%u connection threads, %u workers, TLS 1.2+)\n", url,
 	        cfg->threads, cfg->workers);
-	kmsd_audit(ctx, SL_AUDIT_EV_KMS_START, NULL, NULL, NULL, NULL, NULL,
-	           json_pack("{s:s, s:b, s:s}", "url", url, "dev", cfg->dev, "kek_backend",
-	                     cfg->backend == KMSD_KEK_LOCAL ? "local" : "pkcs11"));
+	/* no kms.start record, no service: what cannot be recorded is not decided */
+	SL_ENSURE(
+	    kmsd_audit(ctx, SL_AUDIT_EV_KMS_START, NULL, NULL, NULL, NULL, NULL,
+	               json_pack("{s:s, s:b, s:s}", "url", url, "dev", cfg->dev, "kek_backend",
+	                         cfg->backend == KMSD_KEK_LOCAL ? "local" : "pkcs11")),
+	    SL_E_SYSTEM, "audit log %s: cannot write the kms.start record; not starting",
+	    cfg->audit_log);
 	if (cfg->url_file != NULL)
 		SL_GUARD(sl_file_write_atomic(cfg->url_file, url, strlen(url), 0644, true));
 

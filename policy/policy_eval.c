@@ -420,6 +420,26 @@ static void check_key(const sl_policy *p, const sl_policy_request *req, sl_decis
 	     req->dataset_id, list);
 }
 
+sl_err sl_policy_key_check(const sl_policy *p, const char *key_id, const char *dataset_id)
+{
+	char list[TEXT_LEN];
+	if (p->dev)
+		return SL_OK;
+	json_t *pats = json_object_get(json_object_get(p->doc, "keys"), key_id);
+	if (pats == NULL)
+		return sl_err_set(SL_E_POLICY_DENIED, "$.keys: key '%s' is not in the policy",
+		                  key_id);
+	size_t i;
+	json_t *e;
+	json_array_foreach (pats, i, e)
+		if (sl_policy_glob(json_string_value(e), dataset_id))
+			return SL_OK;
+	join(pats, list, sizeof(list));
+	return sl_err_set(SL_E_POLICY_DENIED,
+	                  "$.keys.%s: key '%s' may not serve dataset '%s' (it serves [%s])", key_id,
+	                  key_id, dataset_id, list);
+}
+
 sl_err sl_policy_evaluate(const sl_policy *p, const sl_claims *claims, const sl_policy_request *req,
                           sl_decision **out)
 {

@@ -88,6 +88,13 @@ typedef struct sl_policy_request {
 SL_MUST_USE sl_err sl_policy_evaluate(const sl_policy *p, const sl_claims *claims,
                                       const sl_policy_request *req, sl_decision **out);
 
+/* The $.keys rule alone, for a wrap (which has no claims): SL_OK when the
+ * policy lets key_id serve dataset_id (the development policy lets every key
+ * serve every dataset), else SL_E_POLICY_DENIED with the reason in the
+ * detail, worded as sl_policy_evaluate words it. */
+SL_MUST_USE sl_err sl_policy_key_check(const sl_policy *p, const char *key_id,
+                                       const char *dataset_id);
+
 void sl_decision_free(sl_decision *d);
 bool sl_decision_allowed(const sl_decision *d);
 /* Rules that matched and passed, each "PATH: text"

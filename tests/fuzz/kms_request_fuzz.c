@@ -40,7 +40,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				if (kmsd_wrap_aad(r->keys[i].key_id, r->keys[i].dataset_id, aad) >
 				    KMSD_AAD_MAX)
 					abort();
+				/* no key twice in an accepted request */
+				for (size_t j = 0; j < i; j++)
+					if (strcmp(r->keys[i].key_id, r->keys[j].key_id) == 0 &&
+					    strcmp(r->keys[i].dataset_id, r->keys[j].dataset_id) ==
+					        0)
+						abort();
 			}
+			for (size_t i = 1; i < json_array_size(r->evidence); i++)
+				for (size_t j = 0; j < i; j++)
+					if (json_equal(json_array_get(r->evidence, i),
+					               json_array_get(r->evidence, j)))
+						abort();
 		}
 		kmsd_release_req_free(r);
 		break;

@@ -637,6 +637,43 @@ static void test_unsigned_region(void **state)
 	sl_claims_free(c);
 }
 
+/* A member the verifier does not read is refused, naming it: an unsigned
+ * document that also says "region_verified": true must not look as if that
+ * had counted. Checked before any signature work, for every kind. */
+static void test_identity_unknown_member(void **state)
+{
+	(void)state;
+	sl_claims *c = NULL;
+	static const char *const docs[][2] = {
+	    {"{\"kind\":\"unsigned\",\"region\":\"aws:eu-west-1\",\"region_verified\":true}",
+	     "identity document (unsigned): unknown member \"region_verified\""},
+	    {"{\"kind\":\"gcp-jwt\",\"token\":\"a.b.c\",\"region\":\"gcp:europe-west4\"}",
+	     "identity document (gcp-jwt): unknown member \"region\""},
+	    {"{\"kind\":\"aws-iid\",\"document\":\"{}\",\"pkcs7\":\"AAAA\","
+	     "\"verified\":1}",
+	     "identity document (aws-iid): unknown member \"verified\""},
+	};
+	for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
+		json_t *doc = json_loads(docs[i][0], 0, NULL);
+		assert_non_null(doc);
+		assert_int_equal(sl_claims_new(&c), SL_OK);
+		assert_int_equal(sl_identity_verify(doc, NULL, c), SL_E_ATTEST_FORMAT);
+		if (strstr(sl_err_detail(), docs[i][1]) == NULL)
+			fail_msg("detail '%s' lacks '%s'", sl_err_detail(), docs[i][1]);
+		/* nothing from the refused document reached the claims */
+		assert_null(sl_claims_get(c, "cloud.region"));
+		sl_claims_free(c);
+		json_decref(doc);
+	}
+	/* the same documents without the extra member are read as before */
+	json_t *ok = json_loads("{\"kind\":\"unsigned\",\"region\":\"aws:eu-west-1\"}", 0, NULL);
+	assert_int_equal(sl_claims_new(&c), SL_OK);
+	assert_int_equal(sl_identity_verify(ok, NULL, c), SL_OK);
+	assert_string_equal(sl_claims_get(c, "cloud.region_verified"), "false");
+	sl_claims_free(c);
+	json_decref(ok);
+}
+
 int main(void)
 {
 	if (sl_crypto_init() != SL_OK)
@@ -650,6 +687,7 @@ int main(void)
 	    cmocka_unit_test(test_aws_real_vectors),
 	    cmocka_unit_test(test_gcp_confidential_space_vector),
 	    cmocka_unit_test(test_unsigned_region),
+	    cmocka_unit_test(test_identity_unknown_member),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

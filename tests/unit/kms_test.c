@@ -15,6 +15,7 @@
 
 #include "../../kms/kmsd.h"
 #include "seclaunch/audit.h"
+#include "seclaunch/policy.h"
 #include "testlib.h"
 
 #define B(s) (const uint8_t *)(s), strlen(s)
@@ -66,6 +67,8 @@ static const char *release_json(const char *nonce, const char *keys)
 
 #define N32 "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
 #define W61 "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="
+#define W61B "AgAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="
+#define W61C "AwAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="
 
 static void test_parse_release_good(void **state)
 {
@@ -429,6 +432,224 @@ static void test_registry(void **state)
 	free(buf);
 }
 
+/* The same evidence item, identity document or key twice: 400 naming the
+ * index (it would be verified, or released, twice). */
+static void test_parse_release_repeats(void **state)
+{
+	kmsd_release_req *r = NULL;
+	(void)state;
+	const char *k1 = "{\"key_id\":\"k\",\"dataset_id\":\"d\",\"wrapped_dek\":\"" W61 "\"}";
+	const char *k2 = "{\"key_id\":\"k\",\"dataset_id\":\"d2\",\"wrapped_dek\":\"" W61 "\"}";
+	const char *k3 = "{\"key_id\":\"k\",\"dataset_id\":\"d2\",\"wrapped_dek\":\"" W61B "\"}";
+	const char *k4 = "{\"key_id\":\"k2\",\"dataset_id\":\"d\",\"wrapped_dek\":\"" W61C "\"}";
+	char keys[2048], body[4096];
+	snprintf(keys, sizeof(keys), "[%s,%s,%s]", k1, k4, k1);
+	expect_release_err(release_json(N32, keys), "keys[2]: repeats keys[0]");
+	/* same key and dataset, different bytes: still the same key twice */
+	snprintf(keys, sizeof(keys), "[%s,%s]", k2, k3);
+	expect_release_err(release_json(N32, keys), "keys[1]: repeats keys[0]");
+	/* the same wrapped DEK under two dataset ids */
+	snprintf(keys, sizeof(keys), "[%s,%s]", k1, k2);
+	expect_release_err(release_json(N32, keys), "keys[1]: wrapped_dek repeats keys[0]");
+	/* distinct keys pass */
+	snprintf(keys, sizeof(keys), "[%s,%s]", k1, k3);
+	assert_int_equal(kmsd_parse_release(B(release_json(N32, keys)), &r), SL_OK);
+	assert_int_equal(r->nkeys, 2);
+	kmsd_release_req_free(r);
+	r = NULL;
+	snprintf(body, sizeof(body),
+	         "{\"nonce\":\"" N32 "\",\"eph_pub\":\"" N32 "\",\"policy_digest\":\"" N32
+	         "\",\"evidence\":[{\"kind\":\"tpm2\",\"a\":1},{\"kind\":\"sev-snp\"},"
+	         "{\"a\":1,\"kind\":\"tpm2\"}],\"keys\":[%s]}",
+	         k1);
+	expect_release_err(body, "evidence[2]: repeats evidence[0]");
+	snprintf(body, sizeof(body),
+	         "{\"nonce\":\"" N32 "\",\"eph_pub\":\"" N32 "\",\"policy_digest\":\"" N32
+	         "\",\"evidence\":[{\"kind\":\"tpm2\"}],\"identity\":[{\"kind\":\"unsigned\","
+	         "\"region\":\"aws:eu-west-1\"},{\"kind\":\"unsigned\",\"region\":"
+	         "\"aws:eu-west-1\"}],\"keys\":[%s]}",
+	         k1);
+	expect_release_err(body, "identity[1]: repeats identity[0]");
+}
+
+/* ---- refusals: rate limit and audit aggregation ------------------------------ */
+
+static void test_refusals(void **state)
+{
+	kmsd_refusals *t = NULL;
+	unsigned retry = 0;
+	(void)state;
+	assert_int_equal(kmsd_refusals_new(3, 3600, &t), SL_OK);
+	/* a source nobody refused is admitted; three refusals use up its tokens */
+	assert_true(kmsd_refusals_admit(t, "10.0.0.1", &retry));
+	for (int i = 0; i < 3; i++) {
+		assert_true(kmsd_refusals_admit(t, "10.0.0.1", &retry));
+		kmsd_refusals_charge(t, "10.0.0.1");
+	}
+	assert_false(kmsd_refusals_admit(t, "10.0.0.1", &retry));
+	/* one token a 20 s at 3 a minute */
+	assert_true(retry >= 1 && retry <= 20);
+	/* another source is not affected */
+	assert_true(kmsd_refusals_admit(t, "10.0.0.2", &retry));
+	/* aggregation: the first of a (source, reason) in full, the rest counted */
+	assert_true(kmsd_refusals_note(t, "10.0.0.1", "nonce_unknown"));
+	assert_false(kmsd_refusals_note(t, "10.0.0.1", "nonce_unknown"));
+	assert_false(kmsd_refusals_note(t, "10.0.0.1", "nonce_unknown"));
+	assert_true(kmsd_refusals_note(t, "10.0.0.1", "nonce_reused"));
+	assert_true(kmsd_refusals_note(t, "10.0.0.2", "nonce_unknown"));
+	/* refusals decided on verified evidence are never aggregated */
+	assert_true(kmsd_refusals_note(t, "10.0.0.1", "policy_denied"));
+	assert_true(kmsd_refusals_note(t, "10.0.0.1", "policy_denied"));
+	/* the window is open: nothing due unless forced (at stop) */
+	assert_null(kmsd_refusals_take(t, false));
+	json_t *sums = kmsd_refusals_take(t, true);
+	assert_non_null(sums);
+	assert_int_equal(json_array_size(sums), 1);
+	json_t *s0 = json_array_get(sums, 0);
+	assert_string_equal(json_string_value(json_object_get(s0, "source")), "10.0.0.1");
+	assert_string_equal(json_string_value(json_object_get(s0, "reason")), "nonce_unknown");
+	assert_int_equal(json_integer_value(json_object_get(s0, "count")), 2);
+	/* a summary that could not be written is kept */
+	kmsd_refusals_putback(t, sums);
+	sums = kmsd_refusals_take(t, true);
+	assert_non_null(sums);
+	assert_int_equal(json_array_size(sums), 1);
+	json_decref(sums);
+	assert_null(kmsd_refusals_take(t, true));
+	/* after the forced close a new window starts with a full record */
+	assert_true(kmsd_refusals_note(t, "10.0.0.1", "nonce_unknown"));
+	kmsd_refusals_free(t);
+	/* rate 0: no limit; window 0: every refusal in full */
+	assert_int_equal(kmsd_refusals_new(0, 0, &t), SL_OK);
+	for (int i = 0; i < 100; i++)
+		kmsd_refusals_charge(t, "10.0.0.1");
+	assert_true(kmsd_refusals_admit(t, "10.0.0.1", &retry));
+	assert_true(kmsd_refusals_note(t, "10.0.0.1", "nonce_unknown"));
+	assert_true(kmsd_refusals_note(t, "10.0.0.1", "nonce_unknown"));
+	kmsd_refusals_free(t);
+}
+
+/* A window that closes by time yields its summary without forcing. */
+static void test_refusals_window(void **state)
+{
+	kmsd_refusals *t = NULL;
+	(void)state;
+	assert_int_equal(kmsd_refusals_new(60, 1, &t), SL_OK);
+	assert_true(kmsd_refusals_note(t, "::1", "rate_limited"));
+	assert_false(kmsd_refusals_note(t, "::1", "rate_limited"));
+	usleep(1100 * 1000);
+	json_t *sums = kmsd_refusals_take(t, false);
+	assert_non_null(sums);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(sums, 0), "count")), 1);
+	json_decref(sums);
+	kmsd_refusals_free(t);
+}
+
+/* ---- --dev state directory and development policy ----------------------------- */
+
+static void test_state_dir(void **state)
+{
+	char dir[600], file[600];
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/state", tmpdir);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	assert_int_equal(kmsd_state_dir_check(dir), SL_OK);
+	assert_int_equal(chmod(dir, 0755), 0);
+	assert_int_equal(kmsd_state_dir_check(dir), SL_OK);
+	assert_int_equal(chmod(dir, 0777), 0);
+	assert_int_equal(kmsd_state_dir_check(dir), SL_E_PERM);
+	assert_non_null(strstr(sl_err_detail(), "mode 0777"));
+	assert_non_null(strstr(sl_err_detail(), "chmod 700"));
+	assert_non_null(strstr(sl_err_detail(), dir));
+	assert_int_equal(chmod(dir, 0770), 0);
+	assert_int_equal(kmsd_state_dir_check(dir), SL_E_PERM);
+	assert_int_equal(chmod(dir, 0700), 0);
+	if (geteuid() == 0) {
+		assert_int_equal(chown(dir, 4242, 4242), 0);
+		assert_int_equal(kmsd_state_dir_check(dir), SL_E_PERM);
+		assert_non_null(strstr(sl_err_detail(), "owned by uid 4242"));
+		assert_int_equal(chown(dir, 0, 0), 0);
+	}
+	snprintf(file, sizeof(file), "%s/state/f", tmpdir);
+	write_file("state/f", "x", 1, 0600);
+	assert_int_equal(kmsd_state_dir_check(file), SL_E_PERM);
+	assert_non_null(strstr(sl_err_detail(), "not a directory"));
+}
+
+static void test_devpolicy(void **state)
+{
+	char dir[600], pol[700], pub[700], sig[700];
+	sl_policy *p = NULL, *q = NULL, *dev = NULL;
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/devpol", tmpdir);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	assert_int_equal(kmsd_devpolicy(dir, &p), SL_OK);
+	assert_true(sl_policy_is_dev(p));
+	assert_int_equal(sl_policy_dev(&dev), SL_OK);
+	/* the digest a client binds is the one the service enforces */
+	assert_memory_equal(sl_policy_digest(p), sl_policy_digest(dev), SL_POLICY_DIGEST_LEN);
+	snprintf(pol, sizeof(pol), "%s/policy.json", dir);
+	snprintf(sig, sizeof(sig), "%s/policy.json.minisig", dir);
+	snprintf(pub, sizeof(pub), "%s/policy.pub", dir);
+	assert_int_equal(sl_policy_load_signed(pol, NULL, pub, &q), SL_OK);
+	assert_true(sl_policy_is_dev(q));
+	assert_true(sl_policy_signed(q));
+	sl_policy_free(q);
+	q = NULL;
+	/* a restart keeps files that still verify (clients' copies stay valid) */
+	uint8_t *pk1 = NULL, *pk2 = NULL;
+	size_t n1 = 0, n2 = 0;
+	assert_int_equal(sl_file_read(pub, 4096, &pk1, &n1), SL_OK);
+	sl_policy_free(p);
+	p = NULL;
+	assert_int_equal(kmsd_devpolicy(dir, &p), SL_OK);
+	assert_int_equal(sl_file_read(pub, 4096, &pk2, &n2), SL_OK);
+	assert_int_equal(n1, n2);
+	assert_memory_equal(pk1, pk2, n1);
+	free(pk2);
+	pk2 = NULL;
+	/* a signature that no longer verifies is replaced, under a new key */
+	assert_int_equal(sl_file_write_atomic(sig, "junk\n", 5, 0644, true), SL_OK);
+	sl_policy_free(p);
+	p = NULL;
+	assert_int_equal(kmsd_devpolicy(dir, &p), SL_OK);
+	assert_true(sl_policy_is_dev(p));
+	assert_int_equal(sl_file_read(pub, 4096, &pk2, &n2), SL_OK);
+	assert_false(n1 == n2 && memcmp(pk1, pk2, n1) == 0);
+	free(pk1);
+	free(pk2);
+	/* a policy.json changed after signing is refused */
+	assert_int_equal(sl_file_write_atomic(pol, "{\"version\": 1}\n", 15, 0644, true), SL_OK);
+	assert_int_not_equal(sl_policy_load_signed(pol, NULL, pub, &q), SL_OK);
+	assert_null(q);
+	sl_policy_free(p);
+	sl_policy_free(dev);
+}
+
+/* The wrap's policy check: the $.keys map alone. */
+static void test_policy_key_check(void **state)
+{
+	static const char pol[] =
+	    "{\"version\":1,\"datasets\":[{\"id\":\"*\",\"allowed_regions\":[\"eu\"],"
+	    "\"tee_kinds\":[\"tpm2\"]}],"
+	    "\"keys\":{\"kek-clinical\":[\"clinical-*\"],\"kek-all\":[\"*\"]}}";
+	sl_policy *p = NULL, *dev = NULL;
+	(void)state;
+	assert_int_equal(sl_policy_load(B(pol), &p), SL_OK);
+	assert_int_equal(sl_policy_key_check(p, "kek-clinical", "clinical-7"), SL_OK);
+	assert_int_equal(sl_policy_key_check(p, "kek-all", "anything"), SL_OK);
+	assert_int_equal(sl_policy_key_check(p, "kek-clinical", "public-1"), SL_E_POLICY_DENIED);
+	assert_non_null(strstr(sl_err_detail(),
+	                       "$.keys.kek-clinical: key 'kek-clinical' may not "
+	                       "serve dataset 'public-1' (it serves [clinical-*])"));
+	assert_int_equal(sl_policy_key_check(p, "kek-other", "clinical-7"), SL_E_POLICY_DENIED);
+	assert_non_null(strstr(sl_err_detail(), "key 'kek-other' is not in the policy"));
+	assert_int_equal(sl_policy_dev(&dev), SL_OK);
+	assert_int_equal(sl_policy_key_check(dev, "kek-other", "x"), SL_OK);
+	sl_policy_free(p);
+	sl_policy_free(dev);
+}
+
 /* ---- routing and metrics ------------------------------------------------------ */
 
 static void test_dispatch(void **state)
@@ -531,10 +752,11 @@ static void test_audit_fail_closed(void **state)
 	assert_false(kmsd_audit(&ctx, "kms.key.wrap", "k", "d", "allow", NULL, NULL,
 	                        json_pack("{s:s}", "x", huge)));
 	free(huge);
-	/* the 500 answer grants nothing and says why */
+	/* the 503 answer grants nothing and says why */
 	kmsd_response res = {0};
-	kmsd_audit_failed(&res, "wrap");
-	assert_int_equal(res.status, 500);
+	kmsd_audit_failed(&ctx, &res, "wrap");
+	assert_int_equal(res.status, 503);
+	assert_true(res.retry_after > 0);
 	assert_null(json_object_get(res.json, "wrapped_dek"));
 	assert_non_null(strstr(json_string_value(json_object_get(res.json, "detail")),
 	                       "audit record could not be written"));
@@ -547,6 +769,12 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_parse_release_good),
 	    cmocka_unit_test(test_parse_release_bad),
+	    cmocka_unit_test(test_parse_release_repeats),
+	    cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_refusals_window),
+	    cmocka_unit_test(test_state_dir),
+	    cmocka_unit_test(test_devpolicy),
+	    cmocka_unit_test(test_policy_key_check),
 	    cmocka_unit_test(test_parse_admin),
 	    cmocka_unit_test(test_parse_enroll),
 	    cmocka_unit_test(test_aad_unambiguous),
