@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "dataset_tree.h"
 #include "kms_cli.h"
 #include "progress.h"
 #include "region_id.h"
@@ -22,6 +23,13 @@ static void usage_decrypt(FILE *f)
 	fprintf(f,
 	        "Usage: seclaunch decrypt (--key-file F | --kms URL [KMS options])\n"
 	        "                         [--threads N] [--force] [--json] [-q] IN.sld -o OUT\n"
+	        "       seclaunch decrypt (--key-file F | --kms URL [KMS options]) [options]\n"
+	        "                         DATASET -o DIR\n"
+	        "\n"
+	        "DATASET, a sharded dataset (a folder holding manifest.sldm, or its URL),\n"
+	        "is restored into the new folder DIR: every file with its path and mode,\n"
+	        "after the manifest, every shard's place in it and every chunk\n"
+	        "authenticated. DIR appears only once complete (docs/format-sld.md II).\n"
 	        "\n"
 	        "Decrypts the SLD v1 file IN.sld. Every chunk is authenticated before "
 	        "any of\n"
@@ -55,7 +63,7 @@ static void usage_decrypt(FILE *f)
 	        "                   $SECLAUNCH_KMS_CA, else the system store)\n"
 	        "  --kms-pin PIN    pinned KMS public key: sha256//BASE64 or a key file\n"
 	        "  --tcti T         TPM to quote with (default $SECLAUNCH_TCTI, else\n"
-	        "                   device:/dev/tpmrm0)\n" SL_REGION_ID_HELP "\n"
+	        "                   device:/dev/tpmrm0)\n" SL_REGION_ID_HELP SL_REMOTE_HELP "\n"
 	        "Exit codes (docs/exit-codes.md): 0 ok, 1 usage, 2 not an SLD file, "
 	        "unsupported\n"
 	        "version, unreadable input or key file, output exists; 3 the KMS did not\n"
@@ -73,6 +81,7 @@ struct decrypt_opts {
 	const char *in;
 	unsigned threads;
 	struct sl_region_id rid;
+	sl_remote_opts remote;
 	struct sl_cli_shared sh;
 };
 
@@ -102,10 +111,86 @@ static int obtain_key(const struct decrypt_opts *o, const sl_sld_header *h, sl_s
 	return 0;
 }
 
+/* The data key of a sharded dataset: from the key file, or released by the
+ * KMS for the manifest's key reference. An exit code (0 = ok). */
+static int obtain_tree_key(const struct decrypt_opts *o, const sl_sldm *m, sl_secret **dek)
+{
+	sl_err rc;
+
+	if (o->sh.kms != NULL) {
+		sl_kms_opts ko = {
+		    .url = o->sh.kms, .ca_file = o->sh.kms_ca, .pinned_pubkey = o->sh.kms_pin};
+		size_t wl = 0;
+		const uint8_t *w = sl_sldm_wrapped_dek(m, &wl);
+		sl_kms_key_req kr = {.key_id = sl_sldm_key_id(m),
+		                     .dataset_id = sl_sldm_dataset_id(m),
+		                     .wrapped_dek = w,
+		                     .wrapped_dek_len = wl};
+		setenv("TSS2_LOG", "all+NONE", 0);
+		rc = sl_kms_cli_release_ref(&ko, o->sh.tcti, &o->rid, &kr, dek);
+		return rc == SL_OK ? 0 : sl_cli_fail("decrypt", rc);
+	}
+	return obtain_key(o, NULL, dek);
+}
+
+/* decrypt DATASET -o DIR */
+static int run_tree(struct decrypt_opts *o)
+{
+	sl_remote *remote = NULL;
+	sl_sldm *m = NULL;
+	sl_secret *dek = NULL;
+	sl_tree_stats st;
+	sl_err rc = SL_OK;
+	int ret;
+
+	if (strcmp(o->sh.out, "-") == 0)
+		return sl_cli_usage("decrypt",
+		                    "a sharded dataset is restored into a folder: -o DIR");
+	if (sl_remote_is_url(o->in)) {
+		o->remote.quiet = sl_cli_quiet;
+		rc = sl_remote_open(o->in, &o->remote, &remote);
+	}
+	if (rc == SL_OK)
+		rc = sl_tree_manifest(o->in, remote, &m);
+	if (rc != SL_OK) {
+		ret = sl_cli_fail("decrypt", rc);
+		goto done;
+	}
+	ret = obtain_tree_key(o, m, &dek);
+	if (ret != 0)
+		goto done;
+	rc = sl_tree_decrypt(o->in, remote, m, dek, o->sh.out, o->sh.force, o->threads, &st);
+	if (rc != SL_OK) {
+		ret = sl_cli_fail("decrypt", rc);
+		goto done;
+	}
+	char root[2 * SL_SLDM_ROOT_LEN + 1];
+	sl_hex_encode(st.root, sizeof(st.root), root);
+	if (sl_cli_json)
+		sl_cli_print_json(json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "input", o->in,
+		                            "output", o->sh.out, "dataset_id",
+		                            sl_sldm_dataset_id(m), "root", root, "files",
+		                            (json_int_t)st.files, "shards", (json_int_t)st.shards,
+		                            "bytes", (json_int_t)st.bytes));
+	else if (!sl_cli_quiet)
+		fprintf(stderr,
+		        "seclaunch decrypt: %s -> %s: %u file(s), %llu bytes from %u shard(s) of "
+		        "dataset '%s' (root %.16s…), all authenticated\n",
+		        o->in, o->sh.out, st.files, (unsigned long long)st.bytes, st.shards,
+		        sl_sldm_dataset_id(m), root);
+	ret = 0;
+done:
+	sl_secret_free(dek);
+	sl_sldm_free(m);
+	sl_remote_free(remote);
+	return ret;
+}
+
 static const struct sl_cli_opt decrypt_opts_table[] = {
     {"key-file", required_argument, OPT_KEY_FILE, NULL},
     {"threads", required_argument, OPT_THREADS, NULL},
     SL_REGION_ID_OPTS,
+    SL_REMOTE_OPTS,
     {NULL, 0, 0, NULL},
 };
 
@@ -117,6 +202,9 @@ static int on_option(void *ctx, int key, char *arg)
 
 	if (sl_region_id_option(&o->rid, key, arg))
 		return 0;
+	int taken = sl_remote_option(&o->remote, key, arg);
+	if (taken != 0)
+		return taken > 0 ? 0 : sl_cli_usage("decrypt", "%s", sl_err_detail());
 	switch (key) {
 	case OPT_KEY_FILE:
 		o->key_file = arg;
@@ -207,6 +295,8 @@ static int run(struct decrypt_opts *op)
 	int in = -1, out_fd = -1, ret;
 	sl_err rc;
 
+	if (sl_remote_is_url(o.in) || sl_tree_is_dataset(o.in))
+		return run_tree(op);
 	bool to_stdout = strcmp(out_path, "-") == 0;
 	/* a device or FIFO (/dev/null, a named pipe) is a stream, as stdout; a
 	 * symlink to one is an existing file (refused) */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "dataset_tree.h"
 #include "kms_cli.h"
 #include "progress.h"
 #include "seclaunch/secret.h"
@@ -22,11 +23,26 @@ static void usage_encrypt(FILE *f)
 	        "                         --dataset-id D [--chunk-size N] [--aead A] "
 	        "[--threads N]\n"
 	        "                         [--force] [-q] IN -o OUT.sld\n"
+	        "       seclaunch encrypt [the same options] [--shard-size N] "
+	        "[--follow-symlinks]\n"
+	        "                         [--stream-name NAME] [--sharded] PATH... -o OUTDIR\n"
 	        "\n"
 	        "Encrypts the regular file IN into the SLD v1 file OUT.sld "
 	        "(docs/format-sld.md).\n"
 	        "OUT.sld appears only once complete; an existing one is kept unless "
 	        "--force.\n"
+	        "\n"
+	        "With several PATHs, a folder (its contents, walked in byte order), '-' (a\n"
+	        "stream on standard input, alone) or --sharded, the result is a sharded\n"
+	        "dataset: the folder OUTDIR with manifest.sldm and shard-NNNNN.sld files\n"
+	        "(docs/format-sld.md part II). A file starts a new shard when it does not\n"
+	        "fit in what is left of the current one; only a file larger than a shard is\n"
+	        "split; when every input is a .tar file, each is a shard of its own.\n"
+	        "  --shard-size N        plaintext bytes per shard (default 256M; K, M, G)\n"
+	        "  --follow-symlinks     follow symbolic links (they are skipped, each said\n"
+	        "                        on stderr, by default)\n"
+	        "  --stream-name NAME    the file name of '-' in the dataset (default stdin)\n"
+	        "  --sharded             a sharded dataset even for one regular file\n"
 	        "\n"
 	        "  --key-file F          the %d-byte data key made by 'seclaunch keygen' "
 	        "(mode\n"
@@ -78,6 +94,10 @@ enum {
 	OPT_CHUNK_SIZE,
 	OPT_AEAD,
 	OPT_THREADS,
+	OPT_SHARD_SIZE,
+	OPT_FOLLOW,
+	OPT_STREAM_NAME,
+	OPT_SHARDED,
 };
 
 struct encrypt_opts {
@@ -85,6 +105,11 @@ struct encrypt_opts {
 	const char *key_id;
 	const char *admin_token_file;
 	const char *in;
+	char **paths;
+	size_t n_paths;
+	uint64_t shard_size;
+	bool follow, sharded;
+	const char *stream_name;
 	struct sl_cli_shared sh;
 	sl_sld_encrypt_params p;
 };
@@ -172,6 +197,10 @@ static const struct sl_cli_opt encrypt_opts_table[] = {
     {"chunk-size", required_argument, OPT_CHUNK_SIZE, NULL},
     {"aead", required_argument, OPT_AEAD, NULL},
     {"threads", required_argument, OPT_THREADS, NULL},
+    {"shard-size", required_argument, OPT_SHARD_SIZE, NULL},
+    {"follow-symlinks", no_argument, OPT_FOLLOW, NULL},
+    {"stream-name", required_argument, OPT_STREAM_NAME, NULL},
+    {"sharded", no_argument, OPT_SHARDED, NULL},
     {NULL, 0, 0, NULL},
 };
 
@@ -211,6 +240,21 @@ static int on_option(void *ctx, int key, char *arg)
 			return sl_cli_usage("encrypt", "--threads %s: must be 1..%d", arg,
 			                    SL_SLD_THREADS_MAX);
 		return 0;
+	case OPT_SHARD_SIZE:
+		o->shard_size = parse_size(arg);
+		if (o->shard_size < SL_SLD_CHUNK_MIN)
+			return sl_cli_usage("encrypt", "--shard-size %s: at least 64K (e.g. 256M)",
+			                    arg);
+		return 0;
+	case OPT_FOLLOW:
+		o->follow = true;
+		return 0;
+	case OPT_STREAM_NAME:
+		o->stream_name = arg;
+		return 0;
+	case OPT_SHARDED:
+		o->sharded = true;
+		return 0;
 	default:
 		return sl_cli_usage("encrypt", "unknown option");
 	}
@@ -219,11 +263,22 @@ static int on_option(void *ctx, int key, char *arg)
 static int on_args(void *ctx, int argc, char **argv)
 {
 	struct encrypt_opts *o = ctx;
-	if (argc != 1)
-		return sl_cli_usage("encrypt", argc == 0 ? "the input file IN is required"
-		                                         : "exactly one input file expected");
+	if (argc == 0)
+		return sl_cli_usage("encrypt", "the input file IN is required");
 	o->in = argv[0];
+	o->paths = argv;
+	o->n_paths = (size_t)argc;
 	return 0;
+}
+
+/* Several inputs, a folder, a stream or --sharded: a sharded dataset. */
+static bool wants_tree(const struct encrypt_opts *o)
+{
+	struct stat st;
+	if (o->sharded || o->n_paths > 1 || o->shard_size != 0 || o->stream_name != NULL ||
+	    o->follow)
+		return true;
+	return strcmp(o->in, "-") == 0 || (stat(o->in, &st) == 0 && S_ISDIR(st.st_mode));
 }
 
 static const struct sl_cli_spec spec = {
@@ -266,9 +321,59 @@ int cmd_encrypt(int argc, char **argv)
 	return ret != 0 ? ret : run(&o);
 }
 
+static int obtain_key(struct encrypt_opts *o, sl_secret **dek);
+
+/* encrypt PATH... -o OUTDIR */
+static int run_tree(struct encrypt_opts *o)
+{
+	sl_secret *dek = NULL;
+	sl_tree_stats st;
+	sl_err rc;
+	int ret;
+
+	if (strcmp(o->sh.out, "-") == 0)
+		return sl_cli_usage("encrypt", "a sharded dataset is a folder: -o OUTDIR");
+	ret = obtain_key(o, &dek);
+	if (ret != 0)
+		return ret;
+	sl_tree_encrypt_opts t = {.paths = (const char *const *)o->paths,
+	                          .n_paths = o->n_paths,
+	                          .out_dir = o->sh.out,
+	                          .force = o->sh.force,
+	                          .follow_symlinks = o->follow,
+	                          .quiet = sl_cli_quiet,
+	                          .shard_size = o->shard_size,
+	                          .stream_name = o->stream_name,
+	                          .p = o->p};
+	rc = sl_tree_encrypt(dek, &t, &st);
+	sl_secret_free(dek);
+	if (rc != SL_OK)
+		return sl_cli_fail("encrypt", rc);
+	char root[2 * SL_SLDM_ROOT_LEN + 1];
+	sl_hex_encode(st.root, sizeof(st.root), root);
+	if (sl_cli_json)
+		sl_cli_print_json(json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "output",
+		                            o->sh.out, "dataset_id", o->p.dataset_id, "root", root,
+		                            "files", (json_int_t)st.files, "shards",
+		                            (json_int_t)st.shards, "skipped",
+		                            (json_int_t)st.skipped, "bytes", (json_int_t)st.bytes));
+	else if (!sl_cli_quiet)
+		fprintf(
+		    stderr,
+		    "seclaunch encrypt: %u file(s), %llu bytes -> %s: %u shard(s), dataset '%s', "
+		    "root %s%s\n",
+		    st.files, (unsigned long long)st.bytes, o->sh.out, st.shards, o->p.dataset_id,
+		    root, st.skipped ? " (some inputs skipped, see above)" : "");
+	return 0;
+}
+
 static int run(struct encrypt_opts *op)
 {
 	struct encrypt_opts o = *op;
+	if (wants_tree(op))
+		return run_tree(op);
+	if (o.n_paths != 1)
+		return sl_cli_usage("encrypt", "exactly one input file expected");
 	sl_secret *dek = NULL;
 	sl_sld_outfile *of = NULL;
 	struct sl_progress prog;

@@ -735,12 +735,26 @@ bool sl_tree_is_dataset(const char *path)
 	return stat(m, &st) == 0;
 }
 
-sl_err sl_tree_manifest(const char *dir, sl_sldm **out)
+sl_err sl_tree_manifest(const char *dir, sl_remote *remote, sl_sldm **out)
 {
 	char m[PATH_MAX];
-	if (snprintf(m, sizeof(m), "%s/" SL_SLDM_NAME, dir) >= (int)sizeof(m))
-		return sl_err_set(SL_E_INPUT, "%s: path too long", dir);
-	return sl_sldm_read_file(m, out);
+	uint8_t *data = NULL;
+	size_t len = 0;
+	sl_err rc;
+
+	if (remote == NULL) {
+		if (snprintf(m, sizeof(m), "%s/" SL_SLDM_NAME, dir) >= (int)sizeof(m))
+			return sl_err_set(SL_E_INPUT, "%s: path too long", dir);
+		return sl_sldm_read_file(m, out);
+	}
+	rc = sl_remote_get(remote, SL_SLDM_NAME, SL_SLDM_MAX, &data, &len);
+	if (rc == SL_OK) {
+		rc = sl_sldm_parse(data, len, out);
+		if (rc != SL_OK)
+			rc = sl_err_wrap(rc, "%s" SL_SLDM_NAME, sl_remote_name(remote));
+	}
+	free(data);
+	return rc;
 }
 
 struct restore {
@@ -863,8 +877,27 @@ out:
 	return rc;
 }
 
-static sl_err decrypt_shard(const char *dir, const sl_sldm *m, uint32_t i, sl_secret *dek,
-                            unsigned threads, struct restore *r)
+/* A shard from the store: its ciphertext fetched into a memory file. */
+static sl_err fetch_shard(sl_remote *remote, const sl_sldm_shard *s, uint32_t i, int *fd)
+{
+	sl_err rc = SL_E_NOMEM;
+	int f = memfd_create("seclaunch-shard", MFD_CLOEXEC);
+
+	SL_ENSURE(f >= 0, SL_E_NOMEM, "shard %u (%s): memory file: %s", i, s->name,
+	          strerror(errno));
+	rc = sl_remote_fetch(remote, s->name, s->file_size, f);
+	if (rc != SL_OK)
+		goto out;
+	*fd = f;
+	f = -1;
+out:
+	if (f >= 0)
+		close(f);
+	return rc;
+}
+
+static sl_err decrypt_shard(const char *dir, sl_remote *remote, const sl_sldm *m, uint32_t i,
+                            sl_secret *dek, unsigned threads, struct restore *r)
 {
 	sl_err rc = SL_E_IO;
 	sl_sldm_shard s = sl_sldm_shard_at(m, i);
@@ -874,12 +907,19 @@ static sl_err decrypt_shard(const char *dir, const sl_sldm *m, uint32_t i, sl_se
 	struct stat st;
 	int fd = -1;
 
-	SL_ENSURE(snprintf(path, sizeof(path), "%s/%s", dir, s.name) < (int)sizeof(path),
-	          SL_E_INPUT, "%s: path too long", dir);
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		SL_FAIL(errno == ENOENT ? SL_E_TRUNCATED : SL_E_IO, "shard %u (%s): %s", i, s.name,
-		        errno == ENOENT ? "missing from the dataset folder" : strerror(errno));
+	if (remote != NULL) {
+		snprintf(path, sizeof(path), "%s%s", sl_remote_name(remote), s.name);
+		SL_GUARD(fetch_shard(remote, &s, i, &fd));
+	} else {
+		SL_ENSURE(snprintf(path, sizeof(path), "%s/%s", dir, s.name) < (int)sizeof(path),
+		          SL_E_INPUT, "%s: path too long", dir);
+		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			SL_FAIL(errno == ENOENT ? SL_E_TRUNCATED : SL_E_IO, "shard %u (%s): %s", i,
+			        s.name,
+			        errno == ENOENT ? "missing from the dataset folder"
+			                        : strerror(errno));
+	}
 	SL_ENSURE(fstat(fd, &st) == 0 && S_ISREG(st.st_mode), SL_E_INTEGRITY,
 	          "shard %u (%s): not a regular file", i, s.name);
 	rc = sl_sld_header_read_fd(fd, path, &h);
@@ -899,8 +939,8 @@ out:
 	return rc;
 }
 
-sl_err sl_tree_decrypt(const char *dir, const sl_sldm *m, sl_secret *dek, const char *out_dir,
-                       bool force, unsigned threads, sl_tree_stats *st)
+sl_err sl_tree_decrypt(const char *dir, sl_remote *remote, const sl_sldm *m, sl_secret *dek,
+                       const char *out_dir, bool force, unsigned threads, sl_tree_stats *st)
 {
 	sl_err rc = SL_E_INPUT;
 	char tmp[PATH_MAX] = "";
@@ -924,7 +964,7 @@ sl_err sl_tree_decrypt(const char *dir, const sl_sldm *m, sl_secret *dek, const 
 	r.root = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	SL_ENSURE(r.root >= 0, SL_E_IO, "%s: %s", tmp, strerror(errno));
 	for (uint32_t i = 0; i < ns; i++)
-		SL_GUARD(decrypt_shard(dir, m, i, dek, threads, &r));
+		SL_GUARD(decrypt_shard(dir, remote, m, i, dek, threads, &r));
 	/* empty files at the very end */
 	SL_GUARD(open_due(&r, r.g));
 	SL_ENSURE(r.fd < 0 && r.next == nf, SL_E_INTEGRITY,

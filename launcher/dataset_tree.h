@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "remote.h"
 #include "seclaunch/sld.h"
 #include "seclaunch/sldm.h"
 
@@ -41,16 +42,18 @@ SL_MUST_USE sl_err sl_tree_encrypt(sl_secret *dek, const sl_tree_encrypt_opts *o
 /* True when path is a folder holding manifest.sldm. */
 bool sl_tree_is_dataset(const char *path);
 
-/* Reads DIR/manifest.sldm (structure only: the key reference is what the
- * caller needs to obtain the DEK). */
-SL_MUST_USE sl_err sl_tree_manifest(const char *dir, sl_sldm **out);
+/* Reads DIR/manifest.sldm, or the manifest at a remote URL when remote is
+ * not NULL (structure only: the key reference is what the caller needs to
+ * obtain the DEK). */
+SL_MUST_USE sl_err sl_tree_manifest(const char *dir, sl_remote *remote, sl_sldm **out);
 
 /* Authenticates the manifest, checks and decrypts every shard, and writes
  * the files under out_dir (which appears only once every file is complete;
  * force replaces an existing one). Paths are checked again before anything
- * is created. */
-SL_MUST_USE sl_err sl_tree_decrypt(const char *dir, const sl_sldm *m, sl_secret *dek,
-                                   const char *out_dir, bool force, unsigned threads,
-                                   sl_tree_stats *stats);
+ * is created. Shards come from dir, or from remote when it is not NULL
+ * (each fetched as ciphertext into memory, then checked and decrypted). */
+SL_MUST_USE sl_err sl_tree_decrypt(const char *dir, sl_remote *remote, const sl_sldm *m,
+                                   sl_secret *dek, const char *out_dir, bool force,
+                                   unsigned threads, sl_tree_stats *stats);
 
 #endif

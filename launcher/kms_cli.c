@@ -34,6 +34,19 @@ sl_err sl_kms_cli_release_dek(const sl_kms_opts *ko, const char *tcti,
                               const struct sl_region_id *rid, const sl_sld_header *h,
                               sl_secret **dek)
 {
+	size_t wl = 0;
+	const uint8_t *w = sl_sld_header_wrapped_dek(h, &wl);
+	sl_kms_key_req kr = {.key_id = sl_sld_header_key_id(h),
+	                     .dataset_id = sl_sld_header_dataset_id(h),
+	                     .wrapped_dek = w,
+	                     .wrapped_dek_len = wl};
+	return sl_kms_cli_release_ref(ko, tcti, rid, &kr, dek);
+}
+
+sl_err sl_kms_cli_release_ref(const sl_kms_opts *ko, const char *tcti,
+                              const struct sl_region_id *rid, const sl_kms_key_req *ref,
+                              sl_secret **dek)
+{
 	sl_err rc = SL_E_INPUT;
 	sl_kms *k = NULL;
 	sl_claims *claims = NULL;
@@ -42,13 +55,12 @@ sl_err sl_kms_cli_release_dek(const sl_kms_opts *ko, const char *tcti,
 	uint8_t eph_pub[SL_EPH_PUB_LEN], binding[SL_BINDING_LEN];
 	sl_secret *eph_sk = NULL, *deks[1] = {NULL};
 	json_t *ev = NULL, *arr = json_array();
-	size_t wl = 0;
-	const uint8_t *w = sl_sld_header_wrapped_dek(h, &wl);
-	const char *key_id = sl_sld_header_key_id(h);
 	SL_ENSURE(arr != NULL && ids != NULL, SL_E_NOMEM, "evidence");
-	SL_ENSURE(key_id != NULL && w != NULL && wl > 0, SL_E_INPUT,
-	          "the file has no KMS key reference (it was encrypted with a key file: use "
-	          "--key-file)");
+	SL_ENSURE(ref->key_id != NULL && ref->key_id[0] != '\0' && ref->wrapped_dek != NULL &&
+	              ref->wrapped_dek_len > 0,
+	          SL_E_INPUT,
+	          "the dataset has no KMS key reference (it was encrypted with a key file: "
+	          "use --key-file)");
 	SL_GUARD(sl_kms_new(ko, &k));
 	SL_GUARD(sl_kms_challenge_get(k, &ch));
 	SL_GUARD(sl_kms_eph_keypair(eph_pub, &eph_sk));
@@ -67,10 +79,7 @@ sl_err sl_kms_cli_release_dek(const sl_kms_opts *ko, const char *tcti,
 		idoc = NULL; /* append_new takes it either way */
 		SL_ENSURE(json_array_append_new(ids, d) == 0, SL_E_NOMEM, "identity");
 	}
-	sl_kms_key_req kr = {.key_id = key_id,
-	                     .dataset_id = sl_sld_header_dataset_id(h),
-	                     .wrapped_dek = w,
-	                     .wrapped_dek_len = wl};
+	sl_kms_key_req kr = *ref;
 	sl_kms_release_req rq = {.nonce = ch.nonce,
 	                         .eph_pub = eph_pub,
 	                         .policy_digest = ch.policy_digest,

@@ -20,4 +20,10 @@ SL_MUST_USE sl_err sl_kms_cli_release_dek(const sl_kms_opts *ko, const char *tct
                                           const struct sl_region_id *rid, const sl_sld_header *h,
                                           sl_secret **dek);
 
+/* The same for a key reference given field by field (a sharded dataset's
+ * manifest). */
+SL_MUST_USE sl_err sl_kms_cli_release_ref(const sl_kms_opts *ko, const char *tcti,
+                                          const struct sl_region_id *rid, const sl_kms_key_req *ref,
+                                          sl_secret **dek);
+
 #endif

@@ -40,6 +40,33 @@ const char *sl_remote_name(const sl_remote *r)
 	return r->name;
 }
 
+int sl_remote_option(sl_remote_opts *o, int key, const char *arg)
+{
+	char *end;
+	unsigned long v;
+
+	switch (key) {
+	case SL_REMOTE_O_CA_FILE:
+		o->ca_file = arg;
+		return 1;
+	case SL_REMOTE_O_S3_ENDPOINT:
+		o->s3_endpoint = arg;
+		return 1;
+	case SL_REMOTE_O_CONNECTIONS:
+		errno = 0;
+		v = strtoul(arg, &end, 10);
+		if (errno != 0 || end == arg || *end != '\0' || v < 1 || v > MAX_CONNS) {
+			(void)sl_err_set(SL_E_USAGE, "--connections %s: must be 1..%d", arg,
+			                 MAX_CONNS);
+			return -1;
+		}
+		o->connections = (unsigned)v;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 void sl_remote_free(sl_remote *r)
 {
 	if (r == NULL)
@@ -158,6 +185,14 @@ static sl_err common_setopts(const sl_remote *r, CURL *h, const char *url, bool 
 		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_USERPWD, sstr(r->userpwd)), SL_E_INTERNAL,
 		              "credentials");
 	}
+	if (r != NULL && r->sigv4[0] != '\0') {
+		/* S3 wants the payload's hash as a signed header; a GET has none */
+		struct curl_slist *n = curl_slist_append(
+		    *hdrs, "x-amz-content-sha256: "
+		           "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+		SL_ENSURE(n != NULL, SL_E_NOMEM, "request headers");
+		*hdrs = n;
+	}
 	if (r != NULL && r->header != NULL) {
 		struct curl_slist *n = curl_slist_append(*hdrs, sstr(r->header));
 		SL_ENSURE(n != NULL, SL_E_NOMEM, "request headers");
@@ -242,12 +277,12 @@ static sl_err simple_request(const sl_remote *r, const char *url, bool tls_only,
 		bool again = cc != CURLE_OK ? retryable_curl(cc) : retryable_status(st);
 		if (!again || attempt >= retries) {
 			if (cc != CURLE_OK)
-				SL_FAIL(SL_E_REMOTE_UNREACHABLE, "%s (%s): %s%s", what, url,
+				SL_FAIL(SL_E_REMOTE_UNREACHABLE, "%s: %s%s", what,
 				        curl_easy_strerror(cc),
 				        again ? " (retries exhausted)" : "");
 			SL_FAIL(st >= 400 && st < 500 && st != 429 ? SL_E_REMOTE_REFUSED
 			                                           : SL_E_REMOTE_UNREACHABLE,
-			        "%s (%s): HTTP %ld%s", what, url, st,
+			        "%s: HTTP %ld%s", what, st,
 			        st == 403               ? " (access denied: check the credentials)"
 			        : st == 404             ? " (not found)"
 			        : st >= 300 && st < 400 ? " (redirects are not followed)"
@@ -335,14 +370,13 @@ static sl_err aws_imds(const sl_remote *r, char **id, char **secret, char **toke
 	const char *ttl[] = {"X-aws-ec2-metadata-token-ttl-seconds: 300", NULL};
 
 	snprintf(url, sizeof(url), "%s/latest/api/token", base);
-	SL_GUARD(simple_request(NULL, url, false, "PUT", ttl, 4096, "AWS instance metadata token",
-	                        &tok, &tl));
+	SL_GUARD(simple_request(NULL, url, false, "PUT", ttl, 4096, url, &tok, &tl));
 	SL_ENSURE(tl > 0 && strchr((char *)tok, '\n') == NULL && strchr((char *)tok, '\r') == NULL,
 	          SL_E_REMOTE_UNREACHABLE, "AWS instance metadata: a malformed token");
 	snprintf(hdr, sizeof(hdr), "X-aws-ec2-metadata-token: %s", (char *)tok);
 	const char *h[] = {hdr, NULL};
 	snprintf(url, sizeof(url), "%s/latest/meta-data/iam/security-credentials/", base);
-	SL_GUARD(simple_request(NULL, url, false, "GET", h, 4096, "AWS instance role", &role, &rl));
+	SL_GUARD(simple_request(NULL, url, false, "GET", h, 4096, url, &role, &rl));
 	char *nl = strchr((char *)role, '\n');
 	if (nl != NULL)
 		*nl = '\0';
@@ -350,8 +384,7 @@ static sl_err aws_imds(const sl_remote *r, char **id, char **secret, char **toke
 	          "AWS instance metadata: no usable role name");
 	snprintf(url, sizeof(url), "%s/latest/meta-data/iam/security-credentials/%s", base,
 	         (char *)role);
-	SL_GUARD(
-	    simple_request(NULL, url, false, "GET", h, 65536, "AWS role credentials", &cred, &cl));
+	SL_GUARD(simple_request(NULL, url, false, "GET", h, 65536, url, &cred, &cl));
 	json_error_t e;
 	const char *a = NULL, *s = NULL, *t = NULL;
 	j = json_loadb((char *)cred, cl, 0, &e);
@@ -458,8 +491,7 @@ static sl_err gcs_credentials(sl_remote *r)
 		const char *h[] = {"Metadata-Flavor: Google", NULL};
 		snprintf(url, sizeof(url),
 		         "%s/computeMetadata/v1/instance/service-accounts/default/token", base);
-		rc = simple_request(NULL, url, false, "GET", h, 65536, "GCP metadata token", &ans,
-		                    &al);
+		rc = simple_request(NULL, url, false, "GET", h, 65536, url, &ans, &al);
 		if (rc != SL_OK)
 			SL_FAIL(SL_E_REMOTE_REFUSED,
 			        "%s: no GCS credentials (GOOGLE_OAUTH_ACCESS_TOKEN, "

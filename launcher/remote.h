@@ -10,6 +10,7 @@
 #ifndef SECLAUNCH_LAUNCHER_REMOTE_H
 #define SECLAUNCH_LAUNCHER_REMOTE_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -53,5 +54,25 @@ SL_MUST_USE sl_err sl_remote_get(sl_remote *r, const char *object, size_t max, u
  * parallel range requests; the store's Content-Range must name exactly
  * the range asked for and the object's total size must be size. */
 SL_MUST_USE sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd);
+
+/* The options of every command that reads a dataset URL. */
+enum { SL_REMOTE_O_CA_FILE = 0x2100, SL_REMOTE_O_S3_ENDPOINT, SL_REMOTE_O_CONNECTIONS };
+#define SL_REMOTE_OPTS                                                                             \
+	{"ca-file", required_argument, SL_REMOTE_O_CA_FILE, NULL},                                 \
+	    {"s3-endpoint", required_argument, SL_REMOTE_O_S3_ENDPOINT, NULL},                     \
+	{                                                                                          \
+		"connections", required_argument, SL_REMOTE_O_CONNECTIONS, NULL                    \
+	}
+#define SL_REMOTE_HELP                                                                             \
+	"Datasets in object storage (DATASET is https://HOST/PREFIX/, s3://BUCKET/PREFIX/\n"       \
+	"or gs://BUCKET/PREFIX/, the folder that holds manifest.sldm):\n"                          \
+	"  --ca-file FILE         CA bundle for the store's TLS certificate\n"                     \
+	"  --s3-endpoint URL      an S3-compatible store (https://HOST[:PORT]; path-style\n"       \
+	"                         when HOST is an address)\n"                                      \
+	"  --connections N        parallel range requests (default 4)\n"
+
+/* Takes key/arg when it is one of SL_REMOTE_OPTS: 1, or -1 for a bad
+ * value (the message in sl_err_detail()); 0 when not one of them. */
+int sl_remote_option(sl_remote_opts *o, int key, const char *arg);
 
 #endif

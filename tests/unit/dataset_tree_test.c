@@ -91,9 +91,9 @@ static sl_err dec(sl_secret *k, const char *ds_rel, const char *out_rel, sl_tree
 	sl_sldm *m = NULL;
 	snprintf(ds, sizeof(ds), "%s/%s", base, ds_rel);
 	snprintf(out, sizeof(out), "%s/%s", base, out_rel);
-	sl_err rc = sl_tree_manifest(ds, &m);
+	sl_err rc = sl_tree_manifest(ds, NULL, &m);
 	if (rc == SL_OK)
-		rc = sl_tree_decrypt(ds, m, k, out, false, 2, st);
+		rc = sl_tree_decrypt(ds, NULL, m, k, out, false, 2, st);
 	sl_sldm_free(m);
 	return rc;
 }
@@ -266,7 +266,7 @@ static void test_tar_shards_and_collisions(void **state)
 	assert_int_equal(st.shards, 3);
 	sl_sldm *m = NULL;
 	snprintf(a, sizeof(a), "%s/wds-ds", base);
-	assert_int_equal(sl_tree_manifest(a, &m), SL_OK);
+	assert_int_equal(sl_tree_manifest(a, NULL, &m), SL_OK);
 	for (uint32_t i = 0; i < 3; i++) {
 		assert_int_equal(sl_sldm_file_at(m, i).shard, i);
 		assert_int_equal(sl_sldm_file_at(m, i).offset, 0);
