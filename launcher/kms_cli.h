@@ -2,7 +2,7 @@
 #ifndef SECLAUNCH_LAUNCHER_KMS_CLI_H
 #define SECLAUNCH_LAUNCHER_KMS_CLI_H
 
-#include "seclaunch/kms.h"
+#include "seclaunch/kms_client.h"
 #include "seclaunch/sld.h"
 
 /* encrypt --kms: a fresh DEK made here (secret memory), wrapped by

@@ -13,7 +13,7 @@
 #include "seclaunch/attest.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/identity.h"
-#include "seclaunch/kms.h"
+#include "seclaunch/kms_client.h"
 #include "seclaunch/policy.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/sld.h"

@@ -33,7 +33,7 @@
 #include "kms_http.h"
 #include "seclaunch/attest.h"
 #include "seclaunch/tpm2.h"
-#include "seclaunch/kms.h"
+#include "seclaunch/kms_client.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/util.h"
 
