@@ -6,6 +6,7 @@
 
 #include "cloud_identity_int.h"
 #include "seclaunch/util.h"
+#include "seclaunch/json.h"
 
 static const char *const CLOUDS[] = {"aws", "gcp", "azure", NULL};
 
@@ -13,7 +14,7 @@ sl_err sl_identity_verify(const json_t *doc, const sl_identity_opts *o, sl_claim
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	sl_claims *tmp = NULL;
-	const char *kind = json_string_value(json_object_get(doc, "kind"));
+	const char *kind = sl_json_getstr(doc, "kind");
 
 	SL_ENSURE(json_is_object(doc) && kind != NULL, SL_E_ATTEST_FORMAT,
 	          "identity document: an object with a \"kind\" is expected");
@@ -37,7 +38,7 @@ sl_err sl_identity_verify(const json_t *doc, const sl_identity_opts *o, sl_claim
 		                                d ? json_string_length(d) : 0,
 		                                json_string_value(p ? p : s), p != NULL, o, tmp));
 	} else if (strcmp(kind, "unsigned") == 0) {
-		const char *r = json_string_value(json_object_get(doc, "region"));
+		const char *r = sl_json_getstr(doc, "region");
 		SL_ENSURE(r != NULL, SL_E_ATTEST_FORMAT, "identity document: region missing");
 		SL_GUARD(sl_identity_unsigned_region(r, tmp));
 	} else {

@@ -11,6 +11,7 @@
 #include "snp_report.h"
 #include "snp_tsm.h"
 #include "x509_util.h"
+#include "seclaunch/buf.h"
 #include "seclaunch/util.h"
 
 #define SEV_GUEST_DEV "/dev/sev-guest"
@@ -53,13 +54,18 @@ static sl_err collect_ioctl(const uint8_t rd[64], uint8_t **report, size_t *rlen
 	          (unsigned long long)g.exitinfo2);
 	/* MSG_REPORT_RSP: status u32, report_size u32, reserved[24], report */
 	uint32_t status = 0, size = 0;
-	memcpy(&status, resp.data, 4);
-	memcpy(&size, resp.data + 4, 4);
-	SL_ENSURE(status == 0 && size == SL_SNP_REPORT_LEN && 32 + size <= sizeof(resp.data),
+	sl_reader rr;
+	sl_reader_init(&rr, resp.data, sizeof(resp.data), "MSG_REPORT_RSP");
+	SL_GUARD(sl_read_u32le(&rr, &status, "status"));
+	SL_GUARD(sl_read_u32le(&rr, &size, "report_size"));
+	SL_GUARD(sl_read_skip(&rr, 24, "reserved"));
+	SL_ENSURE(status == 0 && size == SL_SNP_REPORT_LEN && size <= sl_reader_left(&rr),
 	          SL_E_ATTEST, "%s: report status %u size %u", SEV_GUEST_DEV, status, size);
+	const uint8_t *rp = NULL;
+	SL_GUARD(sl_read_view(&rr, size, &rp, "report"));
 	*report = malloc(size);
 	SL_ENSURE(*report != NULL, SL_E_NOMEM, "SNP report");
-	memcpy(*report, resp.data + 32, size);
+	memcpy(*report, rp, size);
 	*rlen = size;
 	*aux = certs;
 	*auxlen = certs_cap;
