@@ -7,6 +7,7 @@
 
 #include "policy_int.h"
 #include "seclaunch/util.h"
+#include "seclaunch/json.h"
 
 #define KEY_TTL_MAX (366LL * 24 * 3600)
 
@@ -115,12 +116,9 @@ const char *sl_policy_type_name(const json_t *v)
 /* Rejects members not in allowed (NULL-terminated). */
 sl_err sl_policy_only_fields(const json_t *obj, const char *path, const char *const *allowed)
 {
-	const char *k;
-	json_t *v;
-	json_object_foreach ((json_t *)obj, k, v) {
-		if (!sl_policy_in_list(allowed, k))
-			return sl_policy_verr(path, "unknown field '%s'", k);
-	}
+	const char *k = sl_json_unknown(obj, allowed);
+	if (k != NULL)
+		return sl_policy_verr(path, "unknown field '%s'", k);
 	return SL_OK;
 }
 
@@ -244,6 +242,7 @@ static sl_err check_dataset(const struct vctx *c, json_t *d, const char *path)
 	v = json_object_get(d, "id");
 	SL_GUARD(sl_policy_want_type(v, JSON_STRING, p, "a dataset id pattern"));
 	SL_ENSURE(json_string_length(v) > 0, SL_E_INPUT, "%s: empty", p);
+	SL_ENSURE(sl_json_strval(v) != NULL, SL_E_INPUT, "%s: contains a NUL character", p);
 	for (const char *s = json_string_value(v); *s != '\0'; s++)
 		SL_ENSURE((unsigned char)*s > 0x20 && (unsigned char)*s < 0x7f, SL_E_INPUT,
 		          "%s: only printable ASCII without spaces", p);
@@ -399,11 +398,10 @@ static sl_err validate(json_t *root, struct vctx *c)
 		SL_GUARD(check_dataset(c, d, p));
 		for (size_t j = 0; j < i; j++) {
 			json_t *o = json_array_get(v, j);
-			SL_ENSURE(strcmp(json_string_value(json_object_get(o, "id")),
-			                 json_string_value(json_object_get(d, "id"))) != 0,
+			SL_ENSURE(strcmp(sl_json_getstr(o, "id"), sl_json_getstr(d, "id")) != 0,
 			          SL_E_INPUT,
 			          "%s.id: duplicate rule for dataset '%s' (also $.datasets[%zu])",
-			          p, json_string_value(json_object_get(d, "id")), j);
+			          p, sl_json_getstr(d, "id"), j);
 		}
 	}
 	if ((v = json_object_get(root, "keys")) != NULL)
