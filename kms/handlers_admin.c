@@ -4,6 +4,7 @@
 
 #include "kmsd.h"
 #include "seclaunch/audit.h"
+#include "seclaunch/json.h"
 
 /* Failed admin authentication is recorded too: it is someone trying keys. */
 static bool admin_ok(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res, const char *event,
@@ -11,7 +12,7 @@ static bool admin_ok(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res,
 {
 	if (kmsd_admin_ok(ctx, req, res))
 		return true;
-	json_t *why = json_pack("[s]", json_string_value(json_object_get(res->json, "detail")));
+	json_t *why = json_pack("[s]", sl_json_getstr(res->json, "detail"));
 	kmsd_audit(ctx, event, key_id, NULL, SL_AUDIT_DENY, why, NULL, NULL);
 	json_decref(why);
 	return false;
