@@ -9,6 +9,7 @@
 #include "seclaunch/attest.h"
 #include "seclaunch/tpm2.h"
 #include "seclaunch/util.h"
+#include "seclaunch/json.h"
 
 static void help(void)
 {
@@ -136,7 +137,7 @@ int cmd_attest(int argc, char **argv)
 	if (rc != SL_OK)
 		goto out;
 	if (tools != NULL) {
-		const char *kind = json_string_value(json_object_get(ev, "kind"));
+		const char *kind = sl_json_getstr(ev, "kind");
 		if (kind == NULL || strcmp(kind, "tpm2") != 0) {
 			rc = sl_err_set(SL_E_USAGE,
 			                "--export-tpm2-tools: the evidence is not a TPM quote");
@@ -162,7 +163,7 @@ int cmd_attest(int argc, char **argv)
 			goto out;
 		if (!sl_cli_quiet)
 			fprintf(stderr, "seclaunch attest: %s evidence written to %s\n",
-			        json_string_value(json_object_get(ev, "kind")), output);
+			        sl_json_getstr(ev, "kind"), output);
 	}
 	ret = 0;
 out:

@@ -8,6 +8,7 @@
 #include "policy_cli.h"
 #include "seclaunch/identity.h"
 #include "seclaunch/util.h"
+#include "seclaunch/json.h"
 
 #define CMD "policy"
 
@@ -67,8 +68,7 @@ int sl_policy_cli_identity_collect(const struct opts *o)
 	SL_ENSURE(text != NULL, SL_E_NOMEM, "formatting the document");
 	SL_GUARD(sl_file_write_atomic(o->out, text, strlen(text), 0600, true));
 	if (!sl_cli_quiet)
-		printf("%s identity document -> %s\n",
-		       json_string_value(json_object_get(doc, "kind")), o->out);
+		printf("%s identity document -> %s\n", sl_json_getstr(doc, "kind"), o->out);
 	rc = SL_OK;
 out:
 	free(text);

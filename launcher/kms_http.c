@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "kms_http.h"
 #include "seclaunch/http.h"
+#include "seclaunch/json.h"
 
 #define BACKOFF_BASE_MS 200
 #define BACKOFF_MAX_MS 4000
@@ -55,8 +56,8 @@ static bool tls_failure(CURLcode c)
 static sl_err problem_err(sl_kms *k, const char *path, long status)
 {
 	const json_t *p = k->problem;
-	const char *title = json_string_value(json_object_get(p, "title"));
-	const char *detail = json_string_value(json_object_get(p, "detail"));
+	const char *title = sl_json_getstr(p, "title");
+	const char *detail = sl_json_getstr(p, "detail");
 	const json_t *reasons = json_object_get(p, "reasons");
 	if (status == 403 && json_is_array(reasons) && json_array_size(reasons) > 0) {
 		char msg[4096];
@@ -66,10 +67,9 @@ static sl_err problem_err(sl_kms *k, const char *path, long status)
 		                      json_array_size(reasons) == 1 ? "" : "s");
 		for (size_t i = 0; i < json_array_size(reasons) && o < sizeof(msg); i++) {
 			const json_t *r = json_array_get(reasons, i);
-			const char *code = json_string_value(json_object_get(r, "code"));
-			const char *d = json_is_string(r)
-			                    ? json_string_value(r)
-			                    : json_string_value(json_object_get(r, "detail"));
+			const char *code = sl_json_getstr(r, "code");
+			const char *d =
+			    json_is_string(r) ? json_string_value(r) : sl_json_getstr(r, "detail");
 			o += (size_t)snprintf(msg + o, sizeof(msg) - o, "%s [%s] %.400s",
 			                      i ? ";" : "", code ? code : "reason", d ? d : "?");
 		}

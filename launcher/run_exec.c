@@ -18,6 +18,7 @@
 #include "seclaunch/secret.h"
 #include "seclaunch/sld.h"
 #include "seclaunch/util.h"
+#include "seclaunch/json.h"
 
 static int g_sig; /* a termination signal that arrived before the job */
 
@@ -193,8 +194,8 @@ static sl_err explain_refusal(struct sl_run_st *s)
 	snprintf(detail, sizeof(detail), "%s", sl_err_detail());
 	fprintf(stderr, "seclaunch run: the KMS refused to release the keys:\n");
 	json_array_foreach (reasons, i, r) {
-		const char *code = json_string_value(json_object_get(r, "code"));
-		const char *d = json_string_value(json_object_get(r, "detail"));
+		const char *code = sl_json_getstr(r, "code");
+		const char *d = sl_json_getstr(r, "detail");
 		fprintf(stderr, "  - [%s] %s\n", code != NULL ? code : "?", d != NULL ? d : "?");
 		for (size_t j = 0; code != NULL && attest_codes[j] != NULL; j++)
 			attest |= strcmp(code, attest_codes[j]) == 0;
