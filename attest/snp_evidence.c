@@ -12,6 +12,7 @@
 #include "snp_tsm.h"
 #include "x509_util.h"
 #include "seclaunch/buf.h"
+#include "seclaunch/json.h"
 #include "seclaunch/util.h"
 
 #define SEV_GUEST_DEV "/dev/sev-guest"
@@ -140,7 +141,7 @@ static sl_err b64_field(const json_t *obj, const char *key, size_t max, bool req
 /* The evidence's certificates (each b64 DER) into a stack. */
 sl_err sl_snp_ev_certs(const json_t *ev, STACK_OF(X509) * st)
 {
-	static const char *const names[] = {"vcek", "vlek", "ask", "asvk", "ark"};
+	static const char *const names[] = {"vcek", "vlek", "ask", "asvk", "ark", NULL};
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	json_t *certs = json_object_get(ev, "certs");
 	uint8_t *der = NULL;
@@ -152,12 +153,10 @@ sl_err sl_snp_ev_certs(const json_t *ev, STACK_OF(X509) * st)
 	if (certs == NULL)
 		return SL_OK;
 	SL_ENSURE(json_is_object(certs), SL_E_ATTEST_FORMAT, "evidence.certs: not an object");
+	key = sl_json_unknown(certs, names);
+	SL_ENSURE(key == NULL, SL_E_ATTEST_FORMAT, "evidence.certs.%.16s: unknown certificate",
+	          key);
 	json_object_foreach (certs, key, val) {
-		bool known = false;
-		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-			known = known || strcmp(key, names[i]) == 0;
-		SL_ENSURE(known, SL_E_ATTEST_FORMAT, "evidence.certs.%.16s: unknown certificate",
-		          key);
 		SL_GUARD(b64_field(certs, key, MAX_CERT, true, &der, &len, "evidence.certs"));
 		SL_GUARD(sl_x509_from_der(der, len, &x, key));
 		SL_ENSURE(sk_X509_push(st, x) > 0, SL_E_NOMEM, "evidence.certs");
