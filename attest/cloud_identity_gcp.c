@@ -146,14 +146,13 @@ static sl_err jwks_key(const char *path, const char *kid, EVP_PKEY **out)
 	SL_ENSURE(json_is_array(json_object_get(root, "keys")), SL_E_FORMAT,
 	          "%s: not a JWKS ({\"keys\": [...]})", path);
 	json_array_foreach (json_object_get(root, "keys"), i, k) {
-		if (json_is_string(json_object_get(k, "kid")) &&
-		    strcmp(sl_json_getstr(k, "kid"), kid) == 0)
+		if (sl_json_getstr(k, "kid") != NULL && strcmp(sl_json_getstr(k, "kid"), kid) == 0)
 			found = k;
 	}
 	SL_ENSURE(found != NULL, SL_E_ATTEST_SIG,
 	          "GCP identity token: key id '%s' is not in the JWKS %s (unknown or rotated key)",
 	          kid, path);
-	SL_ENSURE(json_is_string(json_object_get(found, "kty")) &&
+	SL_ENSURE(sl_json_getstr(found, "kty") != NULL &&
 	              strcmp(sl_json_getstr(found, "kty"), "RSA") == 0,
 	          SL_E_ATTEST_SIG, "%s: key '%s' is not an RSA key", path, kid);
 	/* a key published for another algorithm or use is not a signing key for RS256 */
