@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The layering check (scripts/check-layers) on this build's objects: the
 # real table passes, and a table that forbids an arrow the code uses fails
-# naming the object, the symbol and the arrow.
+# naming the object and symbol (nm), or the file and header (includes), and
+# the arrow.
 . "$(dirname "$0")/lib.sh"
 SL_BUILD=${SL_BUILD:-$SL_ROOT/build}
 cd "$SL_ROOT" || exit 2
@@ -27,6 +28,11 @@ check "attest -> core forbidden: the HTTP helper's callers are named" 1 \
 	scripts/check-layers "$T/no-http.txt"
 assert "names snp_kds.o and sl_http_fetch" \
 	grep -q "attest/snp_kds.o uses sl_http_fetch from core/: attest -> core" "$T/out"
+
+sed 's|^include/seclaunch/json.h: core|include/seclaunch/json.h: attest|' scripts/layers.txt >"$T/hdr.txt"
+check "a header of a module policy may not call: fails" 1 scripts/check-layers "$T/hdr.txt"
+assert "names the file, the header and the arrow" \
+	grep -q "policy/policy_parse.c includes seclaunch/json.h (module attest/): policy -> attest is not allowed" "$T/out"
 
 grep -v '^audit:' scripts/layers.txt >"$T/no-audit.txt"
 check "a built module without a line fails" 1 scripts/check-layers "$T/no-audit.txt"
