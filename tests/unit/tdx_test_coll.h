@@ -315,7 +315,7 @@ static void test_collateral_duplicate(void **state)
 	size_t n = 0;
 	memcpy(dup, text, head);
 	n = head;
-	n += (size_t)sprintf(dup + n, ",\"tcbInfo\":");
+	n += (size_t)snprintf(dup + n, 16, ",\"tcbInfo\":");
 	memcpy(dup + n, text + strlen("{\"tcbInfo\":"), mlen);
 	char *hit = strstr(dup + n, "\"pcesvn\":11");
 	assert_non_null(hit);
@@ -341,7 +341,7 @@ static void test_collateral_duplicate(void **state)
 
 	/* an extra top-level member */
 	memcpy(dup, text, head);
-	n = head + (size_t)sprintf(dup + head, ",\"x\":1");
+	n = head + (size_t)snprintf(dup + head, 16, ",\"x\":1");
 	memcpy(dup + n, sigat, bl - head);
 	n += bl - head;
 	put_tcbinfo(d, dup, n);
@@ -349,7 +349,7 @@ static void test_collateral_duplicate(void **state)
 	            "unknown field \"x\"", "extra member");
 
 	/* whitespace around the member is not signed, and does not matter */
-	n = (size_t)sprintf(dup, "{ \n\t\"tcbInfo\" : ");
+	n = (size_t)snprintf(dup, 32, "{ \n\t\"tcbInfo\" : ");
 	memcpy(dup + n, text + strlen("{\"tcbInfo\":"), mlen);
 	n += mlen;
 	memcpy(dup + n, sigat, bl - head);
