@@ -1,5 +1,5 @@
 # seclaunch build. `make` builds bin/seclaunch and bin/seclaunchd.
-# Every .c under crypto/ attest/ policy/ audit/ kms/ launcher/ goes into one
+# Every .c under core/ crypto/ attest/ policy/ audit/ kms/ launcher/ goes into one
 # static library, except the program entries launcher/main.c and kms/main.c.
 
 PREFIX  ?= /usr/local
@@ -91,7 +91,7 @@ ALL_CFLAGS  = $(CFLAGS_BASE) $(HARDEN_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(HARDEN_LDFLAGS) $(LDFLAGS)
 LIBS = $(PKG_LIBS) -lpthread -ldl -lm
 
-MODULES := crypto attest policy audit kms launcher
+MODULES := core crypto attest policy audit kms launcher
 MAINS   := launcher/main.c kms/main.c
 LIB_SRCS := $(filter-out $(MAINS),$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)

@@ -17,13 +17,14 @@
 #include "tdx_quote.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/util.h"
+#include "seclaunch/json.h"
 
 #define MAX_B64 (64 * 1024)
 #define NPCRS 24
 
 static sl_err b64(const json_t *o, const char *key, uint8_t **out, size_t *len)
 {
-	const char *s = json_string_value(json_object_get(o, key));
+	const char *s = sl_json_getstr(o, key);
 	*out = NULL;
 	if (s == NULL)
 		return sl_err_set(SL_E_ATTEST_FORMAT, "azure-cvm evidence: %s missing", key);
@@ -46,14 +47,14 @@ static sl_err runtime_ak(const json_t *rt, EVP_PKEY **out)
 
 	*out = NULL;
 	json_array_foreach (json_object_get(rt, "keys"), i, k) {
-		const char *kid = json_string_value(json_object_get(k, "kid"));
+		const char *kid = sl_json_getstr(k, "kid");
 		if (kid != NULL && strcmp(kid, "HCLAkPub") == 0)
 			ak = k;
 	}
 	SL_ENSURE(ak != NULL, SL_E_ATTEST_FORMAT, "HCL runtime data: no HCLAkPub key");
-	const char *kty = json_string_value(json_object_get(ak, "kty"));
-	const char *sn = json_string_value(json_object_get(ak, "n"));
-	const char *se = json_string_value(json_object_get(ak, "e"));
+	const char *kty = sl_json_getstr(ak, "kty");
+	const char *sn = sl_json_getstr(ak, "n");
+	const char *se = sl_json_getstr(ak, "e");
 	SL_ENSURE(kty != NULL && strcmp(kty, "RSA") == 0 && sn != NULL && se != NULL,
 	          SL_E_ATTEST_FORMAT, "HCL runtime data: HCLAkPub is not an RSA JWK");
 	SL_GUARD(sl_b64url_decode(sn, strlen(sn), 1024, &n, &nl, "HCLAkPub.n"));
@@ -107,7 +108,7 @@ static sl_err runtime_claims(const json_t *rt, sl_claims *c)
 		else if (json_is_string(v) && json_string_length(v) < 128)
 			SL_GUARD(sl_claims_set(c, map[i].claim, json_string_value(v)));
 	}
-	const char *ud = json_string_value(json_object_get(rt, "user-data"));
+	const char *ud = sl_json_getstr(rt, "user-data");
 	if (ud != NULL && strlen(ud) <= 128)
 		SL_GUARD(sl_claims_set(c, "azure.user_data", ud));
 	rc = SL_OK;

@@ -6,6 +6,7 @@
 
 #include "cloud_identity_int.h"
 #include "seclaunch/util.h"
+#include "seclaunch/json.h"
 
 static const char *const CLOUDS[] = {"aws", "gcp", "azure", NULL};
 
@@ -14,18 +15,10 @@ static const char *const CLOUDS[] = {"aws", "gcp", "azure", NULL};
  * counted. */
 static sl_err only_members(const json_t *doc, const char *kind, const char *const *allowed)
 {
-	const char *k;
-	json_t *v;
-	json_object_foreach ((json_t *)doc, k, v) {
-		(void)v;
-		bool ok = false;
-		for (size_t i = 0; allowed[i] != NULL && !ok; i++)
-			ok = strcmp(k, allowed[i]) == 0;
-		if (!ok)
-			return sl_err_set(SL_E_ATTEST_FORMAT,
-			                  "identity document (%s): unknown member \"%.64s\"", kind,
-			                  k);
-	}
+	const char *k = sl_json_unknown(doc, allowed);
+	if (k != NULL)
+		return sl_err_set(SL_E_ATTEST_FORMAT,
+		                  "identity document (%s): unknown member \"%.64s\"", kind, k);
 	return SL_OK;
 }
 
@@ -33,7 +26,7 @@ sl_err sl_identity_verify(const json_t *doc, const sl_identity_opts *o, sl_claim
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	sl_claims *tmp = NULL;
-	const char *kind = json_string_value(json_object_get(doc, "kind"));
+	const char *kind = sl_json_getstr(doc, "kind");
 
 	SL_ENSURE(json_is_object(doc) && kind != NULL, SL_E_ATTEST_FORMAT,
 	          "identity document: an object with a \"kind\" is expected");
@@ -63,7 +56,7 @@ sl_err sl_identity_verify(const json_t *doc, const sl_identity_opts *o, sl_claim
 	} else if (strcmp(kind, "unsigned") == 0) {
 		static const char *const m[] = {"kind", "region", NULL};
 		SL_GUARD(only_members(doc, kind, m));
-		const char *r = json_string_value(json_object_get(doc, "region"));
+		const char *r = sl_json_getstr(doc, "region");
 		SL_ENSURE(r != NULL, SL_E_ATTEST_FORMAT, "identity document: region missing");
 		SL_GUARD(sl_identity_unsigned_region(r, tmp));
 	} else {

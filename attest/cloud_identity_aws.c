@@ -13,6 +13,7 @@
 
 #include "cloud_identity_int.h"
 #include "seclaunch/util.h"
+#include "seclaunch/json.h"
 #include "x509_util.h"
 
 sl_err sl_identity_b64_clean(const char *in, char **out)
@@ -145,8 +146,8 @@ static sl_err doc_claims(const uint8_t *doc, size_t len, sl_claims *claims)
 		          "AWS identity document: %s missing", need[i][0]);
 		SL_GUARD(sl_claims_set(claims, need[i][1], json_string_value(v)));
 	}
-	const char *region = json_string_value(json_object_get(d, "region"));
-	const char *zone = json_string_value(json_object_get(d, "availabilityZone"));
+	const char *region = sl_json_getstr(d, "region");
+	const char *zone = sl_json_getstr(d, "availabilityZone");
 	SL_ENSURE(strspn(region, "abcdefghijklmnopqrstuvwxyz0123456789-") == strlen(region) &&
 	              strncmp(zone, region, strlen(region)) == 0,
 	          SL_E_ATTEST_FORMAT,

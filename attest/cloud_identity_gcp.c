@@ -13,6 +13,7 @@
 #include "cloud_identity_int.h"
 #include "seclaunch/buf.h"
 #include "seclaunch/util.h"
+#include "seclaunch/json.h"
 #include "x509_util.h"
 
 #define JWKS_MAX (256 * 1024)
@@ -66,15 +67,15 @@ static sl_err jwt_parse(const char *token, size_t len, struct jwt *j)
 	          "JWT: empty or larger than %d bytes", SL_IDENTITY_MAX_BYTES);
 	sl_reader_init(&r, token, len, "JWT");
 	for (int i = 0; i < 3; i++) {
-		size_t left = sl_reader_left(&r);
-		const uint8_t *dot = left ? memchr(r.data + r.off, '.', left) : NULL;
-		SL_ENSURE((i < 2) == (dot != NULL), SL_E_ATTEST_FORMAT,
-		          "JWT: want three base64url parts separated by '.'");
-		plen[i] = dot ? (size_t)(dot - (r.data + r.off)) : left;
-		SL_GUARD(sl_read_view(&r, plen[i], &part[i], "JWT part"));
-		if (i < 2)
-			SL_GUARD(sl_read_skip(&r, 1, "JWT '.'"));
+		sl_reader p;
+		SL_ENSURE(i < 2 ? sl_read_until(&r, '.', &p, "JWT part") == SL_OK
+		                : sl_read_sub(&r, sl_reader_left(&r), &p, "JWT part") == SL_OK,
+		          SL_E_ATTEST_FORMAT, "JWT: want three base64url parts separated by '.'");
+		plen[i] = sl_reader_left(&p);
+		SL_GUARD(sl_read_view(&p, plen[i], &part[i], "JWT part"));
 	}
+	SL_ENSURE(memchr(part[2], '.', plen[2]) == NULL, SL_E_ATTEST_FORMAT,
+	          "JWT: want three base64url parts separated by '.'");
 	SL_GUARD(decode_json_part(part[0], plen[0], "header", &j->header));
 	SL_GUARD(decode_json_part(part[1], plen[1], "payload", &j->payload));
 	j->signed_part = (const uint8_t *)token;
@@ -145,19 +146,18 @@ static sl_err jwks_key(const char *path, const char *kid, EVP_PKEY **out)
 	SL_ENSURE(json_is_array(json_object_get(root, "keys")), SL_E_FORMAT,
 	          "%s: not a JWKS ({\"keys\": [...]})", path);
 	json_array_foreach (json_object_get(root, "keys"), i, k) {
-		if (json_is_string(json_object_get(k, "kid")) &&
-		    strcmp(json_string_value(json_object_get(k, "kid")), kid) == 0)
+		if (sl_json_getstr(k, "kid") != NULL && strcmp(sl_json_getstr(k, "kid"), kid) == 0)
 			found = k;
 	}
 	SL_ENSURE(found != NULL, SL_E_ATTEST_SIG,
 	          "GCP identity token: key id '%s' is not in the JWKS %s (unknown or rotated key)",
 	          kid, path);
-	SL_ENSURE(json_is_string(json_object_get(found, "kty")) &&
-	              strcmp(json_string_value(json_object_get(found, "kty")), "RSA") == 0,
+	SL_ENSURE(sl_json_getstr(found, "kty") != NULL &&
+	              strcmp(sl_json_getstr(found, "kty"), "RSA") == 0,
 	          SL_E_ATTEST_SIG, "%s: key '%s' is not an RSA key", path, kid);
 	/* a key published for another algorithm or use is not a signing key for RS256 */
-	const char *kalg = json_string_value(json_object_get(found, "alg"));
-	const char *use = json_string_value(json_object_get(found, "use"));
+	const char *kalg = sl_json_getstr(found, "alg");
+	const char *use = sl_json_getstr(found, "use");
 	SL_ENSURE((kalg == NULL || strcmp(kalg, "RS256") == 0) &&
 	              (use == NULL || strcmp(use, "sig") == 0),
 	          SL_E_ATTEST_SIG, "%s: key '%s' is not an RS256 signing key (alg %s, use %s)",
@@ -237,7 +237,7 @@ out:
 
 static const char *str(const json_t *o, const char *k)
 {
-	return json_string_value(json_object_get(o, k));
+	return sl_json_getstr(o, k);
 }
 
 /* aud or eat_nonce (string or array of strings) contains want. */

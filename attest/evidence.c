@@ -3,6 +3,7 @@
 
 #include "kinds.h"
 #include "seclaunch/attest.h"
+#include "seclaunch/json.h"
 
 /* Order matters for --tee auto: hardware TEE reports first, the TPM last. */
 static const sl_evidence_kind *const kinds[] = {
@@ -38,7 +39,7 @@ sl_err sl_evidence_collect(const char *kind, const sl_collect_opts *o, json_t **
 
 sl_err sl_evidence_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *claims)
 {
-	const char *kind = json_string_value(json_object_get(ev, "kind"));
+	const char *kind = sl_json_getstr(ev, "kind");
 	if (!json_is_object(ev) || kind == NULL)
 		return sl_err_set(SL_E_ATTEST_FORMAT, "evidence: missing string field \"kind\"");
 	const sl_evidence_kind *k = sl_evidence_kind_find(kind);

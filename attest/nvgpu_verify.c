@@ -18,6 +18,7 @@
 #include "x509_util.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/util.h"
+#include "seclaunch/json.h"
 
 #define MAX_REPORT_B64 12000
 #define MAX_CERTS_B64 65536
@@ -191,7 +192,7 @@ static sl_err load_certs(const json_t *ev, STACK_OF(X509) * certs)
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	uint8_t *pem = NULL;
 	size_t len = 0;
-	const char *b64 = json_string_value(json_object_get(ev, "certs"));
+	const char *b64 = sl_json_getstr(ev, "certs");
 	SL_ENSURE(b64 != NULL, SL_E_ATTEST_FORMAT, "evidence.certs: missing base64 string");
 	SL_GUARD(sl_b64_decode(b64, MAX_CERTS_B64, &pem, &len, "evidence.certs"));
 	SL_GUARD(sl_x509_parse_blob(pem, len, certs, NULL, "evidence.certs"));
@@ -239,7 +240,7 @@ static sl_err nvgpu_verify(const json_t *ev, const sl_verify_opts *o, sl_claims 
 	sl_claims *tmp = NULL;
 
 	SL_ENSURE(certs != NULL, SL_E_NOMEM, "GPU evidence");
-	const char *b64 = json_string_value(json_object_get(ev, "report"));
+	const char *b64 = sl_json_getstr(ev, "report");
 	SL_ENSURE(b64 != NULL, SL_E_ATTEST_FORMAT, "evidence.report: missing base64 string");
 	rc = sl_b64_decode(b64, MAX_REPORT_B64, &report, &rlen, "evidence.report");
 	if (rc == SL_E_FORMAT || rc == SL_E_TOO_LARGE)

@@ -11,6 +11,8 @@
 #include "snp_report.h"
 #include "snp_tsm.h"
 #include "x509_util.h"
+#include "seclaunch/buf.h"
+#include "seclaunch/json.h"
 #include "seclaunch/util.h"
 
 #define SEV_GUEST_DEV "/dev/sev-guest"
@@ -53,13 +55,18 @@ static sl_err collect_ioctl(const uint8_t rd[64], uint8_t **report, size_t *rlen
 	          (unsigned long long)g.exitinfo2);
 	/* MSG_REPORT_RSP: status u32, report_size u32, reserved[24], report */
 	uint32_t status = 0, size = 0;
-	memcpy(&status, resp.data, 4);
-	memcpy(&size, resp.data + 4, 4);
-	SL_ENSURE(status == 0 && size == SL_SNP_REPORT_LEN && 32 + size <= sizeof(resp.data),
+	sl_reader rr;
+	sl_reader_init(&rr, resp.data, sizeof(resp.data), "MSG_REPORT_RSP");
+	SL_GUARD(sl_read_u32le(&rr, &status, "status"));
+	SL_GUARD(sl_read_u32le(&rr, &size, "report_size"));
+	SL_GUARD(sl_read_skip(&rr, 24, "reserved"));
+	SL_ENSURE(status == 0 && size == SL_SNP_REPORT_LEN && size <= sl_reader_left(&rr),
 	          SL_E_ATTEST, "%s: report status %u size %u", SEV_GUEST_DEV, status, size);
+	const uint8_t *rp = NULL;
+	SL_GUARD(sl_read_view(&rr, size, &rp, "report"));
 	*report = malloc(size);
 	SL_ENSURE(*report != NULL, SL_E_NOMEM, "SNP report");
-	memcpy(*report, resp.data + 32, size);
+	memcpy(*report, rp, size);
 	*rlen = size;
 	*aux = certs;
 	*auxlen = certs_cap;
@@ -134,7 +141,7 @@ static sl_err b64_field(const json_t *obj, const char *key, size_t max, bool req
 /* The evidence's certificates (each b64 DER) into a stack. */
 sl_err sl_snp_ev_certs(const json_t *ev, STACK_OF(X509) * st)
 {
-	static const char *const names[] = {"vcek", "vlek", "ask", "asvk", "ark"};
+	static const char *const names[] = {"vcek", "vlek", "ask", "asvk", "ark", NULL};
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	json_t *certs = json_object_get(ev, "certs");
 	uint8_t *der = NULL;
@@ -146,12 +153,10 @@ sl_err sl_snp_ev_certs(const json_t *ev, STACK_OF(X509) * st)
 	if (certs == NULL)
 		return SL_OK;
 	SL_ENSURE(json_is_object(certs), SL_E_ATTEST_FORMAT, "evidence.certs: not an object");
+	key = sl_json_unknown(certs, names);
+	SL_ENSURE(key == NULL, SL_E_ATTEST_FORMAT, "evidence.certs.%.16s: unknown certificate",
+	          key);
 	json_object_foreach (certs, key, val) {
-		bool known = false;
-		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-			known = known || strcmp(key, names[i]) == 0;
-		SL_ENSURE(known, SL_E_ATTEST_FORMAT, "evidence.certs.%.16s: unknown certificate",
-		          key);
 		SL_GUARD(b64_field(certs, key, MAX_CERT, true, &der, &len, "evidence.certs"));
 		SL_GUARD(sl_x509_from_der(der, len, &x, key));
 		SL_ENSURE(sk_X509_push(st, x) > 0, SL_E_NOMEM, "evidence.certs");

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "azure_hcl.h"
-#include "snp_import.h"
 #include "snp_report.h"
 #include "tdx_quote.h"
 #include "x509_util.h"

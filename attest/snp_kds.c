@@ -5,35 +5,16 @@
  * KDS rate-limits, so a 429 fails with its Retry-After and the cache keeps
  * later verifications off the network. VLEKs are not served without CSP
  * credentials and are not fetched. */
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "snp_report.h"
+#include "seclaunch/http.h"
 #include "seclaunch/util.h"
 
 #define KDS_MAX (64 * 1024)
-
-struct body {
-	uint8_t buf[KDS_MAX];
-	size_t len;
-	bool too_big;
-};
-
-static size_t on_data(char *p, size_t size, size_t n, void *ctx)
-{
-	struct body *b = ctx;
-	size_t k = size * n;
-	if (k > sizeof(b->buf) - b->len) {
-		b->too_big = true;
-		return 0;
-	}
-	memcpy(b->buf + b->len, p, k);
-	b->len += k;
-	return k;
-}
 
 static bool allowed_base(const char *u)
 {
@@ -41,70 +22,28 @@ static bool allowed_base(const char *u)
 	       strncmp(u, "http://localhost:", 17) == 0;
 }
 
-/* (sl_err_curl lives in the launcher: attest/ reports curl errors itself) */
-static CURLcode setup(CURL *c, const char *url, struct body *b)
-{
-	CURLcode cc = curl_easy_setopt(c, CURLOPT_URL, url);
-	if (cc == CURLE_OK)
-		cc = curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https,http");
-	if (cc == CURLE_OK)
-		cc = curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-	if (cc == CURLE_OK)
-		cc = curl_easy_setopt(c, CURLOPT_TIMEOUT, 15L);
-	if (cc == CURLE_OK)
-		cc = curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	if (cc == CURLE_OK)
-		cc = curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
-	return cc;
-}
-
-static sl_err get(const char *url, struct body *b)
-{
-	sl_err rc = SL_E_ATTEST_UNTRUSTED;
-	CURL *c = curl_easy_init();
-	long status = 0;
-	curl_off_t retry = 0;
-
-	b->len = 0;
-	b->too_big = false;
-	SL_ENSURE(c != NULL, SL_E_NOMEM, "AMD KDS: curl");
-	CURLcode cc = setup(c, url, b);
-	SL_ENSURE(cc == CURLE_OK, SL_E_INTERNAL, "AMD KDS: curl option: %s",
-	          curl_easy_strerror(cc));
-	cc = curl_easy_perform(c);
-	SL_ENSURE(!b->too_big, SL_E_ATTEST_UNTRUSTED, "AMD KDS %s: answer over %d bytes", url,
-	          KDS_MAX);
-	SL_ENSURE(cc == CURLE_OK, SL_E_ATTEST_UNTRUSTED, "AMD KDS %s: %s", url,
-	          curl_easy_strerror(cc));
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	if (status == 429) {
-		curl_easy_getinfo(c, CURLINFO_RETRY_AFTER, &retry);
-		SL_FAIL(SL_E_ATTEST_UNTRUSTED, "AMD KDS %s: rate limited (429), retry after %lld s",
-		        url, (long long)retry);
-	}
-	SL_ENSURE(status == 200, SL_E_ATTEST_UNTRUSTED, "AMD KDS %s: HTTP %ld", url, status);
-	rc = SL_OK;
-out:
-	curl_easy_cleanup(c);
-	return rc;
-}
-
 /* Fetches url into path unless path exists already. */
 static sl_err fetch_to(const char *url, const char *path)
 {
-	struct body *b = NULL;
 	sl_err rc = SL_E_ATTEST_UNTRUSTED;
+	sl_http_resp r = {0};
+	const sl_http_req req = {
+	    .what = "AMD KDS",
+	    .url = url,
+	    .protocols = "https,http", /* http only to loopback: allowed_base */
+	    .total_timeout_ms = 15000,
+	    .max_bytes = KDS_MAX,
+	    .fail = SL_E_ATTEST_UNTRUSTED,
+	};
 
 	if (access(path, F_OK) == 0)
 		return SL_OK;
-	b = malloc(sizeof(*b));
-	SL_ENSURE(b != NULL, SL_E_NOMEM, "AMD KDS");
-	SL_GUARD(get(url, b));
-	rc = sl_file_write_atomic(path, b->buf, b->len, 0644, false);
+	SL_GUARD(sl_http_fetch(&req, &r));
+	rc = sl_file_write_atomic(path, r.body.p, r.body.len, 0644, false);
 	if (rc == SL_E_EXISTS) /* another verifier cached it meanwhile */
 		rc = SL_OK;
 out:
-	free(b);
+	sl_http_resp_free(&r);
 	return rc;
 }
 

@@ -12,6 +12,7 @@
 #include "x509_util.h"
 #include "seclaunch/buf.h"
 #include "seclaunch/util.h"
+#include "seclaunch/json.h"
 
 #define MAX_JSON_FILES 64
 #define MAX_JSON_BYTES (1024 * 1024)
@@ -50,7 +51,7 @@ static void worst(char dst[static 40], const char *other)
 
 static sl_err hex_field(const json_t *o, const char *key, uint8_t *out, size_t n, const char *what)
 {
-	const char *s = json_string_value(json_object_get(o, key));
+	const char *s = sl_json_getstr(o, key);
 	if (s == NULL)
 		return sl_err_set(SL_E_ATTEST_FORMAT, "%s.%s: missing", what, key);
 	char low[260];
@@ -78,7 +79,7 @@ static sl_err module_status(const json_t *ti, const sl_tdx_body *b, char out[sta
 
 	snprintf(id, sizeof(id), "TDX_%02X", b->tee_tcb_svn[1]);
 	json_array_foreach (json_object_get(ti, "tdxModuleIdentities"), i, m) {
-		const char *mid = json_string_value(json_object_get(m, "id"));
+		const char *mid = sl_json_getstr(m, "id");
 		if (mid == NULL || strcasecmp(mid, id) != 0)
 			continue;
 		SL_GUARD(hex_field(m, "mrsigner", mrsigner, 48, id));
@@ -96,8 +97,7 @@ static sl_err module_status(const json_t *ti, const sl_tdx_body *b, char out[sta
 			json_int_t isv = json_integer_value(
 			    json_object_get(json_object_get(lvl, "tcb"), "isvsvn"));
 			if (b->tee_tcb_svn[0] >= isv) {
-				const char *st =
-				    json_string_value(json_object_get(lvl, "tcbStatus"));
+				const char *st = sl_json_getstr(lvl, "tcbStatus");
 				snprintf(out, 40, "%s", st != NULL ? st : "NotSupported");
 				rc = SL_OK;
 				goto out;
@@ -126,7 +126,7 @@ sl_err sl_tdx_tcb_eval(const json_t *ti, const sl_pck_ext *pck, const sl_tdx_bod
 	SL_GUARD(hex_field(ti, "pceId", pceid, 2, "tcbInfo"));
 	SL_ENSURE(memcmp(fmspc, pck->fmspc, 6) == 0 && memcmp(pceid, pck->pceid, 2) == 0,
 	          SL_E_ATTEST_FORMAT, "tcbInfo: FMSPC / PCE-ID differ from the PCK certificate's");
-	const char *id = json_string_value(json_object_get(ti, "id"));
+	const char *id = sl_json_getstr(ti, "id");
 	SL_ENSURE(id != NULL && strcmp(id, "TDX") == 0, SL_E_ATTEST_FORMAT,
 	          "tcbInfo: id is not TDX");
 	json_t *mod = json_object_get(ti, "tdxModule");
@@ -161,8 +161,8 @@ sl_err sl_tdx_tcb_eval(const json_t *ti, const sl_pck_ext *pck, const sl_tdx_bod
 			ok = b->tee_tcb_svn[k] >= svn_at(tdx, k);
 		if (!ok)
 			continue;
-		const char *st = json_string_value(json_object_get(lvl, "tcbStatus"));
-		const char *date = json_string_value(json_object_get(lvl, "tcbDate"));
+		const char *st = sl_json_getstr(lvl, "tcbStatus");
+		const char *date = sl_json_getstr(lvl, "tcbDate");
 		snprintf(out->status, sizeof(out->status), "%s", st != NULL ? st : "NotSupported");
 		snprintf(out->tcb_date, sizeof(out->tcb_date), "%s", date != NULL ? date : "");
 		break;
@@ -183,7 +183,7 @@ sl_err sl_tdx_qe_eval(const json_t *qi, const sl_tdx_qe_report *qe, char status[
 	size_t i;
 	json_t *lvl = NULL;
 
-	const char *id = json_string_value(json_object_get(qi, "id"));
+	const char *id = sl_json_getstr(qi, "id");
 	SL_ENSURE(id != NULL && strcmp(id, "TD_QE") == 0, SL_E_ATTEST_FORMAT,
 	          "enclaveIdentity: id is not TD_QE");
 	SL_GUARD(hex_field(qi, "mrsigner", mrsigner, 32, "enclaveIdentity"));
@@ -209,7 +209,7 @@ sl_err sl_tdx_qe_eval(const json_t *qi, const sl_tdx_qe_report *qe, char status[
 		json_int_t isv =
 		    json_integer_value(json_object_get(json_object_get(lvl, "tcb"), "isvsvn"));
 		if (qe->isvsvn >= isv) {
-			const char *st = json_string_value(json_object_get(lvl, "tcbStatus"));
+			const char *st = sl_json_getstr(lvl, "tcbStatus");
 			snprintf(status, 40, "%s", st != NULL ? st : "OutOfDate");
 			break;
 		}

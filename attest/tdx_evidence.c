@@ -8,6 +8,7 @@
 #include "snp_tsm.h"
 #include "tdx_quote.h"
 #include "seclaunch/util.h"
+#include "seclaunch/json.h"
 
 #define MAX_QUOTE (64 * 1024)
 #define MAX_CCEL (4 * 1024 * 1024)
@@ -64,7 +65,7 @@ out:
 static sl_err check_ccel(const json_t *ev, const uint8_t *quote, size_t qlen, sl_claims *claims)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
-	const char *s = json_string_value(json_object_get(ev, "ccel"));
+	const char *s = sl_json_getstr(ev, "ccel");
 	uint8_t *log = NULL, rtmr[4][48];
 	size_t len = 0, events = 0;
 	sl_tdx_quote q;
@@ -95,7 +96,7 @@ static sl_err tdx_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *c
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	uint8_t *quote = NULL;
 	size_t qlen = 0;
-	const char *s = json_string_value(json_object_get(ev, "quote"));
+	const char *s = sl_json_getstr(ev, "quote");
 
 	SL_ENSURE(s != NULL, SL_E_ATTEST_FORMAT, "evidence.quote: missing or not a string");
 	rc = sl_b64_decode(s, MAX_QUOTE, &quote, &qlen, "evidence.quote");

@@ -1,7 +1,12 @@
 /* Loading and authenticating PCS collateral JSON from the collateral
- * directory: the signature covers the exact bytes of the "tcbInfo" /
- * "enclaveIdentity" member as served, so that member is cut out of the raw
- * text (a JSON round trip would change the bytes). */
+ * directory. Intel signs the exact bytes of the "tcbInfo" /
+ * "enclaveIdentity" member's value as served, and a JSON round trip would
+ * change them, so the value's byte range is located by walking the top-level
+ * object with jansson itself (each key and value parsed in place, its length
+ * taken from what the parser consumed), and the value is then parsed again
+ * from exactly those bytes: what is evaluated is what was signed. Duplicate
+ * keys anywhere and members other than the signed one and "signature" are
+ * refused, so no second copy can hide behind the signed one. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,66 +16,138 @@
 #include "tdx_quote.h"
 #include "x509_util.h"
 #include "seclaunch/buf.h"
+#include "seclaunch/json.h"
 #include "seclaunch/util.h"
 
 #define MAX_JSON_FILES 64
 #define MAX_JSON_BYTES (1024 * 1024)
+#define JSON_FLAGS (JSON_REJECT_DUPLICATES)
+#define JSON_PART_FLAGS (JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK)
 
-/* The raw value (an object) of top-level member key in a JSON text. */
-static sl_err raw_member(const uint8_t *text, size_t len, const char *key, const uint8_t **v,
-                         size_t *vlen)
+static void skip_ws(sl_reader *r)
 {
-	sl_reader r;
-	int depth = 0;
-	bool in_str = false, esc = false;
-	size_t klen = strlen(key), str_start = 0, start = 0;
-	bool want_value = false;
-
-	sl_reader_init(&r, text, len, "collateral JSON");
-	while (sl_reader_left(&r) > 0) {
-		uint8_t c = 0;
-		size_t pos = sl_reader_offset(&r);
-		if (sl_read_u8(&r, &c, "json") != SL_OK)
-			break;
-		if (in_str) {
-			if (esc)
-				esc = false;
-			else if (c == '\\')
-				esc = true;
-			else if (c == '"') {
-				in_str = false;
-				/* a key at depth 1 equal to key, followed by ':' */
-				if (depth == 1 && pos - str_start == klen &&
-				    memcmp(text + str_start, key, klen) == 0)
-					want_value = true;
-			}
-			continue;
-		}
-		if (c == '"') {
-			in_str = true;
-			str_start = pos + 1;
-		} else if (c == '{' || c == '[') {
-			if (want_value && depth == 1 && c == '{')
-				start = pos;
-			depth++;
-		} else if (c == '}' || c == ']') {
-			depth--;
-			if (want_value && depth == 1 && start != 0) {
-				*v = text + start;
-				*vlen = pos + 1 - start;
-				return SL_OK;
-			}
-			if (depth < 0)
-				break;
-		} else if (c == ',' && depth == 1) {
-			want_value = false;
-		}
-	}
-	return sl_err_set(SL_E_ATTEST_FORMAT, "collateral JSON: no \"%s\" object", key);
+	sl_reader t = *r;
+	uint8_t c;
+	while (sl_read_u8(&t, &c, "whitespace") == SL_OK &&
+	       (c == ' ' || c == '\t' || c == '\n' || c == '\r'))
+		*r = t;
 }
 
-static sl_err check_signed(const uint8_t *text, size_t len, const char *key, const json_t *doc,
-                           STACK_OF(X509) * certs, STACK_OF(X509) * roots, const char *file)
+static sl_err expect_char(sl_reader *r, char want, const char *what)
+{
+	uint8_t c = 0;
+	skip_ws(r);
+	sl_err rc = sl_read_u8(r, &c, what);
+	if (rc != SL_OK || c != (uint8_t)want)
+		return sl_err_set(SL_E_ATTEST_FORMAT, "%s: want '%c' at offset %zu", what, want,
+		                  sl_reader_offset(r) - (rc == SL_OK));
+	return SL_OK;
+}
+
+/* Parses one JSON value in place at the reader and advances past exactly
+ * the bytes jansson consumed; *raw, *rawlen are those bytes. */
+static sl_err part(sl_reader *r, const char *what, json_t **out, const uint8_t **raw,
+                   size_t *rawlen)
+{
+	sl_reader t;
+	const uint8_t *p = NULL;
+	json_error_t je;
+
+	*out = NULL;
+	skip_ws(r);
+	t = *r;
+	sl_err rc = sl_read_view(&t, sl_reader_left(&t), &p, what);
+	if (rc != SL_OK)
+		return rc;
+	*out = json_loadb((const char *)p, sl_reader_left(r), JSON_PART_FLAGS, &je);
+	if (*out == NULL)
+		return sl_err_set(SL_E_ATTEST_FORMAT, "%s: %s at offset %zu", what, je.text,
+		                  sl_reader_offset(r) +
+		                      (size_t)(je.position > 0 ? je.position : 0));
+	size_t n = (size_t)je.position;
+	rc = sl_read_view(r, n, raw, what);
+	if (rc != SL_OK) {
+		json_decref(*out);
+		*out = NULL;
+		return rc;
+	}
+	*rawlen = n;
+	return SL_OK;
+}
+
+sl_err sl_tdx_pcs_parse(const uint8_t *text, size_t len, const char *key, const char *file,
+                        json_t **body, const uint8_t **signed_bytes, size_t *signed_len,
+                        uint8_t sig[static 64])
+{
+	sl_err rc = SL_E_ATTEST_FORMAT;
+	json_t *doc = NULL, *k = NULL, *v = NULL, *again = NULL;
+	const uint8_t *raw = NULL, *sv = NULL;
+	size_t rawlen = 0, svlen = 0;
+	json_error_t je;
+	char what[600];
+	const char *const allowed[] = {key, "signature", NULL};
+	sl_reader r;
+
+	*body = NULL;
+	*signed_bytes = NULL;
+	*signed_len = 0;
+	snprintf(what, sizeof(what), "%s (%s)", file, key);
+	doc = json_loadb((const char *)text, len, JSON_FLAGS, &je);
+	SL_ENSURE(doc != NULL, SL_E_ATTEST_FORMAT, "%s: not JSON: %s at offset %d", what, je.text,
+	          je.position);
+	SL_GUARD(sl_json_only(doc, allowed, SL_E_ATTEST_FORMAT, what));
+	SL_ENSURE(json_is_object(json_object_get(doc, key)), SL_E_ATTEST_FORMAT,
+	          "%s: no \"%s\" object", what, key);
+	SL_GUARD(sl_json_hex(doc, "signature", sig, 64, SL_E_ATTEST_FORMAT, what));
+
+	/* the byte range of the signed member's value */
+	sl_reader_init(&r, text, len, what);
+	SL_GUARD(expect_char(&r, '{', what));
+	for (bool first = true;; first = false) {
+		skip_ws(&r);
+		uint8_t c = 0;
+		sl_reader peek = r;
+		SL_GUARD(sl_read_u8(&peek, &c, what));
+		if (c == '}')
+			break;
+		if (!first) {
+			SL_GUARD(expect_char(&r, ',', what));
+		}
+		SL_GUARD(part(&r, what, &k, &raw, &rawlen));
+		SL_ENSURE(json_is_string(k), SL_E_ATTEST_FORMAT, "%s: member name is not a string",
+		          what);
+		SL_GUARD(expect_char(&r, ':', what));
+		SL_GUARD(part(&r, what, &v, &raw, &rawlen));
+		if (sl_json_strval(k) != NULL && strcmp(json_string_value(k), key) == 0) {
+			sv = raw;
+			svlen = rawlen;
+		}
+		json_decref(k);
+		json_decref(v);
+		k = v = NULL;
+	}
+	SL_ENSURE(sv != NULL, SL_E_ATTEST_FORMAT, "%s: no \"%s\" member", what, key);
+
+	/* what is evaluated is parsed from exactly the signed bytes */
+	again = json_loadb((const char *)sv, svlen, JSON_FLAGS, &je);
+	SL_ENSURE(json_is_object(again) && json_equal(again, json_object_get(doc, key)),
+	          SL_E_ATTEST_FORMAT, "%s: the signed bytes do not parse to the member", what);
+	*body = again;
+	again = NULL;
+	*signed_bytes = sv;
+	*signed_len = svlen;
+	rc = SL_OK;
+out:
+	json_decref(doc);
+	json_decref(k);
+	json_decref(v);
+	json_decref(again);
+	return rc;
+}
+
+/* Verifies the signature over the signed member; *body is that member. */
+static sl_err check_signed(const uint8_t *text, size_t len, const char *key, STACK_OF(X509) * certs,
+                           STACK_OF(X509) * roots, const char *file, json_t **body)
 {
 	sl_err rc = SL_E_ATTEST_CHAIN;
 	const uint8_t *v = NULL;
@@ -78,15 +155,13 @@ static sl_err check_signed(const uint8_t *text, size_t len, const char *key, con
 	uint8_t sig[64];
 	time_t issued = 0;
 	X509 *signer = NULL;
-	char what[512];
+	json_t *b = NULL;
+	const char *id = NULL;
+	char what[600];
 
 	snprintf(what, sizeof(what), "%s (%s)", file, key);
-	SL_GUARD(raw_member(text, len, key, &v, &vlen));
-	const char *hs = json_string_value(json_object_get(doc, "signature"));
-	SL_ENSURE(hs != NULL && sl_hex_decode(hs, sig, 64, "signature") == SL_OK,
-	          SL_E_ATTEST_FORMAT, "%s: signature is not 64 bytes of hex", what);
-	const char *id = json_string_value(json_object_get(json_object_get(doc, key), "issueDate"));
-	SL_ENSURE(id != NULL, SL_E_ATTEST_FORMAT, "%s: no issueDate", what);
+	SL_GUARD(sl_tdx_pcs_parse(text, len, key, file, &b, &v, &vlen, sig));
+	SL_GUARD(sl_json_str(b, "issueDate", 64, SL_E_ATTEST_FORMAT, what, &id));
 	SL_GUARD(sl_time_parse_rfc3339(id, &issued, "issueDate"));
 	for (int i = 0; i < sk_X509_num(certs) && signer == NULL; i++) {
 		char cn[64];
@@ -99,8 +174,11 @@ static sl_err check_signed(const uint8_t *text, size_t len, const char *key, con
 	/* the collateral must have been signed while the signing certificate was valid */
 	SL_GUARD(sl_x509_verify_chain(signer, certs, roots, issued, NULL, what));
 	SL_GUARD(sl_p256_verify(X509_get0_pubkey(signer), sig, v, vlen, what));
+	*body = b;
+	b = NULL;
 	rc = SL_OK;
 out:
+	json_decref(b);
 	return rc;
 }
 
@@ -127,6 +205,9 @@ static void keep_newest(struct found *f, json_t *doc, uint8_t **text, size_t len
 	snprintf(f->issued, sizeof(f->issued), "%s", issued);
 }
 
+/* Picks the newest TDX TCB info for the platform's FMSPC and the newest TD_QE
+ * identity. Files that are not such collateral are passed over; the chosen
+ * ones are authenticated afterwards (check_signed). */
 static sl_err scan(const char *dir, const sl_pck_ext *pck, struct found *ti, struct found *qi)
 {
 	sl_err rc = SL_E_IO;
@@ -147,22 +228,22 @@ static sl_err scan(const char *dir, const sl_pck_ext *pck, struct found *ti, str
 		          "collateral %s: more than %d JSON files", dir, MAX_JSON_FILES);
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		SL_GUARD(sl_file_read(path, MAX_JSON_BYTES, &text, &len));
+		/* leniently here: a malformed copy of the platform's collateral is
+		 * chosen and then refused by the strict parse, not passed over */
 		doc = json_loadb((const char *)text, len, 0, NULL);
 		if (doc != NULL) {
-			json_t *t = json_object_get(doc, "tcbInfo");
-			json_t *q = json_object_get(doc, "enclaveIdentity");
-			const char *f = json_string_value(json_object_get(t, "fmspc"));
-			const char *tid = json_string_value(json_object_get(t, "id"));
-			const char *qid = json_string_value(json_object_get(q, "id"));
+			const json_t *t = json_object_get(doc, "tcbInfo");
+			const json_t *q = json_object_get(doc, "enclaveIdentity");
+			const char *f = sl_json_getstr(t, "fmspc");
+			const char *tid = sl_json_getstr(t, "id");
+			const char *qid = sl_json_getstr(q, "id");
 			if (f != NULL && tid != NULL && strcmp(tid, "TDX") == 0 &&
 			    strcasecmp(f, fm) == 0)
 				keep_newest(ti, doc, &text, len, path,
-				            json_string_value(json_object_get(t, "issueDate"))
-				                ?: "");
+				            sl_json_getstr(t, "issueDate") ?: "");
 			else if (qid != NULL && strcmp(qid, "TD_QE") == 0)
 				keep_newest(qi, doc, &text, len, path,
-				            json_string_value(json_object_get(q, "issueDate"))
-				                ?: "");
+				            sl_json_getstr(q, "issueDate") ?: "");
 		}
 		json_decref(doc);
 		doc = NULL;
@@ -180,7 +261,7 @@ out:
 
 static bool stale(const json_t *obj, time_t at, char *next, size_t n)
 {
-	const char *s = json_string_value(json_object_get(obj, "nextUpdate"));
+	const char *s = sl_json_getstr(obj, "nextUpdate");
 	time_t t = 0;
 	if (s == NULL || sl_time_parse_rfc3339(s, &t, "nextUpdate") != SL_OK)
 		return true;
@@ -194,6 +275,7 @@ sl_err sl_tdx_collateral_eval(const char *dir, STACK_OF(X509) * roots, time_t at
 {
 	sl_err rc = SL_E_ATTEST;
 	struct found ti = {0}, qi = {0};
+	json_t *t = NULL, *q = NULL;
 	STACK_OF(X509) *certs = sk_X509_new_null();
 	STACK_OF(X509_CRL) *crls = sk_X509_CRL_new_null();
 
@@ -206,14 +288,12 @@ sl_err sl_tdx_collateral_eval(const char *dir, STACK_OF(X509) * roots, time_t at
 		goto out;
 	}
 	SL_GUARD(sl_x509_load_dir(dir, certs, crls));
-	SL_GUARD(check_signed(ti.text, ti.len, "tcbInfo", ti.doc, certs, roots, ti.file));
-	json_t *t = json_object_get(ti.doc, "tcbInfo");
+	SL_GUARD(check_signed(ti.text, ti.len, "tcbInfo", certs, roots, ti.file, &t));
 	SL_GUARD(sl_tdx_tcb_eval(t, pck, b, out));
 	out->stale = stale(t, at, out->next_update, sizeof(out->next_update));
 	if (qi.doc != NULL) {
-		SL_GUARD(check_signed(qi.text, qi.len, "enclaveIdentity", qi.doc, certs, roots,
-		                      qi.file));
-		json_t *q = json_object_get(qi.doc, "enclaveIdentity");
+		SL_GUARD(
+		    check_signed(qi.text, qi.len, "enclaveIdentity", certs, roots, qi.file, &q));
 		SL_GUARD(sl_tdx_qe_eval(q, qe, out->qe_status));
 		char next[32];
 		out->stale = stale(q, at, next, sizeof(next)) || out->stale;
@@ -223,6 +303,8 @@ sl_err sl_tdx_collateral_eval(const char *dir, STACK_OF(X509) * roots, time_t at
 	*found = true;
 	rc = SL_OK;
 out:
+	json_decref(t);
+	json_decref(q);
 	json_decref(ti.doc);
 	json_decref(qi.doc);
 	free(ti.text);

@@ -108,6 +108,14 @@ bool sl_tdx_status_worse(const char *a, const char *b);
 /* Evaluates a (verified) TD_QE enclaveIdentity object against the QE report. */
 SL_MUST_USE sl_err sl_tdx_qe_eval(const json_t *ident, const sl_tdx_qe_report *qe,
                                   char status[static 40]);
+/* Splits a PCS collateral document {"<key>": {...}, "signature": "<hex>"}
+ * (key "tcbInfo" or "enclaveIdentity"): signed_bytes and signed_len give the
+ * exact bytes of the value of that member, which Intel signs (borrowed),
+ * *body that value parsed from those bytes (new reference), sig the P-256
+ * r || s. Duplicate keys and any other top-level member are refused. */
+SL_MUST_USE sl_err sl_tdx_pcs_parse(const uint8_t *text, size_t len, const char *key,
+                                    const char *file, json_t **body, const uint8_t **signed_bytes,
+                                    size_t *signed_len, uint8_t sig[static 64]);
 /* Finds, verifies (signature by the Intel TCB signing certificate, chained
  * to the pinned root at the collateral's issueDate) and evaluates the TCB
  * info for pck->fmspc and the TD_QE identity among the JSON files of dir.

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "seclaunch/util.h"
+#include "seclaunch/json.h"
 #include "tpm2_int.h"
 
 #define SEL_ENTRY 8
@@ -36,7 +37,7 @@ static sl_err write_file(const char *prefix, const char *ext, const void *p, siz
 
 static sl_err b64(const json_t *ev, const char *key, uint8_t **out, size_t *len)
 {
-	const char *s = json_string_value(json_object_get(ev, key));
+	const char *s = sl_json_getstr(ev, key);
 	if (s == NULL)
 		return sl_err_set(SL_E_ATTEST_FORMAT, "evidence.%s: missing", key);
 	return sl_b64_decode(s, SL_TPM2_BLOB_MAX, out, len, key);
@@ -87,10 +88,9 @@ sl_err sl_tpm2_tools_export(const json_t *ev, const char *prefix)
 			snprintf(key, sizeof(key), "%u", p);
 			uint8_t *d = buf + list_off + 4 + in_list * DIG_ENTRY;
 			d[0] = (uint8_t)dl;
-			SL_GUARD(sl_hex_decode(json_string_value(json_object_get(bank, key)) != NULL
-			                           ? json_string_value(json_object_get(bank, key))
-			                           : "",
-			                       d + 2, dl, "evidence.pcrs"));
+			SL_GUARD(sl_hex_decode(
+			    sl_json_getstr(bank, key) != NULL ? sl_json_getstr(bank, key) : "",
+			    d + 2, dl, "evidence.pcrs"));
 			buf[list_off] = (uint8_t)++in_list;
 			if (in_list == DIG_PER_LIST)
 				in_list = 0;
@@ -152,14 +152,22 @@ static sl_err parse_pcr_file(const uint8_t *p, size_t len, sl_tpm2_pcrs *pcrs)
 				continue;
 			SL_ENSURE(di < nlists, SL_E_ATTEST_FORMAT,
 			          "tpm2-tools PCR file: too few values");
-			uint32_t lc = (uint32_t)lists[di][0] | (uint32_t)lists[di][1] << 8 |
-			              (uint32_t)lists[di][2] << 16 | (uint32_t)lists[di][3] << 24;
-			const uint8_t *d = lists[di] + 4 + in_list * DIG_ENTRY;
-			SL_ENSURE(lc <= DIG_PER_LIST && in_list < lc &&
-			              (size_t)(d[0] | d[1] << 8) == dl,
-			          SL_E_ATTEST_FORMAT, "tpm2-tools PCR file: value for %s.%u",
+			/* TPML_DIGEST: count u32le, then TPM2B_DIGEST entries (size u16le, bytes)
+			 */
+			sl_reader lr;
+			uint32_t lc = 0;
+			uint16_t sz = 0;
+			sl_reader_init(&lr, lists[di], LIST_SIZE, "tpm2-tools PCR file");
+			SL_GUARD(sl_read_u32le(&lr, &lc, "TPML_DIGEST count"));
+			SL_ENSURE(lc <= DIG_PER_LIST && in_list < lc, SL_E_ATTEST_FORMAT,
+			          "tpm2-tools PCR file: value for %s.%u",
 			          sl_tpm2_hash_name(sel[b].hash), n);
-			memcpy(pcrs->value[b][n], d + 2, dl);
+			SL_GUARD(sl_read_skip(&lr, (size_t)in_list * DIG_ENTRY, "TPM2B_DIGEST"));
+			SL_GUARD(sl_read_u16le(&lr, &sz, "TPM2B_DIGEST size"));
+			SL_ENSURE((size_t)sz == dl, SL_E_ATTEST_FORMAT,
+			          "tpm2-tools PCR file: value for %s.%u",
+			          sl_tpm2_hash_name(sel[b].hash), n);
+			SL_GUARD(sl_read_bytes(&lr, pcrs->value[b][n], dl, "TPM2B_DIGEST"));
 			pcrs->set[b] |= 1u << n;
 			if (++in_list >= lc) {
 				in_list = 0;

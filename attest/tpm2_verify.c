@@ -12,6 +12,7 @@
 
 #include "seclaunch/secret.h"
 #include "seclaunch/util.h"
+#include "seclaunch/json.h"
 #include "tpm2_int.h"
 
 typedef struct blobs {
@@ -334,7 +335,7 @@ sl_err sl_tpm2_verify_evidence(const json_t *ev, const sl_verify_opts *o, sl_cla
 	SL_GUARD(sl_tpm2_mu_signature(b.sig, b.sig_len, &sig));
 	SL_GUARD(sl_tpm2_mu_public(b.akpub, b.akpub_len, &ak, "evidence.ak_public"));
 	SL_GUARD(sl_tpm2_tpmt_name(&ak.publicArea, name, &name_len));
-	if ((s = json_string_value(json_object_get(ev, "ak_name"))) != NULL) {
+	if ((s = sl_json_getstr(ev, "ak_name")) != NULL) {
 		SL_ENSURE(strlen(s) == 2 * name_len &&
 		              sl_hex_decode(s, want, name_len, "evidence.ak_name") == SL_OK &&
 		              memcmp(want, name, name_len) == 0,

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "audit_int.h"
+#include "seclaunch/json.h"
 
 #define MAX_SHORT_FIELD 1024 /* host, actor, ids: generous, but bounded */
 #define MAX_EVENT 128
@@ -117,7 +118,7 @@ out:
 
 const char *audit_str(json_t *rec, const char *key)
 {
-	return json_string_value(json_object_get(rec, key));
+	return sl_json_getstr(rec, key);
 }
 
 int64_t audit_record_ms(json_t *rec)
@@ -129,17 +130,10 @@ int64_t audit_record_ms(json_t *rec)
 }
 
 static const char *const record_keys[] = {
-    "seq",    "time",          "host",     "actor",   "event",         "job_id",  "dataset_id",
-    "key_id", "policy_digest", "decision", "reasons", "claims_digest", "details", "prev",
+    "seq",     "time",          "host",    "actor",         "event",
+    "job_id",  "dataset_id",    "key_id",  "policy_digest", "decision",
+    "reasons", "claims_digest", "details", "prev",          NULL,
 };
-
-static bool known_key(const char *k)
-{
-	for (size_t i = 0; i < sizeof(record_keys) / sizeof(record_keys[0]); i++)
-		if (strcmp(k, record_keys[i]) == 0)
-			return true;
-	return false;
-}
 
 /* A required string field with a length bound; nullable ones may be null. */
 static sl_err check_str(json_t *rec, const char *key, bool nullable, size_t max)
@@ -199,15 +193,15 @@ static sl_err check_checkpoint(json_t *rec)
 	if (!json_is_object(d) || json_object_size(d) != 3)
 		return sl_err_set(SL_E_FORMAT,
 		                  "checkpoint: details must be {reason, key_id, sig} and no more");
-	const char *reason = json_string_value(json_object_get(d, "reason"));
+	const char *reason = sl_json_getstr(d, "reason");
 	if (reason == NULL || (strcmp(reason, "interval") != 0 && strcmp(reason, "close") != 0 &&
 	                       strcmp(reason, "rotate") != 0 && strcmp(reason, "request") != 0))
 		return sl_err_set(
 		    SL_E_FORMAT,
 		    "checkpoint: details.reason must be interval|close|rotate|request");
-	if (!audit_is_hex(json_string_value(json_object_get(d, "key_id")), AUDIT_KEYID_HEX))
+	if (!audit_is_hex(sl_json_getstr(d, "key_id"), AUDIT_KEYID_HEX))
 		return sl_err_set(SL_E_FORMAT, "checkpoint: details.key_id must be 16 hex digits");
-	const char *sig = json_string_value(json_object_get(d, "sig"));
+	const char *sig = sl_json_getstr(d, "sig");
 	if (sig == NULL || strlen(sig) != 88)
 		return sl_err_set(SL_E_FORMAT,
 		                  "checkpoint: details.sig must be 64 bytes in base64");
@@ -227,7 +221,7 @@ static sl_err check_recovered(json_t *rec)
 		                  AUDIT_MAX_TORN);
 	json_array_foreach (torn, i, t) {
 		json_t *b = json_object_get(t, "bytes");
-		if (!audit_is_hex(json_string_value(json_object_get(t, "sha256")), AUDIT_HEX_LEN) ||
+		if (!audit_is_hex(sl_json_getstr(t, "sha256"), AUDIT_HEX_LEN) ||
 		    !json_is_integer(b) || json_integer_value(b) < 0 ||
 		    json_integer_value(b) > (json_int_t)SL_AUDIT_MAX_LINE)
 			return sl_err_set(
@@ -251,9 +245,8 @@ sl_err sl_audit_parse_line(const uint8_t *line, size_t len, json_t **out)
 	rec = json_loadb((const char *)line, len, JSON_REJECT_DUPLICATES, &jerr);
 	SL_ENSURE(rec != NULL, SL_E_FORMAT, "not JSON: %s at column %d", jerr.text, jerr.column);
 	SL_ENSURE(json_is_object(rec), SL_E_FORMAT, "not a JSON object");
-	json_object_foreach (rec, key, v) {
-		SL_ENSURE(known_key(key), SL_E_FORMAT, "unknown field '%.64s'", key);
-	}
+	key = sl_json_unknown(rec, record_keys);
+	SL_ENSURE(key == NULL, SL_E_FORMAT, "unknown field '%.64s'", key);
 	v = json_object_get(rec, "seq");
 	SL_ENSURE(json_is_integer(v) && json_integer_value(v) >= 1, SL_E_FORMAT,
 	          "field 'seq' must be an integer >= 1");

@@ -15,9 +15,22 @@ void sl_reader_init(sl_reader *r, const void *data, size_t len, const char *what
 	r->what = what != NULL ? what : "input";
 }
 
+bool sl_reader_valid(const sl_reader *r)
+{
+	return r != NULL && (r->data != NULL || r->len == 0) && r->off <= r->len;
+}
+
+sl_err sl_reader_validate(const sl_reader *r)
+{
+	if (!sl_reader_valid(r))
+		return sl_err_set(SL_E_INTERNAL, "%s: reader state is inconsistent",
+		                  r != NULL && r->what != NULL ? r->what : "reader");
+	return SL_OK;
+}
+
 size_t sl_reader_left(const sl_reader *r)
 {
-	return r->len - r->off;
+	return sl_reader_valid(r) ? r->len - r->off : 0;
 }
 
 size_t sl_reader_offset(const sl_reader *r)
@@ -27,6 +40,9 @@ size_t sl_reader_offset(const sl_reader *r)
 
 static sl_err need(const sl_reader *r, size_t n, const char *field)
 {
+	sl_err rc = sl_reader_validate(r);
+	if (rc != SL_OK)
+		return rc;
 	if (n > sl_reader_left(r))
 		return sl_err_set(SL_E_FORMAT, "%s: %s: need %zu bytes at offset %zu, %zu left",
 		                  r->what, field, n, r->off, sl_reader_left(r));
@@ -96,6 +112,43 @@ sl_err sl_read_sub(sl_reader *r, size_t n, sl_reader *sub, const char *field)
 	return SL_OK;
 }
 
+/* Length of the bytes before the first delim, or SIZE_MAX. */
+static size_t span_to(const sl_reader *r, uint8_t delim)
+{
+	size_t left = sl_reader_left(r);
+	const uint8_t *p = left > 0 ? memchr(r->data + r->off, delim, left) : NULL;
+	return p != NULL ? (size_t)(p - (r->data + r->off)) : SIZE_MAX;
+}
+
+sl_err sl_read_until(sl_reader *r, uint8_t delim, sl_reader *sub, const char *field)
+{
+	sl_err rc = sl_reader_validate(r);
+	if (rc != SL_OK)
+		return rc;
+	size_t n = span_to(r, delim);
+	if (n == SIZE_MAX)
+		return sl_err_set(SL_E_FORMAT, "%s: %s: no 0x%02x delimiter after offset %zu",
+		                  r->what, field, delim, r->off);
+	rc = sl_read_sub(r, n, sub, field);
+	if (rc == SL_OK)
+		rc = sl_read_skip(r, 1, field);
+	return rc;
+}
+
+sl_err sl_read_token(sl_reader *r, uint8_t delim, sl_reader *sub, const char *field)
+{
+	sl_err rc = sl_reader_validate(r);
+	if (rc != SL_OK)
+		return rc;
+	size_t n = span_to(r, delim);
+	if (n == SIZE_MAX)
+		return sl_read_sub(r, sl_reader_left(r), sub, field);
+	rc = sl_read_sub(r, n, sub, field);
+	if (rc == SL_OK)
+		rc = sl_read_skip(r, 1, field);
+	return rc;
+}
+
 sl_err sl_read_lp8(sl_reader *r, sl_reader *sub, const char *field)
 {
 	uint8_t n;
@@ -153,6 +206,9 @@ sl_err sl_read_zeros(sl_reader *r, size_t n, const char *field)
 
 sl_err sl_reader_expect_end(const sl_reader *r)
 {
+	sl_err rc = sl_reader_validate(r);
+	if (rc != SL_OK)
+		return rc;
 	if (sl_reader_left(r) != 0)
 		return sl_err_set(SL_E_FORMAT, "%s: %zu trailing bytes at offset %zu", r->what,
 		                  sl_reader_left(r), r->off);

@@ -47,12 +47,11 @@ static sl_err read_line(sl_reader *r, const char **line, size_t *len, const char
 	sl_err rc = SL_E_FORMAT;
 	size_t left = sl_reader_left(r);
 	const uint8_t *p = NULL;
+	sl_reader ln;
 	SL_ENSURE(left > 0, SL_E_FORMAT, "%s: %s: missing line", r->what, field);
-	const uint8_t *nl = memchr(r->data + r->off, '\n', left);
-	size_t n = nl != NULL ? (size_t)(nl - (r->data + r->off)) : left;
-	SL_GUARD(sl_read_view(r, n, &p, field));
-	if (nl != NULL)
-		SL_GUARD(sl_read_skip(r, 1, field));
+	SL_GUARD(sl_read_token(r, '\n', &ln, field));
+	size_t n = sl_reader_left(&ln);
+	SL_GUARD(sl_read_view(&ln, n, &p, field));
 	if (n > 0 && p[n - 1] == '\r')
 		n--;
 	SL_ENSURE(memchr(p, '\0', n) == NULL, SL_E_FORMAT, "%s: %s: contains a NUL byte", r->what,
@@ -220,12 +219,14 @@ static sl_err seckey_crypt(uint8_t *blob, const char *password)
 {
 	sl_err rc = SL_E_CRYPTO;
 	sl_secret *stream = NULL;
-	const uint8_t *salt = blob + 6;
+	const uint8_t *salt = NULL;
 	uint64_t ops = 0, mem = 0;
-	for (int i = 7; i >= 0; i--) {
-		ops = (ops << 8) | blob[6 + SALT_LEN + i];
-		mem = (mem << 8) | blob[6 + SALT_LEN + 8 + i];
-	}
+	sl_reader r;
+	sl_reader_init(&r, blob, SECKEY_LEN, "minisign secret key");
+	SL_GUARD(sl_read_skip(&r, 6, "algorithms"));
+	SL_GUARD(sl_read_view(&r, SALT_LEN, &salt, "scrypt salt"));
+	SL_GUARD(sl_read_u64le(&r, &ops, "scrypt opslimit"));
+	SL_GUARD(sl_read_u64le(&r, &mem, "scrypt memlimit"));
 	/* Bounds keep a hostile key file from asking for unbounded work. */
 	SL_ENSURE(ops > 0 && ops <= 4ULL * crypto_pwhash_scryptsalsa208sha256_OPSLIMIT_SENSITIVE &&
 	              mem > 0 &&
@@ -236,7 +237,7 @@ static sl_err seckey_crypt(uint8_t *blob, const char *password)
 	                                                   password, strlen(password), salt,
 	                                                   (unsigned long long)ops, (size_t)mem),
 	                SL_E_NOMEM, "minisign secret key: scrypt failed (out of memory?)");
-	uint8_t *k = blob + 6 + SALT_LEN + 16;
+	uint8_t *k = blob + sl_reader_offset(&r); /* key id || sk || checksum, in place */
 	for (size_t i = 0; i < KEYNUM_SK_LEN; i++)
 		k[i] ^= sl_secret_data(stream)[i];
 	rc = SL_OK;
@@ -257,21 +258,30 @@ sl_err sl_minisign_seckey_parse(const uint8_t *data, size_t len, const char *pas
 
 	SL_GUARD(seckey_decode(data, len, &blobs));
 	uint8_t *blob = sl_secret_data(blobs);
-	SL_ENSURE(memcmp(blob, SIGALG, 2) == 0, SL_E_FORMAT,
+	sl_reader r;
+	const uint8_t *sigalg, *kdfalg, *chkalg, *kid, *skb, *stored;
+	sl_reader_init(&r, blob, SECKEY_LEN, "minisign secret key");
+	SL_GUARD(sl_read_view(&r, 2, &sigalg, "signature algorithm"));
+	SL_GUARD(sl_read_view(&r, 2, &kdfalg, "key derivation"));
+	SL_GUARD(sl_read_view(&r, 2, &chkalg, "checksum algorithm"));
+	SL_GUARD(sl_read_skip(&r, SALT_LEN + 16, "scrypt salt and limits"));
+	/* views: after seckey_crypt they show the decrypted bytes */
+	SL_GUARD(sl_read_view(&r, SL_MINISIGN_KEYID_LEN, &kid, "key id"));
+	SL_GUARD(sl_read_view(&r, SK_LEN, &skb, "secret key"));
+	SL_GUARD(sl_read_view(&r, CHK_LEN, &stored, "checksum"));
+	SL_GUARD(sl_reader_expect_end(&r));
+	SL_ENSURE(memcmp(sigalg, SIGALG, 2) == 0, SL_E_FORMAT,
 	          "minisign secret key: signature algorithm is not 'Ed'");
-	SL_ENSURE(memcmp(blob + 4, CHKALG, 2) == 0, SL_E_FORMAT,
+	SL_ENSURE(memcmp(chkalg, CHKALG, 2) == 0, SL_E_FORMAT,
 	          "minisign secret key: checksum algorithm is not 'B2'");
-	bool encrypted = memcmp(blob + 2, KDFALG, 2) == 0;
-	SL_ENSURE(encrypted || (blob[2] == 0 && blob[3] == 0), SL_E_FORMAT,
-	          "minisign secret key: unknown key derivation '%c%c'", blob[2], blob[3]);
+	bool encrypted = memcmp(kdfalg, KDFALG, 2) == 0;
+	SL_ENSURE(encrypted || (kdfalg[0] == 0 && kdfalg[1] == 0), SL_E_FORMAT,
+	          "minisign secret key: unknown key derivation '%c%c'", kdfalg[0], kdfalg[1]);
 	if (encrypted) {
 		SL_ENSURE(password != NULL, SL_E_USAGE,
 		          "minisign secret key: encrypted, and no password was given");
 		SL_GUARD(seckey_crypt(blob, password));
 	}
-	uint8_t *kid = blob + 6 + SALT_LEN + 16;
-	uint8_t *skb = kid + SL_MINISIGN_KEYID_LEN;
-	uint8_t *stored = skb + SK_LEN;
 	seckey_checksum(kid, skb, chk);
 	/* minisign -W leaves the checksum of an unencrypted key zero. */
 	bool zero = sodium_is_zero(stored, CHK_LEN);

@@ -5,6 +5,7 @@
 
 #include "kmsd.h"
 #include "seclaunch/audit.h"
+#include "seclaunch/json.h"
 #include "seclaunch/policy.h"
 
 /* Records a refusal (why: one string) before it is answered; 503 instead of
@@ -25,7 +26,8 @@ static bool admin_ok(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res,
 	if (kmsd_admin_ok(ctx, req, res))
 		return true;
 	char why[256];
-	snprintf(why, sizeof(why), "%s", json_string_value(json_object_get(res->json, "detail")));
+	const char *detail = sl_json_getstr(res->json, "detail");
+	snprintf(why, sizeof(why), "%s", detail != NULL ? detail : "admin authentication failed");
 	refused(ctx, res, event, key_id, NULL, why);
 	return false;
 }

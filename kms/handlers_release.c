@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "kmsd.h"
+#include "seclaunch/json.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/identity.h"
 #include "seclaunch/policy.h"
@@ -355,7 +356,7 @@ void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *
 		res->json = json_pack("{s:O}", "keys", out);
 		goto out;
 	}
-	const char *code = json_string_value(json_object_get(json_array_get(r.reasons, 0), "code"));
+	const char *code = sl_json_getstr(json_array_get(r.reasons, 0), "code");
 	if (!record_refusal(ctx, req->source, code ? code : "", cheap, write_denial, &r)) {
 		kmsd_audit_failed(ctx, res, "key release refusal");
 		goto out;

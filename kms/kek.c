@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kmsd.h"
+#include "seclaunch/buf.h"
 
 #define WRAP_VERSION 1
 
@@ -136,21 +137,29 @@ sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *dataset_id, cons
 	sl_err rc = SL_E_INTEGRITY;
 	uint8_t aad[KMSD_AAD_MAX];
 	size_t aad_len = kmsd_wrap_aad(id, dataset_id, aad);
+	/* version u8, IV, ciphertext, tag (docs/protocol.md, "Wrapping") */
+	sl_reader r, ctr, all;
+	uint8_t version = 0;
+	const uint8_t *iv = NULL, *ct_tag = NULL, *ct = NULL, *tag = NULL;
 	SL_ENSURE(len == SL_KMS_WRAPPED_DEK_LEN, SL_E_INTEGRITY,
 	          "wrapped DEK for key '%s': %zu bytes, want %d", id, len, SL_KMS_WRAPPED_DEK_LEN);
-	SL_ENSURE(wrapped[0] == WRAP_VERSION, SL_E_INTEGRITY,
-	          "wrapped DEK for key '%s': unknown version %u", id, wrapped[0]);
+	sl_reader_init(&r, wrapped, len, "wrapped DEK");
+	SL_GUARD(sl_read_u8(&r, &version, "version"));
+	SL_GUARD(sl_read_view(&r, KMSD_GCM_IV, &iv, "IV"));
+	SL_GUARD(sl_read_sub(&r, sl_reader_left(&r), &ctr, "ciphertext and tag"));
+	all = ctr;
+	SL_GUARD(sl_read_view(&all, sl_reader_left(&all), &ct_tag, "ciphertext and tag"));
+	SL_GUARD(sl_read_view(&ctr, SL_KMS_DEK_LEN, &ct, "ciphertext"));
+	SL_GUARD(sl_read_view(&ctr, sl_reader_left(&ctr), &tag, "tag"));
+	SL_ENSURE(version == WRAP_VERSION, SL_E_INTEGRITY,
+	          "wrapped DEK for key '%s': unknown version %u", id, version);
 	if (k->backend == KMSD_KEK_LOCAL) {
-		struct gcm_job j = {.iv = wrapped + 1,
-		                    .aad = aad,
-		                    .aad_len = aad_len,
-		                    .in = wrapped + 1 + KMSD_GCM_IV,
-		                    .tag = wrapped + 1 + KMSD_GCM_IV + SL_KMS_DEK_LEN,
-		                    .out = dek};
+		struct gcm_job j = {
+		    .iv = iv, .aad = aad, .aad_len = aad_len, .in = ct, .tag = tag, .out = dek};
 		rc = kmsd_keystore_with(k->ks, id, open_fn, &j);
 	} else {
-		rc = kmsd_p11_decrypt(k->p11, id, wrapped + 1, aad, aad_len,
-		                      wrapped + 1 + KMSD_GCM_IV, dek);
+		/* the PKCS#11 mechanism takes ciphertext || tag as one buffer */
+		rc = kmsd_p11_decrypt(k->p11, id, iv, aad, aad_len, ct_tag, dek);
 	}
 	if (rc == SL_E_INTEGRITY)
 		rc = sl_err_set(

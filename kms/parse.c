@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kmsd.h"
+#include "seclaunch/json.h"
 
 bool kmsd_valid_key_id(const char *s)
 {
@@ -54,16 +55,9 @@ static sl_err load(const uint8_t *body, size_t len, json_t **out)
 /* Rejects any member of obj not in the NULL-terminated list. */
 static sl_err only_fields(const json_t *obj, const char *what, const char *const *allowed)
 {
-	const char *k;
-	json_t *v;
-	json_object_foreach ((json_t *)obj, k, v) {
-		(void)v;
-		bool ok = false;
-		for (size_t i = 0; allowed[i] != NULL; i++)
-			ok = ok || strcmp(k, allowed[i]) == 0;
-		if (!ok)
-			return sl_err_set(SL_E_INPUT, "%s: unknown field \"%.64s\"", what, k);
-	}
+	const char *k = sl_json_unknown(obj, allowed);
+	if (k != NULL)
+		return sl_err_set(SL_E_INPUT, "%s: unknown field \"%.64s\"", what, k);
 	return SL_OK;
 }
 

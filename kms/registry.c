@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "kmsd.h"
+#include "seclaunch/json.h"
 
 #define NAME_MAX_LEN 66
 #define REG_MAX_FILE (16u << 20)
@@ -85,7 +86,7 @@ static sl_err load(kmsd_registry *r)
 	root = json_loadb((const char *)buf, len, JSON_REJECT_DUPLICATES, &je);
 	SL_ENSURE(root != NULL && json_is_object(root), SL_E_INTEGRITY,
 	          "%s: registry is not valid JSON (truncated or edited): %s", r->path, je.text);
-	mac = json_string_value(json_object_get(root, "mac"));
+	mac = sl_json_getstr(root, "mac");
 	SL_ENSURE(mac != NULL && strlen(mac) == 64, SL_E_INTEGRITY,
 	          "%s: registry has no valid \"mac\"", r->path);
 	memcpy(have, mac, sizeof(have));
@@ -99,7 +100,7 @@ static sl_err load(kmsd_registry *r)
 	SL_ENSURE(json_is_array(aks), SL_E_INTEGRITY, "%s: registry \"aks\" is not an array",
 	          r->path);
 	for (size_t i = 0; i < json_array_size(aks); i++) {
-		const char *h = json_string_value(json_object_get(json_array_get(aks, i), "name"));
+		const char *h = sl_json_getstr(json_array_get(aks, i), "name");
 		uint8_t *raw = NULL;
 		size_t n = 0;
 		SL_ENSURE(h != NULL, SL_E_INTEGRITY, "%s: aks[%zu].name missing", r->path, i);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kmsd.h"
+#include "seclaunch/json.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/policy.h"
 
@@ -114,13 +115,13 @@ bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force)
 		         "written one by one",
 		         (long long)json_integer_value(json_object_get(s, "count")),
 		         json_integer_value(json_object_get(s, "count")) == 1 ? "" : "s",
-		         json_string_value(json_object_get(s, "reason")),
-		         json_string_value(json_object_get(s, "source")),
-		         json_string_value(json_object_get(s, "first")),
-		         json_string_value(json_object_get(s, "last")));
+		         sl_json_getstr(s, "reason"),
+		         sl_json_getstr(s, "source"),
+		         sl_json_getstr(s, "first"),
+		         sl_json_getstr(s, "last"));
 		json_t *why =
 		    json_pack("[{s:s, s:s}]", "code",
-		              json_string_value(json_object_get(s, "reason")), "detail", detail);
+		              sl_json_getstr(s, "reason"), "detail", detail);
 		json_t *details = json_pack("{s:O}", "aggregated", s);
 		if (details != NULL && ctx->policy != NULL && sl_policy_is_dev(ctx->policy))
 			json_object_set_new(details, "development_policy", json_true());

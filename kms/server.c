@@ -25,6 +25,7 @@
 
 #include "kmsd.h"
 #include "seclaunch/audit.h"
+#include "seclaunch/json.h"
 
 #define DRAIN_MAX (4u << 20)
 #define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
@@ -168,7 +169,7 @@ static enum MHD_Result send_response(struct MHD_Connection *c, kmsd_response *re
 	if (res->status == 405)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
 		                        res->json != NULL && json_object_get(res->json, "allow")
-		                            ? json_string_value(json_object_get(res->json, "allow"))
+		                            ? sl_json_getstr(res->json, "allow")
 		                            : "POST");
 	if (res->status == 429 || res->status == 503) {
 		char ra[16];

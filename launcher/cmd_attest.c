@@ -8,6 +8,7 @@
 #include "seclaunch/attest.h"
 #include "seclaunch/tpm2.h"
 #include "seclaunch/util.h"
+#include "seclaunch/json.h"
 
 static void help(FILE *f)
 {
@@ -145,7 +146,7 @@ static sl_err write_evidence(const struct attest_ctx *a, const json_t *ev)
 {
 	sl_err rc = SL_E_NOMEM;
 	char *text = json_dumps(ev, JSON_INDENT(2) | JSON_SORT_KEYS);
-	const char *kind = json_string_value(json_object_get(ev, "kind"));
+	const char *kind = sl_json_getstr(ev, "kind");
 	SL_ENSURE(text != NULL, SL_E_NOMEM, "evidence JSON");
 	if (strcmp(a->sh.out, "-") == 0) {
 		printf("%s\n", text);
@@ -188,7 +189,7 @@ static int run(struct attest_ctx *a)
 		        "a request and can be replayed\n");
 	rc = sl_evidence_collect(a->tee, &a->co, &ev);
 	if (rc == SL_OK && a->tools != NULL) {
-		const char *kind = json_string_value(json_object_get(ev, "kind"));
+		const char *kind = sl_json_getstr(ev, "kind");
 		if (kind == NULL || strcmp(kind, "tpm2") != 0)
 			rc = sl_err_set(SL_E_USAGE,
 			                "--export-tpm2-tools: the evidence is not a TPM quote");

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "seclaunch/audit.h"
+#include "seclaunch/json.h"
 
 static void usage_audit(FILE *f)
 {
@@ -245,9 +246,9 @@ static int do_verify(args *a)
 /* One input line: a JSON object with the record's own fields. */
 static sl_err append_line(sl_audit *log, const char *line, size_t len, size_t lineno)
 {
-	static const char *const keys[] = {"event",   "job_id",        "dataset_id",
-	                                   "key_id",  "policy_digest", "decision",
-	                                   "reasons", "claims_digest", "details"};
+	static const char *const keys[] = {
+	    "event",    "job_id",  "dataset_id",    "key_id",  "policy_digest",
+	    "decision", "reasons", "claims_digest", "details", NULL};
 	sl_err rc = SL_E_INPUT;
 	json_error_t jerr;
 	json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
@@ -257,25 +258,23 @@ static sl_err append_line(sl_audit *log, const char *line, size_t len, size_t li
 
 	SL_ENSURE(json_is_object(o), SL_E_INPUT, "stdin:%zu: not a JSON object (%s)", lineno,
 	          o == NULL ? jerr.text : "wrong type");
+	k = sl_json_unknown(o, keys);
+	SL_ENSURE(k == NULL, SL_E_INPUT, "stdin:%zu: unknown field '%.64s'", lineno, k);
 	json_object_foreach (o, k, v) {
-		bool known = false;
-		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-			known = known || strcmp(k, keys[i]) == 0;
-		SL_ENSURE(known, SL_E_INPUT, "stdin:%zu: unknown field '%.64s'", lineno, k);
 		SL_ENSURE(json_is_null(v) || json_is_string(v) || strcmp(k, "reasons") == 0 ||
 		              strcmp(k, "details") == 0,
 		          SL_E_INPUT, "stdin:%zu: field '%s' must be a string", lineno, k);
 	}
 	r = (sl_audit_record){
-	    .event = json_string_value(json_object_get(o, "event")),
-	    .job_id = json_string_value(json_object_get(o, "job_id")),
-	    .dataset_id = json_string_value(json_object_get(o, "dataset_id")),
-	    .key_id = json_string_value(json_object_get(o, "key_id")),
-	    .policy_digest = json_string_value(json_object_get(o, "policy_digest")),
-	    .decision = json_string_value(json_object_get(o, "decision")),
+	    .event = sl_json_getstr(o, "event"),
+	    .job_id = sl_json_getstr(o, "job_id"),
+	    .dataset_id = sl_json_getstr(o, "dataset_id"),
+	    .key_id = sl_json_getstr(o, "key_id"),
+	    .policy_digest = sl_json_getstr(o, "policy_digest"),
+	    .decision = sl_json_getstr(o, "decision"),
 	    .reasons =
 	        json_is_null(json_object_get(o, "reasons")) ? NULL : json_object_get(o, "reasons"),
-	    .claims_digest = json_string_value(json_object_get(o, "claims_digest")),
+	    .claims_digest = sl_json_getstr(o, "claims_digest"),
 	    .details =
 	        json_is_null(json_object_get(o, "details")) ? NULL : json_object_get(o, "details"),
 	};

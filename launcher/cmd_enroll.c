@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
-#include "seclaunch/kms.h"
+#include "seclaunch/kms_client.h"
 
 static void usage(FILE *f)
 {

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../attest/snp_import.h" /* sl_evidence_import: no OpenSSL types */
 #include "cli.h"
+#include "seclaunch/attest.h"
 #include "seclaunch/util.h"
 
 #define MAX_REPORT (64 * 1024)

@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "policy_cli.h"
+#include "seclaunch/json.h"
 #include "seclaunch/attest.h"
 #include "seclaunch/minisign.h"
 #include "seclaunch/policy.h"
@@ -296,8 +297,8 @@ static void print_findings(const char *file, const json_t *list, const char *kin
 	json_t *e;
 	json_array_foreach ((json_t *)list, i, e) {
 		fprintf(stderr, "seclaunch policy check: %s: %s: %s: %s\n", kind, file,
-		        json_string_value(json_object_get(e, "path")),
-		        json_string_value(json_object_get(e, "message")));
+		        sl_json_getstr(e, "path"),
+		        sl_json_getstr(e, "message"));
 	}
 }
 

@@ -8,6 +8,7 @@
 #include "policy_cli.h"
 #include "seclaunch/identity.h"
 #include "seclaunch/util.h"
+#include "seclaunch/json.h"
 
 #define CMD "policy"
 
@@ -69,11 +70,11 @@ int sl_policy_cli_identity_collect(const struct opts *o)
 	SL_GUARD(sl_file_write_atomic(o->out, text, strlen(text), 0600, o->force));
 	if (sl_cli_json)
 		sl_cli_print_json(json_pack("{s:s, s:s}", "kind",
-		                            json_string_value(json_object_get(doc, "kind")),
+		                            sl_json_getstr(doc, "kind"),
 		                            "output", o->out));
 	else if (!sl_cli_quiet)
 		printf("%s identity document -> %s\n",
-		       json_string_value(json_object_get(doc, "kind")), o->out);
+		       sl_json_getstr(doc, "kind"), o->out);
 	rc = SL_OK;
 out:
 	free(text);

@@ -3,7 +3,7 @@
 #define SECLAUNCH_LAUNCHER_KMS_CLI_H
 
 #include "region_id.h"
-#include "seclaunch/kms.h"
+#include "seclaunch/kms_client.h"
 #include "seclaunch/sld.h"
 
 /* encrypt --kms: a fresh DEK made here (secret memory), wrapped by

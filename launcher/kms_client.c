@@ -6,6 +6,7 @@
 
 #include "kms_http.h"
 #include "seclaunch/tpm2.h"
+#include "seclaunch/json.h"
 
 #define SEALED_LEN (SL_KMS_DEK_LEN + crypto_box_SEALBYTES)
 
@@ -125,7 +126,7 @@ const json_t *sl_kms_last_problem(const sl_kms *k)
 static sl_err get_b64(const json_t *o, const char *field, size_t want, size_t max, uint8_t **out,
                       size_t *len)
 {
-	const char *s = json_string_value(json_object_get(o, field));
+	const char *s = sl_json_getstr(o, field);
 	sl_err rc;
 	if (s == NULL)
 		return sl_err_set(SL_E_KMS_PROTOCOL, "KMS answer: missing string \"%s\"", field);
@@ -152,7 +153,7 @@ sl_err sl_kms_challenge_get(sl_kms *k, sl_kms_challenge *out)
 	SL_GUARD(sl_kms_call(k, "/v1/challenge", req, false, KMS_RETRY_ALL, &res));
 	SL_GUARD(get_b64(res, "nonce", SL_NONCE_LEN, 0, &n, &nl));
 	SL_GUARD(get_b64(res, "policy_digest", SL_SHA256_LEN, 0, &d, &dl));
-	exp = json_string_value(json_object_get(res, "expires"));
+	exp = sl_json_getstr(res, "expires");
 	SL_ENSURE(exp != NULL, SL_E_KMS_PROTOCOL, "KMS answer: missing string \"expires\"");
 	rc = sl_time_parse_rfc3339(exp, &out->expires, "expires");
 	if (rc != SL_OK)
@@ -233,7 +234,7 @@ sl_err sl_kms_release(sl_kms *k, const sl_kms_release_req *rq, sl_secret *eph_sk
 	crypto_scalarmult_base(pk, sl_secret_data(eph_sk));
 	for (size_t i = 0; i < rq->nkeys; i++) {
 		const json_t *e = json_array_get(got, i);
-		const char *id = json_string_value(json_object_get(e, "key_id"));
+		const char *id = sl_json_getstr(e, "key_id");
 		uint8_t *sealed = NULL;
 		size_t sl = 0;
 		SL_ENSURE(id != NULL && strcmp(id, rq->keys[i].key_id) == 0, SL_E_KMS_PROTOCOL,
@@ -293,7 +294,7 @@ sl_err sl_kms_enroll(sl_kms *k, const char *tcti, char **ak_name_hex)
 	SL_GUARD(b64_member(act, "session", sess, sess_len));
 	SL_GUARD(b64_member(act, "secret", sl_secret_data(cred), sl_secret_len(cred)));
 	SL_GUARD(sl_kms_call(k, "/v1/enroll/activate", act, false, KMS_RETRY_UNPROCESSED, &res2));
-	name = json_string_value(json_object_get(res2, "ak_name"));
+	name = sl_json_getstr(res2, "ak_name");
 	SL_ENSURE(name != NULL, SL_E_KMS_PROTOCOL, "KMS answer: missing \"ak_name\"");
 	*ak_name_hex = strdup(name);
 	SL_ENSURE(*ak_name_hex != NULL, SL_E_NOMEM, "ak name");

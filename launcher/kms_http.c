@@ -11,33 +11,11 @@
 
 #include "cli.h"
 #include "kms_http.h"
+#include "seclaunch/http.h"
+#include "seclaunch/json.h"
 
 #define BACKOFF_BASE_MS 200
 #define BACKOFF_MAX_MS 4000
-
-struct body {
-	char *p;
-	size_t len, max;
-	bool overflow;
-};
-
-static size_t on_data(char *ptr, size_t size, size_t n, void *ctx)
-{
-	struct body *b = ctx;
-	size_t add = size * n;
-	if (add > b->max - b->len) {
-		b->overflow = true;
-		return 0; /* aborts the transfer */
-	}
-	char *np = realloc(b->p, b->len + add + 1);
-	if (np == NULL)
-		return 0;
-	b->p = np;
-	memcpy(b->p + b->len, ptr, add);
-	b->len += add;
-	b->p[b->len] = '\0';
-	return add;
-}
 
 static void sleep_ms(long ms)
 {
@@ -81,7 +59,7 @@ sl_err sl_kms_refusal_code(const json_t *reasons)
 	size_t i;
 	const json_t *r;
 	json_array_foreach (reasons, i, r) {
-		const char *code = json_string_value(json_object_get(r, "code"));
+		const char *code = sl_json_getstr(r, "code");
 		for (size_t j = 0; code != NULL && attest_codes[j] != NULL; j++)
 			if (strcmp(code, attest_codes[j]) == 0)
 				return SL_E_ATTEST;
@@ -93,8 +71,8 @@ sl_err sl_kms_refusal_code(const json_t *reasons)
 static sl_err problem_err(sl_kms *k, const char *path, long status)
 {
 	const json_t *p = k->problem;
-	const char *title = json_string_value(json_object_get(p, "title"));
-	const char *detail = json_string_value(json_object_get(p, "detail"));
+	const char *title = sl_json_getstr(p, "title");
+	const char *detail = sl_json_getstr(p, "detail");
 	const json_t *reasons = json_object_get(p, "reasons");
 	if (status == 403 && json_is_array(reasons) && json_array_size(reasons) > 0) {
 		char msg[4096];
@@ -104,10 +82,9 @@ static sl_err problem_err(sl_kms *k, const char *path, long status)
 		                      json_array_size(reasons) == 1 ? "" : "s");
 		for (size_t i = 0; i < json_array_size(reasons) && o < sizeof(msg); i++) {
 			const json_t *r = json_array_get(reasons, i);
-			const char *code = json_string_value(json_object_get(r, "code"));
-			const char *d = json_is_string(r)
-			                    ? json_string_value(r)
-			                    : json_string_value(json_object_get(r, "detail"));
+			const char *code = sl_json_getstr(r, "code");
+			const char *d =
+			    json_is_string(r) ? json_string_value(r) : sl_json_getstr(r, "detail");
 			o += (size_t)snprintf(msg + o, sizeof(msg) - o, "%s [%s] %.400s",
 			                      i ? ";" : "", code ? code : "reason", d ? d : "?");
 		}
@@ -125,7 +102,7 @@ sl_err sl_kms_call(sl_kms *k, const char *path, const json_t *body, bool admin,
 	struct curl_slist *hdr = NULL;
 	char *url = NULL, *text = NULL, *auth = NULL;
 	size_t text_len = 0, auth_len = 0;
-	struct body b = {.max = k->o.max_response};
+	sl_http_body b = {.max = k->o.max_response};
 	long status = 0;
 	CURLcode cc = CURLE_OK;
 	json_error_t je;
@@ -171,14 +148,11 @@ sl_err sl_kms_call(sl_kms *k, const char *path, const json_t *body, bool admin,
 	} else {
 		curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
 	}
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sl_http_body_write);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
 
 	for (unsigned attempt = 0;; attempt++) {
-		free(b.p);
-		b.p = NULL;
-		b.len = 0;
-		b.overflow = false;
+		sl_http_body_reset(&b);
 		status = 0;
 		cc = curl_easy_perform(c);
 		if (cc == CURLE_OK)
@@ -214,7 +188,7 @@ sl_err sl_kms_call(sl_kms *k, const char *path, const json_t *body, bool admin,
 			                 k->url, path);
 		goto out;
 	}
-	j = b.p != NULL ? json_loadb(b.p, b.len, JSON_REJECT_DUPLICATES, &je) : NULL;
+	j = b.p != NULL ? json_loadb((const char *)b.p, b.len, JSON_REJECT_DUPLICATES, &je) : NULL;
 	if (status < 200 || status >= 300) {
 		k->problem = json_is_object(j) ? json_incref(j) : json_object();
 		rc = problem_err(k, path, status);
@@ -240,7 +214,7 @@ out:
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(c, CURLOPT_POSTFIELDS, NULL);
 	json_decref(j);
-	free(b.p);
+	sl_http_body_reset(&b);
 	free(url);
 	return rc;
 }

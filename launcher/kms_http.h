@@ -5,7 +5,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "seclaunch/kms.h"
+#include "seclaunch/kms_client.h"
 
 struct sl_kms {
 	sl_kms_opts o;

@@ -13,6 +13,7 @@
 #include "seclaunch/identity.h"
 #include "seclaunch/tpm2.h"
 #include "seclaunch/util.h"
+#include "seclaunch/json.h"
 
 sl_err sl_run_step_challenge(struct sl_run_st *s)
 {
@@ -66,7 +67,7 @@ out:
 static sl_err pin_ak(const json_t *ev, const char *path)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
-	const char *b64 = json_string_value(json_object_get(ev, "ak_public"));
+	const char *b64 = sl_json_getstr(ev, "ak_public");
 	uint8_t *raw = NULL;
 	size_t len = 0;
 	char *pem = NULL;
@@ -104,7 +105,7 @@ sl_err sl_run_step_evidence(struct sl_run_st *s)
 	sl_collect_opts co = {.tcti = s->o->tcti, .nonce = s->binding, .nonce_len = SL_BINDING_LEN};
 	SL_GUARD(sl_evidence_collect(s->o->tee, &co, &ev));
 	SL_GUARD(sl_claims_new(&s->claims));
-	const char *evkind = json_string_value(json_object_get(ev, "kind"));
+	const char *evkind = sl_json_getstr(ev, "kind");
 	if (evkind != NULL && strcmp(evkind, "tpm2") == 0)
 		SL_GUARD(pin_ak(ev, ak));
 	sl_verify_opts vo = {.expect = s->binding,

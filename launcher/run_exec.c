@@ -13,11 +13,12 @@
 #include "seclaunch/attest.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/identity.h"
-#include "seclaunch/kms.h"
+#include "seclaunch/kms_client.h"
 #include "seclaunch/policy.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/sld.h"
 #include "seclaunch/util.h"
+#include "seclaunch/json.h"
 
 static int g_sig; /* a termination signal that arrived before the job */
 
@@ -228,8 +229,8 @@ static sl_err explain_refusal(struct sl_run_st *s)
 	snprintf(detail, sizeof(detail), "%s", sl_err_detail());
 	fprintf(stderr, "seclaunch run: the KMS refused to release the keys:\n");
 	json_array_foreach (reasons, i, r) {
-		const char *c = json_string_value(json_object_get(r, "code"));
-		const char *d = json_string_value(json_object_get(r, "detail"));
+		const char *c = sl_json_getstr(r, "code");
+		const char *d = sl_json_getstr(r, "detail");
 		fprintf(stderr, "  - [%s] %s\n", c != NULL ? c : "?", d != NULL ? d : "?");
 	}
 	s->explained = true;

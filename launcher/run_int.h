@@ -7,7 +7,7 @@
 
 #include "job.h"
 #include "seclaunch/attest.h"
-#include "seclaunch/kms.h"
+#include "seclaunch/kms_client.h"
 #include "seclaunch/policy.h"
 #include "seclaunch/sld.h"
 #include "seclaunch/audit.h"

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "seclaunch/json.h"
 #include "policy_int.h"
 
 static sl_err add(json_t *list, const char *path, const char *msg)
@@ -144,7 +145,7 @@ sl_err sl_policy_warn_gaps(const json_t *root, struct vctx *c)
 	json_array_foreach (json_object_get(root, "datasets"), i, d) {
 		const json_t *kinds = json_object_get(d, "tee_kinds");
 		const json_t *m = json_object_get(d, "measurements");
-		const char *id = json_string_value(json_object_get(d, "id"));
+		const char *id = sl_json_getstr(d, "id");
 		static const char *const hw[][2] = {{"sev-snp", "SEV-SNP launch measurement"},
 		                                    {"tdx", "TDX MRTD/RTMR"}};
 		bool any_hw = false;
@@ -177,7 +178,7 @@ sl_err sl_policy_warn_gaps(const json_t *root, struct vctx *c)
 				    "is checked)",
 				    id);
 		}
-		const char *cls = json_string_value(json_object_get(d, "classification"));
+		const char *cls = sl_json_getstr(d, "classification");
 		if (cls != NULL && strcasecmp(cls, "restricted") == 0 &&
 		    json_object_get(d, "key_ttl") == NULL) {
 			snprintf(p, sizeof(p), "$.datasets[%zu].key_ttl", i);
@@ -231,7 +232,7 @@ sl_err sl_policy_check(const uint8_t *data, size_t len, bool strict, json_t **re
 		json_array_foreach (c.warnings, i, w) {
 			json_t *e = json_pack("{s:O, s:s+}", "path", json_object_get(w, "path"),
 			                      "message", "(--strict) ",
-			                      json_string_value(json_object_get(w, "message")));
+			                      sl_json_getstr(w, "message"));
 			SL_ENSURE(e != NULL && json_array_append_new(c.errors, e) == 0, SL_E_NOMEM,
 			          "policy check");
 		}
@@ -247,8 +248,8 @@ sl_err sl_policy_check(const uint8_t *data, size_t len, bool strict, json_t **re
 	} else {
 		json_t *e0 = json_array_get(c.errors, 0);
 		size_t n = json_array_size(c.errors);
-		rc = sl_err_set(c.first, "%s: %s%s", json_string_value(json_object_get(e0, "path")),
-		                json_string_value(json_object_get(e0, "message")),
+		rc = sl_err_set(c.first, "%s: %s%s", sl_json_getstr(e0, "path"),
+		                sl_json_getstr(e0, "message"),
 		                n > 1 ? " (and more errors)" : "");
 	}
 	*report = rep;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "policy_int.h"
+#include "seclaunch/json.h"
 
 #define PATH_LEN 256
 #define TEXT_LEN 1024
@@ -274,13 +275,12 @@ static void check_outputs(const sl_policy *p, const json_t *rule, const char *rp
 		json_t *e;
 		bool found = false;
 		json_array_foreach (dests, i, e) {
-			if (!sl_policy_glob(json_string_value(json_object_get(e, "url")), u))
+			if (!sl_policy_glob(sl_json_getstr(e, "url"), u))
 				continue;
 			found = true;
 			snprintf(path, sizeof(path), "%s.output_destinations[%zu]", rpath, i);
 			snprintf(what, sizeof(what), "output '%s' (%s) goes to region", u, path);
-			region_allowed(p, rule, rpath,
-			               json_string_value(json_object_get(e, "region")), what, d);
+			region_allowed(p, rule, rpath, sl_json_getstr(e, "region"), what, d);
 			break;
 		}
 		if (!found) {
@@ -479,7 +479,7 @@ sl_err sl_policy_evaluate(const sl_policy *p, const sl_claims *claims, const sl_
 		size_t i;
 		json_t *rule;
 		json_array_foreach (sets, i, rule) {
-			const char *id = json_string_value(json_object_get(rule, "id"));
+			const char *id = sl_json_getstr(rule, "id");
 			if (!sl_policy_glob(id, req->dataset_id))
 				continue;
 			snprintf(path, sizeof(path), "$.datasets[%zu]", i);

@@ -7,6 +7,7 @@
 
 #include "policy_int.h"
 #include "seclaunch/util.h"
+#include "seclaunch/json.h"
 
 #define KEY_TTL_MAX (366LL * 24 * 3600)
 
@@ -472,10 +473,10 @@ static sl_err check_datasets(struct vctx *c, const json_t *v)
 	json_array_foreach (v, i, d) {
 		snprintf(p, sizeof(p), "$.datasets[%zu]", i);
 		NOTE(check_dataset(c, d, p));
-		const char *id = json_string_value(json_object_get(d, "id"));
+		const char *id = sl_json_getstr(d, "id");
 		for (size_t j = 0; id != NULL && j < i; j++) {
 			const char *o =
-			    json_string_value(json_object_get(json_array_get(v, j), "id"));
+			    sl_json_getstr(json_array_get(v, j), "id");
 			if (o != NULL && strcmp(o, id) == 0)
 				NOTE(sl_err_set(SL_E_INPUT,
 				                "%s.id: duplicate rule for dataset '%s' (also "
@@ -540,8 +541,8 @@ sl_err sl_policy_load(const uint8_t *data, size_t len, sl_policy **out)
 		/* the first error names its path; `policy check` lists them all */
 		json_t *e0 = json_array_get(c.errors, 0);
 		size_t n = json_array_size(c.errors);
-		SL_FAIL(c.first, "%s: %s%s", json_string_value(json_object_get(e0, "path")),
-		        json_string_value(json_object_get(e0, "message")),
+		SL_FAIL(c.first, "%s: %s%s", sl_json_getstr(e0, "path"),
+		        sl_json_getstr(e0, "message"),
 		        n > 1 ? " (and more errors: `seclaunch policy check` lists them all)" : "");
 	}
 	p = calloc(1, sizeof(*p));

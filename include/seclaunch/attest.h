@@ -1,7 +1,7 @@
 /* Attestation evidence: collect and verify, one kind table, one claim set.
  *
- * Every verifier turns evidence into the same normalised claim set: a flat,
- * sorted key -> string map (docs/claims.md). Policy evaluates claims only,
+ * Every verifier turns evidence into the same normalised claim set
+ * (seclaunch/claims.h, docs/claims.md). Policy evaluates claims only,
  * never raw evidence. Evidence is a JSON object (docs/evidence.md) whose
  * "kind" names its entry in the kind table.
  */
@@ -14,33 +14,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "seclaunch/claims.h"
 #include "seclaunch/error.h"
-
-/* ---- claims ---------------------------------------------------------- */
-
-typedef struct sl_claims sl_claims;
-
-SL_MUST_USE sl_err sl_claims_new(sl_claims **out);
-void sl_claims_free(sl_claims *c);
-/* Sets key to value (replacing an earlier value). Keys are [a-z0-9._-]+. */
-SL_MUST_USE sl_err sl_claims_set(sl_claims *c, const char *key, const char *value);
-SL_MUST_USE sl_err sl_claims_setf(sl_claims *c, const char *key, const char *fmt, ...)
-    SL_PRINTF(3, 4);
-/* Sets key to the lower-case hex of len bytes. */
-SL_MUST_USE sl_err sl_claims_set_hex(sl_claims *c, const char *key, const uint8_t *p, size_t len);
-/* NULL when absent. */
-const char *sl_claims_get(const sl_claims *c, const char *key);
-size_t sl_claims_count(const sl_claims *c);
-const char *sl_claims_key(const sl_claims *c, size_t i); /* sorted by key */
-const char *sl_claims_value(const sl_claims *c, size_t i);
-/* Copies every claim of src into dst (src wins on equal keys). */
-SL_MUST_USE sl_err sl_claims_merge(sl_claims *dst, const sl_claims *src);
-/* A JSON object {key: value, ...} (new reference) and back. from_json
- * rejects non-string values and bad keys, naming them. */
-SL_MUST_USE sl_err sl_claims_to_json(const sl_claims *c, json_t **out);
-SL_MUST_USE sl_err sl_claims_from_json(const json_t *obj, sl_claims **out);
-/* SHA-256 of the canonical JSON text (sorted keys, compact). */
-void sl_claims_digest(const sl_claims *c, uint8_t out[static 32]);
 
 /* ---- evidence -------------------------------------------------------- */
 
@@ -82,5 +57,24 @@ const sl_evidence_kind *sl_evidence_kind_find(const char *name);
 SL_MUST_USE sl_err sl_evidence_collect(const char *kind, const sl_collect_opts *o, json_t **out);
 /* Verifies one evidence object by its "kind" into claims. */
 SL_MUST_USE sl_err sl_evidence_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *claims);
+
+/* ---- import ---------------------------------------------------------- */
+
+/* A raw SEV-SNP report or TDX quote collected elsewhere, wrapped into
+ * evidence JSON (`seclaunch evidence import`). */
+typedef struct sl_blob {
+	const uint8_t *p;
+	size_t len;
+	const char *name; /* for messages */
+} sl_blob;
+
+/* kind "sev-snp": report = the 1184-byte ATTESTATION_REPORT (or its hex),
+ * certs = PEM bundles or DER certificates, filed under vcek/vlek/ask/asvk/ark
+ * by their subject CN; kind "tdx": report = the quote, no certs (the quote
+ * carries its PCK chain). The report is parsed (not verified) first. */
+SL_MUST_USE sl_err sl_evidence_import(const char *kind, const uint8_t *report, size_t len,
+                                      const sl_blob *certs, size_t ncerts, json_t **out);
+/* Adds a TDX CCEL event log (the ACPI CCEL table's log area) to tdx evidence. */
+SL_MUST_USE sl_err sl_evidence_add_ccel(json_t *ev, const uint8_t *log, size_t len);
 
 #endif

@@ -23,6 +23,11 @@ typedef struct sl_reader {
 } sl_reader;
 
 void sl_reader_init(sl_reader *r, const void *data, size_t len, const char *what);
+/* The precondition every read checks first (as s2n's stuffer_validate):
+ * data is set unless len is 0, and off <= len. A reader that fails it was
+ * corrupted by code that touched its fields: SL_E_INTERNAL, nothing read. */
+bool sl_reader_valid(const sl_reader *r);
+SL_MUST_USE sl_err sl_reader_validate(const sl_reader *r);
 size_t sl_reader_left(const sl_reader *r);
 size_t sl_reader_offset(const sl_reader *r);
 
@@ -40,6 +45,11 @@ SL_MUST_USE sl_err sl_read_view(sl_reader *r, size_t n, const uint8_t **out, con
 SL_MUST_USE sl_err sl_read_skip(sl_reader *r, size_t n, const char *field);
 /* A sub-reader over the next n bytes; the parent advances past them. */
 SL_MUST_USE sl_err sl_read_sub(sl_reader *r, size_t n, sl_reader *sub, const char *field);
+/* Delimiter-bounded: the bytes before the next delim as a sub-reader; the
+ * parent advances past the delim. sl_read_until fails (SL_E_FORMAT naming
+ * field) when no delim is left; sl_read_token then takes the rest. */
+SL_MUST_USE sl_err sl_read_until(sl_reader *r, uint8_t delim, sl_reader *sub, const char *field);
+SL_MUST_USE sl_err sl_read_token(sl_reader *r, uint8_t delim, sl_reader *sub, const char *field);
 /* Length-prefixed (u8 / u16be / u32be length) field as a sub-reader; max bounds the length. */
 SL_MUST_USE sl_err sl_read_lp8(sl_reader *r, sl_reader *sub, const char *field);
 SL_MUST_USE sl_err sl_read_lp16be(sl_reader *r, sl_reader *sub, size_t max, const char *field);

@@ -1,29 +1,7 @@
-/* The KMS client: talks to seclaunchd (docs/protocol.md) over HTTPS.
- *
- * Transport: libcurl, TLS verified against a CA bundle (--kms-ca), optional
- * public-key pinning, connect and total timeouts, a response size cap, and
- * retries with exponential backoff and jitter for connection failures, 429
- * and 5xx only (a 4xx answer is final). Errors:
- *   SL_E_KMS_UNREACHABLE  no TLS connection could be made (after retries)
- *   SL_E_KMS_REFUSED      the server answered with an error status
- *   SL_E_KMS_PROTOCOL     the answer was not what the protocol says
- *   SL_E_POLICY_DENIED    a release was denied (403); the detail lists every
- *                         reason and sl_kms_last_problem() holds the problem JSON
- *   SL_E_ATTEST           the same, when a reason says the KMS did not accept the
- *                         evidence (sl_kms_refusal_code)
- * Every secret that comes back (DEKs) is opened straight into sl_secret.
- */
+/* KMS protocol v1 constants shared by seclaunchd (kms/) and its client
+ * (seclaunch/kms_client.h): sizes and identifier limits (docs/protocol.md). */
 #ifndef SECLAUNCH_KMS_H
 #define SECLAUNCH_KMS_H
-
-#include <jansson.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <time.h>
-
-#include "seclaunch/error.h"
-#include "seclaunch/secret.h"
-#include "seclaunch/util.h"
 
 #define SL_KMS_EPH_SK_LEN 32 /* X25519 secret key */
 /* Wrapped DEK as seclaunchd returns it: version byte, 12-byte IV, 32-byte
@@ -32,90 +10,5 @@
 #define SL_KMS_DEK_LEN 32
 #define SL_KMS_ID_MAX 128         /* key ids: 1..128 of [A-Za-z0-9._-] */
 #define SL_KMS_DATASET_ID_MAX 255 /* dataset ids: 1..255 bytes of UTF-8, no control characters */
-
-typedef struct sl_kms sl_kms;
-
-typedef struct sl_kms_opts {
-	const char *url;     /* "https://host:port" (no trailing path) */
-	const char *ca_file; /* CA bundle for the server's certificate; NULL: system store */
-	const char
-	    *pinned_pubkey; /* curl pin: "sha256//BASE64[;...]" or a PEM/DER file; NULL: none */
-	const char *admin_token_file; /* admin calls only; read into secret memory (mode 0600) */
-	long connect_timeout_ms;      /* 0: 5000 */
-	long total_timeout_ms;        /* per attempt; 0: 30000 */
-	unsigned max_attempts;        /* 0: 4 (1 = no retry) */
-	size_t max_response;          /* 0: 1 MiB */
-} sl_kms_opts;
-
-SL_MUST_USE sl_err sl_kms_new(const sl_kms_opts *o, sl_kms **out);
-void sl_kms_free(sl_kms *k);
-
-/* The problem JSON (RFC 7807) of the last error answer, or NULL. Borrowed;
- * valid until the next call on k. */
-const json_t *sl_kms_last_problem(const sl_kms *k);
-
-/* The one mapping from a KMS refusal (403 with reasons) to an error code,
- * so every command exits alike: a reason about the machine's evidence
- * (evidence_invalid, binding_mismatch, ak_not_enrolled, identity_invalid) is
- * an attestation failure, SL_E_ATTEST (exit 3); any other reason is a policy
- * denial, SL_E_POLICY_DENIED (exit 4). docs/exit-codes.md lists them. */
-sl_err sl_kms_refusal_code(const json_t *reasons);
-
-/* ---- key release ------------------------------------------------------ */
-
-typedef struct sl_kms_challenge {
-	uint8_t nonce[SL_NONCE_LEN];
-	time_t expires;
-	uint8_t policy_digest[SL_SHA256_LEN]; /* the policy seclaunchd enforces */
-} sl_kms_challenge;
-
-/* POST /v1/challenge. */
-SL_MUST_USE sl_err sl_kms_challenge_get(sl_kms *k, sl_kms_challenge *out);
-
-/* A fresh X25519 key pair for one release: pub is sent (and bound into the
- * evidence), *sk (SL_KMS_EPH_SK_LEN bytes) opens the sealed DEKs. */
-SL_MUST_USE sl_err sl_kms_eph_keypair(uint8_t pub[static SL_EPH_PUB_LEN], sl_secret **sk);
-
-typedef struct sl_kms_key_req {
-	const char *key_id;
-	const char *dataset_id;
-	const uint8_t *wrapped_dek;
-	size_t wrapped_dek_len;
-} sl_kms_key_req;
-
-typedef struct sl_kms_release_req {
-	const uint8_t *nonce;         /* SL_NONCE_LEN, from the challenge */
-	const uint8_t *eph_pub;       /* SL_EPH_PUB_LEN */
-	const uint8_t *policy_digest; /* SL_SHA256_LEN, the one in the binding */
-	const json_t *evidence;       /* array of evidence objects (as `seclaunch attest` writes) */
-	const json_t *identity;       /* array of cloud identity documents; NULL: [] */
-	const json_t *job;            /* object describing the job; NULL: {} */
-	const sl_kms_key_req *keys;
-	size_t nkeys; /* 1..64 */
-} sl_kms_release_req;
-
-/* POST /v1/release. On success deks[i] (SL_KMS_DEK_LEN bytes, secret memory)
- * is the DEK of req->keys[i], opened with eph_sk; the caller frees each.
- * All or nothing: on error no deks[i] is set. */
-SL_MUST_USE sl_err sl_kms_release(sl_kms *k, const sl_kms_release_req *req, sl_secret *eph_sk,
-                                  sl_secret *deks[]);
-
-/* ---- enrollment (TPM credential activation) ---------------------------- */
-
-/* POST /v1/enroll + /v1/enroll/activate with the TPM at tcti (NULL: default):
- * sends EK public (+ EK certificate when the TPM has one) and AK public,
- * answers the MakeCredential challenge with ActivateCredential. On success
- * *ak_name_hex (malloc'd) is the enrolled AK's TPM name. */
-SL_MUST_USE sl_err sl_kms_enroll(sl_kms *k, const char *tcti, char **ak_name_hex);
-
-/* ---- admin (Bearer admin token) --------------------------------------- */
-
-/* POST /v1/keys {"id"}: creates a KEK. An existing id fails (SL_E_KMS_REFUSED, 409). */
-SL_MUST_USE sl_err sl_kms_key_create(sl_kms *k, const char *key_id);
-
-/* POST /v1/keys/{id}/wrap: wraps dek (SL_KMS_DEK_LEN) for dataset_id; *wrapped
- * (malloc'd, *wrapped_len bytes) goes into the SLD header. */
-SL_MUST_USE sl_err sl_kms_wrap(sl_kms *k, const char *key_id, const char *dataset_id,
-                               sl_secret *dek, uint8_t **wrapped, size_t *wrapped_len);
 
 #endif

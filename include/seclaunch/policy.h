@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "seclaunch/attest.h"
+#include "seclaunch/claims.h"
 #include "seclaunch/error.h"
 
 typedef struct sl_policy sl_policy;

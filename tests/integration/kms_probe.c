@@ -1,6 +1,6 @@
 /* Test and benchmark client for seclaunchd, built by the kms_* tests and
  * scripts/bench/30-kms.sh against libseclaunch.a. It drives the real client
- * API (include/seclaunch/kms.h) with real TPM quotes (SECLAUNCH_TCTI), and
+ * API (include/seclaunch/kms_client.h) with real TPM quotes (SECLAUNCH_TCTI), and
  * can break one thing on purpose to exercise each refusal.
  *
  *   kms_probe URL CA release KEY_ID DATASET_ID WRAPPED_B64 [VARIANT]
@@ -33,7 +33,7 @@
 #include "kms_http.h"
 #include "seclaunch/attest.h"
 #include "seclaunch/tpm2.h"
-#include "seclaunch/kms.h"
+#include "seclaunch/kms_client.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/util.h"
 

@@ -31,7 +31,7 @@
 
 #include "../../launcher/cli.h"
 #include "seclaunch/identity.h"
-#include "seclaunch/kms.h"
+#include "seclaunch/kms_client.h"
 #include "seclaunch/minisign.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/util.h"

@@ -240,6 +240,7 @@ int main(void)
 	    cmocka_unit_test(test_tcb_eval),
 	    cmocka_unit_test(test_tcb_signing_expired),
 	    cmocka_unit_test(test_collateral_tamper),
+	    cmocka_unit_test(test_collateral_duplicate),
 	    cmocka_unit_test(test_ccel),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

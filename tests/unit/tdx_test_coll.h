@@ -271,6 +271,101 @@ static void test_collateral_tamper(void **state)
 	rmcoll(gtg2023, 3);
 }
 
+/* Writes text (n bytes) as the TCB info file of the collateral dir d. */
+static void put_tcbinfo(const char *d, const char *text, size_t n)
+{
+	char p[512];
+	snprintf(p, sizeof(p), "%s/%s", d, gtg2023[0]);
+	assert_int_equal(sl_file_write_atomic(p, text, n, 0600, true), SL_OK);
+}
+
+/* The signed member is cut out by the JSON parser itself: a second
+ * "tcbInfo" (last one wins in a lenient parser) behind the signed one, an
+ * escaped spelling of the key, or an extra member is refused, and the
+ * signed bytes are exactly the member's value as served. */
+static void test_collateral_duplicate(void **state)
+{
+	(void)state;
+	const char *d = mkcoll(gtg2023, 3);
+	char p[512];
+	snprintf(p, sizeof(p), "%s/%s", d, gtg2023[0]);
+	uint8_t *b = NULL;
+	size_t bl = 0, len = 0;
+	assert_int_equal(sl_file_read(p, 1 << 20, &b, &bl), SL_OK);
+	char *text = (char *)b;
+	uint8_t *q = load("intel-tdx/trustee_quote_4.dat", &len);
+
+	/* the exact signed range: from the '{' after "tcbInfo": to its '}' */
+	json_t *body = NULL;
+	const uint8_t *sv = NULL;
+	size_t svl = 0;
+	uint8_t sig[64];
+	assert_int_equal(sl_tdx_pcs_parse(b, bl, "tcbInfo", p, &body, &sv, &svl, sig), SL_OK);
+	char *sigat = strstr(text, ",\"signature\"");
+	assert_non_null(sigat);
+	assert_ptr_equal(sv, b + strlen("{\"tcbInfo\":"));
+	assert_int_equal(svl, (size_t)(sigat - text) - strlen("{\"tcbInfo\":"));
+	assert_string_equal(json_string_value(json_object_get(body, "fmspc")), "50806f000000");
+	json_decref(body);
+
+	/* {"tcbInfo": SIGNED, "tcbInfo": TAMPERED, "signature": ...} */
+	size_t head = (size_t)(sigat - text);
+	size_t mlen = head - strlen("{\"tcbInfo\":");
+	char *dup = malloc(bl + mlen + 64);
+	size_t n = 0;
+	memcpy(dup, text, head);
+	n = head;
+	n += (size_t)snprintf(dup + n, 16, ",\"tcbInfo\":");
+	memcpy(dup + n, text + strlen("{\"tcbInfo\":"), mlen);
+	char *hit = strstr(dup + n, "\"pcesvn\":11");
+	assert_non_null(hit);
+	hit[10] = '0';
+	n += mlen;
+	memcpy(dup + n, sigat, bl - head);
+	n += bl - head;
+	put_tcbinfo(d, dup, n);
+	expect_fail(verify(q, len, d, T_QUOTES, NULL, 0, NULL), SL_E_ATTEST_FORMAT,
+	            "duplicate object key", "second tcbInfo behind the signed one");
+
+	/* the same with the second key spelled with an escape */
+	char *k2 = strstr(dup + head, "\"tcbInfo\"");
+	assert_non_null(k2);
+	char *esc = malloc(n + 8);
+	size_t at = (size_t)(k2 - dup);
+	memcpy(esc, dup, at);
+	memcpy(esc + at, "\"tcb\\u0049nfo\"", 14);
+	memcpy(esc + at + 14, dup + at + 9, n - at - 9);
+	put_tcbinfo(d, esc, n + 5);
+	expect_fail(verify(q, len, d, T_QUOTES, NULL, 0, NULL), SL_E_ATTEST_FORMAT,
+	            "duplicate object key", "escaped second tcbInfo");
+
+	/* an extra top-level member */
+	memcpy(dup, text, head);
+	n = head + (size_t)snprintf(dup + head, 16, ",\"x\":1");
+	memcpy(dup + n, sigat, bl - head);
+	n += bl - head;
+	put_tcbinfo(d, dup, n);
+	expect_fail(verify(q, len, d, T_QUOTES, NULL, 0, NULL), SL_E_ATTEST_FORMAT,
+	            "unknown field \"x\"", "extra member");
+
+	/* whitespace around the member is not signed, and does not matter */
+	n = (size_t)snprintf(dup, 32, "{ \n\t\"tcbInfo\" : ");
+	memcpy(dup + n, text + strlen("{\"tcbInfo\":"), mlen);
+	n += mlen;
+	memcpy(dup + n, sigat, bl - head);
+	n += bl - head;
+	put_tcbinfo(d, dup, n);
+	sl_claims *c = NULL;
+	assert_int_equal(verify(q, len, d, T_QUOTES, NULL, 0, &c), SL_OK);
+	sl_claims_free(c);
+
+	free(esc);
+	free(dup);
+	free(b);
+	free(q);
+	rmcoll(gtg2023, 3);
+}
+
 /* README: the CCEL log replays to gtg_cos113_quote_v4's RTMR0..2 (RTMR3 stays zero). */
 static void test_ccel(void **state)
 {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "seclaunch/attest.h"
+#include "seclaunch/claims.h"
 #include "seclaunch/util.h"
 
 #define SL_CLAIMS_MAX 4096
