@@ -115,13 +115,10 @@ bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force)
 		         "written one by one",
 		         (long long)json_integer_value(json_object_get(s, "count")),
 		         json_integer_value(json_object_get(s, "count")) == 1 ? "" : "s",
-		         sl_json_getstr(s, "reason"),
-		         sl_json_getstr(s, "source"),
-		         sl_json_getstr(s, "first"),
-		         sl_json_getstr(s, "last"));
-		json_t *why =
-		    json_pack("[{s:s, s:s}]", "code",
-		              sl_json_getstr(s, "reason"), "detail", detail);
+		         sl_json_getstr(s, "reason"), sl_json_getstr(s, "source"),
+		         sl_json_getstr(s, "first"), sl_json_getstr(s, "last"));
+		json_t *why = json_pack("[{s:s, s:s}]", "code", sl_json_getstr(s, "reason"),
+		                        "detail", detail);
 		json_t *details = json_pack("{s:O}", "aggregated", s);
 		if (details != NULL && ctx->policy != NULL && sl_policy_is_dev(ctx->policy))
 			json_object_set_new(details, "development_policy", json_true());

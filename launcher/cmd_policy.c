@@ -297,8 +297,7 @@ static void print_findings(const char *file, const json_t *list, const char *kin
 	json_t *e;
 	json_array_foreach ((json_t *)list, i, e) {
 		fprintf(stderr, "seclaunch policy check: %s: %s: %s: %s\n", kind, file,
-		        sl_json_getstr(e, "path"),
-		        sl_json_getstr(e, "message"));
+		        sl_json_getstr(e, "path"), sl_json_getstr(e, "message"));
 	}
 }
 

@@ -69,12 +69,10 @@ int sl_policy_cli_identity_collect(const struct opts *o)
 	SL_ENSURE(text != NULL, SL_E_NOMEM, "formatting the document");
 	SL_GUARD(sl_file_write_atomic(o->out, text, strlen(text), 0600, o->force));
 	if (sl_cli_json)
-		sl_cli_print_json(json_pack("{s:s, s:s}", "kind",
-		                            sl_json_getstr(doc, "kind"),
-		                            "output", o->out));
+		sl_cli_print_json(
+		    json_pack("{s:s, s:s}", "kind", sl_json_getstr(doc, "kind"), "output", o->out));
 	else if (!sl_cli_quiet)
-		printf("%s identity document -> %s\n",
-		       sl_json_getstr(doc, "kind"), o->out);
+		printf("%s identity document -> %s\n", sl_json_getstr(doc, "kind"), o->out);
 	rc = SL_OK;
 out:
 	free(text);

@@ -230,9 +230,9 @@ sl_err sl_policy_check(const uint8_t *data, size_t len, bool strict, json_t **re
 		size_t i;
 		json_t *w;
 		json_array_foreach (c.warnings, i, w) {
-			json_t *e = json_pack("{s:O, s:s+}", "path", json_object_get(w, "path"),
-			                      "message", "(--strict) ",
-			                      sl_json_getstr(w, "message"));
+			json_t *e =
+			    json_pack("{s:O, s:s+}", "path", json_object_get(w, "path"), "message",
+			              "(--strict) ", sl_json_getstr(w, "message"));
 			SL_ENSURE(e != NULL && json_array_append_new(c.errors, e) == 0, SL_E_NOMEM,
 			          "policy check");
 		}
@@ -249,8 +249,7 @@ sl_err sl_policy_check(const uint8_t *data, size_t len, bool strict, json_t **re
 		json_t *e0 = json_array_get(c.errors, 0);
 		size_t n = json_array_size(c.errors);
 		rc = sl_err_set(c.first, "%s: %s%s", sl_json_getstr(e0, "path"),
-		                sl_json_getstr(e0, "message"),
-		                n > 1 ? " (and more errors)" : "");
+		                sl_json_getstr(e0, "message"), n > 1 ? " (and more errors)" : "");
 	}
 	*report = rep;
 	rep = NULL;

@@ -475,8 +475,7 @@ static sl_err check_datasets(struct vctx *c, const json_t *v)
 		NOTE(check_dataset(c, d, p));
 		const char *id = sl_json_getstr(d, "id");
 		for (size_t j = 0; id != NULL && j < i; j++) {
-			const char *o =
-			    sl_json_getstr(json_array_get(v, j), "id");
+			const char *o = sl_json_getstr(json_array_get(v, j), "id");
 			if (o != NULL && strcmp(o, id) == 0)
 				NOTE(sl_err_set(SL_E_INPUT,
 				                "%s.id: duplicate rule for dataset '%s' (also "
