@@ -138,19 +138,24 @@ DEB_OUT ?= $(BUILD)/deb
 man: $(MAN_PAGES)
 completion: $(COMPLETION)
 
-$(BUILD)/man/seclaunch.1: $(BIN)/seclaunch docs/man/seclaunch.h2m scripts/docgen
+# help2man runs each program through `docgen usage-filter`, which hands it a
+# usage of several lines in the form it reads ("Usage: ..." then "or: ...").
+$(BUILD)/man/wrap/%: $(BIN)/% scripts/docgen
 	@mkdir -p $(dir $@)
+	printf '#!/bin/sh\nexec $(PYTHON) $(CURDIR)/scripts/docgen usage-filter $(abspath $<) "$$@"\n' >$@
+	chmod +x $@
+
+$(BUILD)/man/seclaunch.1: $(BUILD)/man/wrap/seclaunch docs/man/seclaunch.h2m scripts/docgen
 	$(PYTHON) scripts/docgen commands $(BIN)/seclaunch >$(BUILD)/man/commands.h2m
 	help2man --no-info --section=1 --source="seclaunch $(SL_VERSION)" \
 		--name="run training jobs on datasets whose keys only attested machines receive" \
 		--include=docs/man/seclaunch.h2m --include=$(BUILD)/man/commands.h2m \
-		--output=$@ $(BIN)/seclaunch
+		--output=$@ $<
 
-$(BUILD)/man/seclaunchd.8: $(BIN)/seclaunchd docs/man/seclaunchd.h2m
-	@mkdir -p $(dir $@)
+$(BUILD)/man/seclaunchd.8: $(BUILD)/man/wrap/seclaunchd docs/man/seclaunchd.h2m
 	help2man --no-info --section=8 --source="seclaunch $(SL_VERSION)" \
 		--manual="System Administration" --name="the attested key-release service" \
-		--include=docs/man/seclaunchd.h2m --output=$@ $(BIN)/seclaunchd
+		--include=docs/man/seclaunchd.h2m --output=$@ $<
 
 $(BUILD)/man/seclaunchd.conf.5: docs/man/seclaunchd.conf scripts/docgen
 	@mkdir -p $(dir $@)

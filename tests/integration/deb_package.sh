@@ -114,13 +114,15 @@ done
 assert "seclaunch(1) has a section for every command${missing:+ (missing:$missing)}" test -z "$missing"
 assert "seclaunch(1) carries each command's options (encrypt --dataset-id)" grep -q -- "--dataset-id D" "$T/seclaunch.1.txt"
 keys=$(sed -n 's/.*S("\([a-z0-9_]*\)", .*/\1/p; s/.*strcmp(k, "\([a-z0-9_]*\)").*/\1/p' "$SL_ROOT/kms/config.c" | sort -u)
-missing= n=0
+missing='' n=0
 for k in $keys; do
 	n=$((n + 1))
 	grep -q "^       $k: " "$T/seclaunchd.conf.5.txt" || missing="$missing $k"
 done
 assert "kms/config.c's keys were read ($n)" test "$n" -ge 25
 assert "seclaunchd.conf(5) documents every key${missing:+ (missing:$missing)}" test -z "$missing"
+assert "seclaunchd(8)'s synopsis has both usage forms (--config, --dev)" test \
+	"$(sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' "$T/seclaunchd.8.txt" | grep -cE '^       seclaunchd +--(config|dev) ')" -eq 2
 assert "seclaunchd(8) documents the PKCS#11 device override" grep -q "PrivateDevices=no" "$T/seclaunchd.8.txt"
 
 # --- bash completion from the package, through bash-completion's loader -------------
