@@ -179,15 +179,78 @@ bench: build
 demo: build
 	@scripts/demo
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin
+# Installation, man pages, shell completion and the Debian package. The man
+# pages and the completion are generated from the built programs' --help
+# (help2man, scripts/docgen), so they cannot drift from them.
+PYTHON ?= python3
+# Where the Python helper goes: the directory under PREFIX that $(PYTHON)
+# actually imports from (dist-packages on Debian), else its sysconfig purelib.
+PYTHON_SITE ?= $(shell $(PYTHON) scripts/pysite $(PREFIX))
+MANDIR ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+MAN_PAGES := $(BUILD)/man/seclaunch.1 $(BUILD)/man/seclaunchd.8 $(BUILD)/man/seclaunchd.conf.5
+COMPLETION := $(BUILD)/completion/seclaunch
+DEB_OUT ?= $(BUILD)/deb
+
+.PHONY: man completion deb
+
+man: $(MAN_PAGES)
+completion: $(COMPLETION)
+
+# help2man runs each program through `docgen usage-filter`, which hands it a
+# usage of several lines in the form it reads ("Usage: ..." then "or: ...").
+$(BUILD)/man/wrap/%: $(BIN)/% scripts/docgen
+	@mkdir -p $(dir $@)
+	printf '#!/bin/sh\nexec $(PYTHON) $(CURDIR)/scripts/docgen usage-filter $(abspath $<) "$$@"\n' >$@
+	chmod +x $@
+
+$(BUILD)/man/seclaunch.1: $(BUILD)/man/wrap/seclaunch docs/man/seclaunch.h2m scripts/docgen
+	$(PYTHON) scripts/docgen commands $(BIN)/seclaunch >$(BUILD)/man/commands.h2m
+	help2man --no-info --section=1 --source="seclaunch $(SL_VERSION)" \
+		--name="run training jobs on datasets whose keys only attested machines receive" \
+		--include=docs/man/seclaunch.h2m --include=$(BUILD)/man/commands.h2m \
+		--output=$@ $<
+
+$(BUILD)/man/seclaunchd.8: $(BUILD)/man/wrap/seclaunchd docs/man/seclaunchd.h2m
+	help2man --no-info --section=8 --source="seclaunch $(SL_VERSION)" \
+		--manual="System Administration" --name="the attested key-release service" \
+		--include=docs/man/seclaunchd.h2m --output=$@ $<
+
+$(BUILD)/man/seclaunchd.conf.5: docs/man/seclaunchd.conf scripts/docgen
+	@mkdir -p $(dir $@)
+	$(PYTHON) scripts/docgen conf $< $(SL_VERSION) >$@
+
+$(COMPLETION): $(PROGS) scripts/docgen
+	@mkdir -p $(dir $@)
+	$(PYTHON) scripts/docgen completion $(BIN)/seclaunch $(BIN)/seclaunchd >$@
+
+SL_VERSION := $(shell sed -n 's/^\#define SL_VERSION "\(.*\)"/\1/p' include/seclaunch/util.h)
+
+install: all man completion
+	@test -n "$(PYTHON_SITE)" || { echo "install: no Python site directory under $(PREFIX) (set PYTHON_SITE=DIR)" >&2; exit 1; }
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PYTHON_SITE) $(DESTDIR)$(MANDIR)/man1 \
+		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(BASHCOMPDIR)
 	install -m 0755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
-	install -d $(DESTDIR)$(PREFIX)/share/seclaunch/python
-	install -m 0644 $(wildcard launcher/python/*.py) $(DESTDIR)$(PREFIX)/share/seclaunch/python/ 2>/dev/null || true
+	install -m 0644 launcher/python/seclaunch_data.py $(DESTDIR)$(PYTHON_SITE)/
+	install -m 0644 $(BUILD)/man/seclaunch.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(BUILD)/man/seclaunchd.conf.5 $(DESTDIR)$(MANDIR)/man5/
+	install -m 0644 $(BUILD)/man/seclaunchd.8 $(DESTDIR)$(MANDIR)/man8/
+	install -m 0644 $(COMPLETION) $(DESTDIR)$(BASHCOMPDIR)/seclaunch
+	ln -sf seclaunch $(DESTDIR)$(BASHCOMPDIR)/seclaunchd
+	@echo "install: the Python helper is in $(PYTHON_SITE) ($(PYTHON) -c 'import seclaunch_data')"
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/seclaunch $(DESTDIR)$(PREFIX)/bin/seclaunchd
+	rm -f $(DESTDIR)$(PYTHON_SITE)/seclaunch_data.py
+	rm -f $(DESTDIR)$(MANDIR)/man1/seclaunch.1 $(DESTDIR)$(MANDIR)/man5/seclaunchd.conf.5 \
+		$(DESTDIR)$(MANDIR)/man8/seclaunchd.8
+	rm -f $(DESTDIR)$(BASHCOMPDIR)/seclaunch $(DESTDIR)$(BASHCOMPDIR)/seclaunchd
 	rm -rf $(DESTDIR)$(PREFIX)/share/seclaunch
+
+# seclaunch_VERSION_amd64.deb in $(DEB_OUT), built by debhelper from debian/
+# (the programs are those `make` builds here, reused when up to date).
+deb: all
+	@scripts/build-deb $(DEB_OUT)
 
 clean:
 	rm -rf build bin

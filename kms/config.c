@@ -145,6 +145,27 @@ out:
 	return rc;
 }
 
+/* A line whose first non-blank character is '#' is a comment: blanked, so the
+ * parser's line numbers stay right. A JSON string cannot span lines, so such
+ * a line is never inside one. */
+static void blank_comments(uint8_t *b, size_t n)
+{
+	bool bol = true, comment = false;
+	for (size_t i = 0; i < n; i++) {
+		if (b[i] == '\n') {
+			bol = true;
+			comment = false;
+		} else if (bol && b[i] == '#') {
+			comment = true;
+			bol = false;
+		} else if (b[i] != ' ' && b[i] != '\t') {
+			bol = false;
+		}
+		if (comment)
+			b[i] = ' ';
+	}
+}
+
 sl_err kmsd_config_load(kmsd_config *c, const char *path)
 {
 	sl_err rc = SL_E_INPUT;
@@ -154,6 +175,7 @@ sl_err kmsd_config_load(kmsd_config *c, const char *path)
 	json_error_t je;
 	const char *k;
 	SL_GUARD(sl_file_read(path, 1 << 20, &buf, &len));
+	blank_comments(buf, len);
 	root = json_loadb((const char *)buf, len, JSON_REJECT_DUPLICATES, &je);
 	SL_ENSURE(root != NULL, SL_E_INPUT, "%s: line %d: %s", path, je.line, je.text);
 	SL_ENSURE(json_is_object(root), SL_E_INPUT, "%s: must be a JSON object", path);
