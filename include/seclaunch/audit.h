@@ -58,6 +58,7 @@
 #define SL_AUDIT_EV_RUN_JOB_EXIT "run.job.exit"   /* job exited (details: status / signal) */
 #define SL_AUDIT_EV_RUN_WIPE "run.wipe"           /* keys and staged plaintext wiped */
 #define SL_AUDIT_EV_RUN_ERROR "run.error"         /* run failed before or around the job */
+#define SL_AUDIT_EV_RUN_DATA_REFUSED "run.data.refused" /* data service: a peer was refused */
 
 /* Values for sl_audit_record.decision. */
 #define SL_AUDIT_ALLOW "allow"
