@@ -65,7 +65,7 @@ FUZZ_SRCS  := $(wildcard tests/fuzz/*_fuzz.c)
 
 PROGS := $(BIN)/seclaunch $(if $(wildcard kms/main.c),$(BIN)/seclaunchd)
 
-.PHONY: print-flags print-libs all deps check unit-build asan fuzz lint bench demo install uninstall clean
+.PHONY: print-flags print-libs all deps check unit-build asan fuzz lint bench demo install uninstall clean stress
 .DELETE_ON_ERROR:
 
 all: $(PROGS)
@@ -101,6 +101,11 @@ unit-build: $(UNIT_BINS)
 check: deps
 	@$(MAKE) --no-print-directory all unit-build
 	@BUILD=$(BUILD) BIN=$(BIN) scripts/run-tests $(TESTS)
+
+# The long tests (tests/stress/: connection exhaustion at full scale,
+# SIGTERM races); a few minutes on two cores.
+stress: deps all
+	@BUILD=$(BUILD) BIN=$(BIN) scripts/run-stress $(TESTS)
 
 asan: deps
 	@$(MAKE) --no-print-directory SAN=1 BUILD=build/asan BIN=build/asan/bin all unit-build

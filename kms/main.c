@@ -3,6 +3,8 @@
  *   seclaunchd --dev --state DIR [--listen 127.0.0.1:PORT] [--policy P --policy-pubkey K]
  * docs/seclaunchd.md describes the configuration, docs/protocol.md the API. */
 #include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +116,13 @@ int main(int argc, char **argv)
 	kmsd_start_opts o = {0};
 	sl_err rc = sl_harden_process();
 	int c;
+	sigset_t hup;
+	/* a HUP during start-up (systemctl reload, logrotate) waits for the
+	 * server's signal loop instead of killing the process; threads started
+	 * later inherit the mask */
+	sigemptyset(&hup);
+	sigaddset(&hup, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &hup, NULL);
 	if (rc != SL_OK) {
 		fprintf(stderr, "seclaunchd: %s\n", sl_err_detail());
 		return sl_err_exit_code(rc);
