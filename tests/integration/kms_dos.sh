@@ -35,6 +35,11 @@ assert_hold "4 slowloris + 4 TLS-idle + 4 TCP-idle against a limit of 8" slow.ou
 stop_pid "$KMS_PID"
 
 # --- SIGTERM during requests --------------------------------------------------
+# MHD_quiesce_daemon (0.9.75, thread pool + epoll) removes the listening socket
+# from each connection thread's epoll set while a busy thread may be doing the
+# same: the loser aborts the process. The stop must not use it at all.
+assert "seclaunchd does not call MHD_quiesce_daemon" \
+	sh -c "! nm -D --undefined-only '$SLD' | grep -qw MHD_quiesce_daemon"
 n=0
 for ((i = 1; i <= 5; i++)); do
 	sigterm_during_load "SIGTERM #$i" && n=$((n + 1))

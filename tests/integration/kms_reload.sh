@@ -175,6 +175,11 @@ check "audit verify --require-final-checkpoint after kill -HUP" 0 \
 assert "$((20 + nreload + 5)) or more kms.reload records" \
 	test "$(grep -c '"event":"kms.reload"' "$KMS_STATE/audit.log")" -ge 25
 
+# --- a log file that cannot be opened -----------------------------------------------
+check_err "--log-file in a missing directory: refused at start, naming it" 2 \
+	"log_file $T/no/such/dir/x.log: cannot open" \
+	timeout 20 "$SLD" --dev --state "$T/kms-nolog" --listen 127.0.0.1:0 --log-file "$T/no/such/dir/x.log"
+
 # --- stderr format, and the journal's <N> prefixes under systemd ---------------------
 start_kms "$T/kms2" || exit 1
 kill -HUP "$KMS_PID"
