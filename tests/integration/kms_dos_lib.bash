@@ -12,6 +12,16 @@ hold_conns() {
 		"$@" >"$out" 2>&1
 }
 
+# forget_pid PID: a child already reaped is not killed again at exit (its
+# pid may belong to another process by then).
+forget_pid() {
+	local p keep=()
+	for p in "${_PIDS[@]}"; do
+		[ "$p" = "$1" ] || keep+=("$p")
+	done
+	_PIDS=("${keep[@]}")
+}
+
 # kv KEY FILE: the value of KEY=value in FILE.
 kv() { sed -n "s/^$1=//p" "$2" | tail -n1; }
 
@@ -51,6 +61,7 @@ sigterm_during_load() {
 	kill -TERM "$KMS_PID"
 	wait "$KMS_PID"
 	SIGTERM_RC=$?
+	forget_pid "$KMS_PID"
 	touch "$dir/stop"
 	for fd in "${fds[@]}"; do exec {fd}>&-; done
 	wait "$load"
