@@ -16,9 +16,9 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "Usage: seclaunchd --config FILE\n"
+	        "Usage: seclaunchd --config FILE [--log-file FILE]\n"
 	        "       seclaunchd --dev --state DIR [--listen HOST:PORT] [--config FILE]\n"
-	        "                  [--policy P --policy-pubkey K]\n\n"
+	        "                  [--policy P --policy-pubkey K] [--log-file FILE]\n\n"
 	        "The attested key-release service: releases dataset keys only to machines whose\n"
 	        "evidence verifies, whose AK is enrolled, and whom the policy allows.\n\n"
 	        "  --config FILE         JSON configuration (docs/seclaunchd.md); with --dev it\n"
@@ -39,9 +39,8 @@ static void usage(FILE *f)
 	        "  -h, --help            this text\n\n"
 	        "Stops gracefully on SIGTERM or SIGINT. SIGHUP reloads the configuration and\n"
 	        "the policy (a bad one is refused and the old one stays) and reopens the log.\n"
-	        "Exit codes: 0 stopped, 1 usage,\n"
-	        "2 bad configuration or files, 4 policy signature invalid, 6 keystore or registry\n"
-	        "integrity failure, 7 system error.\n");
+	        "Exit codes: 0 stopped, 1 usage, 2 bad configuration or files, 4 policy\n"
+	        "signature invalid, 6 keystore or registry integrity failure, 7 system error.\n");
 }
 
 static sl_err load_admin_token(kmsd_ctx *ctx, const char *path)
