@@ -24,6 +24,7 @@ struct sl_stage {
 	uint8_t *map;
 	size_t map_len;
 	bool locked; /* memfd: mlock2(MLOCK_ONFAULT) over the whole mapping took */
+	bool huge;   /* memfd: 2 MiB pages asked for (shmem THP enabled by the admin) */
 	/* memfd: the thread that allocates the file's pages ahead of the workers */
 	pthread_t alloc_tid;
 	bool alloc_running;

@@ -72,6 +72,9 @@ class Dataset:
         fd = self.entry.get("fd")
         if isinstance(fd, int) and _inherited_ok(fd, self.size):
             return fd
+        if not os.environ.get(SOCKET_ENV):
+            raise SeclaunchDataError("%s: cannot map fd %s: not open in this process, and no "
+                                     "data service (%s is not set)" % (self.id, fd, SOCKET_ENV))
         return _service_fd(self.id)
 
     def memoryview(self):

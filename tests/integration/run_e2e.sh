@@ -153,7 +153,7 @@ env_allowed() {
 	local n ok=1
 	for n in $(cat "$T/ok.envnames"); do
 		case $n in
-		PATH | HOME | LANG | TERM | TZ | LC_* | CUDA_* | NVIDIA_* | SECLAUNCH_DATA) ;;
+		PATH | HOME | LANG | TERM | TZ | LC_* | CUDA_* | NVIDIA_* | SECLAUNCH_DATA | SECLAUNCH_DATA_SOCKET) ;;
 		PYTHONPATH | PYTHONDONTWRITEBYTECODE) ;; # given with --env
 		*) echo "unexpected variable in the job: $n" >&2; ok=0 ;;
 		esac

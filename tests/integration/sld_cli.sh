@@ -104,7 +104,9 @@ check_err "encrypt --kms without an admin token" 1 "admin-token-file" \
 check_err "decrypt --kms of a key-file SLD" 2 "key reference" \
 	"$SL" decrypt --kms https://127.0.0.1:1 a.sld -o bad.out
 check_err "decrypt without -o" 1 "-o OUT" "$SL" decrypt --key-file k a.sld
-check_err "encrypt a directory" 2 "not a regular file" "$SL" encrypt -q --key-file k --dataset-id x . -o dir.sld
+mkdir -p adir && cp plain adir/
+check "encrypt a directory: a sharded dataset" 0 "$SL" encrypt -q --key-file k --dataset-id x adir -o dir.sld
+assert "... with its manifest" test -s dir.sld/manifest.sldm
 check_err "encrypt a missing file" 2 "nothere: cannot open" "$SL" encrypt -q --key-file k --dataset-id x nothere -o m.sld
 check_err "dataset id too long" 1 "dataset id longer than 128" "$SL" encrypt -q --key-file k --dataset-id "$(printf 'x%.0s' {1..256})" plain -o long.sld
 assert "no output after usage errors" [ ! -e bad.sld ] && assert "no output after usage errors (decrypt)" [ ! -e bad.out ]
