@@ -318,7 +318,8 @@ static sl_err simple_request(const sl_remote *r, const char *url, bool tls_only,
 		          url, max);
 		if (cc == CURLE_OK && st == 200)
 			break;
-		bool again = w.fired || (cc != CURLE_OK ? retryable_curl(cc) : retryable_status(st));
+		bool again =
+		    w.fired || (cc != CURLE_OK ? retryable_curl(cc) : retryable_status(st));
 		if (!again || attempt >= retries) {
 			if (w.fired)
 				SL_FAIL(SL_E_REMOTE_UNREACHABLE,
@@ -596,8 +597,8 @@ static sl_err env_overrides(sl_remote_opts *o)
 		errno = 0;
 		long n = strtol(v, &end, 10);
 		if (errno != 0 || end == v || *end != '\0' || n < 1 || n > 3600)
-			return sl_err_set(SL_E_USAGE, "SECLAUNCH_REMOTE_STALL_S=%s: must be 1..3600",
-			                  v);
+			return sl_err_set(SL_E_USAGE,
+			                  "SECLAUNCH_REMOTE_STALL_S=%s: must be 1..3600", v);
 		o->stall_s = n;
 	}
 	if (o->range_size == 0 && (v = getenv("SECLAUNCH_REMOTE_RANGE")) != NULL) {
@@ -672,8 +673,9 @@ sl_err sl_remote_open(const char *url, const sl_remote_opts *o, sl_remote **out)
 			}
 			SL_GUARD(s3_credentials(r));
 		} else {
-			const char *ep = r->o.gcs_endpoint != NULL ? r->o.gcs_endpoint
-			                                           : "https://storage.googleapis.com";
+			const char *ep = r->o.gcs_endpoint != NULL
+			                     ? r->o.gcs_endpoint
+			                     : "https://storage.googleapis.com";
 			SL_ENSURE(strncmp(ep, "https://", 8) == 0, SL_E_INPUT,
 			          "GCS endpoint %s: only https://", ep);
 			snprintf(r->base, sizeof(r->base), "%s/%.*s/%s", ep, (int)bl, b, slash + 1);
