@@ -285,7 +285,9 @@ static sl_err simple_request(const sl_remote *r, const char *url, bool tls_only,
                              uint8_t **out, size_t *out_len)
 {
 	sl_err rc = SL_E_REMOTE_UNREACHABLE;
-	unsigned retries = r != NULL && r->o.retries > 0 ? r->o.retries : 4;
+	/* r == NULL: a metadata service, which answers at once or is not there
+	 * (off a cloud machine): one retry, not a minute of them */
+	unsigned retries = r == NULL ? 1 : r->o.retries > 0 ? r->o.retries : 4;
 	struct curl_slist *hdrs = NULL;
 	struct membuf b = {.max = max};
 	struct watch w;
@@ -306,6 +308,9 @@ static sl_err simple_request(const sl_remote *r, const char *url, bool tls_only,
 			hdrs = n;
 		}
 		SL_GUARD(common_setopts(r, h, url, tls_only, &hdrs, &w));
+		if (r == NULL)
+			SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 2L),
+			              SL_E_INTERNAL, "timeout");
 		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, mem_write), SL_E_INTERNAL,
 		              "write");
 		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_WRITEDATA, &b), SL_E_INTERNAL, "write");

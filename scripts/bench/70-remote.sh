@@ -109,6 +109,11 @@ if start_nginx "$W/www" "$W/tls" 2; then
 	for o in "${O[@]}"; do curl_args+=("$U${o%%:*}" -o /dev/null); done
 	t_curl=$(median_of 3 curl -s --cacert "$W/tls/ca.pem" "${curl_args[@]}") || die "curl"
 	t_fetch=$(median_of 3 "$W/fetch" "$W/tls/ca.pem" - "$U" "${O[@]}") || die "fetch"
+	# a peer that also keeps the bytes in memory (tmpfs), as the reader does
+	shm_args=()
+	for o in "${O[@]}"; do shm_args+=("$U${o%%:*}" -o "/dev/shm/sl-bench-curl.$$.${o%%:*}"); done
+	t_shm=$(median_of 3 curl -s --cacert "$W/tls/ca.pem" "${shm_args[@]}") || die "curl to tmpfs"
+	rm -f /dev/shm/sl-bench-curl.$$.*
 	/usr/bin/time -v -o "$W/time.txt" "$SL" decrypt --key-file "$W/key" --ca-file "$W/tls/ca.pem" \
 		-q "$U" -o /dev/shm/sl-bench-remote.$$ >/dev/null 2>"$W/err" || die "decrypt: $(cat "$W/err")"
 	rm -rf /dev/shm/sl-bench-remote.$$
@@ -121,6 +126,8 @@ if start_nginx "$W/www" "$W/tls" 2; then
 	echo "  curl -s -o /dev/null, the same shards:        ${t_curl} s  $(mibs "$bytes" "$t_curl") MiB/s"
 	echo "  seclaunch range reader into memory files:    ${t_fetch} s  $(mibs "$bytes" "$t_fetch") MiB/s"
 	echo "  ratio reader / curl throughput: $(ratio "$t_curl" "$t_fetch")x (goal >= 0.8x)"
+	echo "  curl -s -o /dev/shm/FILE (bytes kept in memory too): ${t_shm} s  $(mibs "$bytes" "$t_shm") MiB/s"
+	echo "  ratio reader / curl into tmpfs: $(ratio "$t_shm" "$t_fetch")x"
 	echo "  seclaunch decrypt URL -o /dev/shm/DIR:       ${t_dec} s  $(mibs "$bytes" "$t_dec") MiB/s, peak RSS $((rss / 1024)) MiB"
 	echo "  seclaunch decrypt FOLDER -o /dev/shm/DIR:    ${t_loc} s  (the same without the network)"
 	echo "  ratio decrypt URL / curl throughput: $(ratio "$t_curl" "$t_dec")x"
