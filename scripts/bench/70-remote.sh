@@ -122,7 +122,7 @@ if start_nginx "$W/www" "$W/tls" 2; then
 	rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$W/time.txt")
 	t_loc=$(median_of 1 "$SL" decrypt --key-file "$W/key" -q "$W/www/ds" -o /dev/shm/sl-bench-local.$$)
 	rm -rf /dev/shm/sl-bench-local.$$
-	echo "HTTPS, nginx on 127.0.0.1, ${mib} MiB in $(ls "$W/www/ds" | grep -c shard-) shards (median of 3):"
+	echo "HTTPS, nginx on 127.0.0.1, ${mib} MiB in $(find "$W/www/ds" -name "shard-*" | wc -l) shards (median of 3):"
 	echo "  curl -s -o /dev/null, the same shards:        ${t_curl} s  $(mibs "$bytes" "$t_curl") MiB/s"
 	echo "  seclaunch range reader into memory files:    ${t_fetch} s  $(mibs "$bytes" "$t_fetch") MiB/s"
 	echo "  ratio reader / curl throughput: $(ratio "$t_curl" "$t_fetch")x (goal >= 0.8x)"
