@@ -158,11 +158,52 @@ static size_t mem_write(char *data, size_t sz, size_t n, void *ctx)
 	return k;
 }
 
+/* The stall timeout: no new byte for stall_s seconds aborts a request
+ * (libcurl's low-speed check averages over several seconds, so a trickle
+ * of a few bytes would keep a dead transfer alive much longer). */
+struct watch {
+	long stall_s;
+	curl_off_t seen;
+	struct timespec last;
+	bool fired;
+};
+
+static int watch_cb(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                    curl_off_t ulnow)
+{
+	struct watch *w = ctx;
+	struct timespec now;
+	(void)dltotal, (void)ultotal, (void)ulnow;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (dlnow != w->seen) {
+		w->seen = dlnow;
+		w->last = now;
+		return 0;
+	}
+	if (now.tv_sec - w->last.tv_sec >= w->stall_s) {
+		w->fired = true;
+		return 1;
+	}
+	return 0;
+}
+
+static long stall_of(const sl_remote *r)
+{
+	return r != NULL && r->o.stall_s > 0 ? r->o.stall_s : 30;
+}
+
 static SL_RESULT common_setopts(const sl_remote *r, CURL *h, const char *url, bool tls_only,
-                                struct curl_slist **hdrs)
+                                struct curl_slist **hdrs, struct watch *w)
 {
 	sl_err rc = SL_E_INTERNAL;
-	long stall = r != NULL && r->o.stall_s > 0 ? r->o.stall_s : 30;
+	long stall = stall_of(r);
+
+	*w = (struct watch){.stall_s = stall};
+	clock_gettime(CLOCK_MONOTONIC, &w->last);
+	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, watch_cb), SL_E_INTERNAL,
+	              "stall");
+	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_XFERINFODATA, w), SL_E_INTERNAL, "stall");
+	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L), SL_E_INTERNAL, "stall");
 
 	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_URL, url), SL_E_INTERNAL, "%s", url);
 	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, tls_only ? "https" : "http,https"),
@@ -172,8 +213,10 @@ static SL_RESULT common_setopts(const sl_remote *r, CURL *h, const char *url, bo
 	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L), SL_E_INTERNAL, "verify");
 	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L), SL_E_INTERNAL, "verify");
 	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L), SL_E_INTERNAL, "timeout");
+	/* a backstop, and what makes libcurl look at an idle transfer each second */
 	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L), SL_E_INTERNAL, "stall");
-	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, stall), SL_E_INTERNAL, "stall");
+	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 2 * stall), SL_E_INTERNAL,
+	              "stall");
 	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS),
 	              SL_E_INTERNAL, "http2");
 	if (r != NULL && r->o.ca_file != NULL)
@@ -242,9 +285,12 @@ static SL_RESULT simple_request(const sl_remote *r, const char *url, bool tls_on
                                 const char *what, uint8_t **out, size_t *out_len)
 {
 	sl_err rc = SL_E_REMOTE_UNREACHABLE;
-	unsigned retries = r != NULL && r->o.retries > 0 ? r->o.retries : 4;
+	/* r == NULL: a metadata service, which answers at once or is not there
+	 * (off a cloud machine): one retry, not a minute of them */
+	unsigned retries = r == NULL ? 1 : r->o.retries > 0 ? r->o.retries : 4;
 	struct curl_slist *hdrs = NULL;
 	struct membuf b = {.max = max};
+	struct watch w;
 	CURL *h = NULL;
 
 	for (unsigned attempt = 0;; attempt++) {
@@ -261,7 +307,10 @@ static SL_RESULT simple_request(const sl_remote *r, const char *url, bool tls_on
 			SL_ENSURE(n != NULL, SL_E_NOMEM, "headers");
 			hdrs = n;
 		}
-		SL_GUARD(common_setopts(r, h, url, tls_only, &hdrs));
+		SL_GUARD(common_setopts(r, h, url, tls_only, &hdrs, &w));
+		if (r == NULL)
+			SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 2L),
+			              SL_E_INTERNAL, "timeout");
 		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, mem_write), SL_E_INTERNAL,
 		              "write");
 		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_WRITEDATA, &b), SL_E_INTERNAL, "write");
@@ -274,8 +323,13 @@ static SL_RESULT simple_request(const sl_remote *r, const char *url, bool tls_on
 		          url, max);
 		if (cc == CURLE_OK && st == 200)
 			break;
-		bool again = cc != CURLE_OK ? retryable_curl(cc) : retryable_status(st);
+		bool again =
+		    w.fired || (cc != CURLE_OK ? retryable_curl(cc) : retryable_status(st));
 		if (!again || attempt >= retries) {
+			if (w.fired)
+				SL_FAIL(SL_E_REMOTE_UNREACHABLE,
+				        "%s: stalled (no data for %ld s; retries exhausted)", what,
+				        w.stall_s);
 			if (cc != CURLE_OK)
 				SL_FAIL(SL_E_REMOTE_UNREACHABLE, "%s: %s%s", what,
 				        curl_easy_strerror(cc),
@@ -530,6 +584,40 @@ static bool host_is_address(const char *host, size_t n)
 	return n > 0;
 }
 
+/* Endpoints of the metadata services and of GCS, the stall timeout and the
+ * range size, from the environment when the caller set none: for tests
+ * against local servers (and for a metadata proxy), not options a user
+ * needs. */
+static SL_RESULT env_overrides(sl_remote_opts *o)
+{
+	const char *v;
+	if (o->aws_metadata_url == NULL)
+		o->aws_metadata_url = getenv("SECLAUNCH_AWS_METADATA_URL");
+	if (o->gcp_metadata_url == NULL)
+		o->gcp_metadata_url = getenv("SECLAUNCH_GCP_METADATA_URL");
+	if (o->gcs_endpoint == NULL)
+		o->gcs_endpoint = getenv("SECLAUNCH_GCS_ENDPOINT");
+	if (o->stall_s == 0 && (v = getenv("SECLAUNCH_REMOTE_STALL_S")) != NULL) {
+		char *end;
+		errno = 0;
+		long n = strtol(v, &end, 10);
+		if (errno != 0 || end == v || *end != '\0' || n < 1 || n > 3600)
+			return sl_err_set(SL_E_USAGE,
+			                  "SECLAUNCH_REMOTE_STALL_S=%s: must be 1..3600", v);
+		o->stall_s = n;
+	}
+	if (o->range_size == 0 && (v = getenv("SECLAUNCH_REMOTE_RANGE")) != NULL) {
+		char *end;
+		errno = 0;
+		unsigned long long n = strtoull(v, &end, 10);
+		if (errno != 0 || end == v || *end != '\0' || n < 4096 || n > ((size_t)1 << 30))
+			return sl_err_set(SL_E_USAGE,
+			                  "SECLAUNCH_REMOTE_RANGE=%s: must be 4096..1073741824", v);
+		o->range_size = (size_t)n;
+	}
+	return SL_OK;
+}
+
 sl_err sl_remote_open(const char *url, const sl_remote_opts *o, sl_remote **out)
 {
 	sl_err rc = SL_E_INPUT;
@@ -538,6 +626,7 @@ sl_err sl_remote_open(const char *url, const sl_remote_opts *o, sl_remote **out)
 
 	SL_ENSURE(r != NULL, SL_E_NOMEM, "remote");
 	r->o = *o;
+	SL_GUARD(env_overrides(&r->o));
 	SL_ENSURE(n + 2 < sizeof(r->name), SL_E_INPUT, "%.64s...: URL too long", url);
 	snprintf(r->name, sizeof(r->name), "%s%s", url, url[n - 1] == '/' ? "" : "/");
 	if (strncmp(url, "https://", 8) == 0) {
@@ -566,8 +655,8 @@ sl_err sl_remote_open(const char *url, const sl_remote_opts *o, sl_remote **out)
 			SL_ENSURE(name_ok(region), SL_E_INPUT, "AWS_REGION %s: not a region",
 			          region);
 			snprintf(r->sigv4, sizeof(r->sigv4), "aws:amz:%s:s3", region);
-			if (o->s3_endpoint != NULL) {
-				const char *ep = o->s3_endpoint;
+			if (r->o.s3_endpoint != NULL) {
+				const char *ep = r->o.s3_endpoint;
 				SL_ENSURE(strncmp(ep, "https://", 8) == 0, SL_E_INPUT,
 				          "--s3-endpoint %s: only https:// (TLS is always on)", ep);
 				const char *h = ep + 8, *he = h + strcspn(h, ":/");
@@ -589,8 +678,9 @@ sl_err sl_remote_open(const char *url, const sl_remote_opts *o, sl_remote **out)
 			}
 			SL_GUARD(s3_credentials(r));
 		} else {
-			const char *ep = o->gcs_endpoint != NULL ? o->gcs_endpoint
-			                                         : "https://storage.googleapis.com";
+			const char *ep = r->o.gcs_endpoint != NULL
+			                     ? r->o.gcs_endpoint
+			                     : "https://storage.googleapis.com";
 			SL_ENSURE(strncmp(ep, "https://", 8) == 0, SL_E_INPUT,
 			          "GCS endpoint %s: only https://", ep);
 			snprintf(r->base, sizeof(r->base), "%s/%.*s/%s", ep, (int)bl, b, slash + 1);
@@ -637,6 +727,7 @@ struct xfer {
 	int fd;
 	unsigned tries;
 	bool overflow, io_error;
+	struct watch w;
 	char content_range[128];
 	char range[64];
 };
@@ -691,7 +782,7 @@ static SL_RESULT start_xfer(sl_remote *r, CURLM *m, struct xfer *x, const char *
 	x->content_range[0] = '\0';
 	x->h = curl_easy_init();
 	SL_ENSURE(x->h != NULL, SL_E_NOMEM, "curl");
-	SL_GUARD(common_setopts(r, x->h, url, true, &x->hdrs));
+	SL_GUARD(common_setopts(r, x->h, url, true, &x->hdrs, &x->w));
 	snprintf(x->range, sizeof(x->range), "%llu-%llu", (unsigned long long)x->off,
 	         (unsigned long long)(x->off + x->len - 1));
 	SL_GUARD_CURL(curl_easy_setopt(x->h, CURLOPT_RANGE, x->range), SL_E_INTERNAL, "range");
@@ -731,6 +822,13 @@ static SL_RESULT judge(const sl_remote *r, const char *what, struct xfer *x, CUR
 
 	*retry = false;
 	(void)curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &st);
+	if (st == 200 && !(x->off == 0 && x->len == size))
+		/* the whole object for a part of it: refused before its bytes
+		 * are counted (the write stopped at the range's end) */
+		return sl_err_set(SL_E_REMOTE_UNREACHABLE,
+		                  "%s: the server ignored the Range header (HTTP 200 for "
+		                  "bytes %s of %llu)",
+		                  what, x->range, (unsigned long long)size);
 	if (x->overflow)
 		return sl_err_set(SL_E_REMOTE_UNREACHABLE,
 		                  "%s bytes %s: the server sent more than the range asked for",
@@ -740,6 +838,12 @@ static SL_RESULT judge(const sl_remote *r, const char *what, struct xfer *x, CUR
 		                  strerror(errno));
 	if (cc != CURLE_OK) {
 		*retry = retryable_curl(cc);
+		if (x->w.fired || cc == CURLE_OPERATION_TIMEDOUT) {
+			*retry = true;
+			return sl_err_set(SL_E_REMOTE_UNREACHABLE,
+			                  "%s bytes %s: stalled (no data for %ld s)", what,
+			                  x->range, stall_of(r));
+		}
 		return sl_err_set(SL_E_REMOTE_UNREACHABLE, "%s bytes %s: %s", what, x->range,
 		                  curl_easy_strerror(cc));
 	}
@@ -830,6 +934,9 @@ sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd)
 			sl_err jr = judge(r, what, x, msg->data.result, size, &retry);
 			end_xfer(m, x);
 			active--;
+			/* refill the freed slot before waiting: a poll now could sleep
+			 * its whole timeout with nothing left to wake it */
+			added = true;
 			if (jr == SL_OK)
 				continue;
 			if (!retry || x->tries >= retries) {
@@ -843,8 +950,9 @@ sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd)
 			active++;
 			added = true;
 		}
-		/* a handle added since the last perform has not started yet: poll
-		 * would wait for sockets it has not opened */
+		/* a handle added since the last perform has not started yet (poll
+		 * would wait for sockets it has not opened), and a slot freed by a
+		 * finished range is refilled at once */
 		if (!added)
 			(void)curl_multi_poll(m, NULL, 0, 1000, NULL);
 	}

@@ -367,3 +367,130 @@ print(json.dumps({"nonce":ch["nonce"],"eph_pub":b(32),"policy_digest":ch["policy
 start_tpm() { start_swtpm "$@"; }
 start_swtpm_tcti() { start_swtpm "$@"; }
 swtpm_port_pair() { free_port_pair; }
+
+# ---- object stores (remote datasets) ---------------------------------------
+
+# make_tls_ca DIR: a throw-away CA (DIR/ca.pem) and a server certificate for
+# 127.0.0.1 signed by it (DIR/srv.pem, DIR/srv.key), P-256.
+make_tls_ca() {
+	local d=$1
+	mkdir -p "$d"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$d/ca.key" \
+		-out "$d/ca.pem" -days 2 -subj /CN=seclaunch-test-ca 2>/dev/null &&
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$d/srv.key" \
+			-out "$d/srv.csr" -subj /CN=127.0.0.1 2>/dev/null &&
+		printf 'subjectAltName=IP:127.0.0.1\n' >"$d/ext" &&
+		openssl x509 -req -in "$d/srv.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
+			-out "$d/srv.pem" -days 2 -extfile "$d/ext" 2>/dev/null
+}
+
+# start_nginx ROOT TLSDIR [WORKERS]: nginx (Debian's nginx-light) as a child
+# serving ROOT over HTTPS (HTTP/2 offered, Range as usual) on a free
+# 127.0.0.1 port with TLSDIR's srv.pem/srv.key (make_tls_ca). Sets
+# NGINX_PORT, NGINX_PID, NGINX_LOG (the access log). Returns 2 with
+# NGINX_SKIP set when nginx is not installed.
+start_nginx() {
+	local root=$1 tls=$2 workers=${3:-1} ngx i
+	ngx=$(command -v nginx || echo /usr/sbin/nginx)
+	if [ ! -x "$ngx" ]; then
+		NGINX_SKIP="nginx is not installed (nginx-light)"
+		return 2
+	fi
+	local d=$T/nginx.$RANDOM
+	mkdir -p "$d/tmp"
+	NGINX_LOG=$d/access.log
+	for ((i = 0; i < 5; i++)); do
+		NGINX_PORT=$(free_port)
+		cat >"$d/nginx.conf" <<NGX
+user root; daemon off; pid $d/nginx.pid; error_log $d/error.log; worker_processes $workers;
+events {}
+http { access_log $NGINX_LOG; client_body_temp_path $d/tmp; proxy_temp_path $d/tmp;
+  fastcgi_temp_path $d/tmp; uwsgi_temp_path $d/tmp; scgi_temp_path $d/tmp;
+  server { listen 127.0.0.1:$NGINX_PORT ssl http2; ssl_certificate $tls/srv.pem;
+    ssl_certificate_key $tls/srv.key; root $root; } }
+NGX
+		"$ngx" -c "$d/nginx.conf" -p "$d" 2>>"$d/start.log" &
+		NGINX_PID=$!
+		if wait_port "$NGINX_PORT" 5 2>/dev/null && kill -0 "$NGINX_PID" 2>/dev/null; then
+			_PIDS+=("$NGINX_PID")
+			return 0
+		fi
+		kill "$NGINX_PID" 2>/dev/null
+		wait "$NGINX_PID" 2>/dev/null
+	done
+	cat "$d/start.log" "$d/error.log" >&2 2>/dev/null
+	return 1
+}
+
+# start_remote_fake ROOT LOG [ARGS...]: tests/integration/remote_fake.py (a
+# misbehaving store and metadata services, see its header) as a child on a
+# free 127.0.0.1 port. Sets FAKE_PORT and FAKE_PID.
+start_remote_fake() {
+	local root=$1 log=$2 pf i
+	shift 2
+	pf=$T/fake.port.$RANDOM
+	python3 "$SL_ROOT/tests/integration/remote_fake.py" "$root" "$pf" "$log" "$@" \
+		2>>"$T/fake.err" &
+	FAKE_PID=$!
+	_PIDS+=("$FAKE_PID")
+	for ((i = 0; i < 200; i++)); do
+		[ -s "$pf" ] && break
+		kill -0 "$FAKE_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	if [ ! -s "$pf" ]; then
+		cat "$T/fake.err" >&2
+		return 1
+	fi
+	FAKE_PORT=$(cat "$pf")
+}
+
+# s3rver_install: npm's s3rver (3.x) under $SL_ROOT/build/s3rver, installed
+# once with `npm install --prefix`. Sets S3RVER_BIN; returns 2 with
+# S3RVER_SKIP set when node/npm or the registry is unavailable.
+s3rver_install() {
+	local dir=${SL_BUILD:-$SL_ROOT/build}/s3rver
+	S3RVER_BIN=$dir/node_modules/.bin/s3rver
+	[ -x "$S3RVER_BIN" ] && return 0
+	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+		S3RVER_SKIP="node/npm are not installed (nodejs, npm)"
+		return 2
+	fi
+	mkdir -p "$dir"
+	if ! timeout 300 npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
+		s3rver@3 >"$dir/npm.log" 2>&1 || [ ! -x "$S3RVER_BIN" ]; then
+		S3RVER_SKIP="npm could not install s3rver (registry unreachable? see $dir/npm.log)"
+		return 2
+	fi
+}
+
+# start_s3rver DATADIR TLSDIR BUCKET: s3rver over HTTPS (TLSDIR's srv.pem and
+# srv.key) on a free 127.0.0.1 port, with BUCKET created, as a child. Its
+# one account is S3RVER / S3RVER. Sets S3RVER_PORT, S3RVER_PID (or returns 2
+# with S3RVER_SKIP, see s3rver_install).
+start_s3rver() {
+	local data=$1 tls=$2 bucket=$3 i
+	s3rver_install || return $?
+	mkdir -p "$data"
+	for ((i = 0; i < 5; i++)); do
+		S3RVER_PORT=$(free_port)
+		"$S3RVER_BIN" -d "$data" -a 127.0.0.1 -p "$S3RVER_PORT" -s --no-vhost-buckets \
+			--key "$tls/srv.key" --cert "$tls/srv.pem" --configure-bucket "$bucket" \
+			>>"$data.log" 2>&1 &
+		S3RVER_PID=$!
+		if wait_port "$S3RVER_PORT" 10 2>/dev/null && kill -0 "$S3RVER_PID" 2>/dev/null; then
+			_PIDS+=("$S3RVER_PID")
+			return 0
+		fi
+		kill "$S3RVER_PID" 2>/dev/null
+		wait "$S3RVER_PID" 2>/dev/null
+	done
+	cat "$data.log" >&2
+	return 1
+}
+
+# s3_put CA URL FILE: an object PUT, SigV4-signed by curl as S3RVER.
+s3_put() {
+	curl -sf --cacert "$1" --aws-sigv4 aws:amz:us-east-1:s3 --user S3RVER:S3RVER \
+		-H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -T "$3" "$2" -o /dev/null
+}

@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# Remote datasets and the data service. Prints figures beside their peers in
+# the same run; asserts nothing.
+# (1) HTTPS from a local nginx: a sharded dataset (SL_BENCH_REMOTE_MIB,
+#     default 2048, 256 MiB shards) fetched by seclaunch's range reader into
+#     memory files (what staging does) against `curl -s -o /dev/null` of the
+#     same shards from the same server (goal >= 0.8), and `seclaunch decrypt
+#     URL -o DIR` (DIR on /dev/shm) with its peak RSS (/usr/bin/time -v).
+# (2) S3 (s3rver from npm, TLS, path-style; SL_BENCH_S3_MIB, default 512)
+#     against `curl --aws-sigv4`.
+# (3) The data service: 4 processes of a job reading 10,000 small files
+#     (SL_BENCH_DS_FILES) through the Python helper against the same
+#     plaintext files read from the page cache.
+set -uo pipefail
+ROOT=${SL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+BIN=${SL_BIN:-$ROOT/bin}
+SL_ROOT=$ROOT SL_BIN=$BIN
+. "$ROOT/tests/integration/lib.sh"
+. "$ROOT/tests/integration/run_lib.bash"
+W=$T
+die() {
+	echo "70-remote: $*" >&2
+	exit 1
+}
+for t in python3 curl openssl cc; do
+	command -v "$t" >/dev/null || die "$t not installed"
+done
+cd "$W" || die "no temp dir"
+median_of() { # N cmd...
+	local n=$1
+	shift
+	python3 - "$n" "$@" <<'EOF'
+import statistics, subprocess, sys, time
+n, cmd = int(sys.argv[1]), sys.argv[2:]
+ts = []
+for _ in range(n):
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    ts.append(time.perf_counter() - t0)
+    if r.returncode != 0:
+        sys.exit("command failed (%d): %s: %s" % (r.returncode, " ".join(cmd), r.stderr.decode()[-400:]))
+print("%.4f" % statistics.median(ts))
+EOF
+}
+ratio() { python3 -c "import sys; print('%.2f' % (float(sys.argv[1]) / float(sys.argv[2])))" "$@"; }
+mibs() { python3 -c "import sys; print('%.0f' % (int(sys.argv[1]) / float(sys.argv[2]) / 2**20))" "$@"; }
+
+# the range reader alone: every object of a dataset URL into memory files
+cat >"$W/fetch.c" <<'EOF'
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "remote.h"
+#include "seclaunch/secret.h"
+sl_err sl_heap_wipe_install(void);
+int main(int argc, char **argv) /* CA ENDPOINT|- URL OBJECT:SIZE... */
+{
+	sl_remote_opts o = {.ca_file = argv[1]};
+	sl_remote *r;
+	if (strcmp(argv[2], "-") != 0)
+		o.s3_endpoint = argv[2];
+	if (sl_heap_wipe_install() != SL_OK || sl_crypto_init() != SL_OK ||
+	    sl_remote_open(argv[3], &o, &r) != SL_OK)
+		return fprintf(stderr, "%s\n", sl_err_detail()), 5;
+	for (int i = 4; i < argc; i++) {
+		char *c = strrchr(argv[i], ':');
+		*c = '\0';
+		int fd = memfd_create("shard", MFD_CLOEXEC);
+		if (sl_remote_fetch(r, argv[i], strtoull(c + 1, NULL, 10), fd) != SL_OK)
+			return fprintf(stderr, "%s\n", sl_err_detail()), 5;
+		close(fd);
+	}
+	sl_remote_free(r);
+	return 0;
+}
+EOF
+pkgs=$(sl_make print-pkgs)
+# shellcheck disable=SC2046,SC2086
+cc -std=c11 -D_GNU_SOURCE -O2 -I"$ROOT/include" -I"$ROOT/launcher" "$W/fetch.c" \
+	"${SL_BUILD:-$ROOT/build}/libseclaunch.a" $(pkg-config --libs $pkgs) -lpthread -ldl -lm \
+	-o "$W/fetch" || die "cannot build the fetch helper (make build first)"
+
+make_tls_ca "$W/tls" || die "test CA"
+"$SL" keygen -o "$W/key" -q || die keygen
+mkds() { # MIB DIR
+	mkdir -p "$W/plain"
+	head -c $(($1 * 1024 * 1024)) /dev/urandom >"$W/plain/data.bin"
+	"$SL" encrypt --key-file "$W/key" --dataset-id bench-remote --shard-size 256M --sharded \
+		-q "$W/plain/data.bin" -o "$2" || die "encrypt"
+	rm -rf "$W/plain"
+}
+objs() { # DIR: OBJECT:SIZE of every file
+	local f
+	for f in "$1"/*; do printf '%s:%s\n' "$(basename "$f")" "$(stat -c %s "$f")"; done
+}
+
+# ---- (1) HTTPS from nginx -------------------------------------------------
+mib=${SL_BENCH_REMOTE_MIB:-2048}
+mkdir -p "$W/www"
+mkds "$mib" "$W/www/ds"
+cat "$W/www/ds"/* >/dev/null
+bytes=$(du -cb "$W/www/ds"/shard-* | tail -1 | cut -f1)
+if start_nginx "$W/www" "$W/tls" 2; then
+	U=https://127.0.0.1:$NGINX_PORT/ds/
+	mapfile -t O < <(objs "$W/www/ds")
+	curl_args=()
+	for o in "${O[@]}"; do curl_args+=("$U${o%%:*}" -o /dev/null); done
+	t_curl=$(median_of 3 curl -s --cacert "$W/tls/ca.pem" "${curl_args[@]}") || die "curl"
+	t_fetch=$(median_of 3 "$W/fetch" "$W/tls/ca.pem" - "$U" "${O[@]}") || die "fetch"
+	# a peer that also keeps the bytes in memory (tmpfs), as the reader does
+	shm_args=()
+	for o in "${O[@]}"; do shm_args+=("$U${o%%:*}" -o "/dev/shm/sl-bench-curl.$$.${o%%:*}"); done
+	t_shm=$(median_of 3 curl -s --cacert "$W/tls/ca.pem" "${shm_args[@]}") || die "curl to tmpfs"
+	rm -f /dev/shm/sl-bench-curl.$$.*
+	/usr/bin/time -v -o "$W/time.txt" "$SL" decrypt --key-file "$W/key" --ca-file "$W/tls/ca.pem" \
+		-q "$U" -o /dev/shm/sl-bench-remote.$$ >/dev/null 2>"$W/err" || die "decrypt: $(cat "$W/err")"
+	rm -rf /dev/shm/sl-bench-remote.$$
+	t_dec=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$W/time.txt" |
+		awk -F: '{ s = 0; for (i = 1; i <= NF; i++) s = s * 60 + $i; print s }')
+	rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$W/time.txt")
+	t_loc=$(median_of 1 "$SL" decrypt --key-file "$W/key" -q "$W/www/ds" -o /dev/shm/sl-bench-local.$$)
+	rm -rf /dev/shm/sl-bench-local.$$
+	echo "HTTPS, nginx on 127.0.0.1, ${mib} MiB in $(find "$W/www/ds" -name "shard-*" | wc -l) shards (median of 3):"
+	echo "  curl -s -o /dev/null, the same shards:        ${t_curl} s  $(mibs "$bytes" "$t_curl") MiB/s"
+	echo "  seclaunch range reader into memory files:    ${t_fetch} s  $(mibs "$bytes" "$t_fetch") MiB/s"
+	echo "  ratio reader / curl throughput: $(ratio "$t_curl" "$t_fetch")x (goal >= 0.8x)"
+	echo "  curl -s -o /dev/shm/FILE (bytes kept in memory too): ${t_shm} s  $(mibs "$bytes" "$t_shm") MiB/s"
+	echo "  ratio reader / curl into tmpfs: $(ratio "$t_shm" "$t_fetch")x"
+	echo "  seclaunch decrypt URL -o /dev/shm/DIR:       ${t_dec} s  $(mibs "$bytes" "$t_dec") MiB/s, peak RSS $((rss / 1024)) MiB"
+	echo "  seclaunch decrypt FOLDER -o /dev/shm/DIR:    ${t_loc} s  (the same without the network)"
+	echo "  ratio decrypt URL / curl throughput: $(ratio "$t_curl" "$t_dec")x"
+	stop_pid "$NGINX_PID"
+else
+	echo "HTTPS: skipped (${NGINX_SKIP:-nginx did not start})"
+fi
+rm -rf "$W/www"
+
+# ---- (2) S3 against s3rver -------------------------------------------------
+mib=${SL_BENCH_S3_MIB:-512}
+mkds "$mib" "$W/s3ds"
+if start_s3rver "$W/s3data" "$W/tls" bkt; then
+	S=https://127.0.0.1:$S3RVER_PORT
+	for f in "$W/s3ds"/*; do
+		s3_put "$W/tls/ca.pem" "$S/bkt/ds/$(basename "$f")" "$f" || die "upload $f"
+	done
+	bytes=$(du -cb "$W/s3ds"/shard-* | tail -1 | cut -f1)
+	mapfile -t O < <(objs "$W/s3ds")
+	curl_args=()
+	for o in "${O[@]}"; do curl_args+=("$S/bkt/ds/${o%%:*}" -o /dev/null); done
+	t_curl=$(median_of 3 curl -sf --cacert "$W/tls/ca.pem" --aws-sigv4 aws:amz:us-east-1:s3 \
+		--user S3RVER:S3RVER -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "${curl_args[@]}") || die "curl s3"
+	t_fetch=$(AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER \
+		median_of 3 "$W/fetch" "$W/tls/ca.pem" "$S" s3://bkt/ds/ "${O[@]}") || die "fetch s3"
+	echo "S3 (s3rver over TLS, path-style), ${mib} MiB (median of 3):"
+	echo "  curl --aws-sigv4 -o /dev/null:               ${t_curl} s  $(mibs "$bytes" "$t_curl") MiB/s"
+	echo "  seclaunch range reader (SigV4 by libcurl):   ${t_fetch} s  $(mibs "$bytes" "$t_fetch") MiB/s"
+	echo "  ratio reader / curl throughput: $(ratio "$t_curl" "$t_fetch")x (goal >= 0.8x)"
+	stop_pid "$S3RVER_PID"
+else
+	echo "S3: skipped (${S3RVER_SKIP:-s3rver did not start})"
+fi
+rm -rf "$W/s3ds" "$W/s3data"
+
+# ---- (3) the data service ---------------------------------------------------
+nf=${SL_BENCH_DS_FILES:-10000}
+command -v swtpm >/dev/null || {
+	echo "data service: skipped (swtpm not installed)"
+	exit 0
+}
+python3 - "$W/small" "$nf" <<'EOF'
+import os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    sub = os.path.join(d, "%03d" % (i // 100))
+    os.makedirs(sub, exist_ok=True)
+    with open(os.path.join(sub, "%05d.bin" % i), "wb") as f:
+        f.write(os.urandom(1024 + (i * 7919) % 15360))
+EOF
+cat >"$W/readers.py" <<'EOF'
+# readers.py OUT [DIR]: 4 spawned processes read every file (through the
+# data service, or from DIR), each a quarter; prints files/s and MiB/s.
+import json, multiprocessing as mp, os, sys, time
+
+def work(args):
+    i, base = args
+    n = b = 0
+    if base:
+        names = sorted(os.path.relpath(os.path.join(r, f), base)
+                       for r, _, fs in os.walk(base) for f in fs)
+        for p in names[i::4]:
+            with open(os.path.join(base, p), "rb") as f:
+                b += len(f.read())
+            n += 1
+    else:
+        import seclaunch_data as sd
+        ds = sorted(sd.datasets())[0]
+        for p in sorted(sd.files(ds))[i::4]:
+            with sd.open(ds, p) as f:
+                b += len(f.read())
+            n += 1
+    return n, b
+
+if __name__ == "__main__":
+    base = sys.argv[2] if len(sys.argv) > 2 else None
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(4) as pool:
+        pool.map(work, [(0, base)] * 4)  # start the workers and warm up
+        t0 = time.perf_counter()
+        r = pool.map(work, [(i, base) for i in range(4)])
+        t = time.perf_counter() - t0
+    n, b = sum(x[0] for x in r), sum(x[1] for x in r)
+    json.dump({"files": n, "bytes": b, "s": t}, open(sys.argv[1], "w"))
+EOF
+start_tpm tpm || die "swtpm did not start"
+start_kms "$W/kms" || die "seclaunchd did not start"
+KMSA=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
+"$SL" enroll "${KMSA[@]}" --tcti "$SWTPM_TCTI" -q || die enroll
+"$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ds-key -q || die "key create"
+"$SL" encrypt "${KMSA[@]}" --key-id ds-key --admin-token-file "$KMS_TOKEN" --dataset-id small-files \
+	-q "$W/small" -o "$W/smallds" || die "encrypt small files"
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(command -v python3)
+"$SL" run --policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" "${KMSA[@]}" \
+	--tcti "$SWTPM_TCTI" --stage host --env "PYTHONPATH=$ROOT/launcher/python" \
+	--env PYTHONDONTWRITEBYTECODE=1 --audit-log "$W/audit.log" -q "$W/smallds" -- \
+	"$PY" "$W/readers.py" "$W/svc.json" 2>"$W/err" || {
+	echo "data service: seclaunch run failed: $(tail -3 "$W/err")"
+	exit 1
+}
+cat "$(find "$W/small" -type f | head -1)" >/dev/null
+find "$W/small" -type f -exec cat {} + >/dev/null
+"$PY" "$W/readers.py" "$W/disk.json" "$W/small" || die "page-cache readers"
+python3 - "$W/svc.json" "$W/disk.json" <<'EOF'
+import json, sys
+s, d = (json.load(open(p)) for p in sys.argv[1:3])
+f = lambda r: (r["files"] / r["s"], r["bytes"] / r["s"] / 2**20)
+print("data service: 4 spawned processes reading %d small files (%.1f MiB):" % (s["files"], s["bytes"] / 2**20))
+print("  through seclaunch_data (data service, sealed memory): %8.0f files/s %7.1f MiB/s" % f(s))
+print("  plain open/read from the page cache:                  %8.0f files/s %7.1f MiB/s" % f(d))
+print("  ratio data service / page cache: %.2fx" % (f(s)[0] / f(d)[0]))
+EOF
