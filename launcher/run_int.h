@@ -83,6 +83,9 @@ SL_MUST_USE sl_err sl_run_step_claims(struct sl_run_st *s);
 
 /* The default of --window. */
 #define SL_RUN_WINDOW_DEFAULT ((uint64_t)1 << 30)
+/* The most bytes of SECLAUNCH_DATA with its file lists in it (the kernel
+ * takes at most 128 KiB per environment string). */
+#define SL_RUN_DATA_ENV_MAX 65536
 
 /* The default of --kill-grace, in seconds. */
 #define SL_RUN_KILL_GRACE_DEFAULT 10

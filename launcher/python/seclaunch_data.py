@@ -25,6 +25,7 @@ docs/job-interface.md.
 """
 
 import ast
+import bisect
 import io
 import json
 import mmap
@@ -59,6 +60,10 @@ class Dataset:
             raise SeclaunchDataError("%s: bad size %r" % (dataset_id, self.size))
         self._map = None
         self._held = {}  # stream: shard -> (mmap, fd)
+        self._files = None  # the file list, from the entry or the data service
+        self._index = None  # path -> file entry
+        self._shards = None
+        self._shard_starts = None
 
     def __repr__(self):
         return "Dataset(%r, kind=%r, size=%d, method=%r)" % (
@@ -109,16 +114,37 @@ class Dataset:
         return numpy.frombuffer(self.memoryview(), dtype=dtype)
 
     # ---- files of a sharded dataset -------------------------------------
+    def _list(self, key):
+        """entry[key] ("files" or "shards"), or, when SECLAUNCH_DATA left it
+        out ("files_from": "service", a dataset of many files), the list
+        paged from the data service."""
+        if key in self.entry:
+            v = self.entry[key]
+        elif self.entry.get("files_from") == "service":
+            v = _ask_pages(self.id, key)
+        else:
+            v = []
+        if not isinstance(v, list):
+            raise SeclaunchDataError("%s: %s is not a list" % (self.id, key))
+        return v
+
+    def _file_list(self):
+        if self._files is None:
+            self._files = self._list("files")
+        return self._files
+
     def files(self):
         """The dataset's file paths, in the manifest's order ([] for a
         single-file dataset: the whole dataset is one blob)."""
-        return [f["path"] for f in self.entry.get("files", [])]
+        return [f["path"] for f in self._file_list()]
 
     def file_info(self, path):
-        for f in self.entry.get("files", []):
-            if f.get("path") == path:
-                return f
-        raise SeclaunchDataError("dataset %r has no file %r" % (self.id, path))
+        if self._index is None:
+            self._index = {f.get("path"): f for f in self._file_list()}
+        f = self._index.get(path)
+        if f is None:
+            raise SeclaunchDataError("dataset %r has no file %r" % (self.id, path))
+        return f
 
     def view(self, path=None):
         """A read-only, zero-copy memoryview of one file (or of everything).
@@ -148,9 +174,17 @@ class Dataset:
             raise SeclaunchDataError("%s: streamed; name a file" % self.id)
         f = self.file_info(path)
         lo, hi = f["offset"], f["offset"] + f["size"]
+        if self._shards is None:
+            self._shards = sorted(self._list("shards"), key=lambda sh: sh["offset"])
+            self._shard_starts = [sh["offset"] for sh in self._shards]
         out = []
-        for sh in self.entry.get("shards", []):
+        # the shards are back to back: start at the last one that begins at
+        # or before the file
+        k = max(0, bisect.bisect_right(self._shard_starts, lo) - 1)
+        for sh in self._shards[k:]:
             a, b = sh["offset"], sh["offset"] + sh["size"]
+            if a >= hi and not (f["size"] == 0 and a <= lo):
+                break
             if a < hi and lo < b or (f["size"] == 0 and a <= lo < b):
                 out.append(sh)
         return f, out
@@ -358,6 +392,46 @@ def _ask(req):
     return ans, fds
 
 
+def _ask_pages(dataset_id, key):
+    """Every entry of a dataset's "files" or "shards" list, page by page on
+    one connection (the list of a dataset of many files does not fit one
+    message, nor SECLAUNCH_DATA)."""
+    path = os.environ.get(SOCKET_ENV)
+    if not path:
+        raise SeclaunchDataError("%s: its %s are listed by the data service, and %s is not "
+                                 "set" % (dataset_id, key, SOCKET_ENV))
+    out, start = [], 0
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        s.connect(path)
+        while True:
+            s.send(json.dumps({"op": key, "dataset": dataset_id, "start": start}).encode())
+            ans = json.loads(s.recv(1 << 17).decode())
+            if not isinstance(ans, dict) or not ans.get("ok"):
+                raise SeclaunchDataError("data service: %s of %s: %s" % (
+                    key, dataset_id, ans.get("message") if isinstance(ans, dict) else ans))
+            page = ans.get(key)
+            if not isinstance(page, list):
+                raise SeclaunchDataError("data service: %s of %s: no list" % (key, dataset_id))
+            out.extend(page)
+            nxt = ans.get("next")
+            if nxt is None:
+                break
+            if not isinstance(nxt, int) or nxt <= start:
+                raise SeclaunchDataError("data service: %s of %s: bad next %r" % (
+                    key, dataset_id, nxt))
+            start = nxt
+    except (OSError, ValueError) as e:
+        raise SeclaunchDataError("data service %s: %s" % (path, e))
+    finally:
+        s.close()
+    total = ans.get("total")
+    if total != len(out):
+        raise SeclaunchDataError("data service: %s of %s: %d of %r entries" % (
+            key, dataset_id, len(out), total))
+    return out
+
+
 _stream_sock = {}
 
 
@@ -561,11 +635,24 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
+_cache = {}
+
+
 def datasets():
-    """Every staged dataset, by dataset id."""
+    """Every staged dataset, by dataset id (made once per process: each keeps
+    its mapping and file index, so opening a file is a dictionary look-up
+    and a view into a mapping that is already there)."""
     raw = os.environ.get(ENV)
     if raw is None:
         raise SeclaunchDataError("%s is not set: run this job with `seclaunch run`" % ENV)
+    key = (os.getpid(), raw)
+    if key not in _cache:
+        _cache.clear()
+        _cache[key] = _parse(raw)
+    return dict(_cache[key])
+
+
+def _parse(raw):
     try:
         doc = json.loads(raw)
     except ValueError as e:
