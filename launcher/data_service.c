@@ -355,7 +355,8 @@ static json_t *list_entry(const json_t *info)
 	for (size_t i = 0; i < 2; i++) {
 		const json_t *a = json_object_get(e, lists[i]);
 		if (json_is_array(a)) {
-			json_object_set_new(e, counts[i], json_integer((json_int_t)json_array_size(a)));
+			json_object_set_new(e, counts[i],
+			                    json_integer((json_int_t)json_array_size(a)));
 			json_object_del(e, lists[i]);
 		}
 	}
@@ -414,12 +415,12 @@ static void answer(sl_dsvc *s, int fd, struct conn *c, const char *msg, size_t l
 		send_json(fd, ans, d->fd);
 		count_served(s);
 	} else if (rq.op == SL_DSVC_OP_OPEN_SHARD || rq.op == SL_DSVC_OP_RELEASE_SHARD) {
-		answer_shard(s, fd, c, d, rq.op == SL_DSVC_OP_OPEN_SHARD ? "open_shard"
-		                                                        : "release_shard",
+		answer_shard(s, fd, c, d,
+		             rq.op == SL_DSVC_OP_OPEN_SHARD ? "open_shard" : "release_shard",
 		             rq.shard);
 	} else {
-		send_json(fd, error_json("bad-request", "open of a stream dataset (use open_shard)"),
-		          -1);
+		send_json(
+		    fd, error_json("bad-request", "open of a stream dataset (use open_shard)"), -1);
 	}
 }
 

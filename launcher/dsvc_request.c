@@ -30,8 +30,9 @@ static SL_RESULT uint_member(const json_t *rq, const char *key, uint64_t max, bo
 		return SL_OK;
 	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
 	    (uint64_t)json_integer_value(v) > max)
-		return sl_err_set(SL_E_INPUT, "data service request: \"%s\" is not an integer "
-		                              "from 0 to %llu",
+		return sl_err_set(SL_E_INPUT,
+		                  "data service request: \"%s\" is not an integer "
+		                  "from 0 to %llu",
 		                  key, (unsigned long long)max);
 	*out = (uint64_t)json_integer_value(v);
 	return SL_OK;
@@ -52,8 +53,8 @@ sl_err sl_dsvc_parse(const char *msg, size_t len, sl_dsvc_req *out)
 	SL_ENSURE(len <= SL_DSVC_MSG_MAX, SL_E_INPUT, "data service request: over %d bytes",
 	          SL_DSVC_MSG_MAX);
 	rq = json_loadb(msg, len, JSON_REJECT_DUPLICATES, &e);
-	SL_ENSURE(rq != NULL && json_is_object(rq), SL_E_INPUT,
-	          "data service request: not a JSON object");
+	SL_ENSURE(rq != NULL, SL_E_INPUT, "data service request: not JSON (%s)", e.text);
+	SL_ENSURE(json_is_object(rq), SL_E_INPUT, "data service request: not a JSON object");
 	SL_GUARD(sl_json_only(rq, allowed, SL_E_INPUT, "data service request"));
 	SL_GUARD(sl_json_str(rq, "op", 32, SL_E_INPUT, "data service request", &op));
 	for (k = 0; k < sizeof(ops) / sizeof(ops[0]); k++)

@@ -588,8 +588,7 @@ static SL_RESULT data_env_text(const json_t *data, char **out)
 	text = NULL;
 	slim = json_deep_copy(data);
 	SL_ENSURE(slim != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
-	json_object_foreach(slim, id, e)
-	{
+	json_object_foreach (slim, id, e) {
 		static const char *const lists[] = {"files", "shards"};
 		static const char *const counts[] = {"file_count", "shard_count"};
 		bool cut = false;
@@ -597,8 +596,8 @@ static SL_RESULT data_env_text(const json_t *data, char **out)
 			const json_t *a = json_object_get(e, lists[k]);
 			if (!json_is_array(a))
 				continue;
-			SL_ENSURE(json_object_set_new(e, counts[k],
-			                              json_integer((json_int_t)json_array_size(a))) ==
+			SL_ENSURE(json_object_set_new(
+			              e, counts[k], json_integer((json_int_t)json_array_size(a))) ==
 			                  0 &&
 			              json_object_del(e, lists[k]) == 0,
 			          SL_E_NOMEM, "SECLAUNCH_DATA");
