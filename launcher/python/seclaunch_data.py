@@ -642,14 +642,18 @@ def datasets():
     """Every staged dataset, by dataset id (made once per process: each keeps
     its mapping and file index, so opening a file is a dictionary look-up
     and a view into a mapping that is already there)."""
-    raw = os.environ.get(ENV)
-    if raw is None:
-        raise SeclaunchDataError("%s is not set: run this job with `seclaunch run`" % ENV)
-    key = (os.getpid(), raw)
-    if key not in _cache:
+    # SECLAUNCH_DATA is read once per process: reading os.environ decodes
+    # the whole value again, and a job opening many files would pay for it
+    # on every open
+    pid = os.getpid()
+    if pid not in _cache:
+        raw = os.environ.get(ENV)
+        if raw is None:
+            raise SeclaunchDataError("%s is not set: run this job with `seclaunch run`" % ENV)
+        parsed = _parse(raw)
         _cache.clear()
-        _cache[key] = _parse(raw)
-    return dict(_cache[key])
+        _cache[pid] = parsed
+    return dict(_cache[pid])
 
 
 def _parse(raw):
