@@ -105,13 +105,28 @@ TEST_CFLAGS = -Itests/testlib $(CMOCKA_CFLAGS)
 
 PROGS := $(BIN)/seclaunch $(if $(wildcard kms/main.c),$(BIN)/seclaunchd)
 
+# The job-side library (jobside/): loaded into the job's process, so built
+# as a plain hardened shared object whatever SAN says. The AES-256-GCM
+# kernel is built to PTX when nvcc exists (no GPU is needed for that);
+# without it, --gpu-decrypt says the kernel is missing.
+JOBSIDE_SO  := $(BUILD)/jobside/libseclaunch_data.so
+JOBSIDE_PTX := $(BUILD)/jobside/gcm_kernel.ptx
+NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+NVCC_ARCH ?= compute_75
+JOBSIDE_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -fvisibility=hidden \
+	-D_FORTIFY_SOURCE=3 -fstack-protector-strong -fstack-clash-protection -Ijobside \
+	$(shell $(PKG_CONFIG) --cflags jansson 2>/dev/null)
+JOBSIDE_LDFLAGS = -shared -Wl,-z,relro,-z,now,-z,noexecstack -Wl,-soname,libseclaunch_data.so
+# A CPU stand-in for libcuda.so.1, for tests only (tests/fakecuda/fakecuda.c).
+FAKECUDA := $(BUILD)/tests/fakecuda/libcuda.so.1
+
 .PHONY: print-flags print-libs print-pkgs print-test-pkgs all deps build build-tests check unit-build asan fuzz \
 	lint bench demo install uninstall clean
 .DELETE_ON_ERROR:
 
 # Plain `make` installs nothing: with the packages present it builds; without
 # them it stops with the one line above.
-all: $(PROGS)
+all: $(PROGS) $(JOBSIDE_SO) $(if $(NVCC),$(JOBSIDE_PTX))
 
 # Entry targets (demo, check, bench, asan, fuzz, lint) run deps first and then
 # a second make, so that pkg-config is asked only after the packages are in
@@ -143,6 +158,19 @@ $(BIN)/seclaunchd: $(BUILD)/kms/main.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
+$(JOBSIDE_SO): jobside/seclaunch_data.c jobside/seclaunch_data.h crypto/gcm_arith.h
+	@mkdir -p $(dir $@)
+	$(CC) $(JOBSIDE_CFLAGS) $(JOBSIDE_LDFLAGS) -o $@ $< -ljansson -ldl
+
+$(JOBSIDE_PTX): jobside/gcm_kernel.cu crypto/gcm_arith.h
+	@mkdir -p $(dir $@)
+	$(NVCC) --ptx -O3 -arch=$(NVCC_ARCH) -o $@ $<
+
+$(FAKECUDA): tests/fakecuda/fakecuda.c crypto/gcm_arith.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -fvisibility=hidden -shared \
+		-Wl,-soname,libcuda.so.1 -o $@ $< -lpthread
+
 # Unit tests: cmocka, the shared helpers of tests/testlib/ linked into each.
 $(TESTLIB): tests/testlib/testlib.c
 	@mkdir -p $(dir $@)
@@ -153,7 +181,7 @@ $(BUILD)/tests/%_test: tests/unit/%_test.c $(TESTLIB) $(LIB)
 	$(CC) $(ALL_CFLAGS) $(TEST_CFLAGS) $(ALL_LDFLAGS) -MMD -MP -o $@ $< $(TESTLIB) $(LIB) \
 		$(CMOCKA_LIBS) $(LIBS)
 
-unit-build: $(UNIT_BINS)
+unit-build: $(UNIT_BINS) $(FAKECUDA) $(JOBSIDE_SO)
 
 # Every test: unit tests (cmocka) then integration scripts against real
 # swtpm / SoftHSM2 / seclaunchd on loopback. Prints "N passed, N failed".
