@@ -183,7 +183,7 @@ static void test_pool_reuse_waits_for_event(void **state)
 	int fd = memfd_with(plain, n);
 	sldata *d = NULL;
 	uint64_t dptr = 0;
-	setenv("FAKECUDA_DELAY_US", "20000", 1);
+	setenv("FAKECUDA_DELAY_US", "150000", 1);
 	assert_int_equal(L.open_fd(fd, n, &d), SLDATA_OK);
 	assert_int_equal(L.to_device(d, 0, 0, &dptr), SLDATA_OK);
 	assert_int_equal(L.stat("htod"), 9);
