@@ -39,7 +39,10 @@ static void usage(FILE *f)
 	        "  --collateral DIR       vendor certificates for the local check of SNP/TDX "
 	        "evidence\n"
 	        "  --stage WHERE          auto (GPU when a CUDA device is usable; default), gpu, "
-	        "host\n" SL_REGION_ID_HELP
+	        "host,\n"
+	        "                         gpu-ipc (device buffers by CUDA IPC, where supported)\n"
+	        "  --gpu-decrypt          stage ciphertext; the job decrypts on the GPU\n"
+	        "                         (libseclaunch_data.so; the file key enters the job)\n" SL_REGION_ID_HELP
 	        "  --env K=V              set K in the job's environment (repeatable)\n"
 	        "  --env-pass K           pass K from this environment to the job (repeatable)\n"
 	        "  --timeout S            SIGTERM the job after S seconds, then SIGKILL\n"
@@ -81,6 +84,7 @@ enum {
 	O_AUDIT_KEY,
 	O_USER,
 	O_KILL_GRACE,
+	O_GPU_DECRYPT,
 };
 
 /* run's own options, one line each (the shared ones are cli.c's). */
@@ -91,6 +95,7 @@ static const struct sl_cli_opt run_opts[] = {
     {"tee", required_argument, O_TEE, NULL},
     {"collateral", required_argument, O_COLLATERAL, NULL},
     {"stage", required_argument, O_STAGE, NULL},
+    {"gpu-decrypt", no_argument, O_GPU_DECRYPT, NULL},
     SL_REGION_ID_OPTS,
     {"env", required_argument, O_ENV, NULL},
     {"env-pass", required_argument, O_ENV_PASS, NULL},
@@ -167,6 +172,9 @@ static int on_option(void *ctx, int key, char *arg)
 		break;
 	case O_STAGE:
 		rc = sl_stage_where_parse(arg, &r->where);
+		break;
+	case O_GPU_DECRYPT:
+		r->gpu_decrypt = true;
 		break;
 	case O_ENV:
 		rc = sl_job_env_set(r->env, arg);

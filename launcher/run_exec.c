@@ -183,7 +183,8 @@ static sl_err step_preflight(struct sl_run_st *s)
 	for (size_t i = 0; i < s->n; i++) {
 		const char *ds = sl_sld_header_dataset_id(s->hdr[i]);
 		const char *key = sl_sld_header_key_id(s->hdr[i]);
-		sl_policy_request req = {.dataset_id = ds, .key_id = key};
+		sl_policy_request req = {
+		    .dataset_id = ds, .key_id = key, .gpu_decrypt = s->o->gpu_decrypt};
 		sl_decision_free(d);
 		d = NULL;
 		SL_GUARD(sl_policy_evaluate(s->policy, s->claims, &req, &d));
@@ -291,9 +292,21 @@ static sl_err step_stage(struct sl_run_st *s)
 	sl_err rc = SL_E_INTERNAL;
 	for (size_t i = 0; i < s->n; i++) {
 		CHECK_SIGNAL();
-		rc = sl_stage_sld(s->fd[i], s->o->datasets[i], s->dek[i],
-		                  s->use_gpu ? &s->gpu : NULL, s->o->threads, false, poll_sig,
-		                  &s->stage[i]);
+		/* gpu-ipc: seclaunch fills device buffers; gpu: the job's own context
+		 * uploads host-staged data; --gpu-decrypt: ciphertext, decrypted there */
+		bool ipc = s->use_gpu && s->o->where == SL_STAGE_GPU_IPC;
+		if (s->o->gpu_decrypt)
+			rc = sl_stage_sld_gpu_decrypt(s->fd[i], s->o->datasets[i], s->dek[i], &s->gpu,
+			                              false, poll_sig, &s->stage[i]);
+		else
+			rc = sl_stage_sld(s->fd[i], s->o->datasets[i], s->dek[i],
+			                  ipc ? &s->gpu : NULL, s->o->threads, false, poll_sig,
+			                  &s->stage[i]);
+		if (rc == SL_OK && s->use_gpu && !ipc && !s->o->gpu_decrypt &&
+		    (rc = sl_stage_gpu_handoff(s->stage[i], &s->gpu)) != SL_OK) {
+			sl_stage_free(s->stage[i]);
+			s->stage[i] = NULL;
+		}
 		/* the DEK is not needed once its data is staged (or failed to be) */
 		sl_secret_free(s->dek[i]);
 		s->dek[i] = NULL;

@@ -38,10 +38,11 @@
 typedef enum sl_stage_where {
 	SL_STAGE_AUTO = 0, /* gpu when a CUDA device is usable, else host */
 	SL_STAGE_HOST,
-	SL_STAGE_GPU,
+	SL_STAGE_GPU,     /* host memory file; the job's own CUDA context uploads it */
+	SL_STAGE_GPU_IPC, /* device buffers exported by CUDA IPC (where supported) */
 } sl_stage_where;
 
-/* "auto" / "host" / "gpu" -> where (SL_E_USAGE naming the value otherwise). */
+/* "auto" / "host" / "gpu" / "gpu-ipc" -> where (SL_E_USAGE naming the value otherwise). */
 SL_MUST_USE sl_err sl_stage_where_parse(const char *s, sl_stage_where *out);
 
 typedef struct sl_stage sl_stage;
@@ -114,9 +115,32 @@ void sl_gpu_probe(sl_gpu_info *info);
  * its evidence (kind "nvidia-gpu", bound to this run) verified. Sets the
  * GPUs ready through NVML, then checks that CUDA can use the device. */
 SL_MUST_USE sl_err sl_gpu_set_ready(sl_gpu_info *info);
-/* Device buffer of size bytes on info->device with a small ring of pinned
- * host buffers of chunk bytes each. Refuses a dev-tools-mode GPU. */
+/* --stage gpu-ipc: device buffer of size bytes on info->device with a small
+ * ring of pinned host buffers of chunk bytes each, exported to the job by a
+ * CUDA IPC handle. Refuses a dev-tools-mode GPU. */
 SL_MUST_USE sl_err sl_stage_gpu_new(const char *dataset_id, uint64_t size, size_t chunk,
                                     const sl_gpu_info *info, sl_stage **out);
+
+/* --stage gpu-ipc, before any key is asked for: SL_E_GPU with a message
+ * that says so where CUDA IPC is unsupported (protected-PCIe CC mode). */
+SL_MUST_USE sl_err sl_gpu_ipc_probe(const sl_gpu_info *info);
+
+/* --stage gpu: s (a sealed host stage) is uploaded by the job itself with
+ * libseclaunch_data.so, in its own CUDA context: its SECLAUNCH_DATA entry
+ * gains "gpu": {"device", "library"}. SL_E_GPU when the library is missing. */
+SL_MUST_USE sl_err sl_stage_gpu_handoff(sl_stage *s, const sl_gpu_info *gpu);
+
+/* Where libseclaunch_data.so is ($SECLAUNCH_DATA_LIB, else beside the
+ * installed or the built seclaunch); SL_E_GPU naming what is missing. */
+SL_MUST_USE sl_err sl_stage_gpu_library(char *out, size_t n);
+
+/* --gpu-decrypt: checks the SLD file open at fd as sl_stage_sld does (key
+ * check, header MAC, size), then stages in a host memory file the file key
+ * (bytes 0..31; zeros up to 4096) and the SLD file's ciphertext from 4096 on,
+ * for the job's libseclaunch_data.so to decrypt on the GPU. Only
+ * AES-256-GCM datasets. Host memory never holds plaintext. */
+SL_MUST_USE sl_err sl_stage_sld_gpu_decrypt(int fd, const char *name, sl_secret *dek,
+                                            const sl_gpu_info *gpu, bool force_memfd,
+                                            int (*interrupted)(void), sl_stage **out);
 
 #endif
