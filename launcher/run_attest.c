@@ -191,9 +191,9 @@ sl_err sl_run_step_gpu(struct sl_run_st *s)
 		char lib[4096];
 		if (s->gpu.usable && s->o->where != SL_STAGE_GPU_IPC &&
 		    sl_stage_gpu_library(lib, sizeof(lib)) != SL_OK) {
-			SL_ENSURE(s->o->where == SL_STAGE_AUTO && !s->o->gpu_decrypt, SL_E_GPU, "%s",
-			          sl_err_detail());
 			snprintf(s->gpu.reason, sizeof(s->gpu.reason), "%s", sl_err_detail());
+			SL_ENSURE(s->o->where == SL_STAGE_AUTO && !s->o->gpu_decrypt, SL_E_GPU, "%s",
+			          s->gpu.reason);
 			s->gpu.usable = false;
 		}
 		s->use_gpu = s->gpu.usable;
