@@ -491,8 +491,8 @@ sl_err sl_gpu_ipc_probe(const sl_gpu_info *info)
 	          cu_err(r));
 	rc = SL_OK;
 out:
-	if (p != 0)
-		(void)cu.MemFree(p);
+	if (p != 0) /* never held data; zeroed anyway, like every buffer freed */
+		(void)cu.MemsetD8(p, 0, (size_t)2 << 20), (void)cu.MemFree(p);
 	if (ctx != NULL)
 		(void)cu.PrimaryCtxRelease(dev);
 	return rc;
