@@ -181,7 +181,13 @@ $(BUILD)/tests/%_test: tests/unit/%_test.c $(TESTLIB) $(LIB)
 	$(CC) $(ALL_CFLAGS) $(TEST_CFLAGS) $(ALL_LDFLAGS) -MMD -MP -o $@ $< $(TESTLIB) $(LIB) \
 		$(CMOCKA_LIBS) $(LIBS)
 
-unit-build: $(UNIT_BINS) $(FAKECUDA) $(JOBSIDE_SO)
+# scripts/gpu-check's and scripts/bench/70-gpu.sh's measuring tool (not a unit test).
+GPU_CHECK := $(BUILD)/tests/gpu_check
+$(GPU_CHECK): tests/gpu/gpu_check.c jobside/seclaunch_data.h crypto/gcm_arith.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -MMD -MP -o $@ $< $(LIB) $(LIBS)
+
+unit-build: $(UNIT_BINS) $(FAKECUDA) $(JOBSIDE_SO) $(GPU_CHECK)
 
 # Every test: unit tests (cmocka) then integration scripts against real
 # swtpm / SoftHSM2 / seclaunchd on loopback. Prints "N passed, N failed".
@@ -202,6 +208,7 @@ lint: deps
 	@scripts/lint
 
 bench: build
+	@+$(MAKE) --no-print-directory $(GPU_CHECK)
 	@scripts/run-bench
 
 demo: build

@@ -606,6 +606,21 @@ EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 	return OK;
 }
 
+EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+	NEED_INIT();
+	CUresult e = sync_all();
+	if (e != OK)
+		return e;
+	pthread_mutex_lock(&mu);
+	int ok = find_locked((void *)(uintptr_t)dst, n, 0) != NULL;
+	pthread_mutex_unlock(&mu);
+	if (!ok)
+		return E_INVALID_VALUE;
+	memcpy((void *)(uintptr_t)dst, src, n);
+	return OK;
+}
+
 EXPORT CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n)
 {
 	NEED_INIT();
