@@ -125,8 +125,8 @@ static int cuda_load(void)
 	if (cu_loaded)
 		return SLDATA_OK;
 	const char *path = getenv("SECLAUNCH_LIBCUDA");
-	cu.lib = dlopen(path != NULL && *path != '\0' ? path : "libcuda.so.1",
-	                RTLD_NOW | RTLD_LOCAL);
+	cu.lib =
+	    dlopen(path != NULL && *path != '\0' ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (cu.lib == NULL)
 		return fail(SLDATA_E_SYSTEM, "no CUDA driver: dlopen(libcuda.so.1): %s", dlerror());
 	LOAD(Init, NULL, "cuInit");
@@ -285,8 +285,9 @@ static int sld_setup(sldata *d, json_t *e, const char *id)
 	    cc != (d->size == 0 ? 1 : (d->size + cs - 1) / cs) || hl == 0 || hl > 65536)
 		return fail(SLDATA_E_INPUT, "%s: inconsistent SLD geometry", id);
 	if (d->file_size != KEY_AREA + hl + d->size + 16 * cc)
-		return fail(SLDATA_E_INPUT, "%s: the memory file has %llu bytes, the SLD needs %llu",
-		            id, (unsigned long long)d->file_size,
+		return fail(SLDATA_E_INPUT,
+		            "%s: the memory file has %llu bytes, the SLD needs %llu", id,
+		            (unsigned long long)d->file_size,
 		            (unsigned long long)(KEY_AREA + hl + d->size + 16 * cc));
 	d->sld = 1;
 	d->header_len = hl;
@@ -306,8 +307,9 @@ static int from_service(const char *id, int *fd, json_t **info)
 	char *text = NULL, buf[4096];
 	*fd = -1;
 	if (path == NULL || strlen(path) >= sizeof(sa.sun_path))
-		return fail(SLDATA_E_USAGE, "dataset %s: not in SECLAUNCH_DATA with a descriptor, "
-		                            "and no data service (SECLAUNCH_DATA_SOCKET)",
+		return fail(SLDATA_E_USAGE,
+		            "dataset %s: not in SECLAUNCH_DATA with a descriptor, "
+		            "and no data service (SECLAUNCH_DATA_SOCKET)",
 		            id);
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -326,10 +328,8 @@ static int from_service(const char *id, int *fd, json_t **info)
 		struct cmsghdr a;
 	} cb;
 	struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf) - 1};
-	struct msghdr mh = {.msg_iov = &iov,
-	                    .msg_iovlen = 1,
-	                    .msg_control = cb.c,
-	                    .msg_controllen = sizeof(cb.c)};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cb.c, .msg_controllen = sizeof(cb.c)};
 	ssize_t n = recvmsg(s, &mh, MSG_CMSG_CLOEXEC);
 	if (n <= 0) {
 		rc = fail(SLDATA_E_SYSTEM, "data service %s: no answer", path);
@@ -668,8 +668,8 @@ static int fill_decrypt(sldata *d, CUdeviceptr dptr)
 		CU(cu.MemAlloc(&dacc[i], per * 2 * sizeof(uint64_t)), "allocating GHASH sums");
 		CU(cu.MemsetD8(dacc[i], 0, per * 2 * sizeof(uint64_t)), "clearing GHASH sums");
 	}
-	if ((rc = pool_open(&p, batch_bytes > sizeof(slg_params) ? batch_bytes
-	                                                         : sizeof(slg_params))) !=
+	if ((rc = pool_open(&p,
+	                    batch_bytes > sizeof(slg_params) ? batch_bytes : sizeof(slg_params))) !=
 	    SLDATA_OK)
 		goto out;
 	pool_up = 1;
@@ -702,11 +702,12 @@ static int fill_decrypt(sldata *d, CUdeviceptr dptr)
 			          (unsigned long long)first);
 			goto out;
 		}
-		uint32_t n = (uint32_t)(d->chunk_count - first < per ? d->chunk_count - first : per);
+		uint32_t n =
+		    (uint32_t)(d->chunk_count - first < per ? d->chunk_count - first : per);
 		uint64_t last = first + n - 1;
-		uint32_t last_len =
-		    last + 1 < d->chunk_count ? d->chunk_size
-		                              : (uint32_t)(d->size - last * (uint64_t)d->chunk_size);
+		uint32_t last_len = last + 1 < d->chunk_count
+		                        ? d->chunk_size
+		                        : (uint32_t)(d->size - last * (uint64_t)d->chunk_size);
 		size_t bytes = (size_t)((n - 1) * stride + last_len + SLG_TAG_LEN);
 		unsigned si = 0;
 		if ((rc = pool_copy(&p, d, k, dct[k % NSTREAMS], chunks + first * stride, bytes,
@@ -801,7 +802,8 @@ API int sldata_to_device(sldata *d, int device, uint64_t dptr, uint64_t *out)
 	CUdeviceptr mine = 0;
 	struct timespec t0, t1;
 	if (d == NULL || (dptr == 0 && out == NULL))
-		return fail(SLDATA_E_USAGE, "sldata_to_device: no dataset or no place for the pointer");
+		return fail(SLDATA_E_USAGE,
+		            "sldata_to_device: no dataset or no place for the pointer");
 	if ((rc = cuda_load()) != SLDATA_OK || (rc = use_context(device)) != SLDATA_OK)
 		return rc;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -820,8 +822,8 @@ API int sldata_to_device(sldata *d, int device, uint64_t dptr, uint64_t *out)
 		char keep[sizeof(last_err)];
 		memcpy(keep, last_err, sizeof(keep));
 		if (d->size > 0 && sldata_device_clear(dptr, d->size) != SLDATA_OK)
-			snprintf(last_err, sizeof(last_err), "%s; clearing the device buffer FAILED",
-			         keep);
+			snprintf(last_err, sizeof(last_err),
+			         "%s; clearing the device buffer FAILED", keep);
 		else
 			memcpy(last_err, keep, sizeof(keep));
 		if (mine != 0)
@@ -829,7 +831,8 @@ API int sldata_to_device(sldata *d, int device, uint64_t dptr, uint64_t *out)
 		return rc;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	d->stats.seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	d->stats.seconds =
+	    (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	if (out != NULL)
 		*out = dptr;
 	return SLDATA_OK;

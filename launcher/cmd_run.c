@@ -42,7 +42,8 @@ static void usage(FILE *f)
 	        "host,\n"
 	        "                         gpu-ipc (device buffers by CUDA IPC, where supported)\n"
 	        "  --gpu-decrypt          stage ciphertext; the job decrypts on the GPU\n"
-	        "                         (libseclaunch_data.so; the file key enters the job)\n" SL_REGION_ID_HELP
+	        "                         (libseclaunch_data.so; the file key enters the "
+	        "job)\n" SL_REGION_ID_HELP
 	        "  --env K=V              set K in the job's environment (repeatable)\n"
 	        "  --env-pass K           pass K from this environment to the job (repeatable)\n"
 	        "  --timeout S            SIGTERM the job after S seconds, then SIGKILL\n"

@@ -179,8 +179,8 @@ sl_err sl_run_step_gpu(struct sl_run_st *s)
 	          s->o->where == SL_STAGE_HOST ? "host" : "gpu-ipc");
 	if (s->o->where != SL_STAGE_HOST) {
 		sl_gpu_probe(&s->gpu);
-		SL_ENSURE(s->gpu.usable || s->o->where == SL_STAGE_AUTO || s->o->gpu_decrypt, SL_E_GPU,
-		          "--stage %s: no usable GPU: %s",
+		SL_ENSURE(s->gpu.usable || s->o->where == SL_STAGE_AUTO || s->o->gpu_decrypt,
+		          SL_E_GPU, "--stage %s: no usable GPU: %s",
 		          s->o->where == SL_STAGE_GPU_IPC ? "gpu-ipc" : "gpu", s->gpu.reason);
 		SL_ENSURE(s->gpu.usable || !s->o->gpu_decrypt, SL_E_GPU,
 		          "--gpu-decrypt: no usable GPU: %s", s->gpu.reason);
@@ -192,8 +192,8 @@ sl_err sl_run_step_gpu(struct sl_run_st *s)
 		if (s->gpu.usable && s->o->where != SL_STAGE_GPU_IPC &&
 		    sl_stage_gpu_library(lib, sizeof(lib)) != SL_OK) {
 			snprintf(s->gpu.reason, sizeof(s->gpu.reason), "%s", sl_err_detail());
-			SL_ENSURE(s->o->where == SL_STAGE_AUTO && !s->o->gpu_decrypt, SL_E_GPU, "%s",
-			          s->gpu.reason);
+			SL_ENSURE(s->o->where == SL_STAGE_AUTO && !s->o->gpu_decrypt, SL_E_GPU,
+			          "%s", s->gpu.reason);
 			s->gpu.usable = false;
 		}
 		s->use_gpu = s->gpu.usable;

@@ -296,8 +296,8 @@ static sl_err step_stage(struct sl_run_st *s)
 		 * uploads host-staged data; --gpu-decrypt: ciphertext, decrypted there */
 		bool ipc = s->use_gpu && s->o->where == SL_STAGE_GPU_IPC;
 		if (s->o->gpu_decrypt)
-			rc = sl_stage_sld_gpu_decrypt(s->fd[i], s->o->datasets[i], s->dek[i], &s->gpu,
-			                              false, poll_sig, &s->stage[i]);
+			rc = sl_stage_sld_gpu_decrypt(s->fd[i], s->o->datasets[i], s->dek[i],
+			                              &s->gpu, false, poll_sig, &s->stage[i]);
 		else
 			rc = sl_stage_sld(s->fd[i], s->o->datasets[i], s->dek[i],
 			                  ipc ? &s->gpu : NULL, s->o->threads, false, poll_sig,

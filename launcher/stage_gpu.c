@@ -475,8 +475,8 @@ sl_err sl_gpu_ipc_probe(const sl_gpu_info *info)
 	CUipcMemHandle h;
 	CUresult r;
 
-	SL_ENSURE(info->usable && !info->needs_ready, SL_E_GPU, "--stage gpu-ipc: no usable GPU: %s",
-	          info->reason);
+	SL_ENSURE(info->usable && !info->needs_ready, SL_E_GPU,
+	          "--stage gpu-ipc: no usable GPU: %s", info->reason);
 	SL_ENSURE(cuda_load(why, sizeof(why)), SL_E_GPU, "%s", why);
 	CU_GUARD(cu.Init(0), "cuInit");
 	CU_GUARD(cu.DeviceGet(&dev, info->device), "cuDeviceGet(%d)", info->device);
@@ -585,18 +585,19 @@ sl_err sl_gpu_job_describe(const sl_stage *s, json_t *o)
 	g = json_pack("{s:i, s:s}", "device", j->device, "library", j->library);
 	SL_ENSURE(g != NULL, SL_E_NOMEM, "building SECLAUNCH_DATA");
 	if (j->decrypt)
-		SL_ENSURE(json_object_set_new(o, "kind", json_string("sld")) == 0 &&
-		              json_object_set_new(o, "size", json_integer((json_int_t)j->plain_size)) ==
-		                  0 &&
-		              json_object_set_new(o, "file_size", json_integer((json_int_t)s->size)) ==
-		                  0 &&
-		              json_object_set_new(o, "header_len",
-		                                  json_integer((json_int_t)j->header_len)) == 0 &&
-		              json_object_set_new(o, "chunk_size", json_integer(j->chunk_size)) == 0 &&
-		              json_object_set_new(o, "chunk_count",
-		                                  json_integer((json_int_t)j->chunk_count)) == 0 &&
-		              json_object_set_new(o, "header_sha256", json_string(j->digest_hex)) == 0,
-		          SL_E_NOMEM, "building SECLAUNCH_DATA");
+		SL_ENSURE(
+		    json_object_set_new(o, "kind", json_string("sld")) == 0 &&
+		        json_object_set_new(o, "size", json_integer((json_int_t)j->plain_size)) ==
+		            0 &&
+		        json_object_set_new(o, "file_size", json_integer((json_int_t)s->size)) ==
+		            0 &&
+		        json_object_set_new(o, "header_len",
+		                            json_integer((json_int_t)j->header_len)) == 0 &&
+		        json_object_set_new(o, "chunk_size", json_integer(j->chunk_size)) == 0 &&
+		        json_object_set_new(o, "chunk_count",
+		                            json_integer((json_int_t)j->chunk_count)) == 0 &&
+		        json_object_set_new(o, "header_sha256", json_string(j->digest_hex)) == 0,
+		    SL_E_NOMEM, "building SECLAUNCH_DATA");
 	SL_ENSURE(json_object_set_new(o, "gpu", g) == 0, SL_E_NOMEM, "building SECLAUNCH_DATA");
 	g = NULL;
 	rc = SL_OK;
@@ -625,17 +626,19 @@ sl_err sl_stage_sld_gpu_decrypt(int fd, const char *name, sl_secret *dek, const 
 	          "%s: --gpu-decrypt needs an AES-256-GCM dataset (this one is %s)", name,
 	          sl_aead_name(sl_sld_header_aead(h)));
 	uint64_t fsize = sl_sld_header_file_size(h);
-	SL_GUARD(sl_stage_host_new(sl_sld_header_dataset_id(h), SL_GPU_KEY_AREA + fsize, force_memfd,
-	                           &s));
+	SL_GUARD(sl_stage_host_new(sl_sld_header_dataset_id(h), SL_GPU_KEY_AREA + fsize,
+	                           force_memfd, &s));
 	SL_GUARD(sl_sld_export_file_key(r, &key));
 	SL_GUARD(sl_stage_write(s, 0, sl_secret_data(key), sl_secret_len(key)));
-	SL_GUARD(sl_stage_write(s, sl_secret_len(key), zeros, SL_GPU_KEY_AREA - sl_secret_len(key)));
+	SL_GUARD(
+	    sl_stage_write(s, sl_secret_len(key), zeros, SL_GPU_KEY_AREA - sl_secret_len(key)));
 	buf = malloc(bufsz);
 	SL_ENSURE(buf != NULL, SL_E_NOMEM, "%s: staging ciphertext", name);
 	for (uint64_t off = 0; off < fsize;) {
 		size_t want = fsize - off < bufsz ? (size_t)(fsize - off) : bufsz;
 		ssize_t got = pread(fd, buf, want, (off_t)off);
-		SL_ENSURE(got > 0, SL_E_IO, "%s: reading at %llu: %s", name, (unsigned long long)off,
+		SL_ENSURE(got > 0, SL_E_IO, "%s: reading at %llu: %s", name,
+		          (unsigned long long)off,
 		          got < 0 ? strerror(errno) : "unexpected end of file");
 		SL_GUARD(sl_stage_write(s, SL_GPU_KEY_AREA + off, buf, (size_t)got));
 		off += (uint64_t)got;

@@ -35,8 +35,8 @@ sl_err sl_stage_where_parse(const char *s, sl_stage_where *out)
 	else if (strcmp(s, "gpu-ipc") == 0)
 		*out = SL_STAGE_GPU_IPC;
 	else
-		return sl_err_set(SL_E_USAGE, "--stage: '%s' is not one of auto, host, gpu, gpu-ipc",
-		                  s);
+		return sl_err_set(SL_E_USAGE,
+		                  "--stage: '%s' is not one of auto, host, gpu, gpu-ipc", s);
 	return SL_OK;
 }
 

@@ -762,16 +762,36 @@ EXPORT CUresult cuLaunchKernel(int *f, unsigned gx, unsigned gy, unsigned gz, un
 EXPORT CUresult cuGetErrorName(CUresult r, const char **name)
 {
 	switch (r) {
-	case OK: *name = "CUDA_SUCCESS"; break;
-	case E_INVALID_VALUE: *name = "CUDA_ERROR_INVALID_VALUE"; break;
-	case E_OUT_OF_MEMORY: *name = "CUDA_ERROR_OUT_OF_MEMORY"; break;
-	case E_NOT_INITIALIZED: *name = "CUDA_ERROR_NOT_INITIALIZED"; break;
-	case E_NO_DEVICE: *name = "CUDA_ERROR_NO_DEVICE"; break;
-	case E_INVALID_IMAGE: *name = "CUDA_ERROR_INVALID_IMAGE"; break;
-	case E_NOT_FOUND: *name = "CUDA_ERROR_NOT_FOUND"; break;
-	case E_LAUNCH_FAILED: *name = "CUDA_ERROR_LAUNCH_FAILED"; break;
-	case E_NOT_SUPPORTED: *name = "CUDA_ERROR_NOT_SUPPORTED"; break;
-	default: *name = "CUDA_ERROR_UNKNOWN"; return E_INVALID_VALUE;
+	case OK:
+		*name = "CUDA_SUCCESS";
+		break;
+	case E_INVALID_VALUE:
+		*name = "CUDA_ERROR_INVALID_VALUE";
+		break;
+	case E_OUT_OF_MEMORY:
+		*name = "CUDA_ERROR_OUT_OF_MEMORY";
+		break;
+	case E_NOT_INITIALIZED:
+		*name = "CUDA_ERROR_NOT_INITIALIZED";
+		break;
+	case E_NO_DEVICE:
+		*name = "CUDA_ERROR_NO_DEVICE";
+		break;
+	case E_INVALID_IMAGE:
+		*name = "CUDA_ERROR_INVALID_IMAGE";
+		break;
+	case E_NOT_FOUND:
+		*name = "CUDA_ERROR_NOT_FOUND";
+		break;
+	case E_LAUNCH_FAILED:
+		*name = "CUDA_ERROR_LAUNCH_FAILED";
+		break;
+	case E_NOT_SUPPORTED:
+		*name = "CUDA_ERROR_NOT_SUPPORTED";
+		break;
+	default:
+		*name = "CUDA_ERROR_UNKNOWN";
+		return E_INVALID_VALUE;
 	}
 	return OK;
 }

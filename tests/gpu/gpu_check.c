@@ -311,8 +311,8 @@ static double kernel_rate(struct data *d, const char *ptx_path)
 	for (int rep = 0; rep < 4; rep++) {
 		CK(cu.CtxSynchronize());
 		double t0 = now();
-		CK(cu.LaunchKernel(kg, (unsigned)((slg_ghash_threads(&b) + 255) / 256), 1, 1, 256, 1,
-		                   1, 0, NULL, ag, NULL));
+		CK(cu.LaunchKernel(kg, (unsigned)((slg_ghash_threads(&b) + 255) / 256), 1, 1, 256,
+		                   1, 1, 0, NULL, ag, NULL));
 		CK(cu.LaunchKernel(kt, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1, 0, NULL, at,
 		                   NULL));
 		CK(cu.LaunchKernel(kc, (unsigned)((slg_ctr_threads(&b) + 255) / 256), 1, 1, 256, 1,
@@ -426,8 +426,9 @@ static int gpu_mode(size_t mib, const char *lib, const char *ptx)
 	make_data(&d, mib);
 
 	double h2d = peak_h2d();
-	printf("peak pinned H2D (cuMemcpyHtoDAsync from cuMemHostAlloc, 64 MiB copies): %.2f GB/s\n",
-	       h2d);
+	printf(
+	    "peak pinned H2D (cuMemcpyHtoDAsync from cuMemHostAlloc, 64 MiB copies): %.2f GB/s\n",
+	    h2d);
 
 	/* host-decrypt staging: CPU decryption, then the job's pinned-pool fill */
 	sl_stage *s = host_decrypt(&d, &secs, &cpu);

@@ -98,7 +98,7 @@ static void test_nist_vectors(void **state)
 		uint8_t got[128], gtag[16], otag[16], out[128];
 		assert_true(kl == 32 && nl == 12 && tl == 16 && cl == pl && pl <= sizeof(got));
 		sl_gcm_soft_seal(key, nonce, aad, al, pt, pl, got, gtag);
-		if (memcmp(got, ct, cl) != 0 || memcmp(gtag, tag, 16) != 0)
+		if (!sl_ct_eq(got, ct, cl) || !sl_ct_eq(gtag, tag, 16))
 			fail_msg("%s: the kernel arithmetic disagrees with NIST", k->name);
 		ossl_seal(key, nonce, aad, al, pt, pl, out, otag);
 		assert_memory_equal(otag, tag, 16); /* and OpenSSL agrees */
@@ -132,7 +132,7 @@ static void test_random_vs_openssl(void **state)
 			sl_random(pt, n);
 			ossl_seal(key, nonce, aad, a, pt, n, ct, t1);
 			sl_gcm_soft_seal(key, nonce, aad, a, pt, n, mine, t2);
-			if (memcmp(ct, mine, n) != 0 || memcmp(t1, t2, 16) != 0)
+			if (!sl_ct_eq(ct, mine, n) || !sl_ct_eq(t1, t2, 16))
 				fail_msg("len %zu aad %zu: differs from OpenSSL", n, a);
 			assert_int_equal(sl_gcm_soft_open(key, nonce, aad, a, ct, n, t1, mine),
 			                 SL_OK);
@@ -193,10 +193,9 @@ static sl_err sld_run(const struct sld_case *c, uint64_t per, uint8_t *dst, uint
 	for (uint64_t first = 0; first < c->count; first += per) {
 		uint32_t k = (uint32_t)(c->count - first < per ? c->count - first : per);
 		uint64_t last = first + k - 1;
-		sl_err r = sl_gcm_soft_sld(c->key, c->digest, first, k, c->cs, chunk_len(c, last),
-		                           last + 1 == c->count,
-		                           c->file + c->hlen + first * ((uint64_t)c->cs + 16),
-		                           dst + first * c->cs, ok);
+		sl_err r = sl_gcm_soft_sld(
+		    c->key, c->digest, first, k, c->cs, chunk_len(c, last), last + 1 == c->count,
+		    c->file + c->hlen + first * ((uint64_t)c->cs + 16), dst + first * c->cs, ok);
 		if (r != SL_OK)
 			rc = r;
 	}
@@ -266,9 +265,9 @@ static void test_sld_tamper(void **state)
 	free(tmp);
 
 	/* truncation: chunk 2 presented as the final one */
-	expect_fail(sl_gcm_soft_sld(c.key, c.digest, 0, 3, c.cs, c.cs, true, c.file + c.hlen, dst,
-	                            ok),
-	            SL_E_INTEGRITY, "chunk 2");
+	expect_fail(
+	    sl_gcm_soft_sld(c.key, c.digest, 0, 3, c.cs, c.cs, true, c.file + c.hlen, dst, ok),
+	    SL_E_INTEGRITY, "chunk 2");
 
 	/* wrong key */
 	c.key[0] ^= 1;

@@ -92,7 +92,8 @@ static int group_setup(void **state)
 		snprintf(ptx_path, sizeof(ptx_path), "%s/gcm_kernel.ptx", dir);
 		FILE *f = fopen(ptx_path, "w");
 		assert_non_null(f);
-		fputs("// stand-in\n.entry sl_gcm_ghash\n.entry sl_gcm_tag\n.entry sl_gcm_ctr\n", f);
+		fputs("// stand-in\n.entry sl_gcm_ghash\n.entry sl_gcm_tag\n.entry sl_gcm_ctr\n",
+		      f);
 		fclose(f);
 	}
 	setenv("SECLAUNCH_GCM_PTX", ptx_path, 1);
