@@ -267,6 +267,10 @@ install: all man completion
 		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(BASHCOMPDIR)
 	install -m 0755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 launcher/python/seclaunch_data.py $(DESTDIR)$(PYTHON_SITE)/
+	install -d $(DESTDIR)$(PREFIX)/lib/seclaunch $(DESTDIR)$(PREFIX)/include
+	install -m 0644 $(JOBSIDE_SO) $(DESTDIR)$(PREFIX)/lib/seclaunch/
+	if [ -f $(JOBSIDE_PTX) ]; then install -m 0644 $(JOBSIDE_PTX) $(DESTDIR)$(PREFIX)/lib/seclaunch/; fi
+	install -m 0644 jobside/seclaunch_data.h $(DESTDIR)$(PREFIX)/include/
 	install -m 0644 $(BUILD)/man/seclaunch.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(BUILD)/man/seclaunchd.conf.5 $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 $(BUILD)/man/seclaunchd.8 $(DESTDIR)$(MANDIR)/man8/
@@ -277,6 +281,9 @@ install: all man completion
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/seclaunch $(DESTDIR)$(PREFIX)/bin/seclaunchd
 	rm -f $(DESTDIR)$(PYTHON_SITE)/seclaunch_data.py
+	rm -f $(DESTDIR)$(PREFIX)/lib/seclaunch/libseclaunch_data.so \
+		$(DESTDIR)$(PREFIX)/lib/seclaunch/gcm_kernel.ptx $(DESTDIR)$(PREFIX)/include/seclaunch_data.h
+	-rmdir $(DESTDIR)$(PREFIX)/lib/seclaunch 2>/dev/null
 	rm -f $(DESTDIR)$(MANDIR)/man1/seclaunch.1 $(DESTDIR)$(MANDIR)/man5/seclaunchd.conf.5 \
 		$(DESTDIR)$(MANDIR)/man8/seclaunchd.8
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/seclaunch $(DESTDIR)$(BASHCOMPDIR)/seclaunchd
