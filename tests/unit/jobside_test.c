@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -31,6 +32,7 @@
 #include "seclaunch/util.h"
 
 #include "../../jobside/seclaunch_data.h"
+#include "../../launcher/data_service.h"
 #include "sld_fixture.h"
 #include "testlib.h"
 
@@ -409,6 +411,51 @@ static void test_gpu_decrypt_tamper(void **state)
 	free(f.plain);
 }
 
+/* A dataset not in SECLAUNCH_DATA with a descriptor comes from the data
+ * service: a process of the job (a child here) asks for it by id over the
+ * socket, gets the memory file by SCM_RIGHTS, and fills the device from it. */
+static void test_from_data_service(void **state)
+{
+	(void)state;
+	NEED_LIB();
+	size_t n = 9 * MIB + 1;
+	uint8_t *plain = random_bytes(n);
+	int fd = memfd_with(plain, n);
+	sl_dsvc *svc = NULL;
+	sl_dsvc_opts o = {.job_uid = getuid(), .job_gid = getgid()};
+	json_t *info =
+	    json_pack("{s:s,s:I,s:s}", "kind", "host", "size", (json_int_t)n, "method", "memfd");
+	assert_int_equal(sl_dsvc_new(&o, &svc), SL_OK);
+	assert_int_equal(sl_dsvc_add(svc, "svc-ds", fd, info), SL_OK);
+	json_decref(info);
+	assert_int_equal(sl_dsvc_serve(svc), SL_OK);
+	pid_t p = fork();
+	if (p == 0) {
+		sldata *d = NULL;
+		uint64_t dptr = 0;
+		setenv("SECLAUNCH_DATA", "{\"svc-ds\":{\"kind\":\"host\",\"size\":1}}", 1);
+		setenv("SECLAUNCH_DATA_SOCKET", sl_dsvc_path(svc), 1);
+		if (L.open("svc-ds", &d) != SLDATA_OK)
+			_exit(10);
+		if (L.to_device(d, 0, 0, &dptr) != SLDATA_OK)
+			_exit(11);
+		if (memcmp((const void *)(uintptr_t)dptr, plain, n) != 0)
+			_exit(12);
+		if (L.open("no-such", &d) != SLDATA_E_USAGE ||
+		    strstr(L.error(), "data service refused") == NULL)
+			_exit(13);
+		_exit(0);
+	}
+	int st = 0;
+	assert_int_equal(waitpid(p, &st, 0), p);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(sl_dsvc_served(svc), 1);
+	sl_dsvc_free(svc);
+	close(fd);
+	free(plain);
+}
+
 static void test_unknown_dataset(void **state)
 {
 	(void)state;
@@ -433,6 +480,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_cancel_by_signal, each_setup),
 	    cmocka_unit_test_setup(test_gpu_decrypt, each_setup),
 	    cmocka_unit_test_setup(test_gpu_decrypt_tamper, each_setup),
+	    cmocka_unit_test_setup(test_from_data_service, each_setup),
 	    cmocka_unit_test_setup(test_unknown_dataset, each_setup),
 	};
 	return cmocka_run_group_tests(tests, group_setup, NULL);

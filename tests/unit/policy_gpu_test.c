@@ -27,12 +27,10 @@ static const char POLICY[] =
 
 static sl_claims *claims(void)
 {
-	static const char *const kv[][2] = {{"binding", "verified"},
-	                                    {"tee.kind", "tpm2"},
-	                                    {"cloud.provider", "aws"},
-	                                    {"cloud.region", "us-east-1"},
-	                                    {"cloud.region_verified", "true"},
-	                                    {"cloud.identity_fresh", "false"}};
+	static const char *const kv[][2] = {
+	    {"binding", "verified"},           {"tee.kind", "tpm2"},
+	    {"cloud.provider", "aws"},         {"cloud.region", "us-east-1"},
+	    {"cloud.region_verified", "true"}, {"cloud.identity_fresh", "false"}};
 	sl_claims *c = NULL;
 	assert_int_equal(sl_claims_new(&c), SL_OK);
 	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
@@ -74,9 +72,9 @@ static void test_gpu_decrypt_rule(void **state)
 static void test_gpu_decrypt_must_be_bool(void **state)
 {
 	(void)state;
-	static const char bad[] =
-	    "{\"version\": 1, \"datasets\": [{\"id\": \"d\", \"allowed_regions\": [\"aws:us-east-1\"],"
-	    " \"tee_kinds\": [\"tpm2\"], \"gpu_decrypt\": \"no\"}]}";
+	static const char bad[] = "{\"version\": 1, \"datasets\": [{\"id\": \"d\", "
+	                          "\"allowed_regions\": [\"aws:us-east-1\"],"
+	                          " \"tee_kinds\": [\"tpm2\"], \"gpu_decrypt\": \"no\"}]}";
 	sl_policy *p = NULL;
 	expect_fail(sl_policy_load((const uint8_t *)bad, strlen(bad), &p), SL_E_INPUT,
 	            "gpu_decrypt", "true or false");
