@@ -11,7 +11,11 @@
  *   set, write(2) is not supported on it, /proc/self/fd/N cannot reopen it,
  *   and its mode is set to 0400; a job that maps its own fd writable changes
  *   only its own input (seclaunch never reads staged data back).
- * gpu: device buffers (CUDA driver API, loaded with dlopen at run time),
+ * gpu (--stage gpu): a host stage as above, uploaded by the job itself in its
+ *   own CUDA context with libseclaunch_data.so (sl_stage_gpu_handoff); with
+ *   --gpu-decrypt the host stage holds the file key and the ciphertext
+ *   (sl_stage_sld_gpu_decrypt).
+ * gpu-ipc: device buffers (CUDA driver API, loaded with dlopen at run time),
  *   filled through a few pinned host buffers by asynchronous copies while the
  *   next chunk is decrypted, handed to the job by CUDA IPC handles.
  *
@@ -80,7 +84,9 @@ bool sl_stage_wiped(const sl_stage *s);
 /* This dataset's entry in SECLAUNCH_DATA (docs/job-interface.md), given the
  * descriptor number the job inherits it at (host):
  *   host: {"kind":"host","size":N,"fd":FD,"path":"/proc/self/fd/FD","method":M}
- *   gpu:  {"kind":"gpu","size":N,"device":D,"ipc_handle":"<hex>","method":"gpu"} */
+ *   with "gpu":{"device":D,"library":PATH} after sl_stage_gpu_handoff, and
+ *   kind "sld" plus the SLD geometry after sl_stage_sld_gpu_decrypt;
+ *   gpu-ipc: {"kind":"gpu","size":N,"device":D,"ipc_handle":"<hex>","method":"gpu-ipc"} */
 SL_MUST_USE sl_err sl_stage_describe(const sl_stage *s, int job_fd, json_t **out);
 
 /* Decrypts the SLD file open at fd (name for messages) with dek straight into
