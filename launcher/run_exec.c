@@ -319,8 +319,12 @@ static sl_err step_stage(struct sl_run_st *s)
 		const char *ds = sl_sld_header_dataset_id(s->hdr[i]);
 		SL_GUARD(record(s, SL_AUDIT_EV_RUN_STAGE, ds, sl_sld_header_key_id(s->hdr[i]), NULL,
 		                NULL,
-		                json_pack("{s:s, s:I}", "method", sl_stage_method(s->stage[i]),
-		                          "size", (json_int_t)sl_stage_size(s->stage[i]))));
+		                json_pack("{s:s, s:I, s:s}", "method", sl_stage_method(s->stage[i]),
+		                          "size", (json_int_t)sl_stage_size(s->stage[i]), "gpu",
+		                          s->o->gpu_decrypt ? "decrypt (file key to the job)"
+		                          : !s->use_gpu     ? "none"
+		                          : ipc             ? "ipc"
+		                                            : "upload by the job")));
 		sl_run_say("staged %s: %llu bytes (%s)", ds,
 		           (unsigned long long)sl_stage_size(s->stage[i]),
 		           sl_stage_method(s->stage[i]));

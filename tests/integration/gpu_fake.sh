@@ -83,6 +83,8 @@ check "--stage gpu: the job uploads host-staged data in its own context" 0 \
 	"$SL" run "${RUNA[@]}" --stage gpu "$T/gpu.sld" -- python3 "$T/job.py" gpu-ds
 assert "--stage gpu: the device holds the plaintext (pinned pool, 8 MiB copies)" \
 	grep -q "^host $want 2 8388608 0\$" "$T/out"
+assert "--stage gpu: audited as an upload by the job" \
+	grep -q '"run.stage".*"gpu":"upload by the job"' "$T/audit.log"
 assert "--stage gpu: no cuMemHostRegister, no pinned buffer reused early, all zero when freed" \
 	grep -qzE 'live=0.*freed_nonzero=0.*live_pinned=0.*pinned_freed_nonzero=0.*hostregister=0.*reuse_violations=0' "$T/job.report"
 
@@ -93,7 +95,8 @@ assert "--gpu-decrypt: host memory holds the SLD file (ciphertext) only" \
 assert "--gpu-decrypt: the device holds the plaintext" grep -q "^sld $want " "$T/out"
 assert "--gpu-decrypt: every device buffer (round keys included) zero when freed" \
 	grep -qzE 'live=0.*freed_nonzero=0.*live_pinned=0.*pinned_freed_nonzero=0.*hostregister=0' "$T/job.report"
-assert "--gpu-decrypt: the stage is audited" grep -q '"run.stage"' "$T/audit.log"
+assert "--gpu-decrypt: the audit log says the file key went to the job" \
+	grep -q '"run.stage".*"gpu":"decrypt (file key to the job)"' "$T/audit.log"
 
 # a flipped byte in chunk 3's ciphertext: the header still verifies, the tag does not
 cp "$T/gpu.sld" "$T/bad.sld"
