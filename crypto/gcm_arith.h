@@ -13,9 +13,11 @@
  *     with the chunk's stored tag. CTR writes zeros for a chunk whose tag
  *     failed, so no unauthenticated plaintext is ever produced.
  *
- * The S-box is passed in (host: a static table; device: shared memory), as
- * table lookups are not constant time on a CPU: the CPU build is a reference
- * for tests, seclaunch's own decryption stays with OpenSSL. */
+ * AES runs on a T-table; it and the S-box are passed in (host: the params and
+ * a static table; device: copies in shared memory). Table lookups are not
+ * constant time on a CPU: the CPU build is a reference for tests, seclaunch's
+ * own decryption stays with OpenSSL. GHASH multiplies bit by bit, without
+ * tables, in constant time. */
 #ifndef SECLAUNCH_CRYPTO_GCM_ARITH_H
 #define SECLAUNCH_CRYPTO_GCM_ARITH_H
 
@@ -62,7 +64,8 @@ typedef struct {
 
 /* What every thread of a run needs, in device memory on the GPU. */
 typedef struct {
-	uint8_t rk[240];    /* AES-256 round keys */
+	uint32_t rk[60];    /* AES-256 round keys, big-endian words */
+	uint32_t te0[256];  /* the AES T-table (SubBytes and MixColumns of one byte) */
 	slg_u128 h;         /* E_K(0^128) */
 	uint8_t digest[32]; /* SHA-256 of the SLD header (AAD) */
 } slg_params;
@@ -97,15 +100,32 @@ SLG_FN uint8_t slg_xtime(uint8_t x)
 	return (uint8_t)((x << 1) ^ (((x >> 7) & 1) * 0x1b));
 }
 
-SLG_FN void slg_aes256_expand(const uint8_t key[32], uint8_t rk[240], const uint8_t *sbox)
+SLG_FN uint32_t slg_be32(const uint8_t *p)
 {
+	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+SLG_FN void slg_put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+SLG_FN uint32_t slg_ror(uint32_t x, int n)
+{
+	return (x >> n) | (x << (32 - n));
+}
+
+SLG_FN void slg_aes256_expand(const uint8_t key[32], uint32_t rk[60], const uint8_t *sbox)
+{
+	uint8_t b[240];
 	uint8_t rcon = 1;
 	for (int i = 0; i < 32; i++)
-		rk[i] = key[i];
+		b[i] = key[i];
 	for (int i = 8; i < 60; i++) {
 		uint8_t t[4];
 		for (int k = 0; k < 4; k++)
-			t[k] = rk[4 * (i - 1) + k];
+			t[k] = b[4 * (i - 1) + k];
 		if (i % 8 == 0) {
 			uint8_t t0 = t[0];
 			t[0] = (uint8_t)(sbox[t[1]] ^ rcon);
@@ -118,37 +138,69 @@ SLG_FN void slg_aes256_expand(const uint8_t key[32], uint8_t rk[240], const uint
 				t[k] = sbox[t[k]];
 		}
 		for (int k = 0; k < 4; k++)
-			rk[4 * i + k] = (uint8_t)(rk[4 * (i - 8) + k] ^ t[k]);
+			b[4 * i + k] = (uint8_t)(b[4 * (i - 8) + k] ^ t[k]);
+	}
+	for (int i = 0; i < 60; i++)
+		rk[i] = slg_be32(b + 4 * i);
+	for (int i = 0; i < 240; i++)
+		b[i] = 0;
+}
+
+/* te0[x] = (2 S(x), S(x), S(x), 3 S(x)): a round is 16 lookups and XORs. */
+SLG_FN void slg_te0_init(uint32_t te0[256], const uint8_t *sbox)
+{
+	for (int x = 0; x < 256; x++) {
+		uint8_t s = sbox[x], s2 = slg_xtime(s);
+		te0[x] = ((uint32_t)s2 << 24) | ((uint32_t)s << 16) | ((uint32_t)s << 8) |
+		         (uint32_t)(uint8_t)(s2 ^ s);
 	}
 }
 
-SLG_FN void slg_aes256_block(const uint8_t rk[240], const uint8_t *sbox, const uint8_t in[16],
-                             uint8_t out[16])
+SLG_FN void slg_aes256_block(const uint32_t rk[60], const uint32_t *te0, const uint8_t *sbox,
+                             const uint8_t in[16], uint8_t out[16])
 {
-	uint8_t s[16], t[16];
-	for (int i = 0; i < 16; i++)
-		s[i] = (uint8_t)(in[i] ^ rk[i]);
-	for (int r = 1; r <= 14; r++) {
-		/* SubBytes + ShiftRows */
-		for (int c = 0; c < 4; c++)
-			for (int row = 0; row < 4; row++)
-				t[4 * c + row] = sbox[s[4 * ((c + row) & 3) + row]];
-		if (r < 14) { /* MixColumns */
-			for (int c = 0; c < 4; c++) {
-				uint8_t a0 = t[4 * c], a1 = t[4 * c + 1], a2 = t[4 * c + 2],
-				        a3 = t[4 * c + 3];
-				uint8_t x = (uint8_t)(a0 ^ a1 ^ a2 ^ a3);
-				t[4 * c] = (uint8_t)(a0 ^ x ^ slg_xtime((uint8_t)(a0 ^ a1)));
-				t[4 * c + 1] = (uint8_t)(a1 ^ x ^ slg_xtime((uint8_t)(a1 ^ a2)));
-				t[4 * c + 2] = (uint8_t)(a2 ^ x ^ slg_xtime((uint8_t)(a2 ^ a3)));
-				t[4 * c + 3] = (uint8_t)(a3 ^ x ^ slg_xtime((uint8_t)(a3 ^ a0)));
-			}
-		}
-		for (int i = 0; i < 16; i++)
-			s[i] = (uint8_t)(t[i] ^ rk[16 * r + i]);
+	uint32_t s0 = slg_be32(in) ^ rk[0], s1 = slg_be32(in + 4) ^ rk[1];
+	uint32_t s2 = slg_be32(in + 8) ^ rk[2], s3 = slg_be32(in + 12) ^ rk[3];
+	for (int r = 1; r < 14; r++) {
+		uint32_t t0 = te0[s0 >> 24] ^ slg_ror(te0[(s1 >> 16) & 0xff], 8) ^
+		              slg_ror(te0[(s2 >> 8) & 0xff], 16) ^ slg_ror(te0[s3 & 0xff], 24) ^
+		              rk[4 * r];
+		uint32_t t1 = te0[s1 >> 24] ^ slg_ror(te0[(s2 >> 16) & 0xff], 8) ^
+		              slg_ror(te0[(s3 >> 8) & 0xff], 16) ^ slg_ror(te0[s0 & 0xff], 24) ^
+		              rk[4 * r + 1];
+		uint32_t t2 = te0[s2 >> 24] ^ slg_ror(te0[(s3 >> 16) & 0xff], 8) ^
+		              slg_ror(te0[(s0 >> 8) & 0xff], 16) ^ slg_ror(te0[s1 & 0xff], 24) ^
+		              rk[4 * r + 2];
+		uint32_t t3 = te0[s3 >> 24] ^ slg_ror(te0[(s0 >> 16) & 0xff], 8) ^
+		              slg_ror(te0[(s1 >> 8) & 0xff], 16) ^ slg_ror(te0[s2 & 0xff], 24) ^
+		              rk[4 * r + 3];
+		s0 = t0, s1 = t1, s2 = t2, s3 = t3;
 	}
+	/* the last round has no MixColumns */
+	uint32_t w[4] = {s0, s1, s2, s3};
+	for (int c = 0; c < 4; c++) {
+		uint32_t o = ((uint32_t)sbox[w[c] >> 24] << 24) |
+		             ((uint32_t)sbox[(w[(c + 1) & 3] >> 16) & 0xff] << 16) |
+		             ((uint32_t)sbox[(w[(c + 2) & 3] >> 8) & 0xff] << 8) |
+		             (uint32_t)sbox[w[(c + 3) & 3] & 0xff];
+		slg_put_be32(out + 4 * c, o ^ rk[56 + c]);
+	}
+}
+
+/* Round keys, T-table, H and the AAD digest for a file key. */
+SLG_FN void slg_params_init(slg_params *p, const uint8_t key[32], const uint8_t digest[32],
+                            const uint8_t *sbox)
+{
+	uint8_t zero[16] = {0}, h[16];
+	slg_aes256_expand(key, p->rk, sbox);
+	slg_te0_init(p->te0, sbox);
+	slg_aes256_block(p->rk, p->te0, sbox, zero, h);
+	p->h.hi = slg_be64(h);
+	p->h.lo = slg_be64(h + 8);
+	for (int i = 0; i < 32; i++)
+		p->digest[i] = digest != 0 ? digest[i] : 0;
 	for (int i = 0; i < 16; i++)
-		out[i] = s[i];
+		h[i] = 0;
 }
 
 /* ---- GF(2^128) ---------------------------------------------------------- */
@@ -275,8 +327,9 @@ SLG_FN void slg_ghash_thread(const slg_params *p, const slg_batch *b, const uint
 
 /* Tag thread c: ok[c] = 1 when the stored tag matches (constant time), 0
  * otherwise; the accumulator is zeroed for the next batch. */
-SLG_FN void slg_tag_thread(const slg_params *p, const uint8_t *sbox, const slg_batch *b,
-                           const uint8_t *src, uint64_t *acc, uint32_t *ok, uint32_t c)
+SLG_FN void slg_tag_thread(const slg_params *p, const uint32_t *te0, const uint8_t *sbox,
+                           const slg_batch *b, const uint8_t *src, uint64_t *acc, uint32_t *ok,
+                           uint32_t c)
 {
 	if (c >= b->nchunks)
 		return;
@@ -285,7 +338,7 @@ SLG_FN void slg_tag_thread(const slg_params *p, const uint8_t *sbox, const slg_b
 	const uint8_t *tag =
 	    src + (uint64_t)c * ((uint64_t)b->chunk_size + SLG_TAG_LEN) + (uint64_t)len;
 	slg_counter(b->first_chunk + c, 1, j0);
-	slg_aes256_block(p->rk, sbox, j0, ek);
+	slg_aes256_block(p->rk, te0, sbox, j0, ek);
 	uint64_t d = (slg_be64(ek) ^ acc[2 * (uint64_t)c] ^ slg_be64(tag)) |
 	             (slg_be64(ek + 8) ^ acc[2 * (uint64_t)c + 1] ^ slg_be64(tag + 8));
 	acc[2 * (uint64_t)c] = 0;
@@ -295,8 +348,9 @@ SLG_FN void slg_tag_thread(const slg_params *p, const uint8_t *sbox, const slg_b
 
 /* CTR thread t: 16-byte block t % (chunk_size / 16) of chunk t / that;
  * plaintext only where ok says the chunk's tag verified, zeros otherwise. */
-SLG_FN void slg_ctr_thread(const slg_params *p, const uint8_t *sbox, const slg_batch *b,
-                           const uint8_t *src, uint8_t *dst, const uint32_t *ok, uint64_t t)
+SLG_FN void slg_ctr_thread(const slg_params *p, const uint32_t *te0, const uint8_t *sbox,
+                           const slg_batch *b, const uint8_t *src, uint8_t *dst, const uint32_t *ok,
+                           uint64_t t)
 {
 	uint64_t bpc = b->chunk_size / 16;
 	uint32_t c = (uint32_t)(t / bpc);
@@ -312,7 +366,7 @@ SLG_FN void slg_ctr_thread(const slg_params *p, const uint8_t *sbox, const slg_b
 	uint8_t *pt = dst + (uint64_t)c * b->chunk_size + off;
 	uint8_t cb[16], ks[16];
 	slg_counter(b->first_chunk + c, (uint32_t)(2 + j), cb);
-	slg_aes256_block(p->rk, sbox, cb, ks);
+	slg_aes256_block(p->rk, te0, sbox, cb, ks);
 	uint8_t keep = (uint8_t)(0 - (ok[b->first_chunk + c] & 1));
 	for (uint64_t i = 0; i < n; i++)
 		pt[i] = (uint8_t)((ct[i] ^ ks[i]) & keep);

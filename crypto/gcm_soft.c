@@ -10,12 +10,8 @@ static const uint8_t sbox[256] = {SLG_SBOX_INIT};
 
 static void params_init(slg_params *p, const uint8_t key[32])
 {
-	uint8_t zero[16] = {0}, h[16];
 	memset(p, 0, sizeof(*p));
-	slg_aes256_expand(key, p->rk, sbox);
-	slg_aes256_block(p->rk, sbox, zero, h);
-	p->h.hi = slg_be64(h);
-	p->h.lo = slg_be64(h + 8);
+	slg_params_init(p, key, NULL, sbox);
 }
 
 static slg_u128 load_block(const uint8_t *p, size_t n)
@@ -68,7 +64,7 @@ static void ctr_block(const slg_params *p, const uint8_t nonce[12], uint32_t ctr
 	memcpy(cb, nonce, 12);
 	cb[12] = (uint8_t)(ctr >> 24), cb[13] = (uint8_t)(ctr >> 16);
 	cb[14] = (uint8_t)(ctr >> 8), cb[15] = (uint8_t)ctr;
-	slg_aes256_block(p->rk, sbox, cb, ks);
+	slg_aes256_block(p->rk, p->te0, sbox, cb, ks);
 }
 
 static void ctr_xor(const slg_params *p, const uint8_t nonce[12], const uint8_t *in, size_t len,
@@ -149,9 +145,9 @@ sl_err sl_gcm_soft_sld(const uint8_t key[static 32], const uint8_t digest[static
 	for (uint64_t t = 0; t < slg_ghash_threads(&b); t++)
 		slg_ghash_thread(&p, &b, src, acc, t);
 	for (uint32_t c = 0; c < n; c++)
-		slg_tag_thread(&p, sbox, &b, src, acc, ok, c);
+		slg_tag_thread(&p, p.te0, sbox, &b, src, acc, ok, c);
 	for (uint64_t t = 0; t < slg_ctr_threads(&b); t++)
-		slg_ctr_thread(&p, sbox, &b, src, dst, ok, t);
+		slg_ctr_thread(&p, p.te0, sbox, &b, src, dst, ok, t);
 	for (uint32_t c = 0; c < n; c++)
 		SL_ENSURE(ok[first + c] == 1, SL_E_INTEGRITY,
 		          "chunk %llu: authentication failed (tampered, reordered or wrong key)",

@@ -680,15 +680,7 @@ static int fill_decrypt(sldata *d, CUdeviceptr dptr)
 	/* round keys and H from the file key (first bytes of the memory file) */
 	hp = (slg_params *)p.pinned[NSLOTS - 1];
 	memset(hp, 0, sizeof(*hp));
-	{
-		uint8_t zero[16] = {0}, h[16];
-		slg_aes256_expand(d->map, hp->rk, sbox);
-		slg_aes256_block(hp->rk, sbox, zero, h);
-		hp->h.hi = slg_be64(h);
-		hp->h.lo = slg_be64(h + 8);
-		memcpy(hp->digest, d->digest, 32);
-		wipe(h, sizeof(h));
-	}
+	slg_params_init(hp, d->map, d->digest, sbox);
 	CU(cu.MemcpyHtoDAsync(dparams, hp, sizeof(*hp), p.stream[0]), "copying the round keys");
 	CU(cu.StreamSynchronize(p.stream[0]), "copying the round keys");
 	wipe(hp, sizeof(*hp));

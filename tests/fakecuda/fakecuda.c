@@ -264,10 +264,10 @@ static void run_kernel(const struct kernel *k)
 		if (k->fn == 0 && t < slg_ghash_threads(&k->b))
 			slg_ghash_thread(p, &k->b, src, (uint64_t *)(uintptr_t)k->a[2], t);
 		else if (k->fn == 1 && t < k->b.nchunks)
-			slg_tag_thread(p, sbox, &k->b, src, (uint64_t *)(uintptr_t)k->a[2],
+			slg_tag_thread(p, p->te0, sbox, &k->b, src, (uint64_t *)(uintptr_t)k->a[2],
 			               (uint32_t *)(uintptr_t)k->a[3], (uint32_t)t);
 		else if (k->fn == 2 && t < slg_ctr_threads(&k->b))
-			slg_ctr_thread(p, sbox, &k->b, src, (uint8_t *)(uintptr_t)k->a[2],
+			slg_ctr_thread(p, p->te0, sbox, &k->b, src, (uint8_t *)(uintptr_t)k->a[2],
 			               (const uint32_t *)(uintptr_t)k->a[3], t);
 	}
 }

@@ -271,7 +271,6 @@ static double kernel_rate(struct data *d, const char *ptx_path)
 	void *mod, *kg, *kt, *kc;
 	CUdeviceptr dp, src, dst, acc, ok;
 	slg_params hp;
-	uint8_t zero[16] = {0}, hh[16];
 	uint64_t n = d->count;
 	if (ptx == NULL) {
 		printf("GPU AES-256-GCM: no kernel at %s\n", ptx_path);
@@ -283,10 +282,7 @@ static double kernel_rate(struct data *d, const char *ptx_path)
 	CK(cu.ModuleGetFunction(&kt, mod, "sl_gcm_tag"));
 	CK(cu.ModuleGetFunction(&kc, mod, "sl_gcm_ctr"));
 	memset(&hp, 0, sizeof(hp));
-	slg_aes256_expand(d->key, hp.rk, sbox);
-	slg_aes256_block(hp.rk, sbox, zero, hh);
-	hp.h.hi = slg_be64(hh), hp.h.lo = slg_be64(hh + 8);
-	memcpy(hp.digest, d->hdigest, 32);
+	slg_params_init(&hp, d->key, d->hdigest, sbox);
 	uint8_t *file = mmap(NULL, d->sld_len, PROT_READ, MAP_SHARED, d->sld_fd, 0);
 	if (file == MAP_FAILED)
 		exit(2);
