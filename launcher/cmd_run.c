@@ -46,8 +46,11 @@ static void usage(FILE *f)
 	    "                         streamed when staging it whole would take more than\n"
 	    "                         half the available memory; default), gpu, host, or\n"
 	    "                         stream (sharded datasets shard by shard through the\n"
-	    "                         data service, at most --window in memory)\n" SL_REGION_ID_HELP
-	        SL_REMOTE_HELP
+	    "                         data service, at most --window in memory), gpu-ipc\n"
+	    "                         (device buffers by CUDA IPC, where supported)\n"
+	    "  --gpu-decrypt          stage ciphertext; the job decrypts on the GPU\n"
+	    "                         (libseclaunch_data.so; the file key enters the "
+	    "job)\n" SL_REGION_ID_HELP SL_REMOTE_HELP
 	    "  --window SIZE          stream staging: plaintext staged at most (default 1G;\n"
 	    "                         K, M, G); it must hold a dataset's largest shard\n"
 	    "  --env K=V              set K in the job's environment (repeatable)\n"
@@ -99,6 +102,7 @@ enum {
 	O_KILL_GRACE,
 	O_CLEAN_ENV,
 	O_WINDOW,
+	O_GPU_DECRYPT,
 };
 
 /* run's own options, one line each (the shared ones are cli.c's). */
@@ -109,6 +113,7 @@ static const struct sl_cli_opt run_opts[] = {
     {"tee", required_argument, O_TEE, NULL},
     {"collateral", required_argument, O_COLLATERAL, NULL},
     {"stage", required_argument, O_STAGE, NULL},
+    {"gpu-decrypt", no_argument, O_GPU_DECRYPT, NULL},
     SL_REGION_ID_OPTS,
     {"env", required_argument, O_ENV, NULL},
     {"env-pass", required_argument, O_ENV_PASS, NULL},
@@ -191,6 +196,9 @@ static int on_option(void *ctx, int key, char *arg)
 		break;
 	case O_STAGE:
 		rc = sl_stage_where_parse(arg, &r->where);
+		break;
+	case O_GPU_DECRYPT:
+		r->gpu_decrypt = true;
 		break;
 	case O_ENV:
 		rc = sl_job_env_set(r->env, arg);

@@ -193,6 +193,11 @@ static SL_RESULT open_dataset(struct sl_run_st *s, size_t i, const char *path)
 		SL_ENSURE(s->fd[i] >= 0, SL_E_IO, "%s: cannot open: %s", path, strerror(errno));
 		SL_GUARD(sl_sld_header_read_fd(s->fd[i], path, &s->hdr[i]));
 	}
+	/* GPU decryption takes SLD chunks one file at a time: single files only */
+	SL_ENSURE(s->man[i] == NULL || !s->o->gpu_decrypt, SL_E_USAGE,
+	          "%s: --gpu-decrypt takes SLD files; a sharded dataset is staged in host "
+	          "memory and uploaded by the job (--stage gpu)",
+	          path);
 	if (s->man[i] != NULL)
 		sl_sldm_root(s->man[i], d);
 	else
@@ -287,7 +292,8 @@ static SL_RESULT step_preflight(struct sl_run_st *s)
 	for (size_t i = 0; i < s->n; i++) {
 		const char *ds = ds_id(s, i);
 		const char *key = ds_key(s, i);
-		sl_policy_request req = {.dataset_id = ds, .key_id = key};
+		sl_policy_request req = {
+		    .dataset_id = ds, .key_id = key, .gpu_decrypt = s->o->gpu_decrypt};
 		sl_decision_free(d);
 		d = NULL;
 		SL_GUARD(sl_policy_evaluate(s->policy, s->claims, &req, &d));
@@ -398,7 +404,9 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 	sl_err rc = SL_E_INTERNAL;
 	for (size_t i = 0; i < s->n; i++) {
 		CHECK_SIGNAL();
-		const sl_gpu_info *gpu = s->use_gpu ? &s->gpu : NULL;
+		/* gpu-ipc: seclaunch fills device buffers; gpu: the job's own context
+		 * uploads host-staged data; --gpu-decrypt: ciphertext, decrypted there */
+		bool ipc = s->use_gpu && s->o->where == SL_STAGE_GPU_IPC;
 		if (s->streamed[i]) {
 			rc = sl_stream_new(s->rem[i] != NULL ? NULL : s->o->datasets[i], s->rem[i],
 			                   s->man[i], s->dek[i],
@@ -425,11 +433,20 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 		}
 		if (s->man[i] != NULL)
 			rc = sl_stage_sldm(s->rem[i] != NULL ? NULL : s->o->datasets[i], s->rem[i],
-			                   s->man[i], s->dek[i], gpu, s->o->threads, false,
-			                   poll_sig, &s->stage[i]);
+			                   s->man[i], s->dek[i], ipc ? &s->gpu : NULL,
+			                   s->o->threads, false, poll_sig, &s->stage[i]);
+		else if (s->o->gpu_decrypt)
+			rc = sl_stage_sld_gpu_decrypt(s->fd[i], s->o->datasets[i], s->dek[i],
+			                              &s->gpu, false, poll_sig, &s->stage[i]);
 		else
-			rc = sl_stage_sld(s->fd[i], s->o->datasets[i], s->dek[i], gpu,
-			                  s->o->threads, false, poll_sig, &s->stage[i]);
+			rc = sl_stage_sld(s->fd[i], s->o->datasets[i], s->dek[i],
+			                  ipc ? &s->gpu : NULL, s->o->threads, false, poll_sig,
+			                  &s->stage[i]);
+		if (rc == SL_OK && s->use_gpu && !ipc && !s->o->gpu_decrypt &&
+		    (rc = sl_stage_gpu_handoff(s->stage[i], &s->gpu)) != SL_OK) {
+			sl_stage_free(s->stage[i]);
+			s->stage[i] = NULL;
+		}
 		/* the DEK is not needed once its data is staged (or failed to be) */
 		sl_secret_free(s->dek[i]);
 		s->dek[i] = NULL;
@@ -444,9 +461,13 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 		SL_GUARD(record(
 		    s, SL_AUDIT_EV_RUN_STAGE, ds, ds_key(s, i), NULL, NULL,
 		    json_pack(
-		        "{s:s, s:I, s:s, s:I}", "method", sl_stage_method(s->stage[i]), "size",
+		        "{s:s, s:I, s:s, s:I, s:s}", "method", sl_stage_method(s->stage[i]), "size",
 		        (json_int_t)sl_stage_size(s->stage[i]), "root", s->root[i], "shards",
-		        (json_int_t)(s->man[i] != NULL ? sl_sldm_shard_count(s->man[i]) : 0))));
+		        (json_int_t)(s->man[i] != NULL ? sl_sldm_shard_count(s->man[i]) : 0), "gpu",
+		        s->o->gpu_decrypt ? "decrypt (file key to the job)"
+		        : !s->use_gpu     ? "none"
+		        : ipc             ? "ipc"
+		                          : "upload by the job")));
 		sl_run_say("staged %s: %llu bytes (%s)", ds,
 		           (unsigned long long)sl_stage_size(s->stage[i]),
 		           sl_stage_method(s->stage[i]));

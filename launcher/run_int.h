@@ -30,7 +30,8 @@ struct sl_run {
 	const char *user;      /* --user USER[:GROUP] (NULL: seclaunch's own) */
 	unsigned kill_grace_s; /* --kill-grace (kill_grace_set: given) */
 	bool kill_grace_set;
-	bool verbose; /* -v: the probes' own messages (CUDA) */
+	bool verbose;     /* -v: the probes' own messages (CUDA) */
+	bool gpu_decrypt; /* --gpu-decrypt: the job decrypts on the GPU */
 	sl_job_env *env;
 	sl_remote_opts remote; /* --ca-file, --s3-endpoint, --connections */
 	uint64_t window;       /* --window: stream staging's limit (0: the default) */

@@ -386,6 +386,16 @@ static void eval_rule(const sl_policy *p, const sl_claims *c, const json_t *rule
 			     "the GPU evidence is not bound to this request "
 			     "(gpu.binding=unchecked)");
 	}
+	/* GPU decryption puts the file key in the job's process and on the GPU */
+	if (req->gpu_decrypt) {
+		snprintf(path, sizeof(path), "%s.gpu_decrypt", rpath);
+		if (json_is_false(json_object_get(rule, "gpu_decrypt")))
+			DENY(d, path,
+			     "decryption on the GPU is forbidden for this dataset (gpu_decrypt: "
+			     "false): the key may not leave seclaunch");
+		else
+			PASS(d, path, "decryption on the GPU allowed");
+	}
 	check_outputs(p, rule, rpath, req, d);
 	if ((v = json_object_get(rule, "key_ttl")) != NULL) {
 		uint64_t ttl = (uint64_t)json_integer_value(v);

@@ -80,6 +80,7 @@ typedef struct sl_policy_request {
 	const char *key_id;         /* NULL: no key asked (e.g. pre-flight of a region) */
 	const char *const *outputs; /* output destinations (URLs) the job will write to */
 	size_t n_outputs;
+	bool gpu_decrypt; /* the data is to be decrypted on the GPU (run --gpu-decrypt) */
 } sl_policy_request;
 
 /* Evaluates the policy. A deny is a decision, not an error: the return is

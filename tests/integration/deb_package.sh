@@ -51,7 +51,8 @@ for f in usr/bin/seclaunch usr/bin/seclaunchd lib/systemd/system/seclaunchd.serv
 	etc/seclaunchd/seclaunchd.conf usr/lib/sysusers.d/seclaunch.conf \
 	usr/lib/python3/dist-packages/seclaunch_data.py usr/share/man/man1/seclaunch.1.gz \
 	usr/share/man/man5/seclaunchd.conf.5.gz usr/share/man/man8/seclaunchd.8.gz \
-	usr/share/bash-completion/completions/seclaunch usr/share/bash-completion/completions/seclaunchd; do
+	usr/share/bash-completion/completions/seclaunch usr/share/bash-completion/completions/seclaunchd \
+	usr/lib/seclaunch/libseclaunch_data.so usr/include/seclaunch_data.h; do
 	assert "the package holds /$f" test -e "$R/$f"
 done
 assert "the system user is _seclaunchd (sysusers.d)" grep -q '^u _seclaunchd ' "$R/usr/lib/sysusers.d/seclaunch.conf"
