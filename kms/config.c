@@ -28,13 +28,29 @@ void kmsd_config_defaults(kmsd_config *c)
 
 void kmsd_config_free(kmsd_config *c)
 {
-	char **strs[] = {
-	    &c->state_dir,        &c->listen,          &c->tls_cert,          &c->tls_key,
-	    &c->admin_token_file, &c->registry_file,   &c->registry_key_file, &c->audit_log,
-	    &c->ek_ca_dir,        &c->policy,          &c->policy_pubkey,     &c->url_file,
-	    &c->keystore_file,    &c->master_key_file, &c->p11_module,        &c->p11_token_label,
-	    &c->p11_pin_file,     &c->gcp_jwks,        &c->aws_trust_dir,     &c->ak_ca_dir,
-	    &c->audit_key_file,   &c->collateral_dir};
+	char **strs[] = {&c->state_dir,
+	                 &c->listen,
+	                 &c->tls_cert,
+	                 &c->tls_key,
+	                 &c->admin_token_file,
+	                 &c->registry_file,
+	                 &c->registry_key_file,
+	                 &c->audit_log,
+	                 &c->ek_ca_dir,
+	                 &c->policy,
+	                 &c->policy_pubkey,
+	                 &c->url_file,
+	                 &c->keystore_file,
+	                 &c->master_key_file,
+	                 &c->p11_module,
+	                 &c->p11_token_label,
+	                 &c->p11_pin_file,
+	                 &c->gcp_jwks,
+	                 &c->aws_trust_dir,
+	                 &c->ak_ca_dir,
+	                 &c->audit_key_file,
+	                 &c->collateral_dir,
+	                 &c->store};
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
 		free(*strs[i]);
 		*strs[i] = NULL;
@@ -55,6 +71,7 @@ static const struct strkey str_keys[] = {
     S("tls_cert", tls_cert),
     S("tls_key", tls_key),
     S("admin_token_file", admin_token_file),
+    S("store", store),
     S("registry", registry_file),
     S("registry_key_file", registry_key_file),
     S("audit_log", audit_log),
@@ -242,6 +259,7 @@ sl_err kmsd_config_dev(kmsd_config *c)
 	}
 	SL_GUARD(dev_path(c, &c->url_file, "url"));
 	SL_GUARD(dev_path(c, &c->admin_token_file, "admin.token"));
+	SL_GUARD(dev_path(c, &c->store, "state.db"));
 	SL_GUARD(dev_path(c, &c->registry_file, "registry.json"));
 	SL_GUARD(dev_path(c, &c->registry_key_file, "registry.key"));
 	SL_GUARD(dev_path(c, &c->audit_log, "audit.log"));
@@ -285,18 +303,17 @@ sl_err kmsd_config_check(const kmsd_config *c)
 		const char *name;
 		const char *v;
 	} need[] = {
-	    {"listen", c->listen},          {"tls_cert", c->tls_cert},
-	    {"tls_key", c->tls_key},        {"admin_token_file", c->admin_token_file},
-	    {"registry", c->registry_file}, {"registry_key_file", c->registry_key_file},
+	    {"listen", c->listen},       {"tls_cert", c->tls_cert},
+	    {"tls_key", c->tls_key},     {"admin_token_file", c->admin_token_file},
+	    {"store", c->store},         {"registry_key_file", c->registry_key_file},
 	    {"audit_log", c->audit_log},
 	};
 	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
 		SL_ENSURE(need[i].v != NULL, SL_E_INPUT, "config: \"%s\" is required",
 		          need[i].name);
 	if (c->backend == KMSD_KEK_LOCAL) {
-		SL_ENSURE(
-		    c->keystore_file != NULL && c->master_key_file != NULL, SL_E_INPUT,
-		    "config: kek_backend \"local\" needs \"keystore\" and \"master_key_file\"");
+		SL_ENSURE(c->master_key_file != NULL, SL_E_INPUT,
+		          "config: kek_backend \"local\" needs \"master_key_file\"");
 	} else {
 		SL_ENSURE(c->p11_module != NULL && c->p11_token_label != NULL &&
 		              c->p11_pin_file != NULL,

@@ -12,94 +12,55 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kmsd.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/tpm2.h"
+#include "store.h"
 
-#define ENROLL_TTL_NS (60ull * 1000000000ull)
+#define ENROLL_TTL_S 60
 #define CRED_LEN 32
+#define MAX_PENDING 4096
 
 struct pending {
-	bool used;
 	uint8_t session[16];
 	uint8_t ak_name[SL_TPM2_NAME_MAX];
 	size_t ak_name_len;
 	uint8_t ek_digest[32];
-	uint64_t expires_ns;
 	sl_secret *cred;
 };
 
-struct kmsd_enroll_table {
-	pthread_mutex_t mu;
-	struct pending *p;
-	size_t cap;
-};
-
-sl_err kmsd_enroll_table_new(size_t cap, kmsd_enroll_table **out)
+/* Pending sessions live in the state store, so /v1/enroll on one replica
+ * and /v1/enroll/activate on another complete. The store keeps only the
+ * SHA-256 of the credential: reading the database does not let anyone
+ * answer the challenge for an AK outside the TPM. */
+static sl_err table_put(kmsd_ctx *ctx, const struct pending *in, bool *full)
 {
-	kmsd_enroll_table *t = calloc(1, sizeof(*t));
-	if (t == NULL || (t->p = calloc(cap, sizeof(*t->p))) == NULL) {
-		free(t);
-		return sl_err_set(SL_E_NOMEM, "enrollment table");
+	kmsd_pending_row row = {.expires = (int64_t)time(NULL) + ENROLL_TTL_S};
+	size_t live = 0;
+	sl_err rc = kmsd_store_pending_purge(ctx->store, (int64_t)time(NULL), &live);
+	*full = false;
+	if (rc != SL_OK)
+		return rc;
+	if (live >= MAX_PENDING) {
+		*full = true;
+		return SL_OK;
 	}
-	pthread_mutex_init(&t->mu, NULL);
-	t->cap = cap;
-	*out = t;
-	return SL_OK;
+	memcpy(row.ak_name, in->ak_name, in->ak_name_len);
+	row.ak_name_len = in->ak_name_len;
+	memcpy(row.ek_sha256, in->ek_digest, 32);
+	sl_sha256(sl_secret_data(in->cred), CRED_LEN, row.cred_sha256);
+	return kmsd_store_pending_put(ctx->store, in->session, &row);
 }
 
-void kmsd_enroll_table_free(kmsd_enroll_table *t)
+/* Removes and returns the session (single use, on whichever replica). */
+static sl_err table_take(kmsd_ctx *ctx, const uint8_t session[16], kmsd_pending_row *row, bool *ok)
 {
-	if (t == NULL)
-		return;
-	for (size_t i = 0; i < t->cap; i++)
-		sl_secret_free(t->p[i].cred);
-	free(t->p);
-	pthread_mutex_destroy(&t->mu);
-	free(t);
-}
-
-static bool table_put(kmsd_enroll_table *t, struct pending *in)
-{
-	uint64_t now = sl_now_ns();
-	bool ok = false;
-	pthread_mutex_lock(&t->mu);
-	for (size_t i = 0; i < t->cap; i++) {
-		struct pending *e = &t->p[i];
-		if (e->used && e->expires_ns > now)
-			continue;
-		sl_secret_free(e->cred);
-		*e = *in;
-		e->used = true;
-		in->cred = NULL;
-		ok = true;
-		break;
-	}
-	pthread_mutex_unlock(&t->mu);
-	return ok;
-}
-
-/* Removes and returns the session (single use). */
-static bool table_take(kmsd_enroll_table *t, const uint8_t session[16], struct pending *out)
-{
-	uint64_t now = sl_now_ns();
-	bool ok = false;
-	pthread_mutex_lock(&t->mu);
-	for (size_t i = 0; i < t->cap; i++) {
-		struct pending *e = &t->p[i];
-		if (!e->used || !sl_ct_eq(e->session, session, 16))
-			continue;
-		e->used = false;
-		if (e->expires_ns > now) {
-			*out = *e;
-			e->cred = NULL;
-			ok = true;
-		}
-		break;
-	}
-	pthread_mutex_unlock(&t->mu);
-	return ok;
+	bool found = false;
+	sl_err rc = kmsd_store_pending_take(ctx->store, session, row, &found);
+	*ok = rc == SL_OK && found && row->expires > (int64_t)time(NULL);
+	return rc;
 }
 
 /* A refused enrollment is recorded before it is answered, like every
@@ -154,14 +115,18 @@ void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 	}
 	sl_sha256(er.ek_pub, er.ek_pub_len, p.ek_digest);
 	sl_random(p.session, sizeof(p.session));
-	p.expires_ns = sl_now_ns() + ENROLL_TTL_NS;
 	if (sl_b64_encode(p.session, sizeof(p.session), &s64) != SL_OK ||
 	    sl_b64_encode(blob, blob_len, &b64) != SL_OK ||
 	    sl_b64_encode(secret, secret_len, &e64) != SL_OK) {
 		kmsd_problem(res, 500, "internal", "Internal Server Error", sl_err_detail(), NULL);
 		goto out;
 	}
-	if (!table_put(ctx->enroll, &p)) {
+	bool full = false;
+	if (table_put(ctx, &p, &full) != SL_OK) {
+		kmsd_store_failed(ctx, res, "enrollment");
+		goto out;
+	}
+	if (full) {
 		kmsd_problem(res, 429, "busy", "Too Many Requests",
 		             "too many enrollments in progress", NULL);
 		goto out;
@@ -190,26 +155,33 @@ out:
 void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
 	kmsd_activate_req ar;
-	struct pending p = {0};
+	kmsd_pending_row p = {0};
+	uint8_t got[32] = {0};
+	bool ok = false;
 	char hex[2 * SL_TPM2_NAME_MAX + 1];
 	if (kmsd_parse_activate(req->body, req->len, &ar) != SL_OK) {
 		kmsd_bad_request(res);
 		return;
 	}
-	if (!table_take(ctx->enroll, ar.session, &p)) {
+	if (table_take(ctx, ar.session, &p, &ok) != SL_OK) {
+		kmsd_store_failed(ctx, res, "enrollment");
+		goto out;
+	}
+	if (!ok) {
 		refuse(ctx, res, "activate",
 		       "session: unknown, already answered, or expired; start again with "
 		       "/v1/enroll");
 		goto out;
 	}
 	sl_hex_encode(p.ak_name, p.ak_name_len, hex);
-	if (sl_secret_len(ar.secret) != CRED_LEN ||
-	    !sl_ct_eq(sl_secret_data(ar.secret), sl_secret_data(p.cred), CRED_LEN)) {
+	if (sl_secret_len(ar.secret) == CRED_LEN)
+		sl_sha256(sl_secret_data(ar.secret), CRED_LEN, got);
+	if (sl_secret_len(ar.secret) != CRED_LEN || !sl_ct_eq(got, p.cred_sha256, 32)) {
 		json_t *why = json_pack("[s]", "activated credential does not match");
-		bool ok = kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, SL_AUDIT_DENY, why, NULL,
-		                     json_pack("{s:s, s:s}", "step", "activate", "ak_name", hex));
+		bool rec = kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, SL_AUDIT_DENY, why, NULL,
+		                      json_pack("{s:s, s:s}", "step", "activate", "ak_name", hex));
 		json_decref(why);
-		if (!ok) {
+		if (!rec) {
 			kmsd_audit_failed(ctx, res, "enrollment refusal");
 			goto out;
 		}
@@ -220,8 +192,8 @@ void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response 
 		    NULL);
 		goto out;
 	}
-	if (kmsd_registry_add(ctx->registry, p.ak_name, p.ak_name_len, p.ek_digest) != SL_OK) {
-		kmsd_problem(res, 500, "internal", "Internal Server Error", sl_err_detail(), NULL);
+	if (kmsd_registry_add(ctx->registry, p.ak_name, p.ak_name_len, p.ek_sha256) != SL_OK) {
+		kmsd_store_failed(ctx, res, "enrollment");
 		goto out;
 	}
 	if (!kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, SL_AUDIT_ALLOW, NULL, NULL,
@@ -232,6 +204,5 @@ void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response 
 	res->status = 200;
 	res->json = json_pack("{s:s, s:b}", "ak_name", hex, "enrolled", 1);
 out:
-	sl_secret_free(p.cred);
 	sl_secret_free(ar.secret);
 }

@@ -20,6 +20,7 @@
 #include "seclaunch/audit.h"
 #include "seclaunch/identity.h"
 #include "seclaunch/policy.h"
+#include "store.h"
 
 #define SEALED_LEN (SL_KMS_DEK_LEN + crypto_box_SEALBYTES)
 
@@ -29,6 +30,7 @@ struct rel {
 	json_t *reasons;
 	sl_claims *claims;
 	bool ak_refused;
+	bool store_failed;  /* the state store could not answer: 503, no decision */
 	bool verified;      /* the evidence was looked at (claims_digest means something) */
 	const char *source; /* client address, or NULL */
 };
@@ -55,16 +57,24 @@ static void deny(struct rel *r, enum kmsd_denial d, const kmsd_key_entry *key, c
 static bool ak_enrolled(const uint8_t *name, size_t len, void *cbctx)
 {
 	struct rel *r = cbctx;
-	bool ok = kmsd_registry_has(r->ctx->registry, name, len);
-	if (!ok)
+	enum kmsd_ak_status st = KMSD_AK_UNKNOWN;
+	sl_err rc = kmsd_registry_lookup(r->ctx->registry, name, len, &st);
+	if (rc == SL_E_SYSTEM)
+		r->store_failed = true;
+	else if (rc != SL_OK)
+		fprintf(stderr, "seclaunchd: %s\n", sl_err_detail());
+	if (st != KMSD_AK_ENROLLED)
 		r->ak_refused = true;
-	return ok;
+	return st == KMSD_AK_ENROLLED;
 }
 
 static void check_nonce(struct rel *r)
 {
 	switch (kmsd_nonces_consume(r->ctx->nonces, r->req->nonce)) {
 	case KMSD_NONCE_OK:
+		break;
+	case KMSD_NONCE_FAILED:
+		r->store_failed = true;
 		break;
 	case KMSD_NONCE_USED:
 		deny(r, KMSD_D_NONCE_USED, NULL,
@@ -130,8 +140,20 @@ static void check_policy(struct rel *r)
 		const kmsd_key_entry *k = &r->req->keys[i];
 		sl_policy_request pr = {.dataset_id = k->dataset_id, .key_id = k->key_id};
 		sl_decision *d = NULL;
-		if (!kmsd_kek_exists(r->ctx->kek, k->key_id)) {
+		kmsd_key_row row = {0};
+		bool found = false;
+		if (kmsd_kek_state(r->ctx->kek, k->key_id, &row, &found) != SL_OK) {
+			r->store_failed = true;
+			return;
+		}
+		if (!found) {
 			deny(r, KMSD_D_KEY_UNKNOWN, k, "keys[%zu]: unknown key id '%s'", i,
+			     k->key_id);
+			continue;
+		}
+		if (row.state != KMSD_KEY_ENABLED) {
+			deny(r, KMSD_D_KEY_DISABLED, k,
+			     "keys[%zu]: key '%s' is disabled (seclaunch key enable)", i,
 			     k->key_id);
 			continue;
 		}
@@ -192,9 +214,17 @@ static bool release_keys(struct rel *r, json_t *out)
 		char *s64 = NULL;
 		sl_err rc = kmsd_kek_unwrap(r->ctx->kek, k->key_id, k->dataset_id, k->wrapped,
 		                            k->wrapped_len, dek);
+		if (rc == SL_E_SYSTEM) {
+			r->store_failed = true;
+			ok = false;
+			break;
+		}
 		if (rc != SL_OK) {
-			deny(r, rc == SL_E_INPUT ? KMSD_D_KEY_UNKNOWN : KMSD_D_UNWRAP, k,
-			     "keys[%zu]: %s", i, sl_err_detail());
+			deny(r,
+			     rc == SL_E_INPUT         ? KMSD_D_KEY_UNKNOWN
+			     : rc == SL_E_KMS_REFUSED ? KMSD_D_KEY_DISABLED
+			                              : KMSD_D_UNWRAP,
+			     k, "keys[%zu]: %s", i, sl_err_detail());
 			ok = false;
 			continue;
 		}
@@ -337,15 +367,15 @@ void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *
 		     "version skew)",
 		     have, mine);
 	}
-	if (json_array_size(r.reasons) == 0) {
+	if (json_array_size(r.reasons) == 0 && !r.store_failed) {
 		cheap = false;
 		sl_binding_compute(r.req->nonce, r.req->eph_pub, r.req->policy_digest, binding);
 		check_evidence(&r, binding);
 		r.verified = true;
 	}
-	if (json_array_size(r.reasons) == 0)
+	if (json_array_size(r.reasons) == 0 && !r.store_failed)
 		check_policy(&r);
-	if (json_array_size(r.reasons) == 0 && release_keys(&r, out)) {
+	if (json_array_size(r.reasons) == 0 && !r.store_failed && release_keys(&r, out)) {
 		if (!audit_release(&r, true)) {
 			/* no record, no keys: the sealed DEKs are dropped unsent */
 			kmsd_audit_failed(ctx, res, "key release");
@@ -354,6 +384,11 @@ void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *
 		kmsd_metrics_release(ctx->metrics, r.req->nkeys);
 		res->status = 200;
 		res->json = json_pack("{s:O}", "keys", out);
+		goto out;
+	}
+	if (r.store_failed) {
+		/* nothing decided: neither keys nor a refusal that would be recorded */
+		kmsd_store_failed(ctx, res, "key release");
 		goto out;
 	}
 	const char *code = sl_json_getstr(json_array_get(r.reasons, 0), "code");

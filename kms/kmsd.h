@@ -24,8 +24,9 @@ typedef struct kmsd_config {
 	char *tls_cert;  /* PEM files */
 	char *tls_key;
 	char *admin_token_file;
-	char *registry_file;
-	char *registry_key_file; /* HMAC key that protects the registry */
+	char *store;             /* state store: SQLite path or postgresql:// URI (store.h) */
+	char *registry_file;     /* before the store: read by seclaunchd migrate only */
+	char *registry_key_file; /* HMAC key that protects the AK rows */
 	char *audit_log;
 	char *audit_key_file; /* Ed25519 checkpoint key (audit.h); NULL: no checkpoints */
 	char *ek_ca_dir;      /* EK certificates must chain to a CA here */
@@ -97,14 +98,24 @@ SL_MUST_USE sl_err kmsd_gcm_open(const uint8_t key[static 32], const uint8_t iv[
 /* ---- KEK backends (kek.c, keystore.c, pkcs11.c) ------------------------ */
 
 typedef struct kmsd_kek kmsd_kek;
+struct kmsd_store;
+struct kmsd_key_row;
 
-SL_MUST_USE sl_err kmsd_kek_open(const kmsd_config *c, kmsd_kek **out);
+SL_MUST_USE sl_err kmsd_kek_open(const kmsd_config *c, struct kmsd_store *st, kmsd_kek **out);
 void kmsd_kek_close(kmsd_kek *k);
 /* SL_E_EXISTS when the id is taken. */
 SL_MUST_USE sl_err kmsd_kek_create(kmsd_kek *k, const char *id);
 bool kmsd_kek_exists(kmsd_kek *k, const char *id);
+/* The key's row in the store (state, current version). */
+SL_MUST_USE sl_err kmsd_kek_state(kmsd_kek *k, const char *id, struct kmsd_key_row *row,
+                                  bool *found);
+/* A new KEK version for new wraps; older versions keep unwrapping until
+ * retired. *version: the new one. */
+SL_MUST_USE sl_err kmsd_kek_rotate(kmsd_kek *k, const char *id, unsigned *version);
 size_t kmsd_kek_count(kmsd_kek *k);
-/* wrapped = 0x01 || iv(12) || AES-256-GCM(KEK, iv, aad(id, dataset), dek) || tag(16) */
+/* SL_E_INPUT unknown key; SL_E_KMS_REFUSED disabled key or retired version;
+ * SL_E_SYSTEM the state store failed.
+ * wrapped = kek_version || iv(12) || AES-256-GCM(KEK, iv, aad(id, dataset), dek) || tag(16) */
 SL_MUST_USE sl_err kmsd_kek_wrap(kmsd_kek *k, const char *id, const char *dataset_id,
                                  const uint8_t dek[static SL_KMS_DEK_LEN],
                                  uint8_t out[static SL_KMS_WRAPPED_DEK_LEN]);
@@ -118,15 +129,21 @@ SL_MUST_USE sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *data
 #define KMSD_AAD_MAX (4 + SL_KMS_ID_MAX + SL_KMS_DATASET_ID_MAX)
 size_t kmsd_wrap_aad(const char *id, const char *dataset_id, uint8_t *aad);
 
-/* Local keystore (keystore.c). */
+/* Local keystore (keystore.c): KEK versions in the state store, wrapped
+ * under the master key. */
 typedef struct kmsd_keystore kmsd_keystore;
-SL_MUST_USE sl_err kmsd_keystore_open(const char *path, const char *master_key_file,
+SL_MUST_USE sl_err kmsd_keystore_open(struct kmsd_store *st, const char *master_key_file,
                                       kmsd_keystore **out);
 void kmsd_keystore_close(kmsd_keystore *ks);
 SL_MUST_USE sl_err kmsd_keystore_create(kmsd_keystore *ks, const char *id);
+SL_MUST_USE sl_err kmsd_keystore_rotate(kmsd_keystore *ks, const char *id, unsigned version);
+/* Seals a KEK for the store (migrate imports keys with it): 60 bytes. */
+SL_MUST_USE sl_err kmsd_keystore_seal(kmsd_keystore *ks, const char *id, unsigned version,
+                                      const uint8_t kek[static 32], uint8_t out[static 60]);
 size_t kmsd_keystore_count(kmsd_keystore *ks);
-/* Runs fn with the KEK under a read lock (the KEK never leaves the store). */
-SL_MUST_USE sl_err kmsd_keystore_with(kmsd_keystore *ks, const char *id,
+/* Runs fn with the KEK of (id, version) under a read lock (the KEK never
+ * leaves the keystore). */
+SL_MUST_USE sl_err kmsd_keystore_with(kmsd_keystore *ks, const char *id, unsigned version,
                                       sl_err (*fn)(const uint8_t kek[static 32], void *ctx),
                                       void *ctx);
 
@@ -148,9 +165,17 @@ SL_MUST_USE sl_err kmsd_p11_decrypt(kmsd_p11 *p, const char *id, const uint8_t i
 /* ---- challenge table (nonces.c) ---------------------------------------- */
 
 typedef struct kmsd_nonces kmsd_nonces;
-enum kmsd_nonce_result { KMSD_NONCE_OK, KMSD_NONCE_UNKNOWN, KMSD_NONCE_USED, KMSD_NONCE_EXPIRED };
+/* FAILED: the state store could not say (the request fails closed, 503). */
+enum kmsd_nonce_result {
+	KMSD_NONCE_OK,
+	KMSD_NONCE_UNKNOWN,
+	KMSD_NONCE_USED,
+	KMSD_NONCE_EXPIRED,
+	KMSD_NONCE_FAILED
+};
 
-SL_MUST_USE sl_err kmsd_nonces_new(size_t cap, unsigned ttl_s, kmsd_nonces **out);
+SL_MUST_USE sl_err kmsd_nonces_new(struct kmsd_store *st, size_t cap, unsigned ttl_s,
+                                   kmsd_nonces **out);
 void kmsd_nonces_free(kmsd_nonces *t);
 /* A fresh nonce; SL_E_KMS_REFUSED when the table is full of live entries. */
 SL_MUST_USE sl_err kmsd_nonces_issue(kmsd_nonces *t, uint8_t nonce[static SL_NONCE_LEN],
@@ -162,12 +187,23 @@ size_t kmsd_nonces_size(kmsd_nonces *t);
 /* ---- AK registry (registry.c) ----------------------------------------- */
 
 typedef struct kmsd_registry kmsd_registry;
-SL_MUST_USE sl_err kmsd_registry_open(const char *path, const char *key_file, kmsd_registry **out);
+enum kmsd_ak_status { KMSD_AK_UNKNOWN, KMSD_AK_ENROLLED, KMSD_AK_REVOKED, KMSD_AK_FORGED };
+SL_MUST_USE sl_err kmsd_registry_open(struct kmsd_store *st, const char *key_file,
+                                      kmsd_registry **out);
 void kmsd_registry_close(kmsd_registry *r);
+/* SL_E_SYSTEM: the store failed; SL_E_INTEGRITY (status FORGED): a row
+ * whose MAC does not verify. */
+SL_MUST_USE sl_err kmsd_registry_lookup(kmsd_registry *r, const uint8_t *ak_name, size_t len,
+                                        enum kmsd_ak_status *status);
+/* Enrolled and not revoked (false on any failure). */
 bool kmsd_registry_has(kmsd_registry *r, const uint8_t *ak_name, size_t len);
 /* Records an AK (idempotent); ek_digest identifies the TPM it lives in. */
 SL_MUST_USE sl_err kmsd_registry_add(kmsd_registry *r, const uint8_t *ak_name, size_t len,
                                      const uint8_t ek_digest[static 32]);
+SL_MUST_USE sl_err kmsd_registry_add_at(kmsd_registry *r, const uint8_t *ak_name, size_t len,
+                                        const uint8_t ek_digest[static 32], int64_t when);
+/* SL_E_INPUT when it is not enrolled. */
+SL_MUST_USE sl_err kmsd_registry_revoke(kmsd_registry *r, const uint8_t *ak_name, size_t len);
 size_t kmsd_registry_count(kmsd_registry *r);
 
 /* ---- request parsers (parse.c): pure functions over untrusted bytes ---- */
@@ -253,6 +289,7 @@ enum kmsd_route {
 	X(AK_UNKNOWN, "ak_not_enrolled")                                                           \
 	X(POLICY, "policy_denied")                                                                 \
 	X(KEY_UNKNOWN, "key_unknown")                                                              \
+	X(KEY_DISABLED, "key_disabled")                                                            \
 	X(UNWRAP, "unwrap_failed")                                                                 \
 	X(RATE_LIMITED, "rate_limited")
 
@@ -283,7 +320,6 @@ SL_MUST_USE sl_err kmsd_metrics_render(kmsd_metrics *m, size_t challenges, size_
 
 struct sl_audit;
 struct sl_policy;
-typedef struct kmsd_enroll_table kmsd_enroll_table;
 
 /* ---- refusals per source (refusals.c) ----------------------------------
  * A token bucket per client address, charged by refused releases
@@ -319,7 +355,7 @@ typedef struct kmsd_ctx {
 	kmsd_metrics *metrics;
 	struct sl_audit *audit;
 	struct sl_policy *policy;
-	kmsd_enroll_table *enroll;
+	struct kmsd_store *store;
 	kmsd_refusals *refusals;        /* NULL: no rate limit, every refusal in full */
 	uint8_t admin_token_sha256[32]; /* the token itself is not kept */
 } kmsd_ctx;
@@ -373,11 +409,15 @@ void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id
 void kmsd_handle_health(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_metrics(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 
-SL_MUST_USE sl_err kmsd_enroll_table_new(size_t cap, kmsd_enroll_table **out);
-void kmsd_enroll_table_free(kmsd_enroll_table *t);
+/* 503 for a failure of the state store (the decision cannot be made or
+ * kept: nothing is granted, nothing is recorded as refused). */
+void kmsd_store_failed(kmsd_ctx *ctx, kmsd_response *res, const char *what);
 
 /* Routes one request (pure dispatch: used by the server and the fuzz target). */
 enum kmsd_route kmsd_dispatch(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+
+/* migrate.c: seclaunchd migrate | backup (argv[0] is the command). */
+int kmsd_tool_main(int argc, char **argv);
 
 /* Runs the HTTPS server until SIGTERM/SIGINT. */
 SL_MUST_USE sl_err kmsd_serve(kmsd_ctx *ctx);

@@ -10,13 +10,16 @@
 #include "kmsd.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/policy.h"
+#include "store.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 	        "Usage: seclaunchd --config FILE\n"
 	        "       seclaunchd --dev --state DIR [--listen HOST:PORT] [--config FILE]\n"
-	        "                  [--policy P --policy-pubkey K]\n\n"
+	        "                  [--policy P --policy-pubkey K]\n"
+	        "       seclaunchd migrate --from-state DIR [--config FILE]\n"
+	        "       seclaunchd backup --to FILE (--config FILE | --dev --state DIR)\n\n"
 	        "The attested key-release service: releases dataset keys only to machines whose\n"
 	        "evidence verifies, whose AK is enrolled, and whom the policy allows.\n\n"
 	        "  --config FILE         JSON configuration (docs/seclaunchd.md); with --dev it\n"
@@ -86,11 +89,13 @@ static sl_err run(kmsd_config *cfg)
 	}
 	fprintf(stderr, "seclaunchd: policy %s\n", sl_policy_digest_hex(ctx.policy));
 	SL_GUARD(load_admin_token(&ctx, cfg->admin_token_file));
-	SL_GUARD(kmsd_kek_open(cfg, &ctx.kek));
-	SL_GUARD(kmsd_registry_open(cfg->registry_file, cfg->registry_key_file, &ctx.registry));
-	SL_GUARD(kmsd_nonces_new(cfg->max_challenges, cfg->challenge_ttl_s, &ctx.nonces));
+	SL_GUARD(kmsd_store_open(cfg->store, kmsd_store_pool(cfg), &ctx.store));
+	fprintf(stderr, "seclaunchd: state store %s\n", kmsd_store_kind(ctx.store));
+	SL_GUARD(kmsd_kek_open(cfg, ctx.store, &ctx.kek));
+	SL_GUARD(kmsd_registry_open(ctx.store, cfg->registry_key_file, &ctx.registry));
+	SL_GUARD(
+	    kmsd_nonces_new(ctx.store, cfg->max_challenges, cfg->challenge_ttl_s, &ctx.nonces));
 	SL_GUARD(kmsd_metrics_new(&ctx.metrics));
-	SL_GUARD(kmsd_enroll_table_new(1024, &ctx.enroll));
 	SL_GUARD(
 	    kmsd_refusals_new(cfg->refusal_rate_per_min, cfg->audit_aggregate_s, &ctx.refusals));
 	/* no audit log, no service (exit 7 when it cannot be written) */
@@ -105,12 +110,12 @@ static sl_err run(kmsd_config *cfg)
 out:
 	if (ctx.audit != NULL && sl_audit_close(ctx.audit) != SL_OK && rc == SL_OK)
 		fprintf(stderr, "seclaunchd: audit close: %s\n", sl_err_detail());
-	kmsd_enroll_table_free(ctx.enroll);
 	kmsd_refusals_free(ctx.refusals);
 	kmsd_metrics_free(ctx.metrics);
 	kmsd_nonces_free(ctx.nonces);
 	kmsd_registry_close(ctx.registry);
 	kmsd_kek_close(ctx.kek);
+	kmsd_store_close(ctx.store);
 	sl_policy_free(ctx.policy);
 	return rc;
 }
@@ -137,6 +142,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "seclaunchd: %s\n", sl_err_detail());
 		return sl_err_exit_code(rc);
 	}
+	if (argc > 1 && (strcmp(argv[1], "migrate") == 0 || strcmp(argv[1], "backup") == 0))
+		return kmsd_tool_main(argc - 1, argv + 1);
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
