@@ -2,11 +2,13 @@
  * POST /v1/keys/{id}/wrap wraps a DEK for a dataset. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "kmsd.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/json.h"
 #include "seclaunch/policy.h"
+#include "store.h"
 
 void kmsd_store_failed(kmsd_ctx *ctx, kmsd_response *res, const char *what)
 {
@@ -132,8 +134,14 @@ void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id
 		kmsd_problem(res, 500, "backend", "KEK backend error", sl_err_detail(), NULL);
 		goto out;
 	}
+	/* the dataset references this version now (delete and retire ask) */
+	if (kmsd_store_ref_note(ctx->store, key_id, wrapped[0], dataset, (int64_t)time(NULL)) !=
+	    SL_OK) {
+		kmsd_store_failed(ctx, res, "wrap");
+		goto out;
+	}
 	if (!kmsd_audit(ctx, SL_AUDIT_EV_KEY_WRAP, key_id, dataset, SL_AUDIT_ALLOW, NULL, NULL,
-	                NULL)) {
+	                json_pack("{s:i}", "version", wrapped[0]))) {
 		kmsd_audit_failed(ctx, res, "wrap");
 		goto out;
 	}

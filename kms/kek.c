@@ -257,3 +257,17 @@ out:
 		sl_wipe(dek, SL_KMS_DEK_LEN);
 	return rc;
 }
+
+sl_err kmsd_kek_rewrap(kmsd_kek *k, const char *id, const char *dataset_id, const uint8_t *in,
+                       size_t len, uint8_t out[static SL_KMS_WRAPPED_DEK_LEN])
+{
+	sl_err rc = SL_E_NOMEM;
+	sl_secret *dek = NULL;
+	SL_GUARD(sl_secret_new(SL_KMS_DEK_LEN, &dek));
+	SL_GUARD(kmsd_kek_unwrap(k, id, dataset_id, in, len, sl_secret_data(dek)));
+	SL_GUARD(kmsd_kek_wrap(k, id, dataset_id, sl_secret_data(dek), out));
+	rc = SL_OK;
+out:
+	sl_secret_free(dek); /* wipes */
+	return rc;
+}

@@ -112,6 +112,11 @@ SL_MUST_USE sl_err kmsd_kek_state(kmsd_kek *k, const char *id, struct kmsd_key_r
 /* A new KEK version for new wraps; older versions keep unwrapping until
  * retired. *version: the new one. */
 SL_MUST_USE sl_err kmsd_kek_rotate(kmsd_kek *k, const char *id, unsigned *version);
+/* Opens a wrapped DEK and wraps it again under the key's current version,
+ * inside this process (the DEK only in guarded memory, wiped). */
+SL_MUST_USE sl_err kmsd_kek_rewrap(kmsd_kek *k, const char *id, const char *dataset_id,
+                                   const uint8_t *in, size_t len,
+                                   uint8_t out[static SL_KMS_WRAPPED_DEK_LEN]);
 size_t kmsd_kek_count(kmsd_kek *k);
 /* SL_E_INPUT unknown key; SL_E_KMS_REFUSED disabled key or retired version;
  * SL_E_SYSTEM the state store failed.
@@ -257,6 +262,12 @@ typedef struct kmsd_activate_req {
 	sl_secret *secret; /* the activated credential */
 } kmsd_activate_req;
 SL_MUST_USE sl_err kmsd_parse_activate(const uint8_t *body, size_t len, kmsd_activate_req *out);
+
+/* parse_admin.c: {} or {"force": bool}; {"dataset_id", "wrapped_dek"}. */
+SL_MUST_USE sl_err kmsd_parse_key_action(const uint8_t *body, size_t len, bool *force);
+SL_MUST_USE sl_err kmsd_parse_rewrap(const uint8_t *body, size_t len,
+                                     char dataset_id[static SL_KMS_DATASET_ID_MAX + 1],
+                                     uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN]);
 
 /* Key ids: [A-Za-z0-9._-]{1,128}; dataset ids: 1..255 bytes, no control characters. */
 bool kmsd_valid_key_id(const char *s);
@@ -406,6 +417,11 @@ void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response 
 void kmsd_handle_key_create(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id,
                       kmsd_response *res);
+/* handlers_keys.c: GET /v1/keys, GET /v1/keys/{id}, POST
+ * /v1/keys/{id}/{rotate|disable|enable|retire|delete|rewrap} (admin).
+ * action: NULL for the key itself. */
+void kmsd_handle_key_admin(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id,
+                           const char *action, kmsd_response *res);
 void kmsd_handle_health(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_metrics(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 

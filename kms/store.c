@@ -713,3 +713,38 @@ sl_err kmsd_store_key_use(kmsd_store *s, const char *id, unsigned version, kmsd_
 	*found = u.found;
 	return rc;
 }
+
+sl_err kmsd_store_ref_move(kmsd_store *s, const char *id, unsigned version, const char *dataset_id,
+                           int64_t now)
+{
+	static const char del[] = "DELETE FROM key_refs WHERE key_id = ? AND dataset_id = ? "
+	                          "AND version <> ?";
+	static const char ins[] = "INSERT INTO key_refs (key_id, version, dataset_id, noted) "
+	                          "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING";
+	kmsd_sqlv da[] = {V_TEXT(id), V_TEXT(dataset_id), V_INT(version)};
+	kmsd_sqlv ia[] = {V_TEXT(id), V_INT(version), V_TEXT(dataset_id), V_INT(now)};
+	void *c = NULL;
+	sl_err rc = acquire(s, &c);
+	if (rc != SL_OK)
+		return rc;
+	SL_GUARD(s->drv->begin(c));
+	SL_GUARD(s->drv->exec(c, del, da, NARGS(da), NULL, NULL, NULL));
+	SL_GUARD(s->drv->exec(c, ins, ia, NARGS(ia), NULL, NULL, NULL));
+	SL_GUARD(s->drv->commit(c));
+	rc = SL_OK;
+out:
+	if (rc != SL_OK)
+		s->drv->rollback(c);
+	release(s, c, rc);
+	return rc;
+}
+
+sl_err kmsd_store_ref_count_below(kmsd_store *s, const char *id, unsigned below, size_t *n)
+{
+	static const char sql[] = "SELECT count(*) FROM key_refs WHERE key_id = ? AND version < ?";
+	kmsd_sqlv a[] = {V_TEXT(id), V_INT(below)};
+	int64_t v = 0;
+	sl_err rc = exec1(s, sql, a, NARGS(a), one_int, &v, NULL);
+	*n = (size_t)v;
+	return rc;
+}

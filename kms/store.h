@@ -113,6 +113,12 @@ SL_MUST_USE sl_err kmsd_store_key_list(kmsd_store *s, const char *id, json_t **o
 SL_MUST_USE sl_err kmsd_store_ref_note(kmsd_store *s, const char *id, unsigned version,
                                        const char *dataset_id, int64_t now);
 SL_MUST_USE sl_err kmsd_store_ref_count(kmsd_store *s, const char *id, size_t *n);
+/* The dataset now references only `version` of the key (after a rewrap). */
+SL_MUST_USE sl_err kmsd_store_ref_move(kmsd_store *s, const char *id, unsigned version,
+                                       const char *dataset_id, int64_t now);
+/* References to versions below `below` (what retiring them would break). */
+SL_MUST_USE sl_err kmsd_store_ref_count_below(kmsd_store *s, const char *id, unsigned below,
+                                              size_t *n);
 
 /* ---- challenges ---------------------------------------------------------- */
 
