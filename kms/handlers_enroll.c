@@ -65,13 +65,15 @@ static sl_err table_take(kmsd_ctx *ctx, const uint8_t session[16], kmsd_pending_
 
 /* A refused enrollment is recorded before it is answered, like every
  * decision; 503 when it cannot be. */
-static void refuse(kmsd_ctx *ctx, kmsd_response *res, const char *step, const char *why_text)
+static void refuse(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res, const char *step,
+                   const char *why_text)
 {
 	char detail[512]; /* why_text may be sl_err_detail(), which the audit write reuses */
 	snprintf(detail, sizeof(detail), "%s", why_text);
 	json_t *why = json_pack("[s]", detail);
 	bool ok = kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, SL_AUDIT_DENY, why, NULL,
-	                     json_pack("{s:s}", "step", step));
+	                     json_pack("{s:s, s:{s:[s], s:s?}}", "step", step, "subject",
+	                               "tee_kinds", "tpm2", "client", req->source));
 	json_decref(why);
 	if (!ok)
 		kmsd_audit_failed(ctx, res, "enrollment refusal");
@@ -92,17 +94,17 @@ void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 	}
 	if (sl_tpm2_ak_check(er.ak_pub, er.ak_pub_len) != SL_OK ||
 	    sl_tpm2_public_name(er.ak_pub, er.ak_pub_len, p.ak_name, &p.ak_name_len) != SL_OK) {
-		refuse(ctx, res, "challenge", sl_err_detail());
+		refuse(ctx, req, res, "challenge", sl_err_detail());
 		goto out;
 	}
 	if (er.ek_cert != NULL && ctx->cfg->ek_ca_dir != NULL) {
 		if (sl_tpm2_ek_cert_verify(er.ek_cert, er.ek_cert_len, ctx->cfg->ek_ca_dir, 0,
 		                           er.ek_pub, er.ek_pub_len) != SL_OK) {
-			refuse(ctx, res, "challenge", sl_err_detail());
+			refuse(ctx, req, res, "challenge", sl_err_detail());
 			goto out;
 		}
 	} else if (!ctx->cfg->accept_ek_without_cert) {
-		refuse(ctx, res, "challenge",
+		refuse(ctx, req, res, "challenge",
 		       "ek_cert: an EK certificate that chains to the EK CA is required");
 		goto out;
 	}
@@ -133,8 +135,9 @@ void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 	}
 	sl_hex_encode(p.ak_name, p.ak_name_len, hex);
 	if (!kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, NULL, NULL, NULL,
-	                json_pack("{s:s, s:s, s:b}", "step", "challenge", "ak_name", hex, "ek_cert",
-	                          er.ek_cert != NULL))) {
+	                json_pack("{s:s, s:s, s:b, s:{s:s, s:[s], s:s?}}", "step", "challenge",
+	                          "ak_name", hex, "ek_cert", er.ek_cert != NULL, "subject",
+	                          "ak_name", hex, "tee_kinds", "tpm2", "client", req->source))) {
 		/* the session stays unknown to the client and expires */
 		kmsd_audit_failed(ctx, res, "enrollment");
 		goto out;
@@ -168,7 +171,7 @@ void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response 
 		goto out;
 	}
 	if (!ok) {
-		refuse(ctx, res, "activate",
+		refuse(ctx, req, res, "activate",
 		       "session: unknown, already answered, or expired; start again with "
 		       "/v1/enroll");
 		goto out;
@@ -179,7 +182,9 @@ void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response 
 	if (sl_secret_len(ar.secret) != CRED_LEN || !sl_ct_eq(got, p.cred_sha256, 32)) {
 		json_t *why = json_pack("[s]", "activated credential does not match");
 		bool rec = kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, SL_AUDIT_DENY, why, NULL,
-		                      json_pack("{s:s, s:s}", "step", "activate", "ak_name", hex));
+		                      json_pack("{s:s, s:s, s:{s:s, s:[s], s:s?}}", "step",
+		                                "activate", "ak_name", hex, "subject", "ak_name",
+		                                hex, "tee_kinds", "tpm2", "client", req->source));
 		json_decref(why);
 		if (!rec) {
 			kmsd_audit_failed(ctx, res, "enrollment refusal");
@@ -197,7 +202,9 @@ void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response 
 		goto out;
 	}
 	if (!kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, SL_AUDIT_ALLOW, NULL, NULL,
-	                json_pack("{s:s, s:s}", "step", "activate", "ak_name", hex))) {
+	                json_pack("{s:s, s:s, s:{s:s, s:[s], s:s?}}", "step", "activate", "ak_name",
+	                          hex, "subject", "ak_name", hex, "tee_kinds", "tpm2", "client",
+	                          req->source))) {
 		kmsd_audit_failed(ctx, res, "enrollment");
 		goto out;
 	}

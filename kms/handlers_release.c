@@ -18,6 +18,7 @@
 #include "kmsd.h"
 #include "seclaunch/json.h"
 #include "seclaunch/audit.h"
+#include "seclaunch/claims.h"
 #include "seclaunch/identity.h"
 #include "seclaunch/policy.h"
 #include "store.h"
@@ -30,9 +31,10 @@ struct rel {
 	json_t *reasons;
 	sl_claims *claims;
 	bool ak_refused;
-	bool store_failed;  /* the state store could not answer: 503, no decision */
-	bool verified;      /* the evidence was looked at (claims_digest means something) */
-	const char *source; /* client address, or NULL */
+	bool store_failed;       /* the state store could not answer: 503, no decision */
+	char ak_hex[2 * 66 + 1]; /* the AK presented, enrolled or not (for the record) */
+	bool verified;           /* the evidence was looked at (claims_digest means something) */
+	const char *source;      /* client address, or NULL */
 };
 
 static void deny(struct rel *r, enum kmsd_denial d, const kmsd_key_entry *key, const char *fmt, ...)
@@ -58,6 +60,8 @@ static bool ak_enrolled(const uint8_t *name, size_t len, void *cbctx)
 {
 	struct rel *r = cbctx;
 	enum kmsd_ak_status st = KMSD_AK_UNKNOWN;
+	if (len <= 66)
+		sl_hex_encode(name, len, r->ak_hex);
 	sl_err rc = kmsd_registry_lookup(r->ctx->registry, name, len, &st);
 	if (rc == SL_E_SYSTEM)
 		r->store_failed = true;
@@ -245,6 +249,53 @@ static bool release_keys(struct rel *r, json_t *out)
 	return ok;
 }
 
+/* Measurement claims: what an auditor compares with the expected image. */
+static bool is_measurement(const char *k)
+{
+	static const char *const exact[] = {
+	    "snp.measurement",       "snp.host_data",     "snp.id_key_digest",
+	    "snp.author_key_digest", "tdx.mrtd",          "tdx.mrconfigid",
+	    "tdx.mrowner",           "tdx.mrownerconfig", NULL};
+	for (size_t i = 0; exact[i]; i++)
+		if (strcmp(k, exact[i]) == 0)
+			return true;
+	return strncmp(k, "tpm.pcr.", 8) == 0 || strncmp(k, "tdx.rtmr", 8) == 0 ||
+	       strncmp(k, "gpu.measurement", 15) == 0;
+}
+
+/* Who asked, and what they proved (docs/audit.md, "Release records"): the
+ * AK, the TEE kinds, the measurements, the region and whether a signed
+ * document verified it, the client address, the workload identity, and
+ * the whole claim set (attestation facts only: nothing secret is a claim). */
+json_t *kmsd_audit_subject(const sl_claims *c, const json_t *evidence, const char *source,
+                           const char *ak_hint)
+{
+	json_t *kinds = json_array(), *meas = json_object(), *work = json_object(), *all = NULL;
+	const char *ak = sl_claims_get(c, "tpm.ak.name") ? sl_claims_get(c, "tpm.ak.name")
+	                 : ak_hint && ak_hint[0]         ? ak_hint
+	                                                 : NULL;
+	const char *region = sl_claims_get(c, "cloud.region");
+	const char *rv = sl_claims_get(c, "cloud.region_verified");
+	for (size_t i = 0; i < json_array_size(evidence); i++) {
+		const char *k = sl_json_getstr(json_array_get(evidence, i), "kind");
+		if (k != NULL)
+			json_array_append_new(kinds, json_string(k));
+	}
+	for (size_t i = 0; i < sl_claims_count(c); i++) {
+		const char *k = sl_claims_key(c, i), *v = sl_claims_value(c, i);
+		if (is_measurement(k))
+			json_object_set_new(meas, k, json_string(v));
+		else if (strncmp(k, "workload.", 9) == 0 || strncmp(k, "job.", 4) == 0)
+			json_object_set_new(work, k, json_string(v));
+	}
+	if (sl_claims_to_json(c, &all) != SL_OK)
+		all = json_null();
+	return json_pack("{s:s?, s:o, s:o, s:s?, s:b, s:s?, s:o?, s:o}", "ak_name", ak, "tee_kinds",
+	                 kinds, "measurements", meas, "region", region, "region_verified",
+	                 rv != NULL && strcmp(rv, "true") == 0, "client", source, "workload",
+	                 json_object_size(work) ? work : (json_decref(work), NULL), "claims", all);
+}
+
 static bool audit_release(struct rel *r, bool allowed)
 {
 	char cd[65];
@@ -260,9 +311,15 @@ static bool audit_release(struct rel *r, bool allowed)
 	json_t *details = json_pack("{s:o, s:O}", "keys", keys, "job", r->req->job);
 	if (details != NULL && r->source != NULL)
 		json_object_set_new(details, "source", json_string(r->source));
-	return kmsd_audit(r->ctx, SL_AUDIT_EV_RELEASE, one ? one->key_id : NULL,
-	                  one ? one->dataset_id : NULL, allowed ? SL_AUDIT_ALLOW : SL_AUDIT_DENY,
-	                  allowed ? NULL : r->reasons, r->verified ? cd : NULL, details);
+	if (details != NULL)
+		json_object_set_new(
+		    details, "subject",
+		    kmsd_audit_subject(r->claims, r->req->evidence, r->source, r->ak_hex));
+	const char *job_id = sl_json_getstr(r->req->job, "id");
+	return kmsd_audit_job(r->ctx, SL_AUDIT_EV_RELEASE, job_id, one ? one->key_id : NULL,
+	                      one ? one->dataset_id : NULL,
+	                      allowed ? SL_AUDIT_ALLOW : SL_AUDIT_DENY, allowed ? NULL : r->reasons,
+	                      r->verified ? cd : NULL, details);
 }
 
 /* Records a refusal: in full, or counted into a summary when it is a cheap

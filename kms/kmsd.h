@@ -403,6 +403,17 @@ bool kmsd_admin_ok(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
  * is stolen. Without an audit log (unit tests) it records nothing, true. */
 bool kmsd_audit(kmsd_ctx *ctx, const char *event, const char *key_id, const char *dataset_id,
                 const char *decision, json_t *reasons, const char *claims_digest, json_t *details);
+/* kmsd_audit with the record's top-level job_id (the release's job.id). */
+bool kmsd_audit_job(kmsd_ctx *ctx, const char *event, const char *job_id, const char *key_id,
+                    const char *dataset_id, const char *decision, json_t *reasons,
+                    const char *claims_digest, json_t *details);
+/* handlers_release.c: the "subject" of a release, renewal, denial or
+ * enrollment record (docs/audit.md): ak_name, tee_kinds, measurements,
+ * region, region_verified, client, workload, claims. ak_hint: the AK name
+ * presented when no verified claim names it (an unenrolled AK). */
+struct sl_claims;
+json_t *kmsd_audit_subject(const struct sl_claims *c, const json_t *evidence, const char *source,
+                           const char *ak_hint);
 /* 503: the decision (grant or refusal) was not recorded, so it is not
  * given; the client may retry. */
 void kmsd_audit_failed(kmsd_ctx *ctx, kmsd_response *res, const char *what);

@@ -55,6 +55,14 @@ bool kmsd_admin_ok(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 bool kmsd_audit(kmsd_ctx *ctx, const char *event, const char *key_id, const char *dataset_id,
                 const char *decision, json_t *reasons, const char *claims_digest, json_t *details)
 {
+	return kmsd_audit_job(ctx, event, NULL, key_id, dataset_id, decision, reasons,
+	                      claims_digest, details);
+}
+
+bool kmsd_audit_job(kmsd_ctx *ctx, const char *event, const char *job_id, const char *key_id,
+                    const char *dataset_id, const char *decision, json_t *reasons,
+                    const char *claims_digest, json_t *details)
+{
 	bool ok = true;
 	if (ctx->audit == NULL) {
 		json_decref(details);
@@ -69,6 +77,7 @@ bool kmsd_audit(kmsd_ctx *ctx, const char *event, const char *key_id, const char
 		json_object_set_new(details, "development_policy", json_true());
 	sl_audit_record r = {
 	    .event = event,
+	    .job_id = job_id,
 	    .key_id = key_id,
 	    .dataset_id = dataset_id,
 	    .decision = decision,
