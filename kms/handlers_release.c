@@ -23,8 +23,6 @@
 #include "seclaunch/policy.h"
 #include "store.h"
 
-#define SEALED_LEN (SL_KMS_DEK_LEN + crypto_box_SEALBYTES)
-
 struct rel {
 	kmsd_ctx *ctx;
 	kmsd_release_req *req;
@@ -174,50 +172,17 @@ static void check_policy(struct rel *r)
 	}
 }
 
-/* One guarded page per worker thread for the DEK being sealed: allocating
- * secret memory costs several system calls (mmap, mprotect, mlock), too
- * many to pay on every release. */
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-
-static void scratch_free(void *p)
-{
-	sl_secret_free(p);
-}
-
-static void scratch_init(void)
-{
-	(void)pthread_key_create(&scratch_key, scratch_free);
-}
-
-static uint8_t *scratch(void)
-{
-	sl_secret *s;
-	pthread_once(&scratch_once, scratch_init);
-	s = pthread_getspecific(scratch_key);
-	if (s == NULL) {
-		if (sl_secret_new(SL_KMS_DEK_LEN, &s) != SL_OK)
-			return NULL;
-		pthread_setspecific(scratch_key, s);
-	}
-	return sl_secret_data(s);
-}
-
-/* Unwraps and seals every key into out (an array); false when one fails. */
+/* Has every DEK unwrapped and sealed to eph_pub (by the key process: no
+ * DEK is ever in this one) into out (an array); false when one fails. */
 static bool release_keys(struct rel *r, json_t *out)
 {
 	bool ok = true;
-	uint8_t *dek = scratch();
-	if (dek == NULL) {
-		deny(r, KMSD_D_UNWRAP, NULL, "out of secret memory");
-		return false;
-	}
 	for (size_t i = 0; i < r->req->nkeys; i++) {
 		const kmsd_key_entry *k = &r->req->keys[i];
-		uint8_t sealed[SEALED_LEN];
+		uint8_t sealed[KMSD_SEALED_LEN];
 		char *s64 = NULL;
-		sl_err rc = kmsd_kek_unwrap(r->ctx->kek, k->key_id, k->dataset_id, k->wrapped,
-		                            k->wrapped_len, dek);
+		sl_err rc = kmsd_kek_unwrap_seal(r->ctx->kek, k->key_id, k->dataset_id, k->wrapped,
+		                                 k->wrapped_len, r->req->eph_pub, sealed);
 		if (rc == SL_E_SYSTEM) {
 			r->store_failed = true;
 			ok = false;
@@ -232,12 +197,8 @@ static bool release_keys(struct rel *r, json_t *out)
 			ok = false;
 			continue;
 		}
-		rc = crypto_box_seal(sealed, dek, SL_KMS_DEK_LEN, r->req->eph_pub) == 0
-		         ? sl_b64_encode(sealed, sizeof(sealed), &s64)
-		         : SL_E_CRYPTO;
-		sl_wipe(dek, SL_KMS_DEK_LEN);
-		if (rc != SL_OK) {
-			deny(r, KMSD_D_UNWRAP, k, "keys[%zu]: sealing to eph_pub failed", i);
+		if (sl_b64_encode(sealed, sizeof(sealed), &s64) != SL_OK) {
+			deny(r, KMSD_D_UNWRAP, k, "keys[%zu]: out of memory", i);
 			ok = false;
 		} else {
 			json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "key_id", k->key_id,

@@ -8,6 +8,7 @@
  * migrated key gets). Whether a key may be used — it exists, it is enabled,
  * the version is not retired — is asked of the state store on every wrap
  * and unwrap, so a disable on one replica stops releases on all. */
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -17,11 +18,14 @@
 #include "seclaunch/buf.h"
 #include "store.h"
 
+_Static_assert(KMSD_SEALED_LEN == SL_KMS_DEK_LEN + crypto_box_SEALBYTES, "sealed DEK size");
+
 struct kmsd_kek {
 	enum kmsd_backend backend;
 	kmsd_store *st;
 	kmsd_keystore *ks;
 	kmsd_p11 *p11;
+	kmsd_keyproc *kp; /* set: every KEK operation is the key process's */
 };
 
 size_t kmsd_wrap_aad(const char *id, const char *dataset_id, uint8_t *aad)
@@ -57,6 +61,17 @@ out:
 	return rc;
 }
 
+sl_err kmsd_kek_open_remote(kmsd_keyproc *kp, kmsd_store *st, kmsd_kek **out)
+{
+	kmsd_kek *k = calloc(1, sizeof(*k));
+	if (k == NULL)
+		return sl_err_set(SL_E_NOMEM, "kek backend");
+	k->kp = kp;
+	k->st = st;
+	*out = k;
+	return SL_OK;
+}
+
 void kmsd_kek_close(kmsd_kek *k)
 {
 	if (k == NULL)
@@ -80,6 +95,8 @@ sl_err kmsd_kek_create(kmsd_kek *k, const char *id)
 {
 	sl_err rc;
 	bool found;
+	if (k->kp != NULL)
+		return kmsd_keyproc_create(k->kp, id);
 	if (k->backend == KMSD_KEK_LOCAL)
 		return kmsd_keystore_create(k->ks, id);
 	/* the store's unique key claims the id first; the token object follows */
@@ -98,6 +115,8 @@ sl_err kmsd_kek_rotate(kmsd_kek *k, const char *id, unsigned *version)
 	kmsd_key_row row = {0};
 	bool found = false;
 	char label[SL_KMS_ID_MAX + 16];
+	if (k->kp != NULL)
+		return kmsd_keyproc_rotate(k->kp, id, version);
 	sl_err rc = kmsd_store_key_get(k->st, id, &row, &found);
 	if (rc != SL_OK)
 		return rc;
@@ -188,6 +207,8 @@ sl_err kmsd_kek_wrap(kmsd_kek *k, const char *id, const char *dataset_id,
 	size_t aad_len = kmsd_wrap_aad(id, dataset_id, aad);
 	unsigned version = 0;
 	char label[SL_KMS_ID_MAX + 16];
+	if (k->kp != NULL)
+		return kmsd_keyproc_wrap(k->kp, id, dataset_id, dek, out);
 	SL_GUARD(usable(k, id, &version));
 	out[0] = (uint8_t)version;
 	sl_random(out + 1, KMSD_GCM_IV);
@@ -221,6 +242,8 @@ sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *dataset_id, cons
 	unsigned v;
 	char label[SL_KMS_ID_MAX + 16];
 	const uint8_t *iv = NULL, *ct_tag = NULL, *ct = NULL, *tag = NULL;
+	SL_ENSURE(k->kp == NULL, SL_E_INTERNAL,
+	          "unwrap in the network process (only the key process opens DEKs)");
 	SL_ENSURE(len == SL_KMS_WRAPPED_DEK_LEN, SL_E_INTEGRITY,
 	          "wrapped DEK for key '%s': %zu bytes, want %d", id, len, SL_KMS_WRAPPED_DEK_LEN);
 	sl_reader_init(&r, wrapped, len, "wrapped DEK");
@@ -263,9 +286,31 @@ sl_err kmsd_kek_rewrap(kmsd_kek *k, const char *id, const char *dataset_id, cons
 {
 	sl_err rc = SL_E_NOMEM;
 	sl_secret *dek = NULL;
+	if (k->kp != NULL)
+		return kmsd_keyproc_rewrap(k->kp, id, dataset_id, in, len, out);
 	SL_GUARD(sl_secret_new(SL_KMS_DEK_LEN, &dek));
 	SL_GUARD(kmsd_kek_unwrap(k, id, dataset_id, in, len, sl_secret_data(dek)));
 	SL_GUARD(kmsd_kek_wrap(k, id, dataset_id, sl_secret_data(dek), out));
+	rc = SL_OK;
+out:
+	sl_secret_free(dek); /* wipes */
+	return rc;
+}
+
+sl_err kmsd_kek_unwrap_seal(kmsd_kek *k, const char *id, const char *dataset_id,
+                            const uint8_t *wrapped, size_t len,
+                            const uint8_t eph_pub[static SL_EPH_PUB_LEN],
+                            uint8_t sealed[static KMSD_SEALED_LEN])
+{
+	sl_err rc = SL_E_NOMEM;
+	sl_secret *dek = NULL;
+	if (k->kp != NULL)
+		return kmsd_keyproc_unwrap_seal(k->kp, id, dataset_id, wrapped, len, eph_pub,
+		                                sealed);
+	SL_GUARD(sl_secret_new(SL_KMS_DEK_LEN, &dek));
+	SL_GUARD(kmsd_kek_unwrap(k, id, dataset_id, wrapped, len, sl_secret_data(dek)));
+	SL_ENSURE(crypto_box_seal(sealed, sl_secret_data(dek), SL_KMS_DEK_LEN, eph_pub) == 0,
+	          SL_E_CRYPTO, "keys: sealing to eph_pub failed");
 	rc = SL_OK;
 out:
 	sl_secret_free(dek); /* wipes */

@@ -102,6 +102,17 @@ struct kmsd_store;
 struct kmsd_key_row;
 
 SL_MUST_USE sl_err kmsd_kek_open(const kmsd_config *c, struct kmsd_store *st, kmsd_kek **out);
+/* The network process's handle: every KEK operation goes to the key
+ * process (keyproc.c); kmsd_kek_unwrap is refused (no DEK here). */
+typedef struct kmsd_keyproc kmsd_keyproc;
+SL_MUST_USE sl_err kmsd_kek_open_remote(kmsd_keyproc *kp, struct kmsd_store *st, kmsd_kek **out);
+#define KMSD_SEALED_LEN (SL_KMS_DEK_LEN + 48) /* crypto_box_SEALBYTES */
+/* Unwraps and seals the DEK to eph_pub (libsodium sealed box) in one step:
+ * what the release hands out. */
+SL_MUST_USE sl_err kmsd_kek_unwrap_seal(kmsd_kek *k, const char *id, const char *dataset_id,
+                                        const uint8_t *wrapped, size_t len,
+                                        const uint8_t eph_pub[static SL_EPH_PUB_LEN],
+                                        uint8_t sealed[static KMSD_SEALED_LEN]);
 void kmsd_kek_close(kmsd_kek *k);
 /* SL_E_EXISTS when the id is taken. */
 SL_MUST_USE sl_err kmsd_kek_create(kmsd_kek *k, const char *id);
@@ -133,6 +144,24 @@ SL_MUST_USE sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *data
  * holds at least KMSD_AAD_MAX bytes. Returns its length. */
 #define KMSD_AAD_MAX (4 + SL_KMS_ID_MAX + SL_KMS_DATASET_ID_MAX)
 size_t kmsd_wrap_aad(const char *id, const char *dataset_id, uint8_t *aad);
+
+/* keyproc.c: the key process (privilege separation). */
+SL_MUST_USE sl_err kmsd_keyproc_start(const kmsd_config *cfg, unsigned channels,
+                                      kmsd_keyproc **out);
+void kmsd_keyproc_stop(kmsd_keyproc *kp);
+pid_t kmsd_keyproc_pid(const kmsd_keyproc *kp);
+SL_MUST_USE sl_err kmsd_keyproc_create(kmsd_keyproc *kp, const char *id);
+SL_MUST_USE sl_err kmsd_keyproc_rotate(kmsd_keyproc *kp, const char *id, unsigned *version);
+SL_MUST_USE sl_err kmsd_keyproc_wrap(kmsd_keyproc *kp, const char *id, const char *ds,
+                                     const uint8_t dek[static SL_KMS_DEK_LEN],
+                                     uint8_t out[static SL_KMS_WRAPPED_DEK_LEN]);
+SL_MUST_USE sl_err kmsd_keyproc_unwrap_seal(kmsd_keyproc *kp, const char *id, const char *ds,
+                                            const uint8_t *wrapped, size_t len,
+                                            const uint8_t eph_pub[static SL_EPH_PUB_LEN],
+                                            uint8_t sealed[static KMSD_SEALED_LEN]);
+SL_MUST_USE sl_err kmsd_keyproc_rewrap(kmsd_keyproc *kp, const char *id, const char *ds,
+                                       const uint8_t *in, size_t len,
+                                       uint8_t out[static SL_KMS_WRAPPED_DEK_LEN]);
 
 /* Local keystore (keystore.c): KEK versions in the state store, wrapped
  * under the master key. */
@@ -367,6 +396,7 @@ typedef struct kmsd_ctx {
 	struct sl_audit *audit;
 	struct sl_policy *policy;
 	struct kmsd_store *store;
+	kmsd_keyproc *keyproc;          /* the KEK process (NULL in unit tests: in-process KEKs) */
 	kmsd_refusals *refusals;        /* NULL: no rate limit, every refusal in full */
 	uint8_t admin_token_sha256[32]; /* the token itself is not kept */
 } kmsd_ctx;
@@ -442,6 +472,10 @@ void kmsd_store_failed(kmsd_ctx *ctx, kmsd_response *res, const char *what);
 
 /* Routes one request (pure dispatch: used by the server and the fuzz target). */
 enum kmsd_route kmsd_dispatch(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+
+/* heap_wipe.c: jansson wipes every block before freeing it (request
+ * bodies carry wrap DEKs and tokens). Called first in main. */
+void kmsd_heap_wipe_install(void);
 
 /* migrate.c: seclaunchd migrate | backup (argv[0] is the command). */
 int kmsd_tool_main(int argc, char **argv);

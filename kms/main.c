@@ -89,9 +89,12 @@ static sl_err run(kmsd_config *cfg)
 	}
 	fprintf(stderr, "seclaunchd: policy %s\n", sl_policy_digest_hex(ctx.policy));
 	SL_GUARD(load_admin_token(&ctx, cfg->admin_token_file));
+	/* the key process first: it alone reads the master key or the PIN */
+	SL_GUARD(kmsd_keyproc_start(cfg, kmsd_store_pool(cfg), &ctx.keyproc));
 	SL_GUARD(kmsd_store_open(cfg->store, kmsd_store_pool(cfg), &ctx.store));
-	fprintf(stderr, "seclaunchd: state store %s\n", kmsd_store_kind(ctx.store));
-	SL_GUARD(kmsd_kek_open(cfg, ctx.store, &ctx.kek));
+	fprintf(stderr, "seclaunchd: state store %s; KEKs in process %d\n",
+	        kmsd_store_kind(ctx.store), (int)kmsd_keyproc_pid(ctx.keyproc));
+	SL_GUARD(kmsd_kek_open_remote(ctx.keyproc, ctx.store, &ctx.kek));
 	SL_GUARD(kmsd_registry_open(ctx.store, cfg->registry_key_file, &ctx.registry));
 	SL_GUARD(
 	    kmsd_nonces_new(ctx.store, cfg->max_challenges, cfg->challenge_ttl_s, &ctx.nonces));
@@ -115,6 +118,7 @@ out:
 	kmsd_nonces_free(ctx.nonces);
 	kmsd_registry_close(ctx.registry);
 	kmsd_kek_close(ctx.kek);
+	kmsd_keyproc_stop(ctx.keyproc);
 	kmsd_store_close(ctx.store);
 	sl_policy_free(ctx.policy);
 	return rc;
@@ -137,6 +141,7 @@ int main(int argc, char **argv)
 	const char *config = NULL, *state = NULL, *listen = NULL, *policy = NULL, *pubkey = NULL;
 	bool dev = false;
 	sl_err rc = sl_harden_process();
+	kmsd_heap_wipe_install();
 	int c;
 	if (rc != SL_OK) {
 		fprintf(stderr, "seclaunchd: %s\n", sl_err_detail());
