@@ -22,6 +22,7 @@ void kmsd_config_defaults(kmsd_config *c)
 	c->max_challenges = 65536;
 	c->challenge_ttl_s = 60;
 	c->refusal_rate_per_min = 60;
+	c->enroll_rate_per_min = 30;
 	c->audit_aggregate_s = 60;
 	c->backend = KMSD_KEK_LOCAL;
 }
@@ -146,6 +147,9 @@ static sl_err apply(kmsd_config *c, const char *path, const char *k, json_t *v)
 	} else if (strcmp(k, "refusal_rate_per_min") == 0) {
 		SL_GUARD(set_uint(path, k, v, 0, 1000000, &u));
 		c->refusal_rate_per_min = (unsigned)u;
+	} else if (strcmp(k, "enroll_rate_per_min") == 0) {
+		SL_GUARD(set_uint(path, k, v, 0, 1000000, &u));
+		c->enroll_rate_per_min = (unsigned)u;
 	} else if (strcmp(k, "audit_aggregate_s") == 0) {
 		SL_GUARD(set_uint(path, k, v, 0, 3600, &u));
 		c->audit_aggregate_s = (unsigned)u;

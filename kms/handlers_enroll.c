@@ -9,6 +9,7 @@
  *     lives in that TPM: the AK's name goes into the registry.
  * Sessions are single-use and bounded in number. */
 #include <pthread.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 
 #include "kmsd.h"
 #include "seclaunch/audit.h"
+#include "seclaunch/json.h"
 #include "seclaunch/tpm2.h"
 #include "store.h"
 
@@ -85,9 +87,25 @@ void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 {
 	kmsd_enroll_req er;
 	struct pending p = {0};
+	const char *vouched = NULL;
+	unsigned retry = 0;
 	uint8_t *blob = NULL, *secret = NULL;
 	size_t blob_len = 0, secret_len = 0;
 	char *s64 = NULL, *b64 = NULL, *e64 = NULL, hex[2 * SL_TPM2_NAME_MAX + 1];
+	/* per source, before anything is parsed or verified */
+	if (ctx->enroll_limit != NULL) {
+		if (!kmsd_refusals_admit(ctx->enroll_limit, req->source, &retry)) {
+			char d[200];
+			snprintf(d, sizeof(d),
+			         "too many enrollments from %s (limit %u a minute); retry in %u s",
+			         req->source ? req->source : "this address",
+			         ctx->cfg->enroll_rate_per_min, retry);
+			kmsd_problem(res, 429, "rate-limited", "Too Many Requests", d, NULL);
+			res->retry_after = retry;
+			return;
+		}
+		kmsd_refusals_charge(ctx->enroll_limit, req->source);
+	}
 	if (kmsd_parse_enroll(req->body, req->len, &er) != SL_OK) {
 		kmsd_bad_request(res);
 		return;
@@ -97,16 +115,38 @@ void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 		refuse(ctx, req, res, "challenge", sl_err_detail());
 		goto out;
 	}
+	/* what vouches for the TPM: its EK certificate (chaining to the
+	 * manufacturer CA directory), or a single-use token an admin issued */
 	if (er.ek_cert != NULL && ctx->cfg->ek_ca_dir != NULL) {
 		if (sl_tpm2_ek_cert_verify(er.ek_cert, er.ek_cert_len, ctx->cfg->ek_ca_dir, 0,
 		                           er.ek_pub, er.ek_pub_len) != SL_OK) {
 			refuse(ctx, req, res, "challenge", sl_err_detail());
 			goto out;
 		}
+		vouched = "ek_cert";
+	} else if (er.has_token) {
+		uint8_t th[32];
+		bool used = false;
+		sl_sha256((const uint8_t *)er.enroll_token, strlen(er.enroll_token), th);
+		if (kmsd_store_etoken_use(ctx->store, th, (int64_t)time(NULL), &used) != SL_OK) {
+			kmsd_store_failed(ctx, res, "enrollment");
+			goto out;
+		}
+		if (!used) {
+			refuse(ctx, req, res, "challenge",
+			       "enroll_token: unknown, already used or expired (tokens are "
+			       "single-use; "
+			       "ask an admin for a new one)");
+			goto out;
+		}
+		vouched = "enroll_token";
 	} else if (!ctx->cfg->accept_ek_without_cert) {
 		refuse(ctx, req, res, "challenge",
-		       "ek_cert: an EK certificate that chains to the EK CA is required");
+		       "ek_cert: an EK certificate that chains to the EK CA is required (or an "
+		       "enroll_token issued by an admin)");
 		goto out;
+	} else {
+		vouched = "none (accept_ek_without_cert)";
 	}
 	if (sl_secret_random(CRED_LEN, &p.cred) != SL_OK ||
 	    sl_tpm2_make_credential(er.ek_pub, er.ek_pub_len, p.ak_name, p.ak_name_len,
@@ -135,9 +175,10 @@ void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 	}
 	sl_hex_encode(p.ak_name, p.ak_name_len, hex);
 	if (!kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, NULL, NULL, NULL,
-	                json_pack("{s:s, s:s, s:b, s:{s:s, s:[s], s:s?}}", "step", "challenge",
-	                          "ak_name", hex, "ek_cert", er.ek_cert != NULL, "subject",
-	                          "ak_name", hex, "tee_kinds", "tpm2", "client", req->source))) {
+	                json_pack("{s:s, s:s, s:b, s:s, s:{s:s, s:[s], s:s?}}", "step", "challenge",
+	                          "ak_name", hex, "ek_cert", er.ek_cert != NULL, "vouched_by",
+	                          vouched, "subject", "ak_name", hex, "tee_kinds", "tpm2", "client",
+	                          req->source))) {
 		/* the session stays unknown to the client and expires */
 		kmsd_audit_failed(ctx, res, "enrollment");
 		goto out;
@@ -212,4 +253,62 @@ void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response 
 	res->json = json_pack("{s:s, s:b}", "ak_name", hex, "enrolled", 1);
 out:
 	sl_secret_free(ar.secret);
+}
+
+/* POST /v1/enroll/tokens (admin): {"ttl_s": 1..604800, default 3600} ->
+ * {"token", "expires"}. The store keeps only the token's SHA-256. */
+void kmsd_handle_enroll_token(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
+{
+	static const char *const allowed[] = {"ttl_s", NULL};
+	uint8_t raw[32], h[32];
+	char tok[64], when[32];
+	json_t *root = NULL, *ttl;
+	json_error_t je;
+	int64_t t = 3600;
+	size_t n = 0;
+	if (!kmsd_admin_ok(ctx, req, res)) {
+		json_t *why = json_pack("[s]", "admin authentication failed");
+		if (!kmsd_audit(ctx, "kms.enroll.token", NULL, NULL, SL_AUDIT_DENY, why, NULL,
+		                NULL))
+			kmsd_audit_failed(ctx, res, "enrollment token");
+		json_decref(why);
+		return;
+	}
+	root = req->len ? json_loadb((const char *)req->body, req->len, JSON_REJECT_DUPLICATES, &je)
+	                : json_object();
+	ttl = json_object_get(root, "ttl_s");
+	if (!json_is_object(root) || sl_json_unknown(root, allowed) != NULL ||
+	    (ttl != NULL && (!json_is_integer(ttl) || json_integer_value(ttl) < 1 ||
+	                     json_integer_value(ttl) > 604800))) {
+		kmsd_problem(res, 400, "bad-request", "Bad Request",
+		             "body: {} or {\"ttl_s\": 1..604800}", NULL);
+		json_decref(root);
+		return;
+	}
+	if (ttl != NULL)
+		t = json_integer_value(ttl);
+	json_decref(root);
+	sl_random(raw, sizeof(raw));
+	/* URL-safe, no padding: 43 characters */
+	n = sodium_bin2base64(tok, sizeof(tok), raw, sizeof(raw),
+	                      sodium_base64_VARIANT_URLSAFE_NO_PADDING) != NULL
+	        ? strlen(tok)
+	        : 0;
+	sl_wipe(raw, sizeof(raw));
+	sl_sha256((const uint8_t *)tok, n, h);
+	if (kmsd_store_etoken_put(ctx->store, h, (int64_t)time(NULL) + t) != SL_OK) {
+		sl_wipe(tok, sizeof(tok));
+		kmsd_store_failed(ctx, res, "enrollment token");
+		return;
+	}
+	sl_time_rfc3339(time(NULL) + t, when, sizeof(when));
+	if (!kmsd_audit(ctx, "kms.enroll.token", NULL, NULL, SL_AUDIT_ALLOW, NULL, NULL,
+	                json_pack("{s:s, s:I}", "expires", when, "ttl_s", (json_int_t)t))) {
+		sl_wipe(tok, sizeof(tok));
+		kmsd_audit_failed(ctx, res, "enrollment token");
+		return;
+	}
+	res->status = 201;
+	res->json = json_pack("{s:s, s:s}", "token", tok, "expires", when);
+	sl_wipe(tok, sizeof(tok));
 }

@@ -48,6 +48,7 @@ typedef struct kmsd_config {
 	unsigned challenge_ttl_s;
 	unsigned refusal_rate_per_min; /* refused releases per source and minute; 0: no limit */
 	unsigned audit_aggregate_s;    /* window for summarising cheap refusals; 0: each in full */
+	unsigned enroll_rate_per_min;  /* /v1/enroll requests per source and minute; 0: no limit */
 	/* KEK backend */
 	enum kmsd_backend backend;
 	char *keystore_file;
@@ -282,6 +283,8 @@ typedef struct kmsd_enroll_req {
 	size_t ek_cert_len;
 	uint8_t *ak_pub; /* TPM2B_PUBLIC bytes */
 	size_t ak_pub_len;
+	bool has_token; /* an admin-issued enrollment token came with it */
+	char enroll_token[129];
 } kmsd_enroll_req;
 SL_MUST_USE sl_err kmsd_parse_enroll(const uint8_t *body, size_t len, kmsd_enroll_req *out);
 void kmsd_enroll_req_clear(kmsd_enroll_req *r);
@@ -398,6 +401,7 @@ typedef struct kmsd_ctx {
 	struct kmsd_store *store;
 	kmsd_keyproc *keyproc;          /* the KEK process (NULL in unit tests: in-process KEKs) */
 	kmsd_refusals *refusals;        /* NULL: no rate limit, every refusal in full */
+	kmsd_refusals *enroll_limit;    /* /v1/enroll requests per source; NULL: none */
 	uint8_t admin_token_sha256[32]; /* the token itself is not kept */
 } kmsd_ctx;
 
@@ -455,6 +459,8 @@ void kmsd_handle_challenge(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response
 void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+/* POST /v1/enroll/tokens {"ttl_s"?} (admin): a single-use enrollment token. */
+void kmsd_handle_enroll_token(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_key_create(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id,
                       kmsd_response *res);

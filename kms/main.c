@@ -101,6 +101,13 @@ static sl_err run(kmsd_config *cfg)
 	SL_GUARD(kmsd_metrics_new(&ctx.metrics));
 	SL_GUARD(
 	    kmsd_refusals_new(cfg->refusal_rate_per_min, cfg->audit_aggregate_s, &ctx.refusals));
+	if (cfg->enroll_rate_per_min > 0)
+		SL_GUARD(kmsd_refusals_new(cfg->enroll_rate_per_min, 0, &ctx.enroll_limit));
+	if (cfg->accept_ek_without_cert)
+		fprintf(stderr,
+		        "seclaunchd: WARNING: enrollment accepts any TPM: EK certificates are "
+		        "not required (accept_ek_without_cert%s)\n",
+		        cfg->dev ? ", --dev" : "");
 	/* no audit log, no service (exit 7 when it cannot be written) */
 	rc = sl_audit_open(cfg->audit_log, cfg->audit_key_file, "seclaunchd", 0, &ctx.audit);
 	if (rc != SL_OK) {
@@ -114,6 +121,7 @@ out:
 	if (ctx.audit != NULL && sl_audit_close(ctx.audit) != SL_OK && rc == SL_OK)
 		fprintf(stderr, "seclaunchd: audit close: %s\n", sl_err_detail());
 	kmsd_refusals_free(ctx.refusals);
+	kmsd_refusals_free(ctx.enroll_limit);
 	kmsd_metrics_free(ctx.metrics);
 	kmsd_nonces_free(ctx.nonces);
 	kmsd_registry_close(ctx.registry);

@@ -203,6 +203,7 @@ enum kmsd_route kmsd_dispatch(kmsd_ctx *ctx, const kmsd_request *req, kmsd_respo
 	    {"POST", "/v1/release", KMSD_R_RELEASE, kmsd_handle_release},
 	    {"POST", "/v1/enroll", KMSD_R_ENROLL, kmsd_handle_enroll},
 	    {"POST", "/v1/enroll/activate", KMSD_R_ACTIVATE, kmsd_handle_activate},
+	    {"POST", "/v1/enroll/tokens", KMSD_R_ENROLL, kmsd_handle_enroll_token},
 	    {"POST", "/v1/keys", KMSD_R_KEYS, kmsd_handle_key_create},
 	    {"GET", "/v1/health", KMSD_R_HEALTH, kmsd_handle_health},
 	    {"GET", "/metrics", KMSD_R_METRICS, kmsd_handle_metrics},

@@ -748,3 +748,23 @@ sl_err kmsd_store_ref_count_below(kmsd_store *s, const char *id, unsigned below,
 	*n = (size_t)v;
 	return rc;
 }
+
+sl_err kmsd_store_etoken_put(kmsd_store *s, const uint8_t hash[static 32], int64_t expires)
+{
+	static const char sql[] =
+	    "INSERT INTO enroll_tokens (hash, expires, used) VALUES (?, ?, 0)";
+	kmsd_sqlv a[] = {V_BLOB(hash, 32), V_INT(expires)};
+	return exec1(s, sql, a, NARGS(a), NULL, NULL, NULL);
+}
+
+sl_err kmsd_store_etoken_use(kmsd_store *s, const uint8_t hash[static 32], int64_t now, bool *ok)
+{
+	/* one conditional UPDATE: of two replicas presenting it at once, one wins */
+	static const char sql[] = "UPDATE enroll_tokens SET used = 1 "
+	                          "WHERE hash = ? AND used = 0 AND expires > ?";
+	kmsd_sqlv a[] = {V_BLOB(hash, 32), V_INT(now)};
+	int64_t ch = 0;
+	sl_err rc = exec1(s, sql, a, NARGS(a), NULL, NULL, &ch);
+	*ok = rc == SL_OK && ch == 1;
+	return rc;
+}

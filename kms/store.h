@@ -154,6 +154,14 @@ SL_MUST_USE sl_err kmsd_store_pending_take(kmsd_store *s, const uint8_t session[
                                            kmsd_pending_row *row, bool *found);
 SL_MUST_USE sl_err kmsd_store_pending_purge(kmsd_store *s, int64_t now, size_t *live);
 
+/* ---- enrollment tokens (single use, admin-issued; only the SHA-256 kept) -- */
+
+SL_MUST_USE sl_err kmsd_store_etoken_put(kmsd_store *s, const uint8_t hash[static 32],
+                                         int64_t expires);
+/* *ok: it existed, was unused and unexpired, and is now used. */
+SL_MUST_USE sl_err kmsd_store_etoken_use(kmsd_store *s, const uint8_t hash[static 32], int64_t now,
+                                         bool *ok);
+
 /* ---- counts (metrics) ---------------------------------------------------- */
 
 enum kmsd_store_table { KMSD_T_AKS, KMSD_T_KEYS, KMSD_T_CHALLENGES, KMSD_T_PENDING };

@@ -279,7 +279,9 @@ const kmsd_store_driver kmsd_store_sqlite = {
                   "CREATE INDEX IF NOT EXISTS challenges_expires ON challenges (expires);"
                   "CREATE TABLE IF NOT EXISTS pending (session BLOB PRIMARY KEY,"
                   " ak_name BLOB NOT NULL, ek_sha256 BLOB NOT NULL, cred_sha256 BLOB NOT NULL,"
-                  " expires INTEGER NOT NULL);",
+                  " expires INTEGER NOT NULL);"
+                  "CREATE TABLE IF NOT EXISTS enroll_tokens (hash BLOB PRIMARY KEY,"
+                  " expires INTEGER NOT NULL, used INTEGER NOT NULL DEFAULT 0);",
     .connect = sq_connect,
     .disconnect = sq_disconnect,
     .ready = sq_ready,
