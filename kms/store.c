@@ -140,7 +140,9 @@ sl_err kmsd_store_open(const char *spec, unsigned pool, kmsd_store **out)
 	s->drv = strncmp(spec, "postgresql://", 13) == 0 || strncmp(spec, "postgres://", 11) == 0
 	             ? &kmsd_store_pg
 	             : &kmsd_store_sqlite;
-	if (pool < 1)
+	/* SQLite has one writer: one connection per process queues them on a
+	 * mutex instead of in the busy handler's sleeps (which cost p99) */
+	if (pool < 1 || s->drv == &kmsd_store_sqlite)
 		pool = 1;
 	if (pool > 64)
 		pool = 64;
