@@ -2,8 +2,9 @@
 # Two seclaunchd replicas sharing one PostgreSQL database (a private cluster
 # started here as a child): an enrollment on A releases on B; enrollments on
 # both are all kept; a challenge used on one is refused on both; 1000 key
-# creations spread concurrently over both are all present and usable on
-# both; kill -9 of a replica in the middle of a burst keeps every
+# creations and 1000 enrollment challenges spread concurrently over both
+# are all present (the keys usable on
+# both); kill -9 of a replica in the middle of a burst keeps every
 # acknowledged key; PostgreSQL stopped mid-run makes both answer 503 (no
 # key released, no decision recorded) and they recover once it is back; a
 # store of another schema version stops a replica from starting.
@@ -16,7 +17,7 @@ if ! pg_bin >/dev/null; then
 fi
 cd "$T" || exit 1
 start_pg || exit 1
-printf '{"store": "%s"}\n' "$PG_URI" >store.json
+printf '{"store": "%s", "enroll_rate_per_min": 0}\n' "$PG_URI" >store.json
 
 # replica NAME: a --dev seclaunchd on the shared store; B..Z share A's
 # master key, registry key and admin token (they are one service)
@@ -133,6 +134,40 @@ sys.exit(1 if bad else 0)
 EOP
 check "every key made on either replica wraps on A" 0 python3 wrapall.py "$URL_A" "$CA_A" "$TOKEN" c.txt
 check "every key made on either replica wraps on B" 0 python3 wrapall.py "$URL_B" "$CA_B" "$TOKEN" c.txt
+
+# --- 1000 enrollments (the credential challenge) spread concurrently over both --------
+# tpm2-tools makes an EK and an AK in the second TPM; each /v1/enroll opens a
+# pending session in the shared store (activation is exercised above)
+if command -v tpm2_createak >/dev/null &&
+	tpm2_createek -c ek.ctx -G rsa -u ek.pub >/dev/null && tpm2_flushcontext -t &&
+	tpm2_createak -C ek.ctx -c ak.ctx -G rsa -g sha256 -s rsassa -u ak.pub >/dev/null; then
+	cat >enrolls.py <<'EOP'
+import base64, http.client, json, ssl, sys, threading, urllib.parse
+urls = sys.argv[1].split(","); cas = sys.argv[2].split(",")
+body = json.dumps({"ek_pub": base64.b64encode(open("ek.pub", "rb").read()).decode(),
+                   "ak_pub": base64.b64encode(open("ak.pub", "rb").read()).decode()})
+sessions, errors, lock = [], [], threading.Lock()
+def worker(w):
+    u = urllib.parse.urlparse(urls[w % 2])
+    c = http.client.HTTPSConnection(u.hostname, u.port, context=ssl.create_default_context(cafile=cas[w % 2]), timeout=30)
+    for i in range(w, 1000, 16):
+        c.request("POST", "/v1/enroll", body=body)
+        r = c.getresponse(); b = r.read()
+        with lock:
+            (sessions if r.status == 200 else errors).append(json.loads(b).get("session") if r.status == 200 else r.status)
+ts = [threading.Thread(target=worker, args=(w,)) for w in range(16)]
+[t.start() for t in ts]; [t.join() for t in ts]
+print(f"sessions={len(sessions)} distinct={len(set(sessions))} errors={len(errors)} {errors[:3]}")
+sys.exit(0 if len(set(sessions)) == 1000 and not errors else 1)
+EOP
+	$PSQL -c "delete from pending"
+	check "1000 concurrent enrollment challenges over A and B: 1000 distinct sessions" 0 \
+		python3 enrolls.py "$URL_A,$URL_B" "$CA_A,$CA_B"
+	cat "$T/out"
+	assert "all 1000 pending enrollments are in the store" test "$($PSQL -c 'select count(*) from pending')" = 1000
+else
+	skip "1000 enrollments" "tpm2-tools could not make an EK and AK"
+fi
 
 # --- kill -9 of a replica in the middle of a burst -----------------------------------
 python3 burst.py "$URL_B" "$CA_B" "$TOKEN" 100000 d d.txt >burst.out 2>&1 &
