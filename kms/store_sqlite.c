@@ -7,6 +7,7 @@
  * connection and cached by their text. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,8 +64,29 @@ static void sq_disconnect(void *p)
 	free(c);
 }
 
+/* Run as root, SQLite hands its journal and WAL files to the database
+ * file's owner with fchown: a call the service's sandbox does not allow
+ * (SystemCallFilter=~@privileged) and that seclaunchd does not need (the
+ * state directory is the service user's). */
+static int no_fchown(int fd, uid_t uid, gid_t gid)
+{
+	(void)fd;
+	(void)uid;
+	(void)gid;
+	return 0;
+}
+
+static void vfs_once(void)
+{
+	sqlite3_vfs *v = sqlite3_vfs_find(NULL);
+	if (v != NULL && v->iVersion >= 3 && v->xSetSystemCall != NULL)
+		(void)v->xSetSystemCall(v, "fchown", (sqlite3_syscall_ptr)no_fchown);
+}
+
 static sl_err sq_connect(const char *spec, void **out)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, vfs_once);
 	sl_err rc = SL_E_NOMEM;
 	struct conn *c = calloc(1, sizeof(*c));
 	const char *path = strncmp(spec, "sqlite:", 7) == 0 ? spec + 7 : spec;
