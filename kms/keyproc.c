@@ -80,7 +80,6 @@ static void handle(kmsd_kek *k, struct kp_req *rq, struct kp_res *rs)
 {
 	sl_err rc = SL_OK;
 	unsigned v = 0;
-	uint8_t *dek = NULL;
 	switch (rq->op) {
 	case KP_CREATE:
 		rc = kmsd_kek_create(k, rq->id);
@@ -105,7 +104,6 @@ static void handle(kmsd_kek *k, struct kp_req *rq, struct kp_res *rs)
 	default:
 		break;
 	}
-	(void)dek;
 	rs->rc = (int32_t)rc;
 	if (rc != SL_OK)
 		snprintf(rs->detail, sizeof(rs->detail), "%s",
