@@ -127,7 +127,7 @@ static void *serve(void *p)
 		           valid_str(rq.ds, sizeof(rq.ds), kmsd_valid_dataset_id));
 		if (!ok) {
 			fprintf(stderr,
-			        "seclaunchd-kek: request outside the table (op %u): channel "
+			        "seclaunchd-kek: request malformed or outside the table (op %u): "
 			        "closed\n",
 			        rq.op);
 			break;

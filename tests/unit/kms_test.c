@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -422,6 +423,52 @@ static void test_keystore(void **state)
 	kmsd_store_close(st);
 }
 
+/* ---- key process (privilege separation) --------------------------------------- */
+
+static void test_keyproc(void **state)
+{
+	kmsd_config c;
+	kmsd_keyproc *kp = NULL;
+	kmsd_store *st = fresh_store("kp.db");
+	kmsd_kek *net = NULL;
+	uint8_t dek[32], wrapped[SL_KMS_WRAPPED_DEK_LEN], sealed[KMSD_SEALED_LEN], back[32];
+	uint8_t pk[32], sk[32];
+	unsigned v = 0;
+	(void)state;
+	make_master();
+	kmsd_config_defaults(&c);
+	c.master_key_file = strdup(in_dir("master.key"));
+	c.store = strdup(in_dir("kp.db"));
+	assert_int_equal(kmsd_keyproc_start(&c, 1, &kp), SL_OK);
+	assert_true(kmsd_keyproc_pid(kp) > 0);
+	assert_int_equal(kmsd_kek_open_remote(kp, st, &net), SL_OK);
+	assert_int_equal(kmsd_kek_create(net, "k1"), SL_OK);
+	assert_int_equal(kmsd_kek_create(net, "k1"), SL_E_EXISTS);
+	sl_random(dek, sizeof(dek));
+	assert_int_equal(kmsd_kek_wrap(net, "k1", "ds", dek, wrapped), SL_OK);
+	/* the network side has no unwrap: only unwrap-and-seal */
+	assert_int_equal(kmsd_kek_unwrap(net, "k1", "ds", wrapped, sizeof(wrapped), back),
+	                 SL_E_INTERNAL);
+	crypto_box_keypair(pk, sk);
+	assert_int_equal(
+	    kmsd_kek_unwrap_seal(net, "k1", "ds", wrapped, sizeof(wrapped), pk, sealed), SL_OK);
+	assert_int_equal(crypto_box_seal_open(back, sealed, sizeof(sealed), pk, sk), 0);
+	assert_memory_equal(back, dek, 32);
+	assert_int_equal(
+	    kmsd_kek_unwrap_seal(net, "k1", "other", wrapped, sizeof(wrapped), pk, sealed),
+	    SL_E_INTEGRITY);
+	assert_int_equal(kmsd_kek_rotate(net, "k1", &v), SL_OK);
+	assert_int_equal(v, 2);
+	/* a request outside the table (an invalid id) ends the channel's service */
+	assert_int_equal(kmsd_keyproc_create(kp, "not a key id"), SL_E_SYSTEM);
+	assert_non_null(strstr(sl_err_detail(), "channel lost"));
+	assert_int_equal(kmsd_kek_create(net, "k2"), SL_E_SYSTEM);
+	kmsd_kek_close(net);
+	kmsd_keyproc_stop(kp);
+	kmsd_store_close(st);
+	kmsd_config_free(&c);
+}
+
 /* ---- registry --------------------------------------------------------------- */
 
 static void test_registry(void **state)
@@ -814,6 +861,7 @@ int main(void)
 	    cmocka_unit_test(test_nonces_many),
 	    cmocka_unit_test(test_nonces_two_handles),
 	    cmocka_unit_test(test_keystore),
+	    cmocka_unit_test(test_keyproc),
 	    cmocka_unit_test(test_registry),
 	    cmocka_unit_test(test_dispatch),
 	    cmocka_unit_test(test_metrics),
