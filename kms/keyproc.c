@@ -128,7 +128,7 @@ static void *serve(void *p)
 		if (!ok) {
 			fprintf(stderr,
 			        "seclaunchd-kek: request malformed or outside the table (op %u): "
-			        "closed\n",
+			        "channel closed\n",
 			        rq.op);
 			break;
 		}
