@@ -316,3 +316,22 @@ out:
 	sl_secret_free(dek); /* wipes */
 	return rc;
 }
+
+sl_err kmsd_kek_new_sealed(kmsd_kek *k, const char *id, const char *dataset_id,
+                           const uint8_t eph_pub[static SL_EPH_PUB_LEN],
+                           uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN],
+                           uint8_t sealed[static KMSD_SEALED_LEN])
+{
+	sl_err rc = SL_E_NOMEM;
+	sl_secret *dek = NULL;
+	if (k->kp != NULL)
+		return kmsd_keyproc_new_sealed(k->kp, id, dataset_id, eph_pub, wrapped, sealed);
+	SL_GUARD(sl_secret_random(SL_KMS_DEK_LEN, &dek));
+	SL_GUARD(kmsd_kek_wrap(k, id, dataset_id, sl_secret_data(dek), wrapped));
+	SL_ENSURE(crypto_box_seal(sealed, sl_secret_data(dek), SL_KMS_DEK_LEN, eph_pub) == 0,
+	          SL_E_CRYPTO, "keys: sealing to eph_pub failed");
+	rc = SL_OK;
+out:
+	sl_secret_free(dek); /* wipes */
+	return rc;
+}

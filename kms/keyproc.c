@@ -11,6 +11,9 @@
  *   UNWRAP_SEAL   key id, dataset id, wrapped DEK, the DEK sealed to eph_pub
  *                 eph_pub                          (crypto_box_seal, 80 bytes)
  *   REWRAP        key id, dataset id, wrapped DEK  wrapped DEK (61 bytes)
+ *   NEW_SEALED    key id, dataset id, eph_pub      a fresh random DEK, wrapped and
+ *                                                  sealed to eph_pub (61 + 80 bytes):
+ *                                                  output keys are born here
  *
  * There is no "unwrap" that returns a DEK: the network process only ever
  * sees DEKs already sealed to the client's ephemeral key. It never holds a
@@ -36,7 +39,7 @@
 #include "kmsd.h"
 #include "store.h"
 
-enum kp_op { KP_CREATE = 1, KP_ROTATE, KP_WRAP, KP_UNWRAP_SEAL, KP_REWRAP };
+enum kp_op { KP_CREATE = 1, KP_ROTATE, KP_WRAP, KP_UNWRAP_SEAL, KP_REWRAP, KP_NEW_SEALED };
 
 struct kp_req {
 	uint32_t op;
@@ -51,7 +54,7 @@ struct kp_res {
 	int32_t rc;
 	uint32_t version;
 	uint32_t out_len;
-	uint8_t out[SL_KMS_DEK_LEN + crypto_box_SEALBYTES];
+	uint8_t out[SL_KMS_WRAPPED_DEK_LEN + SL_KMS_DEK_LEN + crypto_box_SEALBYTES];
 	char detail[480];
 };
 
@@ -101,6 +104,11 @@ static void handle(kmsd_kek *k, struct kp_req *rq, struct kp_res *rs)
 		rc = kmsd_kek_rewrap(k, rq->id, rq->ds, rq->wrapped, sizeof(rq->wrapped), rs->out);
 		rs->out_len = rc == SL_OK ? SL_KMS_WRAPPED_DEK_LEN : 0;
 		break;
+	case KP_NEW_SEALED:
+		rc = kmsd_kek_new_sealed(k, rq->id, rq->ds, rq->eph_pub, rs->out,
+		                         rs->out + SL_KMS_WRAPPED_DEK_LEN);
+		rs->out_len = rc == SL_OK ? SL_KMS_WRAPPED_DEK_LEN + KMSD_SEALED_LEN : 0;
+		break;
 	default:
 		break;
 	}
@@ -121,7 +129,7 @@ static void *serve(void *p)
 			continue;
 		if (n != (ssize_t)sizeof(rq))
 			break; /* closed, or not one whole request: stop serving */
-		bool ok = rq.op >= KP_CREATE && rq.op <= KP_REWRAP &&
+		bool ok = rq.op >= KP_CREATE && rq.op <= KP_NEW_SEALED &&
 		          valid_str(rq.id, sizeof(rq.id), kmsd_valid_key_id) &&
 		          (rq.op == KP_CREATE || rq.op == KP_ROTATE ||
 		           valid_str(rq.ds, sizeof(rq.ds), kmsd_valid_dataset_id));
@@ -354,4 +362,24 @@ sl_err kmsd_keyproc_rewrap(kmsd_keyproc *kp, const char *id, const char *ds, con
 	memcpy(rq.wrapped, in, len);
 	sl_err rc = call(kp, &rq, &rs);
 	return rc != SL_OK ? rc : out_of(&rs, out, SL_KMS_WRAPPED_DEK_LEN);
+}
+
+sl_err kmsd_keyproc_new_sealed(kmsd_keyproc *kp, const char *id, const char *ds,
+                               const uint8_t eph_pub[static SL_EPH_PUB_LEN],
+                               uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN],
+                               uint8_t sealed[static KMSD_SEALED_LEN])
+{
+	struct kp_req rq = {.op = KP_NEW_SEALED};
+	struct kp_res rs = {0};
+	uint8_t both[SL_KMS_WRAPPED_DEK_LEN + KMSD_SEALED_LEN];
+	ids(&rq, id, ds);
+	memcpy(rq.eph_pub, eph_pub, SL_EPH_PUB_LEN);
+	sl_err rc = call(kp, &rq, &rs);
+	if (rc == SL_OK)
+		rc = out_of(&rs, both, sizeof(both));
+	if (rc == SL_OK) {
+		memcpy(wrapped, both, SL_KMS_WRAPPED_DEK_LEN);
+		memcpy(sealed, both + SL_KMS_WRAPPED_DEK_LEN, KMSD_SEALED_LEN);
+	}
+	return rc;
 }

@@ -146,6 +146,15 @@ SL_MUST_USE sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *data
 #define KMSD_AAD_MAX (4 + SL_KMS_ID_MAX + SL_KMS_DATASET_ID_MAX)
 size_t kmsd_wrap_aad(const char *id, const char *dataset_id, uint8_t *aad);
 
+/* A fresh random DEK made in the key process, returned only wrapped (for
+ * the output's manifest) and sealed to eph_pub (for the job): what an
+ * output key handler asks for, so that no DEK is ever in the network
+ * process. */
+SL_MUST_USE sl_err kmsd_kek_new_sealed(kmsd_kek *k, const char *id, const char *dataset_id,
+                                       const uint8_t eph_pub[static SL_EPH_PUB_LEN],
+                                       uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN],
+                                       uint8_t sealed[static KMSD_SEALED_LEN]);
+
 /* keyproc.c: the key process (privilege separation). */
 SL_MUST_USE sl_err kmsd_keyproc_start(const kmsd_config *cfg, unsigned channels,
                                       kmsd_keyproc **out);
@@ -160,6 +169,10 @@ SL_MUST_USE sl_err kmsd_keyproc_unwrap_seal(kmsd_keyproc *kp, const char *id, co
                                             const uint8_t *wrapped, size_t len,
                                             const uint8_t eph_pub[static SL_EPH_PUB_LEN],
                                             uint8_t sealed[static KMSD_SEALED_LEN]);
+SL_MUST_USE sl_err kmsd_keyproc_new_sealed(kmsd_keyproc *kp, const char *id, const char *ds,
+                                           const uint8_t eph_pub[static SL_EPH_PUB_LEN],
+                                           uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN],
+                                           uint8_t sealed[static KMSD_SEALED_LEN]);
 SL_MUST_USE sl_err kmsd_keyproc_rewrap(kmsd_keyproc *kp, const char *id, const char *ds,
                                        const uint8_t *in, size_t len,
                                        uint8_t out[static SL_KMS_WRAPPED_DEK_LEN]);

@@ -459,6 +459,15 @@ static void test_keyproc(void **state)
 	    SL_E_INTEGRITY);
 	assert_int_equal(kmsd_kek_rotate(net, "k1", &v), SL_OK);
 	assert_int_equal(v, 2);
+	/* an output key: born in the key process, handed out wrapped and sealed */
+	uint8_t w2[SL_KMS_WRAPPED_DEK_LEN], s2[KMSD_SEALED_LEN];
+	assert_int_equal(kmsd_kek_new_sealed(net, "k1", "out-1", pk, w2, s2), SL_OK);
+	assert_int_equal(w2[0], 2);
+	assert_int_equal(crypto_box_seal_open(back, s2, sizeof(s2), pk, sk), 0);
+	assert_int_equal(kmsd_kek_unwrap_seal(net, "k1", "out-1", w2, sizeof(w2), pk, sealed),
+	                 SL_OK);
+	assert_int_equal(crypto_box_seal_open(dek, sealed, sizeof(sealed), pk, sk), 0);
+	assert_memory_equal(back, dek, 32);
 	/* a request outside the table (an invalid id) ends the channel's service */
 	assert_int_equal(kmsd_keyproc_create(kp, "not a key id"), SL_E_SYSTEM);
 	assert_non_null(strstr(sl_err_detail(), "channel lost"));
