@@ -65,6 +65,28 @@ static void release(kmsd_store *s, void *c, sl_err rc)
 	pthread_mutex_unlock(&s->mu);
 }
 
+static sl_err durable(kmsd_store *s, void *c, bool on)
+{
+	return s->drv->durable != NULL ? s->drv->durable(c, on) : SL_OK;
+}
+
+/* One statement that must survive a crash of the machine. */
+static sl_err exec1_durable(kmsd_store *s, const char *sql, const kmsd_sqlv *args, size_t nargs,
+                            int64_t *changes)
+{
+	void *c = NULL;
+	sl_err rc = acquire(s, &c);
+	if (rc != SL_OK)
+		return rc;
+	rc = durable(s, c, true);
+	if (rc == SL_OK)
+		rc = s->drv->exec(c, sql, args, nargs, NULL, NULL, changes);
+	if (durable(s, c, false) != SL_OK && rc == SL_OK)
+		rc = sl_err_set(SL_E_SYSTEM, "state store: synchronous mode");
+	release(s, c, rc);
+	return rc;
+}
+
 /* One statement on a pooled connection (autocommit). */
 static sl_err exec1(kmsd_store *s, const char *sql, const kmsd_sqlv *args, size_t nargs,
                     kmsd_sql_row_fn fn, void *ctx, int64_t *changes)
@@ -126,7 +148,7 @@ out:
 sl_err kmsd_store_set_schema(kmsd_store *s, int64_t version)
 {
 	kmsd_sqlv a[] = {V_INT(version)};
-	return exec1(s, SQL_SCHEMA_PUT, a, 1, NULL, NULL, NULL);
+	return exec1_durable(s, SQL_SCHEMA_PUT, a, 1, NULL);
 }
 
 sl_err kmsd_store_open(const char *spec, unsigned pool, kmsd_store **out)
@@ -218,7 +240,7 @@ sl_err kmsd_store_ak_put(kmsd_store *s, const uint8_t *name, size_t len, const k
 	kmsd_sqlv a[] = {V_BLOB(name, len), V_BLOB(row->ek_sha256, 32), V_INT(row->enrolled),
 	                 V_BLOB(row->mac, 32)};
 	int64_t ch = 0;
-	sl_err rc = exec1(s, sql, a, NARGS(a), NULL, NULL, &ch);
+	sl_err rc = exec1_durable(s, sql, a, NARGS(a), &ch);
 	if (rc == SL_OK && added != NULL)
 		*added = ch > 0;
 	return rc;
@@ -262,7 +284,7 @@ sl_err kmsd_store_ak_revoke(kmsd_store *s, const uint8_t *name, size_t len, bool
 	static const char sql[] = "UPDATE aks SET revoked = 1 WHERE name = ?";
 	kmsd_sqlv a[] = {V_BLOB(name, len)};
 	int64_t ch = 0;
-	sl_err rc = exec1(s, sql, a, 1, NULL, NULL, &ch);
+	sl_err rc = exec1_durable(s, sql, a, 1, &ch);
 	*found = ch > 0;
 	return rc;
 }
@@ -284,6 +306,7 @@ sl_err kmsd_store_key_create(kmsd_store *s, const char *id, const char *backend,
 	sl_err rc = acquire(s, &c);
 	if (rc != SL_OK)
 		return rc;
+	SL_GUARD(durable(s, c, true));
 	SL_GUARD(s->drv->begin(c));
 	rc = s->drv->exec(c, k_sql, ka, NARGS(ka), NULL, NULL, NULL);
 	if (rc == SL_E_EXISTS)
@@ -296,6 +319,8 @@ sl_err kmsd_store_key_create(kmsd_store *s, const char *id, const char *backend,
 out:
 	if (rc != SL_OK)
 		s->drv->rollback(c);
+	if (durable(s, c, false) != SL_OK && rc == SL_OK)
+		rc = sl_err_set(SL_E_SYSTEM, "state store: synchronous mode");
 	release(s, c, rc);
 	return rc;
 }
@@ -381,6 +406,7 @@ sl_err kmsd_store_kek_add(kmsd_store *s, const char *id, unsigned version, const
 	sl_err rc = acquire(s, &c);
 	if (rc != SL_OK)
 		return rc;
+	SL_GUARD(durable(s, c, true));
 	SL_GUARD(s->drv->begin(c));
 	SL_GUARD(s->drv->exec(c, v_sql, va, NARGS(va), NULL, NULL, NULL));
 	SL_GUARD(s->drv->exec(c, k_sql, ka, NARGS(ka), NULL, NULL, &ch));
@@ -391,6 +417,8 @@ sl_err kmsd_store_kek_add(kmsd_store *s, const char *id, unsigned version, const
 out:
 	if (rc != SL_OK)
 		s->drv->rollback(c);
+	if (durable(s, c, false) != SL_OK && rc == SL_OK)
+		rc = sl_err_set(SL_E_SYSTEM, "state store: synchronous mode");
 	release(s, c, rc);
 	return rc;
 }
@@ -401,7 +429,7 @@ sl_err kmsd_store_kek_retire(kmsd_store *s, const char *id, unsigned below, size
 	                          "WHERE key_id = ? AND version < ? AND retired = 0";
 	kmsd_sqlv a[] = {V_TEXT(id), V_INT(below)};
 	int64_t ch = 0;
-	sl_err rc = exec1(s, sql, a, NARGS(a), NULL, NULL, &ch);
+	sl_err rc = exec1_durable(s, sql, a, NARGS(a), &ch);
 	*n = (size_t)ch;
 	return rc;
 }
@@ -411,7 +439,7 @@ sl_err kmsd_store_key_set_state(kmsd_store *s, const char *id, enum kmsd_key_sta
 	static const char sql[] = "UPDATE keys SET state = ? WHERE id = ?";
 	kmsd_sqlv a[] = {V_INT(st), V_TEXT(id)};
 	int64_t ch = 0;
-	sl_err rc = exec1(s, sql, a, NARGS(a), NULL, NULL, &ch);
+	sl_err rc = exec1_durable(s, sql, a, NARGS(a), &ch);
 	*found = ch > 0;
 	return rc;
 }
@@ -427,6 +455,7 @@ sl_err kmsd_store_key_delete(kmsd_store *s, const char *id, bool *found)
 	sl_err rc = acquire(s, &c);
 	if (rc != SL_OK)
 		return rc;
+	SL_GUARD(durable(s, c, true));
 	SL_GUARD(s->drv->begin(c));
 	SL_GUARD(s->drv->exec(c, r_sql, a, 1, NULL, NULL, NULL));
 	SL_GUARD(s->drv->exec(c, v_sql, a, 1, NULL, NULL, NULL));
@@ -437,6 +466,8 @@ sl_err kmsd_store_key_delete(kmsd_store *s, const char *id, bool *found)
 out:
 	if (rc != SL_OK)
 		s->drv->rollback(c);
+	if (durable(s, c, false) != SL_OK && rc == SL_OK)
+		rc = sl_err_set(SL_E_SYSTEM, "state store: synchronous mode");
 	release(s, c, rc);
 	return rc;
 }
@@ -530,7 +561,7 @@ sl_err kmsd_store_ref_note(kmsd_store *s, const char *id, unsigned version, cons
 	static const char sql[] = "INSERT INTO key_refs (key_id, version, dataset_id, noted) "
 	                          "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING";
 	kmsd_sqlv a[] = {V_TEXT(id), V_INT(version), V_TEXT(dataset_id), V_INT(now)};
-	return exec1(s, sql, a, NARGS(a), NULL, NULL, NULL);
+	return exec1_durable(s, sql, a, NARGS(a), NULL);
 }
 
 sl_err kmsd_store_ref_count(kmsd_store *s, const char *id, size_t *n)
@@ -729,6 +760,7 @@ sl_err kmsd_store_ref_move(kmsd_store *s, const char *id, unsigned version, cons
 	sl_err rc = acquire(s, &c);
 	if (rc != SL_OK)
 		return rc;
+	SL_GUARD(durable(s, c, true));
 	SL_GUARD(s->drv->begin(c));
 	SL_GUARD(s->drv->exec(c, del, da, NARGS(da), NULL, NULL, NULL));
 	SL_GUARD(s->drv->exec(c, ins, ia, NARGS(ia), NULL, NULL, NULL));
@@ -737,6 +769,8 @@ sl_err kmsd_store_ref_move(kmsd_store *s, const char *id, unsigned version, cons
 out:
 	if (rc != SL_OK)
 		s->drv->rollback(c);
+	if (durable(s, c, false) != SL_OK && rc == SL_OK)
+		rc = sl_err_set(SL_E_SYSTEM, "state store: synchronous mode");
 	release(s, c, rc);
 	return rc;
 }
@@ -756,7 +790,7 @@ sl_err kmsd_store_etoken_put(kmsd_store *s, const uint8_t hash[static 32], int64
 	static const char sql[] =
 	    "INSERT INTO enroll_tokens (hash, expires, used) VALUES (?, ?, 0)";
 	kmsd_sqlv a[] = {V_BLOB(hash, 32), V_INT(expires)};
-	return exec1(s, sql, a, NARGS(a), NULL, NULL, NULL);
+	return exec1_durable(s, sql, a, NARGS(a), NULL);
 }
 
 sl_err kmsd_store_etoken_use(kmsd_store *s, const uint8_t hash[static 32], int64_t now, bool *ok)
@@ -766,7 +800,7 @@ sl_err kmsd_store_etoken_use(kmsd_store *s, const uint8_t hash[static 32], int64
 	                          "WHERE hash = ? AND used = 0 AND expires > ?";
 	kmsd_sqlv a[] = {V_BLOB(hash, 32), V_INT(now)};
 	int64_t ch = 0;
-	sl_err rc = exec1(s, sql, a, NARGS(a), NULL, NULL, &ch);
+	sl_err rc = exec1_durable(s, sql, a, NARGS(a), &ch);
 	*ok = rc == SL_OK && ch == 1;
 	return rc;
 }

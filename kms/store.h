@@ -199,6 +199,10 @@ typedef struct kmsd_store_driver {
 	SL_MUST_USE sl_err (*commit)(void *conn);
 	void (*rollback)(void *conn);
 	SL_MUST_USE sl_err (*schema_lock)(void *conn);
+	/* durable: the next commits reach stable storage before they return
+	 * (SQLite synchronous=FULL); otherwise a crash of the machine, not of
+	 * the process, may lose the last ones (challenges). NULL: always. */
+	SL_MUST_USE sl_err (*durable)(void *conn, bool on);
 	SL_MUST_USE sl_err (*backup)(void *conn, const char *dest); /* NULL: not supported */
 } kmsd_store_driver;
 

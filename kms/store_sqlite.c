@@ -2,8 +2,10 @@
  * (readers never wait for the writer), busy timeout so that several
  * connections and processes on one host queue instead of failing, write
  * transactions taken IMMEDIATE so two writers never deadlock on a lock
- * upgrade, synchronous=FULL so an acknowledged write survives a crash of
- * the machine, not only of the process. Statements are prepared once per
+ * upgrade; synchronous=FULL for what must survive a crash of the machine
+ * (keys, KEK versions, AKs, tokens: store.c asks for it), NORMAL for the
+ * challenges, whose loss in a power cut costs nothing but a retry (a kill
+ * of the process loses nothing either way). Statements are prepared once per
  * connection and cached by their text. */
 #include <errno.h>
 #include <fcntl.h>
@@ -106,7 +108,7 @@ static sl_err sq_connect(const char *spec, void **out)
 	}
 	sqlite3_extended_result_codes(c->db, 1);
 	sqlite3_busy_timeout(c->db, 10000);
-	SL_GUARD(run_text(c, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; "
+	SL_GUARD(run_text(c, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
 	                     "PRAGMA foreign_keys=ON; PRAGMA secure_delete=ON"));
 	*out = c;
 	c = NULL;
@@ -244,6 +246,11 @@ static void sq_rollback(void *p)
 		(void)sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
+static sl_err sq_durable(void *p, bool on)
+{
+	return run_text(p, on ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+}
+
 static sl_err sq_schema_lock(void *p)
 {
 	(void)p; /* BEGIN IMMEDIATE already holds the write lock */
@@ -313,5 +320,6 @@ const kmsd_store_driver kmsd_store_sqlite = {
     .commit = sq_commit,
     .rollback = sq_rollback,
     .schema_lock = sq_schema_lock,
+    .durable = sq_durable,
     .backup = sq_backup,
 };
