@@ -29,33 +29,19 @@ void kmsd_config_defaults(kmsd_config *c)
 
 void kmsd_config_free(kmsd_config *c)
 {
-	char **strs[] = {&c->state_dir,
-	                 &c->listen,
-	                 &c->tls_cert,
-	                 &c->tls_key,
-	                 &c->admin_token_file,
-	                 &c->registry_file,
-	                 &c->registry_key_file,
-	                 &c->audit_log,
-	                 &c->ek_ca_dir,
-	                 &c->policy,
-	                 &c->policy_pubkey,
-	                 &c->url_file,
-	                 &c->keystore_file,
-	                 &c->master_key_file,
-	                 &c->p11_module,
-	                 &c->p11_token_label,
-	                 &c->p11_pin_file,
-	                 &c->gcp_jwks,
-	                 &c->aws_trust_dir,
-	                 &c->ak_ca_dir,
-	                 &c->audit_key_file,
-	                 &c->collateral_dir,
-	                 &c->store};
+	char **strs[] = {
+	    &c->state_dir,        &c->listen,          &c->tls_cert,          &c->tls_key,
+	    &c->admin_token_file, &c->registry_file,   &c->registry_key_file, &c->audit_log,
+	    &c->ek_ca_dir,        &c->policy,          &c->policy_pubkey,     &c->url_file,
+	    &c->keystore_file,    &c->master_key_file, &c->p11_module,        &c->p11_token_label,
+	    &c->p11_pin_file,     &c->gcp_jwks,        &c->aws_trust_dir,     &c->ak_ca_dir,
+	    &c->audit_key_file,   &c->collateral_dir};
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
 		free(*strs[i]);
 		*strs[i] = NULL;
 	}
+	free(c->store);
+	c->store = NULL;
 }
 
 struct strkey {
