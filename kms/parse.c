@@ -317,7 +317,7 @@ out:
 
 sl_err kmsd_parse_enroll(const uint8_t *body, size_t len, kmsd_enroll_req *out)
 {
-	static const char *const allowed[] = {"ek_pub", "ek_cert", "ak_pub", NULL};
+	static const char *const allowed[] = {"ek_pub", "ek_cert", "ak_pub", "enroll_token", NULL};
 	sl_err rc = SL_E_INPUT;
 	json_t *root = NULL;
 	memset(out, 0, sizeof(*out));
@@ -328,6 +328,14 @@ sl_err kmsd_parse_enroll(const uint8_t *body, size_t len, kmsd_enroll_req *out)
 	if (json_object_get(root, "ek_cert") != NULL &&
 	    !json_is_null(json_object_get(root, "ek_cert")))
 		SL_GUARD(get_b64_alloc(root, "ek_cert", 8192, &out->ek_cert, &out->ek_cert_len));
+	const char *tok = NULL;
+	SL_GUARD(sl_json_str_opt(root, "enroll_token", sizeof(out->enroll_token) - 1, SL_E_INPUT,
+	                         "enroll_token", &tok));
+	if (tok != NULL) {
+		SL_ENSURE(strlen(tok) >= 16, SL_E_INPUT, "enroll_token: too short");
+		memcpy(out->enroll_token, tok, strlen(tok) + 1);
+		out->has_token = true;
+	}
 	rc = SL_OK;
 out:
 	if (rc != SL_OK)
@@ -341,6 +349,7 @@ void kmsd_enroll_req_clear(kmsd_enroll_req *r)
 	free(r->ek_pub);
 	free(r->ek_cert);
 	free(r->ak_pub);
+	sl_wipe(r->enroll_token, sizeof(r->enroll_token));
 	memset(r, 0, sizeof(*r));
 }
 

@@ -288,7 +288,7 @@ sl_err sl_kms_enroll(sl_kms *k, const char *tcti, char **ak_name_hex)
 	json_t *req = json_object(), *res = NULL, *act = json_object(), *res2 = NULL;
 	uint8_t *blob = NULL, *sec = NULL, *sess = NULL;
 	size_t blob_len = 0, sec_len = 0, sess_len = 0;
-	sl_secret *cred = NULL;
+	sl_secret *cred = NULL, *etok = NULL;
 	const char *name;
 	SL_ENSURE(req != NULL && act != NULL, SL_E_NOMEM, "enroll");
 	SL_GUARD(sl_tpm2_enrollment_material(&ko, &m));
@@ -296,6 +296,12 @@ sl_err sl_kms_enroll(sl_kms *k, const char *tcti, char **ak_name_hex)
 	SL_GUARD(b64_member(req, "ak_pub", m.ak_public, m.ak_public_len));
 	if (m.ek_cert != NULL)
 		SL_GUARD(b64_member(req, "ek_cert", m.ek_cert, m.ek_cert_len));
+	if (k->o.enroll_token_file != NULL) {
+		SL_GUARD(read_token(k->o.enroll_token_file, &etok));
+		SL_ENSURE(json_object_set_new(req, "enroll_token",
+		                              json_string((const char *)sl_secret_data(etok))) == 0,
+		          SL_E_NOMEM, "enroll");
+	}
 	SL_GUARD(sl_kms_call(k, "/v1/enroll", req, false, KMS_RETRY_ALL, &res));
 	SL_GUARD(get_b64(res, "session", 16, 0, &sess, &sess_len));
 	SL_GUARD(get_b64(res, "credential_blob", 0, 4096, &blob, &blob_len));
@@ -315,6 +321,11 @@ out:
 		sl_wipe((char *)json_string_value(s), json_string_length(s));
 	}
 	sl_secret_free(cred);
+	sl_secret_free(etok);
+	if (req != NULL && json_is_string(json_object_get(req, "enroll_token"))) {
+		json_t *t = json_object_get(req, "enroll_token");
+		sl_wipe((char *)json_string_value(t), json_string_length(t));
+	}
 	free(blob);
 	free(sec);
 	free(sess);

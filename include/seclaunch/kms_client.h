@@ -33,11 +33,12 @@ typedef struct sl_kms_opts {
 	const char *ca_file; /* CA bundle for the server's certificate; NULL: system store */
 	const char
 	    *pinned_pubkey; /* curl pin: "sha256//BASE64[;...]" or a PEM/DER file; NULL: none */
-	const char *admin_token_file; /* admin calls only; read into secret memory (mode 0600) */
-	long connect_timeout_ms;      /* 0: 5000 */
-	long total_timeout_ms;        /* per attempt; 0: 30000 */
-	unsigned max_attempts;        /* 0: 4 (1 = no retry) */
-	size_t max_response;          /* 0: 1 MiB */
+	const char *admin_token_file;  /* admin calls only; read into secret memory (mode 0600) */
+	const char *enroll_token_file; /* sl_kms_enroll: an admin-issued enrollment token (0600) */
+	long connect_timeout_ms;       /* 0: 5000 */
+	long total_timeout_ms;         /* per attempt; 0: 30000 */
+	unsigned max_attempts;         /* 0: 4 (1 = no retry) */
+	size_t max_response;           /* 0: 1 MiB */
 } sl_kms_opts;
 
 SL_MUST_USE sl_err sl_kms_new(const sl_kms_opts *o, sl_kms **out);

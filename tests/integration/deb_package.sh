@@ -201,7 +201,8 @@ check "encrypt --kms" 0 "$SL" encrypt --kms "$URL" --key-id k1 --admin-token-fil
 KMS_PROBE_IDENTITY='[{"kind": "unsigned", "region": "aws:eu-west-1"}]' \
 	check "an attested release the policy allows" 0 "$PROBE" "$URL" "$CA" release k1 ds-1 "$(wrapped_of "$T/a.sld")"
 check_err "a release the policy denies" 4 "policy_denied" "$PROBE" "$URL" "$CA" release k1 ds-1 "$(wrapped_of "$T/a.sld")"
-check "metrics" 0 curl -sf --cacert "$CA" "$URL/metrics"
+check_err "metrics without the admin token: 401" 22 "" curl -sf --cacert "$CA" "$URL/metrics"
+check "metrics with the admin token" 0 curl -sf --cacert "$CA" -H "Authorization: Bearer $(cat "$ETC/admin.token")" "$URL/metrics"
 # strace -o FILE blocks SIGTERM itself: signals go to its tracee, seclaunchd
 DPID=$(cat "/proc/$KPID/task/$KPID/children")
 if "$R/usr/bin/seclaunchd" --help | grep -q "SIGHUP reloads"; then
