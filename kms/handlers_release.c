@@ -29,6 +29,9 @@ struct rel {
 	json_t *reasons;
 	sl_claims *claims;
 	bool ak_refused;
+	bool ak_revoked;
+	char revoked_name[2 * 66 + 1];
+	uint64_t ttl; /* smallest key_ttl of the decisions (0: none): the lease */
 	bool verified;      /* the evidence was looked at (claims_digest means something) */
 	const char *source; /* client address, or NULL */
 };
@@ -56,6 +59,11 @@ static bool ak_enrolled(const uint8_t *name, size_t len, void *cbctx)
 {
 	struct rel *r = cbctx;
 	bool ok = kmsd_registry_has(r->ctx->registry, name, len);
+	if (ok && kmsd_registry_revoked(r->ctx->registry, name, len)) {
+		sl_hex_encode(name, len <= 66 ? len : 0, r->revoked_name);
+		r->ak_revoked = true;
+		return false;
+	}
 	if (!ok)
 		r->ak_refused = true;
 	return ok;
@@ -93,6 +101,7 @@ static void check_evidence(struct rel *r, const uint8_t binding[static SL_BINDIN
 		                     .ak_enrolled = ak_enrolled,
 		                     .ak_enrolled_ctx = r};
 		r->ak_refused = false;
+		r->ak_revoked = false;
 		kmsd_metrics_count(r->ctx->metrics, KMSD_C_EVIDENCE_VERIFIED);
 		sl_err rc = sl_claims_new(&c);
 		if (rc == SL_OK)
@@ -100,11 +109,16 @@ static void check_evidence(struct rel *r, const uint8_t binding[static SL_BINDIN
 		if (rc == SL_OK)
 			rc = sl_claims_merge(r->claims, c);
 		if (rc != SL_OK) {
-			enum kmsd_denial d = r->ak_refused               ? KMSD_D_AK_UNKNOWN
+			enum kmsd_denial d = r->ak_revoked               ? KMSD_D_AK_REVOKED
+			                     : r->ak_refused             ? KMSD_D_AK_UNKNOWN
 			                     : rc == SL_E_ATTEST_BINDING ? KMSD_D_BINDING
 			                                                 : KMSD_D_EVIDENCE;
-			deny(r, d, NULL, "evidence[%zu]: %s", i,
-			     sl_err_detail()[0] ? sl_err_detail() : sl_err_message(rc));
+			if (r->ak_revoked)
+				deny(r, d, NULL, "evidence[%zu]: AK %s was revoked by an administrator",
+				     i, r->revoked_name);
+			else
+				deny(r, d, NULL, "evidence[%zu]: %s", i,
+				     sl_err_detail()[0] ? sl_err_detail() : sl_err_message(rc));
 		}
 		sl_claims_free(c);
 	}
@@ -142,6 +156,8 @@ static void check_policy(struct rel *r)
 		}
 		for (size_t j = 0; j < sl_decision_reason_count(d); j++)
 			deny(r, KMSD_D_POLICY, k, "keys[%zu]: %s", i, sl_decision_reason(d, j));
+		if (sl_decision_key_ttl(d) != 0 && (r->ttl == 0 || sl_decision_key_ttl(d) < r->ttl))
+			r->ttl = sl_decision_key_ttl(d);
 		if (!sl_decision_allowed(d) && sl_decision_reason_count(d) == 0)
 			deny(r, KMSD_D_POLICY, k, "keys[%zu]: denied by policy", i);
 		sl_decision_free(d);
@@ -354,6 +370,8 @@ void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *
 		kmsd_metrics_release(ctx->metrics, r.req->nkeys);
 		res->status = 200;
 		res->json = json_pack("{s:O}", "keys", out);
+		if (res->json != NULL && r.ttl != 0)
+			json_object_set_new(res->json, "lease", kmsd_lease_json(r.ttl));
 		goto out;
 	}
 	const char *code = sl_json_getstr(json_array_get(r.reasons, 0), "code");

@@ -169,6 +169,14 @@ bool kmsd_registry_has(kmsd_registry *r, const uint8_t *ak_name, size_t len);
 SL_MUST_USE sl_err kmsd_registry_add(kmsd_registry *r, const uint8_t *ak_name, size_t len,
                                      const uint8_t ek_digest[static 32]);
 size_t kmsd_registry_count(kmsd_registry *r);
+/* Revocation (an admin's, handlers_aks.c): a revoked AK stays listed, is
+ * refused by name, and cannot enroll again. SL_E_INPUT when not enrolled;
+ * *was: it was revoked already (nothing written). */
+SL_MUST_USE sl_err kmsd_registry_revoke(kmsd_registry *r, const uint8_t *ak_name, size_t len,
+                                        bool *was);
+bool kmsd_registry_revoked(kmsd_registry *r, const uint8_t *ak_name, size_t len);
+/* The enrolled AKs as the file lists them (new reference; NULL: no memory). */
+json_t *kmsd_registry_list(kmsd_registry *r);
 
 /* ---- request parsers (parse.c): pure functions over untrusted bytes ---- */
 
@@ -237,6 +245,8 @@ enum kmsd_route {
 	KMSD_R_WRAP,
 	KMSD_R_HEALTH,
 	KMSD_R_METRICS,
+	KMSD_R_RENEW,
+	KMSD_R_AKS,
 	KMSD_R_OTHER,
 	KMSD_R__COUNT
 };
@@ -251,6 +261,7 @@ enum kmsd_route {
 	X(IDENTITY, "identity_invalid")                                                            \
 	X(BINDING, "binding_mismatch")                                                             \
 	X(AK_UNKNOWN, "ak_not_enrolled")                                                           \
+	X(AK_REVOKED, "ak_revoked")                                                                \
 	X(POLICY, "policy_denied")                                                                 \
 	X(KEY_UNKNOWN, "key_unknown")                                                              \
 	X(UNWRAP, "unwrap_failed")                                                                 \
@@ -370,6 +381,14 @@ void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response 
 void kmsd_handle_key_create(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id,
                       kmsd_response *res);
+/* handlers_renew.c: POST /v1/renew (a lease renewal: docs/protocol.md). */
+void kmsd_handle_renew(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+/* handlers_aks.c: GET /v1/aks, POST /v1/aks/revoke (admin). */
+void kmsd_handle_aks_list(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+void kmsd_handle_aks_revoke(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+/* The lease of an allowed release or renewal: {"ttl", "expires"} for the
+ * smallest key_ttl of the decisions (ttl_s), NULL when there is none. */
+json_t *kmsd_lease_json(uint64_t ttl_s);
 void kmsd_handle_health(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_metrics(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 

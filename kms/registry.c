@@ -22,6 +22,7 @@
 struct ak {
 	uint8_t name[NAME_MAX_LEN];
 	size_t len;
+	bool revoked; /* "revoked": time, set by an admin (kmsd_registry_revoke) */
 };
 
 struct kmsd_registry {
@@ -65,6 +66,7 @@ static sl_err push(kmsd_registry *r, const uint8_t *name, size_t len)
 	}
 	memcpy(r->aks[r->n].name, name, len);
 	r->aks[r->n].len = len;
+	r->aks[r->n].revoked = false;
 	r->n++;
 	return SL_OK;
 }
@@ -109,6 +111,8 @@ static sl_err load(kmsd_registry *r)
 		free(raw);
 		if (rc != SL_OK)
 			goto out;
+		r->aks[r->n - 1].revoked =
+		    json_object_get(json_array_get(aks, i), "revoked") != NULL;
 	}
 	if (r->n > 0)
 		qsort(r->aks, r->n, sizeof(*r->aks), cmp_ak);
@@ -158,14 +162,77 @@ void kmsd_registry_close(kmsd_registry *r)
 	free(r);
 }
 
-static bool has_locked(kmsd_registry *r, const uint8_t *name, size_t len)
+static struct ak *find_locked(kmsd_registry *r, const uint8_t *name, size_t len)
 {
 	struct ak k;
 	if (len == 0 || len > NAME_MAX_LEN || r->n == 0)
-		return false;
+		return NULL;
 	memcpy(k.name, name, len);
 	k.len = len;
-	return bsearch(&k, r->aks, r->n, sizeof(*r->aks), cmp_ak) != NULL;
+	return bsearch(&k, r->aks, r->n, sizeof(*r->aks), cmp_ak);
+}
+
+static bool has_locked(kmsd_registry *r, const uint8_t *name, size_t len)
+{
+	return find_locked(r, name, len) != NULL;
+}
+
+bool kmsd_registry_revoked(kmsd_registry *r, const uint8_t *name, size_t len)
+{
+	pthread_rwlock_rdlock(&r->lock);
+	const struct ak *a = find_locked(r, name, len);
+	bool revoked = a != NULL && a->revoked;
+	pthread_rwlock_unlock(&r->lock);
+	return revoked;
+}
+
+json_t *kmsd_registry_list(kmsd_registry *r)
+{
+	pthread_rwlock_rdlock(&r->lock);
+	json_t *l = json_deep_copy(json_object_get(r->doc, "aks"));
+	pthread_rwlock_unlock(&r->lock);
+	return l;
+}
+
+sl_err kmsd_registry_revoke(kmsd_registry *r, const uint8_t *name, size_t len, bool *was)
+{
+	sl_err rc = SL_E_NOMEM;
+	char hex[2 * NAME_MAX_LEN + 1], mac[65], when[32];
+	json_t *doc = NULL, *e;
+	char *text = NULL;
+	size_t i;
+	struct ak *a;
+	pthread_rwlock_wrlock(&r->lock);
+	sl_hex_encode(name, len <= NAME_MAX_LEN ? len : 0, hex);
+	a = find_locked(r, name, len);
+	SL_ENSURE(a != NULL, SL_E_INPUT, "AK %s is not enrolled here", hex);
+	*was = a->revoked;
+	if (a->revoked) {
+		rc = SL_OK;
+		goto out;
+	}
+	sl_time_rfc3339(time(NULL), when, sizeof(when));
+	doc = json_deep_copy(r->doc);
+	SL_ENSURE(doc != NULL, SL_E_NOMEM, "registry");
+	json_array_foreach (json_object_get(doc, "aks"), i, e)
+		if (strcmp(sl_json_getstr(e, "name") ?: "", hex) == 0)
+			json_object_set_new(e, "revoked", json_string(when));
+	SL_GUARD(mac_of(r, doc, mac));
+	json_object_set_new(doc, "mac", json_string(mac));
+	text = json_dumps(doc, JSON_INDENT(1) | JSON_SORT_KEYS);
+	json_object_del(doc, "mac");
+	SL_ENSURE(text != NULL, SL_E_NOMEM, "registry");
+	SL_GUARD(sl_file_write_atomic(r->path, text, strlen(text), 0600, true));
+	a->revoked = true;
+	json_decref(r->doc);
+	r->doc = doc;
+	doc = NULL;
+	rc = SL_OK;
+out:
+	pthread_rwlock_unlock(&r->lock);
+	free(text);
+	json_decref(doc);
+	return rc;
 }
 
 bool kmsd_registry_has(kmsd_registry *r, const uint8_t *name, size_t len)

@@ -3,6 +3,7 @@
  * activation (docs/protocol.md, "Enrollment"). Once per machine. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "seclaunch/kms_client.h"
@@ -23,6 +24,8 @@ static void usage(FILE *f)
 	        "  --kms-pin PIN     pinned KMS public key: sha256//BASE64 or a key file\n"
 	        "  --json            print {\"ak_name\": ...}\n"
 	        "  -q, --quiet       print nothing on success\n\n"
+	        "seclaunch enroll list|revoke (admin): the enrolled AKs, and revoking one\n"
+	        "(seclaunch enroll list --help).\n\n"
 	        "Exit codes (docs/exit-codes.md): 0 enrolled, 1 usage, 5 KMS unreachable or\n"
 	        "refused, 7 TPM error.\n");
 }
@@ -39,6 +42,8 @@ int cmd_enroll(int argc, char **argv)
 	sl_kms *k = NULL;
 	char *name = NULL;
 	sl_err rc;
+	if (argc > 1 && (strcmp(argv[1], "list") == 0 || strcmp(argv[1], "revoke") == 0))
+		return cmd_enroll_admin(argc, argv); /* cmd_enroll_admin.c */
 	int ret = sl_cli_parse(&spec, NULL, &sh, argc, argv);
 	if (ret >= 0)
 		return ret;
