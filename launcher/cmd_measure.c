@@ -204,11 +204,23 @@ static int predict(struct mctx *m, char **cmd)
 	sl_hex_encode(w.identity, 32, id);
 	sl_hex_encode(w.event_digest, 32, ed);
 	sl_wl_predict_pcr(&w, fresh);
+	char regname[16];
+	snprintf(regname, sizeof(regname), "pcr%u", m->pcr);
 	sl_hex_encode(fresh, 32, pv);
 	if (sl_cli_json) {
-		sl_cli_print_json(json_pack("{s:s, s:O, s:s, s:s, s:s}", "identity", id, "event",
-		                            w.event, "event_sha256", ed, "register", "",
-		                            "fresh_value", pv));
+		/* "claims": the workload.* claims a verifier would replay, for
+		 * `policy explain --claims` (merged with the machine's own) */
+		sl_claims *c = NULL;
+		json_t *cj = NULL;
+		SL_GUARD(sl_claims_new(&c));
+		rc = sl_workload_claims(w.event, c);
+		if (rc == SL_OK)
+			rc = sl_claims_to_json(c, &cj);
+		sl_claims_free(c);
+		SL_GUARD(rc);
+		sl_cli_print_json(json_pack("{s:s, s:O, s:s, s:s, s:s, s:o}", "identity", id,
+		                            "event", w.event, "event_sha256", ed, "register", regname,
+		                            "fresh_value", pv, "claims", cj));
 	} else {
 		printf("identity      %s\n", id);
 		printf("event_sha256  %s\n", ed);

@@ -141,6 +141,12 @@ check_err "another env value: denied naming the variable" 4 "env differs: MODE" 
 	"$SL" run "${RUNA[@]}" --env MODE=eval "$T/wl-comp.sld" -- "$PY" job.py --epochs=5
 assert "denials: nothing was staged" test "$(grep -c '"run.stage"' "$AUDIT")" -eq "$staged_before"
 assert "denials: nothing was fetched from the KMS" grep -q "nothing was fetched" "$T/err"
+"$SL" measure --predict --policy "$T/p1.json" --json "${ENVA[@]}" --env MODE=train "$T/wl-comp.sld" -- \
+	"$PY" job.py --epochs=5 --evil >"$T/evil.json"
+check "policy explain: the same rule denies" 4 \
+	"$SL" policy explain --policy "$T/p1.json" --policy-pubkey "$T/policy.pub" --claims "$T/evil.json" \
+	--dataset wl-comp --key wl-key
+assert "policy explain: names the same component" grep -q "argv differs" "$T/out"
 
 # ---- replay: the workload log in evidence --------------------------------
 NONCE=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
