@@ -57,9 +57,9 @@ out:
 
 sl_err sl_workload_event_check(const json_t *ev, const char *path)
 {
-	static const char *const fields[] = {
-	    "type",     "version", "exe",     "script",        "argv", "env", "cwd", "image_digest",
-	    "datasets", "outputs", "policy_digest", NULL};
+	static const char *const fields[] = {"type",     "version", "exe",           "script",
+	                                     "argv",     "env",     "cwd",           "image_digest",
+	                                     "datasets", "outputs", "policy_digest", NULL};
 	static const char *const ds_fields[] = {"id", "root", NULL};
 	sl_err rc = F;
 	char p[160];
@@ -211,10 +211,12 @@ sl_err sl_workload_claims(const json_t *ev, sl_claims *claims)
 	SL_GUARD(set_json(claims, "workload.argv", json_object_get(ev, "argv")));
 	SL_GUARD(set_json(claims, "workload.env", json_object_get(ev, "env")));
 	SL_GUARD(sl_claims_set(claims, "workload.cwd", sl_json_getstr(ev, "cwd")));
-	SL_GUARD(sl_claims_set(claims, "workload.image_digest", sl_json_getstr(ev, "image_digest")));
+	SL_GUARD(
+	    sl_claims_set(claims, "workload.image_digest", sl_json_getstr(ev, "image_digest")));
 	SL_GUARD(set_json(claims, "workload.datasets", json_object_get(ev, "datasets")));
 	SL_GUARD(set_json(claims, "workload.outputs", json_object_get(ev, "outputs")));
-	SL_GUARD(sl_claims_set(claims, "workload.policy_digest", sl_json_getstr(ev, "policy_digest")));
+	SL_GUARD(
+	    sl_claims_set(claims, "workload.policy_digest", sl_json_getstr(ev, "policy_digest")));
 	rc = SL_OK;
 out:
 	return rc;

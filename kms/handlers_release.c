@@ -31,7 +31,7 @@ struct rel {
 	bool ak_refused;
 	bool ak_revoked;
 	char revoked_name[2 * 66 + 1];
-	uint64_t ttl; /* smallest key_ttl of the decisions (0: none): the lease */
+	uint64_t ttl;       /* smallest key_ttl of the decisions (0: none): the lease */
 	bool verified;      /* the evidence was looked at (claims_digest means something) */
 	const char *source; /* client address, or NULL */
 };
@@ -114,8 +114,9 @@ static void check_evidence(struct rel *r, const uint8_t binding[static SL_BINDIN
 			                     : rc == SL_E_ATTEST_BINDING ? KMSD_D_BINDING
 			                                                 : KMSD_D_EVIDENCE;
 			if (r->ak_revoked)
-				deny(r, d, NULL, "evidence[%zu]: AK %s was revoked by an administrator",
-				     i, r->revoked_name);
+				deny(r, d, NULL,
+				     "evidence[%zu]: AK %s was revoked by an administrator", i,
+				     r->revoked_name);
 			else
 				deny(r, d, NULL, "evidence[%zu]: %s", i,
 				     sl_err_detail()[0] ? sl_err_detail() : sl_err_message(rc));

@@ -38,8 +38,8 @@ static void deny(struct ren *r, enum kmsd_denial d, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(detail, sizeof(detail), fmt, ap);
 	va_end(ap);
-	json_array_append_new(r->reasons,
-	                      json_pack("{s:s, s:s}", "code", kmsd_denial_code(d), "detail", detail));
+	json_array_append_new(
+	    r->reasons, json_pack("{s:s, s:s}", "code", kmsd_denial_code(d), "detail", detail));
 	kmsd_metrics_denial(r->ctx->metrics, d);
 }
 
@@ -107,7 +107,8 @@ static void verify(struct ren *r)
 		                       .aws_trust_dir = cfg->aws_trust_dir,
 		                       .binding = binding,
 		                       .binding_len = SL_BINDING_LEN};
-		if (sl_identity_verify(json_array_get(r->req->identity, i), &io, r->claims) != SL_OK)
+		if (sl_identity_verify(json_array_get(r->req->identity, i), &io, r->claims) !=
+		    SL_OK)
 			deny(r, KMSD_D_IDENTITY, "identity[%zu]: %s", i, sl_err_detail());
 	}
 }
@@ -156,7 +157,8 @@ void kmsd_handle_renew(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *re
 	case KMSD_NONCE_OK:
 		break;
 	case KMSD_NONCE_USED:
-		deny(&r, KMSD_D_NONCE_USED, "nonce: already presented once (nonces are single-use)");
+		deny(&r, KMSD_D_NONCE_USED,
+		     "nonce: already presented once (nonces are single-use)");
 		break;
 	case KMSD_NONCE_EXPIRED:
 		deny(&r, KMSD_D_NONCE_EXPIRED, "nonce: expired");
@@ -177,8 +179,8 @@ void kmsd_handle_renew(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *re
 	json_t *lease = ok ? (r.ttl != 0 ? kmsd_lease_json(r.ttl) : json_null()) : NULL;
 	sl_claims_digest(r.claims, cd);
 	sl_hex_encode(cd, sizeof(cd), cdhex);
-	json_t *details = json_pack("{s:o, s:O, s:O?}", "keys", keys, "job", r.req->job, "lease",
-	                            lease);
+	json_t *details =
+	    json_pack("{s:o, s:O, s:O?}", "keys", keys, "job", r.req->job, "lease", lease);
 	if (details != NULL && req->source != NULL)
 		json_object_set_new(details, "source", json_string(req->source));
 	const kmsd_key_entry *one = r.req->nkeys == 1 ? &r.req->keys[0] : NULL;

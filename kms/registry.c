@@ -164,7 +164,7 @@ void kmsd_registry_close(kmsd_registry *r)
 
 static struct ak *find_locked(kmsd_registry *r, const uint8_t *name, size_t len)
 {
-	struct ak k;
+	struct ak k = {.revoked = false};
 	if (len == 0 || len > NAME_MAX_LEN || r->n == 0)
 		return NULL;
 	memcpy(k.name, name, len);

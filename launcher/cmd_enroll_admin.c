@@ -12,18 +12,17 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-	        "Usage: seclaunch enroll list --kms URL --admin-token-file F [--json]\n"
-	        "       seclaunch enroll revoke --kms URL --admin-token-file F AK_NAME\n\n"
-	        "list: the AKs enrolled with seclaunchd (name, EK digest, enrolled, revoked).\n"
-	        "revoke: revokes an enrolled AK by its TPM name (hex, as list and enroll print\n"
-	        "it): its releases and renewals are refused from now on, and a job running\n"
-	        "on that machine is stopped at its next lease renewal.\n\n"
-	        "  --kms URL               seclaunchd base URL\n"
-	        "  --admin-token-file F    the admin token (mode 0600)\n"
-	        "  --kms-ca F, --kms-pin P as for every KMS command\n"
-	        "  --json                  results as JSON\n\n"
-	        "Exit codes: 0 done, 1 usage, 5 KMS unreachable or refused (an unknown AK).\n");
+	fprintf(f, "Usage: seclaunch enroll list --kms URL --admin-token-file F [--json]\n"
+	           "       seclaunch enroll revoke --kms URL --admin-token-file F AK_NAME\n\n"
+	           "list: the AKs enrolled with seclaunchd (name, EK digest, enrolled, revoked).\n"
+	           "revoke: revokes an enrolled AK by its TPM name (hex, as list and enroll print\n"
+	           "it): its releases and renewals are refused from now on, and a job running\n"
+	           "on that machine is stopped at its next lease renewal.\n\n"
+	           "  --kms URL               seclaunchd base URL\n"
+	           "  --admin-token-file F    the admin token (mode 0600)\n"
+	           "  --kms-ca F, --kms-pin P as for every KMS command\n"
+	           "  --json                  results as JSON\n\n"
+	           "Exit codes: 0 done, 1 usage, 5 KMS unreachable or refused (an unknown AK).\n");
 }
 
 enum { O_ADMIN_TOKEN = 256 };

@@ -20,27 +20,27 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-	        "Usage: seclaunch measure --predict --policy P [options] [DATA...] -- CMD [ARG...]\n"
-	        "       seclaunch measure --verify EVIDENCE.json [--nonce HEX | --no-binding]\n"
-	        "                         [--ak-pin PEM | --trust DIR]\n\n"
-	        "--predict prints the identity `seclaunch run` with the same job arguments\n"
-	        "would measure: the identity digest (what a policy's workloads.identity lists),\n"
-	        "the canonical event, its SHA-256, and the value a fresh PCR reaches with it.\n"
-	        "Nothing is run, nothing is extended.\n"
-	        "--verify checks the evidence and replays its workload log against the quoted\n"
-	        "register, printing every event; a log that does not replay is exit 3.\n\n"
-	        "  --policy P            the policy the job will run under (its digest is in the\n"
-	        "                        event; the identity digest leaves it out)\n"
-	        "  --policy-pubkey K     verify P's minisign signature first\n"
-	        "  --env K=V, --env-pass K, --user USER   as for run\n"
-	        "  --image-digest D      the container image (sha256:HEX)\n"
-	        "  --workload-pcr N      the PCR run extends (default 15)\n"
-	        "  --nonce HEX           --verify: the binding the evidence must carry\n"
-	        "  --no-binding          --verify: check signature and log only\n"
-	        "  --ak-pin PEM, --trust DIR   --verify: trust in the TPM's AK\n"
-	        "  --json                the result as JSON\n\n"
-	        "Exit codes: 0 ok, 1 usage, 2 input, 3 the evidence or its log did not verify.\n");
+	fprintf(
+	    f, "Usage: seclaunch measure --predict --policy P [options] [DATA...] -- CMD [ARG...]\n"
+	       "       seclaunch measure --verify EVIDENCE.json [--nonce HEX | --no-binding]\n"
+	       "                         [--ak-pin PEM | --trust DIR]\n\n"
+	       "--predict prints the identity `seclaunch run` with the same job arguments\n"
+	       "would measure: the identity digest (what a policy's workloads.identity lists),\n"
+	       "the canonical event, its SHA-256, and the value a fresh PCR reaches with it.\n"
+	       "Nothing is run, nothing is extended.\n"
+	       "--verify checks the evidence and replays its workload log against the quoted\n"
+	       "register, printing every event; a log that does not replay is exit 3.\n\n"
+	       "  --policy P            the policy the job will run under (its digest is in the\n"
+	       "                        event; the identity digest leaves it out)\n"
+	       "  --policy-pubkey K     verify P's minisign signature first\n"
+	       "  --env K=V, --env-pass K, --user USER   as for run\n"
+	       "  --image-digest D      the container image (sha256:HEX)\n"
+	       "  --workload-pcr N      the PCR run extends (default 15)\n"
+	       "  --nonce HEX           --verify: the binding the evidence must carry\n"
+	       "  --no-binding          --verify: check signature and log only\n"
+	       "  --ak-pin PEM, --trust DIR   --verify: trust in the TPM's AK\n"
+	       "  --json                the result as JSON\n\n"
+	       "Exit codes: 0 ok, 1 usage, 2 input, 3 the evidence or its log did not verify.\n");
 }
 
 enum {
@@ -219,8 +219,8 @@ static int predict(struct mctx *m, char **cmd)
 		sl_claims_free(c);
 		SL_GUARD(rc);
 		sl_cli_print_json(json_pack("{s:s, s:O, s:s, s:s, s:s, s:o}", "identity", id,
-		                            "event", w.event, "event_sha256", ed, "register", regname,
-		                            "fresh_value", pv, "claims", cj));
+		                            "event", w.event, "event_sha256", ed, "register",
+		                            regname, "fresh_value", pv, "claims", cj));
 	} else {
 		printf("identity      %s\n", id);
 		printf("event_sha256  %s\n", ed);
@@ -265,8 +265,8 @@ static int verify(struct mctx *m)
 	if (sl_cli_json) {
 		json_t *cl = NULL;
 		SL_GUARD(sl_claims_to_json(c, &cl));
-		sl_cli_print_json(json_pack("{s:s, s:O, s:o}", "register", reg ? reg : "",
-		                            "events", events, "claims", cl));
+		sl_cli_print_json(json_pack("{s:s, s:O, s:o}", "register", reg ? reg : "", "events",
+		                            events, "claims", cl));
 	} else {
 		size_t i;
 		json_t *e;
@@ -278,8 +278,8 @@ static int verify(struct mctx *m)
 			sl_hex_encode(d, 32, h);
 			sl_hex_encode(idd, 32, hi);
 			char *argv = json_dumps(json_object_get(e, "argv"), JSON_COMPACT);
-			printf("[%zu] event %.16s... identity %.16s... exe %.16s... argv %s\n", i, h,
-			       hi, sl_json_getstr(json_object_get(e, "exe"), "sha256"),
+			printf("[%zu] event %.16s... identity %.16s... exe %.16s... argv %s\n", i,
+			       h, hi, sl_json_getstr(json_object_get(e, "exe"), "sha256"),
 			       argv ? argv : "?");
 			free(argv);
 		}

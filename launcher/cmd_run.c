@@ -214,8 +214,9 @@ static int on_option(void *ctx, int key, char *arg)
 	case O_IMAGE_DIGEST:
 		if (strncmp(arg, "sha256:", 7) != 0 || strlen(arg) != 71 ||
 		    strspn(arg + 7, "0123456789abcdef") != 64)
-			return sl_cli_usage("run", "--image-digest: '%s' is not sha256: and 64 "
-			                           "lower-case hex digits",
+			return sl_cli_usage("run",
+			                    "--image-digest: '%s' is not sha256: and 64 "
+			                    "lower-case hex digits",
 			                    arg);
 		r->image_digest = arg;
 		break;

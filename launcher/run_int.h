@@ -28,7 +28,7 @@ struct sl_run {
 	const char *user;      /* --user USER[:GROUP] (NULL: seclaunch's own) */
 	unsigned kill_grace_s; /* --kill-grace (kill_grace_set: given) */
 	bool kill_grace_set;
-	bool verbose; /* -v: the probes' own messages (CUDA) */
+	bool verbose;             /* -v: the probes' own messages (CUDA) */
 	const char *image_digest; /* --image-digest sha256:... (container jobs) */
 	const char *workload_log; /* --workload-log (NULL: $SECLAUNCH_WORKLOAD_LOG, default) */
 	unsigned workload_pcr;    /* --workload-pcr (default SL_WORKLOAD_PCR_DEFAULT) */
@@ -61,12 +61,12 @@ struct sl_run_st {
 	sl_sld_header *hdr[SL_RUN_MAX_DATASETS];
 	sl_secret *dek[SL_RUN_MAX_DATASETS];
 	sl_stage *stage[SL_RUN_MAX_DATASETS];
-	const char *partial; /* dataset whose staging failed midway (wiped by then) */
-	sl_job_user user;    /* the job's user (user.set: --user) */
-	char exe[4096];      /* the job's executable, resolved before attesting */
-	int cmd_status;      /* 126/127: the command cannot be executed (env(1)'s codes) */
-	bool explained;      /* a refusal's reasons are on stderr already */
-	sl_wl wl;                 /* the job's workload identity (run_measure.c) */
+	const char *partial;        /* dataset whose staging failed midway (wiped by then) */
+	sl_job_user user;           /* the job's user (user.set: --user) */
+	char exe[4096];             /* the job's executable, resolved before attesting */
+	int cmd_status;             /* 126/127: the command cannot be executed (env(1)'s codes) */
+	bool explained;             /* a refusal's reasons are on stderr already */
+	sl_wl wl;                   /* the job's workload identity (run_measure.c) */
 	struct sl_run_lease *lease; /* the keys' lease (run_lease.c); NULL: none */
 };
 

@@ -164,7 +164,8 @@ static sl_err renew_once(struct sl_run_lease *L, json_t **lease)
 	for (size_t i = 0; i < s->n; i++) {
 		keys[i].key_id = sl_sld_header_key_id(s->hdr[i]);
 		keys[i].dataset_id = sl_sld_header_dataset_id(s->hdr[i]);
-		keys[i].wrapped_dek = sl_sld_header_wrapped_dek(s->hdr[i], &keys[i].wrapped_dek_len);
+		keys[i].wrapped_dek =
+		    sl_sld_header_wrapped_dek(s->hdr[i], &keys[i].wrapped_dek_len);
 	}
 	job = json_pack("{s:s, s:s, s:i}", "id", s->job_id, "command", s->o->cmd[0], "renewal",
 	                (int)L->renewals + 1);
@@ -224,7 +225,8 @@ static void *renewer(void *arg)
 			return NULL;
 		if (now_ms() >= (L->expires + grace) * 1000) {
 			end(L, SL_E_KMS_UNREACHABLE,
-			    "no renewal succeeded by the lease's expiry + %u s grace (last attempt: "
+			    "no renewal succeeded by the lease's expiry + %u s grace (last "
+			    "attempt: "
 			    "%s)",
 			    grace, last[0] ? last : "none");
 			return NULL;
@@ -236,10 +238,11 @@ static void *renewer(void *arg)
 			L->renewals++;
 			last[0] = '\0';
 			if (lease == NULL) {
-				audit(s, SL_AUDIT_EV_RUN_LEASE_RENEWED, SL_AUDIT_ALLOW, NULL,
-				      json_pack("{s:i, s:n}", "renewal", (int)L->renewals,
-				                "lease"));
-				sl_run_say("the policy in force sets no key_ttl any more: no lease");
+				audit(
+				    s, SL_AUDIT_EV_RUN_LEASE_RENEWED, SL_AUDIT_ALLOW, NULL,
+				    json_pack("{s:i, s:n}", "renewal", (int)L->renewals, "lease"));
+				sl_run_say(
+				    "the policy in force sets no key_ttl any more: no lease");
 				return NULL;
 			}
 			(void)lease_times(lease, &L->expires, &L->ttl);
@@ -281,8 +284,7 @@ void sl_run_lease_start(struct sl_run_st *s)
 	                  .connect_timeout_ms = 2000,
 	                  .total_timeout_ms = 10000,
 	                  .max_attempts = 1};
-	if (sl_kms_new(&ko, &L->kms) != SL_OK ||
-	    pthread_create(&L->th, NULL, renewer, L) != 0) {
+	if (sl_kms_new(&ko, &L->kms) != SL_OK || pthread_create(&L->th, NULL, renewer, L) != 0) {
 		end(L, SL_E_SYSTEM, "the lease renewal could not start: %s", sl_err_detail());
 		return;
 	}

@@ -69,8 +69,8 @@ sl_err sl_run_step_workload(struct sl_run_st *s)
 		    .event = SL_AUDIT_EV_RUN_MEASURE,
 		    .job_id = s->job_id,
 		    .policy_digest = sl_policy_digest_hex(s->policy),
-		    .details = json_pack("{s:s, s:s, s:s, s:O}", "identity", hex, "event_sha256", ed,
-		                         "register", s->wl.reg[0] ? s->wl.reg : "none", "event",
+		    .details = json_pack("{s:s, s:s, s:s, s:O}", "identity", hex, "event_sha256",
+		                         ed, "register", s->wl.reg[0] ? s->wl.reg : "none", "event",
 		                         s->wl.event),
 		};
 		rc = sl_audit_append(s->audit, &rec);

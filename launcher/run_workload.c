@@ -110,7 +110,7 @@ static const char *base(const char *p)
  * (-c CODE, -m MODULE, stdin) or not an interpreter seclaunch knows. */
 static const char *script_arg(const char *exe, char *const *argv)
 {
-	static const char *const shells[] = {"sh",   "bash", "dash", "zsh", "ksh",
+	static const char *const shells[] = {"sh",   "bash", "dash", "zsh",     "ksh",
 	                                     "perl", "ruby", "node", "Rscript", NULL};
 	const char *b = base(exe);
 	bool py = strncmp(b, "python", 6) == 0 || strncmp(b, "pypy", 4) == 0;
@@ -263,8 +263,8 @@ sl_err sl_wl_build(const sl_wl_in *in, sl_wl *w)
 	ev = json_pack("{s:s, s:i, s:o, s:O, s:O, s:O, s:s, s:s, s:O, s:[], s:s}", "type",
 	               "seclaunch.workload", "version", 1, "exe", file_ref(exe_path, exe_hex),
 	               "script", script, "argv", argv, "env", env, "cwd", cwd, "image_digest",
-	               in->image_digest != NULL ? in->image_digest : "", "datasets",
-	               in->datasets, "outputs", "policy_digest", in->policy_hex);
+	               in->image_digest != NULL ? in->image_digest : "", "datasets", in->datasets,
+	               "outputs", "policy_digest", in->policy_hex);
 	SL_ENSURE(ev != NULL, SL_E_NOMEM, "workload event");
 	SL_GUARD(sl_workload_event_check(ev, "workload event"));
 	SL_GUARD(sl_workload_identity(ev, w->identity));
@@ -358,8 +358,8 @@ sl_err sl_wl_extend(sl_wl *w, const char *kind, const char *tcti, unsigned pcr,
 		          "--workload-pcr %u: use 0..15 (16 and 23 can be reset, 17-22 are DRTM's)",
 		          pcr);
 		snprintf(w->reg, sizeof(w->reg), "pcr%u", pcr);
-		snprintf(w->pcrs, sizeof(w->pcrs), "sha256:0,1,2,3,4,5,6,7%s%u",
-		         pcr > 7 ? "," : "", pcr > 7 ? pcr : 0);
+		snprintf(w->pcrs, sizeof(w->pcrs), "sha256:0,1,2,3,4,5,6,7%s%u", pcr > 7 ? "," : "",
+		         pcr > 7 ? pcr : 0);
 		if (pcr <= 7) /* already in the default selection */
 			snprintf(w->pcrs, sizeof(w->pcrs), "sha256:0,1,2,3,4,5,6,7");
 	} else if (tdx) {

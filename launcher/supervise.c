@@ -259,9 +259,10 @@ sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 			next = deadline; /* whichever comes first */
 		if (next != 0)
 			wait_ms = next <= now ? 0 : (int)((next - now) / 1000000u) + 1;
-		struct pollfd pfd[2] = {{.fd = sfd, .events = POLLIN},
-		                        {.fd = sp->stop_fd != NULL && !res->stopped ? *sp->stop_fd : -1,
-		                         .events = POLLIN}};
+		struct pollfd pfd[2] = {
+		    {.fd = sfd, .events = POLLIN},
+		    {.fd = sp->stop_fd != NULL && !res->stopped ? *sp->stop_fd : -1,
+		     .events = POLLIN}};
 		if (poll(pfd, 2, wait_ms) < 0 && errno != EINTR)
 			SL_FAIL(SL_E_SYSTEM, "poll: %s", strerror(errno));
 		now = sl_now_ns();

@@ -10,17 +10,17 @@
 #include "seclaunch/error.h"
 
 typedef struct sl_wl {
-	json_t *event;       /* this job's event */
-	json_t *events;      /* the register's whole log since boot, this event last */
+	json_t *event;  /* this job's event */
+	json_t *events; /* the register's whole log since boot, this event last */
 	uint8_t identity[32];
 	uint8_t event_digest[32];
-	int exe_fd;          /* the measured executable, run with execveat(AT_EMPTY_PATH) */
-	char **exec_argv;    /* #! script: interpreter [arg] script ARG...; else NULL */
-	int log_fd;          /* the workload log, locked for the job's life */
+	int exe_fd;       /* the measured executable, run with execveat(AT_EMPTY_PATH) */
+	char **exec_argv; /* #! script: interpreter [arg] script ARG...; else NULL */
+	int log_fd;       /* the workload log, locked for the job's life */
 	char log_path[512];
-	char reg[16];        /* "pcr15", "rtmr3"; "" when nothing was extended */
-	char pcrs[96];       /* the quote's PCR selection including the register */
-	size_t index;        /* this job's event in events */
+	char reg[16];  /* "pcr15", "rtmr3"; "" when nothing was extended */
+	char pcrs[96]; /* the quote's PCR selection including the register */
+	size_t index;  /* this job's event in events */
 	bool inited;
 } sl_wl;
 

@@ -64,7 +64,8 @@ sl_err sl_policy_check_workloads(struct vctx *c, const json_t *v, const char *pa
 
 	SL_GUARD(sl_policy_want_type(v, JSON_ARRAY, path, "an array of allowed workloads"));
 	if (json_array_size(v) == 0)
-		NOTE(sl_policy_verr(path, "an empty list allows no job; leave it out to allow any"));
+		NOTE(
+		    sl_policy_verr(path, "an empty list allows no job; leave it out to allow any"));
 	json_array_foreach (v, i, alt) {
 		snprintf(p, sizeof(p), "%s[%zu]", path, i);
 		if (!json_is_object(alt)) {

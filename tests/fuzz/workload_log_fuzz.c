@@ -10,8 +10,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	json_error_t jerr;
 	json_t *log = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &jerr);
-	json_t *ev = log != NULL ? json_pack("{s:s, s:o}", "kind", "tpm2", "workload_log", log)
-	                         : NULL;
+	json_t *ev =
+	    log != NULL ? json_pack("{s:s, s:o}", "kind", "tpm2", "workload_log", log) : NULL;
 	sl_claims *c = NULL;
 	if (ev != NULL && sl_claims_new(&c) == SL_OK) {
 		static const uint8_t zero[32];

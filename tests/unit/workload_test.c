@@ -20,7 +20,9 @@
 #include "seclaunch/util.h"
 #include "seclaunch/workload.h"
 
-#define H64(c) c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c
+#define H64(c)                                                                                     \
+	c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c  \
+	    c c c c c c c c c c c c c c c c c c c
 
 static json_t *event(const char *argv1, const char *pol)
 {
@@ -113,7 +115,8 @@ static void test_replay(void **state)
 	uint8_t r[32];
 	assert_int_equal(sl_workload_replay(log, false, r, 32), SL_OK);
 	assert_memory_equal(r, pcr, 32);
-	assert_int_equal(verify_with(log, "tpm2", "pcr15", "tpm.pcr.sha256.15", pcr, 32, &c), SL_OK);
+	assert_int_equal(verify_with(log, "tpm2", "pcr15", "tpm.pcr.sha256.15", pcr, 32, &c),
+	                 SL_OK);
 	assert_string_equal(sl_claims_get(c, "workload.argv"), "[\"python3\",\"c.py\"]");
 	assert_string_equal(sl_claims_get(c, "workload.events"), "3");
 	assert_string_equal(sl_claims_get(c, "workload.register"), "tpm2:pcr15");
@@ -203,8 +206,9 @@ static void test_policy_workloads(void **state)
 	const char *doc =
 	    "{\"version\": 1, \"allow_unverified_region\": true, \"keys\": {\"k\": [\"d1\"]},"
 	    " \"datasets\": [{\"id\": \"d1\", \"allowed_regions\": [\"gcp:europe-west4\"],"
-	    " \"tee_kinds\": [\"tpm2\"], \"workloads\": [{\"exe_sha256\": [\"" H64("a") "\"],"
-	    " \"argv\": [\"python3\", \"train.py\"], \"env\": [\"PATH=*\"]}]}]}";
+	    " \"tee_kinds\": [\"tpm2\"], \"workloads\": [{\"exe_sha256\": [\"" H64(
+	        "a") "\"],"
+	             " \"argv\": [\"python3\", \"train.py\"], \"env\": [\"PATH=*\"]}]}]}";
 	sl_policy *p = NULL;
 	sl_claims *c = NULL;
 	sl_decision *d = NULL;
