@@ -12,7 +12,34 @@
 #include "seclaunch/workload.h"
 #include "tpm2_int.h"
 
-sl_err sl_workload_tpm_extend(const char *tcti, unsigned pcr, const uint8_t digest[static 32])
+static sl_err read_pcr(sl_tpm2_conn *c, unsigned pcr, uint8_t out[static 32])
+{
+	sl_err rc = SL_E_TPM;
+	TPML_PCR_SELECTION sel = {.count = 1};
+	TPML_PCR_SELECTION *got = NULL;
+	TPML_DIGEST *vals = NULL;
+	UINT32 counter = 0;
+
+	SL_ENSURE(pcr <= 23, SL_E_USAGE, "PCR %u", pcr);
+	sel.pcrSelections[0].hash = TPM2_ALG_SHA256;
+	sel.pcrSelections[0].sizeofSelect = 3;
+	sel.pcrSelections[0].pcrSelect[pcr / 8] = (uint8_t)(1u << (pcr % 8));
+	SL_GUARD_TSS(Esys_PCR_Read(c->esys, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &sel,
+	                           &counter, &got, &vals),
+	             SL_E_TPM, "reading PCR %u", pcr);
+	SL_ENSURE(vals->count == 1 && vals->digests[0].size == 32, SL_E_TPM,
+	          "reading PCR %u: the TPM has no sha256 bank value for it", pcr);
+	memcpy(out, vals->digests[0].buffer, 32);
+	rc = SL_OK;
+out:
+	Esys_Free(got);
+	Esys_Free(vals);
+	return rc;
+}
+
+sl_err sl_workload_tpm_extend(const char *tcti, unsigned pcr, const uint8_t *expect,
+                              const uint8_t *alt, const uint8_t digest[static 32],
+                              uint8_t before[static 32])
 {
 	sl_err rc = SL_E_TPM;
 	sl_tpm2_conn c = {0};
@@ -22,6 +49,10 @@ sl_err sl_workload_tpm_extend(const char *tcti, unsigned pcr, const uint8_t dige
 	v.digests[0].hashAlg = TPM2_ALG_SHA256;
 	memcpy(v.digests[0].digest.sha256, digest, 32);
 	SL_GUARD(sl_tpm2_connect(tcti, &c));
+	SL_GUARD(read_pcr(&c, pcr, before));
+	SL_ENSURE((expect != NULL && memcmp(before, expect, 32) == 0) ||
+	              (alt != NULL && memcmp(before, alt, 32) == 0),
+	          SL_E_ATTEST, "PCR %u does not hold the value its workload log replays to", pcr);
 	SL_GUARD_TSS(Esys_PCR_Extend(c.esys, ESYS_TR_PCR0 + pcr, ESYS_TR_PASSWORD, ESYS_TR_NONE,
 	                             ESYS_TR_NONE, &v),
 	             SL_E_TPM, "extending PCR %u (sha256 bank)", pcr);
@@ -35,26 +66,10 @@ sl_err sl_workload_tpm_read(const char *tcti, unsigned pcr, uint8_t out[static 3
 {
 	sl_err rc = SL_E_TPM;
 	sl_tpm2_conn c = {0};
-	TPML_PCR_SELECTION sel = {.count = 1};
-	TPML_PCR_SELECTION *got = NULL;
-	TPML_DIGEST *vals = NULL;
-	UINT32 counter = 0;
-
-	SL_ENSURE(pcr <= 23, SL_E_USAGE, "PCR %u", pcr);
-	sel.pcrSelections[0].hash = TPM2_ALG_SHA256;
-	sel.pcrSelections[0].sizeofSelect = 3;
-	sel.pcrSelections[0].pcrSelect[pcr / 8] = (uint8_t)(1u << (pcr % 8));
 	SL_GUARD(sl_tpm2_connect(tcti, &c));
-	SL_GUARD_TSS(Esys_PCR_Read(c.esys, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &sel, &counter,
-	                           &got, &vals),
-	             SL_E_TPM, "reading PCR %u", pcr);
-	SL_ENSURE(vals->count == 1 && vals->digests[0].size == 32, SL_E_TPM,
-	          "reading PCR %u: the TPM has no sha256 bank value for it", pcr);
-	memcpy(out, vals->digests[0].buffer, 32);
+	SL_GUARD(read_pcr(&c, pcr, out));
 	rc = SL_OK;
 out:
-	Esys_Free(got);
-	Esys_Free(vals);
 	sl_tpm2_disconnect(&c);
 	return rc;
 }

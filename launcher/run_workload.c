@@ -336,8 +336,9 @@ static sl_err write_log(sl_wl *w)
 	char *t = doc != NULL ? json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	SL_ENSURE(t != NULL, SL_E_NOMEM, "log");
 	size_t len = strlen(t);
-	SL_ENSURE(ftruncate(w->log_fd, 0) == 0 && pwrite(w->log_fd, t, len, 0) == (ssize_t)len &&
-	              fsync(w->log_fd) == 0,
+	/* no fsync: the log lives as long as the register's value, which a
+	 * crash of this process does not reset and a reboot does */
+	SL_ENSURE(ftruncate(w->log_fd, 0) == 0 && pwrite(w->log_fd, t, len, 0) == (ssize_t)len,
 	          SL_E_IO, "%s: writing the workload log: %s", w->log_path, strerror(errno));
 	rc = SL_OK;
 out:
@@ -405,25 +406,27 @@ sl_err sl_wl_extend(sl_wl *w, const char *kind, const char *tcti, unsigned pcr,
 	          "%s: %d jobs measured since boot: the register is full until a reboot",
 	          w->log_path, SL_WORKLOAD_MAX_EVENTS);
 	if (!tdx) {
+		static const uint8_t zero[32];
 		uint8_t have[32], want[32];
 		char h1[65], h2[65];
-		static const uint8_t zero[32];
-		SL_GUARD(sl_workload_tpm_read(tcti, pcr, have));
-		if (memcmp(have, zero, 32) == 0 && json_array_size(w->events) > 0) {
-			/* nothing extended since the TPM was reset (a reboot, a fresh
-			 * simulator): the events logged before belong to another boot */
-			json_array_clear(w->events);
-		}
 		SL_GUARD(sl_workload_replay(w->events, false, want, 32));
-		sl_hex_encode(have, 32, h1);
-		sl_hex_encode(want, 32, h2);
-		SL_ENSURE(memcmp(have, want, 32) == 0, SL_E_ATTEST,
-		          "PCR %u (sha256) holds %.16s... but the workload log %s replays to "
-		          "%.16s...: something other than seclaunch extended it, or the log was "
-		          "lost; choose another --workload-pcr (this one matches again after a "
-		          "reboot)",
-		          pcr, h1, w->log_path, h2);
-		SL_GUARD(sl_workload_tpm_extend(tcti, pcr, w->event_digest));
+		/* a register at zero: nothing extended since the TPM was reset (a
+		 * reboot, a fresh simulator), the events logged before belong to
+		 * another boot */
+		rc = sl_workload_tpm_extend(tcti, pcr, want, zero, w->event_digest, have);
+		if (rc == SL_E_ATTEST) {
+			sl_hex_encode(have, 32, h1);
+			sl_hex_encode(want, 32, h2);
+			SL_FAIL(SL_E_ATTEST,
+			        "PCR %u (sha256) holds %.16s... but the workload log %s replays to "
+			        "%.16s...: something other than seclaunch extended it, or the log "
+			        "was lost; choose another --workload-pcr (this one matches again "
+			        "after a reboot)",
+			        pcr, h1, w->log_path, h2);
+		}
+		SL_GUARD(rc);
+		if (memcmp(have, zero, 32) == 0)
+			json_array_clear(w->events);
 	} else {
 		uint8_t d48[48];
 		char *t = NULL;

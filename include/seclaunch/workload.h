@@ -51,9 +51,12 @@ SL_MUST_USE sl_err sl_workload_claims(const json_t *ev, sl_claims *claims);
  * does not replay to the quoted value is SL_E_ATTEST. No log: no claims. */
 SL_MUST_USE sl_err sl_workload_verify(const json_t *ev, sl_claims *claims);
 
-/* TPM: extends the sha256 bank of PCR pcr by digest; reads it back. */
-SL_MUST_USE sl_err sl_workload_tpm_extend(const char *tcti, unsigned pcr,
-                                          const uint8_t digest[static 32]);
+/* TPM, on one connection: reads the sha256 bank of PCR pcr into before;
+ * extends it by digest only when before equals expect or alt (either may
+ * be NULL); SL_E_ATTEST (nothing extended) when it equals neither. */
+SL_MUST_USE sl_err sl_workload_tpm_extend(const char *tcti, unsigned pcr, const uint8_t *expect,
+                                          const uint8_t *alt, const uint8_t digest[static 32],
+                                          uint8_t before[static 32]);
 SL_MUST_USE sl_err sl_workload_tpm_read(const char *tcti, unsigned pcr, uint8_t out[static 32]);
 /* TDX: extends RTMR3 through the kernel's measurement interface under root
  * (NULL: /sys/class/misc/tdx_guest/measurements), file "rtmr3:sha384". */
