@@ -12,7 +12,9 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	        "Usage: seclaunch enroll --kms URL [--tcti T] [--kms-ca FILE] [--kms-pin PIN]\n"
-	        "                        [--json] [-q]\n\n"
+	        "                        [--json] [-q]\n"
+	        "       seclaunch enroll list --kms URL --admin-token-file F [--json]\n"
+	        "       seclaunch enroll revoke --kms URL --admin-token-file F AK_NAME\n\n"
 	        "Enrolls this machine's TPM attestation key (AK) with seclaunchd: sends the EK\n"
 	        "public key (and EK certificate when the TPM has one) and the AK public key,\n"
 	        "then proves with TPM2_ActivateCredential that the AK lives in that TPM.\n"
@@ -24,7 +26,8 @@ static void usage(FILE *f)
 	        "  --kms-pin PIN     pinned KMS public key: sha256//BASE64 or a key file\n"
 	        "  --json            print {\"ak_name\": ...}\n"
 	        "  -q, --quiet       print nothing on success\n\n"
-	        "seclaunch enroll list|revoke (admin): the enrolled AKs, and revoking one\n"
+	        "list and revoke (admin, --admin-token-file F): the enrolled AKs, and\n"
+	        "revoking one; a revoked AK's jobs stop at their next lease renewal\n"
 	        "(seclaunch enroll list --help).\n\n"
 	        "Exit codes (docs/exit-codes.md): 0 enrolled, 1 usage, 5 KMS unreachable or\n"
 	        "refused, 7 TPM error.\n");
