@@ -34,7 +34,7 @@ void kmsd_config_free(kmsd_config *c)
 	    &c->ek_ca_dir,        &c->policy,          &c->policy_pubkey,     &c->url_file,
 	    &c->keystore_file,    &c->master_key_file, &c->p11_module,        &c->p11_token_label,
 	    &c->p11_pin_file,     &c->gcp_jwks,        &c->aws_trust_dir,     &c->ak_ca_dir,
-	    &c->audit_key_file,   &c->collateral_dir};
+	    &c->audit_key_file,   &c->collateral_dir,  &c->log_file};
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
 		free(*strs[i]);
 		*strs[i] = NULL;
@@ -63,6 +63,7 @@ static const struct strkey str_keys[] = {
     S("policy", policy),
     S("policy_pubkey", policy_pubkey),
     S("url_file", url_file),
+    S("log_file", log_file),
     S("gcp_jwks", gcp_jwks),
     S("aws_trust_dir", aws_trust_dir),
     S("ak_ca_dir", ak_ca_dir),

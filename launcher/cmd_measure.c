@@ -33,7 +33,7 @@ static void usage(FILE *f)
 	       "  --policy P            the policy the job will run under (its digest is in the\n"
 	       "                        event; the identity digest leaves it out)\n"
 	       "  --policy-pubkey K     verify P's minisign signature first\n"
-	       "  --env K=V, --env-pass K, --user USER   as for run\n"
+	       "  --env K=V, --env-pass K, --clean-env, --user USER   as for run\n"
 	       "  --image-digest D      the container image (sha256:HEX)\n"
 	       "  --workload-pcr N      the PCR run extends (default 15)\n"
 	       "  --nonce HEX           --verify: the binding the evidence must carry\n"
@@ -56,7 +56,8 @@ enum {
 	O_NONCE,
 	O_NOBIND,
 	O_PIN,
-	O_TRUST
+	O_TRUST,
+	O_CLEAN_ENV
 };
 
 static const struct sl_cli_opt opts[] = {
@@ -73,6 +74,7 @@ static const struct sl_cli_opt opts[] = {
     {"no-binding", no_argument, O_NOBIND, NULL},
     {"ak-pin", required_argument, O_PIN, NULL},
     {"trust", required_argument, O_TRUST, NULL},
+    {"clean-env", no_argument, O_CLEAN_ENV, NULL},
     {NULL, 0, 0, NULL},
 };
 
@@ -135,6 +137,9 @@ static int on_option(void *c, int key, char *arg)
 		break;
 	case O_TRUST:
 		m->trust = arg;
+		break;
+	case O_CLEAN_ENV:
+		sl_job_env_clean(m->env);
 		break;
 	default:
 		return sl_cli_usage("measure", "unknown option");

@@ -22,11 +22,14 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "Usage: seclaunch run --policy P --policy-pubkey K --kms URL [options] DATA.sld... "
+	        "Usage: seclaunch run --policy P --policy-pubkey K --kms URL [options] DATA... "
 	        "-- CMD [ARG...]\n\n"
 	        "Attests this machine, asks the KMS for the datasets' keys under the signed\n"
 	        "policy, decrypts and stages the data in memory (GPU or sealed host memory),\n"
-	        "runs CMD with SECLAUNCH_DATA describing it, and wipes everything afterwards.\n\n"
+	        "runs CMD with SECLAUNCH_DATA describing it, and wipes everything afterwards.\n"
+	        "DATA is an SLD file, a sharded dataset folder (manifest.sldm + shards), or\n"
+	        "the https://, s3:// or gs:// URL of one. Every process the job starts reaches\n"
+	        "the data through the data service (SECLAUNCH_DATA_SOCKET).\n\n"
 	        "  --policy P             the signed policy (JSON)\n"
 	        "  --policy-sig F         its minisign signature (default: P.minisig)\n"
 	        "  --policy-pubkey K      the compliance team's minisign public key\n"
@@ -40,9 +43,15 @@ static void usage(FILE *f)
 	        "  --collateral DIR       vendor certificates for the local check of SNP/TDX "
 	        "evidence\n"
 	        "  --stage WHERE          auto (GPU when a CUDA device is usable; default), gpu, "
-	        "host\n" SL_REGION_ID_HELP
+	        "host\n" SL_REGION_ID_HELP SL_REMOTE_HELP
 	        "  --env K=V              set K in the job's environment (repeatable)\n"
-	        "  --env-pass K           pass K from this environment to the job (repeatable)\n"
+	        "  --env-pass K           pass K from this environment to the job (repeatable;\n"
+	        "                         a shell pattern such as 'NCCL_*' passes every match)\n"
+	        "  --clean-env            do not pass the distributed-training variables\n"
+	        "                         (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
+	        "                         MASTER_ADDR, MASTER_PORT, OMP_NUM_THREADS, SLURM_*,\n"
+	        "                         CUDA_VISIBLE_DEVICES, VIRTUAL_ENV, ...), passed by\n"
+	        "                         default\n"
 	        "  --timeout S            SIGTERM the job after S seconds, then SIGKILL\n"
 	        "  --kill-grace S         from SIGTERM to SIGKILL after --timeout or a second\n"
 	        "                         SIGINT/SIGTERM (default 10)\n"
@@ -94,6 +103,7 @@ enum {
 	O_WORKLOAD_PCR,
 	O_WORKLOAD_LOG,
 	O_LEASE_GRACE,
+	O_CLEAN_ENV,
 };
 
 /* run's own options, one line each (the shared ones are cli.c's). */
@@ -116,6 +126,8 @@ static const struct sl_cli_opt run_opts[] = {
     {"workload-pcr", required_argument, O_WORKLOAD_PCR, NULL},
     {"workload-log", required_argument, O_WORKLOAD_LOG, NULL},
     {"lease-grace", required_argument, O_LEASE_GRACE, NULL},
+    {"clean-env", no_argument, O_CLEAN_ENV, NULL},
+    SL_REMOTE_OPTS,
     {"verbose", no_argument, 'v', NULL},
     {NULL, 0, 0, NULL},
 };
@@ -159,6 +171,9 @@ static int on_option(void *ctx, int key, char *arg)
 	struct sl_region_id rid = {r->cloud_identity, r->gcp_jwks, r->aws_certs, r->region};
 	sl_err rc = SL_OK;
 
+	int taken = sl_remote_option(&r->remote, key, arg);
+	if (taken != 0)
+		return taken > 0 ? 0 : sl_cli_usage("run", "%s", sl_err_detail());
 	if (sl_region_id_option(&rid, key, arg)) {
 		r->cloud_identity = rid.cloud_identity;
 		r->gcp_jwks = rid.gcp_jwks;
@@ -205,6 +220,9 @@ static int on_option(void *ctx, int key, char *arg)
 		break;
 	case O_USER:
 		r->user = arg;
+		break;
+	case O_CLEAN_ENV:
+		sl_job_env_clean(r->env);
 		break;
 	case O_KILL_GRACE:
 		if (!parse_uint(arg, 86400u, &r->kill_grace_s))

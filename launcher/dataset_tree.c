@@ -896,24 +896,22 @@ out:
 	return rc;
 }
 
-static sl_err decrypt_shard(const char *dir, sl_remote *remote, const sl_sldm *m, uint32_t i,
-                            sl_secret *dek, unsigned threads, struct restore *r)
+sl_err sl_tree_open_shard(const char *dir, sl_remote *remote, const sl_sldm *m, uint32_t i,
+                          int *fd_out, char *name, size_t name_cap)
 {
 	sl_err rc = SL_E_IO;
 	sl_sldm_shard s = sl_sldm_shard_at(m, i);
-	char path[PATH_MAX];
 	sl_sld_header *h = NULL;
-	sl_sld_reader *rd = NULL;
 	struct stat st;
 	int fd = -1;
 
 	if (remote != NULL) {
-		snprintf(path, sizeof(path), "%s%s", sl_remote_name(remote), s.name);
+		snprintf(name, name_cap, "%s%s", sl_remote_name(remote), s.name);
 		SL_GUARD(fetch_shard(remote, &s, i, &fd));
 	} else {
-		SL_ENSURE(snprintf(path, sizeof(path), "%s/%s", dir, s.name) < (int)sizeof(path),
+		SL_ENSURE(snprintf(name, name_cap, "%s/%s", dir, s.name) < (int)name_cap,
 		          SL_E_INPUT, "%s: path too long", dir);
-		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		fd = open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
 			SL_FAIL(errno == ENOENT ? SL_E_TRUNCATED : SL_E_IO, "shard %u (%s): %s", i,
 			        s.name,
@@ -922,18 +920,36 @@ static sl_err decrypt_shard(const char *dir, sl_remote *remote, const sl_sldm *m
 	}
 	SL_ENSURE(fstat(fd, &st) == 0 && S_ISREG(st.st_mode), SL_E_INTEGRITY,
 	          "shard %u (%s): not a regular file", i, s.name);
-	rc = sl_sld_header_read_fd(fd, path, &h);
+	rc = sl_sld_header_read_fd(fd, name, &h);
 	if (rc != SL_OK && rc != SL_E_NOMEM)
 		rc = sl_err_wrap(SL_E_INTEGRITY, "shard %u (%s)", i, s.name);
 	if (rc != SL_OK)
 		goto out;
 	SL_GUARD(sl_sldm_check_shard(m, i, h, (uint64_t)st.st_size));
+	*fd_out = fd;
+	fd = -1;
+	rc = SL_OK;
+out:
+	sl_sld_header_free(h);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+static sl_err decrypt_shard(const char *dir, sl_remote *remote, const sl_sldm *m, uint32_t i,
+                            sl_secret *dek, unsigned threads, struct restore *r)
+{
+	sl_err rc = SL_E_IO;
+	char path[PATH_MAX];
+	sl_sld_reader *rd = NULL;
+	int fd = -1;
+
+	SL_GUARD(sl_tree_open_shard(dir, remote, m, i, &fd, path, sizeof(path)));
 	SL_GUARD(sl_sld_open(fd, path, dek, &rd));
 	SL_GUARD(sl_sld_decrypt(rd, threads, restore_sink, r, NULL, NULL));
 	rc = SL_OK;
 out:
 	sl_sld_close(rd);
-	sl_sld_header_free(h);
 	if (fd >= 0)
 		close(fd);
 	return rc;

@@ -5,8 +5,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "data_service.h"
 #include "job.h"
 #include "workload_int.h"
+#include "remote.h"
 #include "seclaunch/attest.h"
 #include "seclaunch/kms_client.h"
 #include "seclaunch/policy.h"
@@ -34,6 +36,7 @@ struct sl_run {
 	unsigned workload_pcr;    /* --workload-pcr (default SL_WORKLOAD_PCR_DEFAULT) */
 	unsigned lease_grace_s;   /* --lease-grace: after expiry, before the job is stopped */
 	sl_job_env *env;
+	sl_remote_opts remote; /* --ca-file, --s3-endpoint, --connections */
 	char **datasets;
 	size_t ndatasets;
 	char **cmd;
@@ -58,7 +61,11 @@ struct sl_run_st {
 	bool use_gpu;
 	size_t n;
 	int fd[SL_RUN_MAX_DATASETS];
-	sl_sld_header *hdr[SL_RUN_MAX_DATASETS];
+	sl_sld_header *hdr[SL_RUN_MAX_DATASETS];  /* an SLD file, or NULL: */
+	struct sl_sldm *man[SL_RUN_MAX_DATASETS]; /* a sharded dataset's manifest */
+	sl_remote *rem[SL_RUN_MAX_DATASETS];      /* its store, when remote */
+	char root[SL_RUN_MAX_DATASETS][65];       /* manifest root / SLD header SHA-256 */
+	sl_dsvc *dsvc;                            /* the data service while the job runs */
 	sl_secret *dek[SL_RUN_MAX_DATASETS];
 	sl_stage *stage[SL_RUN_MAX_DATASETS];
 	const char *partial;        /* dataset whose staging failed midway (wiped by then) */

@@ -7,9 +7,9 @@
  * supervise.c gives the job SIGTERM and SIGKILL after --kill-grace, and run
  * wipes and records run.lease_ended with the reason.
  *
- * Only this thread writes audit records while the job runs (run_exec.c
- * writes none between run.job.start and the job's end, and joins the
- * thread before it writes again). */
+ * The audit writer is shared with the main thread and the data service's
+ * (it serialises appends); the main thread joins this one before it writes
+ * the job's end. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -24,6 +24,7 @@
 #include "run_int.h"
 #include "seclaunch/identity.h"
 #include "seclaunch/json.h"
+#include "seclaunch/sldm.h"
 #include "seclaunch/util.h"
 
 struct sl_run_lease {
@@ -162,10 +163,14 @@ static sl_err renew_once(struct sl_run_lease *L, json_t **lease)
 			SL_ENSURE(json_array_append(ids, doc) == 0, SL_E_NOMEM, "identity");
 	}
 	for (size_t i = 0; i < s->n; i++) {
-		keys[i].key_id = sl_sld_header_key_id(s->hdr[i]);
-		keys[i].dataset_id = sl_sld_header_dataset_id(s->hdr[i]);
+		/* the keys the release covered: an SLD header's or a manifest's */
+		struct sl_sldm *m = s->man[i];
+		keys[i].key_id = m != NULL ? sl_sldm_key_id(m) : sl_sld_header_key_id(s->hdr[i]);
+		keys[i].dataset_id =
+		    m != NULL ? sl_sldm_dataset_id(m) : sl_sld_header_dataset_id(s->hdr[i]);
 		keys[i].wrapped_dek =
-		    sl_sld_header_wrapped_dek(s->hdr[i], &keys[i].wrapped_dek_len);
+		    m != NULL ? sl_sldm_wrapped_dek(m, &keys[i].wrapped_dek_len)
+		              : sl_sld_header_wrapped_dek(s->hdr[i], &keys[i].wrapped_dek_len);
 	}
 	job = json_pack("{s:s, s:s, s:i}", "id", s->job_id, "command", s->o->cmd[0], "renewal",
 	                (int)L->renewals + 1);

@@ -7,6 +7,7 @@
 #include "run_int.h"
 #include "seclaunch/attest.h"
 #include "seclaunch/sld.h"
+#include "seclaunch/sldm.h"
 #include "seclaunch/util.h"
 #include "seclaunch/workload.h"
 
@@ -28,21 +29,20 @@ sl_err sl_run_step_workload(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_NOMEM;
 	extern char **environ;
-	char **envp = NULL, hex[65], root[72];
+	char **envp = NULL, hex[65], root[80];
 	json_t *ds = json_array();
 	const char *kind = sl_run_evidence_kind(s);
 
 	SL_ENSURE(ds != NULL, SL_E_NOMEM, "datasets");
 	for (size_t i = 0; i < s->n; i++) {
-		uint8_t d[32];
-		/* a single SLD file's root is its header's SHA-256 */
-		sl_sld_header_digest(s->hdr[i], d);
-		sl_hex_encode(d, 32, hex);
-		snprintf(root, sizeof(root), "sha256:%s", hex);
-		SL_ENSURE(json_array_append_new(ds, json_pack("{s:s, s:s}", "id",
-		                                              sl_sld_header_dataset_id(s->hdr[i]),
-		                                              "root", root)) == 0,
-		          SL_E_NOMEM, "datasets");
+		/* the root run_exec.c computed: a sharded dataset's manifest root,
+		 * a single SLD file's header SHA-256 */
+		const char *id = s->man[i] != NULL ? sl_sldm_dataset_id(s->man[i])
+		                                   : sl_sld_header_dataset_id(s->hdr[i]);
+		snprintf(root, sizeof(root), "sha256:%s", s->root[i]);
+		SL_ENSURE(
+		    json_array_append_new(ds, json_pack("{s:s, s:s}", "id", id, "root", root)) == 0,
+		    SL_E_NOMEM, "datasets");
 	}
 	/* the environment the job will receive, before SECLAUNCH_DATA */
 	SL_GUARD(sl_job_env_build(s->o->env, environ, NULL, &envp));

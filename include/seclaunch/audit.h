@@ -63,6 +63,7 @@
 #define SL_AUDIT_EV_RUN_MEASURE "run.measure"     /* workload identity extended */
 #define SL_AUDIT_EV_RUN_LEASE_RENEWED "run.lease_renewed" /* a renewal succeeded */
 #define SL_AUDIT_EV_RUN_LEASE_ENDED "run.lease_ended"     /* lease denied or expired: job stopped */
+#define SL_AUDIT_EV_RUN_DATA_REFUSED "run.data.refused"   /* data service: a peer was refused */
 
 /* Values for sl_audit_record.decision. */
 #define SL_AUDIT_ALLOW "allow"

@@ -9,9 +9,14 @@ object mapping each dataset id to where its plaintext is:
            "method": "gpu"}
 
 Host data is mapped read-only from the inherited descriptor (never a file on
-disk). Map the descriptor number, not the path: a memfd_secret file cannot be
-reopened through /proc/self/fd. Standard library only; numpy, cupy and torch
-are used when installed. See docs/job-interface.md.
+disk), or, in a process that did not inherit it (subprocess with close_fds,
+multiprocessing spawn, DataLoader workers, torchrun ranks), from a descriptor
+the data service hands over (SECLAUNCH_DATA_SOCKET). Map the descriptor, not
+the path: a memfd_secret file cannot be reopened through /proc/self/fd.
+A sharded dataset's files: files(), open() (a zero-copy file object),
+load_npy(), TorchFiles / TorchIterableFiles for torch.utils.data. Standard
+library only; numpy, cupy and torch are used when installed. See
+docs/job-interface.md.
 
     import seclaunch_data as sd
     for name, ds in sd.datasets().items():
@@ -19,13 +24,20 @@ are used when installed. See docs/job-interface.md.
         rows = ds.text().splitlines()   # convenience for small text data
 """
 
+import ast
+import io
 import json
 import mmap
 import os
+import socket
+import struct
 
-__all__ = ["Dataset", "datasets", "get", "SeclaunchDataError"]
+__all__ = ["Dataset", "datasets", "get", "files", "open", "load_npy", "MemFile",
+           "SeclaunchDataError", "TorchFiles", "TorchIterableFiles"]
 
 ENV = "SECLAUNCH_DATA"
+SOCKET_ENV = "SECLAUNCH_DATA_SOCKET"
+_builtin_open = open
 
 
 class SeclaunchDataError(RuntimeError):
@@ -53,10 +65,13 @@ class Dataset:
 
     # ---- host ---------------------------------------------------------
     def _fd(self):
+        """The memory file's descriptor: the inherited one while it is still
+        open in this process, else one asked of the data service (processes
+        started with close_fds, by spawn, by torchrun...)."""
         fd = self.entry.get("fd")
-        if not isinstance(fd, int):
-            raise SeclaunchDataError("%s: host entry without an fd" % self.id)
-        return fd
+        if isinstance(fd, int) and _inherited_ok(fd, self.size):
+            return fd
+        return _service_fd(self.id)
 
     def memoryview(self):
         """A read-only, zero-copy memoryview of the staged plaintext."""
@@ -80,10 +95,42 @@ class Dataset:
         return self.bytes().decode(encoding)
 
     def numpy(self, dtype="uint8"):
-        """A read-only numpy array over the staged bytes (needs numpy)."""
+        """A read-only numpy array over the staged bytes (needs numpy). For a
+        .npy file use load_npy(), which reads its header."""
         import numpy  # optional
 
         return numpy.frombuffer(self.memoryview(), dtype=dtype)
+
+    # ---- files of a sharded dataset -------------------------------------
+    def files(self):
+        """The dataset's file paths, in the manifest's order ([] for a
+        single-file dataset: the whole dataset is one blob)."""
+        return [f["path"] for f in self.entry.get("files", [])]
+
+    def file_info(self, path):
+        for f in self.entry.get("files", []):
+            if f.get("path") == path:
+                return f
+        raise SeclaunchDataError("dataset %r has no file %r" % (self.id, path))
+
+    def view(self, path=None):
+        """A read-only, zero-copy memoryview of one file (or of everything)."""
+        mv = self.memoryview()
+        if path is None:
+            return mv
+        f = self.file_info(path)
+        off, size = f["offset"], f["size"]
+        if off < 0 or size < 0 or off + size > self.size:
+            raise SeclaunchDataError("%s: %s lies outside the dataset" % (self.id, path))
+        return mv[off:off + size]
+
+    def open(self, path=None):
+        """A read-only binary file object over one file (zero-copy)."""
+        return MemFile(self.view(path), name=path or self.id)
+
+    def load_npy(self, path=None):
+        """A .npy file as a read-only numpy array over the staged bytes."""
+        return _npy(self.view(path), path or self.id)
 
     # ---- gpu ----------------------------------------------------------
     def _handle(self):
@@ -156,6 +203,218 @@ def _cudart_ipc_open(handle, device):
     if rc != 0:
         raise SeclaunchDataError("cudaIpcOpenMemHandle failed (%d)" % rc)
     return ptr.value
+
+
+def _inherited_ok(fd, size):
+    """True when fd is this process's own copy of the staged memory file."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return False
+    import stat as _stat
+    return _stat.S_ISREG(st.st_mode) and st.st_size == size
+
+
+_fds = {}
+
+
+def _ask(req):
+    path = os.environ.get(SOCKET_ENV)
+    if not path:
+        raise SeclaunchDataError("%s is not set: no data service (run the job with "
+                                 "`seclaunch run`)" % SOCKET_ENV)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        s.connect(path)
+        s.send(json.dumps(req).encode())
+        msg, fds, _flags, _addr = socket.recv_fds(s, 65536, 1)
+    except OSError as e:
+        raise SeclaunchDataError("data service %s: %s" % (path, e))
+    finally:
+        s.close()
+    try:
+        ans = json.loads(msg.decode())
+    except ValueError:
+        ans = None
+    if not isinstance(ans, dict) or not ans.get("ok"):
+        for fd in fds:
+            os.close(fd)
+        raise SeclaunchDataError("data service refused: %s" % (
+            ans.get("message") if isinstance(ans, dict) else "no answer"))
+    return ans, fds
+
+
+def _service_fd(dataset_id):
+    """A descriptor of the dataset's memory file from the data service,
+    asked once per process."""
+    key = (os.getpid(), dataset_id)
+    if key not in _fds:
+        _ans, fds = _ask({"op": "open", "dataset": dataset_id})
+        if len(fds) != 1:
+            raise SeclaunchDataError("data service sent no descriptor for %r" % dataset_id)
+        _fds[key] = fds[0]
+    return _fds[key]
+
+
+class MemFile(io.RawIOBase):
+    """A read-only file object over a memoryview: read, readinto, seek,
+    tell, and getbuffer() for zero-copy access."""
+
+    def __init__(self, view, name=None):
+        super().__init__()
+        self._v = view
+        self._pos = 0
+        self.name = name
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def readinto(self, b):
+        n = min(len(b), len(self._v) - self._pos)
+        if n <= 0:
+            return 0
+        b[:n] = self._v[self._pos:self._pos + n]
+        self._pos += n
+        return n
+
+    def read(self, n=-1):
+        if n is None or n < 0:
+            n = len(self._v) - self._pos
+        n = max(0, min(n, len(self._v) - self._pos))
+        out = bytes(self._v[self._pos:self._pos + n])
+        self._pos += n
+        return out
+
+    def readall(self):
+        return self.read(-1)
+
+    def seek(self, off, whence=io.SEEK_SET):
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._v)}[whence]
+        if base + off < 0:
+            raise ValueError("negative seek position")
+        self._pos = base + off
+        return self._pos
+
+    def tell(self):
+        return self._pos
+
+    def getbuffer(self):
+        return self._v
+
+
+def _npy(view, name):
+    """Parses a .npy header (format versions 1-3) over view."""
+    if bytes(view[:6]) != b"\x93NUMPY" or len(view) < 10:
+        raise SeclaunchDataError("%s: not a .npy file" % name)
+    major = view[6]
+    if major == 1:
+        hlen = struct.unpack("<H", bytes(view[8:10]))[0]
+        start = 10
+    elif major in (2, 3):
+        hlen = struct.unpack("<I", bytes(view[8:12]))[0]
+        start = 12
+    else:
+        raise SeclaunchDataError("%s: .npy version %d" % (name, major))
+    try:
+        hdr = ast.literal_eval(bytes(view[start:start + hlen]).decode("latin1" if major < 3
+                                                                         else "utf-8"))
+        descr, fortran, shape = hdr["descr"], hdr["fortran_order"], tuple(hdr["shape"])
+    except (ValueError, SyntaxError, KeyError, TypeError) as e:
+        raise SeclaunchDataError("%s: bad .npy header: %s" % (name, e))
+    import numpy  # optional
+
+    dt = numpy.dtype(descr)
+    count = 1
+    for d in shape:
+        count *= d
+    arr = numpy.frombuffer(view[start + hlen:], dtype=dt, count=count)
+    return arr.reshape(shape, order="F" if fortran else "C")
+
+
+def files(dataset_id):
+    """The file paths of a staged dataset."""
+    return get(dataset_id).files()
+
+
+def open(dataset_id, path=None):  # noqa: A001 (the module's own open)
+    """A read-only binary file object over one file of a staged dataset."""
+    return get(dataset_id).open(path)
+
+
+def load_npy(dataset_id, path=None):
+    """A .npy file of a staged dataset as a read-only numpy array."""
+    return get(dataset_id).load_npy(path)
+
+
+def _split(items, worker_id, num_workers):
+    """This rank's and this worker's share: item i goes to exactly one
+    (rank, worker) of RANK/WORLD_SIZE x DataLoader workers."""
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    slots = world * num_workers
+    me = rank * num_workers + worker_id
+    return items[me::slots]
+
+
+class TorchFiles:
+    """A map-style dataset (for torch.utils.data.DataLoader) over the files
+    of a staged dataset: item i is transform(bytes of file i). Pickles as
+    (dataset id, paths, transform), so workers started by spawn reopen the
+    data through the data service."""
+
+    def __init__(self, dataset_id, paths=None, transform=None):
+        self.dataset_id = dataset_id
+        self.paths = list(paths) if paths is not None else files(dataset_id)
+        self.transform = transform
+        self._ds = None
+
+    def __getstate__(self):
+        return {"dataset_id": self.dataset_id, "paths": self.paths,
+                "transform": self.transform, "_ds": None}
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        if self._ds is None:
+            self._ds = get(self.dataset_id)
+        b = bytes(self._ds.view(self.paths[i]))
+        return self.transform(b) if self.transform is not None else b
+
+
+def __getattr__(name):
+    # torch is imported only when the iterable dataset is used; the class is
+    # made once per process under its module-level name, so pickle finds it
+    if name == "TorchIterableFiles":
+        import torch.utils.data as tud
+
+        class TorchIterableFiles(tud.IterableDataset):
+            """An iterable dataset over the files of a staged dataset, split
+            between ranks (RANK/WORLD_SIZE) and DataLoader workers: every file
+            is yielded exactly once across all of them."""
+
+            def __init__(self, dataset_id, paths=None, transform=None):
+                super().__init__()
+                self.dataset_id = dataset_id
+                self.paths = list(paths) if paths is not None else files(dataset_id)
+                self.transform = transform
+
+            def __iter__(self):
+                info = tud.get_worker_info()
+                wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+                ds = get(self.dataset_id)
+                for p in _split(self.paths, wid, nw):
+                    b = bytes(ds.view(p))
+                    yield (p, self.transform(b) if self.transform is not None else b)
+
+        TorchIterableFiles.__module__ = __name__
+        TorchIterableFiles.__qualname__ = "TorchIterableFiles"
+        globals()["TorchIterableFiles"] = TorchIterableFiles
+        return TorchIterableFiles
+    raise AttributeError(name)
 
 
 def datasets():

@@ -5,9 +5,8 @@
 # predicted identity digest); component denials name what differed and
 # stage nothing; an edited, reordered or truncated workload log, or a PCR 15
 # extended behind the log, is exit 3; leases: KMS stopped mid-job, AK revoked
-# mid-job, policy replaced by a denying one mid-job (seclaunchd restarted on
-# the same port: a SIGHUP reload works the same way), and a job across
-# several renewals.
+# mid-job, policy reloaded (SIGHUP) to a denying one mid-job, and a job
+# across several renewals.
 . "$(dirname "$0")/lib.sh"
 
 for tool in swtpm minisign python3 tpm2_pcrextend; do
@@ -109,7 +108,10 @@ policy "$T/p1.json" "[$(rule wl-bin "\"workloads\": [{\"identity\": [\"$ID_BIN\"
  $(rule wl-lease "\"key_ttl\": 3"), $(rule wl-plain)]"
 check "policy with workloads passes policy check" 0 "$SL" policy check --policy "$T/p1.json"
 stop_kms
-start_kms "$T/kms" --listen "127.0.0.1:$KMS_PORT" --policy "$T/p1.json" --policy-pubkey "$T/policy.pub" || exit 1
+# seclaunchd enforces a copy, so a SIGHUP can later reload another policy
+cp "$T/p1.json" "$T/kms-policy.json"
+cp "$T/p1.json.minisig" "$T/kms-policy.json.minisig"
+start_kms "$T/kms" --listen "127.0.0.1:$KMS_PORT" --policy "$T/kms-policy.json" --policy-pubkey "$T/policy.pub" || exit 1
 
 RUNA=(--policy "$T/p1.json" --policy-pubkey "$T/policy.pub" "${KMSA[@]}" --tcti "$SWTPM_TCTI"
 	--region gcp:europe-west4 --audit-log "$AUDIT" --stage host "${ENVA[@]}")
@@ -225,20 +227,34 @@ assert "KMS stopped: the job is gone" bash -c "! kill -0 $JOBPID 2>/dev/null"
 assert "KMS stopped: run.lease_ended names the reason, then the wipe" \
 	bash -c "grep '\"run.lease_ended\"' '$AUDIT' | tail -1 | grep -q 'no renewal succeeded' && tail -n 1 '$AUDIT' | grep -q '\"run.wipe\".*\"all_zeroed\":true'"
 
-start_kms "$T/kms" --listen "127.0.0.1:$KMS_PORT" --policy "$T/p1.json" --policy-pubkey "$T/policy.pub" || exit 1
-# policy replaced by one that denies: seclaunchd restarted on the same port
+start_kms "$T/kms" --listen "127.0.0.1:$KMS_PORT" --policy "$T/kms-policy.json" --policy-pubkey "$T/policy.pub" || exit 1
+# hup: SIGHUP to seclaunchd, then waits for the reload's outcome in its log
+hup() {
+	local n i
+	n=$(grep -Ec 'reload: policy .* in force|reload refused' "$KMS_STATE/log")
+	kill -HUP "$KMS_PID"
+	for ((i = 0; i < 100; i++)); do
+		[ "$(grep -Ec 'reload: policy .* in force|reload refused' "$KMS_STATE/log")" -gt "$n" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+# the policy reloaded (SIGHUP) to one that denies this dataset here
 lease_job reload
-assert "policy change: the job started" test "$JOBPID" -gt 0
+assert "policy reload: the job started" test "$JOBPID" -gt 0
 policy "$T/p2.json" '[{"id": "wl-lease", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["sev-snp"], "key_ttl": 3}]'
-stop_kms
-start_kms "$T/kms" --listen "127.0.0.1:$KMS_PORT" --policy "$T/p2.json" --policy-pubkey "$T/policy.pub" || exit 1
+cp "$T/p2.json" "$T/kms-policy.json"
+cp "$T/p2.json.minisig" "$T/kms-policy.json.minisig"
+assert "policy reload: seclaunchd reloaded on SIGHUP" hup
+assert "policy reload: the denying policy is in force" grep -q "reload: policy .* in force" "$KMS_STATE/log"
 wait_lease 12
 rc=$?
 assert "policy now denies: stopped at the next renewal, exit 4 (rc $rc)" test "$rc" -eq 4
 assert "policy now denies: the reason names the rule" \
 	bash -c "grep '\"run.lease_ended\"' '$AUDIT' | tail -1 | grep -q 'sev-snp'"
-stop_kms
-start_kms "$T/kms" --listen "127.0.0.1:$KMS_PORT" --policy "$T/p1.json" --policy-pubkey "$T/policy.pub" || exit 1
+cp "$T/p1.json" "$T/kms-policy.json"
+cp "$T/p1.json.minisig" "$T/kms-policy.json.minisig"
+assert "policy reload: back to the allowing policy" hup
 
 # AK revoked while the job runs (last: the AK stays revoked)
 check "enroll list shows the AK" 0 "$SL" enroll list "${KMSA[@]}" --admin-token-file "$KMS_TOKEN"
