@@ -177,6 +177,20 @@ for k in edit order trunc; do
 done
 check_err "verify: an edited log fails the generic verifier too" 3 "workload_log" \
 	"$SL" verify "$T/ev-edit.json" --nonce "$NONCE" --ak-pin "$T/ak.pem"
+# seclaunchd replays the log itself: the same evidence with an edited log
+build_probe || { echo "not ok - kms_probe did not build"; exit 1; }
+W_PLAIN=$(wrapped_of "$T/wl-plain.sld")
+PROBE_ID='[{"kind": "unsigned", "region": "gcp:europe-west4"}]'
+check "KMS: a release carrying the true workload log" 0 env KMS_PROBE_IDENTITY="$PROBE_ID" KMS_PROBE_WORKLOAD_LOG="$SECLAUNCH_WORKLOAD_LOG" \
+	"$PROBE" "$KMS_URL" "$KMS_CA" release wl-key wl-plain "$W_PLAIN"
+python3 - "$SECLAUNCH_WORKLOAD_LOG" "$T/wl-edited.json" <<'EOF'
+import json, sys
+l = json.load(open(sys.argv[1]))
+l["events"][-1]["argv"].append("--evil")
+json.dump(l, open(sys.argv[2], "w"))
+EOF
+check_err "KMS: an edited workload log is refused as evidence (exit 3)" 3 "evidence_invalid.*workload_log" \
+	env KMS_PROBE_IDENTITY="$PROBE_ID" KMS_PROBE_WORKLOAD_LOG="$T/wl-edited.json" "$PROBE" "$KMS_URL" "$KMS_CA" release wl-key wl-plain "$W_PLAIN"
 # PCR 15 extended behind the log's back
 tpm2_pcrextend 15:sha256=$(printf '%064d' 7) >/dev/null 2>&1
 check "attest after an out-of-band extension" 0 "$SL" attest --tcti "$SWTPM_TCTI" --nonce "$NONCE" \
