@@ -223,16 +223,44 @@ static sl_err step_datasets(struct sl_run_st *s)
 			          path, ds_id(s, i));
 		total += ds_size(s, i);
 	}
-	/* whole-dataset host staging must fit in memory: said now, before any
-	 * key is released, not when the stage cannot be allocated */
-	uint64_t avail = mem_available();
+	/* how each dataset is staged: --stage stream streams every sharded
+	 * dataset; auto streams them when staging them whole would take more
+	 * than half of the memory available */
+	uint64_t avail = mem_available(),
+	         window = s->o->window ? s->o->window : SL_RUN_WINDOW_DEFAULT;
+	bool stream_all = s->o->where == SL_STAGE_STREAM ||
+	                  (s->o->where == SL_STAGE_AUTO && avail > 0 && total > avail / 2);
+	uint64_t need = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		s->streamed[i] = stream_all && s->man[i] != NULL;
+		if (s->streamed[i]) {
+			uint64_t largest = 0;
+			for (uint32_t k = 0; k < sl_sldm_shard_count(s->man[i]); k++)
+				if (sl_sldm_shard_at(s->man[i], k).plaintext_len > largest)
+					largest = sl_sldm_shard_at(s->man[i], k).plaintext_len;
+			SL_ENSURE(
+			    largest <= window, SL_E_USAGE,
+			    "%s: its largest shard holds %llu bytes, more than the --window of "
+			    "%llu; give a larger --window",
+			    s->o->datasets[i], (unsigned long long)largest,
+			    (unsigned long long)window);
+			need += ds_size(s, i) < window ? ds_size(s, i) : window;
+		} else {
+			need += ds_size(s, i);
+		}
+	}
+	/* what is staged must fit in memory: said now, before any key is
+	 * released, not when the stage cannot be allocated */
 	if (s->o->where != SL_STAGE_GPU && avail > 0)
-		SL_ENSURE(total <= avail / 10 * 9, SL_E_NOMEM,
-		          "the datasets hold %llu bytes of plaintext and host staging keeps all of "
-		          "it in memory, but only %llu bytes are available (MemAvailable); nothing "
-		          "was released by the KMS. Use a machine with more memory, or fewer or "
-		          "smaller datasets",
-		          (unsigned long long)total, (unsigned long long)avail);
+		SL_ENSURE(
+		    need <= avail / 10 * 9, SL_E_NOMEM,
+		    "the datasets need %llu bytes of memory as staged (%llu bytes of plaintext; "
+		    "a streamed dataset takes at most its --window), but only %llu bytes are "
+		    "available (MemAvailable); nothing was released by the KMS. %s",
+		    (unsigned long long)need, (unsigned long long)total, (unsigned long long)avail,
+		    stream_all ? "Give a smaller --window, or use a machine with more memory"
+		               : "Use --stage stream (sharded datasets, a bounded window), or a "
+		                 "machine with more memory");
 	rc = SL_OK;
 out:
 	return rc;
@@ -371,6 +399,30 @@ static sl_err step_stage(struct sl_run_st *s)
 	for (size_t i = 0; i < s->n; i++) {
 		CHECK_SIGNAL();
 		const sl_gpu_info *gpu = s->use_gpu ? &s->gpu : NULL;
+		if (s->streamed[i]) {
+			rc = sl_stream_new(s->rem[i] != NULL ? NULL : s->o->datasets[i], s->rem[i],
+			                   s->man[i], s->dek[i],
+			                   s->o->window ? s->o->window : SL_RUN_WINDOW_DEFAULT,
+			                   s->o->threads, &s->stream[i]);
+			sl_secret_free(s->dek[i]);
+			s->dek[i] = NULL;
+			if (rc != SL_OK)
+				s->partial = ds_id(s, i);
+			SL_GUARD(rc);
+			sl_stream_stats st;
+			sl_stream_stats_get(s->stream[i], &st);
+			SL_GUARD(
+			    record(s, SL_AUDIT_EV_RUN_STAGE, ds_id(s, i), ds_key(s, i), NULL, NULL,
+			           json_pack("{s:s, s:I, s:s, s:I, s:I}", "method", "stream",
+			                     "size", (json_int_t)ds_size(s, i), "root", s->root[i],
+			                     "shards", (json_int_t)sl_sldm_shard_count(s->man[i]),
+			                     "window", (json_int_t)st.window)));
+			sl_run_say(
+			    "streaming %s: %llu bytes in %u shards through a %llu-byte window",
+			    ds_id(s, i), (unsigned long long)ds_size(s, i),
+			    sl_sldm_shard_count(s->man[i]), (unsigned long long)st.window);
+			continue;
+		}
 		if (s->man[i] != NULL)
 			rc = sl_stage_sldm(s->rem[i] != NULL ? NULL : s->o->datasets[i], s->rem[i],
 			                   s->man[i], s->dek[i], gpu, s->o->threads, false,
@@ -438,6 +490,36 @@ static void data_refused(void *ctx, pid_t pid, uid_t uid, const char *why)
 		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
 }
 
+static sl_err stream_acquire(void *ctx, uint32_t shard, int *fd, uint64_t *len, int *not_ready)
+{
+	return sl_stream_acquire(ctx, shard, fd, len, not_ready);
+}
+
+static void stream_release(void *ctx, uint32_t shard)
+{
+	sl_stream_release(ctx, shard);
+}
+
+/* A streamed dataset for the job: its files and where each shard's
+ * plaintext starts (the job asks the data service for shards). */
+static json_t *stream_entry(const struct sl_run_st *s, size_t i)
+{
+	const sl_sldm *m = s->man[i];
+	json_t *sh = json_array();
+	uint64_t off = 0;
+	for (uint32_t k = 0; k < sl_sldm_shard_count(m); k++) {
+		uint64_t len = sl_sldm_shard_at(m, k).plaintext_len;
+		json_array_append_new(sh,
+		                      json_pack("{s:I, s:I, s:I}", "index", (json_int_t)k, "offset",
+		                                (json_int_t)off, "size", (json_int_t)len));
+		off += len;
+	}
+	return json_pack("{s:s, s:s, s:I, s:s, s:o, s:o, s:I}", "kind", "stream", "method",
+	                 "stream", "size", (json_int_t)ds_size(s, i), "root", s->root[i], "files",
+	                 files_json(m), "shards", sh, "window",
+	                 (json_int_t)(s->o->window ? s->o->window : SL_RUN_WINDOW_DEFAULT));
+}
+
 /* The data service: every host-staged dataset, for the job and every
  * process it starts (SECLAUNCH_DATA_SOCKET). */
 static sl_err start_data_service(struct sl_run_st *s, json_t *data)
@@ -448,10 +530,16 @@ static sl_err start_data_service(struct sl_run_st *s, json_t *data)
 	                  .job_gid = s->user.set ? s->user.gid : getegid(),
 	                  .refused = data_refused,
 	                  .refused_ctx = s};
-	size_t added = 0;
-
 	SL_GUARD(sl_dsvc_new(&o, &s->dsvc));
 	for (size_t i = 0; i < s->n; i++) {
+		if (s->streamed[i]) {
+			sl_dsvc_stream_ops ops = {.acquire = stream_acquire,
+			                          .release = stream_release,
+			                          .ctx = s->stream[i]};
+			SL_GUARD(sl_dsvc_add_stream(s->dsvc, ds_id(s, i),
+			                            json_object_get(data, ds_id(s, i)), &ops));
+			continue;
+		}
 		int fd = sl_stage_fd(s->stage[i]);
 		if (fd < 0)
 			continue;
@@ -463,7 +551,6 @@ static sl_err start_data_service(struct sl_run_st *s, json_t *data)
 		rc = sl_dsvc_add(s->dsvc, sl_stage_dataset_id(s->stage[i]), fd, info);
 		json_decref(info);
 		SL_GUARD(rc);
-		added++;
 	}
 	SL_GUARD(sl_dsvc_serve(s->dsvc));
 	SL_ENSURE(asprintf(&kv, "%s=%s", SL_DSVC_ENV, sl_dsvc_path(s->dsvc)) > 0, SL_E_NOMEM,
@@ -497,6 +584,13 @@ static sl_err step_job(struct sl_run_st *s, int *exit_code)
 
 	SL_ENSURE(data != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
 	for (size_t i = 0; i < s->n; i++) {
+		if (s->streamed[i]) {
+			e = stream_entry(s, i);
+			SL_ENSURE(e != NULL && json_object_set_new(data, ds_id(s, i), e) == 0,
+			          SL_E_NOMEM, "SECLAUNCH_DATA");
+			e = NULL;
+			continue;
+		}
 		int fd = sl_stage_fd(s->stage[i]);
 		if (fd >= 0)
 			fds[nfds++] = fd;
@@ -572,6 +666,21 @@ static sl_err wipe_all(struct sl_run_st *s, const char *why)
 	sl_dsvc_free(s->dsvc);
 	s->dsvc = NULL;
 	for (size_t i = 0; i < s->n; i++) {
+		if (s->stream[i] != NULL) {
+			sl_stream_stats st;
+			sl_err w = sl_stream_wipe_all(s->stream[i]);
+			sl_stream_stats_get(s->stream[i], &st);
+			all &= w == SL_OK;
+			json_array_append_new(
+			    list,
+			    json_pack("{s:s, s:s, s:b, s:I, s:I, s:I, s:I}", "dataset", ds_id(s, i),
+			              "method", "stream", "zeroed", w == SL_OK, "window",
+			              (json_int_t)st.window, "peak_staged", (json_int_t)st.peak,
+			              "shards_staged", (json_int_t)st.staged, "shards_wiped",
+			              (json_int_t)st.wiped));
+			sl_stream_free(s->stream[i]);
+			s->stream[i] = NULL;
+		}
 		if (s->stage[i] != NULL) {
 			sl_err w = sl_stage_wipe(s->stage[i]);
 			all &= w == SL_OK;
@@ -658,6 +767,22 @@ int sl_run_execute(struct sl_run *o)
 	rc = step_job(&s, &job_code);
 	if (rc != SL_OK)
 		goto failed;
+	/* a shard that failed to stage while the job ran is not lost in a
+	 * job's exit 0: the run fails with it */
+	for (size_t i = 0; i < s.n; i++) {
+		sl_err se = s.stream[i] != NULL ? sl_stream_error(s.stream[i]) : SL_OK;
+		if (se != SL_OK) {
+			fprintf(stderr, "seclaunch run: streaming %s failed while the job ran\n",
+			        ds_id(&s, i));
+			sl_err a = record(&s, SL_AUDIT_EV_RUN_ERROR, ds_id(&s, i), NULL,
+			                  SL_AUDIT_ERROR, NULL,
+			                  json_pack("{s:s, s:s, s:i}", "step", "stream", "error",
+			                            sl_err_name(se), "job_exit_code", job_code));
+			(void)a;
+			if (job_code == 0)
+				job_code = sl_err_exit_code(se);
+		}
+	}
 	rc = wipe_all(&s, "job exit");
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());

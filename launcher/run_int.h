@@ -9,6 +9,7 @@
 #include "job.h"
 #include "workload_int.h"
 #include "remote.h"
+#include "stream.h"
 #include "seclaunch/attest.h"
 #include "seclaunch/kms_client.h"
 #include "seclaunch/policy.h"
@@ -37,6 +38,7 @@ struct sl_run {
 	unsigned lease_grace_s;   /* --lease-grace: after expiry, before the job is stopped */
 	sl_job_env *env;
 	sl_remote_opts remote; /* --ca-file, --s3-endpoint, --connections */
+	uint64_t window;       /* --window: stream staging's limit (0: the default) */
 	char **datasets;
 	size_t ndatasets;
 	char **cmd;
@@ -66,6 +68,8 @@ struct sl_run_st {
 	sl_remote *rem[SL_RUN_MAX_DATASETS];      /* its store, when remote */
 	char root[SL_RUN_MAX_DATASETS][65];       /* manifest root / SLD header SHA-256 */
 	sl_dsvc *dsvc;                            /* the data service while the job runs */
+	bool streamed[SL_RUN_MAX_DATASETS];       /* staged shard by shard (--stage stream) */
+	sl_stream *stream[SL_RUN_MAX_DATASETS];
 	sl_secret *dek[SL_RUN_MAX_DATASETS];
 	sl_stage *stage[SL_RUN_MAX_DATASETS];
 	const char *partial;        /* dataset whose staging failed midway (wiped by then) */
@@ -102,6 +106,9 @@ SL_MUST_USE sl_err sl_run_step_challenge(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_evidence(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_identity(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_claims(struct sl_run_st *s);
+
+/* The default of --window. */
+#define SL_RUN_WINDOW_DEFAULT ((uint64_t)1 << 30)
 
 /* The default of --kill-grace, in seconds. */
 #define SL_RUN_KILL_GRACE_DEFAULT 10

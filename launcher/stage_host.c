@@ -32,8 +32,11 @@ sl_err sl_stage_where_parse(const char *s, sl_stage_where *out)
 		*out = SL_STAGE_HOST;
 	else if (strcmp(s, "gpu") == 0)
 		*out = SL_STAGE_GPU;
+	else if (strcmp(s, "stream") == 0)
+		*out = SL_STAGE_STREAM;
 	else
-		return sl_err_set(SL_E_USAGE, "--stage: '%s' is not one of auto, host, gpu", s);
+		return sl_err_set(SL_E_USAGE, "--stage: '%s' is not one of auto, host, gpu, stream",
+		                  s);
 	return SL_OK;
 }
 

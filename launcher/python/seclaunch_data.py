@@ -53,11 +53,12 @@ class Dataset:
         self.size = entry.get("size")
         self.method = entry.get("method")
         self.entry = entry
-        if self.kind not in ("host", "gpu"):
+        if self.kind not in ("host", "gpu", "stream"):
             raise SeclaunchDataError("%s: unknown kind %r" % (dataset_id, self.kind))
         if not isinstance(self.size, int) or self.size < 0:
             raise SeclaunchDataError("%s: bad size %r" % (dataset_id, self.size))
         self._map = None
+        self._held = {}  # stream: shard -> (mmap, fd)
 
     def __repr__(self):
         return "Dataset(%r, kind=%r, size=%d, method=%r)" % (
@@ -75,6 +76,9 @@ class Dataset:
 
     def memoryview(self):
         """A read-only, zero-copy memoryview of the staged plaintext."""
+        if self.kind == "stream":
+            raise SeclaunchDataError("%s: streamed shard by shard; use files(), open(), "
+                                     "read() or iter_files()" % self.id)
         if self.kind != "host":
             raise SeclaunchDataError("%s: staged on the GPU; use cupy() or torch()" % self.id)
         if self.size == 0:
@@ -114,7 +118,11 @@ class Dataset:
         raise SeclaunchDataError("dataset %r has no file %r" % (self.id, path))
 
     def view(self, path=None):
-        """A read-only, zero-copy memoryview of one file (or of everything)."""
+        """A read-only, zero-copy memoryview of one file (or of everything).
+        Streamed: the file's shard stays held until release_file(path)
+        (a file spread over several shards comes back as a copy)."""
+        if self.kind == "stream":
+            return self._stream_view(path)
         mv = self.memoryview()
         if path is None:
             return mv
@@ -123,6 +131,109 @@ class Dataset:
         if off < 0 or size < 0 or off + size > self.size:
             raise SeclaunchDataError("%s: %s lies outside the dataset" % (self.id, path))
         return mv[off:off + size]
+
+    def read(self, path):
+        """A copy of one file's bytes; a streamed shard is given back at once."""
+        b = bytes(self.view(path))
+        if self.kind == "stream":
+            self.release_file(path)
+        return b
+
+    # ---- stream staging ---------------------------------------------------
+    def _shards_of(self, path):
+        if path is None:
+            raise SeclaunchDataError("%s: streamed; name a file" % self.id)
+        f = self.file_info(path)
+        lo, hi = f["offset"], f["offset"] + f["size"]
+        out = []
+        for sh in self.entry.get("shards", []):
+            a, b = sh["offset"], sh["offset"] + sh["size"]
+            if a < hi and lo < b or (f["size"] == 0 and a <= lo < b):
+                out.append(sh)
+        return f, out
+
+    def _acquire(self, shard):
+        if shard in self._held:
+            return self._held[shard][0]
+        import time
+        delay, waited = 0.01, 0.0
+        while True:
+            ans, fds = _stream_ask({"op": "open_shard", "dataset": self.id, "shard": shard})
+            if ans.get("ok"):
+                break
+            for fd in fds:
+                os.close(fd)
+            if ans.get("error") != "not-ready":
+                raise SeclaunchDataError("%s shard %d: %s" % (
+                    self.id, shard, ans.get("message") or ans.get("error")))
+            if waited > 3600:
+                raise SeclaunchDataError("%s shard %d: not staged after an hour (is the "
+                                         "--window held by other readers?)" % (self.id, shard))
+            time.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, 0.2)
+        if len(fds) != 1:
+            raise SeclaunchDataError("%s shard %d: no descriptor" % (self.id, shard))
+        size = ans.get("size", 0)
+        m = mmap.mmap(fds[0], size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ) if size else b""
+        self._held[shard] = (m, fds[0])
+        return m
+
+    def release_shard(self, shard):
+        """Gives a streamed shard back: seclaunch wipes it once every reader has."""
+        held = self._held.pop(shard, None)
+        if held is None:
+            return
+        m, fd = held
+        if hasattr(m, "close"):
+            try:
+                m.close()
+            except BufferError:
+                # a view of it is still alive: the mapping goes with the last
+                # view (seclaunch zeroes the pages once every reader released)
+                pass
+        os.close(fd)
+        _stream_ask({"op": "release_shard", "dataset": self.id, "shard": shard})
+
+    def release_file(self, path):
+        for sh in self._shards_of(path)[1]:
+            self.release_shard(sh["index"])
+
+    def _stream_view(self, path):
+        f, shards = self._shards_of(path)
+        if f["size"] == 0:
+            return memoryview(b"")
+        if len(shards) == 1:
+            sh = shards[0]
+            m = self._acquire(sh["index"])
+            a = f["offset"] - sh["offset"]
+            return memoryview(m)[a:a + f["size"]]
+        # a file spread over shards: one shard at a time, so the window
+        # need hold only the largest shard
+        parts = []
+        for sh in shards:
+            held = sh["index"] in self._held
+            m = self._acquire(sh["index"])
+            a = max(f["offset"], sh["offset"]) - sh["offset"]
+            b = min(f["offset"] + f["size"], sh["offset"] + sh["size"]) - sh["offset"]
+            parts.append(bytes(memoryview(m)[a:b]))
+            if not held:
+                self.release_shard(sh["index"])
+        return memoryview(b"".join(parts))
+
+    def iter_files(self, paths=None):
+        """(path, bytes view) for each file in order; a streamed shard is
+        given back as soon as no later file needs it."""
+        paths = list(paths) if paths is not None else self.files()
+        for k, p in enumerate(paths):
+            yield p, self.view(p)
+            if self.kind == "stream":
+                later = set()
+                for q in paths[k + 1:k + 2]:
+                    later.update(sh["index"] for sh in self._shards_of(q)[1])
+                for sh in self._shards_of(p)[1]:
+                    if sh["index"] not in later:
+                        self.release_shard(sh["index"])
 
     def open(self, path=None):
         """A read-only binary file object over one file (zero-copy)."""
@@ -241,6 +352,36 @@ def _ask(req):
             os.close(fd)
         raise SeclaunchDataError("data service refused: %s" % (
             ans.get("message") if isinstance(ans, dict) else "no answer"))
+    return ans, fds
+
+
+_stream_sock = {}
+
+
+def _stream_ask(req):
+    """A request on this process's own connection to the data service: the
+    shards it holds are tied to the connection (given back when it closes)."""
+    pid = os.getpid()
+    s = _stream_sock.get(pid)
+    if s is None:
+        path = os.environ.get(SOCKET_ENV)
+        if not path:
+            raise SeclaunchDataError("%s is not set: no data service" % SOCKET_ENV)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            s.connect(path)
+        except OSError as e:
+            raise SeclaunchDataError("data service %s: %s" % (path, e))
+        _stream_sock.clear()
+        _stream_sock[pid] = s
+    try:
+        s.send(json.dumps(req).encode())
+        msg, fds, _flags, _addr = socket.recv_fds(s, 65536, 1)
+        ans = json.loads(msg.decode())
+    except (OSError, ValueError) as e:
+        raise SeclaunchDataError("data service: %s" % e)
+    if ans.get("error") == "refused":
+        raise SeclaunchDataError("data service refused: %s" % ans.get("message"))
     return ans, fds
 
 
@@ -381,7 +522,7 @@ class TorchFiles:
     def __getitem__(self, i):
         if self._ds is None:
             self._ds = get(self.dataset_id)
-        b = bytes(self._ds.view(self.paths[i]))
+        b = self._ds.read(self.paths[i])
         return self.transform(b) if self.transform is not None else b
 
 
@@ -406,8 +547,8 @@ def __getattr__(name):
                 info = tud.get_worker_info()
                 wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
                 ds = get(self.dataset_id)
-                for p in _split(self.paths, wid, nw):
-                    b = bytes(ds.view(p))
+                for p, v in ds.iter_files(_split(self.paths, wid, nw)):
+                    b = bytes(v)
                     yield (p, self.transform(b) if self.transform is not None else b)
 
         TorchIterableFiles.__module__ = __name__

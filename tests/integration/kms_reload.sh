@@ -14,9 +14,10 @@ cd "$T" || exit 1
 build_probe || exit 1
 start_swtpm_tcti tpm
 
+# policy A lets k1 wrap new-* (the keys map) but has no rule that releases it
 policy_a='{"version": 1, "allow_unverified_region": true,
  "datasets": [{"id": "ok-*", "allowed_regions": ["aws:eu-west-1"], "tee_kinds": ["tpm2"]}],
- "keys": {"k1": ["ok-*"]}}'
+ "keys": {"k1": ["ok-*", "new-*"]}}'
 policy_b='{"version": 1, "allow_unverified_region": true,
  "datasets": [{"id": "ok-*", "allowed_regions": ["aws:eu-west-1"], "tee_kinds": ["tpm2"]},
               {"id": "new-*", "allowed_regions": ["aws:eu-west-1"], "tee_kinds": ["tpm2"]}],

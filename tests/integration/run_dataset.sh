@@ -181,6 +181,63 @@ else
 	skip "PyTorch DataLoader" "python3-torch is not installed for $PY"
 fi
 
+# stream staging: shard by shard through the data service, at most --window
+# staged at once, each shard wiped once released
+cat >streamjob.py <<'EOF'
+import hashlib, json, subprocess, sys
+import seclaunch_data as sd
+
+
+def main():
+    ds = sd.get("img-1")
+    sums = {p: hashlib.sha256(bytes(v)).hexdigest() for p, v in ds.iter_files()}
+    sub = subprocess.run([sys.executable, "-c",
+        "import hashlib, seclaunch_data as s; "
+        "print(hashlib.sha256(s.get('img-1').read('img/big.bin')).hexdigest())"],
+        capture_output=True, text=True, close_fds=True)
+    json.dump({"kind": ds.kind, "sums": sums, "sub": sub.stdout.strip(),
+               "sub_err": sub.stderr[-300:]}, open(sys.argv[1], "w"))
+
+
+if __name__ == "__main__":
+    main()
+EOF
+SAUD=$T/stream-audit.log
+check "run --stage stream --window 300K over a 3+-shard dataset: exit 0" 0 \
+	"$SL" run "${RUNA[@]/$T\/audit.log/$SAUD}" --stage stream --window 300K -q ds -- \
+	"$PY" streamjob.py "$T/s1.json"
+oks() { "$PY" -c "import json,sys; r=json.load(open('$T/s1.json')); sys.exit(0 if ($1) else 1)"; }
+assert "the job sees a stream dataset" oks "r['kind'] == 'stream'"
+while read -r sum path; do
+	p=${path#./}
+	assert "streamed: the job read $p exactly" oks "r['sums'].get('$p') == '$sum'"
+done <want.sums
+assert "streamed: a close_fds subprocess read img/big.bin (spread over shards) exactly" \
+	oks "r['sub'] == '$big'"
+"$PY" - "$SAUD" >stream.rec <<'EOF'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("event") == "run.wipe":
+        for d in r["details"]["staged"]:
+            if d.get("method") == "stream":
+                print(d["peak_staged"], d["window"], d["shards_staged"], d["zeroed"])
+EOF
+read -r peak win nst zeroed <stream.rec
+assert "the audit log says how much was staged at most: $peak <= window $win" \
+	test "${peak:-999999999}" -le "${win:-0}"
+assert "every shard was staged ($nst) and the stream zeroed ($zeroed)" \
+	test "${nst:-0}" -ge 3 -a "$zeroed" = "True"
+mkdir bigsrc
+head -c 3000000 /dev/urandom >bigsrc/x
+"$SL" encrypt "${KMSA[@]}" --key-id ds-key --admin-token-file "$KMS_TOKEN" \
+	--dataset-id big-shards --shard-size 2M -q bigsrc -o ds-bigshards
+before=$(grep -c '"event":"kms.release"' "$KMS_STATE/audit.log")
+check_err "a --window smaller than the largest shard is refused first (exit 1)" 1 "largest shard" \
+	"$SL" run "${RUNA[@]}" --stage stream --window 1M ds-bigshards -- true
+assert "... and the KMS released nothing" \
+	test "$(grep -c '"event":"kms.release"' "$KMS_STATE/audit.log")" = "$before"
+
 # a process outside the job asks the data service: refused and audited
 AUD=$T/audit2.log
 "$SL" run "${RUNA[@]/$T\/audit.log/$AUD}" -q ds -- "$PY" job.py "$T/r2.json" wait &
