@@ -42,7 +42,7 @@ rule() { # id [extra members...]
 	[ $# -gt 0 ] && extra=", $*"
 	echo "{\"id\": \"$id\", \"allowed_regions\": [\"gcp:europe-west4\"], \"tee_kinds\": [\"tpm2\"]$extra}"
 }
-DS="wl-bin wl-py wl-sh wl-env wl-comp wl-lease wl-plain"
+DS="wl-bin wl-py wl-sh wl-env wl-comp wl-lease wl-plain wl-shard"
 plain_rules() {
 	local r="" d
 	for d in $DS; do r="$r${r:+, }$(rule "$d" "$@")"; done
@@ -59,7 +59,13 @@ KMSA=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
 AK=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ak_name"])' "$T/enroll.json")
 assert "enrolled the TPM" test -n "$AK"
 check "create a key" 0 "$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id wl-key
-for d in $DS; do
+# a sharded dataset (a folder: its root is the manifest's)
+mkdir -p "$T/shard-in"
+for f in a b c; do head -c 40000 /dev/urandom >"$T/shard-in/$f"; done
+check "encrypt wl-shard (sharded)" 0 "$SL" encrypt "${KMSA[@]}" --key-id wl-key --admin-token-file "$KMS_TOKEN" \
+	--dataset-id wl-shard --shard-size 64K -q "$T/shard-in" -o "$T/wl-shard"
+rm -rf "$T/shard-in"
+for d in ${DS% wl-shard}; do
 	head -c 3000 /dev/urandom >"$T/$d.plain"
 	check "encrypt $d" 0 "$SL" encrypt "${KMSA[@]}" --key-id wl-key --admin-token-file "$KMS_TOKEN" \
 		--dataset-id "$d" -q "$T/$d.plain" -o "$T/$d.sld"
@@ -88,6 +94,8 @@ id_of() { # DATASET -- CMD...: the predicted identity
 ID_BIN=$(id_of wl-bin -- "$T/jobbin" a b)
 ID_PY=$(id_of wl-py -- "$PY" job.py --epochs=3)
 ID_SH=$(id_of wl-sh -- ./job.sh x)
+ID_SHARD=$("$SL" measure --predict --policy "$T/p0.json" --json "${ENVA[@]}" "$T/wl-shard" -- "$T/jobbin" |
+	python3 -c 'import json,sys; print(json.load(sys.stdin)["identity"])')
 ID_ENV=$("$SL" measure --predict --policy "$T/p0.json" --json "${ENVA[@]}" --env MODE=train \
 	"$T/wl-env.sld" -- "$PY" job.py | python3 -c 'import json,sys; print(json.load(sys.stdin)["identity"])')
 assert "predict: four distinct identities" \
@@ -105,6 +113,7 @@ policy "$T/p1.json" "[$(rule wl-bin "\"workloads\": [{\"identity\": [\"$ID_BIN\"
  $(rule wl-sh "\"workloads\": [{\"identity\": [\"$ID_SH\"]}]"),
  $(rule wl-env "\"workloads\": [{\"identity\": [\"$ID_ENV\"]}]"),
  $(rule wl-comp "$COMP"),
+ $(rule wl-shard "\"workloads\": [{\"identity\": [\"$ID_SHARD\"]}]"),
  $(rule wl-lease "\"key_ttl\": 3"), $(rule wl-plain)]"
 check "policy with workloads passes policy check" 0 "$SL" policy check --policy "$T/p1.json"
 stop_kms
@@ -122,6 +131,8 @@ check "binary: the predicted identity is the measured one (released, exit 0)" 0 
 assert "binary: the audit's run.measure names the predicted identity" grep -q "\"identity\":\"$ID_BIN\"" "$AUDIT"
 check "python script: predicted == measured" 0 "$SL" run "${RUNA[@]}" "$T/wl-py.sld" -- "$PY" job.py --epochs=3
 check "#! script: predicted == measured (interpreter + script)" 0 "$SL" run "${RUNA[@]}" "$T/wl-sh.sld" -- ./job.sh x
+check "sharded dataset: predicted == measured (the manifest root in the identity)" 0 \
+	"$SL" run "${RUNA[@]}" "$T/wl-shard" -- "$T/jobbin"
 check "env variation: predicted == measured" 0 "$SL" run "${RUNA[@]}" --env MODE=train "$T/wl-env.sld" -- "$PY" job.py
 check_err "binary: another argument -> a different identity, denied" 4 "workloads\[0\]: identity differs" \
 	"$SL" run "${RUNA[@]}" "$T/wl-bin.sld" -- "$T/jobbin" a b c
