@@ -302,6 +302,12 @@ assert "revocation: the reason names the revoked AK" \
 	bash -c "grep '\"run.lease_ended\"' '$AUDIT' | tail -1 | grep -q 'ak_revoked'"
 check_err "a revoked AK's release is refused by name" 3 "revoked" \
 	"$SL" run "${RUNA[@]}" "$T/wl-plain.sld" -- true
+stop_kms
+start_kms "$T/kms" --listen "127.0.0.1:$KMS_PORT" --policy "$T/kms-policy.json" --policy-pubkey "$T/policy.pub" || exit 1
+check_err "revocation survives a restart (the registry, under its MAC)" 3 "ak_revoked" \
+	"$SL" run "${RUNA[@]}" "$T/wl-plain.sld" -- true
+check_err "enrolling the revoked AK again does not lift it" 3 "ak_revoked" \
+	bash -c "'$SL' enroll ${KMSA[*]} --tcti '$SWTPM_TCTI' -q && '$SL' run ${RUNA[*]} '$T/wl-plain.sld' -- true"
 check "enroll list --json marks it revoked" 0 "$SL" enroll list "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --json
 assert "enroll list: revoked" grep -q '"revoked"' "$T/out"
 check "the audit log of all these runs verifies" 0 "$SL" audit verify --chain-only "$AUDIT"
