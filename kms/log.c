@@ -53,7 +53,7 @@ static bool stderr_is_journal(void)
 	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
 }
 
-static sl_err open_file(const char *path, int *fd)
+static SL_RESULT open_file(const char *path, int *fd)
 {
 	*fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0640);
 	if (*fd < 0)

@@ -43,7 +43,7 @@ static void usage(FILE *f)
 	        "signature invalid, 6 keystore or registry integrity failure, 7 system error.\n");
 }
 
-static sl_err load_admin_token(kmsd_ctx *ctx, const char *path)
+static SL_RESULT load_admin_token(kmsd_ctx *ctx, const char *path)
 {
 	sl_err rc = SL_E_INPUT;
 	sl_secret *t = NULL;
@@ -61,7 +61,7 @@ out:
 	return rc;
 }
 
-static sl_err run(kmsd_config *cfg, const kmsd_start_opts *opts)
+static SL_RESULT run(kmsd_config *cfg, const kmsd_start_opts *opts)
 {
 	sl_err rc = SL_E_INTERNAL;
 	kmsd_ctx ctx = {.cfg = cfg};

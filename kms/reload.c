@@ -84,10 +84,11 @@ sl_err kmsd_policy_load(const kmsd_config *c, sl_policy **out)
 		if (rc == SL_OK && !c->dev && sl_policy_is_dev(*out)) {
 			sl_policy_free(*out);
 			*out = NULL;
-			return sl_err_set(SL_E_INPUT,
-			                  "%s: the built-in development policy (it releases any key); "
-			                  "only seclaunchd --dev takes it",
-			                  c->policy);
+			return sl_err_set(
+			    SL_E_INPUT,
+			    "%s: the built-in development policy (it releases any key); "
+			    "only seclaunchd --dev takes it",
+			    c->policy);
 		}
 		return rc;
 	}
@@ -190,7 +191,7 @@ static bool str_differs(const char *a, const char *b)
 
 /* Puts the start-up value of every restart-only key into c, warning about
  * each one the new configuration changes. */
-static sl_err keep_restart_keys(kmsd_config *c, const kmsd_config *s)
+static SL_RESULT keep_restart_keys(kmsd_config *c, const kmsd_config *s)
 {
 	const struct {
 		const char *name;

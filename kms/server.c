@@ -137,7 +137,7 @@ static bool pool_push(struct pool *p, struct conn *st)
 	return ok;
 }
 
-static sl_err pool_start(struct pool *p, kmsd_ctx *ctx, unsigned n)
+static SL_RESULT pool_start(struct pool *p, kmsd_ctx *ctx, unsigned n)
 {
 	sl_err rc = SL_E_SYSTEM;
 	p->ctx = ctx;
@@ -363,8 +363,8 @@ static void audit_event(kmsd_ctx *base, const char *event, json_t *details)
 	kmsd_live_leave(gen);
 }
 
-static sl_err parse_listen(const char *s, struct sockaddr_storage *ss, char *host, size_t hostn,
-                           unsigned *port)
+static SL_RESULT parse_listen(const char *s, struct sockaddr_storage *ss, char *host, size_t hostn,
+                              unsigned *port)
 {
 	sl_err rc = SL_E_INPUT;
 	const char *colon = strrchr(s, ':');

@@ -100,8 +100,8 @@ out:
 	return rc;
 }
 
-static sl_err add(sl_dsvc *s, const char *dataset_id, int fd, json_t *info,
-                  const sl_dsvc_stream_ops *ops)
+static SL_RESULT add(sl_dsvc *s, const char *dataset_id, int fd, json_t *info,
+                     const sl_dsvc_stream_ops *ops)
 {
 	sl_err rc = SL_E_NOMEM;
 	struct dataset *v;

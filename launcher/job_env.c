@@ -126,7 +126,7 @@ void sl_job_env_free(sl_job_env *e)
 	free(e);
 }
 
-static sl_err push(char ***v, size_t *n, const char *s)
+static SL_RESULT push(char ***v, size_t *n, const char *s)
 {
 	char **nv = realloc(*v, (*n + 1) * sizeof(char *));
 	if (nv == NULL)
@@ -207,7 +207,7 @@ static long find(char **v, size_t cnt, const char *k, size_t n)
 }
 
 /* Adds or replaces "K=V". */
-static sl_err put(char ***v, size_t *cnt, const char *kv)
+static SL_RESULT put(char ***v, size_t *cnt, const char *kv)
 {
 	size_t n = (size_t)(strchr(kv, '=') - kv);
 	long at = find(*v, *cnt, kv, n);

@@ -47,8 +47,8 @@ void sl_run_say(const char *fmt, ...)
 }
 
 /* Appends one record; reasons and details are consumed (json_decref). */
-static sl_err record(struct sl_run_st *s, const char *event, const char *ds, const char *key,
-                     const char *decision, json_t *reasons, json_t *details)
+static SL_RESULT record(struct sl_run_st *s, const char *event, const char *ds, const char *key,
+                        const char *decision, json_t *reasons, json_t *details)
 {
 	sl_err rc = SL_OK;
 	if (s->audit != NULL) {
@@ -96,7 +96,7 @@ static uint64_t ds_size(const struct sl_run_st *s, size_t i)
 	                         : sl_sld_header_plaintext_len(s->hdr[i]);
 }
 
-static sl_err step_audit_open(struct sl_run_st *s)
+static SL_RESULT step_audit_open(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	uint8_t id[8];
@@ -130,7 +130,7 @@ out:
 /* The job's user and executable, settled before anything is attested: a
  * command that cannot run costs no key release (exit 127 when it is not
  * found, 126 when it cannot be executed, as env(1)). */
-static sl_err step_command(struct sl_run_st *s)
+static SL_RESULT step_command(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	char **envp = NULL;
@@ -177,7 +177,7 @@ static uint64_t mem_available(void)
 }
 
 /* Opens one dataset: an SLD file, a dataset folder, or a dataset URL. */
-static sl_err open_dataset(struct sl_run_st *s, size_t i, const char *path)
+static SL_RESULT open_dataset(struct sl_run_st *s, size_t i, const char *path)
 {
 	sl_err rc = SL_E_INPUT;
 	uint8_t d[32];
@@ -203,7 +203,7 @@ out:
 	return rc;
 }
 
-static sl_err step_datasets(struct sl_run_st *s)
+static SL_RESULT step_datasets(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INPUT;
 	uint64_t total = 0;
@@ -266,7 +266,7 @@ out:
 	return rc;
 }
 
-static sl_err step_policy(struct sl_run_st *s)
+static SL_RESULT step_policy(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	SL_GUARD(sl_policy_load_signed(s->o->policy_path, s->o->policy_sig, s->o->policy_pub,
@@ -278,7 +278,7 @@ out:
 	return rc;
 }
 
-static sl_err step_preflight(struct sl_run_st *s)
+static SL_RESULT step_preflight(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	sl_decision *d = NULL;
@@ -322,7 +322,7 @@ out:
  * code; sl_kms_refusal_code() says which exit code that is (evidence the KMS
  * would not accept is an attestation failure, exit 3, not a policy decision).
  * The reasons are printed and audited either way. */
-static sl_err explain_refusal(struct sl_run_st *s)
+static SL_RESULT explain_refusal(struct sl_run_st *s)
 {
 	char detail[1024];
 	const json_t *prob = sl_kms_last_problem(s->kms);
@@ -347,7 +347,7 @@ static sl_err explain_refusal(struct sl_run_st *s)
 	    detail);
 }
 
-static sl_err step_release(struct sl_run_st *s)
+static SL_RESULT step_release(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	sl_kms_key_req keys[SL_RUN_MAX_DATASETS];
@@ -393,7 +393,7 @@ out:
 	return rc;
 }
 
-static sl_err step_stage(struct sl_run_st *s)
+static SL_RESULT step_stage(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	for (size_t i = 0; i < s->n; i++) {
@@ -490,7 +490,7 @@ static void data_refused(void *ctx, pid_t pid, uid_t uid, const char *why)
 		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
 }
 
-static sl_err stream_acquire(void *ctx, uint32_t shard, int *fd, uint64_t *len, int *not_ready)
+static SL_RESULT stream_acquire(void *ctx, uint32_t shard, int *fd, uint64_t *len, int *not_ready)
 {
 	return sl_stream_acquire(ctx, shard, fd, len, not_ready);
 }
@@ -522,7 +522,7 @@ static json_t *stream_entry(const struct sl_run_st *s, size_t i)
 
 /* The data service: every host-staged dataset, for the job and every
  * process it starts (SECLAUNCH_DATA_SOCKET). */
-static sl_err start_data_service(struct sl_run_st *s, json_t *data)
+static SL_RESULT start_data_service(struct sl_run_st *s, json_t *data)
 {
 	sl_err rc = SL_E_INTERNAL;
 	char *kv = NULL;
@@ -572,7 +572,7 @@ static void job_started(pid_t pid, void *ctx)
 	sl_run_lease_start(s);
 }
 
-static sl_err step_job(struct sl_run_st *s, int *exit_code)
+static SL_RESULT step_job(struct sl_run_st *s, int *exit_code)
 {
 	sl_err rc = SL_E_INTERNAL;
 	json_t *data = json_object(), *e = NULL;
@@ -656,7 +656,7 @@ out:
 }
 
 /* Wipes every key and all staged plaintext; says so in the audit log. */
-static sl_err wipe_all(struct sl_run_st *s, const char *why)
+static SL_RESULT wipe_all(struct sl_run_st *s, const char *why)
 {
 	json_t *list = json_array();
 	size_t deks = 0;

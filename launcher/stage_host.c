@@ -94,7 +94,7 @@ static bool try_secretmem(sl_stage *s)
 	return true;
 }
 
-static sl_err open_memfd(sl_stage *s)
+static SL_RESULT open_memfd(sl_stage *s)
 {
 	sl_err rc = SL_E_SYSTEM;
 	int fd = memfd_create("seclaunch-stage", MFD_CLOEXEC | MFD_ALLOW_SEALING);

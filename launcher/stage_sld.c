@@ -22,7 +22,7 @@ struct sink_ctx {
 	int (*interrupted)(void);
 };
 
-static sl_err interrupted_check(int (*interrupted)(void))
+static SL_RESULT interrupted_check(int (*interrupted)(void))
 {
 	int sig = interrupted != NULL ? interrupted() : 0;
 	if (sig != 0)
@@ -30,7 +30,7 @@ static sl_err interrupted_check(int (*interrupted)(void))
 	return SL_OK;
 }
 
-static sl_err sink(void *ctx, uint64_t chunk_index, const uint8_t *plain, size_t len)
+static SL_RESULT sink(void *ctx, uint64_t chunk_index, const uint8_t *plain, size_t len)
 {
 	struct sink_ctx *c = ctx;
 	sl_err rc = sl_stage_write(c->stage, c->off, plain, len);
@@ -40,14 +40,14 @@ static sl_err sink(void *ctx, uint64_t chunk_index, const uint8_t *plain, size_t
 	return interrupted_check(c->interrupted);
 }
 
-static sl_err into_prepare(void *ctx, uint64_t chunk_index, uint64_t off, size_t len)
+static SL_RESULT into_prepare(void *ctx, uint64_t chunk_index, uint64_t off, size_t len)
 {
 	struct sink_ctx *c = ctx;
 	(void)chunk_index;
 	return sl_stage_host_prefault(c->stage, c->base + off, len);
 }
 
-static sl_err into_done(void *ctx, uint64_t chunk_index, uint64_t done_bytes)
+static SL_RESULT into_done(void *ctx, uint64_t chunk_index, uint64_t done_bytes)
 {
 	struct sink_ctx *c = ctx;
 	(void)chunk_index;
@@ -57,7 +57,8 @@ static sl_err into_done(void *ctx, uint64_t chunk_index, uint64_t done_bytes)
 
 /* Host: decrypted in place in the mapping, which no one else can see until
  * sl_stage_seal and the job; on failure sl_stage_free wipes all of it. */
-static sl_err stage_host_into(sl_stage *s, sl_sld_reader *r, unsigned threads, struct sink_ctx *c)
+static SL_RESULT stage_host_into(sl_stage *s, sl_sld_reader *r, unsigned threads,
+                                 struct sink_ctx *c)
 {
 	sl_err rc = SL_E_INTERNAL;
 	sl_sld_into_ops ops = {.prepare = into_prepare, .done = into_done, .ctx = c};
