@@ -25,7 +25,7 @@ static bool is_hex64(const char *s)
 	return true;
 }
 
-static sl_err file_ref(const json_t *o, const char *path)
+static SL_RESULT file_ref(const json_t *o, const char *path)
 {
 	static const char *const fields[] = {"path", "sha256", NULL};
 	sl_err rc = F;
@@ -40,7 +40,7 @@ out:
 	return rc;
 }
 
-static sl_err str_array(const json_t *a, const char *path, size_t max)
+static SL_RESULT str_array(const json_t *a, const char *path, size_t max)
 {
 	sl_err rc = F;
 	size_t i;
@@ -122,7 +122,7 @@ sl_err sl_workload_canonical(const json_t *ev, char **text)
 	return *text != NULL ? SL_OK : sl_err_set(SL_E_NOMEM, "workload event text");
 }
 
-static sl_err digest_md(const json_t *ev, const EVP_MD *md, uint8_t *out)
+static SL_RESULT digest_md(const json_t *ev, const EVP_MD *md, uint8_t *out)
 {
 	char *t = NULL;
 	unsigned int n = 0;
@@ -179,7 +179,7 @@ out:
 	return rc;
 }
 
-static sl_err set_json(sl_claims *c, const char *key, const json_t *v)
+static SL_RESULT set_json(sl_claims *c, const char *key, const json_t *v)
 {
 	char *t = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
 	if (t == NULL)

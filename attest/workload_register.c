@@ -12,7 +12,7 @@
 #include "seclaunch/workload.h"
 #include "tpm2_int.h"
 
-static sl_err read_pcr(sl_tpm2_conn *c, unsigned pcr, uint8_t out[static 32])
+static SL_RESULT read_pcr(sl_tpm2_conn *c, unsigned pcr, uint8_t out[static 32])
 {
 	sl_err rc = SL_E_TPM;
 	TPML_PCR_SELECTION sel = {.count = 1};

@@ -36,7 +36,7 @@ void kmsd_handle_aks_list(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response 
 	res->json = json_pack("{s:o}", "aks", l);
 }
 
-static sl_err parse(const uint8_t *body, size_t len, uint8_t *name, size_t *nlen, char *hex)
+static SL_RESULT parse(const uint8_t *body, size_t len, uint8_t *name, size_t *nlen, char *hex)
 {
 	static const char *const fields[] = {"name", NULL};
 	sl_err rc = SL_E_INPUT;

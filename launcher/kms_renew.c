@@ -11,7 +11,7 @@ const json_t *sl_kms_last_lease(const sl_kms *k)
 	return k->lease;
 }
 
-static sl_err put_b64(json_t *o, const char *field, const uint8_t *p, size_t len)
+static SL_RESULT put_b64(json_t *o, const char *field, const uint8_t *p, size_t len)
 {
 	char *s = NULL;
 	sl_err rc = sl_b64_encode(p, len, &s);

@@ -107,7 +107,7 @@ static void end(struct sl_run_lease *L, sl_err code, const char *fmt, ...)
 }
 
 /* One renewal; SL_OK with *lease (NULL: no lease any more). */
-static sl_err renew_once(struct sl_run_lease *L, json_t **lease)
+static SL_RESULT renew_once(struct sl_run_lease *L, json_t **lease)
 {
 	struct sl_run_st *s = L->s;
 	sl_err rc = SL_E_INTERNAL;

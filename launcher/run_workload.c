@@ -57,7 +57,7 @@ void sl_wl_free(sl_wl *w)
 	memset(w, 0, sizeof(*w));
 }
 
-static sl_err hash_fd(int fd, const char *name, char hex[65])
+static SL_RESULT hash_fd(int fd, const char *name, char hex[65])
 {
 	crypto_hash_sha256_state st;
 	uint8_t buf[65536], d[32];
@@ -80,7 +80,7 @@ static sl_err hash_fd(int fd, const char *name, char hex[65])
 	return SL_OK;
 }
 
-static sl_err open_regular(const char *path, int *fd)
+static SL_RESULT open_regular(const char *path, int *fd)
 {
 	struct stat st;
 	*fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -141,8 +141,8 @@ static char *xstrdup(const char *s)
 
 /* "#!INTERP [ARG]" as the kernel reads it: *interp and *arg (or "") set
  * when the file starts so. */
-static sl_err shebang(int fd, const char *path, char *interp, size_t ni, char *arg, size_t na,
-                      bool *is)
+static SL_RESULT shebang(int fd, const char *path, char *interp, size_t ni, char *arg, size_t na,
+                         bool *is)
 {
 	char buf[256];
 	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
@@ -294,7 +294,7 @@ void sl_wl_predict_pcr(const sl_wl *w, uint8_t out[static 32])
 }
 
 /* Reads the locked log into w->events (empty file: no events). */
-static sl_err read_log(sl_wl *w)
+static SL_RESULT read_log(sl_wl *w)
 {
 	static const char *const fields[] = {"register", "events", NULL};
 	sl_err rc = SL_E_ATTEST;
@@ -329,7 +329,7 @@ out:
 	return rc;
 }
 
-static sl_err write_log(sl_wl *w)
+static SL_RESULT write_log(sl_wl *w)
 {
 	sl_err rc = SL_E_IO;
 	json_t *doc = json_pack("{s:s, s:O}", "register", w->reg, "events", w->events);

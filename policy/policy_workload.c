@@ -29,7 +29,7 @@ static bool hex64(const char *s)
 	return true;
 }
 
-static sl_err check_list(const json_t *v, const char *path, const char *field)
+static SL_RESULT check_list(const json_t *v, const char *path, const char *field)
 {
 	size_t i;
 	json_t *e;
