@@ -31,8 +31,11 @@ struct rel {
 	bool ak_refused;
 	bool store_failed;       /* the state store could not answer: 503, no decision */
 	char ak_hex[2 * 66 + 1]; /* the AK presented, enrolled or not (for the record) */
-	bool verified;           /* the evidence was looked at (claims_digest means something) */
-	const char *source;      /* client address, or NULL */
+	bool ak_revoked;
+	char revoked_name[2 * 66 + 1];
+	uint64_t ttl;       /* smallest key_ttl of the decisions (0: none): the lease */
+	bool verified;      /* the evidence was looked at (claims_digest means something) */
+	const char *source; /* client address, or NULL */
 };
 
 static void deny(struct rel *r, enum kmsd_denial d, const kmsd_key_entry *key, const char *fmt, ...)
@@ -64,7 +67,12 @@ static bool ak_enrolled(const uint8_t *name, size_t len, void *cbctx)
 	if (rc == SL_E_SYSTEM)
 		r->store_failed = true;
 	else if (rc != SL_OK)
-		fprintf(stderr, "seclaunchd: %s\n", sl_err_detail());
+		kmsd_log(KMSD_LOG_ERR, "%s", sl_err_detail());
+	if (st == KMSD_AK_REVOKED) {
+		sl_hex_encode(name, len <= 66 ? len : 0, r->revoked_name);
+		r->ak_revoked = true;
+		return false;
+	}
 	if (st != KMSD_AK_ENROLLED)
 		r->ak_refused = true;
 	return st == KMSD_AK_ENROLLED;
@@ -105,6 +113,7 @@ static void check_evidence(struct rel *r, const uint8_t binding[static SL_BINDIN
 		                     .ak_enrolled = ak_enrolled,
 		                     .ak_enrolled_ctx = r};
 		r->ak_refused = false;
+		r->ak_revoked = false;
 		kmsd_metrics_count(r->ctx->metrics, KMSD_C_EVIDENCE_VERIFIED);
 		sl_err rc = sl_claims_new(&c);
 		if (rc == SL_OK)
@@ -112,11 +121,17 @@ static void check_evidence(struct rel *r, const uint8_t binding[static SL_BINDIN
 		if (rc == SL_OK)
 			rc = sl_claims_merge(r->claims, c);
 		if (rc != SL_OK) {
-			enum kmsd_denial d = r->ak_refused               ? KMSD_D_AK_UNKNOWN
+			enum kmsd_denial d = r->ak_revoked               ? KMSD_D_AK_REVOKED
+			                     : r->ak_refused             ? KMSD_D_AK_UNKNOWN
 			                     : rc == SL_E_ATTEST_BINDING ? KMSD_D_BINDING
 			                                                 : KMSD_D_EVIDENCE;
-			deny(r, d, NULL, "evidence[%zu]: %s", i,
-			     sl_err_detail()[0] ? sl_err_detail() : sl_err_message(rc));
+			if (r->ak_revoked)
+				deny(r, d, NULL,
+				     "evidence[%zu]: AK %s was revoked by an administrator", i,
+				     r->revoked_name);
+			else
+				deny(r, d, NULL, "evidence[%zu]: %s", i,
+				     sl_err_detail()[0] ? sl_err_detail() : sl_err_message(rc));
 		}
 		sl_claims_free(c);
 	}
@@ -166,6 +181,8 @@ static void check_policy(struct rel *r)
 		}
 		for (size_t j = 0; j < sl_decision_reason_count(d); j++)
 			deny(r, KMSD_D_POLICY, k, "keys[%zu]: %s", i, sl_decision_reason(d, j));
+		if (sl_decision_key_ttl(d) != 0 && (r->ttl == 0 || sl_decision_key_ttl(d) < r->ttl))
+			r->ttl = sl_decision_key_ttl(d);
 		if (!sl_decision_allowed(d) && sl_decision_reason_count(d) == 0)
 			deny(r, KMSD_D_POLICY, k, "keys[%zu]: denied by policy", i);
 		sl_decision_free(d);
@@ -402,6 +419,8 @@ void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *
 		kmsd_metrics_release(ctx->metrics, r.req->nkeys);
 		res->status = 200;
 		res->json = json_pack("{s:O}", "keys", out);
+		if (res->json != NULL && r.ttl != 0)
+			json_object_set_new(res->json, "lease", kmsd_lease_json(r.ttl));
 		goto out;
 	}
 	if (r.store_failed) {

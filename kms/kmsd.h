@@ -252,9 +252,16 @@ SL_MUST_USE sl_err kmsd_registry_add(kmsd_registry *r, const uint8_t *ak_name, s
                                      const uint8_t ek_digest[static 32]);
 SL_MUST_USE sl_err kmsd_registry_add_at(kmsd_registry *r, const uint8_t *ak_name, size_t len,
                                         const uint8_t ek_digest[static 32], int64_t when);
-/* SL_E_INPUT when it is not enrolled. */
-SL_MUST_USE sl_err kmsd_registry_revoke(kmsd_registry *r, const uint8_t *ak_name, size_t len);
 size_t kmsd_registry_count(kmsd_registry *r);
+/* Revocation (an admin's, handlers_aks.c): a revoked AK stays listed, is
+ * refused by name, and cannot enroll again. SL_E_INPUT when not enrolled;
+ * *was: it was revoked already (nothing written). */
+SL_MUST_USE sl_err kmsd_registry_revoke(kmsd_registry *r, const uint8_t *ak_name, size_t len,
+                                        bool *was);
+bool kmsd_registry_revoked(kmsd_registry *r, const uint8_t *ak_name, size_t len);
+/* The enrolled AKs, in name order: [{"name", "ek_sha256", "enrolled",
+ * "revoked", "verified"}] (new reference; NULL: no memory or no store). */
+json_t *kmsd_registry_list(kmsd_registry *r);
 
 /* ---- request parsers (parse.c): pure functions over untrusted bytes ---- */
 
@@ -331,6 +338,8 @@ enum kmsd_route {
 	KMSD_R_WRAP,
 	KMSD_R_HEALTH,
 	KMSD_R_METRICS,
+	KMSD_R_RENEW,
+	KMSD_R_AKS,
 	KMSD_R_OTHER,
 	KMSD_R__COUNT
 };
@@ -345,6 +354,7 @@ enum kmsd_route {
 	X(IDENTITY, "identity_invalid")                                                            \
 	X(BINDING, "binding_mismatch")                                                             \
 	X(AK_UNKNOWN, "ak_not_enrolled")                                                           \
+	X(AK_REVOKED, "ak_revoked")                                                                \
 	X(POLICY, "policy_denied")                                                                 \
 	X(KEY_UNKNOWN, "key_unknown")                                                              \
 	X(KEY_DISABLED, "key_disabled")                                                            \
@@ -484,6 +494,14 @@ void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id
  * action: NULL for the key itself. */
 void kmsd_handle_key_admin(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id,
                            const char *action, kmsd_response *res);
+/* handlers_renew.c: POST /v1/renew (a lease renewal: docs/protocol.md). */
+void kmsd_handle_renew(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+/* handlers_aks.c: GET /v1/aks, POST /v1/aks/revoke (admin). */
+void kmsd_handle_aks_list(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+void kmsd_handle_aks_revoke(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+/* The lease of an allowed release or renewal: {"ttl", "expires"} for the
+ * smallest key_ttl of the decisions (ttl_s), NULL when there is none. */
+json_t *kmsd_lease_json(uint64_t ttl_s);
 void kmsd_handle_health(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_metrics(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 

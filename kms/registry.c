@@ -124,11 +124,63 @@ sl_err kmsd_registry_add(kmsd_registry *r, const uint8_t *name, size_t len,
 	return kmsd_registry_add_at(r, name, len, ek_digest, (int64_t)time(NULL));
 }
 
-sl_err kmsd_registry_revoke(kmsd_registry *r, const uint8_t *name, size_t len)
+sl_err kmsd_registry_revoke(kmsd_registry *r, const uint8_t *name, size_t len, bool *was)
 {
+	enum kmsd_ak_status st = KMSD_AK_UNKNOWN;
 	bool found = false;
-	sl_err rc = kmsd_store_ak_revoke(r->st, name, len, &found);
+	char hex[2 * KMSD_AK_NAME_MAX + 1] = "";
+	sl_err rc = kmsd_registry_lookup(r, name, len, &st);
+	*was = false;
+	if (rc != SL_OK && st != KMSD_AK_FORGED)
+		return rc;
+	if (len > 0 && len <= KMSD_AK_NAME_MAX)
+		sl_hex_encode(name, len, hex);
+	if (st == KMSD_AK_UNKNOWN)
+		return sl_err_set(SL_E_INPUT, "AK %s is not enrolled here", hex);
+	*was = st == KMSD_AK_REVOKED;
+	if (*was)
+		return SL_OK;
+	/* a forged row is revoked too: it only ever takes trust away */
+	rc = kmsd_store_ak_revoke(r->st, name, len, &found);
 	if (rc == SL_OK && !found)
-		rc = sl_err_set(SL_E_INPUT, "AK is not enrolled");
+		rc = sl_err_set(SL_E_INPUT, "AK %s is not enrolled here", hex);
 	return rc;
+}
+
+bool kmsd_registry_revoked(kmsd_registry *r, const uint8_t *name, size_t len)
+{
+	enum kmsd_ak_status st = KMSD_AK_UNKNOWN;
+	return kmsd_registry_lookup(r, name, len, &st) == SL_OK && st == KMSD_AK_REVOKED;
+}
+
+struct list_ctx {
+	kmsd_registry *r;
+	json_t *out;
+};
+
+static SL_RESULT list_one(void *ctx, const uint8_t *name, size_t len, const kmsd_ak_row *row)
+{
+	struct list_ctx *l = ctx;
+	char hex[2 * KMSD_AK_NAME_MAX + 1], ek[65], when[32];
+	uint8_t want[32];
+	sl_hex_encode(name, len, hex);
+	sl_hex_encode(row->ek_sha256, 32, ek);
+	sl_time_rfc3339((time_t)row->enrolled, when, sizeof(when));
+	mac_of(l->r, name, len, row, want);
+	json_t *e =
+	    json_pack("{s:s, s:s, s:s, s:b, s:b}", "name", hex, "ek_sha256", ek, "enrolled", when,
+	              "revoked", row->revoked, "verified", sl_ct_eq(want, row->mac, 32));
+	if (e == NULL || json_array_append_new(l->out, e) != 0)
+		return sl_err_set(SL_E_NOMEM, "AK list");
+	return SL_OK;
+}
+
+json_t *kmsd_registry_list(kmsd_registry *r)
+{
+	struct list_ctx l = {r, json_array()};
+	if (l.out == NULL || kmsd_store_ak_list(r->st, list_one, &l) != SL_OK) {
+		json_decref(l.out);
+		return NULL;
+	}
+	return l.out;
 }

@@ -205,6 +205,9 @@ enum kmsd_route kmsd_dispatch(kmsd_ctx *ctx, const kmsd_request *req, kmsd_respo
 	    {"POST", "/v1/enroll/activate", KMSD_R_ACTIVATE, kmsd_handle_activate},
 	    {"POST", "/v1/enroll/tokens", KMSD_R_ENROLL, kmsd_handle_enroll_token},
 	    {"POST", "/v1/keys", KMSD_R_KEYS, kmsd_handle_key_create},
+	    {"POST", "/v1/renew", KMSD_R_RENEW, kmsd_handle_renew},
+	    {"GET", "/v1/aks", KMSD_R_AKS, kmsd_handle_aks_list},
+	    {"POST", "/v1/aks/revoke", KMSD_R_AKS, kmsd_handle_aks_revoke},
 	    {"GET", "/v1/health", KMSD_R_HEALTH, kmsd_handle_health},
 	    {"GET", "/metrics", KMSD_R_METRICS, kmsd_handle_metrics},
 	};

@@ -289,6 +289,32 @@ sl_err kmsd_store_ak_revoke(kmsd_store *s, const uint8_t *name, size_t len, bool
 	return rc;
 }
 
+struct ak_list {
+	kmsd_ak_fn fn;
+	void *ctx;
+};
+
+static SL_RESULT ak_list_row(void *ctx, const kmsd_sqlv *c, size_t n)
+{
+	struct ak_list *l = ctx;
+	kmsd_ak_row row = {0};
+	struct ak_get g = {&row, false};
+	if (n != 5 || c[0].t != KMSD_SQLV_BLOB || c[0].n == 0 || c[0].n > KMSD_AK_NAME_MAX)
+		return sl_err_set(SL_E_INTEGRITY, "state store: aks row");
+	sl_err rc = ak_row(&g, c + 1, n - 1);
+	if (rc != SL_OK)
+		return rc;
+	return l->fn(l->ctx, c[0].p, c[0].n, &row);
+}
+
+sl_err kmsd_store_ak_list(kmsd_store *s, kmsd_ak_fn fn, void *ctx)
+{
+	static const char sql[] =
+	    "SELECT name, ek_sha256, enrolled, revoked, mac FROM aks ORDER BY name";
+	struct ak_list l = {fn, ctx};
+	return exec1(s, sql, NULL, 0, ak_list_row, &l, NULL);
+}
+
 /* ---- keys ----------------------------------------------------------------- */
 
 sl_err kmsd_store_key_create(kmsd_store *s, const char *id, const char *backend,

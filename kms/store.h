@@ -68,6 +68,9 @@ SL_MUST_USE sl_err kmsd_store_ak_get(kmsd_store *s, const uint8_t *name, size_t 
                                      kmsd_ak_row *row, bool *found);
 SL_MUST_USE sl_err kmsd_store_ak_revoke(kmsd_store *s, const uint8_t *name, size_t len,
                                         bool *found);
+/* Calls fn once per enrolled AK, in name order: (name, len, row). */
+typedef sl_err (*kmsd_ak_fn)(void *ctx, const uint8_t *name, size_t len, const kmsd_ak_row *row);
+SL_MUST_USE sl_err kmsd_store_ak_list(kmsd_store *s, kmsd_ak_fn fn, void *ctx);
 
 /* ---- keys and KEK versions -------------------------------------------- */
 

@@ -118,6 +118,8 @@ int cmd_audit(int argc, char **argv);
 int cmd_attest(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_enroll(int argc, char **argv);
+int cmd_enroll_admin(int argc, char **argv);
+int cmd_measure(int argc, char **argv);
 int cmd_key(int argc, char **argv);
 int cmd_rewrap(int argc, char **argv);
 int cmd_evidence(int argc, char **argv);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "kms_http.h"
@@ -18,7 +19,9 @@ static void usage(FILE *f)
 	fprintf(f,
 	        "Usage: seclaunch enroll --kms URL [--enroll-token-file F] [--tcti T]\n"
 	        "                        [--kms-ca FILE] [--kms-pin PIN] [--json] [-q]\n"
-	        "       seclaunch enroll --issue-token --kms URL --admin-token-file F [--ttl S]\n\n"
+	        "       seclaunch enroll --issue-token --kms URL --admin-token-file F [--ttl S]\n"
+	        "       seclaunch enroll list --kms URL --admin-token-file F [--json]\n"
+	        "       seclaunch enroll revoke --kms URL --admin-token-file F AK_NAME\n\n"
 	        "Enrolls this machine's TPM attestation key (AK) with seclaunchd: sends the EK\n"
 	        "public key (and EK certificate when the TPM has one) and the AK public key,\n"
 	        "then proves with TPM2_ActivateCredential that the AK lives in that TPM.\n"
@@ -38,6 +41,9 @@ static void usage(FILE *f)
 	        "  --kms-pin PIN     pinned KMS public key: sha256//BASE64 or a key file\n"
 	        "  --json            print {\"ak_name\": ...}\n"
 	        "  -q, --quiet       print nothing on success\n\n"
+	        "list and revoke (admin, --admin-token-file F): the enrolled AKs, and\n"
+	        "revoking one; a revoked AK's jobs stop at their next lease renewal\n"
+	        "(seclaunch enroll list --help).\n\n"
 	        "Exit codes (docs/exit-codes.md): 0 enrolled, 1 usage, 5 KMS unreachable or\n"
 	        "refused, 7 TPM error.\n");
 }
@@ -125,6 +131,8 @@ int cmd_enroll(int argc, char **argv)
 	sl_kms *k = NULL;
 	char *name = NULL;
 	sl_err rc;
+	if (argc > 1 && (strcmp(argv[1], "list") == 0 || strcmp(argv[1], "revoke") == 0))
+		return cmd_enroll_admin(argc, argv); /* cmd_enroll_admin.c */
 	int ret = sl_cli_parse(&spec, &c, &sh, argc, argv);
 	if (ret >= 0)
 		return ret;

@@ -17,6 +17,7 @@
 #include "seclaunch/secret.h"
 #include "seclaunch/stage.h"
 #include "seclaunch/util.h"
+#include "seclaunch/workload.h"
 
 static void usage(FILE *f)
 {
@@ -67,6 +68,14 @@ static void usage(FILE *f)
 	    "  --user USER[:GROUP]    run the job as USER (root only): it cannot read\n"
 	    "                         seclaunch's key files or its /proc files\n"
 	    "  --threads N            decryption threads (default: online CPUs)\n"
+	    "  --image-digest D       the container image (sha256:HEX): part of the job's\n"
+	    "                         identity (docs/claims.md)\n"
+	    "  --workload-pcr N       TPM PCR the job's identity is extended into\n"
+	    "                         (default 15)\n"
+	    "  --workload-log F       the register's workload event log (or\n"
+	    "                         $SECLAUNCH_WORKLOAD_LOG; default under /run/seclaunch)\n"
+	    "  --lease-grace S        after the lease's expiry without a renewal, before the\n"
+	    "                         job is stopped (default 2)\n"
 	    "  --audit-log F          audit log (or $SECLAUNCH_AUDIT_LOG; default\n"
 	    "                         $XDG_STATE_HOME/seclaunch/audit.log)\n"
 	    "  --audit-key F          Ed25519 checkpoint key for the audit log (or\n"
@@ -100,6 +109,10 @@ enum {
 	O_AUDIT_KEY,
 	O_USER,
 	O_KILL_GRACE,
+	O_IMAGE_DIGEST,
+	O_WORKLOAD_PCR,
+	O_WORKLOAD_LOG,
+	O_LEASE_GRACE,
 	O_CLEAN_ENV,
 	O_WINDOW,
 	O_GPU_DECRYPT,
@@ -122,6 +135,10 @@ static const struct sl_cli_opt run_opts[] = {
     {"audit-key", required_argument, O_AUDIT_KEY, NULL},
     {"user", required_argument, O_USER, NULL},
     {"kill-grace", required_argument, O_KILL_GRACE, NULL},
+    {"image-digest", required_argument, O_IMAGE_DIGEST, NULL},
+    {"workload-pcr", required_argument, O_WORKLOAD_PCR, NULL},
+    {"workload-log", required_argument, O_WORKLOAD_LOG, NULL},
+    {"lease-grace", required_argument, O_LEASE_GRACE, NULL},
     {"clean-env", no_argument, O_CLEAN_ENV, NULL},
     {"window", required_argument, O_WINDOW, NULL},
     SL_REMOTE_OPTS,
@@ -235,6 +252,29 @@ static int on_option(void *ctx, int key, char *arg)
 			return sl_cli_usage("run", "--kill-grace: '%s' is not 0..86400", arg);
 		r->kill_grace_set = true;
 		break;
+	case O_IMAGE_DIGEST:
+		if (strncmp(arg, "sha256:", 7) != 0 || strlen(arg) != 71 ||
+		    strspn(arg + 7, "0123456789abcdef") != 64)
+			return sl_cli_usage("run",
+			                    "--image-digest: '%s' is not sha256: and 64 "
+			                    "lower-case hex digits",
+			                    arg);
+		r->image_digest = arg;
+		break;
+	case O_WORKLOAD_PCR:
+		if (!parse_uint(arg, 15, &r->workload_pcr))
+			return sl_cli_usage("run",
+			                    "--workload-pcr: '%s' is not 0..15 (16 and 23 can be "
+			                    "reset by anyone, 17-22 belong to DRTM)",
+			                    arg);
+		break;
+	case O_WORKLOAD_LOG:
+		r->workload_log = arg;
+		break;
+	case O_LEASE_GRACE:
+		if (!parse_uint(arg, 3600, &r->lease_grace_s))
+			return sl_cli_usage("run", "--lease-grace: '%s' is not 0..3600", arg);
+		break;
 	case 'v':
 		r->verbose = true;
 		break;
@@ -318,6 +358,8 @@ int cmd_run(int argc, char **argv)
 	sl_err rc;
 
 	memset(&r, 0, sizeof(r));
+	r.workload_pcr = SL_WORKLOAD_PCR_DEFAULT;
+	r.lease_grace_s = SL_RUN_LEASE_GRACE_DEFAULT;
 	rc = sl_job_env_new(&r.env);
 	if (rc != SL_OK)
 		return sl_cli_fail("run", rc);

@@ -121,6 +121,7 @@ void sl_kms_free(sl_kms *k)
 		curl_easy_cleanup(k->curl);
 	sl_secret_free(k->admin_token);
 	json_decref(k->problem);
+	json_decref(k->lease);
 	free(k->url);
 	free(k->ca_file);
 	free(k->pinned);
@@ -266,6 +267,8 @@ sl_err sl_kms_release(sl_kms *k, const sl_kms_release_req *rq, sl_secret *eph_sk
 		deks[i] = tmp[i];
 		tmp[i] = NULL;
 	}
+	json_decref(k->lease);
+	k->lease = json_incref(json_object_get(res, "lease"));
 	rc = SL_OK;
 out:
 	sl_wipe(pk, sizeof(pk));

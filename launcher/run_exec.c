@@ -590,6 +590,7 @@ static void job_started(pid_t pid, void *ctx)
 	                   json_pack("{s:i, s:s}", "pid", (int)pid, "command", s->o->cmd[0]));
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
+	sl_run_lease_start(s);
 }
 
 static SL_RESULT step_job(struct sl_run_st *s, int *exit_code)
@@ -628,8 +629,10 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code)
 	SL_GUARD(sl_job_env_build(s->o->env, environ, text, &envp));
 	CHECK_SIGNAL();
 	const char *nocg = getenv("SECLAUNCH_NO_CGROUP");
-	sl_job_spec sp = {.argv = s->o->cmd,
+	sl_job_spec sp = {.argv = s->wl.exec_argv != NULL ? s->wl.exec_argv : s->o->cmd,
 	                  .path = s->exe,
+	                  .exec_fd = s->wl.exe_fd >= 0 ? &s->wl.exe_fd : NULL,
+	                  .stop_fd = sl_run_lease_stop_fd(s),
 	                  .envp = envp,
 	                  .fds = fds,
 	                  .nfds = nfds,
@@ -642,7 +645,9 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code)
 	                  .started = job_started,
 	                  .ctx = s};
 	sl_run_say("starting the job: %s", s->o->cmd[0]);
-	SL_GUARD(sl_job_run(&sp, &res));
+	rc = sl_job_run(&sp, &res);
+	sl_run_lease_stop(s);
+	SL_GUARD(rc);
 	*exit_code = res.exit_code;
 	SL_GUARD(
 	    record(s, SL_AUDIT_EV_RUN_JOB_EXIT, NULL, NULL, NULL, NULL,
@@ -657,6 +662,8 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code)
 		           res.leftover, res.leftover == 1 ? "" : "es", res.containment);
 	if (res.timed_out)
 		sl_run_say("the job ran past --timeout %u s and was stopped", s->o->timeout_s);
+	if (res.stopped)
+		(void)sl_run_lease_end(s, exit_code);
 	rc = SL_OK;
 out:
 	json_decref(e);
@@ -735,6 +742,8 @@ static void cleanup(struct sl_run_st *s)
 	sl_claims_free(s->claims);
 	sl_kms_free(s->kms);
 	sl_policy_free(s->policy);
+	sl_run_lease_free(s);
+	sl_wl_free(&s->wl);
 }
 
 int sl_run_execute(struct sl_run *o)
@@ -748,6 +757,7 @@ int sl_run_execute(struct sl_run *o)
 	s.o = o;
 	for (size_t i = 0; i < SL_RUN_MAX_DATASETS; i++)
 		s.fd[i] = -1;
+	sl_wl_init(&s.wl);
 	rc = sl_supervise_init();
 	if (rc != SL_OK)
 		return sl_cli_fail("run", rc);
@@ -766,6 +776,7 @@ int sl_run_execute(struct sl_run *o)
 	STEP("datasets", step_datasets(&s));
 	STEP("policy", step_policy(&s));
 	STEP("gpu", sl_run_step_gpu(&s));
+	STEP("workload", sl_run_step_workload(&s));
 	STEP("challenge", sl_run_step_challenge(&s));
 	STEP("evidence", sl_run_step_evidence(&s));
 	STEP("identity", sl_run_step_identity(&s));

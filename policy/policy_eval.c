@@ -349,6 +349,7 @@ static void eval_rule(const sl_policy *p, const sl_claims *c, const json_t *rule
 	}
 	check_region(p, c, rule, rpath, d);
 	sl_policy_eval_identity(c, rule, rpath, identity_note, d);
+	sl_policy_eval_workloads(c, rule, rpath, identity_note, d);
 
 	snprintf(path, sizeof(path), "%s.tee_kinds", rpath);
 	const char *kind = claim(c, "tee.kind");

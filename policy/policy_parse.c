@@ -314,6 +314,7 @@ static SL_RESULT check_dataset(struct vctx *c, json_t *d, const char *path)
 	                                     "key_ttl",
 	                                     "output_destinations",
 	                                     "cloud_identity",
+	                                     "workloads",
 	                                     NULL};
 	json_t *v;
 
@@ -361,6 +362,10 @@ static SL_RESULT check_dataset(struct vctx *c, json_t *d, const char *path)
 	if ((v = json_object_get(d, "cloud_identity")) != NULL) {
 		snprintf(p, sizeof(p), "%s.cloud_identity", path);
 		NOTE(sl_policy_check_identity(c, v, p));
+	}
+	if ((v = json_object_get(d, "workloads")) != NULL) {
+		snprintf(p, sizeof(p), "%s.workloads", path);
+		NOTE(sl_policy_check_workloads(c, v, p));
 	}
 	rc = SL_OK;
 out:

@@ -17,6 +17,7 @@
 #define SECLAUNCH_KMS_CLIENT_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -86,6 +87,21 @@ typedef struct sl_kms_release_req {
  * All or nothing: on error no deks[i] is set. */
 SL_MUST_USE sl_err sl_kms_release(sl_kms *k, const sl_kms_release_req *req, sl_secret *eph_sk,
                                   sl_secret *deks[]);
+
+/* The lease of the last successful release ({"ttl", "expires_unix",
+ * "expires"}), NULL when the answer carried none (no key_ttl). Borrowed. */
+const json_t *sl_kms_last_lease(const sl_kms *k);
+
+/* POST /v1/renew (docs/protocol.md, Leases): req as for a release (fresh
+ * nonce, an eph_pub that opens nothing, fresh evidence); no key comes back.
+ * *lease: the new lease (new reference), or NULL when the policy in force
+ * sets no key_ttl any more. A refusal is SL_E_POLICY_DENIED / SL_E_ATTEST as
+ * for a release (the problem in sl_kms_last_problem). */
+SL_MUST_USE sl_err sl_kms_renew(sl_kms *k, const sl_kms_release_req *req, json_t **lease);
+
+/* ---- admin: enrolled AKs (GET /v1/aks, POST /v1/aks/revoke) ------------ */
+SL_MUST_USE sl_err sl_kms_aks_list(sl_kms *k, json_t **aks);
+SL_MUST_USE sl_err sl_kms_ak_revoke(sl_kms *k, const char *name_hex, bool *already);
 
 /* ---- enrollment (TPM credential activation) ---------------------------- */
 

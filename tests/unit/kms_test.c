@@ -509,12 +509,35 @@ static void test_registry(void **state)
 	assert_int_equal(as, KMSD_AK_FORGED);
 	assert_non_null(strstr(sl_err_detail(), "does not verify under the registry key"));
 	/* revocation */
-	assert_int_equal(kmsd_registry_revoke(r, name, sizeof(name)), SL_OK);
+	bool was = true;
+	assert_int_equal(kmsd_registry_revoke(r, name, sizeof(name), &was), SL_OK);
+	assert_false(was);
 	assert_false(kmsd_registry_has(r, name, sizeof(name)));
+	assert_true(kmsd_registry_revoked(r, name, sizeof(name)));
 	assert_int_equal(kmsd_registry_lookup(r, name, sizeof(name), &as), SL_OK);
 	assert_int_equal(as, KMSD_AK_REVOKED);
+	/* a second revocation says so and writes nothing */
+	assert_int_equal(kmsd_registry_revoke(r, name, sizeof(name), &was), SL_OK);
+	assert_true(was);
+	/* enrolling it again does not lift it */
+	assert_int_equal(kmsd_registry_add(r, name, sizeof(name), ek), SL_OK);
+	assert_true(kmsd_registry_revoked(r, name, sizeof(name)));
+	/* the list: both rows in name order, the forged one not verified */
+	json_t *l = kmsd_registry_list(r);
+	assert_non_null(l);
+	assert_int_equal(json_array_size(l), 2);
+	size_t li;
+	json_t *le;
+	int revoked_rows = 0, unverified = 0;
+	json_array_foreach (l, li, le) {
+		revoked_rows += json_is_true(json_object_get(le, "revoked"));
+		unverified += json_is_false(json_object_get(le, "verified"));
+	}
+	assert_int_equal(revoked_rows, 1);
+	assert_int_equal(unverified, 1);
+	json_decref(l);
 	uint8_t third[34] = {0x00, 0x0b, 3};
-	assert_int_equal(kmsd_registry_revoke(r, third, sizeof(third)), SL_E_INPUT);
+	assert_int_equal(kmsd_registry_revoke(r, third, sizeof(third), &was), SL_E_INPUT);
 	kmsd_registry_close(r);
 	kmsd_store_close(st);
 }
