@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "job.h"
+#include "outputs.h"
 #include "region_id.h"
 #include "run_int.h"
 #include "seclaunch/secret.h"
@@ -47,7 +48,8 @@ static void usage(FILE *f)
 	        "                         SIGINT/SIGTERM (default 10)\n"
 	        "  --user USER[:GROUP]    run the job as USER (root only): it cannot read\n"
 	        "                         seclaunch's key files or its /proc files\n"
-	        "  --threads N            decryption threads (default: online CPUs)\n"
+	        "  --threads N            decryption threads (default: online CPUs)\n" SL_OUT_HELP
+	        SL_REMOTE_HELP
 	        "  --audit-log F          audit log (or $SECLAUNCH_AUDIT_LOG; default\n"
 	        "                         $XDG_STATE_HOME/seclaunch/audit.log)\n"
 	        "  --audit-key F          Ed25519 checkpoint key for the audit log (or\n"
@@ -100,6 +102,8 @@ static const struct sl_cli_opt run_opts[] = {
     {"user", required_argument, O_USER, NULL},
     {"kill-grace", required_argument, O_KILL_GRACE, NULL},
     {"verbose", no_argument, 'v', NULL},
+    SL_OUT_OPTS,
+    SL_REMOTE_OPTS,
     {NULL, 0, 0, NULL},
 };
 
@@ -142,6 +146,9 @@ static int on_option(void *ctx, int key, char *arg)
 	struct sl_region_id rid = {r->cloud_identity, r->gcp_jwks, r->aws_certs, r->region};
 	sl_err rc = SL_OK;
 
+	int o = sl_out_option(&r->outcfg, key, arg);
+	if (o != 0)
+		return o > 0 ? 0 : sl_cli_usage("run", "%s", sl_err_detail());
 	if (sl_region_id_option(&rid, key, arg)) {
 		r->cloud_identity = rid.cloud_identity;
 		r->gcp_jwks = rid.gcp_jwks;
@@ -235,8 +242,10 @@ static int check(struct sl_run *r, const struct sl_cli_shared *sh, char **cmd)
 		return sl_cli_usage("run", "--policy, --policy-pubkey and --kms are required");
 	if (sl_region_id_check(&rid, "run") != 0)
 		return SL_CAT_USAGE;
-	if (r->ndatasets == 0)
+	if (r->ndatasets == 0 && r->outcfg.n == 0)
 		return sl_cli_usage("run", "no dataset given (DATA.sld...)");
+	if (sl_out_check(&r->outcfg) != SL_OK)
+		return sl_cli_usage("run", "%s", sl_err_detail());
 	if (r->ndatasets > SL_RUN_MAX_DATASETS)
 		return sl_cli_usage("run", "at most %d datasets", SL_RUN_MAX_DATASETS);
 	if (cmd == NULL || cmd[0] == NULL)
@@ -288,6 +297,8 @@ int cmd_run(int argc, char **argv)
 	/* the TSS library's own log lines would bury the one line that names
 	 * the cause; its failures reach that line through our error detail */
 	setenv("TSS2_LOG", "all+NONE", 0);
+	/* while this process has one thread: the outputs' mount namespace */
+	sl_out_early(&r.outcfg);
 	code = sl_run_execute(&r);
 	sl_job_env_free(r.env);
 	return code;

@@ -249,6 +249,10 @@ static sl_err step_release(struct sl_run_st *s)
 	sl_kms_key_req keys[SL_RUN_MAX_DATASETS];
 	json_t *job = NULL, *ds = json_array();
 
+	if (s->n == 0) { /* outputs only: their keys come in sl_out_prepare */
+		json_decref(ds);
+		return SL_OK;
+	}
 	for (size_t i = 0; i < s->n; i++) {
 		keys[i].key_id = sl_sld_header_key_id(s->hdr[i]);
 		keys[i].dataset_id = sl_sld_header_dataset_id(s->hdr[i]);
@@ -324,6 +328,7 @@ static void job_started(pid_t pid, void *ctx)
 	                   json_pack("{s:i, s:s}", "pid", (int)pid, "command", s->o->cmd[0]));
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
+	sl_out_job_started(s, pid);
 }
 
 static sl_err step_job(struct sl_run_st *s, int *exit_code)
@@ -366,6 +371,7 @@ static sl_err step_job(struct sl_run_st *s, int *exit_code)
 	                  .ctx = s};
 	sl_run_say("starting the job: %s", s->o->cmd[0]);
 	SL_GUARD(sl_job_run(&sp, &res));
+	sl_out_job_exited(s, &res);
 	*exit_code = res.exit_code;
 	SL_GUARD(
 	    record(s, SL_AUDIT_EV_RUN_JOB_EXIT, NULL, NULL, NULL, NULL,
@@ -474,12 +480,15 @@ int sl_run_execute(struct sl_run *o)
 	STEP("identity", sl_run_step_identity(&s));
 	STEP("claims", sl_run_step_claims(&s));
 	STEP("preflight", step_preflight(&s));
+	STEP("outputs", sl_out_preflight(&s));
 	STEP("release", step_release(&s));
 	STEP("stage", step_stage(&s));
+	STEP("output keys", sl_out_prepare(&s));
 	s.step = "job";
 	rc = step_job(&s, &job_code);
 	if (rc != SL_OK)
 		goto failed;
+	job_code = sl_out_finish(&s, job_code);
 	rc = wipe_all(&s, "job exit");
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
@@ -503,6 +512,7 @@ failed:
 		sl_err a = record(&s, SL_AUDIT_EV_RUN_ERROR, NULL, NULL, SL_AUDIT_ERROR, NULL,
 		                  json_pack("{s:s, s:s, s:s, s:i}", "step", s.step, "error",
 		                            sl_err_name(rc), "message", detail, "exit_code", code));
+		sl_out_abort(&s);
 		sl_err w = wipe_all(&s, g_sig != 0 ? "signal" : "error");
 		/* a refusal whose reasons are printed already is not printed again
 		 * (under --json the one error object is still due) */

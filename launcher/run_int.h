@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "job.h"
+#include "outputs.h"
 #include "seclaunch/attest.h"
 #include "seclaunch/kms_client.h"
 #include "seclaunch/policy.h"
@@ -32,6 +33,7 @@ struct sl_run {
 	char **datasets;
 	size_t ndatasets;
 	char **cmd;
+	struct sl_out_cfg outcfg; /* --output, --resume, --preempt-* (outputs.c) */
 };
 
 /* The state of one run (run_exec.c, run_attest.c). */
@@ -61,6 +63,7 @@ struct sl_run_st {
 	char exe[4096];      /* the job's executable, resolved before attesting */
 	int cmd_status;      /* 126/127: the command cannot be executed (env(1)'s codes) */
 	bool explained;      /* a refusal's reasons are on stderr already */
+	struct sl_outputs *out; /* sealed outputs (NULL: none) */
 };
 
 void sl_run_say(const char *fmt, ...) SL_PRINTF(1, 2);

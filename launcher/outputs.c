@@ -1,0 +1,672 @@
+/* Sealed outputs of `seclaunch run` (outputs.h; docs/job-interface.md).
+ *
+ * Each --output NAME=DEST is a sharded dataset with the id NAME:JOBID
+ * (JOBID: this run's 16 hex digits), written to DEST as
+ *   DEST/ckpt-SSSSSSSS/manifest.sldm + shard-NNNNN.sld   (sequence S)
+ *   DEST/LATEST                                          ("S\n", last)
+ * Shards go first, then the manifest, then LATEST: a checkpoint that
+ * LATEST does not name was never complete. Its DEK comes from the KMS
+ * (POST /v1/output, attested), wrapped under the KEK the policy names for
+ * the output id; the manifest carries that wrapped DEK, so a checkpoint is
+ * read back (--resume, decrypt --kms) by an ordinary attested release. */
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "dataset_tree.h"
+#include "outputs_int.h"
+#include "preempt.h"
+#include "run_int.h"
+#include "seclaunch/json.h"
+#include "seclaunch/util.h"
+
+
+/* ---- options ------------------------------------------------------------ */
+
+static bool name_ok(const char *s, size_t n)
+{
+	if (n == 0 || n > SL_OUT_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+		if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-')))
+			return false;
+	}
+	return true;
+}
+
+static sl_err split(const char *opt, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	if (eq == NULL || !name_ok(arg, (size_t)(eq - arg)) || eq[1] == '\0')
+		return sl_err_set(SL_E_USAGE,
+		                  "--%s %s: want NAME=DEST, NAME 1..%d of [A-Za-z0-9._-] starting "
+		                  "with a letter or digit",
+		                  opt, arg, SL_OUT_NAME_MAX);
+	return SL_OK;
+}
+
+static bool parse_size(const char *s, uint64_t *out)
+{
+	char *end = NULL;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	unsigned shift = 0;
+	if (s[0] < '0' || s[0] > '9' || errno != 0)
+		return false;
+	switch (*end) {
+	case '\0':
+		break;
+	case 'K': case 'k':
+		shift = 10;
+		break;
+	case 'M': case 'm':
+		shift = 20;
+		break;
+	case 'G': case 'g':
+		shift = 30;
+		break;
+	case 'T': case 't':
+		shift = 40;
+		break;
+	default:
+		return false;
+	}
+	if (*end != '\0' && end[1] != '\0')
+		return false;
+	if (v == 0 || v > (UINT64_MAX >> shift))
+		return false;
+	*out = (uint64_t)v << shift;
+	return true;
+}
+
+static int parse_signal(const char *s)
+{
+	static const struct {
+		const char *n;
+		int v;
+	} names[] = {{"TERM", SIGTERM}, {"INT", SIGINT},   {"HUP", SIGHUP},
+	             {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"QUIT", SIGQUIT}};
+	if (strncmp(s, "SIG", 3) == 0)
+		s += 3;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(s, names[i].n) == 0)
+			return names[i].v;
+	char *end = NULL;
+	long v = strtol(s, &end, 10);
+	return s[0] >= '0' && s[0] <= '9' && *end == '\0' && v >= 1 && v <= 64 && v != SIGKILL &&
+	               v != SIGSTOP
+	           ? (int)v
+	           : 0;
+}
+
+int sl_out_option(struct sl_out_cfg *c, int key, const char *arg)
+{
+	int r = sl_remote_option(&c->remote, key, arg);
+	if (r != 0)
+		return r;
+	switch (key) {
+	case SL_OUT_O_OUTPUT:
+	case SL_OUT_O_RESUME: {
+		bool out = key == SL_OUT_O_OUTPUT;
+		if (split(out ? "output" : "resume", arg) != SL_OK)
+			return -1;
+		if ((out ? c->n : c->nresume) >= SL_OUT_MAX) {
+			(void)sl_err_set(SL_E_USAGE, "at most %d --%s", SL_OUT_MAX,
+			                 out ? "output" : "resume");
+			return -1;
+		}
+		if (out)
+			c->spec[c->n++] = arg;
+		else
+			c->resume[c->nresume++] = arg;
+		return 1;
+	}
+	case SL_OUT_O_LIMIT:
+		if (!parse_size(arg, &c->limit)) {
+			(void)sl_err_set(SL_E_USAGE, "--output-limit %s: not a size (N, NK, NM, NG)",
+			                 arg);
+			return -1;
+		}
+		return 1;
+	case SL_OUT_O_PREEMPT_WATCH: {
+		const char *eq = strchr(arg, '=');
+		size_t kl = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
+		if (kl == 7 && strncmp(arg, "sigterm", 7) == 0 && eq == NULL)
+			c->preempt = SL_PREEMPT_SIGTERM;
+		else if (kl == 3 && strncmp(arg, "gce", 3) == 0)
+			c->preempt = SL_PREEMPT_GCE;
+		else if (kl == 3 && strncmp(arg, "aws", 3) == 0)
+			c->preempt = SL_PREEMPT_AWS;
+		else {
+			(void)sl_err_set(SL_E_USAGE,
+			                 "--preempt-watch %s: want sigterm, gce[=URL] or aws[=URL]", arg);
+			return -1;
+		}
+		if (eq != NULL) {
+			if ((strncmp(eq + 1, "http://", 7) != 0 && strncmp(eq + 1, "https://", 8) != 0) ||
+			    strlen(eq + 1) >= sizeof(c->preempt_base)) {
+				(void)sl_err_set(SL_E_USAGE, "--preempt-watch %s: URL must be http(s)://",
+				                 arg);
+				return -1;
+			}
+			snprintf(c->preempt_base, sizeof(c->preempt_base), "%s", eq + 1);
+		}
+		return 1;
+	}
+	case SL_OUT_O_PREEMPT_SIGNAL:
+		c->preempt_signal = parse_signal(arg);
+		if (c->preempt_signal == 0) {
+			(void)sl_err_set(SL_E_USAGE,
+			                 "--preempt-signal %s: want TERM, INT, HUP, USR1, USR2, QUIT "
+			                 "or a number",
+			                 arg);
+			return -1;
+		}
+		c->preempt_signal_set = true;
+		return 1;
+	case SL_OUT_O_PREEMPT_GRACE: {
+		char *end = NULL;
+		unsigned long v = strtoul(arg, &end, 10);
+		if (arg[0] < '0' || arg[0] > '9' || *end != '\0' || v > 3600) {
+			(void)sl_err_set(SL_E_USAGE, "--preempt-grace %s: want 0..3600 seconds", arg);
+			return -1;
+		}
+		c->preempt_grace_s = (unsigned)v;
+		c->preempt_grace_set = true;
+		return 1;
+	}
+	default:
+		return 0;
+	}
+}
+
+sl_err sl_out_check(struct sl_out_cfg *c)
+{
+	for (size_t i = 0; i < c->n; i++)
+		for (size_t j = 0; j < i; j++) {
+			size_t a = (size_t)(strchr(c->spec[i], '=') - c->spec[i]);
+			if (a == (size_t)(strchr(c->spec[j], '=') - c->spec[j]) &&
+			    strncmp(c->spec[i], c->spec[j], a) == 0)
+				return sl_err_set(SL_E_USAGE, "--output %.*s given twice", (int)a,
+				                  c->spec[i]);
+		}
+	for (size_t i = 0; i < c->nresume; i++) {
+		size_t a = (size_t)(strchr(c->resume[i], '=') - c->resume[i]);
+		bool found = false;
+		for (size_t j = 0; j < c->n && !found; j++)
+			found = strncmp(c->spec[j], c->resume[i], a) == 0 && c->spec[j][a] == '=';
+		if (!found)
+			return sl_err_set(SL_E_USAGE,
+			                  "--resume %s: no --output %.*s to resume into", c->resume[i],
+			                  (int)a, c->resume[i]);
+	}
+	if (!c->preempt_signal_set)
+		c->preempt_signal = SIGTERM;
+	if (!c->preempt_grace_set)
+		c->preempt_grace_s = 25;
+	if (c->preempt != SL_PREEMPT_NONE && c->n == 0)
+		return sl_err_set(SL_E_USAGE, "--preempt-watch: no --output to save");
+	return SL_OK;
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+void sl_out_audit(struct sl_run_st *s, const char *event, const char *ds, const char *key,
+                  const char *decision, json_t *reasons, json_t *details)
+{
+	if (s->audit != NULL) {
+		sl_audit_record rec = {
+		    .event = event,
+		    .job_id = s->job_id,
+		    .dataset_id = ds,
+		    .key_id = key,
+		    .policy_digest = s->policy != NULL ? sl_policy_digest_hex(s->policy) : NULL,
+		    .decision = decision,
+		    .reasons = reasons,
+		    .claims_digest = s->claims_digest[0] != '\0' ? s->claims_digest : NULL,
+		    .details = details,
+		};
+		if (sl_audit_append(s->audit, &rec) != SL_OK)
+			fprintf(stderr, "seclaunch run: warning: audit log: %s\n", sl_err_detail());
+	}
+	json_decref(reasons);
+	json_decref(details);
+}
+
+/* A new challenge, ephemeral key and bound evidence: every attested call
+ * to the KMS uses up its nonce. */
+static sl_err attest_again(struct sl_run_st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	json_decref(s->evidence);
+	json_decref(s->identity);
+	s->evidence = s->identity = NULL;
+	sl_claims_free(s->claims);
+	s->claims = NULL;
+	sl_kms_free(s->kms);
+	s->kms = NULL;
+	sl_secret_free(s->eph_sk);
+	s->eph_sk = NULL;
+	SL_GUARD(sl_run_step_challenge(s));
+	SL_GUARD(sl_run_step_evidence(s));
+	SL_GUARD(sl_run_step_identity(s));
+	SL_GUARD(sl_run_step_claims(s));
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+static size_t input_ids(struct sl_run_st *s, const char **ids)
+{
+	for (size_t i = 0; i < s->n; i++)
+		ids[i] = sl_sld_header_dataset_id(s->hdr[i]);
+	return s->n;
+}
+
+sl_err sl_out_mkdir_p(const char *path)
+{
+	char buf[2048];
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *p = buf + 1; *p != '\0'; p++) {
+		if (*p == '/') {
+			*p = '\0';
+			if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+				return sl_err_set(SL_E_IO, "%s: %s", buf, strerror(errno));
+			*p = '/';
+		}
+	}
+	if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+		return sl_err_set(SL_E_IO, "%s: %s", buf, strerror(errno));
+	return SL_OK;
+}
+
+/* The sequence LATEST names at dest; 0 when there is none yet. */
+sl_err sl_out_read_latest(struct sl_outputs *O, const char *dest, bool remote, uint64_t *seq)
+{
+	sl_err rc = SL_E_INPUT;
+	uint8_t *p = NULL;
+	size_t len = 0;
+	sl_remote *r = NULL;
+	char path[2100];
+
+	*seq = 0;
+	if (remote) {
+		O->c->remote.quiet = sl_cli_quiet;
+		SL_GUARD(sl_remote_open(dest, &O->c->remote, &r));
+		rc = sl_remote_get(r, LATEST, 64, &p, &len);
+		if (rc != SL_OK && strstr(sl_err_detail(), "HTTP 404") != NULL)
+			rc = SL_OK; /* nothing written there yet */
+		else if (rc != SL_OK)
+			goto out;
+	} else {
+		snprintf(path, sizeof(path), "%s/" LATEST, dest);
+		if (access(path, F_OK) == 0)
+			SL_GUARD(sl_file_read(path, 64, &p, &len));
+	}
+	if (p != NULL) {
+		char *end = NULL;
+		unsigned long long v = strtoull((const char *)p, &end, 10);
+		SL_ENSURE(len > 0 && p[0] >= '0' && p[0] <= '9' && end != NULL &&
+		              (*end == '\n' || *end == '\0') && v > 0,
+		          SL_E_INTEGRITY, "%s%s" LATEST ": not a sequence number", dest,
+		          remote ? "" : "/");
+		*seq = v;
+	}
+	rc = SL_OK;
+out:
+	free(p);
+	sl_remote_free(r);
+	return rc;
+}
+
+/* The highest sequence this audit log saw sealed to, or resumed from, dest
+ * for output name: what a rollback must not go below. */
+static uint64_t audit_latest(const char *log, const char *name, const char *dest)
+{
+	char **files = NULL;
+	size_t nf = 0;
+	uint64_t best = 0;
+	if (log == NULL || sl_audit_files(log, &files, &nf) != SL_OK)
+		return 0;
+	for (size_t i = 0; i < nf; i++) {
+		FILE *f = fopen(files[i], "re");
+		char *line = NULL;
+		size_t cap = 0;
+		ssize_t l;
+		if (f == NULL)
+			continue;
+		while ((l = getline(&line, &cap, f)) > 0) {
+			json_t *rec = NULL;
+			if (line[l - 1] == '\n')
+				l--;
+			if (sl_audit_parse_line((const uint8_t *)line, (size_t)l, &rec) != SL_OK)
+				continue;
+			const char *ev = sl_json_getstr(rec, "event");
+			const char *dec = sl_json_getstr(rec, "decision");
+			json_t *d = json_object_get(rec, "details");
+			const char *nm = sl_json_getstr(d, "output");
+			const char *ds = sl_json_getstr(d, "destination");
+			json_t *sq = json_object_get(d, "sequence");
+			if (ev != NULL && dec != NULL && nm != NULL && ds != NULL &&
+			    json_is_integer(sq) && strcmp(dec, SL_AUDIT_ALLOW) == 0 &&
+			    (strcmp(ev, SL_AUDIT_EV_RUN_OUTPUT) == 0 ||
+			     strcmp(ev, SL_AUDIT_EV_RUN_RESUME) == 0) &&
+			    strcmp(nm, name) == 0 && strcmp(ds, dest) == 0 &&
+			    (uint64_t)json_integer_value(sq) > best)
+				best = (uint64_t)json_integer_value(sq);
+			json_decref(rec);
+		}
+		free(line);
+		fclose(f);
+	}
+	sl_audit_files_free(files, nf);
+	return best;
+}
+
+/* ---- pre-flight ---------------------------------------------------------- */
+
+static sl_err describe(struct sl_run_st *s, struct sl_outputs *O)
+{
+	sl_err rc = SL_E_USAGE;
+	char cwd[1024];
+	for (size_t i = 0; i < O->c->n; i++) {
+		struct out_one *o = &O->o[i];
+		const char *spec = O->c->spec[i], *eq = strchr(spec, '=');
+		snprintf(o->name, sizeof(o->name), "%.*s", (int)(eq - spec), spec);
+		snprintf(o->id, sizeof(o->id), "%s:%s", o->name, s->job_id);
+		o->remote = sl_remote_is_url(eq + 1);
+		size_t dl = strlen(eq + 1);
+		SL_ENSURE(dl + 2 < sizeof(o->dest), SL_E_USAGE, "--output %s: too long", spec);
+		if (o->remote) {
+			snprintf(o->dest, sizeof(o->dest), "%s%s", eq + 1,
+			         eq[dl] == '/' ? "" : "/");
+			snprintf(o->policy_dest, sizeof(o->policy_dest), "%s", o->dest);
+		} else {
+			SL_ENSURE(strstr(eq + 1, "://") == NULL, SL_E_USAGE,
+			          "--output %s: DEST is a folder, https://, s3:// or gs://", spec);
+			if (eq[1] == '/')
+				snprintf(o->dest, sizeof(o->dest), "%s", eq + 1);
+			else {
+				SL_ENSURE(getcwd(cwd, sizeof(cwd)) != NULL, SL_E_SYSTEM, "getcwd: %s",
+				          strerror(errno));
+				snprintf(o->dest, sizeof(o->dest), "%s/%s", cwd, eq + 1);
+			}
+			size_t l = strlen(o->dest);
+			while (l > 1 && o->dest[l - 1] == '/')
+				o->dest[--l] = '\0';
+			SL_ENSURE(strstr(o->dest, "/../") == NULL && strstr(o->dest, "/./") == NULL &&
+			              (l < 3 || strcmp(o->dest + l - 3, "/..") != 0),
+			          SL_E_USAGE, "--output %s: no . or .. in the folder", spec);
+			snprintf(o->policy_dest, sizeof(o->policy_dest), "file://%s/", o->dest);
+		}
+		for (size_t j = 0; j < O->c->nresume; j++) {
+			const char *r = O->c->resume[j];
+			size_t a = strlen(o->name);
+			if (strncmp(r, o->name, a) == 0 && r[a] == '=')
+				o->resume = r + a + 1;
+		}
+	}
+	O->n = O->c->n;
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+sl_err sl_out_preflight(struct sl_run_st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	struct sl_outputs *O = NULL;
+	sl_decision *d = NULL;
+	const char *ids[SL_RUN_MAX_DATASETS];
+	size_t nin = input_ids(s, ids);
+	bool denied = false;
+	sigset_t us;
+
+	if (s->o->outcfg.n == 0)
+		return SL_OK;
+	/* checkpoint requests by signal are read by the watcher thread alone */
+	sigemptyset(&us);
+	sigaddset(&us, SIGUSR2);
+	pthread_sigmask(SIG_BLOCK, &us, NULL);
+	O = calloc(1, sizeof(*O));
+	SL_ENSURE(O != NULL, SL_E_NOMEM, "outputs");
+	O->s = s;
+	O->c = &s->o->outcfg;
+	O->stop[0] = O->stop[1] = -1;
+	pthread_mutex_init(&O->mu, NULL);
+	s->out = O;
+	SL_GUARD(describe(s, O));
+	for (size_t i = 0; i < O->n; i++) {
+		struct out_one *o = &O->o[i];
+		const char *key = NULL, *dest[1] = {o->policy_dest};
+		json_t *reasons = json_array();
+		bool ok = true;
+		if (sl_policy_output_key(s->policy, o->id, &key) != SL_OK) {
+			json_array_append_new(reasons, json_string(sl_err_detail()));
+			ok = false;
+		}
+		for (size_t j = 0; j <= nin && key != NULL; j++) {
+			sl_policy_request pr = {.dataset_id = j == 0 ? o->id : ids[j - 1],
+			                        .key_id = j == 0 ? key : NULL,
+			                        .outputs = dest,
+			                        .n_outputs = 1};
+			sl_decision_free(d);
+			d = NULL;
+			SL_GUARD(sl_policy_evaluate(s->policy, s->claims, &pr, &d));
+			for (size_t k = 0; k < sl_decision_reason_count(d); k++) {
+				char line[1400];
+				snprintf(line, sizeof(line), "%s%s%s%s", j == 0 ? "output " : "input ",
+				         pr.dataset_id, ": ", sl_decision_reason(d, k));
+				json_array_append_new(reasons, json_string(line));
+			}
+			ok &= sl_decision_allowed(d);
+		}
+		sl_out_audit(s, SL_AUDIT_EV_RUN_PREFLIGHT, o->id, key, ok ? SL_AUDIT_ALLOW : SL_AUDIT_DENY,
+		      ok ? NULL : json_incref(reasons),
+		      json_pack("{s:s, s:s}", "output", o->name, "destination", o->policy_dest));
+		if (!ok) {
+			size_t k;
+			json_t *r;
+			fprintf(stderr, "seclaunch run: the policy denies output %s -> %s:\n", o->name,
+			        o->policy_dest);
+			json_array_foreach (reasons, k, r)
+				fprintf(stderr, "  - %s\n", json_string_value(r));
+			denied = true;
+		}
+		json_decref(reasons);
+	}
+	if (denied) {
+		fprintf(stderr, "  nothing was fetched from the KMS and nothing was written\n");
+		s->explained = true;
+		SL_FAIL(SL_E_POLICY_DENIED, "the policy denies an output destination");
+	}
+	sl_run_say("pre-flight: the policy allows %zu output%s here", O->n, O->n == 1 ? "" : "s");
+	rc = SL_OK;
+out:
+	sl_decision_free(d);
+	return rc;
+}
+
+/* ---- keys, resume ------------------------------------------------------- */
+
+sl_err sl_out_keys(struct sl_run_st *s, struct sl_outputs *O)
+{
+	sl_err rc = SL_E_INTERNAL;
+	sl_kms_output_want want[SL_OUT_MAX];
+	sl_kms_output_key keys[SL_OUT_MAX];
+	const char *ids[SL_RUN_MAX_DATASETS];
+	size_t nin = input_ids(s, ids);
+	json_t *job = NULL, *list = json_array();
+
+	memset(keys, 0, sizeof(keys));
+	SL_GUARD(attest_again(s));
+	for (size_t i = 0; i < O->n; i++) {
+		want[i] = (sl_kms_output_want){O->o[i].id, O->o[i].policy_dest, NULL};
+		json_array_append_new(list, json_pack("{s:s, s:s, s:s}", "output", O->o[i].name,
+		                                      "output_id", O->o[i].id, "destination",
+		                                      O->o[i].policy_dest));
+	}
+	job = json_pack("{s:s, s:s}", "id", s->job_id, "command", s->o->cmd[0]);
+	sl_kms_output_req req = {.nonce = s->ch.nonce,
+	                         .eph_pub = s->eph_pub,
+	                         .policy_digest = sl_policy_digest(s->policy),
+	                         .evidence = s->evidence,
+	                         .identity = s->identity,
+	                         .job = job,
+	                         .inputs = ids,
+	                         .ninputs = nin,
+	                         .outputs = want,
+	                         .noutputs = O->n};
+	rc = sl_kms_output(s->kms, &req, s->eph_sk, keys);
+	sl_secret_free(s->eph_sk);
+	s->eph_sk = NULL;
+	if (rc != SL_OK) {
+		const json_t *prob = sl_kms_last_problem(s->kms);
+		json_t *reasons = prob != NULL ? json_object_get(prob, "reasons") : NULL, *r;
+		size_t i;
+		if (json_array_size(reasons) > 0) {
+			fprintf(stderr, "seclaunch run: the KMS refused the output keys:\n");
+			json_array_foreach (reasons, i, r)
+				fprintf(stderr, "  - [%s] %s\n", sl_json_getstr(r, "code") ?: "?",
+				        sl_json_getstr(r, "detail") ?: "?");
+			s->explained = true;
+		}
+		sl_out_audit(s, SL_AUDIT_EV_RUN_OUTPUT_KEY, NULL, NULL, SL_AUDIT_DENY,
+		      reasons != NULL ? json_deep_copy(reasons) : NULL,
+		      json_pack("{s:O}", "outputs", list));
+		goto out;
+	}
+	for (size_t i = 0; i < O->n; i++)
+		O->o[i].key = keys[i];
+	sl_out_audit(s, SL_AUDIT_EV_RUN_OUTPUT_KEY, NULL, NULL, SL_AUDIT_ALLOW, NULL,
+	      json_pack("{s:O}", "outputs", list));
+	sl_run_say("KMS issued %zu output key%s (sealed to this run's ephemeral key)", O->n,
+	           O->n == 1 ? "" : "s");
+	rc = SL_OK;
+out:
+	json_decref(job);
+	json_decref(list);
+	return rc;
+}
+
+static uid_t g_uid;
+static gid_t g_gid;
+static int chown_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st, (void)flag, (void)f;
+	return lchown(p, g_uid, g_gid) == 0 ? 0 : -1;
+}
+
+sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *o)
+{
+	sl_err rc = SL_E_INTERNAL;
+	const char *src = o->resume;
+	bool remote = sl_remote_is_url(src);
+	char base[2100], dir[2200], restore[400], final[400], ck[40], root[65] = "";
+	uint64_t seq = 0, seen;
+	sl_remote *r = NULL;
+	sl_sldm *m = NULL;
+	sl_secret *dek = NULL;
+	sl_tree_stats st;
+
+	snprintf(base, sizeof(base), "%s%s", src,
+	         remote && src[strlen(src) - 1] != '/' ? "/" : "");
+	SL_GUARD(sl_out_read_latest(O, base, remote, &seq));
+	SL_ENSURE(seq > 0, SL_E_INPUT, "--resume %s=%s: no sealed checkpoint there (no %s)",
+	          o->name, src, LATEST);
+	snprintf(ck, sizeof(ck), "ckpt-%08llu", (unsigned long long)seq);
+	if (remote) {
+		snprintf(dir, sizeof(dir), "%s%s/", base, ck);
+		O->c->remote.quiet = sl_cli_quiet;
+		SL_GUARD(sl_remote_open(dir, &O->c->remote, &r));
+	} else {
+		snprintf(dir, sizeof(dir), "%s/%s", base, ck);
+	}
+	SL_GUARD(sl_tree_manifest(dir, r, &m));
+	SL_ENSURE(strncmp(sl_sldm_dataset_id(m), o->name, strlen(o->name)) == 0 &&
+	              sl_sldm_dataset_id(m)[strlen(o->name)] == ':',
+	          SL_E_INTEGRITY, "%s: dataset '%s' is not a checkpoint of output %s", dir,
+	          sl_sldm_dataset_id(m), o->name);
+	/* the manifest's sequence is checked against LATEST once authenticated */
+	seen = audit_latest(s->o->audit_log, o->name, o->policy_dest);
+	if (!remote)
+		seen = seen > audit_latest(s->o->audit_log, o->name, base) ? seen
+		       : audit_latest(s->o->audit_log, o->name, base);
+	SL_ENSURE(seq >= seen, SL_E_INTEGRITY,
+	          "%s: rollback: %s names checkpoint %llu but the audit log %s recorded "
+	          "checkpoint %llu of output %s there",
+	          src, LATEST, (unsigned long long)seq, s->o->audit_log, (unsigned long long)seen,
+	          o->name);
+	SL_GUARD(attest_again(s));
+	{
+		sl_kms_key_req k = {.key_id = sl_sldm_key_id(m), .dataset_id = sl_sldm_dataset_id(m)};
+		k.wrapped_dek = sl_sldm_wrapped_dek(m, &k.wrapped_dek_len);
+		SL_ENSURE(k.wrapped_dek_len > 0, SL_E_INPUT, "%s: no KMS key reference", dir);
+		json_t *job = json_pack("{s:s, s:s, s:[s]}", "id", s->job_id, "command",
+		                        s->o->cmd[0], "datasets", k.dataset_id);
+		sl_kms_release_req req = {.nonce = s->ch.nonce,
+		                          .eph_pub = s->eph_pub,
+		                          .policy_digest = sl_policy_digest(s->policy),
+		                          .evidence = s->evidence,
+		                          .identity = s->identity,
+		                          .job = job,
+		                          .keys = &k,
+		                          .nkeys = 1};
+		rc = sl_kms_release(s->kms, &req, s->eph_sk, &dek);
+		json_decref(job);
+		sl_secret_free(s->eph_sk);
+		s->eph_sk = NULL;
+		SL_GUARD(rc);
+	}
+	SL_GUARD(sl_sldm_authenticate(m, dek));
+	SL_ENSURE(sl_sldm_sequence(m) == seq, SL_E_INTEGRITY,
+	          "%s: %s names checkpoint %llu but its manifest says sequence %llu (an older "
+	          "checkpoint presented as the newest)",
+	          dir, LATEST, (unsigned long long)seq, (unsigned long long)sl_sldm_sequence(m));
+	snprintf(restore, sizeof(restore), "%s/" RESTORE, O->dir.path);
+	snprintf(final, sizeof(final), "%s/%s", O->dir.path, o->name);
+	SL_GUARD(sl_tree_decrypt(dir, r, m, dek, restore, true, s->o->threads, &st));
+	SL_ENSURE(rename(restore, final) == 0, SL_E_SYSTEM, "%s: %s", final, strerror(errno));
+	g_uid = s->user.set ? s->user.uid : geteuid();
+	g_gid = s->user.set ? s->user.gid : getegid();
+	SL_ENSURE(nftw(final, chown_one, 16, FTW_PHYS) == 0, SL_E_SYSTEM, "%s: chown: %s", final,
+	          strerror(errno));
+	sl_hex_encode(st.root, sizeof(st.root), root);
+	o->next_seq = seq + 1;
+	sl_out_audit(s, SL_AUDIT_EV_RUN_RESUME, sl_sldm_dataset_id(m), sl_sldm_key_id(m), SL_AUDIT_ALLOW,
+	      NULL,
+	      json_pack("{s:s, s:s, s:I, s:s, s:I, s:I}", "output", o->name, "destination",
+	                remote ? base : o->policy_dest, "sequence", (json_int_t)seq, "root", root,
+	                "files", (json_int_t)st.files, "bytes", (json_int_t)st.bytes));
+	sl_run_say("resumed %s from checkpoint %llu of %s (%u files, %llu bytes)", o->name,
+	           (unsigned long long)seq, src, st.files, (unsigned long long)st.bytes);
+	rc = SL_OK;
+out:
+	if (rc != SL_OK) {
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s", sl_err_detail());
+		sl_out_audit(s, SL_AUDIT_EV_RUN_RESUME, m != NULL ? sl_sldm_dataset_id(m) : NULL, NULL,
+		      SL_AUDIT_ERROR, NULL,
+		      json_pack("{s:s, s:s, s:I, s:s, s:s}", "output", o->name, "source", src,
+		                "sequence", (json_int_t)seq, "error", sl_err_name(rc), "message",
+		                msg));
+		(void)sl_err_set(rc, "%s", msg);
+	}
+	sl_secret_free(dek);
+	sl_sldm_free(m);
+	sl_remote_free(r);
+	return rc;
+}
