@@ -110,7 +110,8 @@ sl_err sl_memdir_create(sl_memdir *d, bool ns, uint64_t limit, uid_t uid, gid_t 
 
 static int zero_remove(const char *path, const struct stat *st, int flag, struct FTW *f)
 {
-	(void)f;
+	if (f->level == 0)
+		return 0; /* the folder itself (a mount point, maybe): after the unmount */
 	if (flag == FTW_F && S_ISREG(st->st_mode)) {
 		/* tmpfs frees pages without clearing them: clear them first */
 		int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -137,11 +138,10 @@ sl_err sl_memdir_wipe(sl_memdir *d)
 		return SL_OK;
 	if (nftw(d->path, zero_remove, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
 		rc = sl_err_set(SL_E_SYSTEM, "%s: wiping: %s", d->path, strerror(errno));
-	if (d->mounted) {
-		if (umount2(d->path, MNT_DETACH) != 0 && rc == SL_OK)
-			rc = sl_err_set(SL_E_SYSTEM, "%s: unmount: %s", d->path, strerror(errno));
-		(void)rmdir(d->path);
-	}
+	if (d->mounted && umount2(d->path, MNT_DETACH) != 0 && rc == SL_OK)
+		rc = sl_err_set(SL_E_SYSTEM, "%s: unmount: %s", d->path, strerror(errno));
+	if (rmdir(d->path) != 0 && rc == SL_OK)
+		rc = sl_err_set(SL_E_SYSTEM, "%s: %s", d->path, strerror(errno));
 	d->path[0] = '\0';
 	d->mounted = false;
 	return rc;
