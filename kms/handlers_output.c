@@ -81,7 +81,8 @@ static void check_policy(struct outctx *o)
 		}
 		if (e->key_id[0] != '\0' && strcmp(e->key_id, key) != 0) {
 			deny(o, KMSD_D_POLICY, i,
-			     "outputs[%zu]: key '%s' asked for, but the policy names '%s' for output "
+			     "outputs[%zu]: key '%s' asked for, but the policy names '%s' for "
+			     "output "
 			     "'%s'",
 			     i, e->key_id, key, e->output_id);
 			continue;
@@ -91,10 +92,8 @@ static void check_policy(struct outctx *o)
 			continue;
 		}
 		o->keys[i] = key;
-		sl_policy_request pr = {.dataset_id = e->output_id,
-		                        .key_id = key,
-		                        .outputs = dest,
-		                        .n_outputs = 1};
+		sl_policy_request pr = {
+		    .dataset_id = e->output_id, .key_id = key, .outputs = dest, .n_outputs = 1};
 		snprintf(what, sizeof(what), "output '%s'", e->output_id);
 		evaluate(o, i, &pr, what);
 		/* what was read decides where its derivatives may go */

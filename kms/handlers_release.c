@@ -378,8 +378,8 @@ out:
 void kmsd_release_attest(kmsd_ctx *ctx, const kmsd_release_req *req, json_t *reasons,
                          sl_claims *claims, bool *verified)
 {
-	struct rel r = {.ctx = ctx, .req = (kmsd_release_req *)req, .reasons = reasons,
-	                .claims = claims};
+	struct rel r = {
+	    .ctx = ctx, .req = (kmsd_release_req *)req, .reasons = reasons, .claims = claims};
 	uint8_t binding[SL_BINDING_LEN];
 	const uint8_t *want = sl_policy_digest(ctx->policy);
 	*verified = false;

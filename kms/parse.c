@@ -420,8 +420,9 @@ out:
 
 sl_err kmsd_parse_output(const uint8_t *body, size_t len, kmsd_output_req **out)
 {
-	static const char *const allowed[] = {"nonce", "eph_pub", "evidence", "identity",
-	                                      "policy_digest", "job", "inputs", "outputs", NULL};
+	static const char *const allowed[] = {"nonce",    "eph_pub",       "evidence",
+	                                      "identity", "policy_digest", "job",
+	                                      "inputs",   "outputs",       NULL};
 	sl_err rc = SL_E_INPUT;
 	kmsd_output_req *r = calloc(1, sizeof(*r));
 	json_t *a;

@@ -49,7 +49,7 @@ static void usage(FILE *f)
 	        "  --user USER[:GROUP]    run the job as USER (root only): it cannot read\n"
 	        "                         seclaunch's key files or its /proc files\n"
 	        "  --threads N            decryption threads (default: online CPUs)\n" SL_OUT_HELP
-	        SL_REMOTE_HELP
+	            SL_REMOTE_HELP
 	        "  --audit-log F          audit log (or $SECLAUNCH_AUDIT_LOG; default\n"
 	        "                         $XDG_STATE_HOME/seclaunch/audit.log)\n"
 	        "  --audit-key F          Ed25519 checkpoint key for the audit log (or\n"

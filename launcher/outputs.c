@@ -31,7 +31,6 @@
 #include "seclaunch/json.h"
 #include "seclaunch/util.h"
 
-
 /* ---- options ------------------------------------------------------------ */
 
 static bool name_ok(const char *s, size_t n)
@@ -40,7 +39,8 @@ static bool name_ok(const char *s, size_t n)
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i];
-		bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+		bool alnum =
+		    (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 		if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-')))
 			return false;
 	}
@@ -69,16 +69,20 @@ static bool parse_size(const char *s, uint64_t *out)
 	switch (*end) {
 	case '\0':
 		break;
-	case 'K': case 'k':
+	case 'K':
+	case 'k':
 		shift = 10;
 		break;
-	case 'M': case 'm':
+	case 'M':
+	case 'm':
 		shift = 20;
 		break;
-	case 'G': case 'g':
+	case 'G':
+	case 'g':
 		shift = 30;
 		break;
-	case 'T': case 't':
+	case 'T':
+	case 't':
 		shift = 40;
 		break;
 	default:
@@ -136,8 +140,8 @@ int sl_out_option(struct sl_out_cfg *c, int key, const char *arg)
 	}
 	case SL_OUT_O_LIMIT:
 		if (!parse_size(arg, &c->limit)) {
-			(void)sl_err_set(SL_E_USAGE, "--output-limit %s: not a size (N, NK, NM, NG)",
-			                 arg);
+			(void)sl_err_set(SL_E_USAGE,
+			                 "--output-limit %s: not a size (N, NK, NM, NG)", arg);
 			return -1;
 		}
 		return 1;
@@ -152,14 +156,16 @@ int sl_out_option(struct sl_out_cfg *c, int key, const char *arg)
 			c->preempt = SL_PREEMPT_AWS;
 		else {
 			(void)sl_err_set(SL_E_USAGE,
-			                 "--preempt-watch %s: want sigterm, gce[=URL] or aws[=URL]", arg);
+			                 "--preempt-watch %s: want sigterm, gce[=URL] or aws[=URL]",
+			                 arg);
 			return -1;
 		}
 		if (eq != NULL) {
-			if ((strncmp(eq + 1, "http://", 7) != 0 && strncmp(eq + 1, "https://", 8) != 0) ||
+			if ((strncmp(eq + 1, "http://", 7) != 0 &&
+			     strncmp(eq + 1, "https://", 8) != 0) ||
 			    strlen(eq + 1) >= sizeof(c->preempt_base)) {
-				(void)sl_err_set(SL_E_USAGE, "--preempt-watch %s: URL must be http(s)://",
-				                 arg);
+				(void)sl_err_set(SL_E_USAGE,
+				                 "--preempt-watch %s: URL must be http(s)://", arg);
 				return -1;
 			}
 			snprintf(c->preempt_base, sizeof(c->preempt_base), "%s", eq + 1);
@@ -169,10 +175,11 @@ int sl_out_option(struct sl_out_cfg *c, int key, const char *arg)
 	case SL_OUT_O_PREEMPT_SIGNAL:
 		c->preempt_signal = parse_signal(arg);
 		if (c->preempt_signal == 0) {
-			(void)sl_err_set(SL_E_USAGE,
-			                 "--preempt-signal %s: want TERM, INT, HUP, USR1, USR2, QUIT "
-			                 "or a number",
-			                 arg);
+			(void)sl_err_set(
+			    SL_E_USAGE,
+			    "--preempt-signal %s: want TERM, INT, HUP, USR1, USR2, QUIT "
+			    "or a number",
+			    arg);
 			return -1;
 		}
 		c->preempt_signal_set = true;
@@ -181,7 +188,8 @@ int sl_out_option(struct sl_out_cfg *c, int key, const char *arg)
 		char *end = NULL;
 		unsigned long v = strtoul(arg, &end, 10);
 		if (arg[0] < '0' || arg[0] > '9' || *end != '\0' || v > 3600) {
-			(void)sl_err_set(SL_E_USAGE, "--preempt-grace %s: want 0..3600 seconds", arg);
+			(void)sl_err_set(SL_E_USAGE, "--preempt-grace %s: want 0..3600 seconds",
+			                 arg);
 			return -1;
 		}
 		c->preempt_grace_s = (unsigned)v;
@@ -210,8 +218,8 @@ sl_err sl_out_check(struct sl_out_cfg *c)
 			found = strncmp(c->spec[j], c->resume[i], a) == 0 && c->spec[j][a] == '=';
 		if (!found)
 			return sl_err_set(SL_E_USAGE,
-			                  "--resume %s: no --output %.*s to resume into", c->resume[i],
-			                  (int)a, c->resume[i]);
+			                  "--resume %s: no --output %.*s to resume into",
+			                  c->resume[i], (int)a, c->resume[i]);
 	}
 	if (!c->preempt_signal_set)
 		c->preempt_signal = SIGTERM;
@@ -400,14 +408,15 @@ static sl_err describe(struct sl_run_st *s, struct sl_outputs *O)
 			if (eq[1] == '/')
 				snprintf(o->dest, sizeof(o->dest), "%s", eq + 1);
 			else {
-				SL_ENSURE(getcwd(cwd, sizeof(cwd)) != NULL, SL_E_SYSTEM, "getcwd: %s",
-				          strerror(errno));
+				SL_ENSURE(getcwd(cwd, sizeof(cwd)) != NULL, SL_E_SYSTEM,
+				          "getcwd: %s", strerror(errno));
 				snprintf(o->dest, sizeof(o->dest), "%s/%s", cwd, eq + 1);
 			}
 			size_t l = strlen(o->dest);
 			while (l > 1 && o->dest[l - 1] == '/')
 				o->dest[--l] = '\0';
-			SL_ENSURE(strstr(o->dest, "/../") == NULL && strstr(o->dest, "/./") == NULL &&
+			SL_ENSURE(strstr(o->dest, "/../") == NULL &&
+			              strstr(o->dest, "/./") == NULL &&
 			              (l < 3 || strcmp(o->dest + l - 3, "/..") != 0),
 			          SL_E_USAGE, "--output %s: no . or .. in the folder", spec);
 			snprintf(o->policy_dest, sizeof(o->policy_dest), "file://%s/", o->dest);
@@ -468,22 +477,25 @@ sl_err sl_out_preflight(struct sl_run_st *s)
 			SL_GUARD(sl_policy_evaluate(s->policy, s->claims, &pr, &d));
 			for (size_t k = 0; k < sl_decision_reason_count(d); k++) {
 				char line[1400];
-				snprintf(line, sizeof(line), "%s%s%s%s", j == 0 ? "output " : "input ",
-				         pr.dataset_id, ": ", sl_decision_reason(d, k));
+				snprintf(line, sizeof(line), "%s%s%s%s",
+				         j == 0 ? "output " : "input ", pr.dataset_id, ": ",
+				         sl_decision_reason(d, k));
 				json_array_append_new(reasons, json_string(line));
 			}
 			ok &= sl_decision_allowed(d);
 		}
-		sl_out_audit(s, SL_AUDIT_EV_RUN_PREFLIGHT, o->id, key, ok ? SL_AUDIT_ALLOW : SL_AUDIT_DENY,
-		      ok ? NULL : json_incref(reasons),
-		      json_pack("{s:s, s:s}", "output", o->name, "destination", o->policy_dest));
+		sl_out_audit(
+		    s, SL_AUDIT_EV_RUN_PREFLIGHT, o->id, key, ok ? SL_AUDIT_ALLOW : SL_AUDIT_DENY,
+		    ok ? NULL : json_incref(reasons),
+		    json_pack("{s:s, s:s}", "output", o->name, "destination", o->policy_dest));
 		if (!ok) {
 			size_t k;
 			json_t *r;
-			fprintf(stderr, "seclaunch run: the policy denies output %s -> %s:\n", o->name,
-			        o->policy_dest);
-			json_array_foreach (reasons, k, r)
+			fprintf(stderr, "seclaunch run: the policy denies output %s -> %s:\n",
+			        o->name, o->policy_dest);
+			json_array_foreach (reasons, k, r) {
 				fprintf(stderr, "  - %s\n", json_string_value(r));
+			}
 			denied = true;
 		}
 		json_decref(reasons);
@@ -539,20 +551,21 @@ sl_err sl_out_keys(struct sl_run_st *s, struct sl_outputs *O)
 		size_t i;
 		if (json_array_size(reasons) > 0) {
 			fprintf(stderr, "seclaunch run: the KMS refused the output keys:\n");
-			json_array_foreach (reasons, i, r)
+			json_array_foreach (reasons, i, r) {
 				fprintf(stderr, "  - [%s] %s\n", sl_json_getstr(r, "code") ?: "?",
 				        sl_json_getstr(r, "detail") ?: "?");
+			}
 			s->explained = true;
 		}
 		sl_out_audit(s, SL_AUDIT_EV_RUN_OUTPUT_KEY, NULL, NULL, SL_AUDIT_DENY,
-		      reasons != NULL ? json_deep_copy(reasons) : NULL,
-		      json_pack("{s:O}", "outputs", list));
+		             reasons != NULL ? json_deep_copy(reasons) : NULL,
+		             json_pack("{s:O}", "outputs", list));
 		goto out;
 	}
 	for (size_t i = 0; i < O->n; i++)
 		O->o[i].key = keys[i];
 	sl_out_audit(s, SL_AUDIT_EV_RUN_OUTPUT_KEY, NULL, NULL, SL_AUDIT_ALLOW, NULL,
-	      json_pack("{s:O}", "outputs", list));
+	             json_pack("{s:O}", "outputs", list));
 	sl_run_say("KMS issued %zu output key%s (sealed to this run's ephemeral key)", O->n,
 	           O->n == 1 ? "" : "s");
 	rc = SL_OK;
@@ -582,8 +595,7 @@ sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *
 	sl_secret *dek = NULL;
 	sl_tree_stats st;
 
-	snprintf(base, sizeof(base), "%s%s", src,
-	         remote && src[strlen(src) - 1] != '/' ? "/" : "");
+	snprintf(base, sizeof(base), "%s%s", src, remote && src[strlen(src) - 1] != '/' ? "/" : "");
 	SL_GUARD(sl_out_read_latest(O, base, remote, &seq));
 	SL_ENSURE(seq > 0, SL_E_INPUT, "--resume %s=%s: no sealed checkpoint there (no %s)",
 	          o->name, src, LATEST);
@@ -603,8 +615,9 @@ sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *
 	/* the manifest's sequence is checked against LATEST once authenticated */
 	seen = audit_latest(s->o->audit_log, o->name, o->policy_dest);
 	if (!remote)
-		seen = seen > audit_latest(s->o->audit_log, o->name, base) ? seen
-		       : audit_latest(s->o->audit_log, o->name, base);
+		seen = seen > audit_latest(s->o->audit_log, o->name, base)
+		           ? seen
+		           : audit_latest(s->o->audit_log, o->name, base);
 	SL_ENSURE(seq >= seen, SL_E_INTEGRITY,
 	          "%s: rollback: %s names checkpoint %llu but the audit log %s recorded "
 	          "checkpoint %llu of output %s there",
@@ -612,7 +625,8 @@ sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *
 	          o->name);
 	SL_GUARD(attest_again(s));
 	{
-		sl_kms_key_req k = {.key_id = sl_sldm_key_id(m), .dataset_id = sl_sldm_dataset_id(m)};
+		sl_kms_key_req k = {.key_id = sl_sldm_key_id(m),
+		                    .dataset_id = sl_sldm_dataset_id(m)};
 		k.wrapped_dek = sl_sldm_wrapped_dek(m, &k.wrapped_dek_len);
 		SL_ENSURE(k.wrapped_dek_len > 0, SL_E_INPUT, "%s: no KMS key reference", dir);
 		json_t *job = json_pack("{s:s, s:s, s:[s]}", "id", s->job_id, "command",
@@ -646,11 +660,11 @@ sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *
 	          strerror(errno));
 	sl_hex_encode(st.root, sizeof(st.root), root);
 	o->next_seq = seq + 1;
-	sl_out_audit(s, SL_AUDIT_EV_RUN_RESUME, sl_sldm_dataset_id(m), sl_sldm_key_id(m), SL_AUDIT_ALLOW,
-	      NULL,
-	      json_pack("{s:s, s:s, s:I, s:s, s:I, s:I}", "output", o->name, "destination",
-	                remote ? base : o->policy_dest, "sequence", (json_int_t)seq, "root", root,
-	                "files", (json_int_t)st.files, "bytes", (json_int_t)st.bytes));
+	sl_out_audit(s, SL_AUDIT_EV_RUN_RESUME, sl_sldm_dataset_id(m), sl_sldm_key_id(m),
+	             SL_AUDIT_ALLOW, NULL,
+	             json_pack("{s:s, s:s, s:I, s:s, s:I, s:I}", "output", o->name, "destination",
+	                       remote ? base : o->policy_dest, "sequence", (json_int_t)seq, "root",
+	                       root, "files", (json_int_t)st.files, "bytes", (json_int_t)st.bytes));
 	sl_run_say("resumed %s from checkpoint %llu of %s (%u files, %llu bytes)", o->name,
 	           (unsigned long long)seq, src, st.files, (unsigned long long)st.bytes);
 	rc = SL_OK;
@@ -658,11 +672,11 @@ out:
 	if (rc != SL_OK) {
 		char msg[1024];
 		snprintf(msg, sizeof(msg), "%s", sl_err_detail());
-		sl_out_audit(s, SL_AUDIT_EV_RUN_RESUME, m != NULL ? sl_sldm_dataset_id(m) : NULL, NULL,
-		      SL_AUDIT_ERROR, NULL,
-		      json_pack("{s:s, s:s, s:I, s:s, s:s}", "output", o->name, "source", src,
-		                "sequence", (json_int_t)seq, "error", sl_err_name(rc), "message",
-		                msg));
+		sl_out_audit(s, SL_AUDIT_EV_RUN_RESUME, m != NULL ? sl_sldm_dataset_id(m) : NULL,
+		             NULL, SL_AUDIT_ERROR, NULL,
+		             json_pack("{s:s, s:s, s:I, s:s, s:s}", "output", o->name, "source",
+		                       src, "sequence", (json_int_t)seq, "error", sl_err_name(rc),
+		                       "message", msg));
 		(void)sl_err_set(rc, "%s", msg);
 	}
 	sl_secret_free(dek);

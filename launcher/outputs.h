@@ -28,15 +28,15 @@ struct sl_out_cfg {
 	size_t n;
 	const char *resume[SL_OUT_MAX]; /* NAME=SOURCE */
 	size_t nresume;
-	uint64_t limit;                   /* --output-limit (0: none but the memory's) */
-	enum sl_preempt_kind preempt;     /* --preempt-watch */
-	char preempt_base[512];           /* metadata base URL */
-	int preempt_signal;               /* --preempt-signal (default SIGTERM) */
-	unsigned preempt_grace_s;         /* --preempt-grace (default 25) */
+	uint64_t limit;               /* --output-limit (0: none but the memory's) */
+	enum sl_preempt_kind preempt; /* --preempt-watch */
+	char preempt_base[512];       /* metadata base URL */
+	int preempt_signal;           /* --preempt-signal (default SIGTERM) */
+	unsigned preempt_grace_s;     /* --preempt-grace (default 25) */
 	bool preempt_signal_set, preempt_grace_set;
-	sl_remote_opts remote;            /* --ca-file, --s3-endpoint, --connections */
-	bool ns;                          /* a private mount namespace was made (sl_out_early) */
-	char ns_why[256];                 /* why not */
+	sl_remote_opts remote; /* --ca-file, --s3-endpoint, --connections */
+	bool ns;               /* a private mount namespace was made (sl_out_early) */
+	char ns_why[256];      /* why not */
 };
 
 enum {
@@ -61,7 +61,7 @@ enum {
 	"  --output NAME=DEST     the job writes $SECLAUNCH_OUTPUT_DIR/NAME/ (memory); it is\n"    \
 	"                         sealed to DEST (a folder, https://, s3://, gs://) at exit,\n"    \
 	"                         at each checkpoint and on preemption (repeatable)\n"             \
-	"  --resume NAME=SOURCE   stage the newest sealed checkpoint of NAME from SOURCE\n"         \
+	"  --resume NAME=SOURCE   stage the newest sealed checkpoint of NAME from SOURCE\n"        \
 	"                         into $SECLAUNCH_OUTPUT_DIR/NAME/ before the job starts\n"        \
 	"  --output-limit SIZE    at most SIZE bytes of outputs (K, M, G suffixes)\n"              \
 	"  --preempt-watch KIND[=URL]  sigterm, gce or aws (metadata base URL optional):\n"        \

@@ -87,7 +87,8 @@ sl_err sl_memdir_create(sl_memdir *d, bool ns, uint64_t limit, uid_t uid, gid_t 
 	         tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
 	if (mkdtemp(d->path) == NULL)
 		return sl_err_set(SL_E_SYSTEM, "%s: %s", d->path, strerror(errno));
-	int n = snprintf(opts, sizeof(opts), "mode=0700,uid=%u,gid=%u", (unsigned)uid, (unsigned)gid);
+	int n =
+	    snprintf(opts, sizeof(opts), "mode=0700,uid=%u,gid=%u", (unsigned)uid, (unsigned)gid);
 	if (limit > 0)
 		snprintf(opts + n, sizeof(opts) - (size_t)n, ",size=%llu",
 		         (unsigned long long)(limit + HEADROOM));
@@ -102,8 +103,7 @@ sl_err sl_memdir_create(sl_memdir *d, bool ns, uint64_t limit, uid_t uid, gid_t 
 		return shared_tmpfs(d, uid, gid);
 	}
 	d->mounted = true;
-	snprintf(d->method, sizeof(d->method),
-	         "tmpfs of its own in a private mount namespace%s",
+	snprintf(d->method, sizeof(d->method), "tmpfs of its own in a private mount namespace%s",
 	         d->noswap ? " (noswap)" : "");
 	return SL_OK;
 }
@@ -119,7 +119,8 @@ static int zero_remove(const char *path, const struct stat *st, int flag, struct
 			static const char zeros[65536];
 			off_t left = st->st_size;
 			while (left > 0) {
-				size_t k = left > (off_t)sizeof(zeros) ? sizeof(zeros) : (size_t)left;
+				size_t k =
+				    left > (off_t)sizeof(zeros) ? sizeof(zeros) : (size_t)left;
 				ssize_t w = write(fd, zeros, k);
 				if (w <= 0)
 					break;

@@ -44,7 +44,6 @@ struct sl_outputs {
 	int forwarded;
 };
 
-
 /* outputs.c */
 void sl_out_audit(struct sl_run_st *s, const char *event, const char *ds, const char *key,
                   const char *decision, json_t *reasons, json_t *details);

@@ -46,8 +46,7 @@ static void remove_dir(const char *dir)
 
 /* Every shard of the sealed folder, then its manifest; LATEST is the
  * caller's, last. */
-static sl_err upload_dir(struct sl_outputs *O, struct out_one *o, const char *dir,
-                         const char *ck)
+static sl_err upload_dir(struct sl_outputs *O, struct out_one *o, const char *dir, const char *ck)
 {
 	sl_err rc = SL_E_IO;
 	char url[2200], p[4200];
@@ -224,7 +223,8 @@ static void checkpoint(struct sl_outputs *O, const char *how)
 	sl_err rc = seal_all(O, "checkpoint");
 	O->requests++;
 	if (rc != SL_OK)
-		fprintf(stderr, "seclaunch run: checkpoint (%s) failed: %s\n", how, sl_err_detail());
+		fprintf(stderr, "seclaunch run: checkpoint (%s) failed: %s\n", how,
+		        sl_err_detail());
 	/* the job's answer: "N ok" or "N error: ..." (N counts requests) */
 	int n = snprintf(text, sizeof(text), "%llu %s%s\n", (unsigned long long)O->requests,
 	                 rc == SL_OK ? "ok" : "error: ", rc == SL_OK ? "" : sl_err_detail());
@@ -290,7 +290,8 @@ static void stop_watchers(struct sl_outputs *O)
 {
 	if (O->th_started) {
 		if (write(O->stop[1], "x", 1) != 1)
-			fprintf(stderr, "seclaunch run: warning: stopping the checkpoint watcher\n");
+			fprintf(stderr,
+			        "seclaunch run: warning: stopping the checkpoint watcher\n");
 		pthread_join(O->th, NULL);
 		O->th_started = false;
 	}
@@ -421,13 +422,13 @@ int sl_out_finish(struct sl_run_st *s, int job_code)
 			json_array_append_new(saved, json_pack("{s:s, s:s, s:I, s:s}", "output",
 			                                       O->o[i].name, "destination",
 			                                       O->o[i].policy_dest, "sequence",
-			                                       (json_int_t)O->o[i].sealed_seq, "root",
-			                                       O->o[i].sealed_root));
+			                                       (json_int_t)O->o[i].sealed_seq,
+			                                       "root", O->o[i].sealed_root));
 		double took = noticed ? sl_preempt_now() - when : 0;
 		sl_out_audit(s, SL_AUDIT_EV_RUN_PREEMPTED, NULL, NULL,
 		             rc == SL_OK ? SL_AUDIT_ALLOW : SL_AUDIT_ERROR, NULL,
-		             json_pack("{s:s, s:o, s:i, s:i, s:i, s:f, s:b, s:s?}", "notice", source,
-		                       "saved", saved, "job_exit_code", job_code, "signal",
+		             json_pack("{s:s, s:o, s:i, s:i, s:i, s:f, s:b, s:s?}", "notice",
+		                       source, "saved", saved, "job_exit_code", job_code, "signal",
 		                       noticed ? O->c->preempt_signal : SIGTERM, "grace_s",
 		                       (int)O->c->preempt_grace_s, "notice_to_sealed_s", took,
 		                       "all_saved", rc == SL_OK, "error",

@@ -129,8 +129,10 @@ static void notice(sl_preempt *p, const char *source)
 		p->noticed = true;
 		p->when = sl_preempt_now();
 		snprintf(p->source, sizeof(p->source), "%s", source);
-		fprintf(stderr, "seclaunch run: preemption notice (%s): signalling the job (%s), "
-		        "%u s to finish\n", source, strsignal(p->o.signo), p->o.grace_s);
+		fprintf(stderr,
+		        "seclaunch run: preemption notice (%s): signalling the job (%s), "
+		        "%u s to finish\n",
+		        source, strsignal(p->o.signo), p->o.grace_s);
 		if (p->pgid > 0 && !p->signalled) {
 			(void)kill(-p->pgid, p->o.signo);
 			p->signalled = true;
@@ -169,9 +171,10 @@ static void watch_aws(sl_preempt *p)
 	while (!stopping(p)) {
 		if (tok[0] == '\0') {
 			snprintf(url, sizeof(url), "%s/latest/api/token", p->base);
-			long st = request(p, "PUT", url, "X-aws-ec2-metadata-token-ttl-seconds: 21600",
-			                  5, &b);
-			if (st == 200 && b.n > 0 && b.n < sizeof(tok) && strcspn(b.b, "\r\n") == b.n)
+			long st = request(p, "PUT", url,
+			                  "X-aws-ec2-metadata-token-ttl-seconds: 21600", 5, &b);
+			if (st == 200 && b.n > 0 && b.n < sizeof(tok) &&
+			    strcspn(b.b, "\r\n") == b.n)
 				snprintf(tok, sizeof(tok), "%s", b.b);
 			else if (!nap(p, 1.0))
 				return;
@@ -205,8 +208,10 @@ static void *watch(void *arg)
 	if (noticed && nap(p, (double)p->o.grace_s)) {
 		pthread_mutex_lock(&p->mu);
 		if (p->pgid > 0) {
-			fprintf(stderr, "seclaunch run: the job is still running after the %u s "
-			        "preemption grace: killing it\n", p->o.grace_s);
+			fprintf(stderr,
+			        "seclaunch run: the job is still running after the %u s "
+			        "preemption grace: killing it\n",
+			        p->o.grace_s);
 			(void)kill(-p->pgid, SIGKILL);
 		}
 		pthread_mutex_unlock(&p->mu);
@@ -222,8 +227,8 @@ sl_err sl_preempt_start(const sl_preempt_opts *o, sl_preempt **out)
 	p->o = *o;
 	snprintf(p->base, sizeof(p->base), "%s",
 	         o->base != NULL && o->base[0] != '\0' ? o->base
-	         : o->kind == SL_PREEMPT_GCE          ? GCE_BASE
-	                                              : AWS_BASE);
+	         : o->kind == SL_PREEMPT_GCE           ? GCE_BASE
+	                                               : AWS_BASE);
 	size_t l = strlen(p->base);
 	if (l > 0 && p->base[l - 1] == '/')
 		p->base[l - 1] = '\0';

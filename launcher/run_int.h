@@ -63,7 +63,8 @@ struct sl_run_st {
 	char exe[4096];      /* the job's executable, resolved before attesting */
 	int cmd_status;      /* 126/127: the command cannot be executed (env(1)'s codes) */
 	bool explained;      /* a refusal's reasons are on stderr already */
-	struct sl_outputs *out; /* sealed outputs (NULL: none) */
+	/* sealed outputs (outputs.c; NULL: none) */
+	struct sl_outputs *out;
 };
 
 void sl_run_say(const char *fmt, ...) SL_PRINTF(1, 2);

@@ -469,10 +469,11 @@ sl_err sl_policy_output_key(const sl_policy *p, const char *output_id, const cha
 		return sl_err_set(SL_E_POLICY_DENIED, "$.keys: no key may serve output '%s'",
 		                  output_id);
 	if (n > 1)
-		return sl_err_set(SL_E_POLICY_DENIED,
-		                  "$.keys: %zu keys may serve output '%s' (%s); the policy must name "
-		                  "one",
-		                  n, output_id, list);
+		return sl_err_set(
+		    SL_E_POLICY_DENIED,
+		    "$.keys: %zu keys may serve output '%s' (%s); the policy must name "
+		    "one",
+		    n, output_id, list);
 	*key_id = found;
 	return SL_OK;
 }
