@@ -268,7 +268,7 @@ rm -f "$T/flip" "$T/prog_pre"
 	"$PY" "$T/train.py" 40 10 0.05 "$MARKER" "$T/prog_pre" signal >"$T/pre.out" 2>"$T/pre.err" &
 RUNPID=$!
 for ((i = 0; i < 400; i++)); do
-	[ "$(wc -l 2>/dev/null <"$T/prog_pre" || echo 0)" -ge 1 ] && break
+	[ "$(wc -l 2>/dev/null <"$T/prog_pre")" -ge 1 ] 2>/dev/null && break
 	sleep 0.05
 done
 touch "$T/flip"
@@ -288,6 +288,23 @@ check "read the resumed run's final weights back" 0 \
 	"$PY" "$T/digest.py" "$T/hash_res"
 assert "final weights bit-identical to the uninterrupted run's" cmp -s "$T/hash_full" "$T/hash_res"
 
+# ---- SIGTERM from the platform (--preempt-watch sigterm) -------------------
+rm -f "$T/prog_term"
+"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=$T/dest_term" --preempt-watch sigterm "$T/in.sld" -- \
+	"$PY" "$T/train.py" 400 10 0.02 "$MARKER" "$T/prog_term" >"$T/term.out" 2>"$T/term.err" &
+RUNPID=$!
+for ((i = 0; i < 400; i++)); do
+	[ "$(wc -l 2>/dev/null <"$T/prog_term")" -ge 1 ] 2>/dev/null && break
+	sleep 0.05
+done
+kill -TERM "$RUNPID"
+wait "$RUNPID"
+rc=$?
+if [ "$rc" -eq 143 ]; then _pass "SIGTERM to seclaunch: forwarded, outputs sealed, exit 143"; else
+	_fail "SIGTERM to seclaunch: exit $rc (want 143)"; sed 's/^/    /' "$T/term.err" | tail -5; fi
+assert "SIGTERM preemption audited" ev_has run.preempted '"notice":"sigterm"'
+assert "the job's last state was sealed on SIGTERM" test "$(cat "$T/dest_term/LATEST")" -ge 2
+
 # ---- AWS notice, to the HTTPS store -------------------------------------------
 rm -f "$T/flip" "$T/prog_aws"
 REM=(--ca-file "$T/ca.pem" --output "model=$STORE/ok/run1/")
@@ -296,7 +313,7 @@ REM=(--ca-file "$T/ca.pem" --output "model=$STORE/ok/run1/")
 	"$PY" "$T/train.py" 400 10 0.02 "$MARKER" "$T/prog_aws" >"$T/aws.out" 2>"$T/aws.err" &
 RUNPID=$!
 for ((i = 0; i < 400; i++)); do
-	[ "$(wc -l 2>/dev/null <"$T/prog_aws" || echo 0)" -ge 1 ] && break
+	[ "$(wc -l 2>/dev/null <"$T/prog_aws")" -ge 1 ] 2>/dev/null && break
 	sleep 0.05
 done
 touch "$T/flip"
