@@ -50,6 +50,9 @@ void sl_out_audit(struct sl_run_st *s, const char *event, const char *ds, const 
 SL_MUST_USE sl_err sl_out_read_latest(struct sl_outputs *O, const char *dest, bool remote,
                                       uint64_t *seq);
 SL_MUST_USE sl_err sl_out_mkdir_p(const char *path);
+/* A new challenge, ephemeral key and bound evidence (every attested call
+ * to the KMS uses up its nonce). */
+SL_MUST_USE sl_err sl_out_attest_again(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_out_keys(struct sl_run_st *s, struct sl_outputs *O);
 SL_MUST_USE sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *o);
 
