@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Sealed outputs end to end: real swtpm (two machines), seclaunchd --dev with
 # a signed policy whose output_destinations allow one folder and one HTTPS
-# store. A deterministic training job (pure Python floats: neither PyTorch
-# nor numpy is needed) checkpoints every N steps through the helper's
-# checkpoint(); a loopback GCE/AWS metadata server flips to "preempted"
-# mid-job; a second run on the other TPM resumes and finishes; its final
-# weights are bit-identical to an uninterrupted run's. Then the bad inputs:
+# store. A deterministic training job (pure Python floats, quick) and a
+# PyTorch one (Debian's python3-torch, CPU, fixed seeds, Adam; skipped when
+# no interpreter imports torch) checkpoint every N steps through the helper's
+# checkpoint() (or SIGUSR2); a loopback GCE/AWS metadata server flips to
+# "preempted" mid-job; a second run on the other TPM resumes and finishes;
+# its final weights are bit-identical to an uninterrupted run's. Then the bad inputs:
 # denied destination, flipped bit, a shard from another run, an older
 # checkpoint presented as newest, rollback of LATEST, an upload failing
 # mid-way, a job over --output-limit. No plaintext byte (a planted marker)
@@ -373,6 +374,96 @@ check_err "a job over --output-limit: exit 2, nothing sealed" 2 "output-limit" \
 	"$PY" "$T/big.py" "$MARKER"
 assert "over the limit: no checkpoint" test ! -e "$T/dest_big/LATEST"
 assert "over the limit audited" ev_has run.output '"error":"SL_E_TOO_LARGE"'
+
+# ---- PyTorch (Debian's python3-torch): preempted, resumed on TPM B, bit-identical ----
+TORCHPY=
+for cand in /usr/bin/python3 "$PY"; do
+	if "$cand" -c "import torch" 2>/dev/null; then TORCHPY=$cand; break; fi
+done
+if [ -z "$TORCHPY" ]; then
+	skip "pytorch end to end" "no python3 with torch (Debian: python3-torch)"
+else
+	cat >"$T/torch_train.py" <<'EOF'
+import hashlib, os, signal, sys
+import torch
+import seclaunch_data as sd
+steps, every, marker, prog = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+torch.manual_seed(7)
+torch.set_num_threads(1)
+torch.use_deterministic_algorithms(True)
+out = sd.output_dir("model")
+ck = os.path.join(out, "ckpt.pt")
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+step = 0
+if os.path.exists(ck):
+    st = torch.load(ck)
+    model.load_state_dict(st["model"]); opt.load_state_dict(st["opt"]); step = st["step"]
+stop = []
+signal.signal(signal.SIGUSR1, lambda *a: stop.append(1))
+w_true = torch.linspace(-1, 1, 16).unsqueeze(1)
+def save():
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+                "note": marker}, ck + ".tmp")
+    os.rename(ck + ".tmp", ck)
+    sd.checkpoint()
+    with open(prog, "a") as f:
+        f.write("%d\n" % step)
+while step < steps:
+    g = torch.Generator().manual_seed(1000 + step)
+    x = torch.randn(64, 16, generator=g)
+    y = torch.sin(x @ w_true)
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    step += 1
+    if step % every == 0 or stop:
+        save()
+        if stop:
+            sys.exit(0)
+torch.save({"model": model.state_dict(), "note": marker}, os.path.join(out, "final.pt"))
+EOF
+	cat >"$T/torch_digest.py" <<'EOF'
+import hashlib, sys
+import torch
+import seclaunch_data as sd
+st = torch.load(sd.output_dir("model") + "/final.pt")["model"]
+h = hashlib.sha256()
+for k in sorted(st):
+    h.update(k.encode()); h.update(st[k].contiguous().numpy().tobytes())
+open(sys.argv[1], "w").write(h.hexdigest() + "\n")
+EOF
+	TRUN=(--env "PYTHONPATH=$SL_ROOT/launcher/python" --env PYTHONDONTWRITEBYTECODE=1)
+	check "pytorch: uninterrupted run, 300 steps, a checkpoint every 50" 0 \
+		"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=$T/dest_torch_full" "$T/in.sld" -- \
+		"$TORCHPY" "$T/torch_train.py" 300 50 "$MARKER" "$T/tprog_full"
+	check "pytorch: read the uninterrupted weights back" 0 \
+		"$SL" run "${RUN[@]}" --tcti "$TCTI_B" --resume "model=$T/dest_torch_full" --output "model=$T/dest_torch_full" -- \
+		"$TORCHPY" "$T/torch_digest.py" "$T/thash_full"
+	rm -f "$T/flip" "$T/tprog_pre"
+	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=$T/dest_torch" --preempt-signal USR1 \
+		--preempt-watch "gce=http://127.0.0.1:$META_PORT" "$T/in.sld" -- \
+		"$TORCHPY" "$T/torch_train.py" 100000 50 "$MARKER" "$T/tprog_pre" >"$T/tpre.out" 2>"$T/tpre.err" &
+	RUNPID=$!
+	for ((i = 0; i < 1200; i++)); do
+		[ "$(wc -l 2>/dev/null <"$T/tprog_pre")" -ge 1 ] 2>/dev/null && break
+		sleep 0.05
+	done
+	touch "$T/flip"
+	wait "$RUNPID"
+	rc=$?
+	rm -f "$T/flip"
+	if [ "$rc" -eq 143 ]; then _pass "pytorch: preempted (SIGUSR1 to the job), saved, exit 143"; else
+		_fail "pytorch: preempted run exit $rc (want 143)"; sed 's/^/    /' "$T/tpre.err" | tail -5; fi
+	# the preempted run stopped somewhere; finish the same 300 steps from there
+	check "pytorch: resume on TPM B and finish" 0 \
+		"$SL" run "${RUN[@]}" --tcti "$TCTI_B" --resume "model=$T/dest_torch" --output "model=$T/dest_torch" "$T/in.sld" -- \
+		"$TORCHPY" "$T/torch_train.py" 300 50 "$MARKER" "$T/tprog_res"
+	check "pytorch: read the resumed weights back" 0 \
+		"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --resume "model=$T/dest_torch" --output "model=$T/dest_torch" -- \
+		"$TORCHPY" "$T/torch_digest.py" "$T/thash_res"
+	assert "pytorch: preempted before step 300" test "$(tail -n1 "$T/tprog_pre")" -lt 300
+	assert "pytorch: final weights bit-identical to the uninterrupted run's" cmp -s "$T/thash_full" "$T/thash_res"
+fi
 
 # ---- no plaintext on disk -----------------------------------------------------------
 assert "no output plaintext (marker) in any file under the test folder or /tmp" no_marker_anywhere
