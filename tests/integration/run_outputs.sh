@@ -368,6 +368,21 @@ check_err "LATEST rolled back below what the audit log recorded: exit 6" 6 "roll
 	"$SL" run "${RUN[@]}" --tcti "$TCTI_B" --resume "model=$T/dest" --output "model=$T/dest" -- true
 cp "$T/latest.save" "$T/dest/LATEST"
 
+# ---- without a private mount namespace: a folder in /dev/shm, said so -------------
+if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
+	check_err "no namespace: the output folder is in the shared tmpfs, and seclaunch says so" 0 \
+		"shared tmpfs /dev/shm" \
+		env SECLAUNCH_OUTPUT_NO_NAMESPACE=1 "$SL" run "${RUN[@]}" --tcti "$TCTI_A" \
+		--output "model=$T/dest_shm" -- "$PY" "$T/train.py" 10 10 0 "$MARKER" "$T/prog_shm"
+	SHMDIR=$(sed -n 's|^seclaunch run: outputs in \(/[^ ]*\) .*|\1|p' "$T/err")
+	assert "no namespace: sealed all the same" grep -qx 2 "$T/dest_shm/LATEST"
+	assert "no namespace: the folder was in /dev/shm" test "${SHMDIR#/dev/shm/seclaunch-out.}" != "$SHMDIR"
+	assert "no namespace: the folder is gone afterwards" test ! -e "$SHMDIR"
+	assert "no namespace: audited" ev_has run.output 'shared tmpfs /dev/shm'
+else
+	skip "no namespace" "/dev/shm is not a tmpfs here"
+fi
+
 # ---- over --output-limit ------------------------------------------------------------
 check_err "a job over --output-limit: exit 2, nothing sealed" 2 "output-limit" \
 	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output-limit 1M --output "big=$T/dest_big" -- \
