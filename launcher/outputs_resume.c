@@ -3,6 +3,7 @@
  * before the job starts. */
 #include <errno.h>
 #include <ftw.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,12 +97,16 @@ sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *
 	              sl_sldm_dataset_id(m)[strlen(o->name)] == ':',
 	          SL_E_INTEGRITY, "%s: dataset '%s' is not a checkpoint of output %s", dir,
 	          sl_sldm_dataset_id(m), o->name);
-	/* the manifest's sequence is checked against LATEST once authenticated */
-	seen = audit_latest(s->o->audit_log, o->name, o->policy_dest);
-	if (!remote)
-		seen = seen > audit_latest(s->o->audit_log, o->name, base)
-		           ? seen
-		           : audit_latest(s->o->audit_log, o->name, base);
+	/* the manifest's sequence is checked against LATEST once authenticated;
+	 * SOURCE as the records name it: the URL, or file:///ABSOLUTE/PATH/ */
+	char abs[PATH_MAX], srcname[PATH_MAX + 16];
+	if (remote)
+		snprintf(srcname, sizeof(srcname), "%s", base);
+	else if (realpath(base, abs) != NULL)
+		snprintf(srcname, sizeof(srcname), "file://%s/", abs);
+	else
+		snprintf(srcname, sizeof(srcname), "%s", base);
+	seen = audit_latest(s->o->audit_log, o->name, srcname);
 	SL_ENSURE(seq >= seen, SL_E_INTEGRITY,
 	          "%s: rollback: %s names checkpoint %llu but the audit log %s recorded "
 	          "checkpoint %llu of output %s there",
@@ -143,12 +148,13 @@ sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *
 	SL_ENSURE(nftw(final, chown_one, 16, FTW_PHYS) == 0, SL_E_SYSTEM, "%s: chown: %s", final,
 	          strerror(errno));
 	sl_hex_encode(st.root, sizeof(st.root), root);
-	o->next_seq = seq + 1;
+	if (seq + 1 > o->next_seq)
+		o->next_seq = seq + 1;
 	sl_out_audit(s, SL_AUDIT_EV_RUN_RESUME, sl_sldm_dataset_id(m), sl_sldm_key_id(m),
 	             SL_AUDIT_ALLOW, NULL,
 	             json_pack("{s:s, s:s, s:I, s:s, s:I, s:I}", "output", o->name, "destination",
-	                       remote ? base : o->policy_dest, "sequence", (json_int_t)seq, "root",
-	                       root, "files", (json_int_t)st.files, "bytes", (json_int_t)st.bytes));
+	                       srcname, "sequence", (json_int_t)seq, "root", root, "files",
+	                       (json_int_t)st.files, "bytes", (json_int_t)st.bytes));
 	sl_run_say("resumed %s from checkpoint %llu of %s (%u file%s, %llu bytes)", o->name,
 	           (unsigned long long)seq, src, st.files, st.files == 1 ? "" : "s",
 	           (unsigned long long)st.bytes);
