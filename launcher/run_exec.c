@@ -450,7 +450,7 @@ int sl_run_execute(struct sl_run *o)
 {
 	struct sl_run_st s;
 	sl_err rc;
-	int job_code = -1;
+	int job_code = -1, run_code;
 	char detail[1024];
 
 	memset(&s, 0, sizeof(s));
@@ -488,7 +488,8 @@ int sl_run_execute(struct sl_run *o)
 	rc = step_job(&s, &job_code);
 	if (rc != SL_OK)
 		goto failed;
-	job_code = sl_out_finish(&s, job_code);
+	/* outputs sealed and uploaded (or not): the run's status */
+	run_code = sl_out_finish(&s, job_code);
 	rc = wipe_all(&s, "job exit");
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
@@ -498,7 +499,7 @@ int sl_run_execute(struct sl_run *o)
 		fprintf(stderr, "seclaunch run: warning: closing the audit log: %s\n",
 		        sl_err_detail());
 	cleanup(&s);
-	return job_code;
+	return run_code;
 
 failed:
 	snprintf(detail, sizeof(detail), "%s",
