@@ -106,7 +106,7 @@ TEST_CFLAGS = -Itests/testlib $(CMOCKA_CFLAGS)
 PROGS := $(BIN)/seclaunch $(if $(wildcard kms/main.c),$(BIN)/seclaunchd)
 
 .PHONY: print-flags print-libs print-pkgs print-test-pkgs all deps build build-tests check unit-build asan fuzz \
-	lint bench demo install uninstall clean
+	lint bench demo install uninstall clean stress
 .DELETE_ON_ERROR:
 
 # Plain `make` installs nothing: with the packages present it builds; without
@@ -159,6 +159,11 @@ unit-build: $(UNIT_BINS)
 # swtpm / SoftHSM2 / seclaunchd on loopback. Prints "N passed, N failed".
 check: build-tests
 	@BUILD=$(BUILD) BIN=$(BIN) scripts/run-tests $(TESTS)
+
+# The long tests (tests/stress/: connection exhaustion at full scale,
+# SIGTERM races); a few minutes on two cores.
+stress: build
+	@BUILD=$(BUILD) BIN=$(BIN) scripts/run-stress $(TESTS)
 
 asan: deps
 	$(call pkg_need,$(PKGS) $(TEST_PKGS))@+$(MAKE) --no-print-directory SAN=1 BUILD=build/asan \

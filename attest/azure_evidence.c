@@ -21,7 +21,7 @@ static bool azure_available(const sl_collect_opts *o)
 	return false;
 }
 
-static sl_err azure_collect(const sl_collect_opts *o, json_t **out)
+static SL_RESULT azure_collect(const sl_collect_opts *o, json_t **out)
 {
 	(void)o;
 	*out = NULL;
@@ -33,7 +33,8 @@ static sl_err azure_collect(const sl_collect_opts *o, json_t **out)
 enum enc { ENC_HEX, ENC_B64URL };
 
 /* A field as bytes: an array of byte integers, or a string in enc. */
-static sl_err bytes_of(const json_t *v, enum enc enc, uint8_t **out, size_t *len, const char *what)
+static SL_RESULT bytes_of(const json_t *v, enum enc enc, uint8_t **out, size_t *len,
+                          const char *what)
 {
 	*out = NULL;
 	*len = 0;
@@ -70,7 +71,7 @@ static sl_err bytes_of(const json_t *v, enum enc enc, uint8_t **out, size_t *len
 	return rc == SL_OK ? SL_OK : sl_err_wrap(SL_E_ATTEST_FORMAT, "azure evidence");
 }
 
-static sl_err put_b64(json_t *obj, const char *key, const uint8_t *p, size_t n)
+static SL_RESULT put_b64(json_t *obj, const char *key, const uint8_t *p, size_t n)
 {
 	char *s = NULL;
 	sl_err rc = sl_b64_encode(p, n, &s);
@@ -82,7 +83,8 @@ static sl_err put_b64(json_t *obj, const char *key, const uint8_t *p, size_t n)
 	return r == 0 ? SL_OK : sl_err_set(SL_E_NOMEM, "azure evidence");
 }
 
-static sl_err field(json_t *dst, const char *dkey, const json_t *v, enum enc enc, const char *what)
+static SL_RESULT field(json_t *dst, const char *dkey, const json_t *v, enum enc enc,
+                       const char *what)
 {
 	uint8_t *b = NULL;
 	size_t n = 0;
@@ -94,7 +96,7 @@ static sl_err field(json_t *dst, const char *dkey, const json_t *v, enum enc enc
 }
 
 /* The VCEK: a PEM string, or base64url DER. */
-static sl_err vcek_field(json_t *certs, const json_t *v)
+static SL_RESULT vcek_field(json_t *certs, const json_t *v)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	const char *s = json_string_value(v);

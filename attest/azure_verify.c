@@ -22,7 +22,7 @@
 #define MAX_B64 (64 * 1024)
 #define NPCRS 24
 
-static sl_err b64(const json_t *o, const char *key, uint8_t **out, size_t *len)
+static SL_RESULT b64(const json_t *o, const char *key, uint8_t **out, size_t *len)
 {
 	const char *s = sl_json_getstr(o, key);
 	*out = NULL;
@@ -33,7 +33,7 @@ static sl_err b64(const json_t *o, const char *key, uint8_t **out, size_t *len)
 }
 
 /* The RSA public key of the runtime data's JWK with kid "HCLAkPub". */
-static sl_err runtime_ak(const json_t *rt, EVP_PKEY **out)
+static SL_RESULT runtime_ak(const json_t *rt, EVP_PKEY **out)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	size_t i;
@@ -87,7 +87,7 @@ out:
 	return rc;
 }
 
-static sl_err runtime_claims(const json_t *rt, sl_claims *c)
+static SL_RESULT runtime_claims(const json_t *rt, sl_claims *c)
 {
 	static const struct {
 		const char *json, *claim;
@@ -116,7 +116,8 @@ out:
 	return rc;
 }
 
-static sl_err check_tpm_quote(const json_t *tq, EVP_PKEY *ak, const sl_verify_opts *o, sl_claims *c)
+static SL_RESULT check_tpm_quote(const json_t *tq, EVP_PKEY *ak, const sl_verify_opts *o,
+                                 sl_claims *c)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	uint8_t *msg = NULL, *sig = NULL, *pcr = NULL;

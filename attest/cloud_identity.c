@@ -13,7 +13,7 @@ static const char *const CLOUDS[] = {"aws", "gcp", "azure", NULL};
 /* A member this code does not read is refused, not ignored: a document that
  * says "region_verified": true beside its token must not look as if that had
  * counted. */
-static sl_err only_members(const json_t *doc, const char *kind, const char *const *allowed)
+static SL_RESULT only_members(const json_t *doc, const char *kind, const char *const *allowed)
 {
 	const char *k = sl_json_unknown(doc, allowed);
 	if (k != NULL)

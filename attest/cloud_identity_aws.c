@@ -42,7 +42,7 @@ out:
 	return rc;
 }
 
-static sl_err load_trust(const sl_identity_opts *o, STACK_OF(X509) * *out)
+static SL_RESULT load_trust(const sl_identity_opts *o, STACK_OF(X509) * *out)
 {
 	sl_err rc = SL_E_NOMEM;
 	STACK_OF(X509) *certs = sk_X509_new_null();
@@ -62,8 +62,8 @@ out:
 
 /* Verifies the PKCS7 and returns the signed content (embedded, or the
  * document when the signature is detached). */
-static sl_err verify_pkcs7(const uint8_t *der, size_t len, const uint8_t *doc, size_t doc_len,
-                           STACK_OF(X509) * certs, uint8_t **content, size_t *content_len)
+static SL_RESULT verify_pkcs7(const uint8_t *der, size_t len, const uint8_t *doc, size_t doc_len,
+                              STACK_OF(X509) * certs, uint8_t **content, size_t *content_len)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	const unsigned char *q = der;
@@ -111,8 +111,8 @@ out:
 }
 
 /* The base64 RSA-SHA256 form: any pinned certificate's key may have signed it. */
-static sl_err verify_rsa_sig(const uint8_t *sig, size_t sig_len, const uint8_t *doc, size_t doc_len,
-                             STACK_OF(X509) * certs)
+static SL_RESULT verify_rsa_sig(const uint8_t *sig, size_t sig_len, const uint8_t *doc,
+                                size_t doc_len, STACK_OF(X509) * certs)
 {
 	for (int i = 0; i < sk_X509_num(certs); i++) {
 		EVP_PKEY *k = X509_get0_pubkey(sk_X509_value(certs, i));
@@ -128,7 +128,7 @@ static sl_err verify_rsa_sig(const uint8_t *sig, size_t sig_len, const uint8_t *
 	    "certificate of the trust directory (wrong signer?)");
 }
 
-static sl_err doc_claims(const uint8_t *doc, size_t len, sl_claims *claims)
+static SL_RESULT doc_claims(const uint8_t *doc, size_t len, sl_claims *claims)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	json_error_t je;

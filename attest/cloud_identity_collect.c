@@ -17,7 +17,7 @@
 #define TOTAL_TIMEOUT_MS 3000L
 
 /* One request (PUT when put is true), retried once on a transport error. */
-static sl_err fetch(const char *url, bool put, const char *const *headers, sl_http_resp *out)
+static SL_RESULT fetch(const char *url, bool put, const char *const *headers, sl_http_resp *out)
 {
 	const sl_http_req req = {
 	    .what = "metadata server",
@@ -43,7 +43,7 @@ static const char *base(const char *env, const char *def)
 	return b != NULL && b[0] != '\0' ? b : def;
 }
 
-static sl_err collect_gcp(const uint8_t *binding, size_t blen, json_t **out)
+static SL_RESULT collect_gcp(const uint8_t *binding, size_t blen, json_t **out)
 {
 	sl_err rc = SL_E_ATTEST;
 	char hex[2 * 64 + 1], url[1024];
@@ -69,7 +69,7 @@ out:
 	return rc;
 }
 
-static sl_err collect_aws(json_t **out)
+static SL_RESULT collect_aws(json_t **out)
 {
 	sl_err rc = SL_E_ATTEST;
 	char url[1024], *tokhdr = NULL;

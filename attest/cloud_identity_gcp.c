@@ -35,7 +35,7 @@ static void jwt_free(struct jwt *j)
 	free(j->sig);
 }
 
-static sl_err decode_json_part(const uint8_t *p, size_t n, const char *field, json_t **out)
+static SL_RESULT decode_json_part(const uint8_t *p, size_t n, const char *field, json_t **out)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	uint8_t *raw = NULL;
@@ -54,7 +54,7 @@ out:
 }
 
 /* Splits and decodes a compact JWS "h.p.s" (every byte through sl_reader). */
-static sl_err jwt_parse(const char *token, size_t len, struct jwt *j)
+static SL_RESULT jwt_parse(const char *token, size_t len, struct jwt *j)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	sl_reader r;
@@ -109,7 +109,7 @@ out:
 	return rc;
 }
 
-static sl_err b64url_bn(const json_t *v, const char *field, BIGNUM **out)
+static SL_RESULT b64url_bn(const json_t *v, const char *field, BIGNUM **out)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	uint8_t *raw = NULL;
@@ -126,7 +126,7 @@ out:
 }
 
 /* The RSA key with kid from the JWKS file. */
-static sl_err jwks_key(const char *path, const char *kid, EVP_PKEY **out)
+static SL_RESULT jwks_key(const char *path, const char *kid, EVP_PKEY **out)
 {
 	sl_err rc = SL_E_IO;
 	uint8_t *data = NULL;
@@ -188,7 +188,7 @@ out:
 }
 
 /* The leaf key of the header's x5c chain, verified to the pinned root. */
-static sl_err x5c_key(const json_t *x5c, const sl_identity_opts *o, EVP_PKEY **out)
+static SL_RESULT x5c_key(const json_t *x5c, const sl_identity_opts *o, EVP_PKEY **out)
 {
 	sl_err rc = SL_E_ATTEST_CHAIN;
 	STACK_OF(X509) *untrusted = sk_X509_new_null(), *roots = sk_X509_new_null();
@@ -254,7 +254,7 @@ static bool json_has_string(const json_t *v, const char *want)
 	return false;
 }
 
-static sl_err check_times(const json_t *pl, const sl_identity_opts *o)
+static SL_RESULT check_times(const json_t *pl, const sl_identity_opts *o)
 {
 	sl_err rc = SL_E_ATTEST;
 	time_t now = sl_identity_now(o);

@@ -25,7 +25,7 @@ sl_err sl_nvgpu_vbios_string(const uint8_t *v, size_t len, char out[static 16])
 }
 
 /* A NUL-padded ASCII opaque field as a claim; anything unprintable fails. */
-static sl_err set_ascii(sl_claims *c, const char *key, const sl_nvgpu_tlv *t, const char *field)
+static SL_RESULT set_ascii(sl_claims *c, const char *key, const sl_nvgpu_tlv *t, const char *field)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	char buf[65];
@@ -52,7 +52,7 @@ out:
 	return rc;
 }
 
-static sl_err set_hex(sl_claims *c, const char *key, const sl_nvgpu_tlv *t)
+static SL_RESULT set_hex(sl_claims *c, const char *key, const sl_nvgpu_tlv *t)
 {
 	if (t == NULL)
 		return SL_OK;
@@ -74,7 +74,7 @@ static const char *arch_of(X509 *leaf)
 
 /* The device ID in the leaf's subjectAltName otherName
  * 1.3.6.1.4.1.412.274.1 ("NVIDIA:GH100:48B02D92494BADF4"): its last part. */
-static sl_err set_ueid(X509 *leaf, sl_claims *c)
+static SL_RESULT set_ueid(X509 *leaf, sl_claims *c)
 {
 	sl_err rc = SL_E_INTERNAL;
 	GENERAL_NAMES *names = X509_get_ext_d2i(leaf, NID_subject_alt_name, NULL, NULL);
@@ -115,7 +115,7 @@ out:
 	return rc;
 }
 
-static sl_err set_serial(X509 *leaf, sl_claims *c)
+static SL_RESULT set_serial(X509 *leaf, sl_claims *c)
 {
 	sl_err rc = SL_E_CRYPTO;
 	BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(leaf), NULL);
@@ -134,7 +134,7 @@ out:
 /* FEATURE_FLAG (newer firmware): 0 multi-GPU passthrough, 1 single-GPU
  * passthrough (both confidential computing), 2 protected PCIe (a mode that
  * excludes CC). Without it the report cannot tell: unknown. */
-static sl_err set_mode(const sl_nvgpu_report *r, sl_claims *c)
+static SL_RESULT set_mode(const sl_nvgpu_report *r, sl_claims *c)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	const sl_nvgpu_tlv *t = sl_nvgpu_report_tlv(r, SL_NVGPU_OPQ_FEATURE_FLAG);

@@ -48,7 +48,7 @@ static const char *nvml_err(const struct nvml *n, int code)
 	return s != NULL ? s : "unknown NVML error";
 }
 
-static sl_err nvml_open(struct nvml *n)
+static SL_RESULT nvml_open(struct nvml *n)
 {
 	sl_err rc = SL_E_GPU;
 	memset(n, 0, sizeof(*n));
@@ -95,7 +95,7 @@ bool sl_nvgpu_available(const sl_collect_opts *o)
 	return false;
 }
 
-static sl_err driver_settings(const struct nvml *n, json_t *ev)
+static SL_RESULT driver_settings(const struct nvml *n, json_t *ev)
 {
 	sl_err rc = SL_E_GPU;
 	nvml_cc_settings s = {.version = NVML_CC_SETTINGS_V1};

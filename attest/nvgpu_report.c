@@ -7,7 +7,7 @@
 #include "nvgpu_report.h"
 #include "seclaunch/buf.h"
 
-static sl_err read_u24le(sl_reader *r, uint32_t *v, const char *field)
+static SL_RESULT read_u24le(sl_reader *r, uint32_t *v, const char *field)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	uint8_t b[3];
@@ -18,7 +18,7 @@ out:
 	return rc;
 }
 
-static sl_err parse_request(sl_reader *r, sl_nvgpu_report *o)
+static SL_RESULT parse_request(sl_reader *r, sl_nvgpu_report *o)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	SL_GUARD(sl_read_u8(r, &o->req_version, "request.spdm_version"));
@@ -41,7 +41,7 @@ out:
 }
 
 /* One measurement block: index, spec, size, then the DMTF value header. */
-static sl_err parse_block(sl_reader *rec, sl_nvgpu_block *b)
+static SL_RESULT parse_block(sl_reader *rec, sl_nvgpu_block *b)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	uint16_t size = 0;
@@ -64,7 +64,7 @@ out:
 	return rc;
 }
 
-static sl_err parse_record(sl_reader *r, sl_nvgpu_report *o)
+static SL_RESULT parse_record(sl_reader *r, sl_nvgpu_report *o)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	sl_reader rec;
@@ -86,7 +86,7 @@ out:
 	return rc;
 }
 
-static sl_err parse_opaque(sl_reader *r, sl_nvgpu_report *o)
+static SL_RESULT parse_opaque(sl_reader *r, sl_nvgpu_report *o)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	sl_reader od;

@@ -38,7 +38,7 @@ const uint8_t sl_nvgpu_root_sha256[32] = {
 /* The extension 2.23.133.5.4.1 of the GPU's leaf: SEQUENCE { ..., SEQUENCE
  * { hashAlg OID, digest OCTET STRING } } whose last element carries the
  * firmware ID; ASN1 decoding by OpenSSL. */
-static sl_err leaf_fwid(X509 *leaf, uint8_t *fwid, size_t *len)
+static SL_RESULT leaf_fwid(X509 *leaf, uint8_t *fwid, size_t *len)
 {
 	sl_err rc = SL_E_ATTEST_CHAIN;
 	STACK_OF(ASN1_TYPE) *outer = NULL, *inner = NULL;
@@ -76,7 +76,7 @@ out:
 
 /* The chain must reach a root whose fingerprint is the pinned one; the root
  * may travel in the chain itself or come from the collateral directory. */
-static sl_err verify_chain(STACK_OF(X509) * certs, const sl_verify_opts *o)
+static SL_RESULT verify_chain(STACK_OF(X509) * certs, const sl_verify_opts *o)
 {
 	sl_err rc = SL_E_ATTEST_CHAIN;
 	STACK_OF(X509) *roots = sk_X509_new_null(), *untrusted = sk_X509_new_null();
@@ -118,7 +118,7 @@ out:
 }
 
 /* ECDSA P-384 over SHA-384 of request || response-without-signature. */
-static sl_err verify_signature(const sl_nvgpu_report *r, X509 *leaf)
+static SL_RESULT verify_signature(const sl_nvgpu_report *r, X509 *leaf)
 {
 	sl_err rc = SL_E_ATTEST_SIG;
 	EVP_PKEY *key = X509_get0_pubkey(leaf);
@@ -164,7 +164,7 @@ out:
 	return rc;
 }
 
-static sl_err check_binding(const sl_nvgpu_report *r, const sl_verify_opts *o, sl_claims *c)
+static SL_RESULT check_binding(const sl_nvgpu_report *r, const sl_verify_opts *o, sl_claims *c)
 {
 	sl_err rc = SL_E_ATTEST_BINDING;
 	uint8_t want[SL_NVGPU_NONCE_LEN] = {0};
@@ -187,7 +187,7 @@ out:
 	return rc;
 }
 
-static sl_err load_certs(const json_t *ev, STACK_OF(X509) * certs)
+static SL_RESULT load_certs(const json_t *ev, STACK_OF(X509) * certs)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	uint8_t *pem = NULL;
@@ -231,7 +231,7 @@ out:
 	return rc;
 }
 
-static sl_err nvgpu_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *c)
+static SL_RESULT nvgpu_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *c)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	uint8_t *report = NULL;

@@ -3,12 +3,12 @@
 
 #include "snp_report.h"
 
-static sl_err set_bool(sl_claims *c, const char *key, uint64_t word, int bit)
+static SL_RESULT set_bool(sl_claims *c, const char *key, uint64_t word, int bit)
 {
 	return sl_claims_set(c, key, (word >> bit & 1) ? "true" : "false");
 }
 
-static sl_err set_tcb(sl_claims *c, const char *prefix, uint64_t raw, enum sl_snp_product p)
+static SL_RESULT set_tcb(sl_claims *c, const char *prefix, uint64_t raw, enum sl_snp_product p)
 {
 	sl_err rc = SL_E_INTERNAL;
 	sl_snp_tcb t;
@@ -33,7 +33,7 @@ out:
 	return rc;
 }
 
-static sl_err policy_claims(const sl_snp_report *r, sl_claims *c)
+static SL_RESULT policy_claims(const sl_snp_report *r, sl_claims *c)
 {
 	sl_err rc = SL_E_INTERNAL;
 	uint64_t p = r->policy;
@@ -55,7 +55,7 @@ out:
 	return rc;
 }
 
-static sl_err platform_claims(const sl_snp_report *r, sl_claims *c)
+static SL_RESULT platform_claims(const sl_snp_report *r, sl_claims *c)
 {
 	sl_err rc = SL_E_INTERNAL;
 	uint64_t p = r->platform_info;

@@ -26,8 +26,8 @@ static bool snp_available(const sl_collect_opts *o)
 }
 
 /* Fallback without configfs-tsm: SNP_GET_EXT_REPORT on /dev/sev-guest. */
-static sl_err collect_ioctl(const uint8_t rd[64], uint8_t **report, size_t *rlen, uint8_t **aux,
-                            size_t *auxlen)
+static SL_RESULT collect_ioctl(const uint8_t rd[64], uint8_t **report, size_t *rlen, uint8_t **aux,
+                               size_t *auxlen)
 {
 	sl_err rc = SL_E_ATTEST;
 	struct snp_ext_report_req req;
@@ -79,7 +79,7 @@ out:
 	return rc;
 }
 
-static sl_err snp_collect(const sl_collect_opts *o, json_t **out)
+static SL_RESULT snp_collect(const sl_collect_opts *o, json_t **out)
 {
 	sl_err rc = SL_E_ATTEST;
 	uint8_t rd[64] = {0};
@@ -122,8 +122,8 @@ out:
 	return rc;
 }
 
-static sl_err b64_field(const json_t *obj, const char *key, size_t max, bool required,
-                        uint8_t **out, size_t *len, const char *what)
+static SL_RESULT b64_field(const json_t *obj, const char *key, size_t max, bool required,
+                           uint8_t **out, size_t *len, const char *what)
 {
 	json_t *v = json_object_get(obj, key);
 	*out = NULL;
@@ -171,7 +171,7 @@ out:
 	return rc;
 }
 
-static sl_err snp_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *claims)
+static SL_RESULT snp_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *claims)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	uint8_t *report = NULL;

@@ -26,7 +26,7 @@ static const char *amd_cert_key(const char *cn)
 	return NULL;
 }
 
-static sl_err add_certs(json_t *obj, const sl_blob *certs, size_t n)
+static SL_RESULT add_certs(json_t *obj, const sl_blob *certs, size_t n)
 {
 	sl_err rc = SL_E_INPUT;
 	STACK_OF(X509) *st = sk_X509_new_null();
@@ -63,7 +63,7 @@ out:
 }
 
 /* virtee/sev ships reports as hex text: accept that too. */
-static sl_err maybe_hex(const uint8_t *p, size_t len, uint8_t **bin, size_t *blen)
+static SL_RESULT maybe_hex(const uint8_t *p, size_t len, uint8_t **bin, size_t *blen)
 {
 	size_t n = len;
 	while (n > 0 && isspace(p[n - 1]))

@@ -23,7 +23,7 @@ static bool allowed_base(const char *u)
 }
 
 /* Fetches url into path unless path exists already. */
-static sl_err fetch_to(const char *url, const char *path)
+static SL_RESULT fetch_to(const char *url, const char *path)
 {
 	sl_err rc = SL_E_ATTEST_UNTRUSTED;
 	sl_http_resp r = {0};
@@ -47,8 +47,8 @@ out:
 	return rc;
 }
 
-static sl_err fetch_product(const char *base, const char *dir, const sl_snp_report *r,
-                            enum sl_snp_product p)
+static SL_RESULT fetch_product(const char *base, const char *dir, const sl_snp_report *r,
+                               enum sl_snp_product p)
 {
 	sl_err rc = SL_E_ATTEST_UNTRUSTED;
 	char hwid[129], url[1024], path[4096];

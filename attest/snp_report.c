@@ -7,7 +7,7 @@
 
 #define SIG_ALGO_ECDSA_P384_SHA384 1
 
-static sl_err read_tail(sl_reader *r, sl_snp_report *o)
+static SL_RESULT read_tail(sl_reader *r, sl_snp_report *o)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	uint8_t rsv = 0;

@@ -35,7 +35,7 @@ void sl_tsm_entry_remove(const char *path)
 	(void)rmdir(path);
 }
 
-static sl_err attr_path(const char *entry, const char *name, char *buf, size_t n)
+static SL_RESULT attr_path(const char *entry, const char *name, char *buf, size_t n)
 {
 	int k = snprintf(buf, n, "%s/%s", entry, name);
 	if (k < 0 || (size_t)k >= n)
@@ -43,7 +43,8 @@ static sl_err attr_path(const char *entry, const char *name, char *buf, size_t n
 	return SL_OK;
 }
 
-static sl_err read_attr(const char *entry, const char *name, size_t max, uint8_t **out, size_t *len)
+static SL_RESULT read_attr(const char *entry, const char *name, size_t max, uint8_t **out,
+                           size_t *len)
 {
 	char p[4096];
 	sl_err rc = attr_path(entry, name, p, sizeof(p));
@@ -55,7 +56,7 @@ static sl_err read_attr(const char *entry, const char *name, size_t max, uint8_t
 	return SL_OK;
 }
 
-static sl_err read_generation(const char *entry, unsigned long *gen)
+static SL_RESULT read_generation(const char *entry, unsigned long *gen)
 {
 	uint8_t *b = NULL;
 	size_t len = 0;

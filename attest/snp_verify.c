@@ -53,7 +53,7 @@ static enum sl_snp_product pinned_product(X509 *x)
 
 /* The hwID extension: 64 raw octets (legacy) or 8 (Turin), or the same
  * wrapped in a DER OCTET STRING. */
-static sl_err vek_hwid(const X509 *x, const uint8_t **id, size_t *len, ASN1_OCTET_STRING **tmp)
+static SL_RESULT vek_hwid(const X509 *x, const uint8_t **id, size_t *len, ASN1_OCTET_STRING **tmp)
 {
 	const ASN1_OCTET_STRING *os = sl_x509_ext(x, OID_HWID);
 	*tmp = NULL;
@@ -92,8 +92,8 @@ static bool hwid_matches(const X509 *x, const sl_snp_report *r, enum sl_snp_prod
 	return ok;
 }
 
-static sl_err check_tcb_ext(const X509 *vek, const char *oid, const char *name, uint8_t want,
-                            const char *kind)
+static SL_RESULT check_tcb_ext(const X509 *vek, const char *oid, const char *name, uint8_t want,
+                               const char *kind)
 {
 	bool present = false;
 	uint32_t v = 0;
@@ -110,8 +110,8 @@ static sl_err check_tcb_ext(const X509 *vek, const char *oid, const char *name, 
 	return SL_OK;
 }
 
-static sl_err check_tcb(const X509 *vek, const sl_snp_report *r, enum sl_snp_product p,
-                        const char *kind)
+static SL_RESULT check_tcb(const X509 *vek, const sl_snp_report *r, enum sl_snp_product p,
+                           const char *kind)
 {
 	sl_err rc = SL_E_ATTEST_CHAIN;
 	sl_snp_tcb t;
@@ -128,8 +128,8 @@ out:
 	return rc;
 }
 
-static sl_err check_signature(const uint8_t *report, const sl_snp_report *r, X509 *vek,
-                              const char *kind)
+static SL_RESULT check_signature(const uint8_t *report, const sl_snp_report *r, X509 *vek,
+                                 const char *kind)
 {
 	sl_err rc = SL_E_ATTEST_SIG;
 	EVP_PKEY *pk = X509_get0_pubkey(vek);
@@ -201,7 +201,7 @@ struct pool {
 	uint8_t unpinned_fp[32];
 };
 
-static sl_err sort_certs(STACK_OF(X509) * in, bool vlek, struct pool *pl)
+static SL_RESULT sort_certs(STACK_OF(X509) * in, bool vlek, struct pool *pl)
 {
 	for (int i = 0; i < sk_X509_num(in); i++) {
 		X509 *x = sk_X509_value(in, i);
@@ -259,7 +259,7 @@ static enum sl_snp_product vek_product(const X509 *x)
 /* A KDS cache holds one VCEK per chip and TCB (and VLEKs per TCB): prefer
  * the candidate whose hwID (VCEK) and TCB extensions both match the report,
  * else the first whose hwID matches, so the failure names the TCB. */
-static sl_err pick_vek(struct pool *pl, const sl_snp_report *r, bool vlek, X509 **out)
+static SL_RESULT pick_vek(struct pool *pl, const sl_snp_report *r, bool vlek, X509 **out)
 {
 	*out = NULL;
 	if (sk_X509_num(pl->veks) == 0)

@@ -18,7 +18,7 @@ struct alg {
 	uint16_t id, size;
 };
 
-static sl_err spec_id(sl_reader *r, struct alg *algs, uint32_t *nalgs)
+static SL_RESULT spec_id(sl_reader *r, struct alg *algs, uint32_t *nalgs)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	uint32_t idx = 0, type = 0, size = 0;

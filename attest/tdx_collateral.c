@@ -49,7 +49,8 @@ static void worst(char dst[static 40], const char *other)
 		snprintf(dst, 40, "%s", other);
 }
 
-static sl_err hex_field(const json_t *o, const char *key, uint8_t *out, size_t n, const char *what)
+static SL_RESULT hex_field(const json_t *o, const char *key, uint8_t *out, size_t n,
+                           const char *what)
 {
 	const char *s = sl_json_getstr(o, key);
 	if (s == NULL)
@@ -69,7 +70,7 @@ static int svn_at(const json_t *arr, size_t i)
 	return (int)json_integer_value(json_object_get(json_array_get(arr, i), "svn"));
 }
 
-static sl_err module_status(const json_t *ti, const sl_tdx_body *b, char out[static 40])
+static SL_RESULT module_status(const json_t *ti, const sl_tdx_body *b, char out[static 40])
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	char id[16];

@@ -20,7 +20,7 @@ static bool tdx_available(const sl_collect_opts *o)
 	return access("/dev/tdx_guest", F_OK) == 0;
 }
 
-static sl_err tdx_collect(const sl_collect_opts *o, json_t **out)
+static SL_RESULT tdx_collect(const sl_collect_opts *o, json_t **out)
 {
 	sl_err rc = SL_E_ATTEST;
 	uint8_t rd[64] = {0};
@@ -62,7 +62,7 @@ out:
 }
 
 /* The optional "ccel" event log must replay to the quote's RTMRs. */
-static sl_err check_ccel(const json_t *ev, const uint8_t *quote, size_t qlen, sl_claims *claims)
+static SL_RESULT check_ccel(const json_t *ev, const uint8_t *quote, size_t qlen, sl_claims *claims)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	const char *s = sl_json_getstr(ev, "ccel");
@@ -91,7 +91,7 @@ out:
 	return rc;
 }
 
-static sl_err tdx_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *claims)
+static SL_RESULT tdx_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *claims)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	uint8_t *quote = NULL;

@@ -65,7 +65,7 @@ static bool small_int(const ASN1_TYPE *v, uint32_t max, uint32_t *out)
 	return true;
 }
 
-static sl_err parse_tcb(const ASN1_TYPE *v, sl_pck_ext *o)
+static SL_RESULT parse_tcb(const ASN1_TYPE *v, sl_pck_ext *o)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	STACK_OF(ASN1_TYPE) *s = NULL, *h = NULL;

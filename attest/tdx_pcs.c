@@ -33,7 +33,7 @@ static void skip_ws(sl_reader *r)
 		*r = t;
 }
 
-static sl_err expect_char(sl_reader *r, char want, const char *what)
+static SL_RESULT expect_char(sl_reader *r, char want, const char *what)
 {
 	uint8_t c = 0;
 	skip_ws(r);
@@ -46,8 +46,8 @@ static sl_err expect_char(sl_reader *r, char want, const char *what)
 
 /* Parses one JSON value in place at the reader and advances past exactly
  * the bytes jansson consumed; *raw, *rawlen are those bytes. */
-static sl_err part(sl_reader *r, const char *what, json_t **out, const uint8_t **raw,
-                   size_t *rawlen)
+static SL_RESULT part(sl_reader *r, const char *what, json_t **out, const uint8_t **raw,
+                      size_t *rawlen)
 {
 	sl_reader t;
 	const uint8_t *p = NULL;
@@ -146,8 +146,9 @@ out:
 }
 
 /* Verifies the signature over the signed member; *body is that member. */
-static sl_err check_signed(const uint8_t *text, size_t len, const char *key, STACK_OF(X509) * certs,
-                           STACK_OF(X509) * roots, const char *file, json_t **body)
+static SL_RESULT check_signed(const uint8_t *text, size_t len, const char *key,
+                              STACK_OF(X509) * certs, STACK_OF(X509) * roots, const char *file,
+                              json_t **body)
 {
 	sl_err rc = SL_E_ATTEST_CHAIN;
 	const uint8_t *v = NULL;
@@ -208,7 +209,7 @@ static void keep_newest(struct found *f, json_t *doc, uint8_t **text, size_t len
 /* Picks the newest TDX TCB info for the platform's FMSPC and the newest TD_QE
  * identity. Files that are not such collateral are passed over; the chosen
  * ones are authenticated afterwards (check_signed). */
-static sl_err scan(const char *dir, const sl_pck_ext *pck, struct found *ti, struct found *qi)
+static SL_RESULT scan(const char *dir, const sl_pck_ext *pck, struct found *ti, struct found *qi)
 {
 	sl_err rc = SL_E_IO;
 	DIR *d = opendir(dir);

@@ -12,7 +12,7 @@
 #define CERT_TYPE_QE_REPORT 6
 #define MAX_SIG_DATA (64 * 1024)
 
-static sl_err parse_body(sl_reader *r, sl_tdx_body *b, bool v15)
+static SL_RESULT parse_body(sl_reader *r, sl_tdx_body *b, bool v15)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 
@@ -39,7 +39,7 @@ out:
 	return rc;
 }
 
-static sl_err parse_qe_report(sl_reader *r, sl_tdx_qe_report *q)
+static SL_RESULT parse_qe_report(sl_reader *r, sl_tdx_qe_report *q)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 
@@ -60,7 +60,7 @@ out:
 	return rc;
 }
 
-static sl_err parse_sig_data(sl_reader *r, sl_tdx_quote *q)
+static SL_RESULT parse_sig_data(sl_reader *r, sl_tdx_quote *q)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	uint16_t type = 0;

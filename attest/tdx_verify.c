@@ -72,7 +72,7 @@ out:
 }
 
 /* The attestation key (x || y) as an EVP_PKEY. */
-static sl_err p256_key(const uint8_t xy[static 64], EVP_PKEY **out)
+static SL_RESULT p256_key(const uint8_t xy[static 64], EVP_PKEY **out)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	uint8_t pt[65];
@@ -101,7 +101,7 @@ out:
 	return rc;
 }
 
-static sl_err check_qe(const sl_tdx_quote *q, X509 *pck)
+static SL_RESULT check_qe(const sl_tdx_quote *q, X509 *pck)
 {
 	sl_err rc = SL_E_ATTEST_SIG;
 	uint8_t want[64] = {0};
@@ -129,8 +129,8 @@ out:
 }
 
 /* PCK leaf -> Platform/Processor CA -> pinned Intel SGX Root CA at o->at. */
-static sl_err check_pck_chain(const sl_tdx_quote *q, const sl_verify_opts *o, X509 **leaf_out,
-                              bool *crl_checked, STACK_OF(X509) * *roots_out)
+static SL_RESULT check_pck_chain(const sl_tdx_quote *q, const sl_verify_opts *o, X509 **leaf_out,
+                                 bool *crl_checked, STACK_OF(X509) * *roots_out)
 {
 	sl_err rc = SL_E_ATTEST_CHAIN;
 	STACK_OF(X509) *qc = sk_X509_new_null(), *mids = sk_X509_new_null(),
@@ -181,7 +181,7 @@ out:
 	return rc;
 }
 
-static sl_err tcb_claims(const sl_tdx_tcb *t, sl_claims *c)
+static SL_RESULT tcb_claims(const sl_tdx_tcb *t, sl_claims *c)
 {
 	sl_err rc = SL_E_INTERNAL;
 	SL_GUARD(sl_claims_set(c, "tdx.tcb_status", t->status));

@@ -72,7 +72,7 @@ static size_t add_file(X509_STORE *store, const char *path)
 	return n;
 }
 
-static sl_err load_dir(X509_STORE *store, const char *dir)
+static SL_RESULT load_dir(X509_STORE *store, const char *dir)
 {
 	sl_err rc = SL_E_IO;
 	DIR *d = opendir(dir);

@@ -16,7 +16,7 @@
 #define DEFAULT_EVENTLOG "/sys/kernel/security/tpm0/binary_bios_measurements"
 
 /* "sha256:0,1,2+sha1:0,7" (tpm2-tools' syntax) */
-static sl_err parse_pcrs(const char *spec, TPML_PCR_SELECTION *sel)
+static SL_RESULT parse_pcrs(const char *spec, TPML_PCR_SELECTION *sel)
 {
 	sl_err rc = SL_E_USAGE;
 	char buf[256], *save = NULL, *bank;
@@ -56,7 +56,7 @@ out:
 }
 
 /* Refuses a bank this TPM has not allocated (its PCRs would read empty). */
-static sl_err check_banks(sl_tpm2_conn *c, const TPML_PCR_SELECTION *sel)
+static SL_RESULT check_banks(sl_tpm2_conn *c, const TPML_PCR_SELECTION *sel)
 {
 	sl_err rc = SL_E_TPM;
 	TPMI_YES_NO more;
@@ -86,7 +86,7 @@ out:
 }
 
 /* Reads every selected PCR (PCR_Read returns at most 8 at a time). */
-static sl_err read_pcrs(sl_tpm2_conn *c, const TPML_PCR_SELECTION *sel, sl_tpm2_pcrs *p)
+static SL_RESULT read_pcrs(sl_tpm2_conn *c, const TPML_PCR_SELECTION *sel, sl_tpm2_pcrs *p)
 {
 	sl_err rc = SL_E_TPM;
 	TPML_PCR_SELECTION left = *sel, *got = NULL;
@@ -142,8 +142,8 @@ out:
 	return rc;
 }
 
-static sl_err pcr_digest(const TPML_PCR_SELECTION *sel, const sl_tpm2_pcrs *p, TPM2_ALG_ID hash,
-                         uint8_t *out, size_t *len)
+static SL_RESULT pcr_digest(const TPML_PCR_SELECTION *sel, const sl_tpm2_pcrs *p, TPM2_ALG_ID hash,
+                            uint8_t *out, size_t *len)
 {
 	sl_err rc = SL_E_CRYPTO;
 	uint8_t buf[TPM2_NUM_PCR_BANKS * 24 * 64];
@@ -208,7 +208,7 @@ out:
 }
 
 /* Adds NV index idx to the evidence as key (and key_nv) when defined. */
-static sl_err add_nv(sl_tpm2_conn *c, json_t *ev, uint32_t idx, const char *key)
+static SL_RESULT add_nv(sl_tpm2_conn *c, json_t *ev, uint32_t idx, const char *key)
 {
 	sl_err rc;
 	uint8_t *p = NULL;
@@ -237,7 +237,7 @@ static sl_err add_nv(sl_tpm2_conn *c, json_t *ev, uint32_t idx, const char *key)
 	return rc;
 }
 
-static sl_err add_eventlog(json_t *ev)
+static SL_RESULT add_eventlog(json_t *ev)
 {
 	const char *path = getenv("SECLAUNCH_EVENTLOG");
 	uint8_t *p = NULL;

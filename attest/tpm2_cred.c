@@ -29,8 +29,8 @@
 #define PT_OFF 160
 #define SECRET_SIZE (PT_OFF + 2 + SL_TPM2_CREDENTIAL_MAX)
 
-static sl_err kdfa(const EVP_MD *md, const uint8_t *key, size_t keylen, const char *label,
-                   const uint8_t *ctx_u, size_t ctx_u_len, uint8_t *out, size_t outlen)
+static SL_RESULT kdfa(const EVP_MD *md, const uint8_t *key, size_t keylen, const char *label,
+                      const uint8_t *ctx_u, size_t ctx_u_len, uint8_t *out, size_t outlen)
 {
 	sl_err rc = SL_E_CRYPTO;
 	EVP_KDF *kdf = EVP_KDF_fetch(NULL, "KBKDF", NULL);
@@ -54,8 +54,8 @@ out:
 	return rc;
 }
 
-static sl_err kdfe(const EVP_MD *md, const uint8_t *z, size_t zlen, const uint8_t *info,
-                   size_t info_len, uint8_t *out, size_t outlen)
+static SL_RESULT kdfe(const EVP_MD *md, const uint8_t *z, size_t zlen, const uint8_t *info,
+                      size_t info_len, uint8_t *out, size_t outlen)
 {
 	sl_err rc = SL_E_CRYPTO;
 	EVP_KDF *kdf = EVP_KDF_fetch(NULL, "SSKDF", NULL);
@@ -79,7 +79,8 @@ out:
 static const char identity_label[] = "IDENTITY"; /* sizeof includes the NUL */
 
 /* RSA EK: seed encrypted with OAEP (nameAlg, label "IDENTITY\0"). */
-static sl_err seed_rsa(EVP_PKEY *ek, const EVP_MD *md, uint8_t *seed, size_t dsize, sl_writer *enc)
+static SL_RESULT seed_rsa(EVP_PKEY *ek, const EVP_MD *md, uint8_t *seed, size_t dsize,
+                          sl_writer *enc)
 {
 	sl_err rc = SL_E_CRYPTO;
 	EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_pkey(NULL, ek, NULL);
@@ -107,7 +108,7 @@ out:
 	return rc;
 }
 
-static sl_err bn_fixed(EVP_PKEY *k, const char *param, uint8_t *out, size_t len)
+static SL_RESULT bn_fixed(EVP_PKEY *k, const char *param, uint8_t *out, size_t len)
 {
 	sl_err rc = SL_E_CRYPTO;
 	BIGNUM *bn = NULL;
@@ -122,8 +123,8 @@ out:
 }
 
 /* ECC EK: ephemeral ECDH; the ephemeral point is the "encrypted" secret. */
-static sl_err seed_ecc(EVP_PKEY *ek, const TPMT_PUBLIC *ekp, const EVP_MD *md, uint8_t *seed,
-                       size_t dsize, sl_writer *enc)
+static SL_RESULT seed_ecc(EVP_PKEY *ek, const TPMT_PUBLIC *ekp, const EVP_MD *md, uint8_t *seed,
+                          size_t dsize, sl_writer *enc)
 {
 	sl_err rc = SL_E_CRYPTO;
 	EVP_PKEY *eph = NULL;
@@ -166,7 +167,7 @@ out:
 	return rc;
 }
 
-static sl_err ek_params(const TPMT_PUBLIC *p, const EVP_CIPHER **cipher)
+static SL_RESULT ek_params(const TPMT_PUBLIC *p, const EVP_CIPHER **cipher)
 {
 	sl_err rc = SL_E_INPUT;
 	const TPMT_SYM_DEF_OBJECT *sym = p->type == TPM2_ALG_RSA

@@ -172,7 +172,7 @@ out:
 	return rc;
 }
 
-static sl_err handle_exists(sl_tpm2_conn *c, uint32_t h, bool *yes)
+static SL_RESULT handle_exists(sl_tpm2_conn *c, uint32_t h, bool *yes)
 {
 	sl_err rc = SL_E_TPM;
 	TPMI_YES_NO more;
@@ -212,7 +212,8 @@ sl_err sl_tpm2_ak_handle(const sl_tpm2_key_opts *o, uint32_t *handle)
 }
 
 /* Creates the AK under the EK and makes it persistent at handle. */
-static sl_err ak_create(sl_tpm2_conn *c, const sl_tpm2_key_opts *o, uint32_t handle, ESYS_TR *out)
+static SL_RESULT ak_create(sl_tpm2_conn *c, const sl_tpm2_key_opts *o, uint32_t handle,
+                           ESYS_TR *out)
 {
 	sl_err rc = SL_E_TPM;
 	ESYS_TR ek = ESYS_TR_NONE, session = ESYS_TR_NONE, ak = ESYS_TR_NONE;

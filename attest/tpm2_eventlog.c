@@ -31,7 +31,7 @@ typedef struct replay {
 	int secure_boot;       /* -1 unknown, 0 off, 1 on */
 } replay;
 
-static sl_err read_spec(sl_reader *r, spec *s)
+static SL_RESULT read_spec(sl_reader *r, spec *s)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	sl_reader ev;
@@ -73,7 +73,7 @@ out:
 }
 
 /* UEFI_VARIABLE_DATA named "SecureBoot": its first data byte is the state. */
-static sl_err secure_boot_var(const uint8_t *data, size_t len, int *state)
+static SL_RESULT secure_boot_var(const uint8_t *data, size_t len, int *state)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	sl_reader r;
@@ -105,7 +105,7 @@ out:
 	return rc;
 }
 
-static sl_err one_event(sl_reader *r, const spec *s, replay *rp, size_t idx)
+static SL_RESULT one_event(sl_reader *r, const spec *s, replay *rp, size_t idx)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	uint32_t pcr, type, count, size;
@@ -204,7 +204,7 @@ static void startup_locality(const uint8_t *p, size_t len, spec *s, replay *rp)
 	}
 }
 
-static sl_err walk(const uint8_t *log, size_t len, replay *rp, spec *s)
+static SL_RESULT walk(const uint8_t *log, size_t len, replay *rp, spec *s)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	sl_reader r;

@@ -192,7 +192,7 @@ out:
 
 /* ---- keys ------------------------------------------------------------ */
 
-static sl_err rsa_pkey(const TPMT_PUBLIC *pub, EVP_PKEY **out)
+static SL_RESULT rsa_pkey(const TPMT_PUBLIC *pub, EVP_PKEY **out)
 {
 	sl_err rc = SL_E_CRYPTO;
 	OSSL_PARAM_BLD *bld = NULL;
@@ -228,7 +228,7 @@ out:
 	return rc;
 }
 
-static sl_err ecc_pkey(const TPMT_PUBLIC *pub, EVP_PKEY **out)
+static SL_RESULT ecc_pkey(const TPMT_PUBLIC *pub, EVP_PKEY **out)
 {
 	sl_err rc = SL_E_CRYPTO;
 	OSSL_PARAM_BLD *bld = NULL;
@@ -369,7 +369,7 @@ out:
 
 /* ---- signatures ------------------------------------------------------ */
 
-static sl_err ecdsa_der(const TPMS_SIGNATURE_ECC *e, uint8_t **der, int *len)
+static SL_RESULT ecdsa_der(const TPMS_SIGNATURE_ECC *e, uint8_t **der, int *len)
 {
 	sl_err rc = SL_E_CRYPTO;
 	ECDSA_SIG *s = ECDSA_SIG_new();

@@ -28,14 +28,14 @@ static size_t dsize(TPM2_ALG_ID alg)
 	return md != NULL ? (size_t)EVP_MD_get_size(md) : 0;
 }
 
-static sl_err write_file(const char *prefix, const char *ext, const void *p, size_t len)
+static SL_RESULT write_file(const char *prefix, const char *ext, const void *p, size_t len)
 {
 	char path[4096];
 	snprintf(path, sizeof(path), "%s%s", prefix, ext);
 	return sl_file_write_atomic(path, p, len, 0644, true);
 }
 
-static sl_err b64(const json_t *ev, const char *key, uint8_t **out, size_t *len)
+static SL_RESULT b64(const json_t *ev, const char *key, uint8_t **out, size_t *len)
 {
 	const char *s = sl_json_getstr(ev, key);
 	if (s == NULL)
@@ -113,7 +113,7 @@ out:
 }
 
 /* Parses the serialized PCR file into sel and pcrs. */
-static sl_err parse_pcr_file(const uint8_t *p, size_t len, sl_tpm2_pcrs *pcrs)
+static SL_RESULT parse_pcr_file(const uint8_t *p, size_t len, sl_tpm2_pcrs *pcrs)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	sl_reader r, sr;
@@ -184,8 +184,8 @@ out:
 	return rc;
 }
 
-static sl_err read_into(json_t *ev, const char *path, const char *key, size_t max, uint8_t **p,
-                        size_t *len)
+static SL_RESULT read_into(json_t *ev, const char *path, const char *key, size_t max, uint8_t **p,
+                           size_t *len)
 {
 	sl_err rc = sl_file_read(path, max, p, len);
 	if (rc != SL_OK)

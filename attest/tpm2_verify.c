@@ -31,8 +31,8 @@ static void blobs_free(blobs *b)
 }
 
 /* A base64 field: required, or optional (absent -> NULL). */
-static sl_err b64_field(const json_t *ev, const char *name, bool required, size_t max,
-                        uint8_t **out, size_t *len)
+static SL_RESULT b64_field(const json_t *ev, const char *name, bool required, size_t max,
+                           uint8_t **out, size_t *len)
 {
 	const json_t *v = json_object_get(ev, name);
 	char field[64];
@@ -50,7 +50,7 @@ static sl_err b64_field(const json_t *ev, const char *name, bool required, size_
 	return SL_OK;
 }
 
-static sl_err read_blobs(const json_t *ev, blobs *b)
+static SL_RESULT read_blobs(const json_t *ev, blobs *b)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 
@@ -68,8 +68,8 @@ out:
 /* evidence.pcrs {"sha256": {"0": "hex", ...}, ...} must hold exactly the
  * quote's selection; the values, concatenated in selection order and hashed
  * with the signature's hash, must give pcrDigest. */
-static sl_err check_pcrs(const json_t *ev, const TPMS_QUOTE_INFO *q, TPM2_ALG_ID hash,
-                         sl_tpm2_pcrs *pcrs, sl_claims *claims)
+static SL_RESULT check_pcrs(const json_t *ev, const TPMS_QUOTE_INFO *q, TPM2_ALG_ID hash,
+                            sl_tpm2_pcrs *pcrs, sl_claims *claims)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	const json_t *all = json_object_get(ev, "pcrs"), *bank, *v;
@@ -152,7 +152,7 @@ out:
 
 /* magic and type come first, and the type selects how the rest parses:
  * check them before unmarshalling the whole structure. */
-static sl_err check_header(const uint8_t *p, size_t len)
+static SL_RESULT check_header(const uint8_t *p, size_t len)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	sl_reader r;
@@ -174,7 +174,7 @@ out:
 	return rc;
 }
 
-static sl_err pin_ok(const char *path, EVP_PKEY *ak)
+static SL_RESULT pin_ok(const char *path, EVP_PKEY *ak)
 {
 	sl_err rc = SL_E_IO;
 	uint8_t *pem = NULL;
@@ -198,7 +198,7 @@ out:
 	return rc;
 }
 
-static sl_err cert_ok(const sl_verify_opts *o, const blobs *b, EVP_PKEY *ak)
+static SL_RESULT cert_ok(const sl_verify_opts *o, const blobs *b, EVP_PKEY *ak)
 {
 	sl_err rc = SL_E_ATTEST_UNTRUSTED;
 	X509 *cert = NULL;
@@ -218,8 +218,8 @@ out:
  * Otherwise an AK certificate chaining to trust_dir or an enrolled AK name
  * suffices; when both are configured and both refuse, the certificate's
  * reason is reported. Without any: the AK is not trusted. */
-static sl_err check_trust(const sl_verify_opts *o, const blobs *b, EVP_PKEY *ak,
-                          const uint8_t *name, size_t name_len, const char **how)
+static SL_RESULT check_trust(const sl_verify_opts *o, const blobs *b, EVP_PKEY *ak,
+                             const uint8_t *name, size_t name_len, const char **how)
 {
 	sl_err rc = SL_E_ATTEST_UNTRUSTED;
 
@@ -253,7 +253,7 @@ out:
 
 /* The EK certificate (from NV) says which TPM this is; without credential
  * activation nothing ties it to the AK, so it yields a claim, not a verdict. */
-static sl_err ek_cert_claim(const sl_verify_opts *o, const blobs *b, sl_claims *claims)
+static SL_RESULT ek_cert_claim(const sl_verify_opts *o, const blobs *b, sl_claims *claims)
 {
 	const char *v = "absent";
 
@@ -269,7 +269,7 @@ static sl_err ek_cert_claim(const sl_verify_opts *o, const blobs *b, sl_claims *
 	return sl_claims_set(claims, "tpm.ek.cert", v);
 }
 
-static sl_err attest_claims(const TPMS_ATTEST *a, sl_claims *c)
+static SL_RESULT attest_claims(const TPMS_ATTEST *a, sl_claims *c)
 {
 	sl_err rc = SL_E_NOMEM;
 
@@ -298,7 +298,7 @@ static TPM2_ALG_ID sig_hash(const TPMT_SIGNATURE *s)
 }
 
 /* A restricted key signs only with its own scheme. */
-static sl_err scheme_matches(const TPMT_PUBLIC *p, const TPMT_SIGNATURE *s)
+static SL_RESULT scheme_matches(const TPMT_PUBLIC *p, const TPMT_SIGNATURE *s)
 {
 	const TPMT_ASYM_SCHEME *sch = (const TPMT_ASYM_SCHEME *)&p->parameters.asymDetail.scheme;
 	if (sch->scheme == TPM2_ALG_NULL)

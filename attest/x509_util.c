@@ -25,8 +25,8 @@ static bool looks_pem(const uint8_t *p, size_t len)
 	return false;
 }
 
-static sl_err parse_pem(const uint8_t *p, size_t len, STACK_OF(X509) * certs,
-                        STACK_OF(X509_CRL) * crls, const char *what)
+static SL_RESULT parse_pem(const uint8_t *p, size_t len, STACK_OF(X509) * certs,
+                           STACK_OF(X509_CRL) * crls, const char *what)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	STACK_OF(X509_INFO) *infos = NULL;
@@ -81,8 +81,8 @@ sl_err sl_x509_from_der(const uint8_t *p, size_t len, X509 **out, const char *wh
 	return SL_OK;
 }
 
-static sl_err parse_uncached(const uint8_t *p, size_t len, STACK_OF(X509) * certs,
-                             STACK_OF(X509_CRL) * crls, const char *what)
+static SL_RESULT parse_uncached(const uint8_t *p, size_t len, STACK_OF(X509) * certs,
+                                STACK_OF(X509_CRL) * crls, const char *what)
 {
 	if (looks_pem(p, len))
 		return parse_pem(p, len, certs, crls, what);

@@ -24,7 +24,7 @@ void audit_key_id(const uint8_t pk[static AUDIT_PK_LEN], char out[static AUDIT_K
 	sl_hex_encode(d, AUDIT_KEYID_BYTES, out);
 }
 
-static sl_err put_field(sl_writer *w, const char *s)
+static SL_RESULT put_field(sl_writer *w, const char *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	size_t n = s != NULL ? strlen(s) : 0;
@@ -104,7 +104,7 @@ out:
 }
 
 /* Creates path exclusively with mode and writes data; fsyncs. */
-static sl_err write_new(const char *path, const void *data, size_t len, mode_t mode)
+static SL_RESULT write_new(const char *path, const void *data, size_t len, mode_t mode)
 {
 	sl_err rc = SL_E_IO;
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);

@@ -286,7 +286,7 @@ static const char *ocsf_class_name(int cls)
 	}
 }
 
-static sl_err write_ocsf(FILE *out, json_t *rec)
+static SL_RESULT write_ocsf(FILE *out, json_t *rec)
 {
 	sl_err rc = SL_E_NOMEM;
 	const char *ev = audit_str(rec, "event");

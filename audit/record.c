@@ -136,7 +136,7 @@ static const char *const record_keys[] = {
 };
 
 /* A required string field with a length bound; nullable ones may be null. */
-static sl_err check_str(json_t *rec, const char *key, bool nullable, size_t max)
+static SL_RESULT check_str(json_t *rec, const char *key, bool nullable, size_t max)
 {
 	json_t *v = json_object_get(rec, key);
 	if (v == NULL)
@@ -152,7 +152,7 @@ static sl_err check_str(json_t *rec, const char *key, bool nullable, size_t max)
 	return SL_OK;
 }
 
-static sl_err check_digest(json_t *rec, const char *key, bool nullable)
+static SL_RESULT check_digest(json_t *rec, const char *key, bool nullable)
 {
 	json_t *v = json_object_get(rec, key);
 	if (v == NULL)
@@ -164,7 +164,7 @@ static sl_err check_digest(json_t *rec, const char *key, bool nullable)
 	return SL_OK;
 }
 
-static sl_err check_event(const char *ev)
+static SL_RESULT check_event(const char *ev)
 {
 	size_t n = ev != NULL ? strlen(ev) : 0;
 	if (n == 0 || n > MAX_EVENT)
@@ -180,7 +180,7 @@ static sl_err check_event(const char *ev)
 }
 
 /* A checkpoint carries nothing but its signature details. */
-static sl_err check_checkpoint(json_t *rec)
+static SL_RESULT check_checkpoint(json_t *rec)
 {
 	static const char *const must_null[] = {"job_id",        "dataset_id", "key_id",
 	                                        "policy_digest", "decision",   "reasons",
@@ -208,7 +208,7 @@ static sl_err check_checkpoint(json_t *rec)
 	return SL_OK;
 }
 
-static sl_err check_recovered(json_t *rec)
+static SL_RESULT check_recovered(json_t *rec)
 {
 	json_t *torn = json_object_get(json_object_get(rec, "details"), "torn");
 	size_t i;

@@ -11,7 +11,7 @@
 
 #define TAIL_CHUNK 4096
 
-static sl_err pread_full(int fd, void *buf, size_t n, off_t off, const char *path)
+static SL_RESULT pread_full(int fd, void *buf, size_t n, off_t off, const char *path)
 {
 	uint8_t *p = buf;
 	while (n > 0) {
@@ -29,7 +29,7 @@ static sl_err pread_full(int fd, void *buf, size_t n, off_t off, const char *pat
 }
 
 /* Offset of the first byte of the line that ends at end (exclusive). */
-static sl_err line_start(int fd, const char *path, off_t end, off_t *start)
+static SL_RESULT line_start(int fd, const char *path, off_t end, off_t *start)
 {
 	sl_err rc = SL_E_IO;
 	uint8_t chunk[TAIL_CHUNK];

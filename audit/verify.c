@@ -49,7 +49,7 @@ static void warn(vstate *v, const char *file, size_t line, const char *fmt, ...)
 	v->o->warn(v->o->warn_ctx, file, line, msg);
 }
 
-static sl_err load_anchor(vstate *v, const char *path)
+static SL_RESULT load_anchor(vstate *v, const char *path)
 {
 	sl_err rc = SL_E_INPUT;
 	uint8_t *data = NULL;
@@ -82,7 +82,7 @@ out:
 }
 
 /* A recovery record must list exactly the unparsable lines before it. */
-static sl_err check_recovery(vstate *v, json_t *rec, const char *file, size_t line, uint64_t seq)
+static SL_RESULT check_recovery(vstate *v, json_t *rec, const char *file, size_t line, uint64_t seq)
 {
 	sl_err rc = SL_E_INTEGRITY;
 	const char *ev = audit_str(rec, "event");
@@ -122,8 +122,8 @@ out:
 	return rc;
 }
 
-static sl_err check_record(vstate *v, json_t *rec, const uint8_t *bytes, size_t len,
-                           const char *file, size_t line)
+static SL_RESULT check_record(vstate *v, json_t *rec, const uint8_t *bytes, size_t len,
+                              const char *file, size_t line)
 {
 	sl_err rc = SL_E_INTEGRITY;
 	sl_audit_report *rep = v->rep;
@@ -214,7 +214,7 @@ out:
 /* With a public key the head must be signed: a chain alone proves nothing
  * against whoever can write the file (they recompute every hash), so records
  * no valid checkpoint covers pass only within max_unsigned_tail. */
-static sl_err check_unsigned_tail(vstate *v, const char *f)
+static SL_RESULT check_unsigned_tail(vstate *v, const char *f)
 {
 	sl_err rc = SL_E_INTEGRITY;
 	sl_audit_report *rep = v->rep;
@@ -253,7 +253,7 @@ out:
 	return rc;
 }
 
-static sl_err finish(vstate *v)
+static SL_RESULT finish(vstate *v)
 {
 	sl_err rc = SL_E_INTEGRITY;
 	sl_audit_report *rep = v->rep;

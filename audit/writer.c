@@ -74,7 +74,7 @@ static char *dup_cat(const char *a, const char *b)
 	return s;
 }
 
-static sl_err load_key(sl_audit *a, const char *key_path)
+static SL_RESULT load_key(sl_audit *a, const char *key_path)
 {
 	sl_err rc = SL_E_INPUT;
 	sl_secret *seed = NULL;
@@ -173,7 +173,7 @@ static void dir_of(const char *path, char *dir, size_t n)
 		snprintf(dir, n, "%.*s", (int)(slash - path), path);
 }
 
-static sl_err fsync_dir(const char *path)
+static SL_RESULT fsync_dir(const char *path)
 {
 	char dir[4096];
 	dir_of(path, dir, sizeof(dir));
@@ -189,7 +189,7 @@ static sl_err fsync_dir(const char *path)
 
 /* Makes a->fd the file now at a->path (it may have been rotated away by
  * another process since the last append). Called under the lock. */
-static sl_err open_live(sl_audit *a)
+static SL_RESULT open_live(sl_audit *a)
 {
 	sl_err rc = SL_E_IO;
 	struct stat st;
@@ -222,7 +222,7 @@ out:
 
 /* Where the chain continues: the live file's tail, or, when the live file
  * holds no record yet, the last rotated file's. */
-static sl_err find_tail(sl_audit *a, audit_tail *t)
+static SL_RESULT find_tail(sl_audit *a, audit_tail *t)
 {
 	sl_err rc = SL_E_IO;
 	char **files = NULL;
@@ -281,8 +281,8 @@ static void add_body_fields(json_t *o, const sl_audit *a, const sl_audit_record 
 
 /* Builds one record line (no newline) into w, chained to *prev, and moves
  * prev/seq on. details is borrowed. */
-static sl_err emit(sl_audit *a, audit_tail *t, const sl_audit_record *r, json_t *details,
-                   bool checkpoint, const char *cp_reason, sl_writer *w, char **line_out)
+static SL_RESULT emit(sl_audit *a, audit_tail *t, const sl_audit_record *r, json_t *details,
+                      bool checkpoint, const char *cp_reason, sl_writer *w, char **line_out)
 {
 	sl_err rc = SL_E_NOMEM;
 	json_t *o = json_object();
@@ -347,7 +347,7 @@ out:
  * a batch only has to put seq, time and prev around each. The check is the
  * readers' parser run on the line with stand-in seq, time and prev (which
  * the writer makes itself, always well-formed). */
-static sl_err prepare_body(sl_audit *a, const sl_audit_record *r, char **out)
+static SL_RESULT prepare_body(sl_audit *a, const sl_audit_record *r, char **out)
 {
 	sl_err rc = SL_E_NOMEM;
 	json_t *o = json_object();
@@ -388,7 +388,7 @@ out:
 }
 
 /* One prepared record's line: seq, time, the body, prev; moves the chain on. */
-static sl_err emit_prepared(audit_tail *t, const char *body, sl_writer *w)
+static SL_RESULT emit_prepared(audit_tail *t, const char *body, sl_writer *w)
 {
 	sl_err rc = SL_E_NOMEM;
 	char now[40], *line = NULL;
@@ -411,7 +411,7 @@ out:
 	return rc;
 }
 
-static sl_err emit_recovered(sl_audit *a, audit_tail *t, sl_writer *w)
+static SL_RESULT emit_recovered(sl_audit *a, audit_tail *t, sl_writer *w)
 {
 	sl_err rc = SL_E_NOMEM;
 	json_t *d = json_object(), *arr = json_array();
@@ -435,7 +435,7 @@ out:
 	return rc;
 }
 
-static sl_err write_anchor(sl_audit *a, const char *line)
+static SL_RESULT write_anchor(sl_audit *a, const char *line)
 {
 	sl_err rc = SL_E_NOMEM;
 	size_t n = strlen(line);
@@ -450,7 +450,7 @@ out:
 	return rc;
 }
 
-static sl_err lock_file(sl_audit *a)
+static SL_RESULT lock_file(sl_audit *a)
 {
 	while (flock(a->lockfd, LOCK_EX) != 0) {
 		if (errno != EINTR)
@@ -461,7 +461,7 @@ static sl_err lock_file(sl_audit *a)
 
 /* Renames the live file to "<path>.<first seq>"; the next append starts a
  * new file chained to its last line. Called under the lock. */
-static sl_err rotate(sl_audit *a)
+static SL_RESULT rotate(sl_audit *a)
 {
 	sl_err rc = SL_E_IO;
 	uint64_t first = 0;
@@ -487,7 +487,7 @@ out:
 /* Where the chain continues: this process's own last write when nothing has
  * touched the live file since (no re-read), else the files' tail. Called
  * under the lock. */
-static sl_err load_tail(sl_audit *a, audit_tail *t)
+static SL_RESULT load_tail(sl_audit *a, audit_tail *t)
 {
 	struct stat st;
 
@@ -534,8 +534,8 @@ static void fail_entry(struct pending *q, sl_err rc)
 /* One entry's lines (its record, then a checkpoint when due or asked for)
  * into w; on failure nothing of it is kept and the chain state is as before.
  * *cp_line receives the checkpoint line, if one was written. */
-static sl_err emit_entry(sl_audit *a, audit_tail *t, const struct pending *q, sl_writer *w,
-                         char **cp_line, bool *closed)
+static SL_RESULT emit_entry(sl_audit *a, audit_tail *t, const struct pending *q, sl_writer *w,
+                            char **cp_line, bool *closed)
 {
 	sl_err rc = SL_E_NOMEM;
 	static const sl_audit_record cp = {.event = SL_AUDIT_EV_CHECKPOINT};
@@ -654,7 +654,7 @@ out:
  * leader takes the whole queue and writes it as one batch while later
  * arrivals wait for the next one. Every caller returns only once the batch
  * holding its entry is durable (or failed). */
-static sl_err submit(sl_audit *a, const sl_audit_record *r, const char *cp_reason)
+static SL_RESULT submit(sl_audit *a, const sl_audit_record *r, const char *cp_reason)
 {
 	struct pending me = {.r = r, .cp_reason = cp_reason};
 

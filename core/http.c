@@ -56,7 +56,7 @@ void sl_http_resp_free(sl_http_resp *r)
 	r->retry_after_s = 0;
 }
 
-static sl_err setup(CURL *c, const sl_http_req *r, struct curl_slist *hl, sl_http_body *b)
+static SL_RESULT setup(CURL *c, const sl_http_req *r, struct curl_slist *hl, sl_http_body *b)
 {
 	sl_err rc = SL_E_INTERNAL;
 	const char *what = r->what != NULL ? r->what : "HTTP";

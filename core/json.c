@@ -47,8 +47,8 @@ const char *sl_json_getstr(const json_t *obj, const char *key)
 	return json_is_object(obj) ? sl_json_strval(json_object_get(obj, key)) : NULL;
 }
 
-static sl_err str_member(const json_t *obj, const char *key, size_t max, bool optional, sl_err code,
-                         const char *path, const char **out)
+static SL_RESULT str_member(const json_t *obj, const char *key, size_t max, bool optional,
+                            sl_err code, const char *path, const char **out)
 {
 	const json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
 	*out = NULL;
@@ -129,8 +129,8 @@ sl_err sl_b64_exact(const char *s, size_t slen, uint8_t *out, size_t len, sl_err
 	return SL_OK;
 }
 
-static sl_err coded(const json_t *obj, const char *key, uint8_t *out, size_t len, sl_err code,
-                    const char *path, bool hex)
+static SL_RESULT coded(const json_t *obj, const char *key, uint8_t *out, size_t len, sl_err code,
+                       const char *path, bool hex)
 {
 	const char *s;
 	char what[256];

@@ -60,7 +60,7 @@ size_t sl_aead_nonce_len(sl_aead_id id)
 	}
 }
 
-static sl_err gcm_ctx(EVP_CIPHER *cipher, const uint8_t *key, int enc, EVP_CIPHER_CTX **out)
+static SL_RESULT gcm_ctx(EVP_CIPHER *cipher, const uint8_t *key, int enc, EVP_CIPHER_CTX **out)
 {
 	sl_err rc = SL_E_CRYPTO;
 	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
@@ -121,8 +121,8 @@ sl_aead_id sl_aead_id_of(const sl_aead *a)
 	return a->id;
 }
 
-static sl_err gcm_run(EVP_CIPHER_CTX *c, const uint8_t *nonce, const uint8_t *aad, size_t aad_len,
-                      const uint8_t *in, size_t len, uint8_t *out)
+static SL_RESULT gcm_run(EVP_CIPHER_CTX *c, const uint8_t *nonce, const uint8_t *aad,
+                         size_t aad_len, const uint8_t *in, size_t len, uint8_t *out)
 {
 	sl_err rc = SL_E_CRYPTO;
 	int n;

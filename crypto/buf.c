@@ -38,7 +38,7 @@ size_t sl_reader_offset(const sl_reader *r)
 	return r->off;
 }
 
-static sl_err need(const sl_reader *r, size_t n, const char *field)
+static SL_RESULT need(const sl_reader *r, size_t n, const char *field)
 {
 	sl_err rc = sl_reader_validate(r);
 	if (rc != SL_OK)
@@ -158,7 +158,7 @@ sl_err sl_read_lp8(sl_reader *r, sl_reader *sub, const char *field)
 	return sl_read_sub(r, n, sub, field);
 }
 
-static sl_err check_max(const sl_reader *r, size_t n, size_t max, const char *field)
+static SL_RESULT check_max(const sl_reader *r, size_t n, size_t max, const char *field)
 {
 	if (n > max)
 		return sl_err_set(SL_E_FORMAT, "%s: %s: length %zu exceeds the limit %zu", r->what,
@@ -245,7 +245,7 @@ void sl_writer_free(sl_writer *w)
 	w->len = w->cap = 0;
 }
 
-static sl_err reserve(sl_writer *w, size_t n)
+static SL_RESULT reserve(sl_writer *w, size_t n)
 {
 	if (n > w->max - w->len)
 		return sl_err_set(w->fixed ? SL_E_INTERNAL : SL_E_TOO_LARGE,

@@ -57,8 +57,8 @@ sl_err sl_b64_encode(const uint8_t *in, size_t len, char **out)
 	return SL_OK;
 }
 
-static sl_err b64_decode(const char *in, size_t inlen, int variant, size_t max, uint8_t **out,
-                         size_t *len, const char *field)
+static SL_RESULT b64_decode(const char *in, size_t inlen, int variant, size_t max, uint8_t **out,
+                            size_t *len, const char *field)
 {
 	size_t cap = inlen / 4 * 3 + 3;
 	size_t got = 0;

@@ -42,7 +42,7 @@ struct sl_minisign_sig {
 
 /* Reads one line (without its "\n" and an optional "\r"); an absent final
  * newline is fine. Fails when no bytes are left. */
-static sl_err read_line(sl_reader *r, const char **line, size_t *len, const char *field)
+static SL_RESULT read_line(sl_reader *r, const char **line, size_t *len, const char *field)
 {
 	sl_err rc = SL_E_FORMAT;
 	size_t left = sl_reader_left(r);
@@ -64,7 +64,7 @@ out:
 }
 
 /* Only blank lines may follow the last field. */
-static sl_err expect_blank_rest(sl_reader *r)
+static SL_RESULT expect_blank_rest(sl_reader *r)
 {
 	sl_err rc = SL_E_FORMAT;
 	while (sl_reader_left(r) > 0) {
@@ -87,8 +87,8 @@ static bool has_prefix(const char *l, size_t n, const char *prefix)
 }
 
 /* Decodes exactly want bytes of standard base64 from a line into out. */
-static sl_err b64_exact(const char *l, size_t n, uint8_t *out, size_t want, const char *what,
-                        const char *field)
+static SL_RESULT b64_exact(const char *l, size_t n, uint8_t *out, size_t want, const char *what,
+                           const char *field)
 {
 	size_t got = 0;
 	const char *end = NULL;
@@ -179,7 +179,7 @@ static void seckey_checksum(const uint8_t *key_id, const uint8_t *sk, uint8_t ou
 }
 
 /* The decoded secret key blob, in secret memory. */
-static sl_err seckey_decode(const uint8_t *data, size_t len, sl_secret **out)
+static SL_RESULT seckey_decode(const uint8_t *data, size_t len, sl_secret **out)
 {
 	sl_err rc = SL_E_FORMAT;
 	sl_reader r;
@@ -215,7 +215,7 @@ bool sl_minisign_seckey_is_encrypted(const uint8_t *data, size_t len)
 }
 
 /* XORs the key_id||sk||checksum part with scrypt(password, salt). */
-static sl_err seckey_crypt(uint8_t *blob, const char *password)
+static SL_RESULT seckey_crypt(uint8_t *blob, const char *password)
 {
 	sl_err rc = SL_E_CRYPTO;
 	sl_secret *stream = NULL;

@@ -36,7 +36,7 @@ unsigned sl_sld_default_threads(void)
 	return (unsigned)n;
 }
 
-static sl_err check_size(const sl_sld_reader *r)
+static SL_RESULT check_size(const sl_sld_reader *r)
 {
 	sl_err rc = SL_E_IO;
 	const sl_sld_header *h = r->h;
@@ -133,7 +133,7 @@ const sl_sld_header *sl_sld_reader_header(const sl_sld_reader *r)
 
 /* Reads exactly the bytes iov describes at off (preadv, resumed after
  * short reads); the file shrinking under us is SL_E_TRUNCATED. */
-static sl_err read_exact(sl_sld_reader *r, uint64_t i, struct iovec *iov, int n, off_t off)
+static SL_RESULT read_exact(sl_sld_reader *r, uint64_t i, struct iovec *iov, int n, off_t off)
 {
 	sl_err rc = SL_E_IO;
 
@@ -161,7 +161,7 @@ out:
 	return rc;
 }
 
-static sl_err chunk_failed(const sl_sld_reader *r, uint64_t i)
+static SL_RESULT chunk_failed(const sl_sld_reader *r, uint64_t i)
 {
 	return sl_err_set(SL_E_INTEGRITY,
 	                  "%s: chunk %llu of %llu: authentication failed (the chunk was altered, "
@@ -171,8 +171,8 @@ static sl_err chunk_failed(const sl_sld_reader *r, uint64_t i)
 
 /* AES-256-GCM through the bounce buffer: each byte of ciphertext is read
  * once into private memory and authenticated and decrypted from there. */
-static sl_err chunk_open_streamed(sl_sld_reader *r, sl_aead *a, uint64_t i, uint8_t *dst,
-                                  size_t plen, uint8_t *bounce)
+static SL_RESULT chunk_open_streamed(sl_sld_reader *r, sl_aead *a, uint64_t i, uint8_t *dst,
+                                     size_t plen, uint8_t *bounce)
 {
 	sl_err rc = SL_E_IO;
 	const sl_sld_header *h = r->h;
@@ -208,7 +208,8 @@ out:
 /* The whole chunk read at once into dst (and its tag beside it), then
  * opened in place: XChaCha20-Poly1305, which has no streaming form, and
  * callers without a bounce buffer. */
-static sl_err chunk_open_whole(sl_sld_reader *r, sl_aead *a, uint64_t i, uint8_t *dst, size_t plen)
+static SL_RESULT chunk_open_whole(sl_sld_reader *r, sl_aead *a, uint64_t i, uint8_t *dst,
+                                  size_t plen)
 {
 	sl_err rc = SL_E_IO;
 	const sl_sld_header *h = r->h;
@@ -230,8 +231,8 @@ out:
 
 /* Reads, authenticates and decrypts chunk i into dst (its plaintext length
  * in bytes). On failure dst holds no plaintext. */
-static sl_err chunk_open(sl_sld_reader *r, sl_aead *a, uint64_t i, uint8_t *dst, uint8_t *bounce,
-                         size_t *len)
+static SL_RESULT chunk_open(sl_sld_reader *r, sl_aead *a, uint64_t i, uint8_t *dst, uint8_t *bounce,
+                            size_t *len)
 {
 	size_t plen = sl_sld_chunk_plain_len(r->h, i);
 	sl_err rc = bounce != NULL && sl_aead_id_of(a) == SL_AEAD_AES_256_GCM
@@ -278,7 +279,7 @@ struct dec_worker {
 	uint8_t *bounce;
 };
 
-static sl_err dec_worker_init(void *ctx, void **ws)
+static SL_RESULT dec_worker_init(void *ctx, void **ws)
 {
 	sl_err rc = SL_E_NOMEM;
 	struct dec *d = ctx;
@@ -311,14 +312,14 @@ static void dec_worker_fini(void *ctx, void *ws)
 	free(w);
 }
 
-static sl_err dec_work(void *ctx, void *ws, uint64_t i, uint8_t *buf, size_t *len)
+static SL_RESULT dec_work(void *ctx, void *ws, uint64_t i, uint8_t *buf, size_t *len)
 {
 	struct dec *d = ctx;
 	struct dec_worker *w = ws;
 	return chunk_open(d->r, w->a, i, buf, w->bounce, len);
 }
 
-static sl_err dec_emit(void *ctx, uint64_t i, const uint8_t *buf, size_t len)
+static SL_RESULT dec_emit(void *ctx, uint64_t i, const uint8_t *buf, size_t len)
 {
 	struct dec *d = ctx;
 	sl_err rc = d->sink(d->sink_ctx, i, buf, len);
@@ -330,7 +331,7 @@ static sl_err dec_emit(void *ctx, uint64_t i, const uint8_t *buf, size_t len)
 	return SL_OK;
 }
 
-static sl_err check_threads(unsigned *threads)
+static SL_RESULT check_threads(unsigned *threads)
 {
 	if (*threads == 0)
 		*threads = sl_sld_default_threads();
@@ -366,7 +367,7 @@ sl_err sl_sld_decrypt(sl_sld_reader *r, unsigned threads, sl_sld_sink_fn sink, v
 }
 
 /* Chunk i decrypted into its place in the destination. */
-static sl_err into_work(void *ctx, void *ws, uint64_t i, uint8_t *buf, size_t *len)
+static SL_RESULT into_work(void *ctx, void *ws, uint64_t i, uint8_t *buf, size_t *len)
 {
 	sl_err rc = SL_E_INTERNAL;
 	struct dec *d = ctx;
@@ -384,7 +385,7 @@ out:
 	return rc;
 }
 
-static sl_err into_emit(void *ctx, uint64_t i, const uint8_t *buf, size_t len)
+static SL_RESULT into_emit(void *ctx, uint64_t i, const uint8_t *buf, size_t len)
 {
 	struct dec *d = ctx;
 	(void)buf;

@@ -15,7 +15,7 @@ struct enc {
 	const sl_sld_encrypt_params *p;
 };
 
-static sl_err enc_worker_init(void *ctx, void **ws)
+static SL_RESULT enc_worker_init(void *ctx, void **ws)
 {
 	struct enc *e = ctx;
 	return sl_aead_new(e->h->aead, sl_secret_data(e->file_key), (sl_aead **)ws);
@@ -27,7 +27,7 @@ static void enc_worker_fini(void *ctx, void *ws)
 	sl_aead_free(ws);
 }
 
-static sl_err enc_fill(void *ctx, uint64_t i, uint8_t *buf, size_t *len)
+static SL_RESULT enc_fill(void *ctx, uint64_t i, uint8_t *buf, size_t *len)
 {
 	sl_err rc = SL_E_IO;
 	struct enc *e = ctx;
@@ -45,7 +45,7 @@ out:
 	return rc;
 }
 
-static sl_err enc_work(void *ctx, void *ws, uint64_t i, uint8_t *buf, size_t *len)
+static SL_RESULT enc_work(void *ctx, void *ws, uint64_t i, uint8_t *buf, size_t *len)
 {
 	struct enc *e = ctx;
 	uint8_t nonce[SL_AEAD_MAX_NONCE_LEN], aad[SLD_AAD_LEN];
@@ -58,7 +58,7 @@ static sl_err enc_work(void *ctx, void *ws, uint64_t i, uint8_t *buf, size_t *le
 	return rc;
 }
 
-static sl_err enc_emit(void *ctx, uint64_t i, const uint8_t *buf, size_t len)
+static SL_RESULT enc_emit(void *ctx, uint64_t i, const uint8_t *buf, size_t len)
 {
 	struct enc *e = ctx;
 	sl_err rc = sl_write_all(e->out_fd, buf, len, "output");

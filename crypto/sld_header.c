@@ -80,7 +80,7 @@ static bool chunk_size_ok(uint32_t cs)
 /* "SLD header damaged or altered" is the reader's name for messages. */
 #define BAD(...) SL_FAIL(SL_E_INTEGRITY, "SLD header damaged or altered: " __VA_ARGS__)
 
-static sl_err parse_string(sl_reader *lp, char *out, bool utf8, const char *field)
+static SL_RESULT parse_string(sl_reader *lp, char *out, bool utf8, const char *field)
 {
 	sl_err rc = SL_E_INTEGRITY;
 	size_t n = sl_reader_left(lp);
@@ -97,7 +97,7 @@ out:
 	return rc;
 }
 
-static sl_err parse_extensions(sl_reader *r, sl_sld_header *h)
+static SL_RESULT parse_extensions(sl_reader *r, sl_sld_header *h)
 {
 	sl_err rc = SL_E_INTEGRITY;
 	sl_reader area, val;
@@ -133,7 +133,7 @@ out:
 	return rc;
 }
 
-static sl_err parse_body(sl_reader *r, sl_sld_header *h)
+static SL_RESULT parse_body(sl_reader *r, sl_sld_header *h)
 {
 	sl_err rc = SL_E_INTEGRITY;
 	uint8_t aead, flags;
@@ -408,7 +408,7 @@ fail:
 
 /* ---- keys, nonces, associated data ------------------------------------ */
 
-static sl_err derive(sl_secret *dek, const uint8_t *salt, const char *info, uint8_t *out)
+static SL_RESULT derive(sl_secret *dek, const uint8_t *salt, const char *info, uint8_t *out)
 {
 	return sl_hkdf_sha256(sl_secret_data(dek), sl_secret_len(dek), salt, SL_SLD_SALT_LEN,
 	                      (const uint8_t *)info, strlen(info), out, 32);
@@ -467,7 +467,7 @@ void sld_chunk_aad(const uint8_t digest[static 32], uint64_t i, bool final,
 
 /* ---- building --------------------------------------------------------- */
 
-static sl_err check_params(const sl_sld_encrypt_params *p)
+static SL_RESULT check_params(const sl_sld_encrypt_params *p)
 {
 	sl_err rc = SL_E_INPUT;
 	const char *url = p->kms_url != NULL ? p->kms_url : "";

@@ -23,14 +23,14 @@ struct sl_sld_outfile {
 	bool committed;
 };
 
-static sl_err exists_error(const char *path)
+static SL_RESULT exists_error(const char *path)
 {
 	return sl_err_set(SL_E_EXISTS, "%s: already exists (not overwritten; --force replaces it)",
 	                  path);
 }
 
 /* A fresh name in o->dir that does not exist yet. */
-static sl_err temp_name(const sl_sld_outfile *o, char *out, size_t cap)
+static SL_RESULT temp_name(const sl_sld_outfile *o, char *out, size_t cap)
 {
 	uint8_t rnd[8];
 	char hex[17];

@@ -93,7 +93,7 @@ static void *worker_main(void *arg)
 }
 
 /* One thread: the same steps without any locking. */
-static sl_err run_inline(const struct sld_pool_ops *ops)
+static SL_RESULT run_inline(const struct sld_pool_ops *ops)
 {
 	sl_err rc = SL_E_NOMEM;
 	sl_secret *buf = NULL;

@@ -98,8 +98,8 @@ static bool shard_name_ok(const uint8_t *s, size_t n)
 }
 
 /* Copies the rest of a length-prefixed field into the string area. */
-static sl_err take_string(sl_reader *lp, char **area, const char **out, const uint8_t **v,
-                          size_t *n, const char *field)
+static SL_RESULT take_string(sl_reader *lp, char **area, const char **out, const uint8_t **v,
+                             size_t *n, const char *field)
 {
 	sl_err rc = SL_E_FORMAT;
 
@@ -121,7 +121,7 @@ static int cmp_path(const void *a, const void *b)
 
 /* No two files share a path, and no file's path is a directory of another's
  * ("a" and "a/b"): either would make a restored tree ambiguous. */
-static sl_err check_paths_unique(const sl_sldm *m)
+static SL_RESULT check_paths_unique(const sl_sldm *m)
 {
 	sl_err rc = SL_E_NOMEM;
 	const char **sorted = NULL;
@@ -158,7 +158,7 @@ out:
 	return rc;
 }
 
-static sl_err parse_shards(sl_reader *r, sl_sldm *m, char **area)
+static SL_RESULT parse_shards(sl_reader *r, sl_sldm *m, char **area)
 {
 	sl_err rc = SL_E_INTEGRITY;
 	sl_reader lp;
@@ -201,7 +201,7 @@ out:
 	return rc;
 }
 
-static sl_err parse_files(sl_reader *r, sl_sldm *m, char **area)
+static SL_RESULT parse_files(sl_reader *r, sl_sldm *m, char **area)
 {
 	sl_err rc = SL_E_INTEGRITY;
 	sl_reader lp;
@@ -262,7 +262,7 @@ out:
 	return rc;
 }
 
-static sl_err parse_key_ref(sl_reader *r, sl_sldm *m)
+static SL_RESULT parse_key_ref(sl_reader *r, sl_sldm *m)
 {
 	sl_err rc = SL_E_INTEGRITY;
 	sl_reader lp;
@@ -294,7 +294,7 @@ out:
 	return rc;
 }
 
-static sl_err parse_body(sl_reader *b, sl_sldm *m, size_t body_len)
+static SL_RESULT parse_body(sl_reader *b, sl_sldm *m, size_t body_len)
 {
 	sl_err rc = SL_E_INTEGRITY;
 	uint8_t aead, flags;
@@ -437,15 +437,15 @@ void sl_sldm_free(sl_sldm *m)
 	free(m);
 }
 
-static sl_err derive(sl_secret *dek, const uint8_t *salt, const char *info, uint8_t *out)
+static SL_RESULT derive(sl_secret *dek, const uint8_t *salt, const char *info, uint8_t *out)
 {
 	return sl_hkdf_sha256(sl_secret_data(dek), sl_secret_len(dek), salt, SL_SLD_SALT_LEN,
 	                      (const uint8_t *)info, strlen(info), out, 32);
 }
 
 /* key check and MAC key of a manifest salt; mac_key is secret memory */
-static sl_err manifest_keys(sl_secret *dek, const uint8_t *salt, uint8_t check[static 32],
-                            sl_secret **mac_key)
+static SL_RESULT manifest_keys(sl_secret *dek, const uint8_t *salt, uint8_t check[static 32],
+                               sl_secret **mac_key)
 {
 	sl_err rc = SL_E_INPUT;
 
@@ -739,8 +739,8 @@ out:
 	return rc;
 }
 
-static sl_err write_key_ref(sl_writer *w, const char *kms_url, const char *key_id,
-                            const uint8_t *wrapped, size_t wrapped_len)
+static SL_RESULT write_key_ref(sl_writer *w, const char *kms_url, const char *key_id,
+                               const uint8_t *wrapped, size_t wrapped_len)
 {
 	sl_err rc = SL_E_INPUT;
 	size_t ul = kms_url != NULL ? strlen(kms_url) : 0, kl = key_id != NULL ? strlen(key_id) : 0;
@@ -765,7 +765,7 @@ out:
 }
 
 /* Hands the writer's bytes to the caller after parsing them back. */
-static sl_err hand_over(sl_writer *w, uint8_t **out, size_t *out_len)
+static SL_RESULT hand_over(sl_writer *w, uint8_t **out, size_t *out_len)
 {
 	sl_err rc = SL_E_INTERNAL;
 	sl_sldm *check = NULL;

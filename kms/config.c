@@ -34,7 +34,7 @@ void kmsd_config_free(kmsd_config *c)
 	    &c->ek_ca_dir,        &c->policy,          &c->policy_pubkey,     &c->url_file,
 	    &c->keystore_file,    &c->master_key_file, &c->p11_module,        &c->p11_token_label,
 	    &c->p11_pin_file,     &c->gcp_jwks,        &c->aws_trust_dir,     &c->ak_ca_dir,
-	    &c->audit_key_file,   &c->collateral_dir};
+	    &c->audit_key_file,   &c->collateral_dir,  &c->log_file};
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
 		free(*strs[i]);
 		*strs[i] = NULL;
@@ -63,6 +63,7 @@ static const struct strkey str_keys[] = {
     S("policy", policy),
     S("policy_pubkey", policy_pubkey),
     S("url_file", url_file),
+    S("log_file", log_file),
     S("gcp_jwks", gcp_jwks),
     S("aws_trust_dir", aws_trust_dir),
     S("ak_ca_dir", ak_ca_dir),
@@ -75,8 +76,8 @@ static const struct strkey str_keys[] = {
 };
 #undef S
 
-static sl_err set_uint(const char *path, const char *k, json_t *v, uint64_t lo, uint64_t hi,
-                       uint64_t *out)
+static SL_RESULT set_uint(const char *path, const char *k, json_t *v, uint64_t lo, uint64_t hi,
+                          uint64_t *out)
 {
 	if (!json_is_integer(v) || json_integer_value(v) < (json_int_t)lo ||
 	    json_integer_value(v) > (json_int_t)hi)
@@ -86,7 +87,7 @@ static sl_err set_uint(const char *path, const char *k, json_t *v, uint64_t lo, 
 	return SL_OK;
 }
 
-static sl_err apply(kmsd_config *c, const char *path, const char *k, json_t *v)
+static SL_RESULT apply(kmsd_config *c, const char *path, const char *k, json_t *v)
 {
 	sl_err rc = SL_E_INPUT;
 	uint64_t u = 0;
@@ -188,7 +189,7 @@ out:
 	return rc;
 }
 
-static sl_err dev_path(kmsd_config *c, char **field, const char *name)
+static SL_RESULT dev_path(kmsd_config *c, char **field, const char *name)
 {
 	if (*field != NULL)
 		return SL_OK;
@@ -206,7 +207,7 @@ static bool exists(const char *p)
 }
 
 /* A 0600 file of 32 random bytes (raw), or hex text when hex is set. */
-static sl_err make_secret_file(const char *path, bool hex)
+static SL_RESULT make_secret_file(const char *path, bool hex)
 {
 	sl_err rc = SL_E_NOMEM;
 	sl_secret *s = NULL, *h = NULL;

@@ -11,7 +11,7 @@
 
 #include "kmsd.h"
 
-static sl_err add_ext(X509 *cert, X509 *issuer, int nid, const char *value)
+static SL_RESULT add_ext(X509 *cert, X509 *issuer, int nid, const char *value)
 {
 	sl_err rc = SL_E_CRYPTO;
 	X509V3_CTX ctx;
@@ -26,8 +26,8 @@ out:
 	return rc;
 }
 
-static sl_err make_cert(EVP_PKEY *key, EVP_PKEY *signer, X509 *issuer, const char *cn, bool ca,
-                        X509 **out)
+static SL_RESULT make_cert(EVP_PKEY *key, EVP_PKEY *signer, X509 *issuer, const char *cn, bool ca,
+                           X509 **out)
 {
 	sl_err rc = SL_E_CRYPTO;
 	X509 *c = X509_new();
@@ -74,7 +74,7 @@ out:
 	return rc;
 }
 
-static sl_err write_pem(const char *path, X509 *cert, EVP_PKEY *key)
+static SL_RESULT write_pem(const char *path, X509 *cert, EVP_PKEY *key)
 {
 	sl_err rc = SL_E_IO;
 	BIO *b = BIO_new(BIO_s_mem());

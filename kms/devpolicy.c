@@ -18,7 +18,7 @@
 
 #define DEV_TRUSTED_COMMENT "seclaunchd --dev built-in development policy (NOT for production)"
 
-static sl_err write_signed(const char *pol, const char *sig, const char *pub)
+static SL_RESULT write_signed(const char *pol, const char *sig, const char *pub)
 {
 	sl_err rc = SL_E_CRYPTO;
 	char *sk_text = NULL, *pk_text = NULL, *sig_text = NULL;

@@ -65,7 +65,7 @@ sl_err kmsd_kek_create(kmsd_kek *k, const char *id)
 	return kmsd_p11_create(k->p11, id);
 }
 
-static sl_err exists_fn(const uint8_t kek[static 32], void *ctx)
+static SL_RESULT exists_fn(const uint8_t kek[static 32], void *ctx)
 {
 	(void)kek;
 	(void)ctx;
@@ -92,14 +92,14 @@ struct gcm_job {
 	uint8_t *out, *tag_out;
 };
 
-static sl_err seal_fn(const uint8_t kek[static 32], void *ctx)
+static SL_RESULT seal_fn(const uint8_t kek[static 32], void *ctx)
 {
 	struct gcm_job *j = ctx;
 	return kmsd_gcm_seal(kek, j->iv, j->aad, j->aad_len, j->in, SL_KMS_DEK_LEN, j->out,
 	                     j->tag_out);
 }
 
-static sl_err open_fn(const uint8_t kek[static 32], void *ctx)
+static SL_RESULT open_fn(const uint8_t kek[static 32], void *ctx)
 {
 	struct gcm_job *j = ctx;
 	return kmsd_gcm_open(kek, j->iv, j->aad, j->aad_len, j->in, SL_KMS_DEK_LEN, j->tag, j->out);

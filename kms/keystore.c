@@ -42,7 +42,7 @@ static ssize_t find(const kmsd_keystore *ks, const char *id)
 	return -1;
 }
 
-static sl_err grow(kmsd_keystore *ks, size_t need)
+static SL_RESULT grow(kmsd_keystore *ks, size_t need)
 {
 	sl_err rc = SL_E_NOMEM;
 	sl_secret *nk = NULL;
@@ -68,7 +68,7 @@ out:
 }
 
 /* Parses the decrypted plaintext into ks. */
-static sl_err load_plain(kmsd_keystore *ks, const uint8_t *pt, size_t len)
+static SL_RESULT load_plain(kmsd_keystore *ks, const uint8_t *pt, size_t len)
 {
 	sl_err rc = SL_E_FORMAT;
 	sl_reader r;
@@ -100,7 +100,7 @@ out:
 	return rc;
 }
 
-static sl_err load_file(kmsd_keystore *ks)
+static SL_RESULT load_file(kmsd_keystore *ks)
 {
 	sl_err rc = SL_E_IO;
 	uint8_t *buf = NULL;
@@ -147,7 +147,7 @@ out:
 }
 
 /* Writes ks plus (extra_id, extra_kek) when extra_id is set. */
-static sl_err save(kmsd_keystore *ks, const char *extra_id, const uint8_t *extra_kek)
+static SL_RESULT save(kmsd_keystore *ks, const char *extra_id, const uint8_t *extra_kek)
 {
 	sl_err rc = SL_E_NOMEM;
 	size_t count = ks->count + (extra_id != NULL ? 1 : 0);

@@ -4,6 +4,7 @@
 #define SECLAUNCH_KMSD_H
 
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,6 +39,7 @@ typedef struct kmsd_config {
 	char *ak_ca_dir;      /* optional: AKs with a certificate chaining here count as trusted */
 	char *collateral_dir; /* optional: SEV-SNP / TDX vendor certificates, TCB info, CRLs */
 	char *url_file;       /* where the URL is written once listening */
+	char *log_file;       /* daemon log; NULL: stderr (reopened on SIGHUP) */
 	/* limits */
 	unsigned threads; /* libmicrohttpd's connection threads */
 	unsigned workers; /* request handler threads */
@@ -408,7 +410,55 @@ void kmsd_enroll_table_free(kmsd_enroll_table *t);
 /* Routes one request (pure dispatch: used by the server and the fuzz target). */
 enum kmsd_route kmsd_dispatch(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 
-/* Runs the HTTPS server until SIGTERM/SIGINT. */
+/* Runs the HTTPS server until SIGTERM/SIGINT; SIGHUP calls kmsd_reload. */
 SL_MUST_USE sl_err kmsd_serve(kmsd_ctx *ctx);
+/* The limits a reload may change (max_body). */
+void kmsd_server_set_limits(const kmsd_config *c);
+
+/* ---- daemon log (log.c) ------------------------------------------------ */
+
+/* syslog priorities (the journal's <N> prefixes) */
+enum kmsd_log_level {
+	KMSD_LOG_ERR = 3,
+	KMSD_LOG_WARNING = 4,
+	KMSD_LOG_NOTICE = 5,
+	KMSD_LOG_INFO = 6
+};
+/* path NULL: stderr. */
+SL_MUST_USE sl_err kmsd_log_open(const char *path);
+/* Opens the log file again (after logrotate moved it); stderr: nothing. */
+SL_MUST_USE sl_err kmsd_log_reopen(void);
+const char *kmsd_log_path(void);
+void kmsd_log_close(void);
+void kmsd_log(enum kmsd_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void kmsd_logv(enum kmsd_log_level lvl, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+/* ---- live configuration and SIGHUP (reload.c) -------------------------- */
+
+#define KMSD_AUDIT_EV_RELOAD "kms.reload" /* SIGHUP: "applied" or "refused" (details.error) */
+
+/* What the command line asked for; a reload builds the config from it again. */
+typedef struct kmsd_start_opts {
+	const char *config, *state, *listen, *policy, *pubkey, *log_file;
+	bool dev;
+} kmsd_start_opts;
+/* defaults, the config file, the command-line options, --dev's files, checks */
+SL_MUST_USE sl_err kmsd_config_build(const kmsd_start_opts *o, kmsd_config *c);
+/* The signed policy the config names, or the development policy in --dev. */
+SL_MUST_USE sl_err kmsd_policy_load(const kmsd_config *c, struct sl_policy **out);
+typedef struct kmsd_gen kmsd_gen;
+/* Makes (start, ctx->policy) the first generation; it takes ctx->policy. The
+ * start-up config must outlive kmsd_live_stop(). */
+SL_MUST_USE sl_err kmsd_live_start(kmsd_ctx *ctx, const kmsd_config *start,
+                                   const kmsd_start_opts *o);
+/* req = base with the current generation's config and policy, held until
+ * kmsd_live_leave. */
+kmsd_gen *kmsd_live_enter(const kmsd_ctx *base, kmsd_ctx *req);
+void kmsd_live_leave(kmsd_gen *g);
+void kmsd_live_stop(void);
+/* SIGHUP: reopen the log; rebuild config + policy and swap them in whole, or
+ * keep the old ones and say why (log + audit record). Never stops the service. */
+void kmsd_reload(kmsd_ctx *ctx);
 
 #endif

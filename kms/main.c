@@ -3,6 +3,8 @@
  *   seclaunchd --dev --state DIR [--listen 127.0.0.1:PORT] [--policy P --policy-pubkey K]
  * docs/seclaunchd.md describes the configuration, docs/protocol.md the API. */
 #include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +16,9 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "Usage: seclaunchd --config FILE\n"
+	        "Usage: seclaunchd --config FILE [--log-file FILE]\n"
 	        "       seclaunchd --dev --state DIR [--listen HOST:PORT] [--config FILE]\n"
-	        "                  [--policy P --policy-pubkey K]\n\n"
+	        "                  [--policy P --policy-pubkey K] [--log-file FILE]\n\n"
 	        "The attested key-release service: releases dataset keys only to machines whose\n"
 	        "evidence verifies, whose AK is enrolled, and whom the policy allows.\n\n"
 	        "  --config FILE         JSON configuration (docs/seclaunchd.md); with --dev it\n"
@@ -31,21 +33,17 @@ static void usage(FILE *f)
 	        "                        --dev default 127.0.0.1:0)\n"
 	        "  --policy P            signed policy (minisign signature in P.minisig)\n"
 	        "  --policy-pubkey K     the compliance team's minisign public key\n"
+	        "  --log-file FILE       append the daemon log to FILE (reopened on SIGHUP)\n"
+	        "                        instead of stderr\n"
 	        "  --version             print the version\n"
 	        "  -h, --help            this text\n\n"
-	        "Stops gracefully on SIGTERM or SIGINT. Exit codes: 0 stopped, 1 usage,\n"
-	        "2 bad configuration or files, 4 policy signature invalid, 6 keystore or registry\n"
-	        "integrity failure, 7 system error.\n");
+	        "Stops gracefully on SIGTERM or SIGINT. SIGHUP reloads the configuration and\n"
+	        "the policy (a bad one is refused and the old one stays) and reopens the log.\n"
+	        "Exit codes: 0 stopped, 1 usage, 2 bad configuration or files, 4 policy\n"
+	        "signature invalid, 6 keystore or registry integrity failure, 7 system error.\n");
 }
 
-static sl_err set_str(char **dst, const char *v)
-{
-	free(*dst);
-	*dst = strdup(v);
-	return *dst != NULL ? SL_OK : sl_err_set(SL_E_NOMEM, "options");
-}
-
-static sl_err load_admin_token(kmsd_ctx *ctx, const char *path)
+static SL_RESULT load_admin_token(kmsd_ctx *ctx, const char *path)
 {
 	sl_err rc = SL_E_INPUT;
 	sl_secret *t = NULL;
@@ -63,28 +61,22 @@ out:
 	return rc;
 }
 
-static sl_err run(kmsd_config *cfg)
+static SL_RESULT run(kmsd_config *cfg, const kmsd_start_opts *opts)
 {
 	sl_err rc = SL_E_INTERNAL;
 	kmsd_ctx ctx = {.cfg = cfg};
-	if (cfg->policy != NULL) {
-		SL_GUARD(sl_policy_load_signed(cfg->policy, NULL, cfg->policy_pubkey, &ctx.policy));
-		SL_ENSURE(cfg->dev || !sl_policy_is_dev(ctx.policy), SL_E_INPUT,
-		          "%s: the built-in development policy (it releases any key); only "
-		          "seclaunchd --dev takes it",
-		          cfg->policy);
-	} else {
-		SL_ENSURE(cfg->dev, SL_E_INPUT,
-		          "config: \"policy\" and \"policy_pubkey\" are required outside --dev");
-		SL_GUARD(kmsd_devpolicy(cfg->state_dir, &ctx.policy));
-		fprintf(stderr,
-		        "seclaunchd: WARNING: development policy in force: any key is released "
-		        "to any enrolled AK (every audit record says so)\n"
-		        "seclaunchd: development policy signed for clients: seclaunch run "
-		        "--policy %s/policy.json --policy-pubkey %s/policy.pub\n",
-		        cfg->state_dir, cfg->state_dir);
-	}
-	fprintf(stderr, "seclaunchd: policy %s\n", sl_policy_digest_hex(ctx.policy));
+	bool live = false;
+	SL_GUARD(kmsd_policy_load(cfg, &ctx.policy));
+	if (sl_policy_is_dev(ctx.policy))
+		kmsd_log(KMSD_LOG_WARNING,
+		         "development policy in force: any key is released to any enrolled AK "
+		         "(every audit record says so)");
+	if (cfg->policy == NULL)
+		kmsd_log(KMSD_LOG_NOTICE,
+		         "development policy signed for clients: seclaunch run --policy "
+		         "%s/policy.json --policy-pubkey %s/policy.pub",
+		         cfg->state_dir, cfg->state_dir);
+	kmsd_log(KMSD_LOG_NOTICE, "policy %s", sl_policy_digest_hex(ctx.policy));
 	SL_GUARD(load_admin_token(&ctx, cfg->admin_token_file));
 	SL_GUARD(kmsd_kek_open(cfg, &ctx.kek));
 	SL_GUARD(kmsd_registry_open(cfg->registry_file, cfg->registry_key_file, &ctx.registry));
@@ -100,11 +92,15 @@ static sl_err run(kmsd_config *cfg)
 		                 cfg->audit_log);
 		goto out;
 	}
+	SL_GUARD(kmsd_live_start(&ctx, cfg, opts));
+	live = true;
 	SL_GUARD(kmsd_serve(&ctx));
 	rc = SL_OK;
 out:
 	if (ctx.audit != NULL && sl_audit_close(ctx.audit) != SL_OK && rc == SL_OK)
-		fprintf(stderr, "seclaunchd: audit close: %s\n", sl_err_detail());
+		kmsd_log(KMSD_LOG_ERR, "audit close: %s", sl_err_detail());
+	if (live)
+		kmsd_live_stop();
 	kmsd_enroll_table_free(ctx.enroll);
 	kmsd_refusals_free(ctx.refusals);
 	kmsd_metrics_free(ctx.metrics);
@@ -124,15 +120,22 @@ int main(int argc, char **argv)
 	    {"listen", required_argument, NULL, 'l'},
 	    {"policy", required_argument, NULL, 'p'},
 	    {"policy-pubkey", required_argument, NULL, 'k'},
+	    {"log-file", required_argument, NULL, 'L'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	kmsd_config cfg;
-	const char *config = NULL, *state = NULL, *listen = NULL, *policy = NULL, *pubkey = NULL;
-	bool dev = false;
+	kmsd_start_opts o = {0};
 	sl_err rc = sl_harden_process();
 	int c;
+	sigset_t hup;
+	/* a HUP during start-up (systemctl reload, logrotate) waits for the
+	 * server's signal loop instead of killing the process; threads started
+	 * later inherit the mask */
+	sigemptyset(&hup);
+	sigaddset(&hup, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &hup, NULL);
 	if (rc != SL_OK) {
 		fprintf(stderr, "seclaunchd: %s\n", sl_err_detail());
 		return sl_err_exit_code(rc);
@@ -140,22 +143,25 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
-			config = optarg;
+			o.config = optarg;
 			break;
 		case 'd':
-			dev = true;
+			o.dev = true;
 			break;
 		case 's':
-			state = optarg;
+			o.state = optarg;
 			break;
 		case 'l':
-			listen = optarg;
+			o.listen = optarg;
 			break;
 		case 'p':
-			policy = optarg;
+			o.policy = optarg;
 			break;
 		case 'k':
-			pubkey = optarg;
+			o.pubkey = optarg;
+			break;
+		case 'L':
+			o.log_file = optarg;
 			break;
 		case 'V':
 			printf("seclaunchd %s\n", SL_VERSION);
@@ -168,40 +174,27 @@ int main(int argc, char **argv)
 			return SL_CAT_USAGE;
 		}
 	}
-	if (optind != argc || (!dev && config == NULL) || (dev && state == NULL) ||
-	    (!dev && state != NULL) || ((policy == NULL) != (pubkey == NULL))) {
+	if (optind != argc || (!o.dev && o.config == NULL) || (o.dev && o.state == NULL) ||
+	    (!o.dev && o.state != NULL) || ((o.policy == NULL) != (o.pubkey == NULL))) {
 		fprintf(stderr, "seclaunchd: %s\n",
-		        optind != argc           ? "unexpected argument"
-		        : !dev && config == NULL ? "--config FILE or --dev --state DIR is required"
-		        : dev && state == NULL   ? "--dev needs --state DIR"
-		        : !dev && state != NULL  ? "--state goes with --dev"
-		                                 : "--policy and --policy-pubkey go together");
+		        optind != argc ? "unexpected argument"
+		        : !o.dev && o.config == NULL
+		            ? "--config FILE or --dev --state DIR is required"
+		        : o.dev && o.state == NULL  ? "--dev needs --state DIR"
+		        : !o.dev && o.state != NULL ? "--state goes with --dev"
+		                                    : "--policy and --policy-pubkey go together");
 		usage(stderr);
 		return SL_CAT_USAGE;
 	}
-	kmsd_config_defaults(&cfg);
-	cfg.dev = dev;
-	if (config != NULL)
-		rc = kmsd_config_load(&cfg, config);
-	if (rc == SL_OK && state != NULL)
-		rc = set_str(&cfg.state_dir, state);
-	if (rc == SL_OK && listen != NULL)
-		rc = set_str(&cfg.listen, listen);
-	if (rc == SL_OK && policy != NULL)
-		rc = set_str(&cfg.policy, policy);
-	if (rc == SL_OK && pubkey != NULL)
-		rc = set_str(&cfg.policy_pubkey, pubkey);
-	if (rc == SL_OK && dev)
-		rc = kmsd_config_dev(&cfg);
+	rc = kmsd_config_build(&o, &cfg);
 	if (rc == SL_OK)
-		rc = kmsd_config_check(&cfg);
+		rc = kmsd_log_open(cfg.log_file);
 	if (rc == SL_OK)
-		rc = run(&cfg);
+		rc = run(&cfg, &o);
+	if (rc != SL_OK)
+		kmsd_log(KMSD_LOG_ERR, "%s",
+		         sl_err_detail()[0] ? sl_err_detail() : sl_err_message(rc));
 	kmsd_config_free(&cfg);
-	if (rc != SL_OK) {
-		fprintf(stderr, "seclaunchd: error: %s\n",
-		        sl_err_detail()[0] ? sl_err_detail() : sl_err_message(rc));
-		return sl_err_exit_code(rc);
-	}
-	return 0;
+	kmsd_log_close();
+	return rc == SL_OK ? 0 : sl_err_exit_code(rc);
 }

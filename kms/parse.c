@@ -36,7 +36,7 @@ bool kmsd_valid_dataset_id(const char *s)
 	return true;
 }
 
-static sl_err load(const uint8_t *body, size_t len, json_t **out)
+static SL_RESULT load(const uint8_t *body, size_t len, json_t **out)
 {
 	json_error_t e;
 	json_t *j = json_loadb((const char *)body, len, JSON_REJECT_DUPLICATES, &e);
@@ -53,7 +53,7 @@ static sl_err load(const uint8_t *body, size_t len, json_t **out)
 }
 
 /* Rejects any member of obj not in the NULL-terminated list. */
-static sl_err only_fields(const json_t *obj, const char *what, const char *const *allowed)
+static SL_RESULT only_fields(const json_t *obj, const char *what, const char *const *allowed)
 {
 	const char *k = sl_json_unknown(obj, allowed);
 	if (k != NULL)
@@ -61,7 +61,7 @@ static sl_err only_fields(const json_t *obj, const char *what, const char *const
 	return SL_OK;
 }
 
-static sl_err get_str(const json_t *obj, const char *field, const char **out)
+static SL_RESULT get_str(const json_t *obj, const char *field, const char **out)
 {
 	json_t *v = json_object_get(obj, field);
 	if (v == NULL)
@@ -75,7 +75,7 @@ static sl_err get_str(const json_t *obj, const char *field, const char **out)
 }
 
 /* base64 field of exactly want bytes. */
-static sl_err get_b64_fixed(const json_t *obj, const char *field, uint8_t *out, size_t want)
+static SL_RESULT get_b64_fixed(const json_t *obj, const char *field, uint8_t *out, size_t want)
 {
 	sl_err rc = SL_E_INPUT;
 	const char *s;
@@ -91,7 +91,7 @@ out:
 	return rc;
 }
 
-static sl_err get_id(const json_t *obj, const char *field, bool key_id, char *out)
+static SL_RESULT get_id(const json_t *obj, const char *field, bool key_id, char *out)
 {
 	sl_err rc = SL_E_INPUT;
 	const char *s;
@@ -124,7 +124,7 @@ out:
 	return rc;
 }
 
-static sl_err parse_key(const json_t *k, size_t i, kmsd_key_entry *e)
+static SL_RESULT parse_key(const json_t *k, size_t i, kmsd_key_entry *e)
 {
 	static const char *const allowed[] = {"key_id", "dataset_id", "wrapped_dek", NULL};
 	sl_err rc = SL_E_INPUT;
@@ -158,7 +158,7 @@ out:
 
 /* The same item twice is refused rather than verified (or released) twice:
  * it doubles the work and says nothing more. */
-static sl_err no_repeats(const json_t *arr, const char *what)
+static SL_RESULT no_repeats(const json_t *arr, const char *what)
 {
 	for (size_t i = 1; i < json_array_size(arr); i++)
 		for (size_t j = 0; j < i; j++)
@@ -170,7 +170,7 @@ static sl_err no_repeats(const json_t *arr, const char *what)
 
 /* The attested part a release and an output request share: nonce, eph_pub,
  * policy_digest, evidence, identity, job. */
-static sl_err parse_attested(kmsd_release_req *r)
+static SL_RESULT parse_attested(kmsd_release_req *r)
 {
 	sl_err rc = SL_E_INPUT;
 	SL_GUARD(get_b64_fixed(r->root, "nonce", r->nonce, SL_NONCE_LEN));
@@ -313,8 +313,8 @@ out:
 	return rc;
 }
 
-static sl_err get_b64_alloc(const json_t *obj, const char *field, size_t max, uint8_t **out,
-                            size_t *len)
+static SL_RESULT get_b64_alloc(const json_t *obj, const char *field, size_t max, uint8_t **out,
+                               size_t *len)
 {
 	sl_err rc = SL_E_INPUT;
 	const char *s;
@@ -393,7 +393,7 @@ static bool valid_destination(const char *s)
 	return true;
 }
 
-static sl_err parse_output(const json_t *o, size_t i, kmsd_output_entry *e)
+static SL_RESULT parse_output(const json_t *o, size_t i, kmsd_output_entry *e)
 {
 	static const char *const allowed[] = {"output_id", "destination", "key_id", NULL};
 	sl_err rc = SL_E_INPUT;

@@ -25,7 +25,7 @@ struct kmsd_p11 {
 	pthread_mutex_t create_mu; /* serialises check-then-generate */
 };
 
-static sl_err p11_err(CK_RV rv, const char *what, const char *id)
+static SL_RESULT p11_err(CK_RV rv, const char *what, const char *id)
 {
 	return sl_err_set(rv == CKR_ENCRYPTED_DATA_INVALID || rv == CKR_ENCRYPTED_DATA_LEN_RANGE
 	                      ? SL_E_INTEGRITY
@@ -58,7 +58,7 @@ static void put_session(kmsd_p11 *p, int slot)
 	pthread_mutex_unlock(&p->mu);
 }
 
-static sl_err find_slot(kmsd_p11 *p, const char *label)
+static SL_RESULT find_slot(kmsd_p11 *p, const char *label)
 {
 	sl_err rc = SL_E_SYSTEM;
 	CK_SLOT_ID slots[64];
@@ -241,9 +241,9 @@ sl_err kmsd_p11_create(kmsd_p11 *p, const char *id)
 	return rc;
 }
 
-static sl_err crypt(kmsd_p11 *p, bool enc, const char *id, const uint8_t iv[static 12],
-                    const uint8_t *aad, size_t aad_len, const uint8_t *in, size_t in_len,
-                    uint8_t *out, size_t out_len)
+static SL_RESULT crypt(kmsd_p11 *p, bool enc, const char *id, const uint8_t iv[static 12],
+                       const uint8_t *aad, size_t aad_len, const uint8_t *in, size_t in_len,
+                       uint8_t *out, size_t out_len)
 {
 	sl_err rc = SL_E_SYSTEM;
 	CK_GCM_PARAMS gp = {.pIv = (CK_BYTE_PTR)iv,

@@ -41,7 +41,7 @@ static int cmp_ak(const void *a, const void *b)
 	return memcmp(x->name, y->name, x->len);
 }
 
-static sl_err mac_of(kmsd_registry *r, const json_t *doc, char hex[65])
+static SL_RESULT mac_of(kmsd_registry *r, const json_t *doc, char hex[65])
 {
 	uint8_t mac[32];
 	char *text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
@@ -53,7 +53,7 @@ static sl_err mac_of(kmsd_registry *r, const json_t *doc, char hex[65])
 	return SL_OK;
 }
 
-static sl_err push(kmsd_registry *r, const uint8_t *name, size_t len)
+static SL_RESULT push(kmsd_registry *r, const uint8_t *name, size_t len)
 {
 	if (r->n == r->cap) {
 		size_t nc = r->cap == 0 ? 64 : r->cap * 2;
@@ -69,7 +69,7 @@ static sl_err push(kmsd_registry *r, const uint8_t *name, size_t len)
 	return SL_OK;
 }
 
-static sl_err load(kmsd_registry *r)
+static SL_RESULT load(kmsd_registry *r)
 {
 	sl_err rc = SL_E_INTEGRITY;
 	uint8_t *buf = NULL;

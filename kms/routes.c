@@ -78,7 +78,7 @@ bool kmsd_audit(kmsd_ctx *ctx, const char *event, const char *key_id, const char
 	    .details = details,
 	};
 	if (sl_audit_append(ctx->audit, &r) != SL_OK) {
-		fprintf(stderr, "seclaunchd: audit: %s\n", sl_err_detail());
+		kmsd_log(KMSD_LOG_ERR, "audit: %s", sl_err_detail());
 		ok = false;
 	}
 	if (ctx->refusals != NULL)

@@ -1,7 +1,8 @@
-/* The HTTPS server: libmicrohttpd with GnuTLS (TLS 1.2 and 1.3 only), a
- * thread pool, connection and body limits, idle timeouts, and a graceful
- * stop on SIGTERM / SIGINT. Request bodies are collected up to max_body
- * (413 beyond it) and handed to kmsd_dispatch.
+/* The HTTPS server: libmicrohttpd with GnuTLS (TLS 1.2 and 1.3 only, AEAD
+ * cipher suites with ECDHE only), a thread pool, connection and body limits,
+ * idle timeouts, a graceful stop on SIGTERM / SIGINT and a reload on SIGHUP.
+ * Request bodies are collected up to max_body (413 beyond it) and handed to
+ * kmsd_dispatch.
  *
  * libmicrohttpd's threads only move bytes (TLS, HTTP). A complete request is
  * handed to a pool of worker threads through one FIFO queue while its
@@ -28,7 +29,23 @@
 #include "seclaunch/json.h"
 
 #define DRAIN_MAX (4u << 20)
-#define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+/* TLS 1.2 and 1.3; every suite authenticated encryption (AES-GCM,
+ * ChaCha20-Poly1305) with an ephemeral key exchange: no CBC/HMAC-SHA1 suite
+ * (Lucky13-style padding oracles), no static-RSA key exchange (no forward
+ * secrecy). TLS 1.3 suites are all AEAD anyway. */
+#define TLS_PRIORITIES                                                                             \
+	"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-CIPHER-ALL:+AES-256-GCM:+AES-128-GCM:"        \
+	"+CHACHA20-POLY1305:-MAC-ALL:+AEAD:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA"
+
+/* The body limit, changed by a reload while connection threads read it. */
+static _Atomic size_t g_max_body = 256 * 1024;
+/* Set when SIGTERM/SIGINT arrived: new connections are refused. */
+static atomic_bool g_stopping;
+
+void kmsd_server_set_limits(const kmsd_config *c)
+{
+	atomic_store(&g_max_body, c->max_body);
+}
 
 struct conn {
 	uint8_t *buf;
@@ -62,8 +79,10 @@ struct pool {
 
 static struct pool g_pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
-static void handle(kmsd_ctx *ctx, struct conn *st)
+static void handle(kmsd_ctx *base, struct conn *st)
 {
+	kmsd_ctx ctx;
+	kmsd_gen *gen = kmsd_live_enter(base, &ctx);
 	kmsd_request req = {
 	    .method = st->method,
 	    .path = st->url,
@@ -72,7 +91,8 @@ static void handle(kmsd_ctx *ctx, struct conn *st)
 	    .authorization = st->authorization,
 	    .source = st->source[0] != '\0' ? st->source : NULL,
 	};
-	st->route = kmsd_dispatch(ctx, &req, &st->res);
+	st->route = kmsd_dispatch(&ctx, &req, &st->res);
+	kmsd_live_leave(gen);
 }
 
 static void *worker_main(void *arg)
@@ -117,7 +137,7 @@ static bool pool_push(struct pool *p, struct conn *st)
 	return ok;
 }
 
-static sl_err pool_start(struct pool *p, kmsd_ctx *ctx, unsigned n)
+static SL_RESULT pool_start(struct pool *p, kmsd_ctx *ctx, unsigned n)
 {
 	sl_err rc = SL_E_SYSTEM;
 	p->ctx = ctx;
@@ -186,7 +206,7 @@ static enum MHD_Result too_large(kmsd_ctx *ctx, struct MHD_Connection *c, struct
 	kmsd_response res = {0};
 	char detail[128];
 	snprintf(detail, sizeof(detail), "request body is larger than the %zu-byte limit",
-	         ctx->cfg->max_body);
+	         atomic_load(&g_max_body));
 	kmsd_problem(&res, 413, "too-large", "Payload Too Large", detail, NULL);
 	st->answered = true;
 	kmsd_metrics_request(ctx->metrics, KMSD_R_OTHER, 413, sl_now_ns() - st->start_ns);
@@ -215,6 +235,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 {
 	kmsd_ctx *ctx = cls;
 	struct conn *st = *con_cls;
+	const size_t max_body = atomic_load(&g_max_body);
 	(void)version;
 	if (st == NULL) {
 		const char *cl =
@@ -224,7 +245,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			return MHD_NO;
 		st->start_ns = sl_now_ns();
 		*con_cls = st;
-		if (cl != NULL && strtoull(cl, NULL, 10) > ctx->cfg->max_body) {
+		if (cl != NULL && strtoull(cl, NULL, 10) > max_body) {
 			st->too_large = true;
 			return too_large(ctx, c, st);
 		}
@@ -239,7 +260,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			st->discarded += n;
 			return st->discarded > DRAIN_MAX ? MHD_NO : MHD_YES;
 		}
-		if (n > ctx->cfg->max_body - st->len) {
+		if (st->len > max_body || n > max_body - st->len) {
 			st->too_large = true;
 			st->discarded = st->len + n;
 			free(st->buf);
@@ -251,8 +272,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			size_t ncap = st->cap == 0 ? 4096 : st->cap;
 			while (ncap < st->len + n)
 				ncap *= 2;
-			if (ncap > ctx->cfg->max_body)
-				ncap = ctx->cfg->max_body;
+			if (ncap > max_body)
+				ncap = max_body;
 			uint8_t *nb = realloc(st->buf, ncap);
 			if (nb == NULL)
 				return MHD_NO;
@@ -317,13 +338,33 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
+	char msg[512];
 	(void)cls;
-	fputs("seclaunchd: http: ", stderr);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	kmsd_log(KMSD_LOG_INFO, "http: %s", msg);
 }
 
-static sl_err parse_listen(const char *s, struct sockaddr_storage *ss, char *host, size_t hostn,
-                           unsigned *port)
+/* Once stopping, a new connection is closed at once (instead of
+ * MHD_quiesce_daemon: see kmsd_serve). */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+	(void)cls;
+	(void)addr;
+	(void)addrlen;
+	return atomic_load(&g_stopping) ? MHD_NO : MHD_YES;
+}
+
+/* Audit records of the server itself, under the policy in force. */
+static void audit_event(kmsd_ctx *base, const char *event, json_t *details)
+{
+	kmsd_ctx ctx;
+	kmsd_gen *gen = kmsd_live_enter(base, &ctx);
+	kmsd_audit(&ctx, event, NULL, NULL, NULL, NULL, NULL, details);
+	kmsd_live_leave(gen);
+}
+
+static SL_RESULT parse_listen(const char *s, struct sockaddr_storage *ss, char *host, size_t hostn,
+                              unsigned *port)
 {
 	sl_err rc = SL_E_INPUT;
 	const char *colon = strrchr(s, ':');
@@ -393,13 +434,25 @@ sl_err kmsd_serve(kmsd_ctx *ctx)
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	kmsd_server_set_limits(cfg);
+	atomic_store(&g_stopping, false);
+	/* Not MHD_USE_TURBO: in libmicrohttpd 0.9.75 it puts a new connection on
+	 * the epoll "ready" list without registering it with epoll, and only a
+	 * read that clears the ready flag registers it; the TLS handshake reads
+	 * through GnuTLS's own transport, so EAGAIN there never clears it. A
+	 * connection that sends nothing then stays "ready" for good: its thread
+	 * polls with a zero timeout at 100 % CPU, and once the table is full of
+	 * such connections and they time out or close, their sockets are never
+	 * reaped (CLOSE-WAIT) and the service stops answering. Plain epoll
+	 * registers every connection and waits on it. */
 	d = MHD_start_daemon(
 	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TLS | MHD_USE_ERROR_LOG |
-	        MHD_USE_TURBO | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME,
-	    0, NULL, NULL, on_request, ctx, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+	        MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME,
+	    0, accept_policy, NULL, on_request, ctx, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE,
 	    (unsigned int)cfg->threads, MHD_OPTION_CONNECTION_LIMIT,
 	    (unsigned int)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
@@ -418,9 +471,9 @@ sl_err kmsd_serve(kmsd_ctx *ctx)
 	if (info != NULL && info->port != 0)
 		port = info->port;
 	snprintf(url, sizeof(url), "https://%s:%u", host, port);
-	fprintf(stderr,
-	        "seclaunchd: listening on %s (%u connection threads, %u workers, TLS 1.2+)\n", url,
-	        cfg->threads, cfg->workers);
+	kmsd_log(KMSD_LOG_NOTICE,
+	         "listening on %s (%u connection threads, %u workers, TLS 1.2+ AEAD suites)", url,
+	         cfg->threads, cfg->workers);
 	/* no kms.start record, no service: what cannot be recorded is not decided */
 	SL_ENSURE(
 	    kmsd_audit(ctx, SL_AUDIT_EV_KMS_START, NULL, NULL, NULL, NULL, NULL,
@@ -431,13 +484,22 @@ sl_err kmsd_serve(kmsd_ctx *ctx)
 	if (cfg->url_file != NULL)
 		SL_GUARD(sl_file_write_atomic(cfg->url_file, url, strlen(url), 0644, true));
 
-	while (sigwait(&sigs, &sig) != 0)
-		;
-	fprintf(stderr, "seclaunchd: %s: stopping\n", strsignal(sig));
-	/* stop accepting, let requests in flight finish (bounded), then stop */
-	MHD_socket lfd = MHD_quiesce_daemon(d);
-	if (lfd != MHD_INVALID_SOCKET)
-		close(lfd);
+	for (;;) {
+		if (sigwait(&sigs, &sig) != 0)
+			continue;
+		if (sig != SIGHUP)
+			break;
+		kmsd_reload(ctx);
+	}
+	kmsd_log(KMSD_LOG_NOTICE, "%s: stopping", strsignal(sig));
+	/* Stop accepting, let requests in flight finish (bounded), then stop.
+	 * Not MHD_quiesce_daemon: with a thread pool in epoll mode (0.9.75) it
+	 * removes the listening socket from each thread's epoll set from this
+	 * thread while a busy connection thread may be removing it too; the
+	 * loser's EPOLL_CTL_DEL fails with ENOENT and libmicrohttpd aborts
+	 * ("Failed to remove listen FD from epoll set"). The accept policy
+	 * refuses new connections instead; the socket closes with the daemon. */
+	atomic_store(&g_stopping, true);
 	for (int i = 0; i < 20; i++) {
 		info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
 		if (info == NULL || info->num_connections == 0)
@@ -445,8 +507,7 @@ sl_err kmsd_serve(kmsd_ctx *ctx)
 		usleep(100 * 1000);
 	}
 	pool_stop(&g_pool); /* queued requests answered (and audited) first */
-	kmsd_audit(ctx, SL_AUDIT_EV_KMS_STOP, NULL, NULL, NULL, NULL, NULL,
-	           json_pack("{s:s}", "signal", strsignal(sig)));
+	audit_event(ctx, SL_AUDIT_EV_KMS_STOP, json_pack("{s:s}", "signal", strsignal(sig)));
 	rc = SL_OK;
 out:
 	/* no connection may stay suspended when the daemon stops: the workers

@@ -38,8 +38,8 @@ void kmsd_remove_stale_tmp(const char *path)
 		char full[PATH_MAX * 2];
 		snprintf(full, sizeof(full), "%s/%s", dir, e->d_name);
 		if (unlinkat(dirfd(d), e->d_name, 0) == 0)
-			fprintf(stderr, "seclaunchd: removed %s (left by an interrupted update)\n",
-			        full);
+			kmsd_log(KMSD_LOG_NOTICE, "removed %s (left by an interrupted update)",
+			         full);
 	}
 	closedir(d);
 }

@@ -323,3 +323,27 @@ int sl_cli_dispatch(const char *cmd, const struct sl_cli_verb *verbs, void (*hel
 			sl_cli_json = true;
 	return sl_cli_usage(cmd, "unknown subcommand '%s' (%s)", argv[1], names);
 }
+
+/* "4M", "64K", "4MiB", "65536" -> bytes; 0 on a malformed value. */
+uint64_t sl_cli_parse_size(const char *s)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno != 0 || end == s || s[0] == '-')
+		return 0;
+	unsigned shift = 0;
+	if (*end == 'K' || *end == 'k')
+		shift = 10, end++;
+	else if (*end == 'M' || *end == 'm')
+		shift = 20, end++;
+	else if (*end == 'G' || *end == 'g')
+		shift = 30, end++;
+	if (shift != 0 && strcmp(end, "iB") == 0)
+		end += 2;
+	else if (shift != 0 && (strcmp(end, "B") == 0 || strcmp(end, "b") == 0))
+		end += 1;
+	if (*end != '\0' || v > (UINT64_MAX >> shift))
+		return 0;
+	return (uint64_t)v << shift;
+}

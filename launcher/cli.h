@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "seclaunch/error.h"
@@ -119,5 +120,8 @@ int cmd_verify(int argc, char **argv);
 int cmd_enroll(int argc, char **argv);
 int cmd_key(int argc, char **argv);
 int cmd_evidence(int argc, char **argv);
+
+/* "4M", "64K", "4MiB", "1G", "65536" -> bytes; 0 on a malformed value. */
+uint64_t sl_cli_parse_size(const char *s);
 
 #endif

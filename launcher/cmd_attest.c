@@ -142,7 +142,7 @@ static int check(struct attest_ctx *a)
 	return rc == SL_OK ? 0 : sl_cli_fail("attest", rc);
 }
 
-static sl_err write_evidence(const struct attest_ctx *a, const json_t *ev)
+static SL_RESULT write_evidence(const struct attest_ctx *a, const json_t *ev)
 {
 	sl_err rc = SL_E_NOMEM;
 	char *text = json_dumps(ev, JSON_INDENT(2) | JSON_SORT_KEYS);

@@ -130,7 +130,7 @@ static void warn_cb(void *ctx, const char *file, size_t line, const char *msg)
 
 /* The files to read: LOG arguments as given (with their rotated files when
  * asked), else the configured log with its rotated files. */
-static sl_err collect_logs(args *a, char **argv, int first, int argc)
+static SL_RESULT collect_logs(args *a, char **argv, int first, int argc)
 {
 	sl_err rc = SL_E_USAGE;
 	char **files = NULL;
@@ -244,7 +244,7 @@ static int do_verify(args *a)
 }
 
 /* One input line: a JSON object with the record's own fields. */
-static sl_err append_line(sl_audit *log, const char *line, size_t len, size_t lineno)
+static SL_RESULT append_line(sl_audit *log, const char *line, size_t len, size_t lineno)
 {
 	static const char *const keys[] = {
 	    "event",    "job_id",  "dataset_id",    "key_id",  "policy_digest",
@@ -290,7 +290,7 @@ out:
 /* Reads one line (without its newline) into *buf (SL_AUDIT_MAX_LINE + 2
  * bytes, allocated on first use); *n = SL_AUDIT_MAX_LINE + 1 means "too long".
  * *eof is set when the input ended. */
-static sl_err read_line(FILE *in, char **buf, size_t *n, bool *eof)
+static SL_RESULT read_line(FILE *in, char **buf, size_t *n, bool *eof)
 {
 	int c;
 	*n = 0;

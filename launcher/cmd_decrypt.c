@@ -263,7 +263,7 @@ struct fd_sink {
 	const char *name;
 };
 
-static sl_err write_sink(void *ctx, uint64_t i, const uint8_t *plain, size_t len)
+static SL_RESULT write_sink(void *ctx, uint64_t i, const uint8_t *plain, size_t len)
 {
 	struct fd_sink *s = ctx;
 	(void)i;

@@ -114,30 +114,6 @@ struct encrypt_opts {
 	sl_sld_encrypt_params p;
 };
 
-/* "4M", "64K", "4MiB", "65536" -> bytes; 0 on a malformed value. */
-static uint64_t parse_size(const char *s)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno != 0 || end == s || s[0] == '-')
-		return 0;
-	unsigned shift = 0;
-	if (*end == 'K' || *end == 'k')
-		shift = 10, end++;
-	else if (*end == 'M' || *end == 'm')
-		shift = 20, end++;
-	else if (*end == 'G' || *end == 'g')
-		shift = 30, end++;
-	if (shift != 0 && strcmp(end, "iB") == 0)
-		end += 2;
-	else if (shift != 0 && (strcmp(end, "B") == 0 || strcmp(end, "b") == 0))
-		end += 1;
-	if (*end != '\0' || v > (UINT64_MAX >> shift))
-		return 0;
-	return (uint64_t)v << shift;
-}
-
 static int parse_threads(const char *s, unsigned *out)
 {
 	char *end;
@@ -223,7 +199,7 @@ static int on_option(void *ctx, int key, char *arg)
 		o->p.dataset_id = arg;
 		return 0;
 	case OPT_CHUNK_SIZE:
-		cs = parse_size(arg);
+		cs = sl_cli_parse_size(arg);
 		if (cs < SL_SLD_CHUNK_MIN || cs > SL_SLD_CHUNK_MAX || (cs & (cs - 1)) != 0)
 			return sl_cli_usage("encrypt",
 			                    "--chunk-size %s: must be a power of two from 64K "
@@ -241,7 +217,7 @@ static int on_option(void *ctx, int key, char *arg)
 			                    SL_SLD_THREADS_MAX);
 		return 0;
 	case OPT_SHARD_SIZE:
-		o->shard_size = parse_size(arg);
+		o->shard_size = sl_cli_parse_size(arg);
 		if (o->shard_size < SL_SLD_CHUNK_MIN)
 			return sl_cli_usage("encrypt", "--shard-size %s: at least 64K (e.g. 256M)",
 			                    arg);

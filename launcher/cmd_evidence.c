@@ -112,7 +112,7 @@ static int import_check(const struct import_ctx *c)
 }
 
 /* Reads the report, certificates and event log; builds the evidence. */
-static sl_err import_build(const struct import_ctx *c, json_t **ev)
+static SL_RESULT import_build(const struct import_ctx *c, json_t **ev)
 {
 	sl_err rc = SL_E_IO;
 	sl_blob certs[MAX_CERT_FILES];

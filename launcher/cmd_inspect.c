@@ -66,7 +66,7 @@ static const struct sl_cli_spec spec = {
 };
 
 /* The manifest of a sharded dataset, local or remote, as JSON. */
-static sl_err manifest_json(struct inspect_opts *o, json_t **out)
+static SL_RESULT manifest_json(struct inspect_opts *o, json_t **out)
 {
 	sl_remote *remote = NULL;
 	sl_sldm *m = NULL;

@@ -103,7 +103,7 @@ static void usage(FILE *f)
 }
 
 /* The secret key password: from $SECLAUNCH_POLICY_PASSWORD_FILE or the tty. */
-static sl_err read_password(bool confirm, sl_secret **out)
+static SL_RESULT read_password(bool confirm, sl_secret **out)
 {
 	sl_err rc = SL_E_USAGE;
 	sl_secret *s = NULL, *s2 = NULL;
@@ -344,7 +344,7 @@ out:
 
 /* Claims: the object `seclaunch verify --json` prints; a "claims" member
  * holding that object is accepted too. */
-static sl_err load_claims(const char *path, sl_claims **out)
+static SL_RESULT load_claims(const char *path, sl_claims **out)
 {
 	sl_err rc = SL_E_IO;
 	uint8_t *data = NULL;

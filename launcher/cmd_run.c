@@ -21,52 +21,67 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-	        "Usage: seclaunch run --policy P --policy-pubkey K --kms URL [options] DATA.sld... "
-	        "-- CMD [ARG...]\n\n"
-	        "Attests this machine, asks the KMS for the datasets' keys under the signed\n"
-	        "policy, decrypts and stages the data in memory (GPU or sealed host memory),\n"
-	        "runs CMD with SECLAUNCH_DATA describing it, and wipes everything afterwards.\n\n"
-	        "  --policy P             the signed policy (JSON)\n"
-	        "  --policy-sig F         its minisign signature (default: P.minisig)\n"
-	        "  --policy-pubkey K      the compliance team's minisign public key\n"
-	        "  --kms URL              the key-release service (https://host:port)\n"
-	        "  --kms-ca F             CA bundle for the KMS's TLS certificate (default\n"
-	        "                         $SECLAUNCH_KMS_CA, else the system store)\n"
-	        "  --kms-pin PIN          pinned KMS public key: sha256//BASE64 or a key file\n"
-	        "  --tcti T               TPM to quote with (or $SECLAUNCH_TCTI; default "
-	        "device:/dev/tpmrm0)\n"
-	        "  --tee KIND             evidence kind: auto (default), tpm2, sev-snp, tdx\n"
-	        "  --collateral DIR       vendor certificates for the local check of SNP/TDX "
-	        "evidence\n"
-	        "  --stage WHERE          auto (GPU when a CUDA device is usable; default), gpu, "
-	        "host\n" SL_REGION_ID_HELP
-	        "  --env K=V              set K in the job's environment (repeatable)\n"
-	        "  --env-pass K           pass K from this environment to the job (repeatable)\n"
-	        "  --timeout S            SIGTERM the job after S seconds, then SIGKILL\n"
-	        "  --kill-grace S         from SIGTERM to SIGKILL after --timeout or a second\n"
-	        "                         SIGINT/SIGTERM (default 10)\n"
-	        "  --user USER[:GROUP]    run the job as USER (root only): it cannot read\n"
-	        "                         seclaunch's key files or its /proc files\n"
-	        "  --threads N            decryption threads (default: online CPUs)\n" SL_OUT_HELP
-	            SL_REMOTE_HELP
-	        "  --audit-log F          audit log (or $SECLAUNCH_AUDIT_LOG; default\n"
-	        "                         $XDG_STATE_HOME/seclaunch/audit.log)\n"
-	        "  --audit-key F          Ed25519 checkpoint key for the audit log (or\n"
-	        "                         $SECLAUNCH_AUDIT_KEY)\n"
-	        "  --json                 a failure before the job is one {\"error\": {...}}\n"
-	        "                         object on stdout (the job's own output follows it\n"
-	        "                         otherwise)\n"
-	        "  -q, --quiet            print errors only\n"
-	        "  -v, --verbose          also the probes' own messages (CUDA)\n"
-	        "  -h, --help             this text\n\n"
-	        "The job gets a clean environment (PATH, HOME, LANG, LC_*, TERM, TZ, CUDA_*,\n"
-	        "NVIDIA_*, --env, --env-pass, SECLAUNCH_DATA), descriptors 0-2 and the staged\n"
-	        "data, its own process group; SIGINT/SIGTERM/SIGHUP are forwarded to it.\n"
-	        "Exit: the job's status (128+n for signal n); before the job: 1 usage, 2 input,\n"
-	        "3 attestation, 4 policy denied, 5 KMS, 6 integrity, 7 system\n"
-	        "(docs/exit-codes.md).\n"
-	        "See docs/job-interface.md.\n");
+	fprintf(
+	    f,
+	    "Usage: seclaunch run --policy P --policy-pubkey K --kms URL [options] DATA... "
+	    "-- CMD [ARG...]\n\n"
+	    "Attests this machine, asks the KMS for the datasets' keys under the signed\n"
+	    "policy, decrypts and stages the data in memory (GPU or sealed host memory),\n"
+	    "runs CMD with SECLAUNCH_DATA describing it, and wipes everything afterwards.\n"
+	    "DATA is an SLD file, a sharded dataset folder (manifest.sldm + shards), or\n"
+	    "the https://, s3:// or gs:// URL of one. Every process the job starts reaches\n"
+	    "the data through the data service (SECLAUNCH_DATA_SOCKET).\n\n"
+	    "  --policy P             the signed policy (JSON)\n"
+	    "  --policy-sig F         its minisign signature (default: P.minisig)\n"
+	    "  --policy-pubkey K      the compliance team's minisign public key\n"
+	    "  --kms URL              the key-release service (https://host:port)\n"
+	    "  --kms-ca F             CA bundle for the KMS's TLS certificate (default\n"
+	    "                         $SECLAUNCH_KMS_CA, else the system store)\n"
+	    "  --kms-pin PIN          pinned KMS public key: sha256//BASE64 or a key file\n"
+	    "  --tcti T               TPM to quote with (or $SECLAUNCH_TCTI; default "
+	    "device:/dev/tpmrm0)\n"
+	    "  --tee KIND             evidence kind: auto (default), tpm2, sev-snp, tdx\n"
+	    "  --collateral DIR       vendor certificates for the local check of SNP/TDX "
+	    "evidence\n"
+	    "  --stage WHERE          auto (GPU when a CUDA device is usable; a sharded dataset\n"
+	    "                         streamed when staging it whole would take more than\n"
+	    "                         half the available memory; default), gpu, host, or\n"
+	    "                         stream (sharded datasets shard by shard through the\n"
+	    "                         data service, at most --window in memory)\n" SL_REGION_ID_HELP
+	        SL_REMOTE_HELP
+	    "  --window SIZE          stream staging: plaintext staged at most (default 1G;\n"
+	    "                         K, M, G); it must hold a dataset's largest shard\n"
+	    "  --env K=V              set K in the job's environment (repeatable)\n"
+	    "  --env-pass K           pass K from this environment to the job (repeatable;\n"
+	    "                         a shell pattern such as 'NCCL_*' passes every match)\n"
+	    "  --clean-env            do not pass the distributed-training variables\n"
+	    "                         (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
+	    "                         MASTER_ADDR, MASTER_PORT, OMP_NUM_THREADS, SLURM_*,\n"
+	    "                         CUDA_VISIBLE_DEVICES, VIRTUAL_ENV, ...), passed by\n"
+	    "                         default\n"
+	    "  --timeout S            SIGTERM the job after S seconds, then SIGKILL\n"
+	    "  --kill-grace S         from SIGTERM to SIGKILL after --timeout or a second\n"
+	    "                         SIGINT/SIGTERM (default 10)\n"
+	    "  --user USER[:GROUP]    run the job as USER (root only): it cannot read\n"
+	    "                         seclaunch's key files or its /proc files\n"
+	    "  --threads N            decryption threads (default: online CPUs)\n" SL_OUT_HELP
+	    "  --audit-log F          audit log (or $SECLAUNCH_AUDIT_LOG; default\n"
+	    "                         $XDG_STATE_HOME/seclaunch/audit.log)\n"
+	    "  --audit-key F          Ed25519 checkpoint key for the audit log (or\n"
+	    "                         $SECLAUNCH_AUDIT_KEY)\n"
+	    "  --json                 a failure before the job is one {\"error\": {...}}\n"
+	    "                         object on stdout (the job's own output follows it\n"
+	    "                         otherwise)\n"
+	    "  -q, --quiet            print errors only\n"
+	    "  -v, --verbose          also the probes' own messages (CUDA)\n"
+	    "  -h, --help             this text\n\n"
+	    "The job gets a clean environment (PATH, HOME, LANG, LC_*, TERM, TZ, CUDA_*,\n"
+	    "NVIDIA_*, --env, --env-pass, SECLAUNCH_DATA), descriptors 0-2 and the staged\n"
+	    "data, its own process group; SIGINT/SIGTERM/SIGHUP are forwarded to it.\n"
+	    "Exit: the job's status (128+n for signal n); before the job: 1 usage, 2 input,\n"
+	    "3 attestation, 4 policy denied, 5 KMS, 6 integrity, 7 system\n"
+	    "(docs/exit-codes.md).\n"
+	    "See docs/job-interface.md.\n");
 }
 
 enum {
@@ -83,6 +98,8 @@ enum {
 	O_AUDIT_KEY,
 	O_USER,
 	O_KILL_GRACE,
+	O_CLEAN_ENV,
+	O_WINDOW,
 };
 
 /* run's own options, one line each (the shared ones are cli.c's). */
@@ -101,9 +118,11 @@ static const struct sl_cli_opt run_opts[] = {
     {"audit-key", required_argument, O_AUDIT_KEY, NULL},
     {"user", required_argument, O_USER, NULL},
     {"kill-grace", required_argument, O_KILL_GRACE, NULL},
+    {"clean-env", no_argument, O_CLEAN_ENV, NULL},
+    {"window", required_argument, O_WINDOW, NULL},
+    SL_REMOTE_OPTS,
     {"verbose", no_argument, 'v', NULL},
     SL_OUT_OPTS,
-    SL_REMOTE_OPTS,
     {NULL, 0, 0, NULL},
 };
 
@@ -146,6 +165,9 @@ static int on_option(void *ctx, int key, char *arg)
 	struct sl_region_id rid = {r->cloud_identity, r->gcp_jwks, r->aws_certs, r->region};
 	sl_err rc = SL_OK;
 
+	int taken = sl_remote_option(&r->remote, key, arg);
+	if (taken != 0)
+		return taken > 0 ? 0 : sl_cli_usage("run", "%s", sl_err_detail());
 	int o = sl_out_option(&r->outcfg, key, arg);
 	if (o != 0)
 		return o > 0 ? 0 : sl_cli_usage("run", "%s", sl_err_detail());
@@ -195,6 +217,15 @@ static int on_option(void *ctx, int key, char *arg)
 		break;
 	case O_USER:
 		r->user = arg;
+		break;
+	case O_WINDOW:
+		r->window = sl_cli_parse_size(arg);
+		if (r->window < ((uint64_t)64 << 10))
+			return sl_cli_usage("run", "--window %s: at least 64K (e.g. 512M, 4G)",
+			                    arg);
+		break;
+	case O_CLEAN_ENV:
+		sl_job_env_clean(r->env);
 		break;
 	case O_KILL_GRACE:
 		if (!parse_uint(arg, 86400u, &r->kill_grace_s))

@@ -60,7 +60,7 @@ typedef struct args {
 	struct sl_cli_shared sh;
 } args;
 
-static sl_err load(const args *a, json_t **ev)
+static SL_RESULT load(const args *a, json_t **ev)
 {
 	char **argv = a->files;
 	uint8_t *text = NULL;
@@ -80,7 +80,7 @@ static sl_err load(const args *a, json_t **ev)
 	return SL_OK;
 }
 
-static sl_err verify_all(const json_t *ev, const sl_verify_opts *o, sl_claims **out)
+static SL_RESULT verify_all(const json_t *ev, const sl_verify_opts *o, sl_claims **out)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	sl_claims *c = NULL;
@@ -109,7 +109,7 @@ out:
 	return rc;
 }
 
-static sl_err print_claims(const sl_claims *c)
+static SL_RESULT print_claims(const sl_claims *c)
 {
 	json_t *j = NULL;
 	char *s;

@@ -21,8 +21,20 @@
 
 struct dataset {
 	char *id;
-	int fd;
+	int fd; /* -1 for a stream dataset */
 	json_t *info;
+	sl_dsvc_stream_ops ops;
+};
+
+/* A shard a connection holds (stream datasets). */
+struct hold {
+	size_t ds;
+	uint32_t shard;
+};
+
+struct conn {
+	struct hold *holds;
+	size_t n, cap;
 };
 
 struct sl_dsvc {
@@ -88,7 +100,8 @@ out:
 	return rc;
 }
 
-sl_err sl_dsvc_add(sl_dsvc *s, const char *dataset_id, int fd, json_t *info)
+static SL_RESULT add(sl_dsvc *s, const char *dataset_id, int fd, json_t *info,
+                     const sl_dsvc_stream_ops *ops)
 {
 	sl_err rc = SL_E_NOMEM;
 	struct dataset *v;
@@ -103,10 +116,13 @@ sl_err sl_dsvc_add(sl_dsvc *s, const char *dataset_id, int fd, json_t *info)
 	SL_ENSURE(v != NULL, SL_E_NOMEM, "data service");
 	s->ds = v;
 	struct dataset *d = &s->ds[s->n_ds];
+	memset(d, 0, sizeof(*d));
 	d->id = strdup(dataset_id);
-	d->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	d->fd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
 	d->info = json_incref(info);
-	if (d->id == NULL || d->fd < 0) {
+	if (ops != NULL)
+		d->ops = *ops;
+	if (d->id == NULL || (fd >= 0 && d->fd < 0)) {
 		free(d->id);
 		if (d->fd >= 0)
 			close(d->fd);
@@ -117,6 +133,20 @@ sl_err sl_dsvc_add(sl_dsvc *s, const char *dataset_id, int fd, json_t *info)
 	rc = SL_OK;
 out:
 	return rc;
+}
+
+sl_err sl_dsvc_add(sl_dsvc *s, const char *dataset_id, int fd, json_t *info)
+{
+	if (fd < 0)
+		return sl_err_set(SL_E_INTERNAL, "data service: dataset \"%s\" has no descriptor",
+		                  dataset_id);
+	return add(s, dataset_id, fd, info, NULL);
+}
+
+sl_err sl_dsvc_add_stream(sl_dsvc *s, const char *dataset_id, json_t *info,
+                          const sl_dsvc_stream_ops *ops)
+{
+	return add(s, dataset_id, -1, info, ops);
 }
 
 const char *sl_dsvc_path(const sl_dsvc *s)
@@ -220,18 +250,117 @@ static const struct dataset *find(const sl_dsvc *s, const char *id)
 	return NULL;
 }
 
-/* One request: {"op": "list"} or {"op": "open", "dataset": ID}. */
-static void answer(sl_dsvc *s, int fd, const char *msg, size_t len)
+static size_t ds_index(const sl_dsvc *s, const struct dataset *d)
+{
+	return (size_t)(d - s->ds);
+}
+
+static void count_served(sl_dsvc *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->served++;
+	pthread_mutex_unlock(&s->mu);
+}
+
+static bool hold_add(struct conn *c, size_t ds, uint32_t shard)
+{
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? 2 * c->cap : 16;
+		struct hold *h = realloc(c->holds, cap * sizeof(*h));
+		if (h == NULL)
+			return false;
+		c->holds = h;
+		c->cap = cap;
+	}
+	c->holds[c->n++] = (struct hold){ds, shard};
+	return true;
+}
+
+static bool hold_drop(struct conn *c, size_t ds, uint32_t shard)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		if (c->holds[i].ds == ds && c->holds[i].shard == shard) {
+			c->holds[i] = c->holds[--c->n];
+			return true;
+		}
+	}
+	return false;
+}
+
+/* A connection's holds go back when it closes. */
+static void conn_release_all(sl_dsvc *s, struct conn *c)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		struct dataset *d = &s->ds[c->holds[i].ds];
+		d->ops.release(d->ops.ctx, c->holds[i].shard);
+	}
+	free(c->holds);
+	*c = (struct conn){0};
+}
+
+/* open_shard / release_shard of a stream dataset. */
+static void answer_shard(sl_dsvc *s, int fd, struct conn *c, struct dataset *d, const char *op,
+                         json_int_t shard)
+{
+	if (d->ops.acquire == NULL || shard < 0 || shard > UINT32_MAX) {
+		send_json(fd, error_json("bad-request", "not a stream dataset, or no such shard"),
+		          -1);
+		return;
+	}
+	if (strcmp(op, "release_shard") == 0) {
+		if (!hold_drop(c, ds_index(s, d), (uint32_t)shard)) {
+			send_json(
+			    fd, error_json("not-held", "this connection does not hold that shard"),
+			    -1);
+			return;
+		}
+		d->ops.release(d->ops.ctx, (uint32_t)shard);
+		send_json(fd, json_pack("{s:b}", "ok", 1), -1);
+		return;
+	}
+	int sfd = -1, not_ready = 0;
+	uint64_t len = 0;
+	sl_err rc = d->ops.acquire(d->ops.ctx, (uint32_t)shard, &sfd, &len, &not_ready);
+	if (rc != SL_OK) {
+		send_json(fd, error_json("stage-failed", sl_err_detail()), -1);
+		return;
+	}
+	if (not_ready) {
+		send_json(fd,
+		          json_pack("{s:b,s:s,s:i}", "ok", 0, "error", "not-ready", "retry_ms", 20),
+		          -1);
+		return;
+	}
+	if (!hold_add(c, ds_index(s, d), (uint32_t)shard)) {
+		d->ops.release(d->ops.ctx, (uint32_t)shard);
+		send_json(fd, error_json("busy", "out of memory"), -1);
+		return;
+	}
+	send_json(fd,
+	          json_pack("{s:b,s:s,s:I,s:I}", "ok", 1, "dataset", d->id, "shard", shard, "size",
+	                    (json_int_t)len),
+	          sfd);
+	count_served(s);
+}
+
+/* One request: {"op": "list"}, {"op": "open", "dataset": ID}, or for a
+ * stream dataset {"op": "open_shard" | "release_shard", "dataset": ID,
+ * "shard": N}. */
+static void answer(sl_dsvc *s, int fd, struct conn *c, const char *msg, size_t len)
 {
 	json_error_t e;
 	json_t *rq = json_loadb(msg, len, JSON_REJECT_DUPLICATES, &e), *ans;
 	const char *op = NULL, *id = NULL;
+	json_int_t shard = -1;
 
 	if (rq == NULL || !json_is_object(rq) ||
-	    json_unpack_ex(rq, &e, JSON_STRICT, "{s:s,s?:s}", "op", &op, "dataset", &id) != 0) {
+	    json_unpack_ex(rq, &e, JSON_STRICT, "{s:s,s?:s,s?:I}", "op", &op, "dataset", &id,
+	                   "shard", &shard) != 0) {
 		send_json(fd,
-		          error_json("bad-request", "expected {\"op\": \"list\"|\"open\", "
-		                                    "\"dataset\": ID}"),
+		          error_json("bad-request",
+		                     "expected {\"op\": \"list\"|\"open\"|"
+		                     "\"open_shard\"|\"release_shard\", \"dataset\": "
+		                     "ID, \"shard\": N}"),
 		          -1);
 		goto out;
 	}
@@ -243,19 +372,23 @@ static void answer(sl_dsvc *s, int fd, const char *msg, size_t len)
 		json_object_set_new(ans, "ok", json_true());
 		json_object_set_new(ans, "datasets", all);
 		send_json(fd, ans, -1);
-	} else if (strcmp(op, "open") == 0 && id != NULL) {
-		const struct dataset *d = find(s, id);
-		if (d == NULL) {
-			send_json(fd, error_json("unknown-dataset", id), -1);
-			goto out;
-		}
+		goto out;
+	}
+	struct dataset *d = id != NULL ? (struct dataset *)find(s, id) : NULL;
+	if (id != NULL && d == NULL) {
+		send_json(fd, error_json("unknown-dataset", id), -1);
+	} else if (strcmp(op, "open") == 0 && d != NULL && d->fd >= 0) {
 		ans = json_pack("{s:b,s:s,s:O}", "ok", 1, "dataset", id, "info", d->info);
 		send_json(fd, ans, d->fd);
-		pthread_mutex_lock(&s->mu);
-		s->served++;
-		pthread_mutex_unlock(&s->mu);
+		count_served(s);
+	} else if ((strcmp(op, "open_shard") == 0 || strcmp(op, "release_shard") == 0) &&
+	           d != NULL) {
+		answer_shard(s, fd, c, d, op, shard);
 	} else {
-		send_json(fd, error_json("bad-request", "unknown op, or open without dataset"), -1);
+		send_json(fd,
+		          error_json("bad-request", "unknown op, a dataset missing, or open of a "
+		                                    "stream dataset (use open_shard)"),
+		          -1);
 	}
 out:
 	json_decref(rq);
@@ -276,11 +409,15 @@ static void *serve(void *arg)
 	sl_dsvc *s = arg;
 	struct pollfd pf[MAX_CONN + 2];
 	bool shut[MAX_CONN + 2] = {false}; /* refused: requests read and dropped */
+	struct conn *conns = calloc(MAX_CONN + 2, sizeof(*conns));
 	int n = 0, n_shut = 0;
 	char *msg = malloc(SL_DSVC_MSG_MAX);
 
-	if (msg == NULL)
+	if (msg == NULL || conns == NULL) {
+		free(msg);
+		free(conns);
 		return NULL;
+	}
 	for (;;) {
 		pf[0] = (struct pollfd){.fd = s->wake[0], .events = POLLIN};
 		pf[1] = (struct pollfd){.fd = n < MAX_CONN ? s->lfd : -1, .events = POLLIN};
@@ -299,13 +436,16 @@ static void *serve(void *arg)
 				continue;
 			if (got > 0) {
 				if (!shut[i])
-					answer(s, pf[i].fd, msg, (size_t)got);
+					answer(s, pf[i].fd, &conns[i], msg, (size_t)got);
 				continue;
 			}
 			close(pf[i].fd);
+			conn_release_all(s, &conns[i]);
 			n_shut -= shut[i];
 			pf[i] = pf[n + 1];
 			shut[i] = shut[n + 1];
+			conns[i] = conns[n + 1];
+			conns[n + 1] = (struct conn){0};
 			n--;
 			i--;
 		}
@@ -335,8 +475,11 @@ static void *serve(void *arg)
 			n++;
 		}
 	}
-	for (int i = 2; i < n + 2; i++)
+	for (int i = 2; i < n + 2; i++) {
 		close(pf[i].fd);
+		conn_release_all(s, &conns[i]);
+	}
+	free(conns);
 	free(msg);
 	return NULL;
 }
@@ -368,7 +511,8 @@ void sl_dsvc_free(sl_dsvc *s)
 			close(s->wake[i]);
 	for (size_t i = 0; i < s->n_ds; i++) {
 		free(s->ds[i].id);
-		close(s->ds[i].fd);
+		if (s->ds[i].fd >= 0)
+			close(s->ds[i].fd);
 		json_decref(s->ds[i].info);
 	}
 	free(s->ds);

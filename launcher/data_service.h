@@ -41,6 +41,18 @@ SL_MUST_USE sl_err sl_dsvc_new(const sl_dsvc_opts *o, sl_dsvc **out);
  * method, files...) and is sent to clients as given (a reference is
  * taken). */
 SL_MUST_USE sl_err sl_dsvc_add(sl_dsvc *s, const char *dataset_id, int fd, json_t *info);
+/* A dataset staged shard by shard (stream.h): readers ask for a shard
+ * ("open_shard") and give it back ("release_shard"); a connection's holds
+ * are given back when it closes. acquire sets *not_ready when the shard is
+ * not staged yet (the reader is told to retry). */
+typedef struct sl_dsvc_stream_ops {
+	sl_err (*acquire)(void *ctx, uint32_t shard, int *fd, uint64_t *len, int *not_ready);
+	void (*release)(void *ctx, uint32_t shard);
+	void *ctx;
+} sl_dsvc_stream_ops;
+SL_MUST_USE sl_err sl_dsvc_add_stream(sl_dsvc *s, const char *dataset_id, json_t *info,
+                                      const sl_dsvc_stream_ops *ops);
+
 /* Starts the service thread. */
 SL_MUST_USE sl_err sl_dsvc_serve(sl_dsvc *s);
 const char *sl_dsvc_path(const sl_dsvc *s);

@@ -39,8 +39,8 @@ struct entries {
 	unsigned depth;
 };
 
-static sl_err add_entry(struct entries *l, const char *src, const char *rel, uint64_t size,
-                        uint32_t mode)
+static SL_RESULT add_entry(struct entries *l, const char *src, const char *rel, uint64_t size,
+                           uint32_t mode)
 {
 	sl_err rc = SL_E_NOMEM;
 
@@ -98,10 +98,10 @@ static char *join(const char *a, const char *b)
 	return s;
 }
 
-static sl_err walk(struct entries *l, const char *dir, const char *prefix);
+static SL_RESULT walk(struct entries *l, const char *dir, const char *prefix);
 
 /* One path found in a folder (or given on the command line). */
-static sl_err visit(struct entries *l, const char *src, const char *rel)
+static SL_RESULT visit(struct entries *l, const char *src, const char *rel)
 {
 	sl_err rc = SL_E_IO;
 	struct stat st;
@@ -140,7 +140,7 @@ out:
 
 /* Folder entries in byte order, so the same tree always makes the same
  * file table. */
-static sl_err walk(struct entries *l, const char *dir, const char *prefix)
+static SL_RESULT walk(struct entries *l, const char *dir, const char *prefix)
 {
 	sl_err rc = SL_E_IO;
 	DIR *d = opendir(dir);
@@ -193,7 +193,7 @@ static int cmp_entry_rel(const void *a, const void *b)
 }
 
 /* Two inputs that land on one dataset path are refused before any work. */
-static sl_err check_collisions(const struct entries *l)
+static SL_RESULT check_collisions(const struct entries *l)
 {
 	sl_err rc = SL_E_NOMEM;
 	const struct entry **s = malloc((l->n + 1) * sizeof(*s));
@@ -212,7 +212,7 @@ out:
 	return rc;
 }
 
-static sl_err collect(const sl_tree_encrypt_opts *o, struct entries *l)
+static SL_RESULT collect(const sl_tree_encrypt_opts *o, struct entries *l)
 {
 	sl_err rc = SL_E_INPUT;
 
@@ -262,7 +262,7 @@ struct plan {
 	uint64_t *file_off;
 };
 
-static sl_err plan_close_shard(struct plan *pl, uint64_t len)
+static SL_RESULT plan_close_shard(struct plan *pl, uint64_t len)
 {
 	sl_err rc = SL_E_NOMEM;
 
@@ -286,7 +286,7 @@ out:
 	return rc;
 }
 
-static sl_err plan_piece(struct plan *pl, size_t e, uint64_t off, uint64_t len)
+static SL_RESULT plan_piece(struct plan *pl, size_t e, uint64_t off, uint64_t len)
 {
 	if (pl->n == pl->cap) {
 		size_t cap = pl->cap ? 2 * pl->cap : 64;
@@ -314,7 +314,7 @@ static bool all_tar(const struct entries *l)
 
 /* Files in order; a file that does not fit in what is left of the current
  * shard starts the next one; only a file larger than a shard is split. */
-static sl_err make_plan(const struct entries *l, uint64_t S, struct plan *pl)
+static SL_RESULT make_plan(const struct entries *l, uint64_t S, struct plan *pl)
 {
 	sl_err rc = SL_E_NOMEM;
 	bool tar = all_tar(l);
@@ -391,7 +391,7 @@ static void remove_tree(const char *path)
 }
 
 /* A new private folder beside target: target.partial-XXXXXX. */
-static sl_err make_temp_dir(const char *target, char *out, size_t cap)
+static SL_RESULT make_temp_dir(const char *target, char *out, size_t cap)
 {
 	if (snprintf(out, cap, "%s.partial-XXXXXX", target) >= (int)cap)
 		return sl_err_set(SL_E_INPUT, "%s: path too long", target);
@@ -401,7 +401,7 @@ static sl_err make_temp_dir(const char *target, char *out, size_t cap)
 	return SL_OK;
 }
 
-static sl_err check_target(const char *target, bool force)
+static SL_RESULT check_target(const char *target, bool force)
 {
 	struct stat st;
 
@@ -418,7 +418,7 @@ static sl_err check_target(const char *target, bool force)
 	return SL_OK;
 }
 
-static sl_err fsync_path(const char *path)
+static SL_RESULT fsync_path(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || fsync(fd) != 0) {
@@ -433,7 +433,7 @@ static sl_err fsync_path(const char *path)
 
 /* Renames the complete temporary folder onto target (an existing target is
  * moved aside first and removed after: force only). */
-static sl_err put_in_place(const char *tmp, const char *target, bool force)
+static SL_RESULT put_in_place(const char *tmp, const char *target, bool force)
 {
 	sl_err rc = SL_E_IO;
 	char old[PATH_MAX + 32] = "", parent[PATH_MAX];
@@ -545,9 +545,9 @@ out:
 }
 
 /* Encrypts plaintext_len bytes from in into dir/name; adds it to the manifest. */
-static sl_err write_shard(sl_secret *dek, const sl_sld_encrypt_params *p, int in,
-                          uint64_t plaintext_len, const char *dir, uint32_t index,
-                          sl_sldm_builder *b)
+static SL_RESULT write_shard(sl_secret *dek, const sl_sld_encrypt_params *p, int in,
+                             uint64_t plaintext_len, const char *dir, uint32_t index,
+                             sl_sldm_builder *b)
 {
 	sl_err rc = SL_E_IO;
 	char name[32], path[PATH_MAX];
@@ -572,9 +572,9 @@ out:
 	return rc;
 }
 
-static sl_err encrypt_files(sl_secret *dek, const sl_tree_encrypt_opts *o,
-                            const sl_sld_encrypt_params *p, const struct entries *l,
-                            const char *tmp, sl_sldm_builder *b, sl_tree_stats *st)
+static SL_RESULT encrypt_files(sl_secret *dek, const sl_tree_encrypt_opts *o,
+                               const sl_sld_encrypt_params *p, const struct entries *l,
+                               const char *tmp, sl_sldm_builder *b, sl_tree_stats *st)
 {
 	sl_err rc = SL_E_IO;
 	struct plan pl = {0};
@@ -620,9 +620,9 @@ out:
 
 /* A stream of unknown length: each shard is read into memory first (its
  * length goes into its header), then encrypted from there. */
-static sl_err encrypt_stream(sl_secret *dek, const sl_tree_encrypt_opts *o,
-                             const sl_sld_encrypt_params *p, const char *tmp, sl_sldm_builder *b,
-                             sl_tree_stats *st)
+static SL_RESULT encrypt_stream(sl_secret *dek, const sl_tree_encrypt_opts *o,
+                                const sl_sld_encrypt_params *p, const char *tmp, sl_sldm_builder *b,
+                                sl_tree_stats *st)
 {
 	sl_err rc = SL_E_IO;
 	uint64_t S = o->shard_size ? o->shard_size : SL_TREE_SHARD_DEFAULT;
@@ -768,7 +768,7 @@ struct restore {
 };
 
 /* Opens dir components one by one (no link followed), creating them. */
-static sl_err open_parent(int root, const char *path, int *dfd, const char **leaf)
+static SL_RESULT open_parent(int root, const char *path, int *dfd, const char **leaf)
 {
 	sl_err rc = SL_E_IO;
 	char comp[SL_SLDM_PATH_MAX + 1];
@@ -799,7 +799,7 @@ out:
 	return rc;
 }
 
-static sl_err close_file(struct restore *r)
+static SL_RESULT close_file(struct restore *r)
 {
 	sl_err rc = SL_E_IO;
 	const sl_sldm_file f = sl_sldm_file_at(r->m, r->cur);
@@ -813,7 +813,7 @@ out:
 	return rc;
 }
 
-static sl_err open_file(struct restore *r, uint32_t i)
+static SL_RESULT open_file(struct restore *r, uint32_t i)
 {
 	sl_err rc = SL_E_IO;
 	const sl_sldm_file f = sl_sldm_file_at(r->m, i);
@@ -836,7 +836,7 @@ out:
 
 /* Opens (and for empty files also closes) every file that starts at or
  * before dataset offset g and is not open yet. */
-static sl_err open_due(struct restore *r, uint64_t g)
+static SL_RESULT open_due(struct restore *r, uint64_t g)
 {
 	sl_err rc = SL_OK;
 	while (r->fd < 0 && r->next < sl_sldm_file_count(r->m) && r->start[r->next] <= g) {
@@ -849,7 +849,7 @@ out:
 	return rc;
 }
 
-static sl_err restore_sink(void *ctx, uint64_t chunk, const uint8_t *plain, size_t len)
+static SL_RESULT restore_sink(void *ctx, uint64_t chunk, const uint8_t *plain, size_t len)
 {
 	sl_err rc = SL_OK;
 	struct restore *r = ctx;
@@ -878,7 +878,7 @@ out:
 }
 
 /* A shard from the store: its ciphertext fetched into a memory file. */
-static sl_err fetch_shard(sl_remote *remote, const sl_sldm_shard *s, uint32_t i, int *fd)
+static SL_RESULT fetch_shard(sl_remote *remote, const sl_sldm_shard *s, uint32_t i, int *fd)
 {
 	sl_err rc = SL_E_NOMEM;
 	int f = memfd_create("seclaunch-shard", MFD_CLOEXEC);
@@ -896,24 +896,22 @@ out:
 	return rc;
 }
 
-static sl_err decrypt_shard(const char *dir, sl_remote *remote, const sl_sldm *m, uint32_t i,
-                            sl_secret *dek, unsigned threads, struct restore *r)
+sl_err sl_tree_open_shard(const char *dir, sl_remote *remote, const sl_sldm *m, uint32_t i,
+                          int *fd_out, char *name, size_t name_cap)
 {
 	sl_err rc = SL_E_IO;
 	sl_sldm_shard s = sl_sldm_shard_at(m, i);
-	char path[PATH_MAX];
 	sl_sld_header *h = NULL;
-	sl_sld_reader *rd = NULL;
 	struct stat st;
 	int fd = -1;
 
 	if (remote != NULL) {
-		snprintf(path, sizeof(path), "%s%s", sl_remote_name(remote), s.name);
+		snprintf(name, name_cap, "%s%s", sl_remote_name(remote), s.name);
 		SL_GUARD(fetch_shard(remote, &s, i, &fd));
 	} else {
-		SL_ENSURE(snprintf(path, sizeof(path), "%s/%s", dir, s.name) < (int)sizeof(path),
+		SL_ENSURE(snprintf(name, name_cap, "%s/%s", dir, s.name) < (int)name_cap,
 		          SL_E_INPUT, "%s: path too long", dir);
-		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		fd = open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
 			SL_FAIL(errno == ENOENT ? SL_E_TRUNCATED : SL_E_IO, "shard %u (%s): %s", i,
 			        s.name,
@@ -922,18 +920,36 @@ static sl_err decrypt_shard(const char *dir, sl_remote *remote, const sl_sldm *m
 	}
 	SL_ENSURE(fstat(fd, &st) == 0 && S_ISREG(st.st_mode), SL_E_INTEGRITY,
 	          "shard %u (%s): not a regular file", i, s.name);
-	rc = sl_sld_header_read_fd(fd, path, &h);
+	rc = sl_sld_header_read_fd(fd, name, &h);
 	if (rc != SL_OK && rc != SL_E_NOMEM)
 		rc = sl_err_wrap(SL_E_INTEGRITY, "shard %u (%s)", i, s.name);
 	if (rc != SL_OK)
 		goto out;
 	SL_GUARD(sl_sldm_check_shard(m, i, h, (uint64_t)st.st_size));
+	*fd_out = fd;
+	fd = -1;
+	rc = SL_OK;
+out:
+	sl_sld_header_free(h);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+static SL_RESULT decrypt_shard(const char *dir, sl_remote *remote, const sl_sldm *m, uint32_t i,
+                               sl_secret *dek, unsigned threads, struct restore *r)
+{
+	sl_err rc = SL_E_IO;
+	char path[PATH_MAX];
+	sl_sld_reader *rd = NULL;
+	int fd = -1;
+
+	SL_GUARD(sl_tree_open_shard(dir, remote, m, i, &fd, path, sizeof(path)));
 	SL_GUARD(sl_sld_open(fd, path, dek, &rd));
 	SL_GUARD(sl_sld_decrypt(rd, threads, restore_sink, r, NULL, NULL));
 	rc = SL_OK;
 out:
 	sl_sld_close(rd);
-	sl_sld_header_free(h);
 	if (fd >= 0)
 		close(fd);
 	return rc;

@@ -11,6 +11,7 @@
 #include "remote.h"
 #include "seclaunch/sld.h"
 #include "seclaunch/sldm.h"
+#include "seclaunch/stage.h"
 
 #define SL_TREE_SHARD_DEFAULT ((uint64_t)256 << 20)
 
@@ -56,5 +57,19 @@ SL_MUST_USE sl_err sl_tree_manifest(const char *dir, sl_remote *remote, sl_sldm 
 SL_MUST_USE sl_err sl_tree_decrypt(const char *dir, sl_remote *remote, const sl_sldm *m,
                                    sl_secret *dek, const char *out_dir, bool force,
                                    unsigned threads, sl_tree_stats *stats);
+
+/* Opens shard i of the dataset (from dir, or fetched from remote into a
+ * memory file) and checks it against the manifest (header digest, dataset
+ * id, sizes): an fd ready for sl_sld_open; name receives what to call it. */
+SL_MUST_USE sl_err sl_tree_open_shard(const char *dir, sl_remote *remote, const sl_sldm *m,
+                                      uint32_t i, int *fd, char *name, size_t name_cap);
+
+/* A sharded dataset staged whole, as sl_stage_sld does for one SLD file:
+ * the manifest authenticated with dek, then every shard opened, checked and
+ * decrypted into its place in one stage (the shards' plaintexts back to
+ * back, so a file's bytes sit at its dataset offset). */
+SL_MUST_USE sl_err sl_stage_sldm(const char *dir, sl_remote *remote, const sl_sldm *m,
+                                 sl_secret *dek, const sl_gpu_info *gpu, unsigned threads,
+                                 bool force_memfd, int (*interrupted)(void), sl_stage **out);
 
 #endif

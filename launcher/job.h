@@ -26,6 +26,12 @@ SL_MUST_USE sl_err sl_job_env_set(sl_job_env *e, const char *kv);
 SL_MUST_USE sl_err sl_job_env_pass(sl_job_env *e, const char *key);
 /* --user: HOME, USER and LOGNAME of the job's user (--env still wins). */
 SL_MUST_USE sl_err sl_job_env_user(sl_job_env *e, const char *name, const char *home);
+/* --clean-env: the distributed-training variables (RANK, WORLD_SIZE,
+ * MASTER_ADDR, SLURM_*, ...) are not passed by default. */
+void sl_job_env_clean(sl_job_env *e);
+/* A variable seclaunch itself sets for the job ("K=V", e.g. the data
+ * service's socket); it wins over everything else. */
+SL_MUST_USE sl_err sl_job_env_own(sl_job_env *e, const char *kv);
 /* The NULL-terminated environment for the job, built from envp (seclaunch's
  * environment) and data_json (SECLAUNCH_DATA; NULL: not set). */
 SL_MUST_USE sl_err sl_job_env_build(const sl_job_env *e, char *const *envp, const char *data_json,

@@ -1,6 +1,10 @@
-/* The job's clean environment: an allow-list, --env, --env-pass and
- * SECLAUNCH_DATA. Nothing else of seclaunch's environment (tokens, TCTI
- * strings, proxies, LD_* from the caller) reaches the job. */
+/* The job's clean environment: an allow-list, the variables of distributed
+ * training (unless --clean-env), --env, --env-pass (names or shell
+ * patterns) and SECLAUNCH_DATA / SECLAUNCH_DATA_SOCKET. Nothing else of
+ * seclaunch's environment (tokens, TCTI strings, proxies, LD_* from the
+ * caller) reaches the job, and no SECLAUNCH_* variable ever does unless
+ * seclaunch sets it. */
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,18 +12,29 @@
 #include "job.h"
 
 #define DATA_VAR "SECLAUNCH_DATA"
+#define OWN_PREFIX "SECLAUNCH_"
 
 struct sl_job_env {
 	char **set; /* "K=V" from --env */
 	size_t nset;
-	char **pass; /* names from --env-pass */
+	char **pass; /* names or patterns from --env-pass */
 	size_t npass;
 	char **user; /* HOME, USER, LOGNAME of --user (before --env) */
 	size_t nuser;
+	char **own; /* seclaunch's own: SECLAUNCH_DATA_SOCKET, ... (last) */
+	size_t nown;
+	bool clean; /* --clean-env: no distributed-training defaults */
 };
 
 static const char *const allow_exact[] = {"PATH", "HOME", "LANG", "TERM", "TZ"};
 static const char *const allow_prefix[] = {"LC_", "CUDA_", "NVIDIA_"};
+/* Distributed training (torchrun, Slurm, OpenMP): passed unless --clean-env
+ * (docs/job-interface.md). */
+static const char *const dist_exact[] = {
+    "RANK",        "WORLD_SIZE",      "LOCAL_RANK",  "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR", "MASTER_PORT",     "GROUP_RANK",  "ROLE_RANK",
+    "NODE_RANK",   "OMP_NUM_THREADS", "VIRTUAL_ENV", "CUDA_VISIBLE_DEVICES"};
+static const char *const dist_prefix[] = {"SLURM_"};
 
 static bool valid_name(const char *k, size_t n)
 {
@@ -34,17 +49,56 @@ static bool valid_name(const char *k, size_t n)
 	return true;
 }
 
-static bool allowed(const char *k, size_t n)
+static bool in_lists(const char *k, size_t n, const char *const *exact, size_t ne,
+                     const char *const *prefix, size_t np)
 {
-	for (size_t i = 0; i < sizeof(allow_exact) / sizeof(allow_exact[0]); i++)
-		if (strlen(allow_exact[i]) == n && strncmp(k, allow_exact[i], n) == 0)
+	for (size_t i = 0; i < ne; i++)
+		if (strlen(exact[i]) == n && strncmp(k, exact[i], n) == 0)
 			return true;
-	for (size_t i = 0; i < sizeof(allow_prefix) / sizeof(allow_prefix[0]); i++) {
-		size_t pl = strlen(allow_prefix[i]);
-		if (n > pl && strncmp(k, allow_prefix[i], pl) == 0)
+	for (size_t i = 0; i < np; i++) {
+		size_t pl = strlen(prefix[i]);
+		if (n > pl && strncmp(k, prefix[i], pl) == 0)
 			return true;
 	}
 	return false;
+}
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+static bool allowed(const sl_job_env *e, const char *k, size_t n)
+{
+	/* seclaunch's own variables (its TCTI, keys' paths, tokens) never pass */
+	if (n >= strlen(OWN_PREFIX) && strncmp(k, OWN_PREFIX, strlen(OWN_PREFIX)) == 0)
+		return false;
+	if (in_lists(k, n, allow_exact, N(allow_exact), allow_prefix, N(allow_prefix)))
+		return true;
+	if (!e->clean && in_lists(k, n, dist_exact, N(dist_exact), dist_prefix, N(dist_prefix)))
+		return true;
+	char name[256];
+	if (n >= sizeof(name))
+		return false;
+	memcpy(name, k, n);
+	name[n] = '\0';
+	for (size_t j = 0; j < e->npass; j++)
+		if (fnmatch(e->pass[j], name, 0) == 0)
+			return true;
+	return false;
+}
+
+/* A name, or a shell pattern of name characters and * ? [ ] ! */
+static bool valid_pattern(const char *p)
+{
+	size_t n = strlen(p);
+	if (n == 0)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = p[i];
+		if (!(c == '_' || c == '*' || c == '?' || c == '[' || c == ']' || c == '!' ||
+		      c == '-' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		      (c >= '0' && c <= '9')))
+			return false;
+	}
+	return true;
 }
 
 sl_err sl_job_env_new(sl_job_env **out)
@@ -63,13 +117,16 @@ void sl_job_env_free(sl_job_env *e)
 		free(e->pass[i]);
 	for (size_t i = 0; i < e->nuser; i++)
 		free(e->user[i]);
+	for (size_t i = 0; i < e->nown; i++)
+		free(e->own[i]);
+	free(e->own);
 	free(e->set);
 	free(e->pass);
 	free(e->user);
 	free(e);
 }
 
-static sl_err push(char ***v, size_t *n, const char *s)
+static SL_RESULT push(char ***v, size_t *n, const char *s)
 {
 	char **nv = realloc(*v, (*n + 1) * sizeof(char *));
 	if (nv == NULL)
@@ -88,18 +145,36 @@ sl_err sl_job_env_set(sl_job_env *e, const char *kv)
 	if (eq == NULL || !valid_name(kv, (size_t)(eq - kv)))
 		return sl_err_set(SL_E_USAGE,
 		                  "--env '%s': want NAME=VALUE with NAME of [A-Za-z0-9_]", kv);
-	if ((size_t)(eq - kv) == strlen(DATA_VAR) && strncmp(kv, DATA_VAR, strlen(DATA_VAR)) == 0)
-		return sl_err_set(SL_E_USAGE, "--env: %s is set by seclaunch only", DATA_VAR);
+	if ((size_t)(eq - kv) >= strlen(DATA_VAR) && strncmp(kv, DATA_VAR, strlen(DATA_VAR)) == 0)
+		return sl_err_set(SL_E_USAGE, "--env: %.*s is set by seclaunch only",
+		                  (int)(eq - kv), kv);
 	return push(&e->set, &e->nset, kv);
 }
 
 sl_err sl_job_env_pass(sl_job_env *e, const char *key)
 {
-	if (!valid_name(key, strlen(key)))
-		return sl_err_set(SL_E_USAGE, "--env-pass '%s': not a variable name", key);
-	if (strcmp(key, DATA_VAR) == 0)
-		return sl_err_set(SL_E_USAGE, "--env-pass: %s is set by seclaunch only", DATA_VAR);
+	if (!valid_pattern(key))
+		return sl_err_set(SL_E_USAGE,
+		                  "--env-pass '%s': not a variable name or a pattern of one "
+		                  "(letters, digits, _, and * ? [ ])",
+		                  key);
+	if (strncmp(key, OWN_PREFIX, strlen(OWN_PREFIX)) == 0)
+		return sl_err_set(
+		    SL_E_USAGE,
+		    "--env-pass: %s: seclaunch's own variables (%s*) never pass to the "
+		    "job",
+		    key, OWN_PREFIX);
 	return push(&e->pass, &e->npass, key);
+}
+
+void sl_job_env_clean(sl_job_env *e)
+{
+	e->clean = true;
+}
+
+sl_err sl_job_env_own(sl_job_env *e, const char *kv)
+{
+	return push(&e->own, &e->nown, kv);
 }
 
 sl_err sl_job_env_user(sl_job_env *e, const char *name, const char *home)
@@ -132,7 +207,7 @@ static long find(char **v, size_t cnt, const char *k, size_t n)
 }
 
 /* Adds or replaces "K=V". */
-static sl_err put(char ***v, size_t *cnt, const char *kv)
+static SL_RESULT put(char ***v, size_t *cnt, const char *kv)
 {
 	size_t n = (size_t)(strchr(kv, '=') - kv);
 	long at = find(*v, *cnt, kv, n);
@@ -157,10 +232,7 @@ sl_err sl_job_env_build(const sl_job_env *e, char *const *envp, const char *data
 		if (eq == NULL)
 			continue;
 		size_t n = (size_t)(eq - envp[i]);
-		bool want = allowed(envp[i], n);
-		for (size_t j = 0; !want && j < e->npass; j++)
-			want = strlen(e->pass[j]) == n && strncmp(envp[i], e->pass[j], n) == 0;
-		if (want)
+		if (allowed(e, envp[i], n))
 			SL_GUARD(put(&v, &cnt, envp[i]));
 	}
 	if (find(v, cnt, "PATH", 4) < 0)
@@ -174,6 +246,8 @@ sl_err sl_job_env_build(const sl_job_env *e, char *const *envp, const char *data
 		          "allocating the job environment");
 		SL_GUARD(put(&v, &cnt, tmp));
 	}
+	for (size_t i = 0; i < e->nown; i++)
+		SL_GUARD(put(&v, &cnt, e->own[i]));
 	char **nv = realloc(v, (cnt + 1) * sizeof(char *));
 	SL_ENSURE(nv != NULL, SL_E_NOMEM, "allocating the job environment");
 	v = nv;

@@ -10,7 +10,7 @@
 
 #define SEALED_LEN (SL_KMS_DEK_LEN + crypto_box_SEALBYTES)
 
-static sl_err dup_opt(const char *in, char **out)
+static SL_RESULT dup_opt(const char *in, char **out)
 {
 	*out = NULL;
 	if (in == NULL)
@@ -19,7 +19,7 @@ static sl_err dup_opt(const char *in, char **out)
 	return *out != NULL ? SL_OK : sl_err_set(SL_E_NOMEM, "KMS options");
 }
 
-static sl_err read_token(const char *path, sl_secret **out)
+static SL_RESULT read_token(const char *path, sl_secret **out)
 {
 	sl_err rc = SL_E_INPUT;
 	sl_secret *t = NULL, *z = NULL;
@@ -79,16 +79,26 @@ sl_err sl_kms_new(const sl_kms_opts *o, sl_kms **out)
 	c = curl_easy_init();
 	SL_ENSURE(c != NULL, SL_E_NOMEM, "curl handle");
 	k->curl = c;
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https");
-	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
-	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
-	curl_easy_setopt(c, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, k->o.connect_timeout_ms);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, k->o.total_timeout_ms);
-	curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)k->o.max_response);
-	curl_easy_setopt(c, CURLOPT_USERAGENT, "seclaunch/" SL_VERSION);
+	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https"), SL_E_SYSTEM,
+	              "curl CURLOPT_PROTOCOLS_STR");
+	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L), SL_E_SYSTEM,
+	              "curl CURLOPT_FOLLOWLOCATION");
+	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L), SL_E_SYSTEM,
+	              "curl CURLOPT_NOSIGNAL");
+	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L), SL_E_SYSTEM,
+	              "curl CURLOPT_SSL_VERIFYPEER");
+	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L), SL_E_SYSTEM,
+	              "curl CURLOPT_SSL_VERIFYHOST");
+	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2),
+	              SL_E_SYSTEM, "curl CURLOPT_SSLVERSION");
+	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, k->o.connect_timeout_ms),
+	              SL_E_SYSTEM, "curl CURLOPT_CONNECTTIMEOUT_MS");
+	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, k->o.total_timeout_ms), SL_E_SYSTEM,
+	              "curl CURLOPT_TIMEOUT_MS");
+	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)k->o.max_response),
+	              SL_E_SYSTEM, "curl CURLOPT_MAXFILESIZE_LARGE");
+	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_USERAGENT, "seclaunch/" SL_VERSION), SL_E_SYSTEM,
+	              "curl CURLOPT_USERAGENT");
 	if (k->ca_file != NULL)
 		SL_ENSURE(curl_easy_setopt(c, CURLOPT_CAINFO, k->ca_file) == CURLE_OK, SL_E_SYSTEM,
 		          "curl CAINFO");
@@ -123,8 +133,8 @@ const json_t *sl_kms_last_problem(const sl_kms *k)
 }
 
 /* A base64 string member of exactly want bytes (want 0: any length up to max). */
-static sl_err get_b64(const json_t *o, const char *field, size_t want, size_t max, uint8_t **out,
-                      size_t *len)
+static SL_RESULT get_b64(const json_t *o, const char *field, size_t want, size_t max, uint8_t **out,
+                         size_t *len)
 {
 	const char *s = sl_json_getstr(o, field);
 	sl_err rc;
@@ -184,7 +194,7 @@ out:
 	return rc;
 }
 
-static sl_err b64_member(json_t *o, const char *field, const uint8_t *p, size_t n)
+static SL_RESULT b64_member(json_t *o, const char *field, const uint8_t *p, size_t n)
 {
 	char *s = NULL;
 	sl_err rc = sl_b64_encode(p, n, &s);

@@ -68,7 +68,7 @@ sl_err sl_kms_refusal_code(const json_t *reasons)
 }
 
 /* Turns a problem JSON into the error the caller returns. */
-static sl_err problem_err(sl_kms *k, const char *path, long status)
+static SL_RESULT problem_err(sl_kms *k, const char *path, long status)
 {
 	const json_t *p = k->problem;
 	const char *title = sl_json_getstr(p, "title");
@@ -139,17 +139,21 @@ sl_err sl_kms_call(sl_kms *k, const char *path, const json_t *body, bool admin,
 		hdr = curl_slist_append(hdr, auth);
 	}
 	SL_ENSURE(hdr != NULL, SL_E_NOMEM, "KMS request headers");
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_URL, url), SL_E_SYSTEM, "curl URL");
+	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr), SL_E_SYSTEM, "curl headers");
 	if (text != NULL) {
-		curl_easy_setopt(c, CURLOPT_POST, 1L);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)text_len);
+		SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_POST, 1L), SL_E_SYSTEM, "curl POST");
+		SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_POSTFIELDS, text), SL_E_SYSTEM,
+		              "curl body");
+		SL_GUARD_CURL(
+		    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)text_len),
+		    SL_E_SYSTEM, "curl body size");
 	} else {
-		curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+		SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_HTTPGET, 1L), SL_E_SYSTEM, "curl GET");
 	}
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sl_http_body_write);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sl_http_body_write), SL_E_SYSTEM,
+	              "curl write function");
+	SL_GUARD_CURL(curl_easy_setopt(c, CURLOPT_WRITEDATA, &b), SL_E_SYSTEM, "curl write data");
 
 	for (unsigned attempt = 0;; attempt++) {
 		sl_http_body_reset(&b);
@@ -211,8 +215,10 @@ out:
 	for (struct curl_slist *h = hdr; h != NULL; h = h->next)
 		sl_wipe(h->data, strlen(h->data)); /* curl's copy of the token header */
 	curl_slist_free_all(hdr);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDS, NULL);
+	/* the handle is reused: no pointer into freed memory stays set (these
+	 * two cannot fail, they only clear) */
+	(void)curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+	(void)curl_easy_setopt(c, CURLOPT_POSTFIELDS, NULL);
 	json_decref(j);
 	sl_http_body_reset(&b);
 	free(url);

@@ -47,7 +47,7 @@ static bool name_ok(const char *s, size_t n)
 	return true;
 }
 
-static sl_err split(const char *opt, const char *arg)
+static SL_RESULT split(const char *opt, const char *arg)
 {
 	const char *eq = strchr(arg, '=');
 	if (eq == NULL || !name_ok(arg, (size_t)(eq - arg)) || eq[1] == '\0')
@@ -118,9 +118,6 @@ static int parse_signal(const char *s)
 
 int sl_out_option(struct sl_out_cfg *c, int key, const char *arg)
 {
-	int r = sl_remote_option(&c->remote, key, arg);
-	if (r != 0)
-		return r;
 	switch (key) {
 	case SL_OUT_O_OUTPUT:
 	case SL_OUT_O_RESUME: {
@@ -280,7 +277,8 @@ out:
 static size_t input_ids(struct sl_run_st *s, const char **ids)
 {
 	for (size_t i = 0; i < s->n; i++)
-		ids[i] = sl_sld_header_dataset_id(s->hdr[i]);
+		ids[i] = s->man[i] != NULL ? sl_sldm_dataset_id(s->man[i])
+		                           : sl_sld_header_dataset_id(s->hdr[i]);
 	return s->n;
 }
 
@@ -312,8 +310,8 @@ sl_err sl_out_read_latest(struct sl_outputs *O, const char *dest, bool remote, u
 
 	*seq = 0;
 	if (remote) {
-		O->c->remote.quiet = sl_cli_quiet;
-		SL_GUARD(sl_remote_open(dest, &O->c->remote, &r));
+		O->s->o->remote.quiet = sl_cli_quiet;
+		SL_GUARD(sl_remote_open(dest, &O->s->o->remote, &r));
 		rc = sl_remote_get(r, LATEST, 64, &p, &len);
 		if (rc != SL_OK && strstr(sl_err_detail(), "HTTP 404") != NULL)
 			rc = SL_OK; /* nothing written there yet */
@@ -342,7 +340,7 @@ out:
 
 /* ---- pre-flight ---------------------------------------------------------- */
 
-static sl_err describe(struct sl_run_st *s, struct sl_outputs *O)
+static SL_RESULT describe(struct sl_run_st *s, struct sl_outputs *O)
 {
 	sl_err rc = SL_E_USAGE;
 	char cwd[1024];

@@ -34,9 +34,8 @@ struct sl_out_cfg {
 	int preempt_signal;           /* --preempt-signal (default SIGTERM) */
 	unsigned preempt_grace_s;     /* --preempt-grace (default 25) */
 	bool preempt_signal_set, preempt_grace_set;
-	sl_remote_opts remote; /* --ca-file, --s3-endpoint, --connections */
-	bool ns;               /* a private mount namespace was made (sl_out_early) */
-	char ns_why[256];      /* why not */
+	bool ns;          /* a private mount namespace was made (sl_out_early) */
+	char ns_why[256]; /* why not */
 };
 
 enum {
@@ -69,7 +68,7 @@ enum {
 	"  --preempt-signal SIG   the signal the job gets on notice (default TERM)\n"              \
 	"  --preempt-grace S      seconds the job has before it is killed (default 25)\n"
 
-/* Takes key/arg when it is one of SL_OUT_OPTS (or SL_REMOTE_OPTS): 1, or -1
+/* Takes key/arg when it is one of SL_OUT_OPTS: 1, or -1
  * for a bad value (the message in sl_err_detail()); 0 when not one. */
 int sl_out_option(struct sl_out_cfg *c, int key, const char *arg);
 /* The options agree (each --resume names an --output). */

@@ -54,7 +54,7 @@ static bool in_memory(const char *dir)
 	       ((unsigned long)sf.f_type == TMPFS_MAGIC || (unsigned long)sf.f_type == RAMFS_MAGIC);
 }
 
-static sl_err shared_tmpfs(sl_memdir *d, uid_t uid, gid_t gid)
+static SL_RESULT shared_tmpfs(sl_memdir *d, uid_t uid, gid_t gid)
 {
 	const char *cands[] = {"/dev/shm", getenv("XDG_RUNTIME_DIR")};
 	for (size_t i = 0; i < sizeof(cands) / sizeof(cands[0]); i++) {

@@ -87,8 +87,8 @@ sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *
 	snprintf(ck, sizeof(ck), "ckpt-%08llu", (unsigned long long)seq);
 	if (remote) {
 		snprintf(dir, sizeof(dir), "%s%s/", base, ck);
-		O->c->remote.quiet = sl_cli_quiet;
-		SL_GUARD(sl_remote_open(dir, &O->c->remote, &r));
+		O->s->o->remote.quiet = sl_cli_quiet;
+		SL_GUARD(sl_remote_open(dir, &O->s->o->remote, &r));
 	} else {
 		snprintf(dir, sizeof(dir), "%s/%s", base, ck);
 	}

@@ -46,7 +46,8 @@ static void remove_dir(const char *dir)
 
 /* Every shard of the sealed folder, then its manifest; LATEST is the
  * caller's, last. */
-static sl_err upload_dir(struct sl_outputs *O, struct out_one *o, const char *dir, const char *ck)
+static SL_RESULT upload_dir(struct sl_outputs *O, struct out_one *o, const char *dir,
+                            const char *ck)
 {
 	sl_err rc = SL_E_IO;
 	char url[2200], p[4200];
@@ -58,8 +59,8 @@ static sl_err upload_dir(struct sl_outputs *O, struct out_one *o, const char *di
 	int fd = -1;
 
 	snprintf(url, sizeof(url), "%s%s/", o->dest, ck);
-	O->c->remote.quiet = sl_cli_quiet;
-	SL_GUARD(sl_remote_open(url, &O->c->remote, &r));
+	O->s->o->remote.quiet = sl_cli_quiet;
+	SL_GUARD(sl_remote_open(url, &O->s->o->remote, &r));
 	d = opendir(dir);
 	SL_ENSURE(d != NULL, SL_E_IO, "%s: %s", dir, strerror(errno));
 	while ((e = readdir(d)) != NULL && n < sizeof(names) / sizeof(names[0])) {
@@ -92,7 +93,7 @@ out:
 	return rc;
 }
 
-static sl_err put_latest(struct sl_outputs *O, struct out_one *o, uint64_t seq)
+static SL_RESULT put_latest(struct sl_outputs *O, struct out_one *o, uint64_t seq)
 {
 	sl_err rc = SL_E_IO;
 	char text[32], path[2200];
@@ -107,7 +108,7 @@ static sl_err put_latest(struct sl_outputs *O, struct out_one *o, uint64_t seq)
 	fd = memfd_create("latest", MFD_CLOEXEC);
 	SL_ENSURE(fd >= 0, SL_E_SYSTEM, "memfd_create: %s", strerror(errno));
 	SL_GUARD(sl_write_all(fd, text, (size_t)n, "LATEST"));
-	SL_GUARD(sl_remote_open(o->dest, &O->c->remote, &r));
+	SL_GUARD(sl_remote_open(o->dest, &O->s->o->remote, &r));
 	SL_GUARD(sl_remote_put(r, LATEST, fd, (uint64_t)n));
 	rc = SL_OK;
 out:
@@ -118,7 +119,7 @@ out:
 }
 
 /* Seals what the job wrote to NAME/ as the next checkpoint. Caller holds O->mu. */
-static sl_err seal_one(struct sl_outputs *O, struct out_one *o, const char *trigger)
+static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *trigger)
 {
 	struct sl_run_st *s = O->s;
 	sl_err rc = SL_E_INTERNAL;
@@ -197,7 +198,7 @@ out:
 	return rc;
 }
 
-static sl_err seal_all(struct sl_outputs *O, const char *trigger)
+static SL_RESULT seal_all(struct sl_outputs *O, const char *trigger)
 {
 	sl_err first = SL_OK;
 	char msg[1024] = "";
@@ -341,9 +342,9 @@ sl_err sl_out_prepare(struct sl_run_st *s)
 		          strerror(errno));
 	}
 	snprintf(env, sizeof(env), "%s=%s", SL_OUT_ENV, O->dir.path);
-	SL_GUARD(sl_job_env_set(s->o->env, env));
+	SL_GUARD(sl_job_env_own(s->o->env, env));
 	snprintf(env, sizeof(env), "SECLAUNCH_PID=%d", (int)getpid());
-	SL_GUARD(sl_job_env_set(s->o->env, env));
+	SL_GUARD(sl_job_env_own(s->o->env, env));
 	SL_ENSURE(pipe2(O->stop, O_CLOEXEC) == 0, SL_E_SYSTEM, "pipe: %s", strerror(errno));
 	SL_ENSURE(pthread_create(&O->th, NULL, watch_requests, O) == 0, SL_E_SYSTEM,
 	          "starting the checkpoint watcher");

@@ -98,24 +98,39 @@ static long request(sl_preempt *p, const char *method, const char *url, const ch
 	b->b[0] = '\0';
 	if (header != NULL)
 		hdrs = curl_slist_append(NULL, header);
-	(void)curl_easy_setopt(h, CURLOPT_URL, url);
-	(void)curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	(void)curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	(void)curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-	(void)curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
-	(void)curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 2L);
-	(void)curl_easy_setopt(h, CURLOPT_TIMEOUT, timeout_s);
-	(void)curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	(void)curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	(void)curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
-	(void)curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-	(void)curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-	(void)curl_easy_setopt(h, CURLOPT_XFERINFODATA, p);
+	/* every option must take: a half-configured request is not sent */
+	CURLcode e = curl_easy_setopt(h, CURLOPT_URL, url);
+	if (e == CURLE_OK)
+		e = curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	if (e == CURLE_OK)
+		e = curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	if (e == CURLE_OK)
+		e = curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+	if (e == CURLE_OK)
+		e = curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+	if (e == CURLE_OK)
+		e = curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 2L);
+	if (e == CURLE_OK)
+		e = curl_easy_setopt(h, CURLOPT_TIMEOUT, timeout_s);
+	if (e == CURLE_OK)
+		e = curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	if (e == CURLE_OK)
+		e = curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	if (e == CURLE_OK)
+		e = curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
+	if (e == CURLE_OK)
+		e = curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+	if (e == CURLE_OK)
+		e = curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+	if (e == CURLE_OK)
+		e = curl_easy_setopt(h, CURLOPT_XFERINFODATA, p);
 	if (strcmp(method, "PUT") == 0) {
-		(void)curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
-		(void)curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+		if (e == CURLE_OK)
+			e = curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+		if (e == CURLE_OK)
+			e = curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
 	}
-	if (curl_easy_perform(h) == CURLE_OK)
+	if (e == CURLE_OK && curl_easy_perform(h) == CURLE_OK)
 		(void)curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
 	curl_slist_free_all(hdrs);
 	curl_easy_cleanup(h);

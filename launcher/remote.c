@@ -76,7 +76,7 @@ void sl_remote_free(sl_remote *r)
 	free(r);
 }
 
-static sl_err secret_str(const char *s, sl_secret **out)
+static SL_RESULT secret_str(const char *s, sl_secret **out)
 {
 	sl_err rc = sl_secret_new(strlen(s) + 1, out);
 	if (rc == SL_OK)
@@ -166,8 +166,8 @@ static bool has_header(const struct curl_slist *l, const char *prefix)
 	return false;
 }
 
-static sl_err common_setopts(const sl_remote *r, CURL *h, const char *url, bool tls_only,
-                             struct curl_slist **hdrs)
+static SL_RESULT common_setopts(const sl_remote *r, CURL *h, const char *url, bool tls_only,
+                                struct curl_slist **hdrs)
 {
 	sl_err rc = SL_E_INTERNAL;
 	long stall = r != NULL && r->o.stall_s > 0 ? r->o.stall_s : 30;
@@ -245,9 +245,9 @@ static void backoff(unsigned attempt)
 }
 
 /* One GET (or PUT for the IMDSv2 token) of a small answer; 200 only. */
-static sl_err simple_request(const sl_remote *r, const char *url, bool tls_only, const char *method,
-                             const char *const *headers, size_t max, const char *what,
-                             uint8_t **out, size_t *out_len)
+static SL_RESULT simple_request(const sl_remote *r, const char *url, bool tls_only,
+                                const char *method, const char *const *headers, size_t max,
+                                const char *what, uint8_t **out, size_t *out_len)
 {
 	sl_err rc = SL_E_REMOTE_UNREACHABLE;
 	unsigned retries = r != NULL && r->o.retries > 0 ? r->o.retries : 4;
@@ -314,7 +314,7 @@ out:
 /* ---- credentials ------------------------------------------------------ */
 
 /* The AWS shared credentials file: [profile] then key = value lines. */
-static sl_err aws_credentials_file(char **id, char **secret, char **token)
+static SL_RESULT aws_credentials_file(char **id, char **secret, char **token)
 {
 	const char *path = getenv("AWS_SHARED_CREDENTIALS_FILE"), *home = getenv("HOME");
 	const char *profile = getenv("AWS_PROFILE");
@@ -366,7 +366,7 @@ static sl_err aws_credentials_file(char **id, char **secret, char **token)
 }
 
 /* IMDSv2: a session token by PUT, the role's name, then its credentials. */
-static sl_err aws_imds(const sl_remote *r, char **id, char **secret, char **token)
+static SL_RESULT aws_imds(const sl_remote *r, char **id, char **secret, char **token)
 {
 	sl_err rc = SL_E_REMOTE_UNREACHABLE;
 	const char *base =
@@ -424,7 +424,7 @@ static void free_wiped(char *s)
 	free(s);
 }
 
-static sl_err s3_credentials(sl_remote *r)
+static SL_RESULT s3_credentials(sl_remote *r)
 {
 	sl_err rc = SL_E_REMOTE_REFUSED;
 	char *id = NULL, *secret = NULL, *token = NULL, *up = NULL, *hdr = NULL;
@@ -473,7 +473,7 @@ out:
 	return rc;
 }
 
-static sl_err gcs_credentials(sl_remote *r)
+static SL_RESULT gcs_credentials(sl_remote *r)
 {
 	sl_err rc = SL_E_REMOTE_REFUSED;
 	const char *tok = getenv("GOOGLE_OAUTH_ACCESS_TOKEN");
@@ -613,7 +613,7 @@ out:
 	return rc;
 }
 
-static sl_err object_url(const sl_remote *r, const char *object, char *url, size_t cap)
+static SL_RESULT object_url(const sl_remote *r, const char *object, char *url, size_t cap)
 {
 	if (!name_ok(object))
 		return sl_err_set(SL_E_INPUT, "%s: object name \"%s\" is not a plain name", r->name,
@@ -690,7 +690,7 @@ static size_t range_header(char *data, size_t sz, size_t n, void *ctx)
 	return k;
 }
 
-static sl_err start_xfer(sl_remote *r, CURLM *m, struct xfer *x, const char *url)
+static SL_RESULT start_xfer(sl_remote *r, CURLM *m, struct xfer *x, const char *url)
 {
 	sl_err rc = SL_E_NOMEM;
 
@@ -730,8 +730,8 @@ static void end_xfer(CURLM *m, struct xfer *x)
 
 /* SL_OK: the range is complete and exactly as asked. SL_E_AGAIN-like:
  * *retry set. Otherwise the error, naming the object and range. */
-static sl_err judge(const sl_remote *r, const char *what, struct xfer *x, CURLcode cc,
-                    uint64_t size, bool *retry)
+static SL_RESULT judge(const sl_remote *r, const char *what, struct xfer *x, CURLcode cc,
+                       uint64_t size, bool *retry)
 {
 	long st = 0;
 	unsigned long long a = 0, b = 0, t = 0;

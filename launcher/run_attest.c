@@ -39,7 +39,7 @@ out:
 
 /* A GPU in CC mode is attested with the same binding before it is set ready
  * and before any plaintext reaches it; the KMS verifies this evidence too. */
-static sl_err gpu_evidence(struct sl_run_st *s)
+static SL_RESULT gpu_evidence(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	json_t *ev = NULL;
@@ -64,7 +64,7 @@ out:
 /* The AK public key of tpm2 evidence as a PEM file at path, to pin it for
  * the local check. Not secret, and it lives only for that check: written
  * without the fsyncs of an atomic write. */
-static sl_err pin_ak(const json_t *ev, const char *path)
+static SL_RESULT pin_ak(const json_t *ev, const char *path)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	const char *b64 = sl_json_getstr(ev, "ak_public");

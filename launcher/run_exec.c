@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "dataset_tree.h"
 #include "run_int.h"
 #include "seclaunch/attest.h"
 #include "seclaunch/audit.h"
@@ -46,8 +47,8 @@ void sl_run_say(const char *fmt, ...)
 }
 
 /* Appends one record; reasons and details are consumed (json_decref). */
-static sl_err record(struct sl_run_st *s, const char *event, const char *ds, const char *key,
-                     const char *decision, json_t *reasons, json_t *details)
+static SL_RESULT record(struct sl_run_st *s, const char *event, const char *ds, const char *key,
+                        const char *decision, json_t *reasons, json_t *details)
 {
 	sl_err rc = SL_OK;
 	if (s->audit != NULL) {
@@ -71,7 +72,31 @@ static sl_err record(struct sl_run_st *s, const char *event, const char *ds, con
 	return rc;
 }
 
-static sl_err step_audit_open(struct sl_run_st *s)
+/* A dataset is an SLD file (hdr) or a sharded dataset (man). */
+static const char *ds_id(const struct sl_run_st *s, size_t i)
+{
+	return s->man[i] != NULL ? sl_sldm_dataset_id(s->man[i])
+	                         : sl_sld_header_dataset_id(s->hdr[i]);
+}
+
+static const char *ds_key(const struct sl_run_st *s, size_t i)
+{
+	return s->man[i] != NULL ? sl_sldm_key_id(s->man[i]) : sl_sld_header_key_id(s->hdr[i]);
+}
+
+static const uint8_t *ds_wrapped(const struct sl_run_st *s, size_t i, size_t *len)
+{
+	return s->man[i] != NULL ? sl_sldm_wrapped_dek(s->man[i], len)
+	                         : sl_sld_header_wrapped_dek(s->hdr[i], len);
+}
+
+static uint64_t ds_size(const struct sl_run_st *s, size_t i)
+{
+	return s->man[i] != NULL ? sl_sldm_plaintext_len(s->man[i])
+	                         : sl_sld_header_plaintext_len(s->hdr[i]);
+}
+
+static SL_RESULT step_audit_open(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	uint8_t id[8];
@@ -105,7 +130,7 @@ out:
 /* The job's user and executable, settled before anything is attested: a
  * command that cannot run costs no key release (exit 127 when it is not
  * found, 126 when it cannot be executed, as env(1)). */
-static sl_err step_command(struct sl_run_st *s)
+static SL_RESULT step_command(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	char **envp = NULL;
@@ -136,33 +161,112 @@ out:
 	return rc;
 }
 
-static sl_err step_datasets(struct sl_run_st *s)
+/* MemAvailable of /proc/meminfo in bytes (0: unknown). */
+static uint64_t mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	char line[256];
+	unsigned long long kb = 0;
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb * 1024;
+}
+
+/* Opens one dataset: an SLD file, a dataset folder, or a dataset URL. */
+static SL_RESULT open_dataset(struct sl_run_st *s, size_t i, const char *path)
 {
 	sl_err rc = SL_E_INPUT;
-	for (size_t i = 0; i < s->o->ndatasets; i++) {
-		const char *path = s->o->datasets[i];
+	uint8_t d[32];
+
+	if (sl_remote_is_url(path)) {
+		s->o->remote.quiet = sl_cli_quiet;
+		SL_GUARD(sl_remote_open(path, &s->o->remote, &s->rem[i]));
+		SL_GUARD(sl_tree_manifest(NULL, s->rem[i], &s->man[i]));
+	} else if (sl_tree_is_dataset(path)) {
+		SL_GUARD(sl_tree_manifest(path, NULL, &s->man[i]));
+	} else {
 		s->fd[i] = open(path, O_RDONLY | O_CLOEXEC);
 		SL_ENSURE(s->fd[i] >= 0, SL_E_IO, "%s: cannot open: %s", path, strerror(errno));
-		s->n = i + 1;
 		SL_GUARD(sl_sld_header_read_fd(s->fd[i], path, &s->hdr[i]));
-		size_t wl = 0;
-		(void)sl_sld_header_wrapped_dek(s->hdr[i], &wl);
-		SL_ENSURE(sl_sld_header_key_id(s->hdr[i])[0] != '\0' && wl > 0, SL_E_INPUT,
-		          "%s: encrypted with a local key file (no KMS key id in the header); "
-		          "seclaunch run needs a dataset encrypted with --kms",
-		          path);
-		for (size_t j = 0; j < i; j++)
-			SL_ENSURE(strcmp(sl_sld_header_dataset_id(s->hdr[j]),
-			                 sl_sld_header_dataset_id(s->hdr[i])) != 0,
-			          SL_E_INPUT, "%s and %s hold the same dataset id '%s'",
-			          s->o->datasets[j], path, sl_sld_header_dataset_id(s->hdr[i]));
 	}
+	if (s->man[i] != NULL)
+		sl_sldm_root(s->man[i], d);
+	else
+		sl_sld_header_digest(s->hdr[i], d);
+	sl_hex_encode(d, sizeof(d), s->root[i]);
 	rc = SL_OK;
 out:
 	return rc;
 }
 
-static sl_err step_policy(struct sl_run_st *s)
+static SL_RESULT step_datasets(struct sl_run_st *s)
+{
+	sl_err rc = SL_E_INPUT;
+	uint64_t total = 0;
+	for (size_t i = 0; i < s->o->ndatasets; i++) {
+		const char *path = s->o->datasets[i];
+		s->n = i + 1;
+		SL_GUARD(open_dataset(s, i, path));
+		size_t wl = 0;
+		(void)ds_wrapped(s, i, &wl);
+		SL_ENSURE(ds_key(s, i)[0] != '\0' && wl > 0, SL_E_INPUT,
+		          "%s: encrypted with a local key file (no KMS key id in its %s); "
+		          "seclaunch run needs a dataset encrypted with --kms",
+		          path, s->man[i] != NULL ? "manifest" : "header");
+		for (size_t j = 0; j < i; j++)
+			SL_ENSURE(strcmp(ds_id(s, j), ds_id(s, i)) != 0, SL_E_INPUT,
+			          "%s and %s hold the same dataset id '%s'", s->o->datasets[j],
+			          path, ds_id(s, i));
+		total += ds_size(s, i);
+	}
+	/* how each dataset is staged: --stage stream streams every sharded
+	 * dataset; auto streams them when staging them whole would take more
+	 * than half of the memory available */
+	uint64_t avail = mem_available(),
+	         window = s->o->window ? s->o->window : SL_RUN_WINDOW_DEFAULT;
+	bool stream_all = s->o->where == SL_STAGE_STREAM ||
+	                  (s->o->where == SL_STAGE_AUTO && avail > 0 && total > avail / 2);
+	uint64_t need = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		s->streamed[i] = stream_all && s->man[i] != NULL;
+		if (s->streamed[i]) {
+			uint64_t largest = 0;
+			for (uint32_t k = 0; k < sl_sldm_shard_count(s->man[i]); k++)
+				if (sl_sldm_shard_at(s->man[i], k).plaintext_len > largest)
+					largest = sl_sldm_shard_at(s->man[i], k).plaintext_len;
+			SL_ENSURE(
+			    largest <= window, SL_E_USAGE,
+			    "%s: its largest shard holds %llu bytes, more than the --window of "
+			    "%llu; give a larger --window",
+			    s->o->datasets[i], (unsigned long long)largest,
+			    (unsigned long long)window);
+			need += ds_size(s, i) < window ? ds_size(s, i) : window;
+		} else {
+			need += ds_size(s, i);
+		}
+	}
+	/* what is staged must fit in memory: said now, before any key is
+	 * released, not when the stage cannot be allocated */
+	if (s->o->where != SL_STAGE_GPU && avail > 0)
+		SL_ENSURE(
+		    need <= avail / 10 * 9, SL_E_NOMEM,
+		    "the datasets need %llu bytes of memory as staged (%llu bytes of plaintext; "
+		    "a streamed dataset takes at most its --window), but only %llu bytes are "
+		    "available (MemAvailable); nothing was released by the KMS. %s",
+		    (unsigned long long)need, (unsigned long long)total, (unsigned long long)avail,
+		    stream_all ? "Give a smaller --window, or use a machine with more memory"
+		               : "Use --stage stream (sharded datasets, a bounded window), or a "
+		                 "machine with more memory");
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+static SL_RESULT step_policy(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	SL_GUARD(sl_policy_load_signed(s->o->policy_path, s->o->policy_sig, s->o->policy_pub,
@@ -174,15 +278,15 @@ out:
 	return rc;
 }
 
-static sl_err step_preflight(struct sl_run_st *s)
+static SL_RESULT step_preflight(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	sl_decision *d = NULL;
 	json_t *reasons = NULL, *details = NULL;
 
 	for (size_t i = 0; i < s->n; i++) {
-		const char *ds = sl_sld_header_dataset_id(s->hdr[i]);
-		const char *key = sl_sld_header_key_id(s->hdr[i]);
+		const char *ds = ds_id(s, i);
+		const char *key = ds_key(s, i);
 		sl_policy_request req = {.dataset_id = ds, .key_id = key};
 		sl_decision_free(d);
 		d = NULL;
@@ -218,7 +322,7 @@ out:
  * code; sl_kms_refusal_code() says which exit code that is (evidence the KMS
  * would not accept is an attestation failure, exit 3, not a policy decision).
  * The reasons are printed and audited either way. */
-static sl_err explain_refusal(struct sl_run_st *s)
+static SL_RESULT explain_refusal(struct sl_run_st *s)
 {
 	char detail[1024];
 	const json_t *prob = sl_kms_last_problem(s->kms);
@@ -243,26 +347,28 @@ static sl_err explain_refusal(struct sl_run_st *s)
 	    detail);
 }
 
-static sl_err step_release(struct sl_run_st *s)
+static SL_RESULT step_release(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	sl_kms_key_req keys[SL_RUN_MAX_DATASETS];
-	json_t *job = NULL, *ds = json_array();
+	json_t *job = NULL, *ds = json_array(), *roots = json_object();
 
 	if (s->n == 0) { /* outputs only: their keys come in sl_out_prepare */
 		json_decref(ds);
 		return SL_OK;
 	}
 	for (size_t i = 0; i < s->n; i++) {
-		keys[i].key_id = sl_sld_header_key_id(s->hdr[i]);
-		keys[i].dataset_id = sl_sld_header_dataset_id(s->hdr[i]);
-		keys[i].wrapped_dek =
-		    sl_sld_header_wrapped_dek(s->hdr[i], &keys[i].wrapped_dek_len);
+		keys[i].key_id = ds_key(s, i);
+		keys[i].dataset_id = ds_id(s, i);
+		keys[i].wrapped_dek = ds_wrapped(s, i, &keys[i].wrapped_dek_len);
 		json_array_append_new(ds, json_string(keys[i].dataset_id));
+		json_object_set_new(roots, keys[i].dataset_id, json_string(s->root[i]));
 	}
-	job =
-	    json_pack("{s:s, s:s, s:o}", "id", s->job_id, "command", s->o->cmd[0], "datasets", ds);
-	ds = NULL;
+	/* each dataset's root: a manifest's authenticated digest, an SLD
+	 * file's header digest (either names every byte of the dataset) */
+	job = json_pack("{s:s, s:s, s:o, s:o}", "id", s->job_id, "command", s->o->cmd[0],
+	                "datasets", ds, "roots", roots);
+	ds = roots = NULL;
 	SL_ENSURE(job != NULL, SL_E_NOMEM, "job description");
 	sl_kms_release_req req = {.nonce = s->ch.nonce,
 	                          .eph_pub = s->eph_pub,
@@ -286,38 +392,177 @@ static sl_err step_release(struct sl_run_st *s)
 	rc = SL_OK;
 out:
 	json_decref(ds);
+	json_decref(roots);
 	json_decref(job);
 	return rc;
 }
 
-static sl_err step_stage(struct sl_run_st *s)
+static SL_RESULT step_stage(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	for (size_t i = 0; i < s->n; i++) {
 		CHECK_SIGNAL();
-		rc = sl_stage_sld(s->fd[i], s->o->datasets[i], s->dek[i],
-		                  s->use_gpu ? &s->gpu : NULL, s->o->threads, false, poll_sig,
-		                  &s->stage[i]);
+		const sl_gpu_info *gpu = s->use_gpu ? &s->gpu : NULL;
+		if (s->streamed[i]) {
+			rc = sl_stream_new(s->rem[i] != NULL ? NULL : s->o->datasets[i], s->rem[i],
+			                   s->man[i], s->dek[i],
+			                   s->o->window ? s->o->window : SL_RUN_WINDOW_DEFAULT,
+			                   s->o->threads, &s->stream[i]);
+			sl_secret_free(s->dek[i]);
+			s->dek[i] = NULL;
+			if (rc != SL_OK)
+				s->partial = ds_id(s, i);
+			SL_GUARD(rc);
+			sl_stream_stats st;
+			sl_stream_stats_get(s->stream[i], &st);
+			SL_GUARD(
+			    record(s, SL_AUDIT_EV_RUN_STAGE, ds_id(s, i), ds_key(s, i), NULL, NULL,
+			           json_pack("{s:s, s:I, s:s, s:I, s:I}", "method", "stream",
+			                     "size", (json_int_t)ds_size(s, i), "root", s->root[i],
+			                     "shards", (json_int_t)sl_sldm_shard_count(s->man[i]),
+			                     "window", (json_int_t)st.window)));
+			sl_run_say(
+			    "streaming %s: %llu bytes in %u shards through a %llu-byte window",
+			    ds_id(s, i), (unsigned long long)ds_size(s, i),
+			    sl_sldm_shard_count(s->man[i]), (unsigned long long)st.window);
+			continue;
+		}
+		if (s->man[i] != NULL)
+			rc = sl_stage_sldm(s->rem[i] != NULL ? NULL : s->o->datasets[i], s->rem[i],
+			                   s->man[i], s->dek[i], gpu, s->o->threads, false,
+			                   poll_sig, &s->stage[i]);
+		else
+			rc = sl_stage_sld(s->fd[i], s->o->datasets[i], s->dek[i], gpu,
+			                  s->o->threads, false, poll_sig, &s->stage[i]);
 		/* the DEK is not needed once its data is staged (or failed to be) */
 		sl_secret_free(s->dek[i]);
 		s->dek[i] = NULL;
-		close(s->fd[i]);
+		if (s->fd[i] >= 0)
+			close(s->fd[i]);
 		s->fd[i] = -1;
-		/* sl_stage_sld zeroes and unmaps a partly staged dataset itself */
+		/* staging zeroes and unmaps a partly staged dataset itself */
 		if (rc != SL_OK)
-			s->partial = sl_sld_header_dataset_id(s->hdr[i]);
+			s->partial = ds_id(s, i);
 		SL_GUARD(rc);
-		const char *ds = sl_sld_header_dataset_id(s->hdr[i]);
-		SL_GUARD(record(s, SL_AUDIT_EV_RUN_STAGE, ds, sl_sld_header_key_id(s->hdr[i]), NULL,
-		                NULL,
-		                json_pack("{s:s, s:I}", "method", sl_stage_method(s->stage[i]),
-		                          "size", (json_int_t)sl_stage_size(s->stage[i]))));
+		const char *ds = ds_id(s, i);
+		SL_GUARD(record(
+		    s, SL_AUDIT_EV_RUN_STAGE, ds, ds_key(s, i), NULL, NULL,
+		    json_pack(
+		        "{s:s, s:I, s:s, s:I}", "method", sl_stage_method(s->stage[i]), "size",
+		        (json_int_t)sl_stage_size(s->stage[i]), "root", s->root[i], "shards",
+		        (json_int_t)(s->man[i] != NULL ? sl_sldm_shard_count(s->man[i]) : 0))));
 		sl_run_say("staged %s: %llu bytes (%s)", ds,
 		           (unsigned long long)sl_stage_size(s->stage[i]),
 		           sl_stage_method(s->stage[i]));
 	}
 	rc = SL_OK;
 out:
+	return rc;
+}
+
+/* A sharded dataset's files, for the job: path, mode, size and where its
+ * bytes start in the staged plaintext. */
+static json_t *files_json(const sl_sldm *m)
+{
+	json_t *a = json_array();
+	uint64_t *start = calloc((size_t)sl_sldm_shard_count(m) + 1, sizeof(*start));
+	if (a == NULL || start == NULL) {
+		free(start);
+		json_decref(a);
+		return NULL;
+	}
+	for (uint32_t i = 0; i < sl_sldm_shard_count(m); i++)
+		start[i + 1] = start[i] + sl_sldm_shard_at(m, i).plaintext_len;
+	for (uint32_t i = 0; i < sl_sldm_file_count(m); i++) {
+		sl_sldm_file f = sl_sldm_file_at(m, i);
+		json_array_append_new(a, json_pack("{s:s, s:I, s:I, s:i}", "path", f.path, "offset",
+		                                   (json_int_t)(start[f.shard] + f.offset), "size",
+		                                   (json_int_t)f.size, "mode", (int)f.mode));
+	}
+	free(start);
+	return a;
+}
+
+/* The data service's refusals go to the audit log (on its thread). */
+static void data_refused(void *ctx, pid_t pid, uid_t uid, const char *why)
+{
+	struct sl_run_st *s = ctx;
+	sl_err rc = record(s, SL_AUDIT_EV_RUN_DATA_REFUSED, NULL, NULL, SL_AUDIT_DENY,
+	                   json_pack("[s]", why),
+	                   json_pack("{s:i, s:i}", "pid", (int)pid, "uid", (int)uid));
+	if (rc != SL_OK)
+		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
+}
+
+static SL_RESULT stream_acquire(void *ctx, uint32_t shard, int *fd, uint64_t *len, int *not_ready)
+{
+	return sl_stream_acquire(ctx, shard, fd, len, not_ready);
+}
+
+static void stream_release(void *ctx, uint32_t shard)
+{
+	sl_stream_release(ctx, shard);
+}
+
+/* A streamed dataset for the job: its files and where each shard's
+ * plaintext starts (the job asks the data service for shards). */
+static json_t *stream_entry(const struct sl_run_st *s, size_t i)
+{
+	const sl_sldm *m = s->man[i];
+	json_t *sh = json_array();
+	uint64_t off = 0;
+	for (uint32_t k = 0; k < sl_sldm_shard_count(m); k++) {
+		uint64_t len = sl_sldm_shard_at(m, k).plaintext_len;
+		json_array_append_new(sh,
+		                      json_pack("{s:I, s:I, s:I}", "index", (json_int_t)k, "offset",
+		                                (json_int_t)off, "size", (json_int_t)len));
+		off += len;
+	}
+	return json_pack("{s:s, s:s, s:I, s:s, s:o, s:o, s:I}", "kind", "stream", "method",
+	                 "stream", "size", (json_int_t)ds_size(s, i), "root", s->root[i], "files",
+	                 files_json(m), "shards", sh, "window",
+	                 (json_int_t)(s->o->window ? s->o->window : SL_RUN_WINDOW_DEFAULT));
+}
+
+/* The data service: every host-staged dataset, for the job and every
+ * process it starts (SECLAUNCH_DATA_SOCKET). */
+static SL_RESULT start_data_service(struct sl_run_st *s, json_t *data)
+{
+	sl_err rc = SL_E_INTERNAL;
+	char *kv = NULL;
+	sl_dsvc_opts o = {.job_uid = s->user.set ? s->user.uid : geteuid(),
+	                  .job_gid = s->user.set ? s->user.gid : getegid(),
+	                  .refused = data_refused,
+	                  .refused_ctx = s};
+	SL_GUARD(sl_dsvc_new(&o, &s->dsvc));
+	for (size_t i = 0; i < s->n; i++) {
+		if (s->streamed[i]) {
+			sl_dsvc_stream_ops ops = {.acquire = stream_acquire,
+			                          .release = stream_release,
+			                          .ctx = s->stream[i]};
+			SL_GUARD(sl_dsvc_add_stream(s->dsvc, ds_id(s, i),
+			                            json_object_get(data, ds_id(s, i)), &ops));
+			continue;
+		}
+		int fd = sl_stage_fd(s->stage[i]);
+		if (fd < 0)
+			continue;
+		json_t *info =
+		    json_deep_copy(json_object_get(data, sl_stage_dataset_id(s->stage[i])));
+		SL_ENSURE(info != NULL, SL_E_NOMEM, "data service");
+		json_object_del(info, "fd");
+		json_object_del(info, "path");
+		rc = sl_dsvc_add(s->dsvc, sl_stage_dataset_id(s->stage[i]), fd, info);
+		json_decref(info);
+		SL_GUARD(rc);
+	}
+	SL_GUARD(sl_dsvc_serve(s->dsvc));
+	SL_ENSURE(asprintf(&kv, "%s=%s", SL_DSVC_ENV, sl_dsvc_path(s->dsvc)) > 0, SL_E_NOMEM,
+	          "job environment");
+	SL_GUARD(sl_job_env_own(s->o->env, kv));
+	rc = SL_OK;
+out:
+	free(kv);
 	return rc;
 }
 
@@ -331,7 +576,7 @@ static void job_started(pid_t pid, void *ctx)
 	sl_out_job_started(s, pid);
 }
 
-static sl_err step_job(struct sl_run_st *s, int *exit_code)
+static SL_RESULT step_job(struct sl_run_st *s, int *exit_code)
 {
 	sl_err rc = SL_E_INTERNAL;
 	json_t *data = json_object(), *e = NULL;
@@ -343,14 +588,25 @@ static sl_err step_job(struct sl_run_st *s, int *exit_code)
 
 	SL_ENSURE(data != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
 	for (size_t i = 0; i < s->n; i++) {
+		if (s->streamed[i]) {
+			e = stream_entry(s, i);
+			SL_ENSURE(e != NULL && json_object_set_new(data, ds_id(s, i), e) == 0,
+			          SL_E_NOMEM, "SECLAUNCH_DATA");
+			e = NULL;
+			continue;
+		}
 		int fd = sl_stage_fd(s->stage[i]);
 		if (fd >= 0)
 			fds[nfds++] = fd;
 		SL_GUARD(sl_stage_describe(s->stage[i], fd, &e));
+		json_object_set_new(e, "root", json_string(s->root[i]));
+		if (s->man[i] != NULL)
+			json_object_set_new(e, "files", files_json(s->man[i]));
 		SL_ENSURE(json_object_set_new(data, sl_stage_dataset_id(s->stage[i]), e) == 0,
 		          SL_E_NOMEM, "SECLAUNCH_DATA");
 		e = NULL;
 	}
+	SL_GUARD(start_data_service(s, data));
 	text = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
 	SL_ENSURE(text != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
 	SL_GUARD(sl_job_env_build(s->o->env, environ, text, &envp));
@@ -399,13 +655,31 @@ out:
 }
 
 /* Wipes every key and all staged plaintext; says so in the audit log. */
-static sl_err wipe_all(struct sl_run_st *s, const char *why)
+static SL_RESULT wipe_all(struct sl_run_st *s, const char *why)
 {
 	json_t *list = json_array();
 	size_t deks = 0;
 	bool all = true;
 
+	/* no descriptor is handed out once the wipe starts */
+	sl_dsvc_free(s->dsvc);
+	s->dsvc = NULL;
 	for (size_t i = 0; i < s->n; i++) {
+		if (s->stream[i] != NULL) {
+			sl_stream_stats st;
+			sl_err w = sl_stream_wipe_all(s->stream[i]);
+			sl_stream_stats_get(s->stream[i], &st);
+			all &= w == SL_OK;
+			json_array_append_new(
+			    list,
+			    json_pack("{s:s, s:s, s:b, s:I, s:I, s:I, s:I}", "dataset", ds_id(s, i),
+			              "method", "stream", "zeroed", w == SL_OK, "window",
+			              (json_int_t)st.window, "peak_staged", (json_int_t)st.peak,
+			              "shards_staged", (json_int_t)st.staged, "shards_wiped",
+			              (json_int_t)st.wiped));
+			sl_stream_free(s->stream[i]);
+			s->stream[i] = NULL;
+		}
 		if (s->stage[i] != NULL) {
 			sl_err w = sl_stage_wipe(s->stage[i]);
 			all &= w == SL_OK;
@@ -438,6 +712,8 @@ static void cleanup(struct sl_run_st *s)
 		if (s->fd[i] >= 0)
 			close(s->fd[i]);
 		sl_sld_header_free(s->hdr[i]);
+		sl_sldm_free(s->man[i]);
+		sl_remote_free(s->rem[i]);
 	}
 	json_decref(s->evidence);
 	json_decref(s->identity);
@@ -488,6 +764,22 @@ int sl_run_execute(struct sl_run *o)
 	rc = step_job(&s, &job_code);
 	if (rc != SL_OK)
 		goto failed;
+	/* a shard that failed to stage while the job ran is not lost in a
+	 * job's exit 0: the run fails with it */
+	for (size_t i = 0; i < s.n; i++) {
+		sl_err se = s.stream[i] != NULL ? sl_stream_error(s.stream[i]) : SL_OK;
+		if (se != SL_OK) {
+			fprintf(stderr, "seclaunch run: streaming %s failed while the job ran\n",
+			        ds_id(&s, i));
+			sl_err a = record(&s, SL_AUDIT_EV_RUN_ERROR, ds_id(&s, i), NULL,
+			                  SL_AUDIT_ERROR, NULL,
+			                  json_pack("{s:s, s:s, s:i}", "step", "stream", "error",
+			                            sl_err_name(se), "job_exit_code", job_code));
+			(void)a;
+			if (job_code == 0)
+				job_code = sl_err_exit_code(se);
+		}
+	}
 	/* outputs sealed and uploaded (or not): the run's status */
 	run_code = sl_out_finish(&s, job_code);
 	rc = wipe_all(&s, "job exit");

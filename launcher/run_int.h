@@ -5,8 +5,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "data_service.h"
 #include "job.h"
 #include "outputs.h"
+#include "remote.h"
+#include "stream.h"
 #include "seclaunch/attest.h"
 #include "seclaunch/kms_client.h"
 #include "seclaunch/policy.h"
@@ -30,6 +33,8 @@ struct sl_run {
 	bool kill_grace_set;
 	bool verbose; /* -v: the probes' own messages (CUDA) */
 	sl_job_env *env;
+	sl_remote_opts remote; /* --ca-file, --s3-endpoint, --connections */
+	uint64_t window;       /* --window: stream staging's limit (0: the default) */
 	char **datasets;
 	size_t ndatasets;
 	char **cmd;
@@ -55,7 +60,13 @@ struct sl_run_st {
 	bool use_gpu;
 	size_t n;
 	int fd[SL_RUN_MAX_DATASETS];
-	sl_sld_header *hdr[SL_RUN_MAX_DATASETS];
+	sl_sld_header *hdr[SL_RUN_MAX_DATASETS];  /* an SLD file, or NULL: */
+	struct sl_sldm *man[SL_RUN_MAX_DATASETS]; /* a sharded dataset's manifest */
+	sl_remote *rem[SL_RUN_MAX_DATASETS];      /* its store, when remote */
+	char root[SL_RUN_MAX_DATASETS][65];       /* manifest root / SLD header SHA-256 */
+	sl_dsvc *dsvc;                            /* the data service while the job runs */
+	bool streamed[SL_RUN_MAX_DATASETS];       /* staged shard by shard (--stage stream) */
+	sl_stream *stream[SL_RUN_MAX_DATASETS];
 	sl_secret *dek[SL_RUN_MAX_DATASETS];
 	sl_stage *stage[SL_RUN_MAX_DATASETS];
 	const char *partial; /* dataset whose staging failed midway (wiped by then) */
@@ -73,6 +84,9 @@ SL_MUST_USE sl_err sl_run_step_challenge(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_evidence(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_identity(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_claims(struct sl_run_st *s);
+
+/* The default of --window. */
+#define SL_RUN_WINDOW_DEFAULT ((uint64_t)1 << 30)
 
 /* The default of --kill-grace, in seconds. */
 #define SL_RUN_KILL_GRACE_DEFAULT 10

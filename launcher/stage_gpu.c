@@ -383,7 +383,7 @@ out:
 
 /* Waits for every copy, then zeroes and frees the pinned buffers: after
  * staging no plaintext is left in host memory. */
-static sl_err drain_pinned(struct sl_gpu_stage *g)
+static SL_RESULT drain_pinned(struct sl_gpu_stage *g)
 {
 	sl_err rc = SL_OK;
 	for (int i = 0; i < NSLOTS; i++) {

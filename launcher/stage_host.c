@@ -32,8 +32,11 @@ sl_err sl_stage_where_parse(const char *s, sl_stage_where *out)
 		*out = SL_STAGE_HOST;
 	else if (strcmp(s, "gpu") == 0)
 		*out = SL_STAGE_GPU;
+	else if (strcmp(s, "stream") == 0)
+		*out = SL_STAGE_STREAM;
 	else
-		return sl_err_set(SL_E_USAGE, "--stage: '%s' is not one of auto, host, gpu", s);
+		return sl_err_set(SL_E_USAGE, "--stage: '%s' is not one of auto, host, gpu, stream",
+		                  s);
 	return SL_OK;
 }
 
@@ -91,7 +94,7 @@ static bool try_secretmem(sl_stage *s)
 	return true;
 }
 
-static sl_err open_memfd(sl_stage *s)
+static SL_RESULT open_memfd(sl_stage *s)
 {
 	sl_err rc = SL_E_SYSTEM;
 	int fd = memfd_create("seclaunch-stage", MFD_CLOEXEC | MFD_ALLOW_SEALING);

@@ -6,18 +6,23 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "dataset_tree.h"
 #include "seclaunch/sld.h"
+#include "seclaunch/sldm.h"
 #include "seclaunch/stage.h"
 #include "stage_int.h"
 
 struct sink_ctx {
 	sl_stage *stage;
 	const sl_sld_header *h;
+	uint64_t base; /* where this SLD file's plaintext starts in the stage */
 	uint64_t off;
 	int (*interrupted)(void);
 };
 
-static sl_err interrupted_check(int (*interrupted)(void))
+static SL_RESULT interrupted_check(int (*interrupted)(void))
 {
 	int sig = interrupted != NULL ? interrupted() : 0;
 	if (sig != 0)
@@ -25,7 +30,7 @@ static sl_err interrupted_check(int (*interrupted)(void))
 	return SL_OK;
 }
 
-static sl_err sink(void *ctx, uint64_t chunk_index, const uint8_t *plain, size_t len)
+static SL_RESULT sink(void *ctx, uint64_t chunk_index, const uint8_t *plain, size_t len)
 {
 	struct sink_ctx *c = ctx;
 	sl_err rc = sl_stage_write(c->stage, c->off, plain, len);
@@ -35,35 +40,37 @@ static sl_err sink(void *ctx, uint64_t chunk_index, const uint8_t *plain, size_t
 	return interrupted_check(c->interrupted);
 }
 
-static sl_err into_prepare(void *ctx, uint64_t chunk_index, uint64_t off, size_t len)
+static SL_RESULT into_prepare(void *ctx, uint64_t chunk_index, uint64_t off, size_t len)
 {
 	struct sink_ctx *c = ctx;
 	(void)chunk_index;
-	return sl_stage_host_prefault(c->stage, off, len);
+	return sl_stage_host_prefault(c->stage, c->base + off, len);
 }
 
-static sl_err into_done(void *ctx, uint64_t chunk_index, uint64_t done_bytes)
+static SL_RESULT into_done(void *ctx, uint64_t chunk_index, uint64_t done_bytes)
 {
 	struct sink_ctx *c = ctx;
 	(void)chunk_index;
-	c->off = done_bytes;
+	c->off = c->base + done_bytes;
 	return interrupted_check(c->interrupted);
 }
 
 /* Host: decrypted in place in the mapping, which no one else can see until
  * sl_stage_seal and the job; on failure sl_stage_free wipes all of it. */
-static sl_err stage_host_into(sl_stage *s, sl_sld_reader *r, unsigned threads, struct sink_ctx *c)
+static SL_RESULT stage_host_into(sl_stage *s, sl_sld_reader *r, unsigned threads,
+                                 struct sink_ctx *c)
 {
 	sl_err rc = SL_E_INTERNAL;
 	sl_sld_into_ops ops = {.prepare = into_prepare, .done = into_done, .ctx = c};
+	uint64_t len = sl_sld_header_plaintext_len(sl_sld_reader_header(r));
 
-	SL_ENSURE(s->written == 0 && !s->sealed && !s->wiped, SL_E_INTERNAL,
-	          "dataset %s: staging already started", s->dataset_id);
+	SL_ENSURE(s->written == c->base && !s->sealed && !s->wiped && len <= s->size - c->base,
+	          SL_E_INTERNAL, "dataset %s: staging out of order", s->dataset_id);
 	sl_stage_host_alloc_start(s);
-	rc = sl_sld_decrypt_into(r, threads, s->map, s->size, &ops);
+	rc = sl_sld_decrypt_into(r, threads, s->map + c->base, (size_t)len, &ops);
 	sl_stage_host_alloc_stop(s);
 	SL_GUARD(rc);
-	s->written = s->size;
+	s->written = c->base + len;
 	rc = SL_OK;
 out:
 	return rc;
@@ -100,5 +107,56 @@ sl_err sl_stage_sld(int fd, const char *name, sl_secret *dek, const sl_gpu_info 
 out:
 	sl_stage_free(s); /* wipes whatever part was staged */
 	sl_sld_close(r);
+	return rc;
+}
+
+sl_err sl_stage_sldm(const char *dir, sl_remote *remote, const sl_sldm *m, sl_secret *dek,
+                     const sl_gpu_info *gpu, unsigned threads, bool force_memfd,
+                     int (*interrupted)(void), sl_stage **out)
+{
+	sl_err rc = SL_E_INTERNAL;
+	sl_sld_reader *r = NULL;
+	sl_stage *s = NULL;
+	char name[4096];
+	int fd = -1;
+	uint64_t base = 0;
+
+	*out = NULL;
+	/* nothing in the manifest counts before it authenticates */
+	SL_GUARD(sl_sldm_authenticate(m, dek));
+	if (gpu != NULL)
+		SL_GUARD(sl_stage_gpu_new(sl_sldm_dataset_id(m), sl_sldm_plaintext_len(m),
+		                          sl_sldm_chunk_size(m), gpu, &s));
+	else
+		SL_GUARD(sl_stage_host_new(sl_sldm_dataset_id(m), sl_sldm_plaintext_len(m),
+		                           force_memfd, &s));
+	for (uint32_t i = 0; i < sl_sldm_shard_count(m); i++) {
+		SL_GUARD(interrupted_check(interrupted));
+		SL_GUARD(sl_tree_open_shard(dir, remote, m, i, &fd, name, sizeof(name)));
+		SL_GUARD(sl_sld_open(fd, name, dek, &r));
+		struct sink_ctx c = {.stage = s,
+		                     .h = sl_sld_reader_header(r),
+		                     .base = base,
+		                     .off = base,
+		                     .interrupted = interrupted};
+		if (gpu != NULL)
+			SL_GUARD(sl_sld_decrypt(r, threads, sink, &c, NULL, NULL));
+		else
+			SL_GUARD(stage_host_into(s, r, threads, &c));
+		base += sl_sld_header_plaintext_len(c.h);
+		sl_sld_close(r);
+		r = NULL;
+		close(fd);
+		fd = -1;
+	}
+	SL_GUARD(sl_stage_seal(s));
+	*out = s;
+	s = NULL;
+	rc = SL_OK;
+out:
+	sl_stage_free(s); /* wipes whatever part was staged */
+	sl_sld_close(r);
+	if (fd >= 0)
+		close(fd);
 	return rc;
 }

@@ -10,7 +10,7 @@
 #include "seclaunch/json.h"
 #include "policy_int.h"
 
-static sl_err add(json_t *list, const char *path, const char *msg)
+static SL_RESULT add(json_t *list, const char *path, const char *msg)
 {
 	json_t *o = json_pack("{s:s, s:s}", "path", path, "message", msg);
 	if (o == NULL || json_array_append_new(list, o) != 0)
@@ -47,7 +47,9 @@ void sl_policy_warn(struct vctx *c, const char *path, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	(void)add(c->warnings, path, msg); /* a warning lost to OOM is not a policy error */
+	/* a warning lost to OOM is not a policy error */
+	if (add(c->warnings, path, msg) != SL_OK)
+		sl_err_clear();
 }
 
 /* Levenshtein distance, two rows; names are short (capped at 64). */

@@ -68,7 +68,7 @@ static const char *tee_instance_claim(const char *provider)
 	return NULL;
 }
 
-static sl_err check_values(const struct pin *pn, const json_t *v, const char *path)
+static SL_RESULT check_values(const struct pin *pn, const json_t *v, const char *path)
 {
 	sl_err rc = SL_E_INPUT;
 	char p[PATH_MAX_LEN];

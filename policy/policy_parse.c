@@ -107,7 +107,7 @@ const char *sl_policy_type_name(const json_t *v)
 	}
 }
 
-static sl_err unknown_field(const char *path, const char *k, const char *const *allowed)
+static SL_RESULT unknown_field(const char *path, const char *k, const char *const *allowed)
 {
 	const char *near = sl_policy_nearest(k, allowed, SIZE_MAX);
 	if (near != NULL)
@@ -128,8 +128,8 @@ sl_err sl_policy_only_fields(const json_t *obj, const char *path, const char *co
 }
 
 /* Every unknown member, each noted. */
-static sl_err only_fields_all(struct vctx *c, const json_t *obj, const char *path,
-                              const char *const *allowed)
+static SL_RESULT only_fields_all(struct vctx *c, const json_t *obj, const char *path,
+                                 const char *const *allowed)
 {
 	sl_err rc = SL_E_INPUT;
 	const char *k;
@@ -151,7 +151,7 @@ sl_err sl_policy_want_type(const json_t *v, json_type t, const char *path, const
 	return SL_OK;
 }
 
-static sl_err want_bool(const json_t *obj, const char *name, const char *path)
+static SL_RESULT want_bool(const json_t *obj, const char *name, const char *path)
 {
 	char p[PATH_MAX_LEN];
 	json_t *v = json_object_get(obj, name);
@@ -162,7 +162,7 @@ static sl_err want_bool(const json_t *obj, const char *name, const char *path)
 }
 
 /* A region pattern "cloud:region" (with '*') that matches a known region. */
-static sl_err check_pattern(const struct vctx *c, const char *pat, const char *path)
+static SL_RESULT check_pattern(const struct vctx *c, const char *pat, const char *path)
 {
 	size_t i;
 	json_t *r;
@@ -181,7 +181,7 @@ static sl_err check_pattern(const struct vctx *c, const char *pat, const char *p
 }
 
 /* A non-empty (when need_nonempty) array of group names or patterns. */
-static sl_err check_region_entry(const struct vctx *c, const json_t *e, const char *p)
+static SL_RESULT check_region_entry(const struct vctx *c, const json_t *e, const char *p)
 {
 	sl_err rc = SL_E_INPUT;
 	SL_GUARD(sl_policy_want_type(e, JSON_STRING, p, "a string"));
@@ -202,8 +202,8 @@ out:
 
 /* A non-empty (when need_nonempty) array of group names or patterns; every
  * bad entry is noted. */
-static sl_err check_region_list(struct vctx *c, const json_t *v, const char *path,
-                                bool need_nonempty)
+static SL_RESULT check_region_list(struct vctx *c, const json_t *v, const char *path,
+                                   bool need_nonempty)
 {
 	sl_err rc = SL_E_INPUT;
 	char p[PATH_MAX_LEN];
@@ -223,7 +223,7 @@ out:
 
 /* A hex value or a non-empty list of them, want_bytes each; rewritten in
  * place as an array of lower-case strings. */
-static sl_err check_output(const struct vctx *c, const json_t *e, const char *p)
+static SL_RESULT check_output(const struct vctx *c, const json_t *e, const char *p)
 {
 	sl_err rc = SL_E_INPUT;
 	char q[PATH_MAX_LEN];
@@ -247,7 +247,7 @@ out:
 	return rc;
 }
 
-static sl_err check_outputs(struct vctx *c, const json_t *v, const char *path)
+static SL_RESULT check_outputs(struct vctx *c, const json_t *v, const char *path)
 {
 	sl_err rc = SL_E_INPUT;
 	char p[PATH_MAX_LEN];
@@ -266,7 +266,7 @@ out:
 	return rc;
 }
 
-static sl_err check_tee_kinds(const json_t *v, const char *p)
+static SL_RESULT check_tee_kinds(const json_t *v, const char *p)
 {
 	sl_err rc = SL_E_INPUT;
 	size_t i;
@@ -288,14 +288,14 @@ out:
 	return rc;
 }
 
-static sl_err check_key_ttl(const json_t *v, const char *p)
+static SL_RESULT check_key_ttl(const json_t *v, const char *p)
 {
 	if (json_is_integer(v) && json_integer_value(v) > 0 && json_integer_value(v) <= KEY_TTL_MAX)
 		return SL_OK;
 	return sl_err_set(SL_E_INPUT, "%s: must be a number of seconds, 1..%lld", p, KEY_TTL_MAX);
 }
 
-static sl_err check_dataset(struct vctx *c, json_t *d, const char *path)
+static SL_RESULT check_dataset(struct vctx *c, json_t *d, const char *path)
 {
 	sl_err rc = SL_E_INPUT;
 	char p[PATH_MAX_LEN];
@@ -365,7 +365,7 @@ out:
 	return rc;
 }
 
-static sl_err check_group(struct vctx *c, const char *name, json_t *list)
+static SL_RESULT check_group(struct vctx *c, const char *name, json_t *list)
 {
 	sl_err rc = SL_E_INPUT;
 	char p[PATH_MAX_LEN], q[PATH_MAX_LEN];
@@ -391,7 +391,7 @@ out:
 	return rc;
 }
 
-static sl_err check_groups(struct vctx *c, const json_t *g)
+static SL_RESULT check_groups(struct vctx *c, const json_t *g)
 {
 	sl_err rc = SL_E_INPUT;
 	const char *name;
@@ -407,7 +407,7 @@ out:
 	return rc;
 }
 
-static sl_err check_key(struct vctx *c, const char *id, const json_t *list)
+static SL_RESULT check_key(struct vctx *c, const char *id, const json_t *list)
 {
 	sl_err rc = SL_E_INPUT;
 	char p[PATH_MAX_LEN], q[PATH_MAX_LEN];
@@ -430,7 +430,7 @@ out:
 	return rc;
 }
 
-static sl_err check_keys(struct vctx *c, const json_t *k)
+static SL_RESULT check_keys(struct vctx *c, const json_t *k)
 {
 	sl_err rc = SL_E_INPUT;
 	const char *id;
@@ -446,7 +446,7 @@ out:
 	return rc;
 }
 
-static sl_err check_version(const json_t *v)
+static SL_RESULT check_version(const json_t *v)
 {
 	if (v == NULL)
 		return sl_err_set(SL_E_INPUT, "$.version: missing (this is policy version 1)");
@@ -460,7 +460,7 @@ static sl_err check_version(const json_t *v)
 	return SL_OK;
 }
 
-static sl_err check_datasets(struct vctx *c, const json_t *v)
+static SL_RESULT check_datasets(struct vctx *c, const json_t *v)
 {
 	sl_err rc = SL_E_INPUT;
 	char p[PATH_MAX_LEN];

@@ -15,7 +15,8 @@ static const char *const TDX_TCB_STATUS[] = {"UpToDate",
                                              "OutOfDateConfigurationNeeded",
                                              NULL};
 
-static sl_err check_hexlist(json_t *parent, const char *name, size_t want_bytes, const char *path)
+static SL_RESULT check_hexlist(json_t *parent, const char *name, size_t want_bytes,
+                               const char *path)
 {
 	sl_err rc = SL_E_INPUT;
 	char p[PATH_MAX_LEN];

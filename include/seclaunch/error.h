@@ -12,6 +12,10 @@
 #include <stdint.h>
 
 #define SL_MUST_USE __attribute__((warn_unused_result))
+/* The result type of every fallible function, must-use included (as s2n's
+ * S2N_RESULT): `static SL_RESULT helper(...)`. A static helper declared
+ * `static sl_err` is refused by scripts/lint. */
+#define SL_RESULT SL_MUST_USE sl_err
 #define SL_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
 /* Exit-code categories, exactly as DESIGN.md gives them. */

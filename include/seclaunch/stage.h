@@ -39,9 +39,11 @@ typedef enum sl_stage_where {
 	SL_STAGE_AUTO = 0, /* gpu when a CUDA device is usable, else host */
 	SL_STAGE_HOST,
 	SL_STAGE_GPU,
+	SL_STAGE_STREAM, /* a sharded dataset shard by shard in a bounded window (stream.h) */
 } sl_stage_where;
 
-/* "auto" / "host" / "gpu" -> where (SL_E_USAGE naming the value otherwise). */
+/* "auto" / "host" / "gpu" / "stream" -> where (SL_E_USAGE naming the value
+ * otherwise). */
 SL_MUST_USE sl_err sl_stage_where_parse(const char *s, sl_stage_where *out);
 
 typedef struct sl_stage sl_stage;

@@ -9,9 +9,14 @@ object mapping each dataset id to where its plaintext is:
            "method": "gpu"}
 
 Host data is mapped read-only from the inherited descriptor (never a file on
-disk). Map the descriptor number, not the path: a memfd_secret file cannot be
-reopened through /proc/self/fd. Standard library only; numpy, cupy and torch
-are used when installed. See docs/job-interface.md.
+disk), or, in a process that did not inherit it (subprocess with close_fds,
+multiprocessing spawn, DataLoader workers, torchrun ranks), from a descriptor
+the data service hands over (SECLAUNCH_DATA_SOCKET). Map the descriptor, not
+the path: a memfd_secret file cannot be reopened through /proc/self/fd.
+A sharded dataset's files: files(), open() (a zero-copy file object),
+load_npy(), TorchFiles / TorchIterableFiles for torch.utils.data. Standard
+library only; numpy, cupy and torch are used when installed. See
+docs/job-interface.md.
 
     import seclaunch_data as sd
     for name, ds in sd.datasets().items():
@@ -19,13 +24,20 @@ are used when installed. See docs/job-interface.md.
         rows = ds.text().splitlines()   # convenience for small text data
 """
 
+import ast
+import io
 import json
 import mmap
 import os
+import socket
+import struct
 
-__all__ = ["Dataset", "datasets", "get", "SeclaunchDataError"]
+__all__ = ["Dataset", "datasets", "get", "files", "open", "load_npy", "MemFile",
+           "SeclaunchDataError", "TorchFiles", "TorchIterableFiles"]
 
 ENV = "SECLAUNCH_DATA"
+SOCKET_ENV = "SECLAUNCH_DATA_SOCKET"
+_builtin_open = open
 
 
 class SeclaunchDataError(RuntimeError):
@@ -41,11 +53,12 @@ class Dataset:
         self.size = entry.get("size")
         self.method = entry.get("method")
         self.entry = entry
-        if self.kind not in ("host", "gpu"):
+        if self.kind not in ("host", "gpu", "stream"):
             raise SeclaunchDataError("%s: unknown kind %r" % (dataset_id, self.kind))
         if not isinstance(self.size, int) or self.size < 0:
             raise SeclaunchDataError("%s: bad size %r" % (dataset_id, self.size))
         self._map = None
+        self._held = {}  # stream: shard -> (mmap, fd)
 
     def __repr__(self):
         return "Dataset(%r, kind=%r, size=%d, method=%r)" % (
@@ -53,13 +66,19 @@ class Dataset:
 
     # ---- host ---------------------------------------------------------
     def _fd(self):
+        """The memory file's descriptor: the inherited one while it is still
+        open in this process, else one asked of the data service (processes
+        started with close_fds, by spawn, by torchrun...)."""
         fd = self.entry.get("fd")
-        if not isinstance(fd, int):
-            raise SeclaunchDataError("%s: host entry without an fd" % self.id)
-        return fd
+        if isinstance(fd, int) and _inherited_ok(fd, self.size):
+            return fd
+        return _service_fd(self.id)
 
     def memoryview(self):
         """A read-only, zero-copy memoryview of the staged plaintext."""
+        if self.kind == "stream":
+            raise SeclaunchDataError("%s: streamed shard by shard; use files(), open(), "
+                                     "read() or iter_files()" % self.id)
         if self.kind != "host":
             raise SeclaunchDataError("%s: staged on the GPU; use cupy() or torch()" % self.id)
         if self.size == 0:
@@ -80,10 +99,149 @@ class Dataset:
         return self.bytes().decode(encoding)
 
     def numpy(self, dtype="uint8"):
-        """A read-only numpy array over the staged bytes (needs numpy)."""
+        """A read-only numpy array over the staged bytes (needs numpy). For a
+        .npy file use load_npy(), which reads its header."""
         import numpy  # optional
 
         return numpy.frombuffer(self.memoryview(), dtype=dtype)
+
+    # ---- files of a sharded dataset -------------------------------------
+    def files(self):
+        """The dataset's file paths, in the manifest's order ([] for a
+        single-file dataset: the whole dataset is one blob)."""
+        return [f["path"] for f in self.entry.get("files", [])]
+
+    def file_info(self, path):
+        for f in self.entry.get("files", []):
+            if f.get("path") == path:
+                return f
+        raise SeclaunchDataError("dataset %r has no file %r" % (self.id, path))
+
+    def view(self, path=None):
+        """A read-only, zero-copy memoryview of one file (or of everything).
+        Streamed: the file's shard stays held until release_file(path)
+        (a file spread over several shards comes back as a copy)."""
+        if self.kind == "stream":
+            return self._stream_view(path)
+        mv = self.memoryview()
+        if path is None:
+            return mv
+        f = self.file_info(path)
+        off, size = f["offset"], f["size"]
+        if off < 0 or size < 0 or off + size > self.size:
+            raise SeclaunchDataError("%s: %s lies outside the dataset" % (self.id, path))
+        return mv[off:off + size]
+
+    def read(self, path):
+        """A copy of one file's bytes; a streamed shard is given back at once."""
+        b = bytes(self.view(path))
+        if self.kind == "stream":
+            self.release_file(path)
+        return b
+
+    # ---- stream staging ---------------------------------------------------
+    def _shards_of(self, path):
+        if path is None:
+            raise SeclaunchDataError("%s: streamed; name a file" % self.id)
+        f = self.file_info(path)
+        lo, hi = f["offset"], f["offset"] + f["size"]
+        out = []
+        for sh in self.entry.get("shards", []):
+            a, b = sh["offset"], sh["offset"] + sh["size"]
+            if a < hi and lo < b or (f["size"] == 0 and a <= lo < b):
+                out.append(sh)
+        return f, out
+
+    def _acquire(self, shard):
+        if shard in self._held:
+            return self._held[shard][0]
+        import time
+        delay, waited = 0.01, 0.0
+        while True:
+            ans, fds = _stream_ask({"op": "open_shard", "dataset": self.id, "shard": shard})
+            if ans.get("ok"):
+                break
+            for fd in fds:
+                os.close(fd)
+            if ans.get("error") != "not-ready":
+                raise SeclaunchDataError("%s shard %d: %s" % (
+                    self.id, shard, ans.get("message") or ans.get("error")))
+            if waited > 3600:
+                raise SeclaunchDataError("%s shard %d: not staged after an hour (is the "
+                                         "--window held by other readers?)" % (self.id, shard))
+            time.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, 0.2)
+        if len(fds) != 1:
+            raise SeclaunchDataError("%s shard %d: no descriptor" % (self.id, shard))
+        size = ans.get("size", 0)
+        m = mmap.mmap(fds[0], size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ) if size else b""
+        self._held[shard] = (m, fds[0])
+        return m
+
+    def release_shard(self, shard):
+        """Gives a streamed shard back: seclaunch wipes it once every reader has."""
+        held = self._held.pop(shard, None)
+        if held is None:
+            return
+        m, fd = held
+        if hasattr(m, "close"):
+            try:
+                m.close()
+            except BufferError:
+                # a view of it is still alive: the mapping goes with the last
+                # view (seclaunch zeroes the pages once every reader released)
+                pass
+        os.close(fd)
+        _stream_ask({"op": "release_shard", "dataset": self.id, "shard": shard})
+
+    def release_file(self, path):
+        for sh in self._shards_of(path)[1]:
+            self.release_shard(sh["index"])
+
+    def _stream_view(self, path):
+        f, shards = self._shards_of(path)
+        if f["size"] == 0:
+            return memoryview(b"")
+        if len(shards) == 1:
+            sh = shards[0]
+            m = self._acquire(sh["index"])
+            a = f["offset"] - sh["offset"]
+            return memoryview(m)[a:a + f["size"]]
+        # a file spread over shards: one shard at a time, so the window
+        # need hold only the largest shard
+        parts = []
+        for sh in shards:
+            held = sh["index"] in self._held
+            m = self._acquire(sh["index"])
+            a = max(f["offset"], sh["offset"]) - sh["offset"]
+            b = min(f["offset"] + f["size"], sh["offset"] + sh["size"]) - sh["offset"]
+            parts.append(bytes(memoryview(m)[a:b]))
+            if not held:
+                self.release_shard(sh["index"])
+        return memoryview(b"".join(parts))
+
+    def iter_files(self, paths=None):
+        """(path, bytes view) for each file in order; a streamed shard is
+        given back as soon as no later file needs it."""
+        paths = list(paths) if paths is not None else self.files()
+        for k, p in enumerate(paths):
+            yield p, self.view(p)
+            if self.kind == "stream":
+                later = set()
+                for q in paths[k + 1:k + 2]:
+                    later.update(sh["index"] for sh in self._shards_of(q)[1])
+                for sh in self._shards_of(p)[1]:
+                    if sh["index"] not in later:
+                        self.release_shard(sh["index"])
+
+    def open(self, path=None):
+        """A read-only binary file object over one file (zero-copy)."""
+        return MemFile(self.view(path), name=path or self.id)
+
+    def load_npy(self, path=None):
+        """A .npy file as a read-only numpy array over the staged bytes."""
+        return _npy(self.view(path), path or self.id)
 
     # ---- gpu ----------------------------------------------------------
     def _handle(self):
@@ -158,6 +316,248 @@ def _cudart_ipc_open(handle, device):
     return ptr.value
 
 
+def _inherited_ok(fd, size):
+    """True when fd is this process's own copy of the staged memory file."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return False
+    import stat as _stat
+    return _stat.S_ISREG(st.st_mode) and st.st_size == size
+
+
+_fds = {}
+
+
+def _ask(req):
+    path = os.environ.get(SOCKET_ENV)
+    if not path:
+        raise SeclaunchDataError("%s is not set: no data service (run the job with "
+                                 "`seclaunch run`)" % SOCKET_ENV)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        s.connect(path)
+        s.send(json.dumps(req).encode())
+        msg, fds, _flags, _addr = socket.recv_fds(s, 65536, 1)
+    except OSError as e:
+        raise SeclaunchDataError("data service %s: %s" % (path, e))
+    finally:
+        s.close()
+    try:
+        ans = json.loads(msg.decode())
+    except ValueError:
+        ans = None
+    if not isinstance(ans, dict) or not ans.get("ok"):
+        for fd in fds:
+            os.close(fd)
+        raise SeclaunchDataError("data service refused: %s" % (
+            ans.get("message") if isinstance(ans, dict) else "no answer"))
+    return ans, fds
+
+
+_stream_sock = {}
+
+
+def _stream_ask(req):
+    """A request on this process's own connection to the data service: the
+    shards it holds are tied to the connection (given back when it closes)."""
+    pid = os.getpid()
+    s = _stream_sock.get(pid)
+    if s is None:
+        path = os.environ.get(SOCKET_ENV)
+        if not path:
+            raise SeclaunchDataError("%s is not set: no data service" % SOCKET_ENV)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            s.connect(path)
+        except OSError as e:
+            raise SeclaunchDataError("data service %s: %s" % (path, e))
+        _stream_sock.clear()
+        _stream_sock[pid] = s
+    try:
+        s.send(json.dumps(req).encode())
+        msg, fds, _flags, _addr = socket.recv_fds(s, 65536, 1)
+        ans = json.loads(msg.decode())
+    except (OSError, ValueError) as e:
+        raise SeclaunchDataError("data service: %s" % e)
+    if ans.get("error") == "refused":
+        raise SeclaunchDataError("data service refused: %s" % ans.get("message"))
+    return ans, fds
+
+
+def _service_fd(dataset_id):
+    """A descriptor of the dataset's memory file from the data service,
+    asked once per process."""
+    key = (os.getpid(), dataset_id)
+    if key not in _fds:
+        _ans, fds = _ask({"op": "open", "dataset": dataset_id})
+        if len(fds) != 1:
+            raise SeclaunchDataError("data service sent no descriptor for %r" % dataset_id)
+        _fds[key] = fds[0]
+    return _fds[key]
+
+
+class MemFile(io.RawIOBase):
+    """A read-only file object over a memoryview: read, readinto, seek,
+    tell, and getbuffer() for zero-copy access."""
+
+    def __init__(self, view, name=None):
+        super().__init__()
+        self._v = view
+        self._pos = 0
+        self.name = name
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def readinto(self, b):
+        n = min(len(b), len(self._v) - self._pos)
+        if n <= 0:
+            return 0
+        b[:n] = self._v[self._pos:self._pos + n]
+        self._pos += n
+        return n
+
+    def read(self, n=-1):
+        if n is None or n < 0:
+            n = len(self._v) - self._pos
+        n = max(0, min(n, len(self._v) - self._pos))
+        out = bytes(self._v[self._pos:self._pos + n])
+        self._pos += n
+        return out
+
+    def readall(self):
+        return self.read(-1)
+
+    def seek(self, off, whence=io.SEEK_SET):
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._v)}[whence]
+        if base + off < 0:
+            raise ValueError("negative seek position")
+        self._pos = base + off
+        return self._pos
+
+    def tell(self):
+        return self._pos
+
+    def getbuffer(self):
+        return self._v
+
+
+def _npy(view, name):
+    """Parses a .npy header (format versions 1-3) over view."""
+    if bytes(view[:6]) != b"\x93NUMPY" or len(view) < 10:
+        raise SeclaunchDataError("%s: not a .npy file" % name)
+    major = view[6]
+    if major == 1:
+        hlen = struct.unpack("<H", bytes(view[8:10]))[0]
+        start = 10
+    elif major in (2, 3):
+        hlen = struct.unpack("<I", bytes(view[8:12]))[0]
+        start = 12
+    else:
+        raise SeclaunchDataError("%s: .npy version %d" % (name, major))
+    try:
+        hdr = ast.literal_eval(bytes(view[start:start + hlen]).decode("latin1" if major < 3
+                                                                         else "utf-8"))
+        descr, fortran, shape = hdr["descr"], hdr["fortran_order"], tuple(hdr["shape"])
+    except (ValueError, SyntaxError, KeyError, TypeError) as e:
+        raise SeclaunchDataError("%s: bad .npy header: %s" % (name, e))
+    import numpy  # optional
+
+    dt = numpy.dtype(descr)
+    count = 1
+    for d in shape:
+        count *= d
+    arr = numpy.frombuffer(view[start + hlen:], dtype=dt, count=count)
+    return arr.reshape(shape, order="F" if fortran else "C")
+
+
+def files(dataset_id):
+    """The file paths of a staged dataset."""
+    return get(dataset_id).files()
+
+
+def open(dataset_id, path=None):  # noqa: A001 (the module's own open)
+    """A read-only binary file object over one file of a staged dataset."""
+    return get(dataset_id).open(path)
+
+
+def load_npy(dataset_id, path=None):
+    """A .npy file of a staged dataset as a read-only numpy array."""
+    return get(dataset_id).load_npy(path)
+
+
+def _split(items, worker_id, num_workers):
+    """This rank's and this worker's share: item i goes to exactly one
+    (rank, worker) of RANK/WORLD_SIZE x DataLoader workers."""
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    slots = world * num_workers
+    me = rank * num_workers + worker_id
+    return items[me::slots]
+
+
+class TorchFiles:
+    """A map-style dataset (for torch.utils.data.DataLoader) over the files
+    of a staged dataset: item i is transform(bytes of file i). Pickles as
+    (dataset id, paths, transform), so workers started by spawn reopen the
+    data through the data service."""
+
+    def __init__(self, dataset_id, paths=None, transform=None):
+        self.dataset_id = dataset_id
+        self.paths = list(paths) if paths is not None else files(dataset_id)
+        self.transform = transform
+        self._ds = None
+
+    def __getstate__(self):
+        return {"dataset_id": self.dataset_id, "paths": self.paths,
+                "transform": self.transform, "_ds": None}
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        if self._ds is None:
+            self._ds = get(self.dataset_id)
+        b = self._ds.read(self.paths[i])
+        return self.transform(b) if self.transform is not None else b
+
+
+def __getattr__(name):
+    # torch is imported only when the iterable dataset is used; the class is
+    # made once per process under its module-level name, so pickle finds it
+    if name == "TorchIterableFiles":
+        import torch.utils.data as tud
+
+        class TorchIterableFiles(tud.IterableDataset):
+            """An iterable dataset over the files of a staged dataset, split
+            between ranks (RANK/WORLD_SIZE) and DataLoader workers: every file
+            is yielded exactly once across all of them."""
+
+            def __init__(self, dataset_id, paths=None, transform=None):
+                super().__init__()
+                self.dataset_id = dataset_id
+                self.paths = list(paths) if paths is not None else files(dataset_id)
+                self.transform = transform
+
+            def __iter__(self):
+                info = tud.get_worker_info()
+                wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+                ds = get(self.dataset_id)
+                for p, v in ds.iter_files(_split(self.paths, wid, nw)):
+                    b = bytes(v)
+                    yield (p, self.transform(b) if self.transform is not None else b)
+
+        TorchIterableFiles.__module__ = __name__
+        TorchIterableFiles.__qualname__ = "TorchIterableFiles"
+        globals()["TorchIterableFiles"] = TorchIterableFiles
+        return TorchIterableFiles
+    raise AttributeError(name)
+
+
 def datasets():
     """Every staged dataset, by dataset id."""
     raw = os.environ.get(ENV)
@@ -199,13 +599,14 @@ def checkpoint(timeout=600.0):
     """Asks seclaunch to seal every output now, as a new checkpoint, and
     waits until it has: close the files first. Returns the checkpoint count;
     raises SeclaunchDataError when sealing failed."""
+    import builtins
     import time
     root = output_dir()
     status = os.path.join(root, ".seclaunch-checkpoint")
 
     def count():
         try:
-            with open(status) as f:
+            with builtins.open(status) as f:
                 return f.read()
         except FileNotFoundError:
             return ""
@@ -213,7 +614,7 @@ def checkpoint(timeout=600.0):
     before = count()
     n_before = int(before.split()[0]) if before else 0
     req = os.path.join(root, ".seclaunch-checkpoint-request")
-    with open(req, "w") as f:
+    with builtins.open(req, "w") as f:
         f.write("1")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

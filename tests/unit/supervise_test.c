@@ -147,6 +147,68 @@ static void test_env_set_and_pass(void **state)
 	sl_job_env_free(e);
 }
 
+/* Distributed-training variables pass by default, --clean-env drops them,
+ * --env-pass takes shell patterns, and no SECLAUNCH_* variable of this
+ * process passes even through "*" (only the ones seclaunch sets). */
+static bool has(char **v, const char *kv)
+{
+	for (size_t i = 0; v[i] != NULL; i++)
+		if (strcmp(v[i], kv) == 0)
+			return true;
+	return false;
+}
+
+static void test_env_distributed_and_patterns(void **state)
+{
+	(void)state;
+	char *const env[] = {"PATH=/bin",
+	                     "RANK=1",
+	                     "WORLD_SIZE=4",
+	                     "MASTER_ADDR=10.0.0.1",
+	                     "SLURM_JOB_ID=77",
+	                     "NCCL_DEBUG=INFO",
+	                     "NCCL_IB_HCA=mlx5",
+	                     "OTHER=1",
+	                     "SECLAUNCH_TCTI=swtpm:port=1",
+	                     "SECLAUNCH_AUDIT_KEY=/k",
+	                     NULL};
+	sl_job_env *e = NULL;
+	char **v = NULL;
+
+	assert_int_equal(sl_job_env_new(&e), SL_OK);
+	assert_int_equal(sl_job_env_pass(e, "NCCL_*"), SL_OK);
+	assert_int_equal(sl_job_env_pass(e, "SECLAUNCH_*"), SL_E_USAGE);
+	assert_int_equal(sl_job_env_pass(e, "SECLAUNCH_DATA_SOCKET"), SL_E_USAGE);
+	assert_int_equal(sl_job_env_pass(e, "A B"), SL_E_USAGE);
+	assert_int_equal(sl_job_env_set(e, "SECLAUNCH_DATA_SOCKET=/x"), SL_E_USAGE);
+	assert_int_equal(sl_job_env_own(e, "SECLAUNCH_DATA_SOCKET=/run/s.sock"), SL_OK);
+	assert_int_equal(sl_job_env_build(e, env, "{}", &v), SL_OK);
+	assert_true(has(v, "RANK=1") && has(v, "WORLD_SIZE=4") && has(v, "MASTER_ADDR=10.0.0.1"));
+	assert_true(has(v, "SLURM_JOB_ID=77") && has(v, "NCCL_DEBUG=INFO") &&
+	            has(v, "NCCL_IB_HCA=mlx5"));
+	assert_true(has(v, "SECLAUNCH_DATA_SOCKET=/run/s.sock"));
+	assert_false(has(v, "OTHER=1") || has(v, "SECLAUNCH_TCTI=swtpm:port=1") ||
+	             has(v, "SECLAUNCH_AUDIT_KEY=/k"));
+	sl_strv_free(v);
+	v = NULL;
+	/* "*" passes everything of the user's, still nothing of seclaunch's */
+	assert_int_equal(sl_job_env_pass(e, "*"), SL_OK);
+	sl_job_env_clean(e);
+	assert_int_equal(sl_job_env_build(e, env, NULL, &v), SL_OK);
+	assert_true(has(v, "OTHER=1") && has(v, "RANK=1"));
+	assert_false(has(v, "SECLAUNCH_TCTI=swtpm:port=1") || has(v, "SECLAUNCH_AUDIT_KEY=/k"));
+	sl_strv_free(v);
+	sl_job_env_free(e);
+	/* --clean-env without patterns: no distributed variables */
+	assert_int_equal(sl_job_env_new(&e), SL_OK);
+	sl_job_env_clean(e);
+	assert_int_equal(sl_job_env_build(e, env, NULL, &v), SL_OK);
+	assert_false(has(v, "RANK=1") || has(v, "SLURM_JOB_ID=77") ||
+	             has(v, "MASTER_ADDR=10.0.0.1"));
+	sl_strv_free(v);
+	sl_job_env_free(e);
+}
+
 static void test_env_default_path(void **state)
 {
 	(void)state;
@@ -440,6 +502,7 @@ int main(void)
 	    cmocka_unit_test(test_env_allow_list),
 	    cmocka_unit_test(test_env_set_and_pass),
 	    cmocka_unit_test(test_env_default_path),
+	    cmocka_unit_test(test_env_distributed_and_patterns),
 	    cmocka_unit_test(test_exit_status),
 	    cmocka_unit_test(test_signal_death),
 	    cmocka_unit_test(test_exec_failure),
