@@ -581,11 +581,6 @@ def get(dataset_id):
     return all_[dataset_id]
 
 
-if __name__ == "__main__":
-    for name, ds in sorted(datasets().items()):
-        print("%s\t%s\t%d bytes\t%s" % (name, ds.kind, ds.size, ds.method))
-
-
 def output_dir(name=None):
     """The in-memory output folder (SECLAUNCH_OUTPUT_DIR), or NAME's folder
     in it: what is written there is sealed to the output's destination."""
@@ -625,3 +620,8 @@ def checkpoint(timeout=600.0):
             return int(now.split()[0])
         time.sleep(0.02)
     raise SeclaunchDataError("checkpoint: no answer from seclaunch")
+
+
+if __name__ == "__main__":
+    for name, ds in sorted(datasets().items()):
+        print("%s\t%s\t%d bytes\t%s" % (name, ds.kind, ds.size, ds.method))
