@@ -312,7 +312,8 @@ sl_err sl_out_read_latest(struct sl_outputs *O, const char *dest, bool remote, u
 	if (remote) {
 		O->s->o->remote.quiet = sl_cli_quiet;
 		SL_GUARD(sl_remote_open(dest, &O->s->o->remote, &r));
-		rc = sl_remote_get(r, LATEST, 64, &p, &len);
+		/* room for a store's XML error body: a 404 must be seen as one */
+		rc = sl_remote_get(r, LATEST, 4096, &p, &len);
 		if (rc != SL_OK && strstr(sl_err_detail(), "HTTP 404") != NULL)
 			rc = SL_OK; /* nothing written there yet */
 		else if (rc != SL_OK)
@@ -325,7 +326,7 @@ sl_err sl_out_read_latest(struct sl_outputs *O, const char *dest, bool remote, u
 	if (p != NULL) {
 		char *end = NULL;
 		unsigned long long v = strtoull((const char *)p, &end, 10);
-		SL_ENSURE(len > 0 && p[0] >= '0' && p[0] <= '9' && end != NULL &&
+		SL_ENSURE(len > 0 && len <= 32 && p[0] >= '0' && p[0] <= '9' && end != NULL &&
 		              (*end == '\n' || *end == '\0') && v > 0,
 		          SL_E_INTEGRITY, "%s%s" LATEST ": not a sequence number", dest,
 		          remote ? "" : "/");
