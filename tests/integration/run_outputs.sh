@@ -141,13 +141,15 @@ cat >"$T/policy.json" <<EOF
   "version": 1,
   "description": "run_outputs test policy (development: unverified regions)",
   "allow_unverified_region": true,
-  "keys": {"in-key": ["in-data"], "ckpt-key": ["model:*", "big:*"]},
+  "keys": {"in-key": ["in-data"], "ckpt-key": ["model:*", "big:*"], "ghost-key": ["ghost:*"]},
   "datasets": [
     {"id": "in-data", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
      "output_destinations": [$DESTS]},
     {"id": "model:*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
      "output_destinations": [$DESTS]},
     {"id": "big:*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
+     "output_destinations": [$DESTS]},
+    {"id": "ghost:*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
      "output_destinations": [$DESTS]}
   ]
 }
@@ -250,6 +252,16 @@ check_err "output to a folder the policy does not list: exit 4" 4 "denies output
 assert "denied: the job never started" test ! -e "$T/denied.started"
 assert "denied: nothing written at the destination" test ! -e "$T/elsewhere"
 assert "denied: audited" ev_has run.preflight '"decision":"deny"'
+
+# ---- the KMS is the authority: a key the policy names but the KMS lacks -----------
+check_err "the KMS refuses an output key it does not hold: exit 4, its reason shown" 4 "key_unknown" \
+	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "ghost=$T/dest_ghost" "$T/in.sld" -- \
+	"$PY" -c "open('$T/ghost.started', 'w')"
+assert "KMS refusal: the job never started" test ! -e "$T/ghost.started"
+assert "KMS refusal: nothing written at the destination" test ! -e "$T/dest_ghost"
+assert "KMS refusal: seclaunchd audited the denial with the destination" \
+	grep -q "\"event\":\"kms.output\".*\"decision\":\"deny\".*file://$T/dest_ghost/" "$KMS_STATE/audit.log"
+assert "KMS refusal: the run audited it" ev_has run.output.key '"decision":"deny"'
 
 # ---- an uninterrupted run ---------------------------------------------------
 check "uninterrupted run: 40 steps, a checkpoint every 10" 0 \
