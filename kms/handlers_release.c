@@ -446,3 +446,28 @@ out:
 	sl_claims_free(r.claims);
 	kmsd_release_req_free(r.req);
 }
+
+void kmsd_release_attest(kmsd_ctx *ctx, const kmsd_release_req *req, json_t *reasons,
+                         sl_claims *claims, bool *verified)
+{
+	struct rel r = {
+	    .ctx = ctx, .req = (kmsd_release_req *)req, .reasons = reasons, .claims = claims};
+	uint8_t binding[SL_BINDING_LEN];
+	const uint8_t *want = sl_policy_digest(ctx->policy);
+	*verified = false;
+	check_nonce(&r);
+	if (!sl_ct_eq(req->policy_digest, want, SL_SHA256_LEN)) {
+		char have[65], mine[65];
+		sl_hex_encode(req->policy_digest, SL_SHA256_LEN, have);
+		sl_hex_encode(want, SL_SHA256_LEN, mine);
+		deny(&r, KMSD_D_POLICY_DIGEST, NULL,
+		     "policy_digest: request binds policy %s but this server enforces %s (policy "
+		     "version skew)",
+		     have, mine);
+	}
+	if (json_array_size(reasons) != 0)
+		return;
+	sl_binding_compute(req->nonce, req->eph_pub, req->policy_digest, binding);
+	check_evidence(&r, binding);
+	*verified = true;
+}

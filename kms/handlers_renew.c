@@ -140,7 +140,8 @@ static void judge(struct ren *r)
 		}
 		if (row.state != KMSD_KEY_ENABLED) {
 			deny(r, KMSD_D_KEY_DISABLED,
-			     "keys[%zu]: key '%s' is disabled (seclaunch key enable)", i, k->key_id);
+			     "keys[%zu]: key '%s' is disabled (seclaunch key enable)", i,
+			     k->key_id);
 			continue;
 		}
 		if (sl_policy_evaluate(r->ctx->policy, r->claims, &pr, &d) != SL_OK) {

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "seclaunch/claims.h"
 #include "seclaunch/error.h"
 #include "seclaunch/kms.h"
 #include "seclaunch/secret.h"
@@ -292,6 +293,25 @@ typedef struct kmsd_release_req {
 SL_MUST_USE sl_err kmsd_parse_challenge(const uint8_t *body, size_t len);
 SL_MUST_USE sl_err kmsd_parse_release(const uint8_t *body, size_t len, kmsd_release_req **out);
 void kmsd_release_req_free(kmsd_release_req *r);
+/* POST /v1/output (handlers_output.c): the attested part of a release (nkeys
+ * 0), the job's input dataset ids, and each output asked for. */
+#define KMSD_MAX_OUTPUTS 16
+#define KMSD_DEST_MAX 2048
+typedef struct kmsd_output_entry {
+	char output_id[SL_KMS_DATASET_ID_MAX + 1];
+	char destination[KMSD_DEST_MAX + 1];
+	char key_id[SL_KMS_ID_MAX + 1]; /* "" when the client names none */
+} kmsd_output_entry;
+
+typedef struct kmsd_output_req {
+	kmsd_release_req *att;
+	size_t ninputs;
+	char inputs[KMSD_MAX_KEYS][SL_KMS_DATASET_ID_MAX + 1];
+	size_t noutputs;
+	kmsd_output_entry outputs[KMSD_MAX_OUTPUTS];
+} kmsd_output_req;
+SL_MUST_USE sl_err kmsd_parse_output(const uint8_t *body, size_t len, kmsd_output_req **out);
+void kmsd_output_req_free(kmsd_output_req *r);
 SL_MUST_USE sl_err kmsd_parse_key_create(const uint8_t *body, size_t len,
                                          char id[static SL_KMS_ID_MAX + 1]);
 SL_MUST_USE sl_err kmsd_parse_wrap(const uint8_t *body, size_t len,
@@ -332,6 +352,7 @@ bool kmsd_valid_dataset_id(const char *s);
 enum kmsd_route {
 	KMSD_R_CHALLENGE,
 	KMSD_R_RELEASE,
+	KMSD_R_OUTPUT,
 	KMSD_R_ENROLL,
 	KMSD_R_ACTIVATE,
 	KMSD_R_KEYS,
@@ -482,6 +503,14 @@ bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force);
 
 void kmsd_handle_challenge(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+void kmsd_handle_output(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+/* The attestation checks of a release, for the other attested operations
+ * (handlers_output.c): nonce (consumed), policy digest, then (only when both
+ * pass) every evidence item and identity document against the binding.
+ * Reasons are appended to reasons as a release words them; claims are
+ * filled; *verified says whether evidence was looked at. */
+void kmsd_release_attest(kmsd_ctx *ctx, const kmsd_release_req *req, json_t *reasons,
+                         sl_claims *claims, bool *verified);
 void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 /* POST /v1/enroll/tokens {"ttl_s"?} (admin): a single-use enrollment token. */

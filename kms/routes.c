@@ -201,6 +201,7 @@ enum kmsd_route kmsd_dispatch(kmsd_ctx *ctx, const kmsd_request *req, kmsd_respo
 	} table[] = {
 	    {"POST", "/v1/challenge", KMSD_R_CHALLENGE, kmsd_handle_challenge},
 	    {"POST", "/v1/release", KMSD_R_RELEASE, kmsd_handle_release},
+	    {"POST", "/v1/output", KMSD_R_OUTPUT, kmsd_handle_output},
 	    {"POST", "/v1/enroll", KMSD_R_ENROLL, kmsd_handle_enroll},
 	    {"POST", "/v1/enroll/activate", KMSD_R_ACTIVATE, kmsd_handle_activate},
 	    {"POST", "/v1/enroll/tokens", KMSD_R_ENROLL, kmsd_handle_enroll_token},

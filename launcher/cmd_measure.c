@@ -16,6 +16,7 @@
 #include "seclaunch/policy.h"
 #include "seclaunch/util.h"
 #include "seclaunch/workload.h"
+#include "outputs.h"
 #include "workload_int.h"
 
 static void usage(FILE *f)
@@ -35,6 +36,7 @@ static void usage(FILE *f)
 	       "  --policy-pubkey K     verify P's minisign signature first\n"
 	       "  --env K=V, --env-pass K, --clean-env, --user USER   as for run\n"
 	       "  --image-digest D      the container image (sha256:HEX)\n"
+	       "  --output NAME=DEST    an output as for run (its destination is in the event)\n"
 	       "  --workload-pcr N      the PCR run extends (default 15)\n"
 	       "  --nonce HEX           --verify: the binding the evidence must carry\n"
 	       "  --no-binding          --verify: check signature and log only\n"
@@ -57,7 +59,8 @@ enum {
 	O_NOBIND,
 	O_PIN,
 	O_TRUST,
-	O_CLEAN_ENV
+	O_CLEAN_ENV,
+	O_OUTPUT
 };
 
 static const struct sl_cli_opt opts[] = {
@@ -75,6 +78,7 @@ static const struct sl_cli_opt opts[] = {
     {"ak-pin", required_argument, O_PIN, NULL},
     {"trust", required_argument, O_TRUST, NULL},
     {"clean-env", no_argument, O_CLEAN_ENV, NULL},
+    {"output", required_argument, O_OUTPUT, NULL},
     {NULL, 0, 0, NULL},
 };
 
@@ -84,6 +88,8 @@ struct mctx {
 	bool nobind;
 	unsigned pcr;
 	sl_job_env *env;
+	const char *outputs[SL_OUT_MAX]; /* --output NAME=DEST, as for run */
+	size_t noutputs;
 	char **args;
 	int nargs;
 	sl_err env_rc;
@@ -138,6 +144,13 @@ static int on_option(void *c, int key, char *arg)
 	case O_TRUST:
 		m->trust = arg;
 		break;
+	case O_OUTPUT:
+		if (m->noutputs == SL_OUT_MAX)
+			return sl_cli_usage("measure", "--output: at most %d", SL_OUT_MAX);
+		if (strchr(arg, '=') == NULL || arg[0] == '=')
+			return sl_cli_usage("measure", "--output %s: NAME=DEST", arg);
+		m->outputs[m->noutputs++] = arg;
+		break;
 	case O_CLEAN_ENV:
 		sl_job_env_clean(m->env);
 		break;
@@ -168,7 +181,7 @@ static int predict(struct mctx *m, char **cmd)
 	extern char **environ;
 	sl_err rc = SL_E_INTERNAL;
 	sl_policy *pol = NULL;
-	json_t *ds = json_array();
+	json_t *ds = json_array(), *outs = json_array();
 	char **envp = NULL, exe[4096], id[65], ed[65], pv[65], *text = NULL;
 	sl_job_user u;
 	sl_wl w;
@@ -190,6 +203,8 @@ static int predict(struct mctx *m, char **cmd)
 	}
 	for (int i = 0; i < m->nargs; i++)
 		SL_GUARD(sl_wl_dataset_entry(m->args[i], ds));
+	SL_ENSURE(outs != NULL, SL_E_NOMEM, "outputs");
+	SL_GUARD(sl_wl_output_entries(m->outputs, m->noutputs, outs));
 	if (m->user != NULL) {
 		SL_GUARD(sl_job_user_parse(m->user, &u));
 		if (u.set)
@@ -203,6 +218,7 @@ static int predict(struct mctx *m, char **cmd)
 	               .envp = envp,
 	               .image_digest = m->image,
 	               .datasets = ds,
+	               .outputs = outs,
 	               .policy_hex = sl_policy_digest_hex(pol)};
 	SL_GUARD(sl_wl_build(&in, &w));
 	SL_GUARD(sl_workload_canonical(w.event, &text));
@@ -238,6 +254,7 @@ out:
 	sl_wl_free(&w);
 	sl_strv_free(envp);
 	json_decref(ds);
+	json_decref(outs);
 	sl_policy_free(pol);
 	return rc == SL_OK ? 0 : sl_cli_fail("measure", rc);
 }

@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "job.h"
+#include "outputs.h"
 #include "region_id.h"
 #include "run_int.h"
 #include "seclaunch/secret.h"
@@ -75,7 +76,7 @@ static void usage(FILE *f)
 	    "  --workload-log F       the register's workload event log (or\n"
 	    "                         $SECLAUNCH_WORKLOAD_LOG; default under /run/seclaunch)\n"
 	    "  --lease-grace S        after the lease's expiry without a renewal, before the\n"
-	    "                         job is stopped (default 2)\n"
+	    "                         job is stopped (default 2)\n" SL_OUT_HELP
 	    "  --audit-log F          audit log (or $SECLAUNCH_AUDIT_LOG; default\n"
 	    "                         $XDG_STATE_HOME/seclaunch/audit.log)\n"
 	    "  --audit-key F          Ed25519 checkpoint key for the audit log (or\n"
@@ -143,6 +144,7 @@ static const struct sl_cli_opt run_opts[] = {
     {"window", required_argument, O_WINDOW, NULL},
     SL_REMOTE_OPTS,
     {"verbose", no_argument, 'v', NULL},
+    SL_OUT_OPTS,
     {NULL, 0, 0, NULL},
 };
 
@@ -188,6 +190,9 @@ static int on_option(void *ctx, int key, char *arg)
 	int taken = sl_remote_option(&r->remote, key, arg);
 	if (taken != 0)
 		return taken > 0 ? 0 : sl_cli_usage("run", "%s", sl_err_detail());
+	int o = sl_out_option(&r->outcfg, key, arg);
+	if (o != 0)
+		return o > 0 ? 0 : sl_cli_usage("run", "%s", sl_err_detail());
 	if (sl_region_id_option(&rid, key, arg)) {
 		r->cloud_identity = rid.cloud_identity;
 		r->gcp_jwks = rid.gcp_jwks;
@@ -316,8 +321,10 @@ static int check(struct sl_run *r, const struct sl_cli_shared *sh, char **cmd)
 		return sl_cli_usage("run", "--policy, --policy-pubkey and --kms are required");
 	if (sl_region_id_check(&rid, "run") != 0)
 		return SL_CAT_USAGE;
-	if (r->ndatasets == 0)
+	if (r->ndatasets == 0 && r->outcfg.n == 0)
 		return sl_cli_usage("run", "no dataset given (DATA.sld...)");
+	if (sl_out_check(&r->outcfg) != SL_OK)
+		return sl_cli_usage("run", "%s", sl_err_detail());
 	if (r->ndatasets > SL_RUN_MAX_DATASETS)
 		return sl_cli_usage("run", "at most %d datasets", SL_RUN_MAX_DATASETS);
 	if (cmd == NULL || cmd[0] == NULL)
@@ -371,6 +378,8 @@ int cmd_run(int argc, char **argv)
 	/* the TSS library's own log lines would bury the one line that names
 	 * the cause; its failures reach that line through our error detail */
 	setenv("TSS2_LOG", "all+NONE", 0);
+	/* while this process has one thread: the outputs' mount namespace */
+	sl_out_early(&r.outcfg);
 	code = sl_run_execute(&r);
 	sl_job_env_free(r.env);
 	return code;

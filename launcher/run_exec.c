@@ -359,6 +359,10 @@ static SL_RESULT step_release(struct sl_run_st *s)
 	sl_kms_key_req keys[SL_RUN_MAX_DATASETS];
 	json_t *job = NULL, *ds = json_array(), *roots = json_object();
 
+	if (s->n == 0) { /* outputs only: their keys come in sl_out_prepare */
+		json_decref(ds);
+		return SL_OK;
+	}
 	for (size_t i = 0; i < s->n; i++) {
 		keys[i].key_id = ds_key(s, i);
 		keys[i].dataset_id = ds_id(s, i);
@@ -591,6 +595,7 @@ static void job_started(pid_t pid, void *ctx)
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
 	sl_run_lease_start(s);
+	sl_out_job_started(s, pid);
 }
 
 static SL_RESULT step_job(struct sl_run_st *s, int *exit_code)
@@ -648,6 +653,7 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code)
 	rc = sl_job_run(&sp, &res);
 	sl_run_lease_stop(s);
 	SL_GUARD(rc);
+	sl_out_job_exited(s, &res);
 	*exit_code = res.exit_code;
 	SL_GUARD(
 	    record(s, SL_AUDIT_EV_RUN_JOB_EXIT, NULL, NULL, NULL, NULL,
@@ -750,7 +756,7 @@ int sl_run_execute(struct sl_run *o)
 {
 	struct sl_run_st s;
 	sl_err rc;
-	int job_code = -1;
+	int job_code = -1, run_code;
 	char detail[1024];
 
 	memset(&s, 0, sizeof(s));
@@ -782,8 +788,10 @@ int sl_run_execute(struct sl_run *o)
 	STEP("identity", sl_run_step_identity(&s));
 	STEP("claims", sl_run_step_claims(&s));
 	STEP("preflight", step_preflight(&s));
+	STEP("outputs", sl_out_preflight(&s));
 	STEP("release", step_release(&s));
 	STEP("stage", step_stage(&s));
+	STEP("output keys", sl_out_prepare(&s));
 	s.step = "job";
 	rc = step_job(&s, &job_code);
 	if (rc != SL_OK)
@@ -804,6 +812,8 @@ int sl_run_execute(struct sl_run *o)
 				job_code = sl_err_exit_code(se);
 		}
 	}
+	/* outputs sealed and uploaded (or not): the run's status */
+	run_code = sl_out_finish(&s, job_code);
 	rc = wipe_all(&s, "job exit");
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
@@ -813,7 +823,7 @@ int sl_run_execute(struct sl_run *o)
 		fprintf(stderr, "seclaunch run: warning: closing the audit log: %s\n",
 		        sl_err_detail());
 	cleanup(&s);
-	return job_code;
+	return run_code;
 
 failed:
 	snprintf(detail, sizeof(detail), "%s",
@@ -827,6 +837,7 @@ failed:
 		sl_err a = record(&s, SL_AUDIT_EV_RUN_ERROR, NULL, NULL, SL_AUDIT_ERROR, NULL,
 		                  json_pack("{s:s, s:s, s:s, s:i}", "step", s.step, "error",
 		                            sl_err_name(rc), "message", detail, "exit_code", code));
+		sl_out_abort(&s);
 		sl_err w = wipe_all(&s, g_sig != 0 ? "signal" : "error");
 		/* a refusal whose reasons are printed already is not printed again
 		 * (under --json the one error object is still due) */

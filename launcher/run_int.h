@@ -8,6 +8,7 @@
 #include "data_service.h"
 #include "job.h"
 #include "workload_int.h"
+#include "outputs.h"
 #include "remote.h"
 #include "stream.h"
 #include "seclaunch/attest.h"
@@ -43,6 +44,7 @@ struct sl_run {
 	char **datasets;
 	size_t ndatasets;
 	char **cmd;
+	struct sl_out_cfg outcfg; /* --output, --resume, --preempt-* (outputs.c) */
 };
 
 /* The state of one run (run_exec.c, run_attest.c). */
@@ -80,6 +82,8 @@ struct sl_run_st {
 	bool explained;             /* a refusal's reasons are on stderr already */
 	sl_wl wl;                   /* the job's workload identity (run_measure.c) */
 	struct sl_run_lease *lease; /* the keys' lease (run_lease.c); NULL: none */
+	/* sealed outputs (outputs.c; NULL: none) */
+	struct sl_outputs *out;
 };
 
 /* run_measure.c: the job's identity, extended into the workload register

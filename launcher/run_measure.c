@@ -30,7 +30,7 @@ sl_err sl_run_step_workload(struct sl_run_st *s)
 	sl_err rc = SL_E_NOMEM;
 	extern char **environ;
 	char **envp = NULL, hex[65], root[80];
-	json_t *ds = json_array();
+	json_t *ds = json_array(), *outs = json_array();
 	const char *kind = sl_run_evidence_kind(s);
 
 	SL_ENSURE(ds != NULL, SL_E_NOMEM, "datasets");
@@ -44,6 +44,8 @@ sl_err sl_run_step_workload(struct sl_run_st *s)
 		    json_array_append_new(ds, json_pack("{s:s, s:s}", "id", id, "root", root)) == 0,
 		    SL_E_NOMEM, "datasets");
 	}
+	SL_ENSURE(outs != NULL, SL_E_NOMEM, "outputs");
+	SL_GUARD(sl_wl_output_entries(s->o->outcfg.spec, s->o->outcfg.n, outs));
 	/* the environment the job will receive, before SECLAUNCH_DATA */
 	SL_GUARD(sl_job_env_build(s->o->env, environ, NULL, &envp));
 	sl_wl_in in = {.argv = s->o->cmd,
@@ -51,6 +53,7 @@ sl_err sl_run_step_workload(struct sl_run_st *s)
 	               .envp = envp,
 	               .image_digest = s->o->image_digest,
 	               .datasets = ds,
+	               .outputs = outs,
 	               .policy_hex = sl_policy_digest_hex(s->policy)};
 	SL_GUARD(sl_wl_build(&in, &s->wl));
 	SL_GUARD(sl_wl_extend(&s->wl, kind, s->o->tcti, s->o->workload_pcr, s->o->workload_log));
@@ -81,5 +84,6 @@ sl_err sl_run_step_workload(struct sl_run_st *s)
 out:
 	sl_strv_free(envp);
 	json_decref(ds);
+	json_decref(outs);
 	return rc;
 }

@@ -29,6 +29,7 @@
 #include "seclaunch/sldm.h"
 #include "seclaunch/util.h"
 #include "seclaunch/workload.h"
+#include "outputs.h"
 #include "workload_int.h"
 
 void sl_wl_init(sl_wl *w)
@@ -260,11 +261,12 @@ sl_err sl_wl_build(const sl_wl_in *in, sl_wl *w)
 		          "environment: a value is not valid UTF-8 (the workload event is JSON)");
 	}
 	SL_ENSURE(getcwd(cwd, sizeof(cwd)) != NULL, SL_E_SYSTEM, "getcwd: %s", strerror(errno));
-	ev = json_pack("{s:s, s:i, s:o, s:O, s:O, s:O, s:s, s:s, s:O, s:[], s:s}", "type",
+	ev = json_pack("{s:s, s:i, s:o, s:O, s:O, s:O, s:s, s:s, s:O, s:o, s:s}", "type",
 	               "seclaunch.workload", "version", 1, "exe", file_ref(exe_path, exe_hex),
 	               "script", script, "argv", argv, "env", env, "cwd", cwd, "image_digest",
 	               in->image_digest != NULL ? in->image_digest : "", "datasets", in->datasets,
-	               "outputs", "policy_digest", in->policy_hex);
+	               "outputs", in->outputs != NULL ? json_deep_copy(in->outputs) : json_array(),
+	               "policy_digest", in->policy_hex);
 	SL_ENSURE(ev != NULL, SL_E_NOMEM, "workload event");
 	SL_GUARD(sl_workload_event_check(ev, "workload event"));
 	SL_GUARD(sl_workload_identity(ev, w->identity));
@@ -516,5 +518,24 @@ sl_err sl_wl_dataset_entry(const char *path, json_t *list)
 out:
 	sl_sld_header_free(h);
 	sl_sldm_free(m);
+	return rc;
+}
+
+sl_err sl_wl_output_entries(const char *const *spec, size_t n, json_t *list)
+{
+	sl_err rc = SL_E_NOMEM;
+	char dest[2048], pdest[2100], item[2400];
+	bool remote;
+	for (size_t i = 0; i < n; i++) {
+		const char *eq = strchr(spec[i], '=');
+		SL_ENSURE(eq != NULL, SL_E_USAGE, "--output %s: NAME=DEST", spec[i]);
+		SL_GUARD(
+		    sl_out_destination(spec[i], dest, sizeof(dest), pdest, sizeof(pdest), &remote));
+		snprintf(item, sizeof(item), "%.*s=%s", (int)(eq - spec[i]), spec[i], pdest);
+		SL_ENSURE(json_array_append_new(list, json_string(item)) == 0, SL_E_NOMEM,
+		          "outputs");
+	}
+	rc = SL_OK;
+out:
 	return rc;
 }

@@ -30,6 +30,7 @@ typedef struct sl_wl_in {
 	char *const *envp;        /* the job's environment, before SECLAUNCH_DATA */
 	const char *image_digest; /* --image-digest, or NULL */
 	const json_t *datasets;   /* [{"id", "root"}] */
+	const json_t *outputs;    /* ["NAME=DESTINATION"] (NULL: none) */
 	const char *policy_hex;
 } sl_wl_in;
 
@@ -58,5 +59,9 @@ SL_MUST_USE sl_err sl_wl_attach(const sl_wl *w, json_t *ev);
 SL_MUST_USE sl_err sl_wl_dataset_entry(const char *path, json_t *list);
 /* The PCR value a fresh register reaches with this one event. */
 void sl_wl_predict_pcr(const sl_wl *w, uint8_t out[static 32]);
+
+/* Appends the workload form of each --output NAME=DEST, "NAME=" and the
+ * destination the policy matches (sl_out_destination), to list. */
+SL_MUST_USE sl_err sl_wl_output_entries(const char *const *spec, size_t n, json_t *list);
 
 #endif

@@ -451,6 +451,44 @@ sl_err sl_policy_key_check(const sl_policy *p, const char *key_id, const char *d
 	                  key_id, dataset_id, list);
 }
 
+sl_err sl_policy_output_key(const sl_policy *p, const char *output_id, const char **key_id)
+{
+	const char *found = NULL, *key;
+	char list[TEXT_LEN] = "";
+	size_t n = 0, used = 0;
+	json_t *pats;
+	if (p->dev)
+		return sl_err_set(SL_E_POLICY_DENIED,
+		                  "the development policy names no key for output '%s' (name one)",
+		                  output_id);
+	json_object_foreach (json_object_get(p->doc, "keys"), key, pats) {
+		size_t i;
+		json_t *e;
+		json_array_foreach (pats, i, e) {
+			if (sl_policy_glob(json_string_value(e), output_id)) {
+				found = key;
+				n++;
+				int w = snprintf(list + used, sizeof(list) - used, "%s'%s'",
+				                 used ? ", " : "", key);
+				if (w > 0 && (size_t)w < sizeof(list) - used)
+					used += (size_t)w;
+				break;
+			}
+		}
+	}
+	if (n == 0)
+		return sl_err_set(SL_E_POLICY_DENIED, "$.keys: no key may serve output '%s'",
+		                  output_id);
+	if (n > 1)
+		return sl_err_set(
+		    SL_E_POLICY_DENIED,
+		    "$.keys: %zu keys may serve output '%s' (%s); the policy must name "
+		    "one",
+		    n, output_id, list);
+	*key_id = found;
+	return SL_OK;
+}
+
 sl_err sl_policy_evaluate(const sl_policy *p, const sl_claims *claims, const sl_policy_request *req,
                           sl_decision **out)
 {

@@ -103,6 +103,36 @@ SL_MUST_USE sl_err sl_kms_renew(sl_kms *k, const sl_kms_release_req *req, json_t
 SL_MUST_USE sl_err sl_kms_aks_list(sl_kms *k, json_t **aks);
 SL_MUST_USE sl_err sl_kms_ak_revoke(sl_kms *k, const char *name_hex, bool *already);
 
+/* ---- output keys ------------------------------------------------------- */
+
+typedef struct sl_kms_output_want {
+	const char *output_id;   /* the output's dataset id */
+	const char *destination; /* where it is written (the URL the policy matches) */
+	const char *key_id;      /* NULL: the KEK the policy names for output_id */
+} sl_kms_output_want;
+
+typedef struct sl_kms_output_key {
+	char key_id[SL_KMS_ID_MAX + 1];
+	uint8_t wrapped_dek[SL_KMS_WRAPPED_DEK_LEN]; /* goes into the output's manifest */
+	sl_secret *dek;                              /* SL_KMS_DEK_LEN bytes; the caller frees */
+} sl_kms_output_key;
+
+typedef struct sl_kms_output_req {
+	const uint8_t *nonce, *eph_pub, *policy_digest; /* as a release */
+	const json_t *evidence, *identity, *job;
+	const char *const *inputs; /* the job's input dataset ids */
+	size_t ninputs;
+	const sl_kms_output_want *outputs;
+	size_t noutputs; /* 1..16 */
+} sl_kms_output_req;
+
+/* POST /v1/output: a fresh DEK for each output, wrapped under the KEK the
+ * policy names (keys[i].wrapped_dek) and opened with eph_sk (keys[i].dek).
+ * Errors as a release (a 403 is SL_E_POLICY_DENIED or SL_E_ATTEST). All or
+ * nothing. */
+SL_MUST_USE sl_err sl_kms_output(sl_kms *k, const sl_kms_output_req *req, sl_secret *eph_sk,
+                                 sl_kms_output_key keys[]);
+
 /* ---- enrollment (TPM credential activation) ---------------------------- */
 
 /* POST /v1/enroll + /v1/enroll/activate with the TPM at tcti (NULL: default):

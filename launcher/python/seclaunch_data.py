@@ -756,6 +756,47 @@ def get(dataset_id):
     return all_[dataset_id]
 
 
+def output_dir(name=None):
+    """The in-memory output folder (SECLAUNCH_OUTPUT_DIR), or NAME's folder
+    in it: what is written there is sealed to the output's destination."""
+    root = os.environ.get("SECLAUNCH_OUTPUT_DIR")
+    if not root:
+        raise SeclaunchDataError("SECLAUNCH_OUTPUT_DIR is not set (no --output)")
+    return root if name is None else os.path.join(root, name)
+
+
+def checkpoint(timeout=600.0):
+    """Asks seclaunch to seal every output now, as a new checkpoint, and
+    waits until it has: close the files first. Returns the checkpoint count;
+    raises SeclaunchDataError when sealing failed."""
+    import builtins
+    import time
+    root = output_dir()
+    status = os.path.join(root, ".seclaunch-checkpoint")
+
+    def count():
+        try:
+            with builtins.open(status) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    before = count()
+    n_before = int(before.split()[0]) if before else 0
+    req = os.path.join(root, ".seclaunch-checkpoint-request")
+    with builtins.open(req, "w") as f:
+        f.write("1")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = count()
+        if now and int(now.split()[0]) > n_before:
+            if now.split()[1] != "ok":
+                raise SeclaunchDataError("checkpoint failed: " + now.strip())
+            return int(now.split()[0])
+        time.sleep(0.02)
+    raise SeclaunchDataError("checkpoint: no answer from seclaunch")
+
+
 if __name__ == "__main__":
     for name, ds in sorted(datasets().items()):
         print("%s\t%s\t%d bytes\t%s" % (name, ds.kind, ds.size, ds.method))

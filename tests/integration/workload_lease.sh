@@ -104,6 +104,19 @@ assert "predict: four distinct identities" \
 assert "predict: text names the identity, the event and the fresh PCR value" \
 	bash -c "grep -q '^identity *$ID_PY' '$T/pred.txt' && grep -q '^pcr15 fresh' '$T/pred.txt' && grep -q 'seclaunch.workload' '$T/pred.txt'"
 check_err "predict without a command: usage" 1 "no command" "$SL" measure --predict --policy "$T/p0.json"
+# the output destinations are part of the identity (a model sent elsewhere is another job)
+out_id() {
+	"$SL" measure --predict --policy "$T/p0.json" --json "${ENVA[@]}" "$@" "$T/wl-bin.sld" -- "$T/jobbin" a b |
+		python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["identity"], json.dumps(d["event"]["outputs"]))'
+}
+O1=$(out_id --output model=s3://ckpt-eu/run-7)
+O2=$(out_id --output model=s3://ckpt-us/run-7)
+O3=$(out_id --output model=outdir)
+assert "predict: --output destinations change the identity" \
+	test "${O1%% *}" != "${O2%% *}" -a "${O1%% *}" != "$ID_BIN" -a "${O3%% *}" != "$ID_BIN"
+assert "predict: outputs named as the policy matches them (URL with /, file:///ABS/)" \
+	test "${O1#* }" = '["model=s3://ckpt-eu/run-7/"]' -a "${O3#* }" = "[\"model=file://$T/outdir/\"]"
+check_err "predict: --output without NAME= is usage" 1 "NAME=DEST" "$SL" measure --predict --policy "$T/p0.json" --output nodest "$T/wl-bin.sld" -- "$T/jobbin"
 
 PYSHA=$(sha256sum "$(readlink -f "$PY")" | cut -d' ' -f1)
 SCRIPTSHA=$(sha256sum job.py | cut -d' ' -f1)
