@@ -26,6 +26,7 @@ fi
 
 PY=$(python3 -c "import sys; print(sys.executable)")
 MARKER="SLOUT-$(od -An -tx1 -N8 /dev/urandom | tr -d ' \n')"
+RMARK=$(printf '%s' "$MARKER" | rev)
 AUDIT=$T/audit.log
 
 no_marker_anywhere() {
@@ -175,7 +176,9 @@ check "encrypt the input" 0 "$SL" encrypt "${KMSA[@]}" --key-id in-key --admin-t
 cat >"$T/train.py" <<'EOF'
 import json, os, signal, sys, time
 import seclaunch_data as sd
-steps, every, nap, marker, prog = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
+# the marker comes reversed: argv is part of the job's workload identity, which
+# the audit log records, and only the job's outputs may hold the marker itself
+steps, every, nap, marker, prog = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4][::-1], sys.argv[5]
 how = sys.argv[6] if len(sys.argv) > 6 else "request"
 out = sd.output_dir("model")
 state = os.path.join(out, "state.json")
@@ -235,7 +238,8 @@ cat >"$T/big.py" <<'EOF'
 import os, sys
 import seclaunch_data as sd
 with open(sd.output_dir("big") + "/blob", "wb") as f:
-    f.write((sys.argv[1] + "\n").encode() * (2 * 1024 * 1024 // (len(sys.argv[1]) + 1) + 1))
+    mark = sys.argv[1][::-1]
+    f.write((mark + "\n").encode() * (2 * 1024 * 1024 // (len(mark) + 1) + 1))
 EOF
 
 check "audit checkpoint key" 0 "$SL" audit keygen --secret-key "$T/audit.key" --public-key "$T/audit.pub"
@@ -266,7 +270,7 @@ assert "KMS refusal: the run audited it" ev_has run.output.key '"decision":"deny
 # ---- an uninterrupted run ---------------------------------------------------
 check "uninterrupted run: 40 steps, a checkpoint every 10" 0 \
 	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=$T/dest_full" "$T/in.sld" -- \
-	"$PY" "$T/train.py" 40 10 0 "$MARKER" "$T/prog_full"
+	"$PY" "$T/train.py" 40 10 0 "$RMARK" "$T/prog_full"
 assert "four checkpoints and the final seal: LATEST is 5" grep -qx 5 "$T/dest_full/LATEST"
 assert "each checkpoint is a sharded dataset" test -f "$T/dest_full/ckpt-00000003/manifest.sldm"
 assert "the KMS audited the output key with its destination" \
@@ -279,7 +283,7 @@ check "read the final weights back (resume)" 0 \
 rm -f "$T/flip" "$T/prog_pre"
 "$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=$T/dest" \
 	--preempt-watch "gce=http://127.0.0.1:$META_PORT" --preempt-grace 10 "$T/in.sld" -- \
-	"$PY" "$T/train.py" 40 10 0.05 "$MARKER" "$T/prog_pre" signal >"$T/pre.out" 2>"$T/pre.err" &
+	"$PY" "$T/train.py" 40 10 0.05 "$RMARK" "$T/prog_pre" signal >"$T/pre.out" 2>"$T/pre.err" &
 RUNPID=$!
 for ((i = 0; i < 400; i++)); do
 	[ "$(wc -l 2>/dev/null <"$T/prog_pre")" -ge 1 ] 2>/dev/null && break
@@ -295,7 +299,7 @@ assert "the job was preempted before the end" test "$(tail -n1 "$T/prog_pre")" -
 SEQ_PRE=$(cat "$T/dest/LATEST")
 check "resume on TPM B and finish" 0 \
 	"$SL" run "${RUN[@]}" --tcti "$TCTI_B" --resume "model=$T/dest" --output "model=$T/dest" "$T/in.sld" -- \
-	"$PY" "$T/train.py" 40 10 0 "$MARKER" "$T/prog_res"
+	"$PY" "$T/train.py" 40 10 0 "$RMARK" "$T/prog_res"
 assert "resume audited" ev_has run.resume "\"sequence\":$SEQ_PRE"
 check "read the resumed run's final weights back" 0 \
 	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --resume "model=$T/dest" --output "model=$T/dest" -- \
@@ -305,7 +309,7 @@ assert "final weights bit-identical to the uninterrupted run's" cmp -s "$T/hash_
 # ---- SIGTERM from the platform (--preempt-watch sigterm) -------------------
 rm -f "$T/prog_term"
 "$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=$T/dest_term" --preempt-watch sigterm "$T/in.sld" -- \
-	"$PY" "$T/train.py" 400 10 0.02 "$MARKER" "$T/prog_term" >"$T/term.out" 2>"$T/term.err" &
+	"$PY" "$T/train.py" 400 10 0.02 "$RMARK" "$T/prog_term" >"$T/term.out" 2>"$T/term.err" &
 RUNPID=$!
 for ((i = 0; i < 400; i++)); do
 	[ "$(wc -l 2>/dev/null <"$T/prog_term")" -ge 1 ] 2>/dev/null && break
@@ -324,7 +328,7 @@ rm -f "$T/flip" "$T/prog_aws"
 REM=(--ca-file "$T/ca.pem" --output "model=$STORE/ok/run1/")
 "$SL" run "${RUN[@]}" --tcti "$TCTI_A" "${REM[@]}" \
 	--preempt-watch "aws=http://127.0.0.1:$META_PORT" --preempt-signal TERM "$T/in.sld" -- \
-	"$PY" "$T/train.py" 400 10 0.02 "$MARKER" "$T/prog_aws" >"$T/aws.out" 2>"$T/aws.err" &
+	"$PY" "$T/train.py" 400 10 0.02 "$RMARK" "$T/prog_aws" >"$T/aws.out" 2>"$T/aws.err" &
 RUNPID=$!
 for ((i = 0; i < 400; i++)); do
 	[ "$(wc -l 2>/dev/null <"$T/prog_aws")" -ge 1 ] 2>/dev/null && break
@@ -361,14 +365,14 @@ if [ -n "$S3OK" ]; then
 	S3A=(--ca-file "$T/ca.pem" --s3-endpoint "https://127.0.0.1:$S3RVER_PORT")
 	check "s3: sealed and uploaded to s3://bkt/run/ (SigV4)" 0 \
 		env AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER "$SL" run "${RUN[@]}" --tcti "$TCTI_A" \
-		"${S3A[@]}" --output "model=s3://bkt/run/" -- "$PY" "$T/train.py" 20 10 0 "$MARKER" "$T/prog_s3"
+		"${S3A[@]}" --output "model=s3://bkt/run/" -- "$PY" "$T/train.py" 20 10 0 "$RMARK" "$T/prog_s3"
 	check "s3: resumed from s3://bkt/run/ on TPM B" 0 \
 		env AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER "$SL" run "${RUN[@]}" --tcti "$TCTI_B" \
 		"${S3A[@]}" --resume "model=s3://bkt/run/" --output "model=s3://bkt/run/" -- \
 		"$PY" -c "import json, seclaunch_data as sd; assert json.load(open(sd.output_dir('model') + '/state.json'))['step'] == 20"
 	check_err "s3: an unknown access key id is refused (exit 5)" 5 "403|refused|denied" \
 		env AWS_ACCESS_KEY_ID=NOBODY AWS_SECRET_ACCESS_KEY=x "$SL" run "${RUN[@]}" --tcti "$TCTI_A" \
-		"${S3A[@]}" --output "model=s3://bkt/run2/" -- "$PY" "$T/train.py" 10 10 0 "$MARKER" "$T/prog_s3b"
+		"${S3A[@]}" --output "model=s3://bkt/run2/" -- "$PY" "$T/train.py" 10 10 0 "$RMARK" "$T/prog_s3b"
 else
 	skip "s3 cases" "no s3rver (S3RVER_BIN or the test library's start_s3rver)"
 fi
@@ -377,12 +381,12 @@ fi
 echo "2 manifest.sldm" >"$T/fail"
 check "two 503s on the manifest are retried" 0 \
 	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --ca-file "$T/ca.pem" --output "model=$STORE/ok/run2/" -- \
-	"$PY" "$T/train.py" 10 10 0 "$MARKER" "$T/prog_r2"
+	"$PY" "$T/train.py" 10 10 0 "$RMARK" "$T/prog_r2"
 assert "retried upload completed" grep -qx 2 "$T/store/ok/run2/LATEST"
 echo "100 manifest.sldm" >"$T/fail"
 check_err "an upload that keeps failing: exit 5" 5 "manifest.sldm" \
 	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --ca-file "$T/ca.pem" --output "model=$STORE/ok/run3/" -- \
-	"$PY" "$T/train.py" 10 10 0 "$MARKER" "$T/prog_r3"
+	"$PY" "$T/train.py" 10 10 0 "$RMARK" "$T/prog_r3"
 rm -f "$T/fail"
 assert "failed upload: no LATEST, so no checkpoint is presented as complete" test ! -e "$T/store/ok/run3/LATEST"
 assert "failed upload audited" ev_has run.output '"error":"SL_E_REMOTE_UNREACHABLE"'
@@ -417,7 +421,7 @@ if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
 	check_err "no namespace: the output folder is in the shared tmpfs, and seclaunch says so" 0 \
 		"shared tmpfs /dev/shm" \
 		env SECLAUNCH_OUTPUT_NO_NAMESPACE=1 "$SL" run "${RUN[@]}" --tcti "$TCTI_A" \
-		--output "model=$T/dest_shm" -- "$PY" "$T/train.py" 10 10 0 "$MARKER" "$T/prog_shm"
+		--output "model=$T/dest_shm" -- "$PY" "$T/train.py" 10 10 0 "$RMARK" "$T/prog_shm"
 	SHMDIR=$(sed -n 's|^seclaunch run: outputs in \(/[^ ]*\) .*|\1|p' "$T/err")
 	assert "no namespace: sealed all the same" grep -qx 2 "$T/dest_shm/LATEST"
 	assert "no namespace: the folder was in /dev/shm" test "${SHMDIR#/dev/shm/seclaunch-out.}" != "$SHMDIR"
@@ -430,7 +434,7 @@ fi
 # ---- over --output-limit ------------------------------------------------------------
 check_err "a job over --output-limit: exit 2, nothing sealed" 2 "output-limit" \
 	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output-limit 1M --output "big=$T/dest_big" -- \
-	"$PY" "$T/big.py" "$MARKER"
+	"$PY" "$T/big.py" "$RMARK"
 assert "over the limit: no checkpoint" test ! -e "$T/dest_big/LATEST"
 assert "over the limit audited" ev_has run.output '"error":"SL_E_TOO_LARGE"'
 
@@ -446,7 +450,7 @@ else
 import hashlib, os, signal, sys
 import torch
 import seclaunch_data as sd
-steps, every, marker, prog = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+steps, every, marker, prog = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3][::-1], sys.argv[4]
 torch.manual_seed(7)
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
@@ -494,14 +498,14 @@ EOF
 	TRUN=(--env "PYTHONPATH=$SL_ROOT/launcher/python" --env PYTHONDONTWRITEBYTECODE=1)
 	check "pytorch: uninterrupted run, 300 steps, a checkpoint every 50" 0 \
 		"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=$T/dest_torch_full" "$T/in.sld" -- \
-		"$TORCHPY" "$T/torch_train.py" 300 50 "$MARKER" "$T/tprog_full"
+		"$TORCHPY" "$T/torch_train.py" 300 50 "$RMARK" "$T/tprog_full"
 	check "pytorch: read the uninterrupted weights back" 0 \
 		"$SL" run "${RUN[@]}" --tcti "$TCTI_B" --resume "model=$T/dest_torch_full" --output "model=$T/dest_torch_full" -- \
 		"$TORCHPY" "$T/torch_digest.py" "$T/thash_full"
 	rm -f "$T/flip" "$T/tprog_pre"
 	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=$T/dest_torch" --preempt-signal USR1 \
 		--preempt-watch "gce=http://127.0.0.1:$META_PORT" "$T/in.sld" -- \
-		"$TORCHPY" "$T/torch_train.py" 100000 50 "$MARKER" "$T/tprog_pre" >"$T/tpre.out" 2>"$T/tpre.err" &
+		"$TORCHPY" "$T/torch_train.py" 100000 50 "$RMARK" "$T/tprog_pre" >"$T/tpre.out" 2>"$T/tpre.err" &
 	RUNPID=$!
 	for ((i = 0; i < 1200; i++)); do
 		[ "$(wc -l 2>/dev/null <"$T/tprog_pre")" -ge 1 ] 2>/dev/null && break
@@ -516,7 +520,7 @@ EOF
 	# the preempted run stopped somewhere; finish the same 300 steps from there
 	check "pytorch: resume on TPM B and finish" 0 \
 		"$SL" run "${RUN[@]}" --tcti "$TCTI_B" --resume "model=$T/dest_torch" --output "model=$T/dest_torch" "$T/in.sld" -- \
-		"$TORCHPY" "$T/torch_train.py" 300 50 "$MARKER" "$T/tprog_res"
+		"$TORCHPY" "$T/torch_train.py" 300 50 "$RMARK" "$T/tprog_res"
 	check "pytorch: read the resumed weights back" 0 \
 		"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --resume "model=$T/dest_torch" --output "model=$T/dest_torch" -- \
 		"$TORCHPY" "$T/torch_digest.py" "$T/thash_res"
