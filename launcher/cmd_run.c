@@ -12,11 +12,13 @@
 
 #include "cli.h"
 #include "job.h"
+#include "outputs.h"
 #include "region_id.h"
 #include "run_int.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/stage.h"
 #include "seclaunch/util.h"
+#include "seclaunch/workload.h"
 
 static void usage(FILE *f)
 {
@@ -46,8 +48,11 @@ static void usage(FILE *f)
 	    "                         streamed when staging it whole would take more than\n"
 	    "                         half the available memory; default), gpu, host, or\n"
 	    "                         stream (sharded datasets shard by shard through the\n"
-	    "                         data service, at most --window in memory)\n" SL_REGION_ID_HELP
-	        SL_REMOTE_HELP
+	    "                         data service, at most --window in memory), gpu-ipc\n"
+	    "                         (device buffers by CUDA IPC, where supported)\n"
+	    "  --gpu-decrypt          stage ciphertext; the job decrypts on the GPU\n"
+	    "                         (libseclaunch_data.so; the file key enters the "
+	    "job)\n" SL_REGION_ID_HELP SL_REMOTE_HELP
 	    "  --window SIZE          stream staging: plaintext staged at most (default 1G;\n"
 	    "                         K, M, G); it must hold a dataset's largest shard\n"
 	    "  --env K=V              set K in the job's environment (repeatable)\n"
@@ -64,6 +69,14 @@ static void usage(FILE *f)
 	    "  --user USER[:GROUP]    run the job as USER (root only): it cannot read\n"
 	    "                         seclaunch's key files or its /proc files\n"
 	    "  --threads N            decryption threads (default: online CPUs)\n"
+	    "  --image-digest D       the container image (sha256:HEX): part of the job's\n"
+	    "                         identity (docs/claims.md)\n"
+	    "  --workload-pcr N       TPM PCR the job's identity is extended into\n"
+	    "                         (default 15)\n"
+	    "  --workload-log F       the register's workload event log (or\n"
+	    "                         $SECLAUNCH_WORKLOAD_LOG; default under /run/seclaunch)\n"
+	    "  --lease-grace S        after the lease's expiry without a renewal, before the\n"
+	    "                         job is stopped (default 2)\n" SL_OUT_HELP
 	    "  --audit-log F          audit log (or $SECLAUNCH_AUDIT_LOG; default\n"
 	    "                         $XDG_STATE_HOME/seclaunch/audit.log)\n"
 	    "  --audit-key F          Ed25519 checkpoint key for the audit log (or\n"
@@ -97,8 +110,13 @@ enum {
 	O_AUDIT_KEY,
 	O_USER,
 	O_KILL_GRACE,
+	O_IMAGE_DIGEST,
+	O_WORKLOAD_PCR,
+	O_WORKLOAD_LOG,
+	O_LEASE_GRACE,
 	O_CLEAN_ENV,
 	O_WINDOW,
+	O_GPU_DECRYPT,
 };
 
 /* run's own options, one line each (the shared ones are cli.c's). */
@@ -109,6 +127,7 @@ static const struct sl_cli_opt run_opts[] = {
     {"tee", required_argument, O_TEE, NULL},
     {"collateral", required_argument, O_COLLATERAL, NULL},
     {"stage", required_argument, O_STAGE, NULL},
+    {"gpu-decrypt", no_argument, O_GPU_DECRYPT, NULL},
     SL_REGION_ID_OPTS,
     {"env", required_argument, O_ENV, NULL},
     {"env-pass", required_argument, O_ENV_PASS, NULL},
@@ -117,10 +136,15 @@ static const struct sl_cli_opt run_opts[] = {
     {"audit-key", required_argument, O_AUDIT_KEY, NULL},
     {"user", required_argument, O_USER, NULL},
     {"kill-grace", required_argument, O_KILL_GRACE, NULL},
+    {"image-digest", required_argument, O_IMAGE_DIGEST, NULL},
+    {"workload-pcr", required_argument, O_WORKLOAD_PCR, NULL},
+    {"workload-log", required_argument, O_WORKLOAD_LOG, NULL},
+    {"lease-grace", required_argument, O_LEASE_GRACE, NULL},
     {"clean-env", no_argument, O_CLEAN_ENV, NULL},
     {"window", required_argument, O_WINDOW, NULL},
     SL_REMOTE_OPTS,
     {"verbose", no_argument, 'v', NULL},
+    SL_OUT_OPTS,
     {NULL, 0, 0, NULL},
 };
 
@@ -166,6 +190,9 @@ static int on_option(void *ctx, int key, char *arg)
 	int taken = sl_remote_option(&r->remote, key, arg);
 	if (taken != 0)
 		return taken > 0 ? 0 : sl_cli_usage("run", "%s", sl_err_detail());
+	int o = sl_out_option(&r->outcfg, key, arg);
+	if (o != 0)
+		return o > 0 ? 0 : sl_cli_usage("run", "%s", sl_err_detail());
 	if (sl_region_id_option(&rid, key, arg)) {
 		r->cloud_identity = rid.cloud_identity;
 		r->gcp_jwks = rid.gcp_jwks;
@@ -191,6 +218,9 @@ static int on_option(void *ctx, int key, char *arg)
 		break;
 	case O_STAGE:
 		rc = sl_stage_where_parse(arg, &r->where);
+		break;
+	case O_GPU_DECRYPT:
+		r->gpu_decrypt = true;
 		break;
 	case O_ENV:
 		rc = sl_job_env_set(r->env, arg);
@@ -226,6 +256,29 @@ static int on_option(void *ctx, int key, char *arg)
 		if (!parse_uint(arg, 86400u, &r->kill_grace_s))
 			return sl_cli_usage("run", "--kill-grace: '%s' is not 0..86400", arg);
 		r->kill_grace_set = true;
+		break;
+	case O_IMAGE_DIGEST:
+		if (strncmp(arg, "sha256:", 7) != 0 || strlen(arg) != 71 ||
+		    strspn(arg + 7, "0123456789abcdef") != 64)
+			return sl_cli_usage("run",
+			                    "--image-digest: '%s' is not sha256: and 64 "
+			                    "lower-case hex digits",
+			                    arg);
+		r->image_digest = arg;
+		break;
+	case O_WORKLOAD_PCR:
+		if (!parse_uint(arg, 15, &r->workload_pcr))
+			return sl_cli_usage("run",
+			                    "--workload-pcr: '%s' is not 0..15 (16 and 23 can be "
+			                    "reset by anyone, 17-22 belong to DRTM)",
+			                    arg);
+		break;
+	case O_WORKLOAD_LOG:
+		r->workload_log = arg;
+		break;
+	case O_LEASE_GRACE:
+		if (!parse_uint(arg, 3600, &r->lease_grace_s))
+			return sl_cli_usage("run", "--lease-grace: '%s' is not 0..3600", arg);
 		break;
 	case 'v':
 		r->verbose = true;
@@ -268,8 +321,10 @@ static int check(struct sl_run *r, const struct sl_cli_shared *sh, char **cmd)
 		return sl_cli_usage("run", "--policy, --policy-pubkey and --kms are required");
 	if (sl_region_id_check(&rid, "run") != 0)
 		return SL_CAT_USAGE;
-	if (r->ndatasets == 0)
+	if (r->ndatasets == 0 && r->outcfg.n == 0)
 		return sl_cli_usage("run", "no dataset given (DATA.sld...)");
+	if (sl_out_check(&r->outcfg) != SL_OK)
+		return sl_cli_usage("run", "%s", sl_err_detail());
 	if (r->ndatasets > SL_RUN_MAX_DATASETS)
 		return sl_cli_usage("run", "at most %d datasets", SL_RUN_MAX_DATASETS);
 	if (cmd == NULL || cmd[0] == NULL)
@@ -310,6 +365,8 @@ int cmd_run(int argc, char **argv)
 	sl_err rc;
 
 	memset(&r, 0, sizeof(r));
+	r.workload_pcr = SL_WORKLOAD_PCR_DEFAULT;
+	r.lease_grace_s = SL_RUN_LEASE_GRACE_DEFAULT;
 	rc = sl_job_env_new(&r.env);
 	if (rc != SL_OK)
 		return sl_cli_fail("run", rc);
@@ -321,6 +378,8 @@ int cmd_run(int argc, char **argv)
 	/* the TSS library's own log lines would bury the one line that names
 	 * the cause; its failures reach that line through our error detail */
 	setenv("TSS2_LOG", "all+NONE", 0);
+	/* while this process has one thread: the outputs' mount namespace */
+	sl_out_early(&r.outcfg);
 	code = sl_run_execute(&r);
 	sl_job_env_free(r.env);
 	return code;

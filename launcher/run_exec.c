@@ -193,6 +193,11 @@ static SL_RESULT open_dataset(struct sl_run_st *s, size_t i, const char *path)
 		SL_ENSURE(s->fd[i] >= 0, SL_E_IO, "%s: cannot open: %s", path, strerror(errno));
 		SL_GUARD(sl_sld_header_read_fd(s->fd[i], path, &s->hdr[i]));
 	}
+	/* GPU decryption takes SLD chunks one file at a time: single files only */
+	SL_ENSURE(s->man[i] == NULL || !s->o->gpu_decrypt, SL_E_USAGE,
+	          "%s: --gpu-decrypt takes SLD files; a sharded dataset is staged in host "
+	          "memory and uploaded by the job (--stage gpu)",
+	          path);
 	if (s->man[i] != NULL)
 		sl_sldm_root(s->man[i], d);
 	else
@@ -287,7 +292,8 @@ static SL_RESULT step_preflight(struct sl_run_st *s)
 	for (size_t i = 0; i < s->n; i++) {
 		const char *ds = ds_id(s, i);
 		const char *key = ds_key(s, i);
-		sl_policy_request req = {.dataset_id = ds, .key_id = key};
+		sl_policy_request req = {
+		    .dataset_id = ds, .key_id = key, .gpu_decrypt = s->o->gpu_decrypt};
 		sl_decision_free(d);
 		d = NULL;
 		SL_GUARD(sl_policy_evaluate(s->policy, s->claims, &req, &d));
@@ -353,6 +359,10 @@ static SL_RESULT step_release(struct sl_run_st *s)
 	sl_kms_key_req keys[SL_RUN_MAX_DATASETS];
 	json_t *job = NULL, *ds = json_array(), *roots = json_object();
 
+	if (s->n == 0) { /* outputs only: their keys come in sl_out_prepare */
+		json_decref(ds);
+		return SL_OK;
+	}
 	for (size_t i = 0; i < s->n; i++) {
 		keys[i].key_id = ds_key(s, i);
 		keys[i].dataset_id = ds_id(s, i);
@@ -398,7 +408,9 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 	sl_err rc = SL_E_INTERNAL;
 	for (size_t i = 0; i < s->n; i++) {
 		CHECK_SIGNAL();
-		const sl_gpu_info *gpu = s->use_gpu ? &s->gpu : NULL;
+		/* gpu-ipc: seclaunch fills device buffers; gpu: the job's own context
+		 * uploads host-staged data; --gpu-decrypt: ciphertext, decrypted there */
+		bool ipc = s->use_gpu && s->o->where == SL_STAGE_GPU_IPC;
 		if (s->streamed[i]) {
 			rc = sl_stream_new(s->rem[i] != NULL ? NULL : s->o->datasets[i], s->rem[i],
 			                   s->man[i], s->dek[i],
@@ -425,11 +437,20 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 		}
 		if (s->man[i] != NULL)
 			rc = sl_stage_sldm(s->rem[i] != NULL ? NULL : s->o->datasets[i], s->rem[i],
-			                   s->man[i], s->dek[i], gpu, s->o->threads, false,
-			                   poll_sig, &s->stage[i]);
+			                   s->man[i], s->dek[i], ipc ? &s->gpu : NULL,
+			                   s->o->threads, false, poll_sig, &s->stage[i]);
+		else if (s->o->gpu_decrypt)
+			rc = sl_stage_sld_gpu_decrypt(s->fd[i], s->o->datasets[i], s->dek[i],
+			                              &s->gpu, false, poll_sig, &s->stage[i]);
 		else
-			rc = sl_stage_sld(s->fd[i], s->o->datasets[i], s->dek[i], gpu,
-			                  s->o->threads, false, poll_sig, &s->stage[i]);
+			rc = sl_stage_sld(s->fd[i], s->o->datasets[i], s->dek[i],
+			                  ipc ? &s->gpu : NULL, s->o->threads, false, poll_sig,
+			                  &s->stage[i]);
+		if (rc == SL_OK && s->use_gpu && !ipc && !s->o->gpu_decrypt &&
+		    (rc = sl_stage_gpu_handoff(s->stage[i], &s->gpu)) != SL_OK) {
+			sl_stage_free(s->stage[i]);
+			s->stage[i] = NULL;
+		}
 		/* the DEK is not needed once its data is staged (or failed to be) */
 		sl_secret_free(s->dek[i]);
 		s->dek[i] = NULL;
@@ -444,9 +465,13 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 		SL_GUARD(record(
 		    s, SL_AUDIT_EV_RUN_STAGE, ds, ds_key(s, i), NULL, NULL,
 		    json_pack(
-		        "{s:s, s:I, s:s, s:I}", "method", sl_stage_method(s->stage[i]), "size",
+		        "{s:s, s:I, s:s, s:I, s:s}", "method", sl_stage_method(s->stage[i]), "size",
 		        (json_int_t)sl_stage_size(s->stage[i]), "root", s->root[i], "shards",
-		        (json_int_t)(s->man[i] != NULL ? sl_sldm_shard_count(s->man[i]) : 0))));
+		        (json_int_t)(s->man[i] != NULL ? sl_sldm_shard_count(s->man[i]) : 0), "gpu",
+		        s->o->gpu_decrypt ? "decrypt (file key to the job)"
+		        : !s->use_gpu     ? "none"
+		        : ipc             ? "ipc"
+		                          : "upload by the job")));
 		sl_run_say("staged %s: %llu bytes (%s)", ds,
 		           (unsigned long long)sl_stage_size(s->stage[i]),
 		           sl_stage_method(s->stage[i]));
@@ -635,6 +660,8 @@ static void job_started(pid_t pid, void *ctx)
 	                   json_pack("{s:i, s:s}", "pid", (int)pid, "command", s->o->cmd[0]));
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
+	sl_run_lease_start(s);
+	sl_out_job_started(s, pid);
 }
 
 static SL_RESULT step_job(struct sl_run_st *s, int *exit_code)
@@ -672,8 +699,10 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code)
 	SL_GUARD(sl_job_env_build(s->o->env, environ, text, &envp));
 	CHECK_SIGNAL();
 	const char *nocg = getenv("SECLAUNCH_NO_CGROUP");
-	sl_job_spec sp = {.argv = s->o->cmd,
+	sl_job_spec sp = {.argv = s->wl.exec_argv != NULL ? s->wl.exec_argv : s->o->cmd,
 	                  .path = s->exe,
+	                  .exec_fd = s->wl.exe_fd >= 0 ? &s->wl.exe_fd : NULL,
+	                  .stop_fd = sl_run_lease_stop_fd(s),
 	                  .envp = envp,
 	                  .fds = fds,
 	                  .nfds = nfds,
@@ -686,7 +715,10 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code)
 	                  .started = job_started,
 	                  .ctx = s};
 	sl_run_say("starting the job: %s", s->o->cmd[0]);
-	SL_GUARD(sl_job_run(&sp, &res));
+	rc = sl_job_run(&sp, &res);
+	sl_run_lease_stop(s);
+	SL_GUARD(rc);
+	sl_out_job_exited(s, &res);
 	*exit_code = res.exit_code;
 	SL_GUARD(
 	    record(s, SL_AUDIT_EV_RUN_JOB_EXIT, NULL, NULL, NULL, NULL,
@@ -701,6 +733,8 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code)
 		           res.leftover, res.leftover == 1 ? "" : "es", res.containment);
 	if (res.timed_out)
 		sl_run_say("the job ran past --timeout %u s and was stopped", s->o->timeout_s);
+	if (res.stopped)
+		(void)sl_run_lease_end(s, exit_code);
 	rc = SL_OK;
 out:
 	json_decref(e);
@@ -779,19 +813,22 @@ static void cleanup(struct sl_run_st *s)
 	sl_claims_free(s->claims);
 	sl_kms_free(s->kms);
 	sl_policy_free(s->policy);
+	sl_run_lease_free(s);
+	sl_wl_free(&s->wl);
 }
 
 int sl_run_execute(struct sl_run *o)
 {
 	struct sl_run_st s;
 	sl_err rc;
-	int job_code = -1;
+	int job_code = -1, run_code;
 	char detail[1024];
 
 	memset(&s, 0, sizeof(s));
 	s.o = o;
 	for (size_t i = 0; i < SL_RUN_MAX_DATASETS; i++)
 		s.fd[i] = -1;
+	sl_wl_init(&s.wl);
 	rc = sl_supervise_init();
 	if (rc != SL_OK)
 		return sl_cli_fail("run", rc);
@@ -810,13 +847,16 @@ int sl_run_execute(struct sl_run *o)
 	STEP("datasets", step_datasets(&s));
 	STEP("policy", step_policy(&s));
 	STEP("gpu", sl_run_step_gpu(&s));
+	STEP("workload", sl_run_step_workload(&s));
 	STEP("challenge", sl_run_step_challenge(&s));
 	STEP("evidence", sl_run_step_evidence(&s));
 	STEP("identity", sl_run_step_identity(&s));
 	STEP("claims", sl_run_step_claims(&s));
 	STEP("preflight", step_preflight(&s));
+	STEP("outputs", sl_out_preflight(&s));
 	STEP("release", step_release(&s));
 	STEP("stage", step_stage(&s));
+	STEP("output keys", sl_out_prepare(&s));
 	s.step = "job";
 	rc = step_job(&s, &job_code);
 	if (rc != SL_OK)
@@ -837,6 +877,8 @@ int sl_run_execute(struct sl_run *o)
 				job_code = sl_err_exit_code(se);
 		}
 	}
+	/* outputs sealed and uploaded (or not): the run's status */
+	run_code = sl_out_finish(&s, job_code);
 	rc = wipe_all(&s, "job exit");
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
@@ -846,7 +888,7 @@ int sl_run_execute(struct sl_run *o)
 		fprintf(stderr, "seclaunch run: warning: closing the audit log: %s\n",
 		        sl_err_detail());
 	cleanup(&s);
-	return job_code;
+	return run_code;
 
 failed:
 	snprintf(detail, sizeof(detail), "%s",
@@ -860,6 +902,7 @@ failed:
 		sl_err a = record(&s, SL_AUDIT_EV_RUN_ERROR, NULL, NULL, SL_AUDIT_ERROR, NULL,
 		                  json_pack("{s:s, s:s, s:s, s:i}", "step", s.step, "error",
 		                            sl_err_name(rc), "message", detail, "exit_code", code));
+		sl_out_abort(&s);
 		sl_err w = wipe_all(&s, g_sig != 0 ? "signal" : "error");
 		/* a refusal whose reasons are printed already is not printed again
 		 * (under --json the one error object is still due) */
