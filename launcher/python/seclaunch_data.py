@@ -19,7 +19,9 @@ multiprocessing spawn, DataLoader workers, torchrun ranks), from a descriptor
 the data service hands over (SECLAUNCH_DATA_SOCKET). Map the descriptor, not
 the path: a memfd_secret file cannot be reopened through /proc/self/fd.
 A sharded dataset's files: files(), open() (a zero-copy file object),
-load_npy(), TorchFiles / TorchIterableFiles for torch.utils.data. Standard
+load_npy(), TorchFiles / TorchIterableFiles for torch.utils.data. A dataset
+of many files has no file list in SECLAUNCH_DATA ("files_from": "service"):
+the list is paged from the data service once per process. Standard
 library only; numpy, cupy and torch are used when installed. See
 docs/job-interface.md.
 
