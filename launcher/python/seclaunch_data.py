@@ -174,10 +174,17 @@ class Dataset:
         return mv[off:off + size]
 
     def read(self, path):
-        """A copy of one file's bytes; a streamed shard is given back at once."""
+        """A copy of one file's bytes; a streamed shard is given back at once,
+        unless this process held it already (iter_files, view): giving that
+        back would zero the pages under the views it handed out."""
+        if self.kind != "stream":
+            return bytes(self.view(path))
+        shards = [sh["index"] for sh in self._shards_of(path)[1]]
+        held = {i for i in shards if i in self._held}
         b = bytes(self.view(path))
-        if self.kind == "stream":
-            self.release_file(path)
+        for i in shards:
+            if i not in held:
+                self.release_shard(i)
         return b
 
     # ---- stream staging ---------------------------------------------------
