@@ -105,13 +105,20 @@ TEST_CFLAGS = -Itests/testlib $(CMOCKA_CFLAGS)
 
 PROGS := $(BIN)/seclaunch $(if $(wildcard kms/main.c),$(BIN)/seclaunchd)
 
+# The Slurm SPANK plugin (launcher/slurm/), built where Slurm's headers are
+# (libslurm-dev); installed in Slurm's plugin folder.
+SPANK_H      ?= /usr/include/slurm/spank.h
+SPANK_SO     := $(if $(wildcard $(SPANK_H)),$(BUILD)/slurm/spank_seclaunch.so)
+MULTIARCH    := $(shell $(CC) -print-multiarch 2>/dev/null)
+SLURM_PLUGINDIR ?= $(PREFIX)/lib/$(MULTIARCH)/slurm-wlm
+
 .PHONY: print-flags print-libs print-pkgs print-test-pkgs all deps build build-tests check unit-build asan fuzz \
 	lint bench demo install uninstall clean stress
 .DELETE_ON_ERROR:
 
 # Plain `make` installs nothing: with the packages present it builds; without
 # them it stops with the one line above.
-all: $(PROGS)
+all: $(PROGS) $(SPANK_SO)
 
 # Entry targets (demo, check, bench, asan, fuzz, lint) run deps first and then
 # a second make, so that pkg-config is asked only after the packages are in
@@ -142,6 +149,11 @@ $(BIN)/seclaunch: $(BUILD)/launcher/main.o $(LIB)
 $(BIN)/seclaunchd: $(BUILD)/kms/main.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/slurm/spank_seclaunch.so: launcher/slurm/spank_seclaunch.c
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -fPIE,$(ALL_CFLAGS)) -fPIC -shared -MMD -MP -o $@ $< \
+		$(filter-out -pie,$(ALL_LDFLAGS)) -ljansson
 
 # Unit tests: cmocka, the shared helpers of tests/testlib/ linked into each.
 $(TESTLIB): tests/testlib/testlib.c
@@ -242,6 +254,9 @@ install: all man completion
 	install -m 0644 $(BUILD)/man/seclaunchd.8 $(DESTDIR)$(MANDIR)/man8/
 	install -m 0644 $(COMPLETION) $(DESTDIR)$(BASHCOMPDIR)/seclaunch
 	ln -sf seclaunch $(DESTDIR)$(BASHCOMPDIR)/seclaunchd
+	$(if $(SPANK_SO),install -D -m 0644 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/spank_seclaunch.so)
+	$(if $(SPANK_SO),install -D -m 0644 docs/slurm/plugstack-seclaunch.conf \
+		$(DESTDIR)$(PREFIX)/share/doc/seclaunch/examples/plugstack.conf.d/seclaunch.conf)
 	@echo "install: the Python helper is in $(PYTHON_SITE) ($(PYTHON) -c 'import seclaunch_data')"
 
 uninstall:
@@ -250,6 +265,7 @@ uninstall:
 	rm -f $(DESTDIR)$(MANDIR)/man1/seclaunch.1 $(DESTDIR)$(MANDIR)/man5/seclaunchd.conf.5 \
 		$(DESTDIR)$(MANDIR)/man8/seclaunchd.8
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/seclaunch $(DESTDIR)$(BASHCOMPDIR)/seclaunchd
+	rm -f $(DESTDIR)$(SLURM_PLUGINDIR)/spank_seclaunch.so
 	rm -rf $(DESTDIR)$(PREFIX)/share/seclaunch
 
 # seclaunch_VERSION_amd64.deb in $(DEB_OUT), built by debhelper from debian/
@@ -261,7 +277,7 @@ clean:
 	rm -rf build bin
 
 -include $(LIB_OBJS:.o=.d) $(BUILD)/launcher/main.d $(BUILD)/kms/main.d $(TESTLIB:.o=.d) \
-	$(UNIT_BINS:=.d)
+	$(UNIT_BINS:=.d) $(SPANK_SO:.so=.d)
 
 # For scripts: the compile flags and link libraries in force.
 print-flags:

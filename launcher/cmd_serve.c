@@ -42,7 +42,7 @@ static void usage(FILE *f)
 	    "                         as for `seclaunch run` (see its --help)\n" SL_REGION_ID_HELP
 	        SL_REMOTE_HELP "  -h, --help             this text\n\n"
 	    "Exit: 0 after a stop; before serving: 1 usage, 2 input, 3 attestation,\n"
-	    "4 policy denied, 5 KMS, 6 integrity, 7 system (docs/exit-codes.md).\n"
+	    "4 policy denied, 5 KMS, 6 integrity, 7 system; see docs/exit-codes.md.\n"
 	    "See docs/job-interface.md and docs/distributed.md.\n");
 }
 

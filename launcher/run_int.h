@@ -101,6 +101,9 @@ SL_MUST_USE sl_err sl_run_data_service(struct sl_run_st *s, json_t *data, const 
 /* serve: the data service until SIGTERM/SIGINT/SIGHUP or --until-pid's end
  * (run_serve.c); *why says which. */
 SL_MUST_USE sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why);
+/* serve: a failure before serving, as one JSON line on --ready-fd
+ * ({"error": {"code", "exit", "message"}}) for the caller that waits there. */
+void sl_run_serve_failed(struct sl_run_st *s, sl_err rc, int exit_code, const char *message);
 /* serve: who and where, for the audit records (run_serve.c). */
 json_t *sl_run_serve_context(void);
 

@@ -79,7 +79,7 @@ static SL_RESULT announce(struct sl_run_st *s, const char *line)
 {
 	sl_err rc = SL_E_SYSTEM;
 	int fd = -1;
-	const struct sl_run_serve *o = &s->o->serve;
+	struct sl_run_serve *o = &s->o->serve;
 
 	if (o->ready_file != NULL) {
 		fd =
@@ -95,9 +95,11 @@ static SL_RESULT announce(struct sl_run_st *s, const char *line)
 		fd = -1;
 	}
 	if (o->ready_fd >= 0) {
-		bool ok = write_all(o->ready_fd, line, strlen(line));
-		close(o->ready_fd);
-		SL_ENSURE(ok, SL_E_IO, "--ready-fd %d: %s", o->ready_fd, strerror(errno));
+		int rfd = o->ready_fd;
+		bool ok = write_all(rfd, line, strlen(line));
+		close(rfd);
+		o->ready_fd = -1;
+		SL_ENSURE(ok, SL_E_IO, "--ready-fd %d: %s", rfd, strerror(errno));
 	}
 	rc = SL_OK;
 out:
@@ -178,4 +180,23 @@ out:
 		free(text);
 	}
 	return rc;
+}
+
+void sl_run_serve_failed(struct sl_run_st *s, sl_err rc, int exit_code, const char *message)
+{
+	int fd = s->o->serve.ready_fd;
+	json_t *j;
+	char *text;
+	if (fd < 0)
+		return;
+	j = json_pack("{s:{s:s, s:i, s:s}}", "error", "code", sl_err_name(rc), "exit", exit_code,
+	              "message", message);
+	text = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	if (text != NULL) {
+		(void)(write_all(fd, text, strlen(text)) && write_all(fd, "\n", 1));
+		free(text);
+	}
+	json_decref(j);
+	close(fd);
+	s->o->serve.ready_fd = -1;
 }
