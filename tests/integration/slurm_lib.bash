@@ -92,7 +92,9 @@ EOF2
 	_PIDS+=("$SLURMD_PID")
 	for ((i = 0; i < 300; i++)); do
 		sinfo -h -N -o '%T' 2>/dev/null | grep -Eq '^(idle|mixed|allocated)' && return 0
-		kill -0 "$SLURMCTLD_PID" 2>/dev/null && kill -0 "$SLURMD_PID" 2>/dev/null || break
+		if ! kill -0 "$SLURMCTLD_PID" 2>/dev/null || ! kill -0 "$SLURMD_PID" 2>/dev/null; then
+			break
+		fi
 		sleep 0.1
 	done
 	echo "slurm did not come up:" >&2

@@ -83,7 +83,7 @@ EOF2
 SA=(--seclaunch-policy="$T/policy.json" --seclaunch-pubkey="$T/policy.pub"
 	--seclaunch-kms="$KMS_URL" --seclaunch-kms-ca="$KMS_CA" --seclaunch-data="$T/ds"
 	--seclaunch-stage=host --seclaunch-region=gcp:europe-west4)
-JOBENV=(--export=ALL,PYTHONPATH=$SL_ROOT/launcher/python,PYTHONDONTWRITEBYTECODE=1)
+JOBENV=("--export=ALL,PYTHONPATH=$SL_ROOT/launcher/python,PYTHONDONTWRITEBYTECODE=1")
 releases() { grep '"event":"kms.release"' "$KMS_STATE/audit.log" | grep -c '"decision":"allow"'; }
 attestations() { grep -c '"event":"kms.release"' "$KMS_STATE/audit.log"; }
 
@@ -127,7 +127,7 @@ EOF2
 w1=$(wipe_of "$jobid" "$stepid")
 assert "after the step: run.wipe for job $jobid step $stepid on $SLURM_NODE, all zeroed ($w1)" \
 	test "$w1" = "signal 15 True $SLURM_NODE"
-no_serve() { ! ps -eo args= | grep -q "^$SL serve"; }
+no_serve() { ! ps -eo args= | grep -q "^$SL serve"; } # a pattern on the whole command line: pgrep -f would match this shell
 assert "no seclaunch serve is left running" no_serve
 assert "the KMS's release record names the Slurm job" grep -q "\"slurm_job_id\":\"$jobid\"" "$KMS_STATE/audit.log"
 

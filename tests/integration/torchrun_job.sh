@@ -138,7 +138,7 @@ for x in r:
 print("params", "same" if r[0]["params"] == r[1]["params"] else "differ")
 print("socket", "set" if all(x["inherited_socket"] for x in r) else "unset")
 EOF2
-cat check.txt | sed 's/^/    /'
+sed "s/^/    /" check.txt
 assert "epoch 0: every sample seen exactly once across the ranks, with its bytes" grep -q "^epoch0 once" check.txt
 assert "epoch 0: each rank got a disjoint half (DistributedSampler)" grep -q "^epoch0 once split" check.txt
 assert "epoch 1 (reshuffled): every sample once again, split in halves" grep -q "^epoch1 once split" check.txt
