@@ -16,7 +16,7 @@ INSTALL_DEPS ?= scripts/install-deps
 # The pkg-config modules the build needs. p11-kit-1 gives only the PKCS#11
 # header (kms/pkcs11.c dlopens the token's module), so it adds no library.
 PKGS      := libsodium libcrypto tss2-esys tss2-mu tss2-rc tss2-tctildr libcurl jansson \
-	libmicrohttpd p11-kit-1
+	libmicrohttpd p11-kit-1 sqlite3 libpq
 PKGS_HDR  := p11-kit-1
 TEST_PKGS := cmocka
 
@@ -33,6 +33,8 @@ DEB.libcurl       := libcurl4-openssl-dev
 DEB.jansson       := libjansson-dev
 DEB.libmicrohttpd := libmicrohttpd-dev
 DEB.p11-kit-1     := libp11-kit-dev
+DEB.sqlite3       := libsqlite3-dev
+DEB.libpq         := libpq-dev
 DEB.cmocka        := libcmocka-dev
 
 # pkg-config runs when a flag is first needed, once, never while the Makefile
@@ -111,6 +113,20 @@ SPANK_H      ?= /usr/include/slurm/spank.h
 SPANK_SO     := $(if $(wildcard $(SPANK_H)),$(BUILD)/slurm/spank_seclaunch.so)
 MULTIARCH    := $(shell $(CC) -print-multiarch 2>/dev/null)
 SLURM_PLUGINDIR ?= $(PREFIX)/lib/$(MULTIARCH)/slurm-wlm
+# The job-side library (jobside/): loaded into the job's process, so built
+# as a plain hardened shared object whatever SAN says. The AES-256-GCM
+# kernel is built to PTX when nvcc exists (no GPU is needed for that);
+# without it, --gpu-decrypt says the kernel is missing.
+JOBSIDE_SO  := $(BUILD)/jobside/libseclaunch_data.so
+JOBSIDE_PTX := $(BUILD)/jobside/gcm_kernel.ptx
+NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+NVCC_ARCH ?= compute_75
+JOBSIDE_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -fvisibility=hidden \
+	-D_FORTIFY_SOURCE=3 -fstack-protector-strong -fstack-clash-protection -Ijobside \
+	$(shell $(PKG_CONFIG) --cflags jansson 2>/dev/null)
+JOBSIDE_LDFLAGS = -shared -Wl,-z,relro,-z,now,-z,noexecstack -Wl,-soname,libseclaunch_data.so
+# A CPU stand-in for libcuda.so.1, for tests only (tests/fakecuda/fakecuda.c).
+FAKECUDA := $(BUILD)/tests/fakecuda/libcuda.so.1
 
 .PHONY: print-flags print-libs print-pkgs print-test-pkgs all deps build build-tests check unit-build asan fuzz \
 	lint bench demo install uninstall clean stress
@@ -118,7 +134,7 @@ SLURM_PLUGINDIR ?= $(PREFIX)/lib/$(MULTIARCH)/slurm-wlm
 
 # Plain `make` installs nothing: with the packages present it builds; without
 # them it stops with the one line above.
-all: $(PROGS) $(SPANK_SO)
+all: $(PROGS) $(JOBSIDE_SO) $(if $(NVCC),$(JOBSIDE_PTX)) $(SPANK_SO)
 
 # Entry targets (demo, check, bench, asan, fuzz, lint) run deps first and then
 # a second make, so that pkg-config is asked only after the packages are in
@@ -150,10 +166,27 @@ $(BIN)/seclaunchd: $(BUILD)/kms/main.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
+# Loaded into slurmstepd: a plain hardened shared object whatever SAN says.
 $(BUILD)/slurm/spank_seclaunch.so: launcher/slurm/spank_seclaunch.c
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out -fPIE,$(ALL_CFLAGS)) -fPIC -shared -MMD -MP -o $@ $< \
-		$(filter-out -pie,$(ALL_LDFLAGS)) -ljansson
+	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -D_FORTIFY_SOURCE=3 \
+		-fstack-protector-strong -fstack-clash-protection -fcf-protection -MMD -MP -shared \
+		-Wl,-z,relro,-z,now,-z,noexecstack -o $@ $< -ljansson
+$(JOBSIDE_SO): jobside/seclaunch_data.c jobside/seclaunch_data.h crypto/gcm_arith.h
+	@mkdir -p $(dir $@)
+	$(CC) $(JOBSIDE_CFLAGS) $(JOBSIDE_LDFLAGS) -o $@ $< -ljansson -ldl
+
+# A toolkit that cannot compile (host compiler too new, say) does not fail
+# the build: --gpu-decrypt then says the kernel is missing.
+$(JOBSIDE_PTX): jobside/gcm_kernel.cu crypto/gcm_arith.h
+	@mkdir -p $(dir $@)
+	$(NVCC) --ptx -O3 -arch=$(NVCC_ARCH) -o $@ $< || { rm -f $@; \
+		echo "warning: $(NVCC) failed: no $@, so no GPU decryption (--gpu-decrypt)" >&2; }
+
+$(FAKECUDA): tests/fakecuda/fakecuda.c crypto/gcm_arith.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -fvisibility=hidden -shared \
+		-Wl,-soname,libcuda.so.1 -o $@ $< -lpthread
 
 # Unit tests: cmocka, the shared helpers of tests/testlib/ linked into each.
 $(TESTLIB): tests/testlib/testlib.c
@@ -165,7 +198,13 @@ $(BUILD)/tests/%_test: tests/unit/%_test.c $(TESTLIB) $(LIB)
 	$(CC) $(ALL_CFLAGS) $(TEST_CFLAGS) $(ALL_LDFLAGS) -MMD -MP -o $@ $< $(TESTLIB) $(LIB) \
 		$(CMOCKA_LIBS) $(LIBS)
 
-unit-build: $(UNIT_BINS)
+# scripts/gpu-check's and scripts/bench/70-gpu.sh's measuring tool (not a unit test).
+GPU_CHECK := $(BUILD)/tests/gpu_check
+$(GPU_CHECK): tests/gpu/gpu_check.c jobside/seclaunch_data.h crypto/gcm_arith.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -MMD -MP -o $@ $< $(LIB) $(LIBS)
+
+unit-build: $(UNIT_BINS) $(FAKECUDA) $(JOBSIDE_SO) $(GPU_CHECK)
 
 # Every test: unit tests (cmocka) then integration scripts against real
 # swtpm / SoftHSM2 / seclaunchd on loopback. Prints "N passed, N failed".
@@ -191,6 +230,7 @@ lint: deps
 	@scripts/lint
 
 bench: build
+	@+$(MAKE) --no-print-directory $(GPU_CHECK)
 	@scripts/run-bench
 
 demo: build
@@ -249,6 +289,10 @@ install: all man completion
 		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(BASHCOMPDIR)
 	install -m 0755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 launcher/python/seclaunch_data.py $(DESTDIR)$(PYTHON_SITE)/
+	install -d $(DESTDIR)$(PREFIX)/lib/seclaunch $(DESTDIR)$(PREFIX)/include
+	install -m 0644 $(JOBSIDE_SO) $(DESTDIR)$(PREFIX)/lib/seclaunch/
+	if [ -f $(JOBSIDE_PTX) ]; then install -m 0644 $(JOBSIDE_PTX) $(DESTDIR)$(PREFIX)/lib/seclaunch/; fi
+	install -m 0644 jobside/seclaunch_data.h $(DESTDIR)$(PREFIX)/include/
 	install -m 0644 $(BUILD)/man/seclaunch.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(BUILD)/man/seclaunchd.conf.5 $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 $(BUILD)/man/seclaunchd.8 $(DESTDIR)$(MANDIR)/man8/
@@ -262,6 +306,9 @@ install: all man completion
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/seclaunch $(DESTDIR)$(PREFIX)/bin/seclaunchd
 	rm -f $(DESTDIR)$(PYTHON_SITE)/seclaunch_data.py
+	rm -f $(DESTDIR)$(PREFIX)/lib/seclaunch/libseclaunch_data.so \
+		$(DESTDIR)$(PREFIX)/lib/seclaunch/gcm_kernel.ptx $(DESTDIR)$(PREFIX)/include/seclaunch_data.h
+	-rmdir $(DESTDIR)$(PREFIX)/lib/seclaunch 2>/dev/null
 	rm -f $(DESTDIR)$(MANDIR)/man1/seclaunch.1 $(DESTDIR)$(MANDIR)/man5/seclaunchd.conf.5 \
 		$(DESTDIR)$(MANDIR)/man8/seclaunchd.8
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/seclaunch $(DESTDIR)$(BASHCOMPDIR)/seclaunchd

@@ -4,6 +4,7 @@
 #include "kinds.h"
 #include "seclaunch/attest.h"
 #include "seclaunch/json.h"
+#include "seclaunch/workload.h"
 
 /* Order matters for --tee auto: hardware TEE reports first, the TPM last. */
 static const sl_evidence_kind *const kinds[] = {
@@ -45,5 +46,7 @@ sl_err sl_evidence_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *
 	const sl_evidence_kind *k = sl_evidence_kind_find(kind);
 	if (k == NULL)
 		return sl_err_set(SL_E_ATTEST_FORMAT, "evidence.kind: unknown kind '%.32s'", kind);
-	return k->verify(ev, o, claims);
+	sl_err rc = k->verify(ev, o, claims);
+	/* the workload log replays against the register the evidence quoted */
+	return rc == SL_OK ? sl_workload_verify(ev, claims) : rc;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "audit_int.h"
+#include "seclaunch/json.h"
 
 #define OCSF_VERSION "1.3.0"
 
@@ -44,6 +45,12 @@ static const event_map events[] = {
     {SL_AUDIT_EV_KEY_CREATE, "Key encryption key created", 3004, 1, "Create"},
     {SL_AUDIT_EV_KEY_WRAP, "Dataset key wrapped", 6003, 1, "Create"},
     {SL_AUDIT_EV_RELEASE, "Key release", 6003, 2, "Read"},
+    {"kms.key.rotate", "Key encryption key rotated", 3004, 3, "Update"},
+    {"kms.key.disable", "Key encryption key disabled", 3004, 3, "Update"},
+    {"kms.key.enable", "Key encryption key enabled", 3004, 3, "Update"},
+    {"kms.key.retire", "Key encryption key versions retired", 3004, 3, "Update"},
+    {"kms.key.rewrap", "Dataset key rewrapped", 3004, 3, "Update"},
+    {"kms.key.delete", "Key encryption key deleted", 3004, 4, "Delete"},
     {SL_AUDIT_EV_RUN_START, "Attested launch started", 6002, 3, "Start"},
     {SL_AUDIT_EV_RUN_RELEASE, "Keys received", 6003, 2, "Read"},
     {SL_AUDIT_EV_RUN_JOB_START, "Job started", 1007, 1, "Launch"},
@@ -52,6 +59,9 @@ static const event_map events[] = {
     {SL_AUDIT_EV_RUN_STAGE, "Data staged", 0, 99, "Other"},
     {SL_AUDIT_EV_RUN_WIPE, "Keys and data wiped", 0, 99, "Other"},
     {SL_AUDIT_EV_RUN_ERROR, "Launch failed", 0, 99, "Other"},
+    {SL_AUDIT_EV_OUTPUT, "Output key issued", 6003, 1, "Create"},
+    {SL_AUDIT_EV_RUN_OUTPUT, "Output sealed", 0, 99, "Other"},
+    {SL_AUDIT_EV_RUN_PREEMPTED, "Preemption handled", 0, 99, "Other"},
     {SL_AUDIT_EV_CHECKPOINT, "Audit log checkpoint", 0, 99, "Other"},
     {SL_AUDIT_EV_RECOVERED, "Audit log torn line recovered", 0, 99, "Other"},
     {"kms.", "KMS event", 6003, 99, "Other"},
@@ -196,6 +206,37 @@ static void write_cef(FILE *out, json_t *rec)
 		snprintf(key, sizeof(key), "cs%zu", i + 1);
 		cef_ext(out, key, v);
 	}
+	/* a seclaunchd release / enrollment record's subject (docs/audit.md) */
+	json_t *sub = json_object_get(json_object_get(rec, "details"), "subject");
+	if (json_is_object(sub)) {
+		char kinds[128] = "", region[160];
+		json_t *k = json_object_get(sub, "tee_kinds");
+		size_t kl = 0;
+		for (size_t i = 0; i < json_array_size(k); i++) {
+			const char *v = sl_json_strval(json_array_get(k, i));
+			int n =
+			    v ? snprintf(kinds + kl, sizeof(kinds) - kl, "%s%s", kl ? "," : "", v)
+			      : 0;
+			if (n > 0 && (size_t)n < sizeof(kinds) - kl)
+				kl += (size_t)n;
+			else
+				kinds[kl] = '\0';
+		}
+		cef_ext(out, "src", audit_str(sub, "client"));
+		cef_ext(out, "deviceExternalId", audit_str(sub, "ak_name"));
+		if (audit_str(sub, "region") != NULL) {
+			snprintf(region, sizeof(region), "%s (%s)", audit_str(sub, "region"),
+			         json_is_true(json_object_get(sub, "region_verified"))
+			             ? "verified"
+			             : "unverified");
+			cef_ext(out, "flexString1Label", "region");
+			cef_ext(out, "flexString1", region);
+		}
+		if (kinds[0]) {
+			cef_ext(out, "flexString2Label", "teeKinds");
+			cef_ext(out, "flexString2", kinds);
+		}
+	}
 	cef_ext(out, "msg", details);
 	fputc('\n', out);
 	free(reasons);
@@ -333,11 +374,31 @@ static SL_RESULT write_ocsf(FILE *out, json_t *rec)
 	                              "app_name", "seclaunch"));
 	json_object_set_new(
 	    o, "device", json_pack("{s:s, s:i}", "hostname", audit_str(rec, "host"), "type_id", 0));
+	/* a seclaunchd record's subject: the attested machine is the device
+	 * (its AK the uid, its verified region), the client the source endpoint */
+	json_t *sub = json_object_get(json_object_get(rec, "details"), "subject");
+	if (json_is_object(sub)) {
+		json_t *dev = json_object_get(o, "device");
+		if (audit_str(sub, "ak_name") != NULL)
+			json_object_set_new(dev, "uid", json_string(audit_str(sub, "ak_name")));
+		if (audit_str(sub, "region") != NULL)
+			json_object_set_new(dev, "region", json_string(audit_str(sub, "region")));
+		json_object_set_new(
+		    dev, "is_trusted",
+		    json_boolean(json_is_true(json_object_get(sub, "region_verified"))));
+		if (json_is_array(json_object_get(sub, "tee_kinds")))
+			json_object_set(dev, "tee_kinds", json_object_get(sub, "tee_kinds"));
+		if (audit_str(sub, "client") != NULL)
+			json_object_set_new(json_object_get(o, "actor"), "src_ip",
+			                    json_string(audit_str(sub, "client")));
+	}
 	json_object_set(o, "unmapped", rec);
 	if (m->ocsf_class == 6003) {
 		json_object_set_new(o, "api", json_pack("{s:s}", "operation", ev));
-		json_object_set_new(o, "src_endpoint",
-		                    json_pack("{s:s}", "hostname", audit_str(rec, "host")));
+		json_t *src = json_pack("{s:s}", "hostname", audit_str(rec, "host"));
+		if (json_is_object(sub) && audit_str(sub, "client") != NULL)
+			json_object_set_new(src, "ip", json_string(audit_str(sub, "client")));
+		json_object_set_new(o, "src_endpoint", src);
 	} else if (m->ocsf_class == 6002) {
 		json_object_set_new(
 		    o, "app", json_pack("{s:s, s:s}", "name", "seclaunch", "version", SL_VERSION));

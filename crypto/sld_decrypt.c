@@ -107,6 +107,11 @@ out:
 	return rc;
 }
 
+sl_err sl_sld_export_file_key(const sl_sld_reader *r, sl_secret **out)
+{
+	return sl_secret_from(sl_secret_data(r->file_key), sl_secret_len(r->file_key), out);
+}
+
 void sl_sld_close(sl_sld_reader *r)
 {
 	if (r == NULL)

@@ -22,6 +22,7 @@ void kmsd_config_defaults(kmsd_config *c)
 	c->max_challenges = 65536;
 	c->challenge_ttl_s = 60;
 	c->refusal_rate_per_min = 60;
+	c->enroll_rate_per_min = 30;
 	c->audit_aggregate_s = 60;
 	c->backend = KMSD_KEK_LOCAL;
 }
@@ -39,6 +40,8 @@ void kmsd_config_free(kmsd_config *c)
 		free(*strs[i]);
 		*strs[i] = NULL;
 	}
+	free(c->store);
+	c->store = NULL;
 }
 
 struct strkey {
@@ -55,6 +58,7 @@ static const struct strkey str_keys[] = {
     S("tls_cert", tls_cert),
     S("tls_key", tls_key),
     S("admin_token_file", admin_token_file),
+    S("store", store),
     S("registry", registry_file),
     S("registry_key_file", registry_key_file),
     S("audit_log", audit_log),
@@ -130,6 +134,9 @@ static SL_RESULT apply(kmsd_config *c, const char *path, const char *k, json_t *
 	} else if (strcmp(k, "refusal_rate_per_min") == 0) {
 		SL_GUARD(set_uint(path, k, v, 0, 1000000, &u));
 		c->refusal_rate_per_min = (unsigned)u;
+	} else if (strcmp(k, "enroll_rate_per_min") == 0) {
+		SL_GUARD(set_uint(path, k, v, 0, 1000000, &u));
+		c->enroll_rate_per_min = (unsigned)u;
 	} else if (strcmp(k, "audit_aggregate_s") == 0) {
 		SL_GUARD(set_uint(path, k, v, 0, 3600, &u));
 		c->audit_aggregate_s = (unsigned)u;
@@ -243,6 +250,7 @@ sl_err kmsd_config_dev(kmsd_config *c)
 	}
 	SL_GUARD(dev_path(c, &c->url_file, "url"));
 	SL_GUARD(dev_path(c, &c->admin_token_file, "admin.token"));
+	SL_GUARD(dev_path(c, &c->store, "state.db"));
 	SL_GUARD(dev_path(c, &c->registry_file, "registry.json"));
 	SL_GUARD(dev_path(c, &c->registry_key_file, "registry.key"));
 	SL_GUARD(dev_path(c, &c->audit_log, "audit.log"));
@@ -286,18 +294,17 @@ sl_err kmsd_config_check(const kmsd_config *c)
 		const char *name;
 		const char *v;
 	} need[] = {
-	    {"listen", c->listen},          {"tls_cert", c->tls_cert},
-	    {"tls_key", c->tls_key},        {"admin_token_file", c->admin_token_file},
-	    {"registry", c->registry_file}, {"registry_key_file", c->registry_key_file},
+	    {"listen", c->listen},       {"tls_cert", c->tls_cert},
+	    {"tls_key", c->tls_key},     {"admin_token_file", c->admin_token_file},
+	    {"store", c->store},         {"registry_key_file", c->registry_key_file},
 	    {"audit_log", c->audit_log},
 	};
 	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
 		SL_ENSURE(need[i].v != NULL, SL_E_INPUT, "config: \"%s\" is required",
 		          need[i].name);
 	if (c->backend == KMSD_KEK_LOCAL) {
-		SL_ENSURE(
-		    c->keystore_file != NULL && c->master_key_file != NULL, SL_E_INPUT,
-		    "config: kek_backend \"local\" needs \"keystore\" and \"master_key_file\"");
+		SL_ENSURE(c->master_key_file != NULL, SL_E_INPUT,
+		          "config: kek_backend \"local\" needs \"master_key_file\"");
 	} else {
 		SL_ENSURE(c->p11_module != NULL && c->p11_token_label != NULL &&
 		              c->p11_pin_file != NULL,

@@ -2,11 +2,25 @@
  * POST /v1/keys/{id}/wrap wraps a DEK for a dataset. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "kmsd.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/json.h"
 #include "seclaunch/policy.h"
+#include "store.h"
+
+void kmsd_store_failed(kmsd_ctx *ctx, kmsd_response *res, const char *what)
+{
+	char d[600];
+	(void)ctx;
+	snprintf(d, sizeof(d),
+	         "%s: the state store is unavailable, so no decision was made; retry later (%s)",
+	         what, sl_err_detail());
+	fprintf(stderr, "seclaunchd: %s\n", d);
+	kmsd_problem(res, 503, "store-unavailable", "State Store Unavailable", d, NULL);
+	res->retry_after = 2;
+}
 
 /* Records a refusal (why: one string) before it is answered; 503 instead of
  * the answer when it cannot be recorded. */
@@ -46,6 +60,10 @@ void kmsd_handle_key_create(kmsd_ctx *ctx, const kmsd_request *req, kmsd_respons
 	if (rc == SL_E_EXISTS) {
 		kmsd_problem(res, 409, "key-exists", "Conflict", sl_err_detail(), NULL);
 		refused(ctx, res, SL_AUDIT_EV_KEY_CREATE, id, NULL, "key id exists");
+		return;
+	}
+	if (rc == SL_E_SYSTEM) {
+		kmsd_store_failed(ctx, res, "key create");
 		return;
 	}
 	if (rc != SL_OK) {
@@ -101,12 +119,29 @@ void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id
 		kmsd_problem(res, 404, "unknown-key", "Not Found", sl_err_detail(), NULL);
 		goto out;
 	}
+	if (rc == SL_E_SYSTEM) {
+		kmsd_store_failed(ctx, res, "wrap");
+		goto out;
+	}
+	if (rc == SL_E_KMS_REFUSED) {
+		char why[300];
+		snprintf(why, sizeof(why), "%s", sl_err_detail());
+		kmsd_problem(res, 409, "key-disabled", "Conflict", why, NULL);
+		refused(ctx, res, SL_AUDIT_EV_KEY_WRAP, key_id, dataset, why);
+		goto out;
+	}
 	if (rc != SL_OK || sl_b64_encode(wrapped, sizeof(wrapped), &w64) != SL_OK) {
 		kmsd_problem(res, 500, "backend", "KEK backend error", sl_err_detail(), NULL);
 		goto out;
 	}
+	/* the dataset references this version now (delete and retire ask) */
+	if (kmsd_store_ref_note(ctx->store, key_id, wrapped[0], dataset, (int64_t)time(NULL)) !=
+	    SL_OK) {
+		kmsd_store_failed(ctx, res, "wrap");
+		goto out;
+	}
 	if (!kmsd_audit(ctx, SL_AUDIT_EV_KEY_WRAP, key_id, dataset, SL_AUDIT_ALLOW, NULL, NULL,
-	                NULL)) {
+	                json_pack("{s:i}", "version", wrapped[0]))) {
 		kmsd_audit_failed(ctx, res, "wrap");
 		goto out;
 	}

@@ -9,108 +9,74 @@
  *     lives in that TPM: the AK's name goes into the registry.
  * Sessions are single-use and bounded in number. */
 #include <pthread.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kmsd.h"
 #include "seclaunch/audit.h"
+#include "seclaunch/json.h"
 #include "seclaunch/tpm2.h"
+#include "store.h"
 
-#define ENROLL_TTL_NS (60ull * 1000000000ull)
+#define ENROLL_TTL_S 60
 #define CRED_LEN 32
+#define MAX_PENDING 4096
 
 struct pending {
-	bool used;
 	uint8_t session[16];
 	uint8_t ak_name[SL_TPM2_NAME_MAX];
 	size_t ak_name_len;
 	uint8_t ek_digest[32];
-	uint64_t expires_ns;
 	sl_secret *cred;
 };
 
-struct kmsd_enroll_table {
-	pthread_mutex_t mu;
-	struct pending *p;
-	size_t cap;
-};
-
-sl_err kmsd_enroll_table_new(size_t cap, kmsd_enroll_table **out)
+/* Pending sessions live in the state store, so /v1/enroll on one replica
+ * and /v1/enroll/activate on another complete. The store keeps only the
+ * SHA-256 of the credential: reading the database does not let anyone
+ * answer the challenge for an AK outside the TPM. */
+static SL_RESULT table_put(kmsd_ctx *ctx, const struct pending *in, bool *full)
 {
-	kmsd_enroll_table *t = calloc(1, sizeof(*t));
-	if (t == NULL || (t->p = calloc(cap, sizeof(*t->p))) == NULL) {
-		free(t);
-		return sl_err_set(SL_E_NOMEM, "enrollment table");
+	kmsd_pending_row row = {.expires = (int64_t)time(NULL) + ENROLL_TTL_S};
+	size_t live = 0;
+	sl_err rc = kmsd_store_pending_purge(ctx->store, (int64_t)time(NULL), &live);
+	*full = false;
+	if (rc != SL_OK)
+		return rc;
+	if (live >= MAX_PENDING) {
+		*full = true;
+		return SL_OK;
 	}
-	pthread_mutex_init(&t->mu, NULL);
-	t->cap = cap;
-	*out = t;
-	return SL_OK;
+	memcpy(row.ak_name, in->ak_name, in->ak_name_len);
+	row.ak_name_len = in->ak_name_len;
+	memcpy(row.ek_sha256, in->ek_digest, 32);
+	sl_sha256(sl_secret_data(in->cred), CRED_LEN, row.cred_sha256);
+	return kmsd_store_pending_put(ctx->store, in->session, &row);
 }
 
-void kmsd_enroll_table_free(kmsd_enroll_table *t)
+/* Removes and returns the session (single use, on whichever replica). */
+static SL_RESULT table_take(kmsd_ctx *ctx, const uint8_t session[16], kmsd_pending_row *row,
+                            bool *ok)
 {
-	if (t == NULL)
-		return;
-	for (size_t i = 0; i < t->cap; i++)
-		sl_secret_free(t->p[i].cred);
-	free(t->p);
-	pthread_mutex_destroy(&t->mu);
-	free(t);
-}
-
-static bool table_put(kmsd_enroll_table *t, struct pending *in)
-{
-	uint64_t now = sl_now_ns();
-	bool ok = false;
-	pthread_mutex_lock(&t->mu);
-	for (size_t i = 0; i < t->cap; i++) {
-		struct pending *e = &t->p[i];
-		if (e->used && e->expires_ns > now)
-			continue;
-		sl_secret_free(e->cred);
-		*e = *in;
-		e->used = true;
-		in->cred = NULL;
-		ok = true;
-		break;
-	}
-	pthread_mutex_unlock(&t->mu);
-	return ok;
-}
-
-/* Removes and returns the session (single use). */
-static bool table_take(kmsd_enroll_table *t, const uint8_t session[16], struct pending *out)
-{
-	uint64_t now = sl_now_ns();
-	bool ok = false;
-	pthread_mutex_lock(&t->mu);
-	for (size_t i = 0; i < t->cap; i++) {
-		struct pending *e = &t->p[i];
-		if (!e->used || !sl_ct_eq(e->session, session, 16))
-			continue;
-		e->used = false;
-		if (e->expires_ns > now) {
-			*out = *e;
-			e->cred = NULL;
-			ok = true;
-		}
-		break;
-	}
-	pthread_mutex_unlock(&t->mu);
-	return ok;
+	bool found = false;
+	sl_err rc = kmsd_store_pending_take(ctx->store, session, row, &found);
+	*ok = rc == SL_OK && found && row->expires > (int64_t)time(NULL);
+	return rc;
 }
 
 /* A refused enrollment is recorded before it is answered, like every
  * decision; 503 when it cannot be. */
-static void refuse(kmsd_ctx *ctx, kmsd_response *res, const char *step, const char *why_text)
+static void refuse(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res, const char *step,
+                   const char *why_text)
 {
 	char detail[512]; /* why_text may be sl_err_detail(), which the audit write reuses */
 	snprintf(detail, sizeof(detail), "%s", why_text);
 	json_t *why = json_pack("[s]", detail);
 	bool ok = kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, SL_AUDIT_DENY, why, NULL,
-	                     json_pack("{s:s}", "step", step));
+	                     json_pack("{s:s, s:{s:[s], s:s?}}", "step", step, "subject",
+	                               "tee_kinds", "tpm2", "client", req->source));
 	json_decref(why);
 	if (!ok)
 		kmsd_audit_failed(ctx, res, "enrollment refusal");
@@ -122,28 +88,66 @@ void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 {
 	kmsd_enroll_req er;
 	struct pending p = {0};
+	const char *vouched = NULL;
+	unsigned retry = 0;
 	uint8_t *blob = NULL, *secret = NULL;
 	size_t blob_len = 0, secret_len = 0;
 	char *s64 = NULL, *b64 = NULL, *e64 = NULL, hex[2 * SL_TPM2_NAME_MAX + 1];
+	/* per source, before anything is parsed or verified */
+	if (ctx->enroll_limit != NULL) {
+		if (!kmsd_refusals_admit(ctx->enroll_limit, req->source, &retry)) {
+			char d[200];
+			snprintf(d, sizeof(d),
+			         "too many enrollments from %s (limit %u a minute); retry in %u s",
+			         req->source ? req->source : "this address",
+			         ctx->cfg->enroll_rate_per_min, retry);
+			kmsd_problem(res, 429, "rate-limited", "Too Many Requests", d, NULL);
+			res->retry_after = retry;
+			return;
+		}
+		kmsd_refusals_charge(ctx->enroll_limit, req->source);
+	}
 	if (kmsd_parse_enroll(req->body, req->len, &er) != SL_OK) {
 		kmsd_bad_request(res);
 		return;
 	}
 	if (sl_tpm2_ak_check(er.ak_pub, er.ak_pub_len) != SL_OK ||
 	    sl_tpm2_public_name(er.ak_pub, er.ak_pub_len, p.ak_name, &p.ak_name_len) != SL_OK) {
-		refuse(ctx, res, "challenge", sl_err_detail());
+		refuse(ctx, req, res, "challenge", sl_err_detail());
 		goto out;
 	}
+	/* what vouches for the TPM: its EK certificate (chaining to the
+	 * manufacturer CA directory), or a single-use token an admin issued */
 	if (er.ek_cert != NULL && ctx->cfg->ek_ca_dir != NULL) {
 		if (sl_tpm2_ek_cert_verify(er.ek_cert, er.ek_cert_len, ctx->cfg->ek_ca_dir, 0,
 		                           er.ek_pub, er.ek_pub_len) != SL_OK) {
-			refuse(ctx, res, "challenge", sl_err_detail());
+			refuse(ctx, req, res, "challenge", sl_err_detail());
 			goto out;
 		}
+		vouched = "ek_cert";
+	} else if (er.has_token) {
+		uint8_t th[32];
+		bool used = false;
+		sl_sha256((const uint8_t *)er.enroll_token, strlen(er.enroll_token), th);
+		if (kmsd_store_etoken_use(ctx->store, th, (int64_t)time(NULL), &used) != SL_OK) {
+			kmsd_store_failed(ctx, res, "enrollment");
+			goto out;
+		}
+		if (!used) {
+			refuse(ctx, req, res, "challenge",
+			       "enroll_token: unknown, already used or expired (tokens are "
+			       "single-use; "
+			       "ask an admin for a new one)");
+			goto out;
+		}
+		vouched = "enroll_token";
 	} else if (!ctx->cfg->accept_ek_without_cert) {
-		refuse(ctx, res, "challenge",
-		       "ek_cert: an EK certificate that chains to the EK CA is required");
+		refuse(ctx, req, res, "challenge",
+		       "ek_cert: an EK certificate that chains to the EK CA is required (or an "
+		       "enroll_token issued by an admin)");
 		goto out;
+	} else {
+		vouched = "none (accept_ek_without_cert)";
 	}
 	if (sl_secret_random(CRED_LEN, &p.cred) != SL_OK ||
 	    sl_tpm2_make_credential(er.ek_pub, er.ek_pub_len, p.ak_name, p.ak_name_len,
@@ -154,22 +158,28 @@ void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 	}
 	sl_sha256(er.ek_pub, er.ek_pub_len, p.ek_digest);
 	sl_random(p.session, sizeof(p.session));
-	p.expires_ns = sl_now_ns() + ENROLL_TTL_NS;
 	if (sl_b64_encode(p.session, sizeof(p.session), &s64) != SL_OK ||
 	    sl_b64_encode(blob, blob_len, &b64) != SL_OK ||
 	    sl_b64_encode(secret, secret_len, &e64) != SL_OK) {
 		kmsd_problem(res, 500, "internal", "Internal Server Error", sl_err_detail(), NULL);
 		goto out;
 	}
-	if (!table_put(ctx->enroll, &p)) {
+	bool full = false;
+	if (table_put(ctx, &p, &full) != SL_OK) {
+		kmsd_store_failed(ctx, res, "enrollment");
+		goto out;
+	}
+	if (full) {
 		kmsd_problem(res, 429, "busy", "Too Many Requests",
 		             "too many enrollments in progress", NULL);
 		goto out;
 	}
 	sl_hex_encode(p.ak_name, p.ak_name_len, hex);
 	if (!kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, NULL, NULL, NULL,
-	                json_pack("{s:s, s:s, s:b}", "step", "challenge", "ak_name", hex, "ek_cert",
-	                          er.ek_cert != NULL))) {
+	                json_pack("{s:s, s:s, s:b, s:s, s:{s:s, s:[s], s:s?}}", "step", "challenge",
+	                          "ak_name", hex, "ek_cert", er.ek_cert != NULL, "vouched_by",
+	                          vouched, "subject", "ak_name", hex, "tee_kinds", "tpm2", "client",
+	                          req->source))) {
 		/* the session stays unknown to the client and expires */
 		kmsd_audit_failed(ctx, res, "enrollment");
 		goto out;
@@ -190,26 +200,35 @@ out:
 void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
 	kmsd_activate_req ar;
-	struct pending p = {0};
+	kmsd_pending_row p = {0};
+	uint8_t got[32] = {0};
+	bool ok = false;
 	char hex[2 * SL_TPM2_NAME_MAX + 1];
 	if (kmsd_parse_activate(req->body, req->len, &ar) != SL_OK) {
 		kmsd_bad_request(res);
 		return;
 	}
-	if (!table_take(ctx->enroll, ar.session, &p)) {
-		refuse(ctx, res, "activate",
+	if (table_take(ctx, ar.session, &p, &ok) != SL_OK) {
+		kmsd_store_failed(ctx, res, "enrollment");
+		goto out;
+	}
+	if (!ok) {
+		refuse(ctx, req, res, "activate",
 		       "session: unknown, already answered, or expired; start again with "
 		       "/v1/enroll");
 		goto out;
 	}
 	sl_hex_encode(p.ak_name, p.ak_name_len, hex);
-	if (sl_secret_len(ar.secret) != CRED_LEN ||
-	    !sl_ct_eq(sl_secret_data(ar.secret), sl_secret_data(p.cred), CRED_LEN)) {
+	if (sl_secret_len(ar.secret) == CRED_LEN)
+		sl_sha256(sl_secret_data(ar.secret), CRED_LEN, got);
+	if (sl_secret_len(ar.secret) != CRED_LEN || !sl_ct_eq(got, p.cred_sha256, 32)) {
 		json_t *why = json_pack("[s]", "activated credential does not match");
-		bool ok = kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, SL_AUDIT_DENY, why, NULL,
-		                     json_pack("{s:s, s:s}", "step", "activate", "ak_name", hex));
+		bool rec = kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, SL_AUDIT_DENY, why, NULL,
+		                      json_pack("{s:s, s:s, s:{s:s, s:[s], s:s?}}", "step",
+		                                "activate", "ak_name", hex, "subject", "ak_name",
+		                                hex, "tee_kinds", "tpm2", "client", req->source));
 		json_decref(why);
-		if (!ok) {
+		if (!rec) {
 			kmsd_audit_failed(ctx, res, "enrollment refusal");
 			goto out;
 		}
@@ -220,18 +239,77 @@ void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response 
 		    NULL);
 		goto out;
 	}
-	if (kmsd_registry_add(ctx->registry, p.ak_name, p.ak_name_len, p.ek_digest) != SL_OK) {
-		kmsd_problem(res, 500, "internal", "Internal Server Error", sl_err_detail(), NULL);
+	if (kmsd_registry_add(ctx->registry, p.ak_name, p.ak_name_len, p.ek_sha256) != SL_OK) {
+		kmsd_store_failed(ctx, res, "enrollment");
 		goto out;
 	}
 	if (!kmsd_audit(ctx, SL_AUDIT_EV_ENROLL, NULL, NULL, SL_AUDIT_ALLOW, NULL, NULL,
-	                json_pack("{s:s, s:s}", "step", "activate", "ak_name", hex))) {
+	                json_pack("{s:s, s:s, s:{s:s, s:[s], s:s?}}", "step", "activate", "ak_name",
+	                          hex, "subject", "ak_name", hex, "tee_kinds", "tpm2", "client",
+	                          req->source))) {
 		kmsd_audit_failed(ctx, res, "enrollment");
 		goto out;
 	}
 	res->status = 200;
 	res->json = json_pack("{s:s, s:b}", "ak_name", hex, "enrolled", 1);
 out:
-	sl_secret_free(p.cred);
 	sl_secret_free(ar.secret);
+}
+
+/* POST /v1/enroll/tokens (admin): {"ttl_s": 1..604800, default 3600} ->
+ * {"token", "expires"}. The store keeps only the token's SHA-256. */
+void kmsd_handle_enroll_token(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
+{
+	static const char *const allowed[] = {"ttl_s", NULL};
+	uint8_t raw[32], h[32];
+	char tok[64], when[32];
+	json_t *root = NULL, *ttl;
+	json_error_t je;
+	int64_t t = 3600;
+	size_t n = 0;
+	if (!kmsd_admin_ok(ctx, req, res)) {
+		json_t *why = json_pack("[s]", "admin authentication failed");
+		if (!kmsd_audit(ctx, "kms.enroll.token", NULL, NULL, SL_AUDIT_DENY, why, NULL,
+		                NULL))
+			kmsd_audit_failed(ctx, res, "enrollment token");
+		json_decref(why);
+		return;
+	}
+	root = req->len ? json_loadb((const char *)req->body, req->len, JSON_REJECT_DUPLICATES, &je)
+	                : json_object();
+	ttl = json_object_get(root, "ttl_s");
+	if (!json_is_object(root) || sl_json_unknown(root, allowed) != NULL ||
+	    (ttl != NULL && (!json_is_integer(ttl) || json_integer_value(ttl) < 1 ||
+	                     json_integer_value(ttl) > 604800))) {
+		kmsd_problem(res, 400, "bad-request", "Bad Request",
+		             "body: {} or {\"ttl_s\": 1..604800}", NULL);
+		json_decref(root);
+		return;
+	}
+	if (ttl != NULL)
+		t = json_integer_value(ttl);
+	json_decref(root);
+	sl_random(raw, sizeof(raw));
+	/* URL-safe, no padding: 43 characters */
+	n = sodium_bin2base64(tok, sizeof(tok), raw, sizeof(raw),
+	                      sodium_base64_VARIANT_URLSAFE_NO_PADDING) != NULL
+	        ? strlen(tok)
+	        : 0;
+	sl_wipe(raw, sizeof(raw));
+	sl_sha256((const uint8_t *)tok, n, h);
+	if (kmsd_store_etoken_put(ctx->store, h, (int64_t)time(NULL) + t) != SL_OK) {
+		sl_wipe(tok, sizeof(tok));
+		kmsd_store_failed(ctx, res, "enrollment token");
+		return;
+	}
+	sl_time_rfc3339(time(NULL) + t, when, sizeof(when));
+	if (!kmsd_audit(ctx, "kms.enroll.token", NULL, NULL, SL_AUDIT_ALLOW, NULL, NULL,
+	                json_pack("{s:s, s:I}", "expires", when, "ttl_s", (json_int_t)t))) {
+		sl_wipe(tok, sizeof(tok));
+		kmsd_audit_failed(ctx, res, "enrollment token");
+		return;
+	}
+	res->status = 201;
+	res->json = json_pack("{s:s, s:s}", "token", tok, "expires", when);
+	sl_wipe(tok, sizeof(tok));
 }

@@ -1,4 +1,4 @@
-/* POST /v1/challenge, GET /v1/health, GET /metrics. */
+/* POST /v1/challenge, GET /v1/health, GET /metrics (admin token). */
 #include <stdlib.h>
 
 #include "kmsd.h"
@@ -42,9 +42,12 @@ void kmsd_handle_health(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 	                      "development", ctx->cfg->dev);
 }
 
+/* Behind the admin token: the counters tell who is being refused and how
+ * much work the service does, which is not for anyone on the KMS port. */
 void kmsd_handle_metrics(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
-	(void)req;
+	if (!kmsd_admin_ok(ctx, req, res))
+		return;
 	if (kmsd_metrics_render(ctx->metrics, kmsd_nonces_size(ctx->nonces),
 	                        kmsd_registry_count(ctx->registry), kmsd_kek_count(ctx->kek),
 	                        &res->text) != SL_OK) {

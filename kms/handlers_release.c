@@ -18,10 +18,10 @@
 #include "kmsd.h"
 #include "seclaunch/json.h"
 #include "seclaunch/audit.h"
+#include "seclaunch/claims.h"
 #include "seclaunch/identity.h"
 #include "seclaunch/policy.h"
-
-#define SEALED_LEN (SL_KMS_DEK_LEN + crypto_box_SEALBYTES)
+#include "store.h"
 
 struct rel {
 	kmsd_ctx *ctx;
@@ -29,6 +29,11 @@ struct rel {
 	json_t *reasons;
 	sl_claims *claims;
 	bool ak_refused;
+	bool store_failed;       /* the state store could not answer: 503, no decision */
+	char ak_hex[2 * 66 + 1]; /* the AK presented, enrolled or not (for the record) */
+	bool ak_revoked;
+	char revoked_name[2 * 66 + 1];
+	uint64_t ttl;       /* smallest key_ttl of the decisions (0: none): the lease */
 	bool verified;      /* the evidence was looked at (claims_digest means something) */
 	const char *source; /* client address, or NULL */
 };
@@ -55,16 +60,31 @@ static void deny(struct rel *r, enum kmsd_denial d, const kmsd_key_entry *key, c
 static bool ak_enrolled(const uint8_t *name, size_t len, void *cbctx)
 {
 	struct rel *r = cbctx;
-	bool ok = kmsd_registry_has(r->ctx->registry, name, len);
-	if (!ok)
+	enum kmsd_ak_status st = KMSD_AK_UNKNOWN;
+	if (len <= 66)
+		sl_hex_encode(name, len, r->ak_hex);
+	sl_err rc = kmsd_registry_lookup(r->ctx->registry, name, len, &st);
+	if (rc == SL_E_SYSTEM)
+		r->store_failed = true;
+	else if (rc != SL_OK)
+		kmsd_log(KMSD_LOG_ERR, "%s", sl_err_detail());
+	if (st == KMSD_AK_REVOKED) {
+		sl_hex_encode(name, len <= 66 ? len : 0, r->revoked_name);
+		r->ak_revoked = true;
+		return false;
+	}
+	if (st != KMSD_AK_ENROLLED)
 		r->ak_refused = true;
-	return ok;
+	return st == KMSD_AK_ENROLLED;
 }
 
 static void check_nonce(struct rel *r)
 {
 	switch (kmsd_nonces_consume(r->ctx->nonces, r->req->nonce)) {
 	case KMSD_NONCE_OK:
+		break;
+	case KMSD_NONCE_FAILED:
+		r->store_failed = true;
 		break;
 	case KMSD_NONCE_USED:
 		deny(r, KMSD_D_NONCE_USED, NULL,
@@ -93,6 +113,7 @@ static void check_evidence(struct rel *r, const uint8_t binding[static SL_BINDIN
 		                     .ak_enrolled = ak_enrolled,
 		                     .ak_enrolled_ctx = r};
 		r->ak_refused = false;
+		r->ak_revoked = false;
 		kmsd_metrics_count(r->ctx->metrics, KMSD_C_EVIDENCE_VERIFIED);
 		sl_err rc = sl_claims_new(&c);
 		if (rc == SL_OK)
@@ -100,11 +121,17 @@ static void check_evidence(struct rel *r, const uint8_t binding[static SL_BINDIN
 		if (rc == SL_OK)
 			rc = sl_claims_merge(r->claims, c);
 		if (rc != SL_OK) {
-			enum kmsd_denial d = r->ak_refused               ? KMSD_D_AK_UNKNOWN
+			enum kmsd_denial d = r->ak_revoked               ? KMSD_D_AK_REVOKED
+			                     : r->ak_refused             ? KMSD_D_AK_UNKNOWN
 			                     : rc == SL_E_ATTEST_BINDING ? KMSD_D_BINDING
 			                                                 : KMSD_D_EVIDENCE;
-			deny(r, d, NULL, "evidence[%zu]: %s", i,
-			     sl_err_detail()[0] ? sl_err_detail() : sl_err_message(rc));
+			if (r->ak_revoked)
+				deny(r, d, NULL,
+				     "evidence[%zu]: AK %s was revoked by an administrator", i,
+				     r->revoked_name);
+			else
+				deny(r, d, NULL, "evidence[%zu]: %s", i,
+				     sl_err_detail()[0] ? sl_err_detail() : sl_err_message(rc));
 		}
 		sl_claims_free(c);
 	}
@@ -130,8 +157,20 @@ static void check_policy(struct rel *r)
 		const kmsd_key_entry *k = &r->req->keys[i];
 		sl_policy_request pr = {.dataset_id = k->dataset_id, .key_id = k->key_id};
 		sl_decision *d = NULL;
-		if (!kmsd_kek_exists(r->ctx->kek, k->key_id)) {
+		kmsd_key_row row = {0};
+		bool found = false;
+		if (kmsd_kek_state(r->ctx->kek, k->key_id, &row, &found) != SL_OK) {
+			r->store_failed = true;
+			return;
+		}
+		if (!found) {
 			deny(r, KMSD_D_KEY_UNKNOWN, k, "keys[%zu]: unknown key id '%s'", i,
+			     k->key_id);
+			continue;
+		}
+		if (row.state != KMSD_KEY_ENABLED) {
+			deny(r, KMSD_D_KEY_DISABLED, k,
+			     "keys[%zu]: key '%s' is disabled (seclaunch key enable)", i,
 			     k->key_id);
 			continue;
 		}
@@ -142,68 +181,41 @@ static void check_policy(struct rel *r)
 		}
 		for (size_t j = 0; j < sl_decision_reason_count(d); j++)
 			deny(r, KMSD_D_POLICY, k, "keys[%zu]: %s", i, sl_decision_reason(d, j));
+		if (sl_decision_key_ttl(d) != 0 && (r->ttl == 0 || sl_decision_key_ttl(d) < r->ttl))
+			r->ttl = sl_decision_key_ttl(d);
 		if (!sl_decision_allowed(d) && sl_decision_reason_count(d) == 0)
 			deny(r, KMSD_D_POLICY, k, "keys[%zu]: denied by policy", i);
 		sl_decision_free(d);
 	}
 }
 
-/* One guarded page per worker thread for the DEK being sealed: allocating
- * secret memory costs several system calls (mmap, mprotect, mlock), too
- * many to pay on every release. */
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-
-static void scratch_free(void *p)
-{
-	sl_secret_free(p);
-}
-
-static void scratch_init(void)
-{
-	(void)pthread_key_create(&scratch_key, scratch_free);
-}
-
-static uint8_t *scratch(void)
-{
-	sl_secret *s;
-	pthread_once(&scratch_once, scratch_init);
-	s = pthread_getspecific(scratch_key);
-	if (s == NULL) {
-		if (sl_secret_new(SL_KMS_DEK_LEN, &s) != SL_OK)
-			return NULL;
-		pthread_setspecific(scratch_key, s);
-	}
-	return sl_secret_data(s);
-}
-
-/* Unwraps and seals every key into out (an array); false when one fails. */
+/* Has every DEK unwrapped and sealed to eph_pub (by the key process: no
+ * DEK is ever in this one) into out (an array); false when one fails. */
 static bool release_keys(struct rel *r, json_t *out)
 {
 	bool ok = true;
-	uint8_t *dek = scratch();
-	if (dek == NULL) {
-		deny(r, KMSD_D_UNWRAP, NULL, "out of secret memory");
-		return false;
-	}
 	for (size_t i = 0; i < r->req->nkeys; i++) {
 		const kmsd_key_entry *k = &r->req->keys[i];
-		uint8_t sealed[SEALED_LEN];
+		uint8_t sealed[KMSD_SEALED_LEN];
 		char *s64 = NULL;
-		sl_err rc = kmsd_kek_unwrap(r->ctx->kek, k->key_id, k->dataset_id, k->wrapped,
-		                            k->wrapped_len, dek);
+		sl_err rc = kmsd_kek_unwrap_seal(r->ctx->kek, k->key_id, k->dataset_id, k->wrapped,
+		                                 k->wrapped_len, r->req->eph_pub, sealed);
+		if (rc == SL_E_SYSTEM) {
+			r->store_failed = true;
+			ok = false;
+			break;
+		}
 		if (rc != SL_OK) {
-			deny(r, rc == SL_E_INPUT ? KMSD_D_KEY_UNKNOWN : KMSD_D_UNWRAP, k,
-			     "keys[%zu]: %s", i, sl_err_detail());
+			deny(r,
+			     rc == SL_E_INPUT         ? KMSD_D_KEY_UNKNOWN
+			     : rc == SL_E_KMS_REFUSED ? KMSD_D_KEY_DISABLED
+			                              : KMSD_D_UNWRAP,
+			     k, "keys[%zu]: %s", i, sl_err_detail());
 			ok = false;
 			continue;
 		}
-		rc = crypto_box_seal(sealed, dek, SL_KMS_DEK_LEN, r->req->eph_pub) == 0
-		         ? sl_b64_encode(sealed, sizeof(sealed), &s64)
-		         : SL_E_CRYPTO;
-		sl_wipe(dek, SL_KMS_DEK_LEN);
-		if (rc != SL_OK) {
-			deny(r, KMSD_D_UNWRAP, k, "keys[%zu]: sealing to eph_pub failed", i);
+		if (sl_b64_encode(sealed, sizeof(sealed), &s64) != SL_OK) {
+			deny(r, KMSD_D_UNWRAP, k, "keys[%zu]: out of memory", i);
 			ok = false;
 		} else {
 			json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "key_id", k->key_id,
@@ -213,6 +225,53 @@ static bool release_keys(struct rel *r, json_t *out)
 		free(s64);
 	}
 	return ok;
+}
+
+/* Measurement claims: what an auditor compares with the expected image. */
+static bool is_measurement(const char *k)
+{
+	static const char *const exact[] = {
+	    "snp.measurement",       "snp.host_data",     "snp.id_key_digest",
+	    "snp.author_key_digest", "tdx.mrtd",          "tdx.mrconfigid",
+	    "tdx.mrowner",           "tdx.mrownerconfig", NULL};
+	for (size_t i = 0; exact[i]; i++)
+		if (strcmp(k, exact[i]) == 0)
+			return true;
+	return strncmp(k, "tpm.pcr.", 8) == 0 || strncmp(k, "tdx.rtmr", 8) == 0 ||
+	       strncmp(k, "gpu.measurement", 15) == 0;
+}
+
+/* Who asked, and what they proved (docs/audit.md, "Release records"): the
+ * AK, the TEE kinds, the measurements, the region and whether a signed
+ * document verified it, the client address, the workload identity, and
+ * the whole claim set (attestation facts only: nothing secret is a claim). */
+json_t *kmsd_audit_subject(const sl_claims *c, const json_t *evidence, const char *source,
+                           const char *ak_hint)
+{
+	json_t *kinds = json_array(), *meas = json_object(), *work = json_object(), *all = NULL;
+	const char *ak = sl_claims_get(c, "tpm.ak.name") ? sl_claims_get(c, "tpm.ak.name")
+	                 : ak_hint && ak_hint[0]         ? ak_hint
+	                                                 : NULL;
+	const char *region = sl_claims_get(c, "cloud.region");
+	const char *rv = sl_claims_get(c, "cloud.region_verified");
+	for (size_t i = 0; i < json_array_size(evidence); i++) {
+		const char *k = sl_json_getstr(json_array_get(evidence, i), "kind");
+		if (k != NULL)
+			json_array_append_new(kinds, json_string(k));
+	}
+	for (size_t i = 0; i < sl_claims_count(c); i++) {
+		const char *k = sl_claims_key(c, i), *v = sl_claims_value(c, i);
+		if (is_measurement(k))
+			json_object_set_new(meas, k, json_string(v));
+		else if (strncmp(k, "workload.", 9) == 0 || strncmp(k, "job.", 4) == 0)
+			json_object_set_new(work, k, json_string(v));
+	}
+	if (sl_claims_to_json(c, &all) != SL_OK)
+		all = json_null();
+	return json_pack("{s:s?, s:o, s:o, s:s?, s:b, s:s?, s:o?, s:o}", "ak_name", ak, "tee_kinds",
+	                 kinds, "measurements", meas, "region", region, "region_verified",
+	                 rv != NULL && strcmp(rv, "true") == 0, "client", source, "workload",
+	                 json_object_size(work) ? work : (json_decref(work), NULL), "claims", all);
 }
 
 static bool audit_release(struct rel *r, bool allowed)
@@ -230,9 +289,15 @@ static bool audit_release(struct rel *r, bool allowed)
 	json_t *details = json_pack("{s:o, s:O}", "keys", keys, "job", r->req->job);
 	if (details != NULL && r->source != NULL)
 		json_object_set_new(details, "source", json_string(r->source));
-	return kmsd_audit(r->ctx, SL_AUDIT_EV_RELEASE, one ? one->key_id : NULL,
-	                  one ? one->dataset_id : NULL, allowed ? SL_AUDIT_ALLOW : SL_AUDIT_DENY,
-	                  allowed ? NULL : r->reasons, r->verified ? cd : NULL, details);
+	if (details != NULL)
+		json_object_set_new(
+		    details, "subject",
+		    kmsd_audit_subject(r->claims, r->req->evidence, r->source, r->ak_hex));
+	const char *job_id = sl_json_getstr(r->req->job, "id");
+	return kmsd_audit_job(r->ctx, SL_AUDIT_EV_RELEASE, job_id, one ? one->key_id : NULL,
+	                      one ? one->dataset_id : NULL,
+	                      allowed ? SL_AUDIT_ALLOW : SL_AUDIT_DENY, allowed ? NULL : r->reasons,
+	                      r->verified ? cd : NULL, details);
 }
 
 /* Records a refusal: in full, or counted into a summary when it is a cheap
@@ -337,15 +402,15 @@ void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *
 		     "version skew)",
 		     have, mine);
 	}
-	if (json_array_size(r.reasons) == 0) {
+	if (json_array_size(r.reasons) == 0 && !r.store_failed) {
 		cheap = false;
 		sl_binding_compute(r.req->nonce, r.req->eph_pub, r.req->policy_digest, binding);
 		check_evidence(&r, binding);
 		r.verified = true;
 	}
-	if (json_array_size(r.reasons) == 0)
+	if (json_array_size(r.reasons) == 0 && !r.store_failed)
 		check_policy(&r);
-	if (json_array_size(r.reasons) == 0 && release_keys(&r, out)) {
+	if (json_array_size(r.reasons) == 0 && !r.store_failed && release_keys(&r, out)) {
 		if (!audit_release(&r, true)) {
 			/* no record, no keys: the sealed DEKs are dropped unsent */
 			kmsd_audit_failed(ctx, res, "key release");
@@ -354,6 +419,13 @@ void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *
 		kmsd_metrics_release(ctx->metrics, r.req->nkeys);
 		res->status = 200;
 		res->json = json_pack("{s:O}", "keys", out);
+		if (res->json != NULL && r.ttl != 0)
+			json_object_set_new(res->json, "lease", kmsd_lease_json(r.ttl));
+		goto out;
+	}
+	if (r.store_failed) {
+		/* nothing decided: neither keys nor a refusal that would be recorded */
+		kmsd_store_failed(ctx, res, "key release");
 		goto out;
 	}
 	const char *code = sl_json_getstr(json_array_get(r.reasons, 0), "code");
@@ -373,4 +445,29 @@ out:
 	json_decref(r.reasons);
 	sl_claims_free(r.claims);
 	kmsd_release_req_free(r.req);
+}
+
+void kmsd_release_attest(kmsd_ctx *ctx, const kmsd_release_req *req, json_t *reasons,
+                         sl_claims *claims, bool *verified)
+{
+	struct rel r = {
+	    .ctx = ctx, .req = (kmsd_release_req *)req, .reasons = reasons, .claims = claims};
+	uint8_t binding[SL_BINDING_LEN];
+	const uint8_t *want = sl_policy_digest(ctx->policy);
+	*verified = false;
+	check_nonce(&r);
+	if (!sl_ct_eq(req->policy_digest, want, SL_SHA256_LEN)) {
+		char have[65], mine[65];
+		sl_hex_encode(req->policy_digest, SL_SHA256_LEN, have);
+		sl_hex_encode(want, SL_SHA256_LEN, mine);
+		deny(&r, KMSD_D_POLICY_DIGEST, NULL,
+		     "policy_digest: request binds policy %s but this server enforces %s (policy "
+		     "version skew)",
+		     have, mine);
+	}
+	if (json_array_size(reasons) != 0)
+		return;
+	sl_binding_compute(req->nonce, req->eph_pub, req->policy_digest, binding);
+	check_evidence(&r, binding);
+	*verified = true;
 }

@@ -2,19 +2,30 @@
  *   wrapped = 0x01 | iv[12] | AES-256-GCM(KEK, iv, AAD, DEK)[32] | tag[16]
  *   AAD     = u16be(len(key_id)) | key_id | u16be(len(dataset_id)) | dataset_id
  * The length prefixes make the AAD unambiguous ("ab"+"c" != "a"+"bc"), so a
- * wrapped DEK opens only under the key id and dataset id it was made for. */
+ * wrapped DEK opens only under the key id and dataset id it was made for.
+ * The first byte names the KEK version that wrapped it (1..255; every
+ * wrapped DEK made before versions existed says 1, which is the version a
+ * migrated key gets). Whether a key may be used — it exists, it is enabled,
+ * the version is not retired — is asked of the state store on every wrap
+ * and unwrap, so a disable on one replica stops releases on all. */
+#include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 
 #include "kmsd.h"
 #include "seclaunch/buf.h"
+#include "store.h"
 
-#define WRAP_VERSION 1
+_Static_assert(KMSD_SEALED_LEN == SL_KMS_DEK_LEN + crypto_box_SEALBYTES, "sealed DEK size");
 
 struct kmsd_kek {
 	enum kmsd_backend backend;
+	kmsd_store *st;
 	kmsd_keystore *ks;
 	kmsd_p11 *p11;
+	kmsd_keyproc *kp; /* set: every KEK operation is the key process's */
 };
 
 size_t kmsd_wrap_aad(const char *id, const char *dataset_id, uint8_t *aad)
@@ -30,14 +41,15 @@ size_t kmsd_wrap_aad(const char *id, const char *dataset_id, uint8_t *aad)
 	return o + b;
 }
 
-sl_err kmsd_kek_open(const kmsd_config *c, kmsd_kek **out)
+sl_err kmsd_kek_open(const kmsd_config *c, kmsd_store *st, kmsd_kek **out)
 {
 	sl_err rc = SL_E_NOMEM;
 	kmsd_kek *k = calloc(1, sizeof(*k));
 	SL_ENSURE(k != NULL, SL_E_NOMEM, "kek backend");
 	k->backend = c->backend;
+	k->st = st;
 	if (c->backend == KMSD_KEK_LOCAL)
-		SL_GUARD(kmsd_keystore_open(c->keystore_file, c->master_key_file, &k->ks));
+		SL_GUARD(kmsd_keystore_open(st, c->master_key_file, &k->ks));
 	else
 		SL_GUARD(
 		    kmsd_p11_open(c->p11_module, c->p11_token_label, c->p11_pin_file, &k->p11));
@@ -49,6 +61,17 @@ out:
 	return rc;
 }
 
+sl_err kmsd_kek_open_remote(kmsd_keyproc *kp, kmsd_store *st, kmsd_kek **out)
+{
+	kmsd_kek *k = calloc(1, sizeof(*k));
+	if (k == NULL)
+		return sl_err_set(SL_E_NOMEM, "kek backend");
+	k->kp = kp;
+	k->st = st;
+	*out = k;
+	return SL_OK;
+}
+
 void kmsd_kek_close(kmsd_kek *k)
 {
 	if (k == NULL)
@@ -58,32 +81,102 @@ void kmsd_kek_close(kmsd_kek *k)
 	free(k);
 }
 
-sl_err kmsd_kek_create(kmsd_kek *k, const char *id)
+/* The token object of a version: the id itself for version 1 (the keys
+ * made before versions existed), "id#N" after ('#' is not a key id byte). */
+static void p11_label(const char *id, unsigned version, char *out, size_t n)
 {
-	if (k->backend == KMSD_KEK_LOCAL)
-		return kmsd_keystore_create(k->ks, id);
-	return kmsd_p11_create(k->p11, id);
+	if (version == 1)
+		snprintf(out, n, "%s", id);
+	else
+		snprintf(out, n, "%s#%u", id, version);
 }
 
-static SL_RESULT exists_fn(const uint8_t kek[static 32], void *ctx)
+sl_err kmsd_kek_create(kmsd_kek *k, const char *id)
 {
-	(void)kek;
-	(void)ctx;
-	return SL_OK;
+	sl_err rc;
+	bool found;
+	if (k->kp != NULL)
+		return kmsd_keyproc_create(k->kp, id);
+	if (k->backend == KMSD_KEK_LOCAL)
+		return kmsd_keystore_create(k->ks, id);
+	/* the store's unique key claims the id first; the token object follows */
+	rc = kmsd_store_key_create(k->st, id, "pkcs11", NULL, 0, (int64_t)time(NULL));
+	if (rc != SL_OK)
+		return rc;
+	rc = kmsd_p11_create(k->p11, id);
+	if (rc != SL_OK && kmsd_store_key_delete(k->st, id, &found) != SL_OK)
+		fprintf(stderr, "seclaunchd: key '%s': token failed and the store row stays: %s\n",
+		        id, sl_err_detail());
+	return rc;
+}
+
+sl_err kmsd_kek_rotate(kmsd_kek *k, const char *id, unsigned *version)
+{
+	kmsd_key_row row = {0};
+	bool found = false;
+	char label[SL_KMS_ID_MAX + 16];
+	if (k->kp != NULL)
+		return kmsd_keyproc_rotate(k->kp, id, version);
+	sl_err rc = kmsd_store_key_get(k->st, id, &row, &found);
+	if (rc != SL_OK)
+		return rc;
+	if (!found)
+		return sl_err_set(SL_E_INPUT, "unknown key id '%s'", id);
+	if (row.current >= KMSD_KEK_VERSION_MAX)
+		return sl_err_set(SL_E_TOO_LARGE, "key '%s' has reached version %u, the last one",
+		                  id, row.current);
+	*version = row.current + 1;
+	if (k->backend == KMSD_KEK_LOCAL)
+		return kmsd_keystore_rotate(k->ks, id, *version);
+	p11_label(id, *version, label, sizeof(label));
+	rc = kmsd_p11_create(k->p11, label);
+	if (rc == SL_OK)
+		rc = kmsd_store_kek_add(k->st, id, *version, NULL, 0, (int64_t)time(NULL));
+	return rc;
+}
+
+sl_err kmsd_kek_state(kmsd_kek *k, const char *id, kmsd_key_row *row, bool *found)
+{
+	return kmsd_store_key_get(k->st, id, row, found);
 }
 
 bool kmsd_kek_exists(kmsd_kek *k, const char *id)
 {
-	if (k->backend == KMSD_KEK_LOCAL)
-		return kmsd_keystore_with(k->ks, id, exists_fn, NULL) == SL_OK;
-	return kmsd_p11_exists(k->p11, id);
+	kmsd_key_row row = {0};
+	bool found = false;
+	return kmsd_store_key_get(k->st, id, &row, &found) == SL_OK && found;
 }
 
 size_t kmsd_kek_count(kmsd_kek *k)
 {
-	if (k->backend == KMSD_KEK_LOCAL)
-		return kmsd_keystore_count(k->ks);
-	return kmsd_p11_count(k->p11);
+	size_t n = 0;
+	if (kmsd_store_count(k->st, KMSD_T_KEYS, &n) != SL_OK)
+		return 0;
+	return n;
+}
+
+/* SL_E_INPUT unknown key or version; SL_E_KMS_REFUSED disabled or retired;
+ * SL_E_SYSTEM the store failed. */
+static SL_RESULT usable(kmsd_kek *k, const char *id, unsigned *version)
+{
+	kmsd_key_row row = {0};
+	bool found = false, version_ok = false;
+	sl_err rc = kmsd_store_key_use(k->st, id, *version, &row, &version_ok, &found);
+	if (rc != SL_OK)
+		return rc;
+	if (!found)
+		return sl_err_set(SL_E_INPUT, "unknown key id '%s'", id);
+	if (row.state != KMSD_KEY_ENABLED)
+		return sl_err_set(SL_E_KMS_REFUSED, "key '%s' is disabled", id);
+	if (*version == 0) {
+		*version = row.current;
+		return SL_OK;
+	}
+	if (!version_ok)
+		return sl_err_set(SL_E_KMS_REFUSED,
+		                  "key '%s' version %u is retired or does not exist (current %u)",
+		                  id, *version, row.current);
+	return SL_OK;
 }
 
 struct gcm_job {
@@ -112,7 +205,12 @@ sl_err kmsd_kek_wrap(kmsd_kek *k, const char *id, const char *dataset_id,
 	sl_err rc = SL_E_INTERNAL;
 	uint8_t aad[KMSD_AAD_MAX];
 	size_t aad_len = kmsd_wrap_aad(id, dataset_id, aad);
-	out[0] = WRAP_VERSION;
+	unsigned version = 0;
+	char label[SL_KMS_ID_MAX + 16];
+	if (k->kp != NULL)
+		return kmsd_keyproc_wrap(k->kp, id, dataset_id, dek, out);
+	SL_GUARD(usable(k, id, &version));
+	out[0] = (uint8_t)version;
 	sl_random(out + 1, KMSD_GCM_IV);
 	if (k->backend == KMSD_KEK_LOCAL) {
 		struct gcm_job j = {.iv = out + 1,
@@ -121,9 +219,10 @@ sl_err kmsd_kek_wrap(kmsd_kek *k, const char *id, const char *dataset_id,
 		                    .in = dek,
 		                    .out = out + 1 + KMSD_GCM_IV,
 		                    .tag_out = out + 1 + KMSD_GCM_IV + SL_KMS_DEK_LEN};
-		SL_GUARD(kmsd_keystore_with(k->ks, id, seal_fn, &j));
+		SL_GUARD(kmsd_keystore_with(k->ks, id, version, seal_fn, &j));
 	} else {
-		SL_GUARD(kmsd_p11_encrypt(k->p11, id, out + 1, aad, aad_len, dek,
+		p11_label(id, version, label, sizeof(label));
+		SL_GUARD(kmsd_p11_encrypt(k->p11, label, out + 1, aad, aad_len, dek,
 		                          out + 1 + KMSD_GCM_IV));
 	}
 	rc = SL_OK;
@@ -137,10 +236,14 @@ sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *dataset_id, cons
 	sl_err rc = SL_E_INTEGRITY;
 	uint8_t aad[KMSD_AAD_MAX];
 	size_t aad_len = kmsd_wrap_aad(id, dataset_id, aad);
-	/* version u8, IV, ciphertext, tag (docs/protocol.md, "Wrapping") */
+	/* KEK version u8, IV, ciphertext, tag (docs/protocol.md, "Wrapping") */
 	sl_reader r, ctr, all;
 	uint8_t version = 0;
+	unsigned v;
+	char label[SL_KMS_ID_MAX + 16];
 	const uint8_t *iv = NULL, *ct_tag = NULL, *ct = NULL, *tag = NULL;
+	SL_ENSURE(k->kp == NULL, SL_E_INTERNAL,
+	          "unwrap in the network process (only the key process opens DEKs)");
 	SL_ENSURE(len == SL_KMS_WRAPPED_DEK_LEN, SL_E_INTEGRITY,
 	          "wrapped DEK for key '%s': %zu bytes, want %d", id, len, SL_KMS_WRAPPED_DEK_LEN);
 	sl_reader_init(&r, wrapped, len, "wrapped DEK");
@@ -151,15 +254,17 @@ sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *dataset_id, cons
 	SL_GUARD(sl_read_view(&all, sl_reader_left(&all), &ct_tag, "ciphertext and tag"));
 	SL_GUARD(sl_read_view(&ctr, SL_KMS_DEK_LEN, &ct, "ciphertext"));
 	SL_GUARD(sl_read_view(&ctr, sl_reader_left(&ctr), &tag, "tag"));
-	SL_ENSURE(version == WRAP_VERSION, SL_E_INTEGRITY,
-	          "wrapped DEK for key '%s': unknown version %u", id, version);
+	SL_ENSURE(version >= 1, SL_E_INTEGRITY, "wrapped DEK for key '%s': KEK version 0", id);
+	v = version;
+	SL_GUARD(usable(k, id, &v));
 	if (k->backend == KMSD_KEK_LOCAL) {
 		struct gcm_job j = {
 		    .iv = iv, .aad = aad, .aad_len = aad_len, .in = ct, .tag = tag, .out = dek};
-		rc = kmsd_keystore_with(k->ks, id, open_fn, &j);
+		rc = kmsd_keystore_with(k->ks, id, v, open_fn, &j);
 	} else {
 		/* the PKCS#11 mechanism takes ciphertext || tag as one buffer */
-		rc = kmsd_p11_decrypt(k->p11, id, iv, aad, aad_len, ct_tag, dek);
+		p11_label(id, v, label, sizeof(label));
+		rc = kmsd_p11_decrypt(k->p11, label, iv, aad, aad_len, ct_tag, dek);
 	}
 	if (rc == SL_E_INTEGRITY)
 		rc = sl_err_set(
@@ -173,5 +278,60 @@ sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *dataset_id, cons
 out:
 	if (rc != SL_OK)
 		sl_wipe(dek, SL_KMS_DEK_LEN);
+	return rc;
+}
+
+sl_err kmsd_kek_rewrap(kmsd_kek *k, const char *id, const char *dataset_id, const uint8_t *in,
+                       size_t len, uint8_t out[static SL_KMS_WRAPPED_DEK_LEN])
+{
+	sl_err rc = SL_E_NOMEM;
+	sl_secret *dek = NULL;
+	if (k->kp != NULL)
+		return kmsd_keyproc_rewrap(k->kp, id, dataset_id, in, len, out);
+	SL_GUARD(sl_secret_new(SL_KMS_DEK_LEN, &dek));
+	SL_GUARD(kmsd_kek_unwrap(k, id, dataset_id, in, len, sl_secret_data(dek)));
+	SL_GUARD(kmsd_kek_wrap(k, id, dataset_id, sl_secret_data(dek), out));
+	rc = SL_OK;
+out:
+	sl_secret_free(dek); /* wipes */
+	return rc;
+}
+
+sl_err kmsd_kek_unwrap_seal(kmsd_kek *k, const char *id, const char *dataset_id,
+                            const uint8_t *wrapped, size_t len,
+                            const uint8_t eph_pub[static SL_EPH_PUB_LEN],
+                            uint8_t sealed[static KMSD_SEALED_LEN])
+{
+	sl_err rc = SL_E_NOMEM;
+	sl_secret *dek = NULL;
+	if (k->kp != NULL)
+		return kmsd_keyproc_unwrap_seal(k->kp, id, dataset_id, wrapped, len, eph_pub,
+		                                sealed);
+	SL_GUARD(sl_secret_new(SL_KMS_DEK_LEN, &dek));
+	SL_GUARD(kmsd_kek_unwrap(k, id, dataset_id, wrapped, len, sl_secret_data(dek)));
+	SL_ENSURE(crypto_box_seal(sealed, sl_secret_data(dek), SL_KMS_DEK_LEN, eph_pub) == 0,
+	          SL_E_CRYPTO, "keys: sealing to eph_pub failed");
+	rc = SL_OK;
+out:
+	sl_secret_free(dek); /* wipes */
+	return rc;
+}
+
+sl_err kmsd_kek_new_sealed(kmsd_kek *k, const char *id, const char *dataset_id,
+                           const uint8_t eph_pub[static SL_EPH_PUB_LEN],
+                           uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN],
+                           uint8_t sealed[static KMSD_SEALED_LEN])
+{
+	sl_err rc = SL_E_NOMEM;
+	sl_secret *dek = NULL;
+	if (k->kp != NULL)
+		return kmsd_keyproc_new_sealed(k->kp, id, dataset_id, eph_pub, wrapped, sealed);
+	SL_GUARD(sl_secret_random(SL_KMS_DEK_LEN, &dek));
+	SL_GUARD(kmsd_kek_wrap(k, id, dataset_id, sl_secret_data(dek), wrapped));
+	SL_ENSURE(crypto_box_seal(sealed, sl_secret_data(dek), SL_KMS_DEK_LEN, eph_pub) == 0,
+	          SL_E_CRYPTO, "keys: sealing to eph_pub failed");
+	rc = SL_OK;
+out:
+	sl_secret_free(dek); /* wipes */
 	return rc;
 }

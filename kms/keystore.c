@@ -1,208 +1,139 @@
-/* The local KEK keystore: AES-256 KEKs in one file, encrypted and
- * authenticated with AES-256-GCM under a master key read from a 0600 file.
- *
- * File (docs/seclaunchd.md, "Local keystore"):
- *   "SLKS" | u8 version=1 | 3 zero bytes | iv[12] | u32be n | ct[n] | tag[16]
- * AAD = the 24 header bytes before ct. Plaintext:
- *   u32be count | count x (u8 id_len | id | kek[32])
- * Every update rewrites the whole file atomically (temp, fsync, rename, fsync
- * of the directory), so a crash leaves either the old or the new keystore.
- * A file that does not authenticate (tampered, truncated, other master key)
- * stops the service from starting. */
-#include <errno.h>
+/* The local KEK backend: AES-256 KEKs kept in the state store (store.h,
+ * table kek_versions), each version wrapped under the master key read from
+ * a 0600 file:
+ *   wrapped = iv[12] | AES-256-GCM(master, iv, AAD, kek)[32] | tag[16]
+ *   AAD     = "seclaunch-kek-v1" | u8 len(id) | id | u32be version
+ * so a row moved to another key id or version, or edited, does not open.
+ * Unwrapped KEKs are cached in guarded memory by (id, version) — a version's
+ * key never changes once written; whether it may be used (the key enabled,
+ * the version not retired) is read from the store on every use. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "kmsd.h"
-#include "seclaunch/buf.h"
+#include "store.h"
 
-#define KS_MAGIC "SLKS"
-#define KS_VERSION 1
-#define KS_HDR 24
-#define KS_MAX_KEYS 100000
-#define KS_MAX_FILE (KS_HDR + 4 + (size_t)KS_MAX_KEYS * (1 + SL_KMS_ID_MAX + 32) + 16)
+#define KEK_WRAPPED_LEN (KMSD_GCM_IV + 32 + KMSD_GCM_TAG)
+#define SLAB_KEKS 128
 
-struct kmsd_keystore {
-	pthread_rwlock_t lock;
-	char *path;
-	sl_secret *master; /* 32 bytes */
-	char **ids;
-	sl_secret *keks; /* cap * 32 bytes */
-	size_t count, cap;
+struct slot {
+	char *name; /* "id#version"; NULL: empty */
+	uint8_t *kek;
 };
 
-static ssize_t find(const kmsd_keystore *ks, const char *id)
+struct kmsd_keystore {
+	kmsd_store *st;
+	sl_secret *master;
+	pthread_rwlock_t lock;
+	struct slot *tab;
+	size_t cap, used;
+	sl_secret **slabs;
+	size_t nslabs, slab_used;
+};
+
+static size_t kek_aad(const char *id, unsigned version, uint8_t *aad)
 {
-	for (size_t i = 0; i < ks->count; i++) {
-		if (strcmp(ks->ids[i], id) == 0)
-			return (ssize_t)i;
-	}
-	return -1;
+	static const char tag[] = "seclaunch-kek-v1";
+	size_t n = strlen(id), o = sizeof(tag) - 1;
+	memcpy(aad, tag, o);
+	aad[o++] = (uint8_t)n;
+	memcpy(aad + o, id, n);
+	o += n;
+	aad[o++] = (uint8_t)(version >> 24);
+	aad[o++] = (uint8_t)(version >> 16);
+	aad[o++] = (uint8_t)(version >> 8);
+	aad[o++] = (uint8_t)version;
+	return o;
 }
 
-static SL_RESULT grow(kmsd_keystore *ks, size_t need)
+sl_err kmsd_keystore_seal(kmsd_keystore *ks, const char *id, unsigned version,
+                          const uint8_t kek[static 32], uint8_t out[static KEK_WRAPPED_LEN])
+{
+	uint8_t aad[32 + SL_KMS_ID_MAX];
+	size_t n = kek_aad(id, version, aad);
+	sl_random(out, KMSD_GCM_IV);
+	return kmsd_gcm_seal(sl_secret_data(ks->master), out, aad, n, kek, 32, out + KMSD_GCM_IV,
+	                     out + KMSD_GCM_IV + 32);
+}
+
+static uint64_t fnv(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 1099511628211ULL;
+	return h;
+}
+
+/* Under a lock (read or write). */
+static struct slot *lookup(kmsd_keystore *ks, const char *name)
+{
+	if (ks->cap == 0)
+		return NULL;
+	for (size_t i = fnv(name) & (ks->cap - 1);; i = (i + 1) & (ks->cap - 1)) {
+		if (ks->tab[i].name == NULL)
+			return NULL;
+		if (strcmp(ks->tab[i].name, name) == 0)
+			return &ks->tab[i];
+	}
+}
+
+/* Under the write lock. */
+static SL_RESULT insert(kmsd_keystore *ks, const char *name, const uint8_t kek[static 32])
 {
 	sl_err rc = SL_E_NOMEM;
-	sl_secret *nk = NULL;
-	char **nids;
-	size_t ncap;
-	if (need <= ks->cap)
+	if (lookup(ks, name) != NULL)
 		return SL_OK;
-	ncap = ks->cap == 0 ? 16 : ks->cap * 2;
-	while (ncap < need)
-		ncap *= 2;
-	nids = realloc(ks->ids, ncap * sizeof(*nids));
-	SL_ENSURE(nids != NULL, SL_E_NOMEM, "keystore: %zu ids", ncap);
-	ks->ids = nids;
-	SL_GUARD(sl_secret_new(ncap * 32, &nk));
-	if (ks->count > 0)
-		memcpy(sl_secret_data(nk), sl_secret_data(ks->keks), ks->count * 32);
-	sl_secret_free(ks->keks);
-	ks->keks = nk;
-	ks->cap = ncap;
-	rc = SL_OK;
-out:
-	return rc;
-}
-
-/* Parses the decrypted plaintext into ks. */
-static SL_RESULT load_plain(kmsd_keystore *ks, const uint8_t *pt, size_t len)
-{
-	sl_err rc = SL_E_FORMAT;
-	sl_reader r;
-	uint32_t count;
-	sl_reader_init(&r, pt, len, "keystore");
-	SL_GUARD(sl_read_u32be(&r, &count, "count"));
-	SL_ENSURE(count <= KS_MAX_KEYS, SL_E_FORMAT, "keystore: %u keys is over the limit", count);
-	SL_GUARD(grow(ks, count));
-	for (uint32_t i = 0; i < count; i++) {
-		sl_reader sub;
-		const uint8_t *idp;
-		char id[SL_KMS_ID_MAX + 1];
-		SL_GUARD(sl_read_lp8(&r, &sub, "key id"));
-		SL_ENSURE(sub.len <= SL_KMS_ID_MAX, SL_E_FORMAT, "keystore: entry %u id too long",
-		          i);
-		SL_GUARD(sl_read_view(&sub, sl_reader_left(&sub), &idp, "key id"));
-		memcpy(id, idp, sub.len);
-		id[sub.len] = '\0';
-		SL_ENSURE(kmsd_valid_key_id(id) && find(ks, id) < 0, SL_E_FORMAT,
-		          "keystore: entry %u has an invalid or duplicate id", i);
-		ks->ids[ks->count] = strdup(id);
-		SL_ENSURE(ks->ids[ks->count] != NULL, SL_E_NOMEM, "keystore id");
-		SL_GUARD(sl_read_bytes(&r, sl_secret_data(ks->keks) + ks->count * 32, 32, "kek"));
-		ks->count++;
+	if (2 * (ks->used + 1) > ks->cap) {
+		size_t nc = ks->cap == 0 ? 64 : ks->cap * 2;
+		struct slot *nt = calloc(nc, sizeof(*nt));
+		SL_ENSURE(nt != NULL, SL_E_NOMEM, "KEK cache");
+		for (size_t i = 0; i < ks->cap; i++) {
+			if (ks->tab[i].name == NULL)
+				continue;
+			size_t j = fnv(ks->tab[i].name) & (nc - 1);
+			while (nt[j].name != NULL)
+				j = (j + 1) & (nc - 1);
+			nt[j] = ks->tab[i];
+		}
+		free(ks->tab);
+		ks->tab = nt;
+		ks->cap = nc;
 	}
-	SL_GUARD(sl_reader_expect_end(&r));
-	rc = SL_OK;
-out:
-	return rc;
-}
-
-static SL_RESULT load_file(kmsd_keystore *ks)
-{
-	sl_err rc = SL_E_IO;
-	uint8_t *buf = NULL;
-	size_t len = 0;
-	sl_secret *pt = NULL;
-	sl_reader r;
-	const uint8_t *iv, *ct, *tag;
-	uint32_t n;
-	uint8_t ver;
-	struct stat st;
-
-	if (stat(ks->path, &st) != 0 && errno == ENOENT)
-		return SL_OK; /* a new keystore; the first key creates the file */
-	SL_GUARD(sl_file_read(ks->path, KS_MAX_FILE, &buf, &len));
-	sl_reader_init(&r, buf, len, ks->path);
-	SL_ENSURE(len >= KS_HDR + 16 && memcmp(buf, KS_MAGIC, 4) == 0, SL_E_INTEGRITY,
-	          "%s: not a seclaunchd keystore (bad magic or truncated)", ks->path);
-	SL_GUARD(sl_read_skip(&r, 4, "magic"));
-	SL_GUARD(sl_read_u8(&r, &ver, "version"));
-	SL_ENSURE(ver == KS_VERSION, SL_E_VERSION, "%s: keystore version %u (want %u)", ks->path,
-	          ver, KS_VERSION);
-	SL_GUARD(sl_read_zeros(&r, 3, "reserved"));
-	SL_GUARD(sl_read_view(&r, KMSD_GCM_IV, &iv, "iv"));
-	SL_GUARD(sl_read_u32be(&r, &n, "ciphertext length"));
-	SL_ENSURE(sl_reader_left(&r) == (size_t)n + 16, SL_E_INTEGRITY,
-	          "%s: keystore truncated or extended (%zu bytes after the header, want %u)",
-	          ks->path, sl_reader_left(&r), n + 16);
-	SL_GUARD(sl_read_view(&r, n, &ct, "ciphertext"));
-	SL_GUARD(sl_read_view(&r, 16, &tag, "tag"));
-	SL_GUARD(sl_secret_new(n > 0 ? n : 1, &pt));
-	rc = kmsd_gcm_open(sl_secret_data(ks->master), iv, buf, KS_HDR, ct, n, tag,
-	                   sl_secret_data(pt));
-	SL_ENSURE(rc == SL_OK, SL_E_INTEGRITY,
-	          "%s: keystore does not authenticate under the master key (tampered, or another "
-	          "master key)",
-	          ks->path);
-	rc = load_plain(ks, sl_secret_data(pt), n);
-	if (rc != SL_OK)
-		rc = sl_err_wrap(SL_E_INTEGRITY, "%s", ks->path);
-out:
-	sl_secret_free(pt);
-	free(buf);
-	return rc;
-}
-
-/* Writes ks plus (extra_id, extra_kek) when extra_id is set. */
-static SL_RESULT save(kmsd_keystore *ks, const char *extra_id, const uint8_t *extra_kek)
-{
-	sl_err rc = SL_E_NOMEM;
-	size_t count = ks->count + (extra_id != NULL ? 1 : 0);
-	size_t ptlen = 4;
-	sl_secret *pt = NULL;
-	uint8_t *file = NULL;
-	sl_writer w;
-	for (size_t i = 0; i < ks->count; i++)
-		ptlen += 1 + strlen(ks->ids[i]) + 32;
-	if (extra_id != NULL)
-		ptlen += 1 + strlen(extra_id) + 32;
-	SL_GUARD(sl_secret_new(ptlen, &pt));
-	sl_writer_init_fixed(&w, sl_secret_data(pt), ptlen);
-	SL_GUARD(sl_write_u32be(&w, (uint32_t)count));
-	for (size_t i = 0; i < count; i++) {
-		const char *id = i < ks->count ? ks->ids[i] : extra_id;
-		const uint8_t *kek = i < ks->count ? sl_secret_data(ks->keks) + i * 32 : extra_kek;
-		SL_GUARD(sl_write_u8(&w, (uint8_t)strlen(id)));
-		SL_GUARD(sl_write_bytes(&w, id, strlen(id)));
-		SL_GUARD(sl_write_bytes(&w, kek, 32));
+	if (ks->nslabs == 0 || ks->slab_used == SLAB_KEKS) {
+		sl_secret **ns = realloc(ks->slabs, (ks->nslabs + 1) * sizeof(*ns));
+		SL_ENSURE(ns != NULL, SL_E_NOMEM, "KEK cache");
+		ks->slabs = ns;
+		SL_GUARD(sl_secret_new(SLAB_KEKS * 32, &ks->slabs[ks->nslabs]));
+		ks->nslabs++;
+		ks->slab_used = 0;
 	}
-	file = malloc(KS_HDR + ptlen + 16);
-	SL_ENSURE(file != NULL, SL_E_NOMEM, "keystore file");
-	memcpy(file, KS_MAGIC, 4);
-	file[4] = KS_VERSION;
-	memset(file + 5, 0, 3);
-	sl_random(file + 8, KMSD_GCM_IV);
-	file[20] = (uint8_t)(ptlen >> 24);
-	file[21] = (uint8_t)(ptlen >> 16);
-	file[22] = (uint8_t)(ptlen >> 8);
-	file[23] = (uint8_t)ptlen;
-	SL_GUARD(kmsd_gcm_seal(sl_secret_data(ks->master), file + 8, file, KS_HDR,
-	                       sl_secret_data(pt), ptlen, file + KS_HDR, file + KS_HDR + ptlen));
-	SL_GUARD(sl_file_write_atomic(ks->path, file, KS_HDR + ptlen + 16, 0600, true));
+	size_t j = fnv(name) & (ks->cap - 1);
+	while (ks->tab[j].name != NULL)
+		j = (j + 1) & (ks->cap - 1);
+	ks->tab[j].name = strdup(name);
+	SL_ENSURE(ks->tab[j].name != NULL, SL_E_NOMEM, "KEK cache");
+	ks->tab[j].kek = sl_secret_data(ks->slabs[ks->nslabs - 1]) + ks->slab_used * 32;
+	ks->slab_used++;
+	memcpy(ks->tab[j].kek, kek, 32);
+	ks->used++;
 	rc = SL_OK;
 out:
-	free(file);
-	sl_secret_free(pt);
 	return rc;
 }
 
-sl_err kmsd_keystore_open(const char *path, const char *master_key_file, kmsd_keystore **out)
+sl_err kmsd_keystore_open(kmsd_store *st, const char *master_key_file, kmsd_keystore **out)
 {
 	sl_err rc = SL_E_NOMEM;
 	kmsd_keystore *ks = calloc(1, sizeof(*ks));
 	SL_ENSURE(ks != NULL, SL_E_NOMEM, "keystore");
 	pthread_rwlock_init(&ks->lock, NULL);
-	ks->path = strdup(path);
-	SL_ENSURE(ks->path != NULL, SL_E_NOMEM, "keystore path");
+	ks->st = st;
 	SL_GUARD(sl_secret_read_file(master_key_file, 64, &ks->master));
 	SL_ENSURE(sl_secret_len(ks->master) == 32, SL_E_INPUT,
 	          "%s: master key must be exactly 32 bytes, got %zu", master_key_file,
 	          sl_secret_len(ks->master));
-	kmsd_remove_stale_tmp(path);
-	SL_GUARD(load_file(ks));
 	*out = ks;
 	ks = NULL;
 	rc = SL_OK;
@@ -215,60 +146,106 @@ void kmsd_keystore_close(kmsd_keystore *ks)
 {
 	if (ks == NULL)
 		return;
-	for (size_t i = 0; i < ks->count; i++)
-		free(ks->ids[i]);
-	free(ks->ids);
-	sl_secret_free(ks->keks);
+	for (size_t i = 0; i < ks->cap; i++)
+		free(ks->tab[i].name);
+	free(ks->tab);
+	for (size_t i = 0; i < ks->nslabs; i++)
+		sl_secret_free(ks->slabs[i]);
+	free(ks->slabs);
 	sl_secret_free(ks->master);
-	free(ks->path);
 	pthread_rwlock_destroy(&ks->lock);
 	free(ks);
 }
 
-sl_err kmsd_keystore_create(kmsd_keystore *ks, const char *id)
+/* A new random KEK for (id, version), sealed into wrapped and cached. */
+sl_err kmsd_keystore_make(kmsd_keystore *ks, const char *id, unsigned version,
+                          uint8_t wrapped[static KEK_WRAPPED_LEN])
 {
 	sl_err rc = SL_E_NOMEM;
 	sl_secret *kek = NULL;
-	char *dup = NULL;
-	pthread_rwlock_wrlock(&ks->lock);
-	SL_ENSURE(find(ks, id) < 0, SL_E_EXISTS, "key '%s' already exists", id);
-	SL_ENSURE(ks->count < KS_MAX_KEYS, SL_E_TOO_LARGE, "keystore is full (%d keys)",
-	          KS_MAX_KEYS);
 	SL_GUARD(sl_secret_random(32, &kek));
-	dup = strdup(id);
-	SL_ENSURE(dup != NULL, SL_E_NOMEM, "key id");
-	SL_GUARD(grow(ks, ks->count + 1));
-	/* durable first: a key is usable only once it is on disk */
-	SL_GUARD(save(ks, id, sl_secret_data(kek)));
-	memcpy(sl_secret_data(ks->keks) + ks->count * 32, sl_secret_data(kek), 32);
-	ks->ids[ks->count++] = dup;
-	dup = NULL;
+	SL_GUARD(kmsd_keystore_seal(ks, id, version, sl_secret_data(kek), wrapped));
 	rc = SL_OK;
 out:
-	pthread_rwlock_unlock(&ks->lock);
-	free(dup);
 	sl_secret_free(kek);
 	return rc;
 }
 
+sl_err kmsd_keystore_create(kmsd_keystore *ks, const char *id)
+{
+	uint8_t wrapped[KEK_WRAPPED_LEN];
+	sl_err rc = kmsd_keystore_make(ks, id, 1, wrapped);
+	if (rc != SL_OK)
+		return rc;
+	/* durable first: a key is usable only once the store has it */
+	return kmsd_store_key_create(ks->st, id, "local", wrapped, sizeof(wrapped),
+	                             (int64_t)time(NULL));
+}
+
+sl_err kmsd_keystore_rotate(kmsd_keystore *ks, const char *id, unsigned version)
+{
+	uint8_t wrapped[KEK_WRAPPED_LEN];
+	sl_err rc = kmsd_keystore_make(ks, id, version, wrapped);
+	if (rc != SL_OK)
+		return rc;
+	return kmsd_store_kek_add(ks->st, id, version, wrapped, sizeof(wrapped),
+	                          (int64_t)time(NULL));
+}
+
 size_t kmsd_keystore_count(kmsd_keystore *ks)
 {
-	pthread_rwlock_rdlock(&ks->lock);
-	size_t n = ks->count;
-	pthread_rwlock_unlock(&ks->lock);
+	size_t n = 0;
+	if (kmsd_store_count(ks->st, KMSD_T_KEYS, &n) != SL_OK)
+		return 0;
 	return n;
 }
 
-sl_err kmsd_keystore_with(kmsd_keystore *ks, const char *id,
+/* Loads (id, version) from the store into the cache. */
+static SL_RESULT fetch(kmsd_keystore *ks, const char *id, unsigned version, const char *name)
+{
+	uint8_t wrapped[KMSD_KEK_WRAPPED_MAX], aad[32 + SL_KMS_ID_MAX];
+	size_t wlen = 0, n;
+	bool retired = false, found = false;
+	sl_secret *kek = NULL;
+	sl_err rc;
+	SL_GUARD(kmsd_store_kek_get(ks->st, id, version, wrapped, &wlen, &retired, &found));
+	SL_ENSURE(found, SL_E_INPUT, "unknown key id '%s' (version %u)", id, version);
+	SL_ENSURE(wlen == KEK_WRAPPED_LEN, SL_E_INTEGRITY,
+	          "state store: KEK '%s' version %u is not a local key (%zu bytes)", id, version,
+	          wlen);
+	SL_GUARD(sl_secret_new(32, &kek));
+	n = kek_aad(id, version, aad);
+	rc = kmsd_gcm_open(sl_secret_data(ks->master), wrapped, aad, n, wrapped + KMSD_GCM_IV, 32,
+	                   wrapped + KMSD_GCM_IV + 32, sl_secret_data(kek));
+	SL_ENSURE(rc == SL_OK, SL_E_WRONG_KEY,
+	          "state store: KEK '%s' version %u does not authenticate under the master key "
+	          "(tampered, or another master key)",
+	          id, version);
+	pthread_rwlock_wrlock(&ks->lock);
+	rc = insert(ks, name, sl_secret_data(kek));
+	pthread_rwlock_unlock(&ks->lock);
+out:
+	sl_secret_free(kek);
+	return rc;
+}
+
+sl_err kmsd_keystore_with(kmsd_keystore *ks, const char *id, unsigned version,
                           sl_err (*fn)(const uint8_t kek[static 32], void *ctx), void *ctx)
 {
+	char name[SL_KMS_ID_MAX + 16];
 	sl_err rc;
-	pthread_rwlock_rdlock(&ks->lock);
-	ssize_t i = find(ks, id);
-	if (i < 0)
-		rc = sl_err_set(SL_E_INPUT, "unknown key id '%s'", id);
-	else
-		rc = fn(sl_secret_data(ks->keks) + (size_t)i * 32, ctx);
-	pthread_rwlock_unlock(&ks->lock);
-	return rc;
+	snprintf(name, sizeof(name), "%s#%u", id, version);
+	for (int pass = 0; pass < 2; pass++) {
+		pthread_rwlock_rdlock(&ks->lock);
+		struct slot *s = lookup(ks, name);
+		if (s != NULL) {
+			rc = fn(s->kek, ctx);
+			pthread_rwlock_unlock(&ks->lock);
+			return rc;
+		}
+		pthread_rwlock_unlock(&ks->lock);
+		if (pass == 0 && (rc = fetch(ks, id, version, name)) != SL_OK)
+			return rc;
+	}
+	return sl_err_set(SL_E_INTERNAL, "KEK cache");
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "seclaunch/claims.h"
 #include "seclaunch/error.h"
 #include "seclaunch/kms.h"
 #include "seclaunch/secret.h"
@@ -25,8 +26,9 @@ typedef struct kmsd_config {
 	char *tls_cert;  /* PEM files */
 	char *tls_key;
 	char *admin_token_file;
-	char *registry_file;
-	char *registry_key_file; /* HMAC key that protects the registry */
+	char *store;             /* state store: SQLite path or postgresql:// URI (store.h) */
+	char *registry_file;     /* before the store: read by seclaunchd migrate only */
+	char *registry_key_file; /* HMAC key that protects the AK rows */
 	char *audit_log;
 	char *audit_key_file; /* Ed25519 checkpoint key (audit.h); NULL: no checkpoints */
 	char *ek_ca_dir;      /* EK certificates must chain to a CA here */
@@ -49,6 +51,7 @@ typedef struct kmsd_config {
 	unsigned challenge_ttl_s;
 	unsigned refusal_rate_per_min; /* refused releases per source and minute; 0: no limit */
 	unsigned audit_aggregate_s;    /* window for summarising cheap refusals; 0: each in full */
+	unsigned enroll_rate_per_min;  /* /v1/enroll requests per source and minute; 0: no limit */
 	/* KEK backend */
 	enum kmsd_backend backend;
 	char *keystore_file;
@@ -99,14 +102,40 @@ SL_MUST_USE sl_err kmsd_gcm_open(const uint8_t key[static 32], const uint8_t iv[
 /* ---- KEK backends (kek.c, keystore.c, pkcs11.c) ------------------------ */
 
 typedef struct kmsd_kek kmsd_kek;
+struct kmsd_store;
+struct kmsd_key_row;
 
-SL_MUST_USE sl_err kmsd_kek_open(const kmsd_config *c, kmsd_kek **out);
+SL_MUST_USE sl_err kmsd_kek_open(const kmsd_config *c, struct kmsd_store *st, kmsd_kek **out);
+/* The network process's handle: every KEK operation goes to the key
+ * process (keyproc.c); kmsd_kek_unwrap is refused (no DEK here). */
+typedef struct kmsd_keyproc kmsd_keyproc;
+SL_MUST_USE sl_err kmsd_kek_open_remote(kmsd_keyproc *kp, struct kmsd_store *st, kmsd_kek **out);
+#define KMSD_SEALED_LEN (SL_KMS_DEK_LEN + 48) /* crypto_box_SEALBYTES */
+/* Unwraps and seals the DEK to eph_pub (libsodium sealed box) in one step:
+ * what the release hands out. */
+SL_MUST_USE sl_err kmsd_kek_unwrap_seal(kmsd_kek *k, const char *id, const char *dataset_id,
+                                        const uint8_t *wrapped, size_t len,
+                                        const uint8_t eph_pub[static SL_EPH_PUB_LEN],
+                                        uint8_t sealed[static KMSD_SEALED_LEN]);
 void kmsd_kek_close(kmsd_kek *k);
 /* SL_E_EXISTS when the id is taken. */
 SL_MUST_USE sl_err kmsd_kek_create(kmsd_kek *k, const char *id);
 bool kmsd_kek_exists(kmsd_kek *k, const char *id);
+/* The key's row in the store (state, current version). */
+SL_MUST_USE sl_err kmsd_kek_state(kmsd_kek *k, const char *id, struct kmsd_key_row *row,
+                                  bool *found);
+/* A new KEK version for new wraps; older versions keep unwrapping until
+ * retired. *version: the new one. */
+SL_MUST_USE sl_err kmsd_kek_rotate(kmsd_kek *k, const char *id, unsigned *version);
+/* Opens a wrapped DEK and wraps it again under the key's current version,
+ * inside this process (the DEK only in guarded memory, wiped). */
+SL_MUST_USE sl_err kmsd_kek_rewrap(kmsd_kek *k, const char *id, const char *dataset_id,
+                                   const uint8_t *in, size_t len,
+                                   uint8_t out[static SL_KMS_WRAPPED_DEK_LEN]);
 size_t kmsd_kek_count(kmsd_kek *k);
-/* wrapped = 0x01 || iv(12) || AES-256-GCM(KEK, iv, aad(id, dataset), dek) || tag(16) */
+/* SL_E_INPUT unknown key; SL_E_KMS_REFUSED disabled key or retired version;
+ * SL_E_SYSTEM the state store failed.
+ * wrapped = kek_version || iv(12) || AES-256-GCM(KEK, iv, aad(id, dataset), dek) || tag(16) */
 SL_MUST_USE sl_err kmsd_kek_wrap(kmsd_kek *k, const char *id, const char *dataset_id,
                                  const uint8_t dek[static SL_KMS_DEK_LEN],
                                  uint8_t out[static SL_KMS_WRAPPED_DEK_LEN]);
@@ -120,15 +149,52 @@ SL_MUST_USE sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *data
 #define KMSD_AAD_MAX (4 + SL_KMS_ID_MAX + SL_KMS_DATASET_ID_MAX)
 size_t kmsd_wrap_aad(const char *id, const char *dataset_id, uint8_t *aad);
 
-/* Local keystore (keystore.c). */
+/* A fresh random DEK made in the key process, returned only wrapped (for
+ * the output's manifest) and sealed to eph_pub (for the job): what an
+ * output key handler asks for, so that no DEK is ever in the network
+ * process. */
+SL_MUST_USE sl_err kmsd_kek_new_sealed(kmsd_kek *k, const char *id, const char *dataset_id,
+                                       const uint8_t eph_pub[static SL_EPH_PUB_LEN],
+                                       uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN],
+                                       uint8_t sealed[static KMSD_SEALED_LEN]);
+
+/* keyproc.c: the key process (privilege separation). */
+SL_MUST_USE sl_err kmsd_keyproc_start(const kmsd_config *cfg, unsigned channels,
+                                      kmsd_keyproc **out);
+void kmsd_keyproc_stop(kmsd_keyproc *kp);
+pid_t kmsd_keyproc_pid(const kmsd_keyproc *kp);
+SL_MUST_USE sl_err kmsd_keyproc_create(kmsd_keyproc *kp, const char *id);
+SL_MUST_USE sl_err kmsd_keyproc_rotate(kmsd_keyproc *kp, const char *id, unsigned *version);
+SL_MUST_USE sl_err kmsd_keyproc_wrap(kmsd_keyproc *kp, const char *id, const char *ds,
+                                     const uint8_t dek[static SL_KMS_DEK_LEN],
+                                     uint8_t out[static SL_KMS_WRAPPED_DEK_LEN]);
+SL_MUST_USE sl_err kmsd_keyproc_unwrap_seal(kmsd_keyproc *kp, const char *id, const char *ds,
+                                            const uint8_t *wrapped, size_t len,
+                                            const uint8_t eph_pub[static SL_EPH_PUB_LEN],
+                                            uint8_t sealed[static KMSD_SEALED_LEN]);
+SL_MUST_USE sl_err kmsd_keyproc_new_sealed(kmsd_keyproc *kp, const char *id, const char *ds,
+                                           const uint8_t eph_pub[static SL_EPH_PUB_LEN],
+                                           uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN],
+                                           uint8_t sealed[static KMSD_SEALED_LEN]);
+SL_MUST_USE sl_err kmsd_keyproc_rewrap(kmsd_keyproc *kp, const char *id, const char *ds,
+                                       const uint8_t *in, size_t len,
+                                       uint8_t out[static SL_KMS_WRAPPED_DEK_LEN]);
+
+/* Local keystore (keystore.c): KEK versions in the state store, wrapped
+ * under the master key. */
 typedef struct kmsd_keystore kmsd_keystore;
-SL_MUST_USE sl_err kmsd_keystore_open(const char *path, const char *master_key_file,
+SL_MUST_USE sl_err kmsd_keystore_open(struct kmsd_store *st, const char *master_key_file,
                                       kmsd_keystore **out);
 void kmsd_keystore_close(kmsd_keystore *ks);
 SL_MUST_USE sl_err kmsd_keystore_create(kmsd_keystore *ks, const char *id);
+SL_MUST_USE sl_err kmsd_keystore_rotate(kmsd_keystore *ks, const char *id, unsigned version);
+/* Seals a KEK for the store (migrate imports keys with it): 60 bytes. */
+SL_MUST_USE sl_err kmsd_keystore_seal(kmsd_keystore *ks, const char *id, unsigned version,
+                                      const uint8_t kek[static 32], uint8_t out[static 60]);
 size_t kmsd_keystore_count(kmsd_keystore *ks);
-/* Runs fn with the KEK under a read lock (the KEK never leaves the store). */
-SL_MUST_USE sl_err kmsd_keystore_with(kmsd_keystore *ks, const char *id,
+/* Runs fn with the KEK of (id, version) under a read lock (the KEK never
+ * leaves the keystore). */
+SL_MUST_USE sl_err kmsd_keystore_with(kmsd_keystore *ks, const char *id, unsigned version,
                                       sl_err (*fn)(const uint8_t kek[static 32], void *ctx),
                                       void *ctx);
 
@@ -150,9 +216,17 @@ SL_MUST_USE sl_err kmsd_p11_decrypt(kmsd_p11 *p, const char *id, const uint8_t i
 /* ---- challenge table (nonces.c) ---------------------------------------- */
 
 typedef struct kmsd_nonces kmsd_nonces;
-enum kmsd_nonce_result { KMSD_NONCE_OK, KMSD_NONCE_UNKNOWN, KMSD_NONCE_USED, KMSD_NONCE_EXPIRED };
+/* FAILED: the state store could not say (the request fails closed, 503). */
+enum kmsd_nonce_result {
+	KMSD_NONCE_OK,
+	KMSD_NONCE_UNKNOWN,
+	KMSD_NONCE_USED,
+	KMSD_NONCE_EXPIRED,
+	KMSD_NONCE_FAILED
+};
 
-SL_MUST_USE sl_err kmsd_nonces_new(size_t cap, unsigned ttl_s, kmsd_nonces **out);
+SL_MUST_USE sl_err kmsd_nonces_new(struct kmsd_store *st, size_t cap, unsigned ttl_s,
+                                   kmsd_nonces **out);
 void kmsd_nonces_free(kmsd_nonces *t);
 /* A fresh nonce; SL_E_KMS_REFUSED when the table is full of live entries. */
 SL_MUST_USE sl_err kmsd_nonces_issue(kmsd_nonces *t, uint8_t nonce[static SL_NONCE_LEN],
@@ -164,13 +238,31 @@ size_t kmsd_nonces_size(kmsd_nonces *t);
 /* ---- AK registry (registry.c) ----------------------------------------- */
 
 typedef struct kmsd_registry kmsd_registry;
-SL_MUST_USE sl_err kmsd_registry_open(const char *path, const char *key_file, kmsd_registry **out);
+enum kmsd_ak_status { KMSD_AK_UNKNOWN, KMSD_AK_ENROLLED, KMSD_AK_REVOKED, KMSD_AK_FORGED };
+SL_MUST_USE sl_err kmsd_registry_open(struct kmsd_store *st, const char *key_file,
+                                      kmsd_registry **out);
 void kmsd_registry_close(kmsd_registry *r);
+/* SL_E_SYSTEM: the store failed; SL_E_INTEGRITY (status FORGED): a row
+ * whose MAC does not verify. */
+SL_MUST_USE sl_err kmsd_registry_lookup(kmsd_registry *r, const uint8_t *ak_name, size_t len,
+                                        enum kmsd_ak_status *status);
+/* Enrolled and not revoked (false on any failure). */
 bool kmsd_registry_has(kmsd_registry *r, const uint8_t *ak_name, size_t len);
 /* Records an AK (idempotent); ek_digest identifies the TPM it lives in. */
 SL_MUST_USE sl_err kmsd_registry_add(kmsd_registry *r, const uint8_t *ak_name, size_t len,
                                      const uint8_t ek_digest[static 32]);
+SL_MUST_USE sl_err kmsd_registry_add_at(kmsd_registry *r, const uint8_t *ak_name, size_t len,
+                                        const uint8_t ek_digest[static 32], int64_t when);
 size_t kmsd_registry_count(kmsd_registry *r);
+/* Revocation (an admin's, handlers_aks.c): a revoked AK stays listed, is
+ * refused by name, and cannot enroll again. SL_E_INPUT when not enrolled;
+ * *was: it was revoked already (nothing written). */
+SL_MUST_USE sl_err kmsd_registry_revoke(kmsd_registry *r, const uint8_t *ak_name, size_t len,
+                                        bool *was);
+bool kmsd_registry_revoked(kmsd_registry *r, const uint8_t *ak_name, size_t len);
+/* The enrolled AKs, in name order: [{"name", "ek_sha256", "enrolled",
+ * "revoked", "verified"}] (new reference; NULL: no memory or no store). */
+json_t *kmsd_registry_list(kmsd_registry *r);
 
 /* ---- request parsers (parse.c): pure functions over untrusted bytes ---- */
 
@@ -201,6 +293,25 @@ typedef struct kmsd_release_req {
 SL_MUST_USE sl_err kmsd_parse_challenge(const uint8_t *body, size_t len);
 SL_MUST_USE sl_err kmsd_parse_release(const uint8_t *body, size_t len, kmsd_release_req **out);
 void kmsd_release_req_free(kmsd_release_req *r);
+/* POST /v1/output (handlers_output.c): the attested part of a release (nkeys
+ * 0), the job's input dataset ids, and each output asked for. */
+#define KMSD_MAX_OUTPUTS 16
+#define KMSD_DEST_MAX 2048
+typedef struct kmsd_output_entry {
+	char output_id[SL_KMS_DATASET_ID_MAX + 1];
+	char destination[KMSD_DEST_MAX + 1];
+	char key_id[SL_KMS_ID_MAX + 1]; /* "" when the client names none */
+} kmsd_output_entry;
+
+typedef struct kmsd_output_req {
+	kmsd_release_req *att;
+	size_t ninputs;
+	char inputs[KMSD_MAX_KEYS][SL_KMS_DATASET_ID_MAX + 1];
+	size_t noutputs;
+	kmsd_output_entry outputs[KMSD_MAX_OUTPUTS];
+} kmsd_output_req;
+SL_MUST_USE sl_err kmsd_parse_output(const uint8_t *body, size_t len, kmsd_output_req **out);
+void kmsd_output_req_free(kmsd_output_req *r);
 SL_MUST_USE sl_err kmsd_parse_key_create(const uint8_t *body, size_t len,
                                          char id[static SL_KMS_ID_MAX + 1]);
 SL_MUST_USE sl_err kmsd_parse_wrap(const uint8_t *body, size_t len,
@@ -214,6 +325,8 @@ typedef struct kmsd_enroll_req {
 	size_t ek_cert_len;
 	uint8_t *ak_pub; /* TPM2B_PUBLIC bytes */
 	size_t ak_pub_len;
+	bool has_token; /* an admin-issued enrollment token came with it */
+	char enroll_token[129];
 } kmsd_enroll_req;
 SL_MUST_USE sl_err kmsd_parse_enroll(const uint8_t *body, size_t len, kmsd_enroll_req *out);
 void kmsd_enroll_req_clear(kmsd_enroll_req *r);
@@ -224,6 +337,12 @@ typedef struct kmsd_activate_req {
 } kmsd_activate_req;
 SL_MUST_USE sl_err kmsd_parse_activate(const uint8_t *body, size_t len, kmsd_activate_req *out);
 
+/* parse_admin.c: {} or {"force": bool}; {"dataset_id", "wrapped_dek"}. */
+SL_MUST_USE sl_err kmsd_parse_key_action(const uint8_t *body, size_t len, bool *force);
+SL_MUST_USE sl_err kmsd_parse_rewrap(const uint8_t *body, size_t len,
+                                     char dataset_id[static SL_KMS_DATASET_ID_MAX + 1],
+                                     uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN]);
+
 /* Key ids: [A-Za-z0-9._-]{1,128}; dataset ids: 1..255 bytes, no control characters. */
 bool kmsd_valid_key_id(const char *s);
 bool kmsd_valid_dataset_id(const char *s);
@@ -233,12 +352,15 @@ bool kmsd_valid_dataset_id(const char *s);
 enum kmsd_route {
 	KMSD_R_CHALLENGE,
 	KMSD_R_RELEASE,
+	KMSD_R_OUTPUT,
 	KMSD_R_ENROLL,
 	KMSD_R_ACTIVATE,
 	KMSD_R_KEYS,
 	KMSD_R_WRAP,
 	KMSD_R_HEALTH,
 	KMSD_R_METRICS,
+	KMSD_R_RENEW,
+	KMSD_R_AKS,
 	KMSD_R_OTHER,
 	KMSD_R__COUNT
 };
@@ -253,8 +375,10 @@ enum kmsd_route {
 	X(IDENTITY, "identity_invalid")                                                            \
 	X(BINDING, "binding_mismatch")                                                             \
 	X(AK_UNKNOWN, "ak_not_enrolled")                                                           \
+	X(AK_REVOKED, "ak_revoked")                                                                \
 	X(POLICY, "policy_denied")                                                                 \
 	X(KEY_UNKNOWN, "key_unknown")                                                              \
+	X(KEY_DISABLED, "key_disabled")                                                            \
 	X(UNWRAP, "unwrap_failed")                                                                 \
 	X(RATE_LIMITED, "rate_limited")
 
@@ -285,7 +409,6 @@ SL_MUST_USE sl_err kmsd_metrics_render(kmsd_metrics *m, size_t challenges, size_
 
 struct sl_audit;
 struct sl_policy;
-typedef struct kmsd_enroll_table kmsd_enroll_table;
 
 /* ---- refusals per source (refusals.c) ----------------------------------
  * A token bucket per client address, charged by refused releases
@@ -321,8 +444,10 @@ typedef struct kmsd_ctx {
 	kmsd_metrics *metrics;
 	struct sl_audit *audit;
 	struct sl_policy *policy;
-	kmsd_enroll_table *enroll;
+	struct kmsd_store *store;
+	kmsd_keyproc *keyproc;          /* the KEK process (NULL in unit tests: in-process KEKs) */
 	kmsd_refusals *refusals;        /* NULL: no rate limit, every refusal in full */
+	kmsd_refusals *enroll_limit;    /* /v1/enroll requests per source; NULL: none */
 	uint8_t admin_token_sha256[32]; /* the token itself is not kept */
 } kmsd_ctx;
 
@@ -358,6 +483,17 @@ bool kmsd_admin_ok(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
  * is stolen. Without an audit log (unit tests) it records nothing, true. */
 bool kmsd_audit(kmsd_ctx *ctx, const char *event, const char *key_id, const char *dataset_id,
                 const char *decision, json_t *reasons, const char *claims_digest, json_t *details);
+/* kmsd_audit with the record's top-level job_id (the release's job.id). */
+bool kmsd_audit_job(kmsd_ctx *ctx, const char *event, const char *job_id, const char *key_id,
+                    const char *dataset_id, const char *decision, json_t *reasons,
+                    const char *claims_digest, json_t *details);
+/* handlers_release.c: the "subject" of a release, renewal, denial or
+ * enrollment record (docs/audit.md): ak_name, tee_kinds, measurements,
+ * region, region_verified, client, workload, claims. ak_hint: the AK name
+ * presented when no verified claim names it (an unenrolled AK). */
+struct sl_claims;
+json_t *kmsd_audit_subject(const struct sl_claims *c, const json_t *evidence, const char *source,
+                           const char *ak_hint);
 /* 503: the decision (grant or refusal) was not recorded, so it is not
  * given; the client may retry. */
 void kmsd_audit_failed(kmsd_ctx *ctx, kmsd_response *res, const char *what);
@@ -367,19 +503,50 @@ bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force);
 
 void kmsd_handle_challenge(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+void kmsd_handle_output(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+/* The attestation checks of a release, for the other attested operations
+ * (handlers_output.c): nonce (consumed), policy digest, then (only when both
+ * pass) every evidence item and identity document against the binding.
+ * Reasons are appended to reasons as a release words them; claims are
+ * filled; *verified says whether evidence was looked at. */
+void kmsd_release_attest(kmsd_ctx *ctx, const kmsd_release_req *req, json_t *reasons,
+                         sl_claims *claims, bool *verified);
 void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+/* POST /v1/enroll/tokens {"ttl_s"?} (admin): a single-use enrollment token. */
+void kmsd_handle_enroll_token(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_key_create(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id,
                       kmsd_response *res);
+/* handlers_keys.c: GET /v1/keys, GET /v1/keys/{id}, POST
+ * /v1/keys/{id}/{rotate|disable|enable|retire|delete|rewrap} (admin).
+ * action: NULL for the key itself. */
+void kmsd_handle_key_admin(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id,
+                           const char *action, kmsd_response *res);
+/* handlers_renew.c: POST /v1/renew (a lease renewal: docs/protocol.md). */
+void kmsd_handle_renew(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+/* handlers_aks.c: GET /v1/aks, POST /v1/aks/revoke (admin). */
+void kmsd_handle_aks_list(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+void kmsd_handle_aks_revoke(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+/* The lease of an allowed release or renewal: {"ttl", "expires"} for the
+ * smallest key_ttl of the decisions (ttl_s), NULL when there is none. */
+json_t *kmsd_lease_json(uint64_t ttl_s);
 void kmsd_handle_health(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_metrics(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 
-SL_MUST_USE sl_err kmsd_enroll_table_new(size_t cap, kmsd_enroll_table **out);
-void kmsd_enroll_table_free(kmsd_enroll_table *t);
+/* 503 for a failure of the state store (the decision cannot be made or
+ * kept: nothing is granted, nothing is recorded as refused). */
+void kmsd_store_failed(kmsd_ctx *ctx, kmsd_response *res, const char *what);
 
 /* Routes one request (pure dispatch: used by the server and the fuzz target). */
 enum kmsd_route kmsd_dispatch(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+
+/* heap_wipe.c: jansson wipes every block before freeing it (request
+ * bodies carry wrap DEKs and tokens). Called first in main. */
+void kmsd_heap_wipe_install(void);
+
+/* migrate.c: seclaunchd migrate | backup (argv[0] is the command). */
+int kmsd_tool_main(int argc, char **argv);
 
 /* Runs the HTTPS server until SIGTERM/SIGINT; SIGHUP calls kmsd_reload. */
 SL_MUST_USE sl_err kmsd_serve(kmsd_ctx *ctx);

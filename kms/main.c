@@ -12,13 +12,16 @@
 #include "kmsd.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/policy.h"
+#include "store.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 	        "Usage: seclaunchd --config FILE [--log-file FILE]\n"
 	        "       seclaunchd --dev --state DIR [--listen HOST:PORT] [--config FILE]\n"
-	        "                  [--policy P --policy-pubkey K] [--log-file FILE]\n\n"
+	        "                  [--policy P --policy-pubkey K] [--log-file FILE]\n"
+	        "       seclaunchd migrate --from-state DIR [--config FILE]\n"
+	        "       seclaunchd backup --to FILE (--config FILE | --dev --state DIR)\n\n"
 	        "The attested key-release service: releases dataset keys only to machines whose\n"
 	        "evidence verifies, whose AK is enrolled, and whom the policy allows.\n\n"
 	        "  --config FILE         JSON configuration (docs/seclaunchd.md); with --dev it\n"
@@ -78,13 +81,25 @@ static SL_RESULT run(kmsd_config *cfg, const kmsd_start_opts *opts)
 		         cfg->state_dir, cfg->state_dir);
 	kmsd_log(KMSD_LOG_NOTICE, "policy %s", sl_policy_digest_hex(ctx.policy));
 	SL_GUARD(load_admin_token(&ctx, cfg->admin_token_file));
-	SL_GUARD(kmsd_kek_open(cfg, &ctx.kek));
-	SL_GUARD(kmsd_registry_open(cfg->registry_file, cfg->registry_key_file, &ctx.registry));
-	SL_GUARD(kmsd_nonces_new(cfg->max_challenges, cfg->challenge_ttl_s, &ctx.nonces));
+	/* the key process first: it alone reads the master key or the PIN */
+	SL_GUARD(kmsd_keyproc_start(cfg, kmsd_store_pool(cfg), &ctx.keyproc));
+	SL_GUARD(kmsd_store_open(cfg->store, kmsd_store_pool(cfg), &ctx.store));
+	kmsd_log(KMSD_LOG_NOTICE, "state store %s; KEKs in process %d", kmsd_store_kind(ctx.store),
+	         (int)kmsd_keyproc_pid(ctx.keyproc));
+	SL_GUARD(kmsd_kek_open_remote(ctx.keyproc, ctx.store, &ctx.kek));
+	SL_GUARD(kmsd_registry_open(ctx.store, cfg->registry_key_file, &ctx.registry));
+	SL_GUARD(
+	    kmsd_nonces_new(ctx.store, cfg->max_challenges, cfg->challenge_ttl_s, &ctx.nonces));
 	SL_GUARD(kmsd_metrics_new(&ctx.metrics));
-	SL_GUARD(kmsd_enroll_table_new(1024, &ctx.enroll));
 	SL_GUARD(
 	    kmsd_refusals_new(cfg->refusal_rate_per_min, cfg->audit_aggregate_s, &ctx.refusals));
+	if (cfg->enroll_rate_per_min > 0)
+		SL_GUARD(kmsd_refusals_new(cfg->enroll_rate_per_min, 0, &ctx.enroll_limit));
+	if (cfg->accept_ek_without_cert)
+		kmsd_log(KMSD_LOG_WARNING,
+		         "enrollment accepts any TPM: EK certificates are "
+		         "not required (accept_ek_without_cert%s)",
+		         cfg->dev ? ", --dev" : "");
 	/* no audit log, no service (exit 7 when it cannot be written) */
 	rc = sl_audit_open(cfg->audit_log, cfg->audit_key_file, "seclaunchd", 0, &ctx.audit);
 	if (rc != SL_OK) {
@@ -101,12 +116,14 @@ out:
 		kmsd_log(KMSD_LOG_ERR, "audit close: %s", sl_err_detail());
 	if (live)
 		kmsd_live_stop();
-	kmsd_enroll_table_free(ctx.enroll);
 	kmsd_refusals_free(ctx.refusals);
+	kmsd_refusals_free(ctx.enroll_limit);
 	kmsd_metrics_free(ctx.metrics);
 	kmsd_nonces_free(ctx.nonces);
 	kmsd_registry_close(ctx.registry);
 	kmsd_kek_close(ctx.kek);
+	kmsd_keyproc_stop(ctx.keyproc);
+	kmsd_store_close(ctx.store);
 	sl_policy_free(ctx.policy);
 	return rc;
 }
@@ -128,6 +145,7 @@ int main(int argc, char **argv)
 	kmsd_config cfg;
 	kmsd_start_opts o = {0};
 	sl_err rc = sl_harden_process();
+	kmsd_heap_wipe_install();
 	int c;
 	sigset_t hup;
 	/* a HUP during start-up (systemctl reload, logrotate) waits for the
@@ -140,6 +158,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "seclaunchd: %s\n", sl_err_detail());
 		return sl_err_exit_code(rc);
 	}
+	if (argc > 1 && (strcmp(argv[1], "migrate") == 0 || strcmp(argv[1], "backup") == 0))
+		return kmsd_tool_main(argc - 1, argv + 1);
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':

@@ -13,8 +13,9 @@ static const double buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02,
 #define NB (sizeof(buckets) / sizeof(buckets[0]))
 
 static const char *const route_names[KMSD_R__COUNT] = {
-    "challenge", "release", "enroll", "enroll_activate", "keys_create", "keys_wrap",
-    "health",    "metrics", "other"};
+    "challenge",       "release",     "output",    "enroll",
+    "enroll_activate", "keys_create", "keys_wrap", "health",
+    "metrics",         "renew",       "aks",       "other"};
 
 #define DENIAL_NAME_(n, s) s,
 static const char *const denial_names[KMSD_D__COUNT] = {KMSD_DENIALS(DENIAL_NAME_)};

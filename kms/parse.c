@@ -168,16 +168,11 @@ static SL_RESULT no_repeats(const json_t *arr, const char *what)
 	return SL_OK;
 }
 
-sl_err kmsd_parse_release(const uint8_t *body, size_t len, kmsd_release_req **out)
+/* The attested part a release and an output request share: nonce, eph_pub,
+ * policy_digest, evidence, identity, job. */
+static SL_RESULT parse_attested(kmsd_release_req *r)
 {
-	static const char *const allowed[] = {"nonce",         "eph_pub", "evidence", "identity",
-	                                      "policy_digest", "job",     "keys",     NULL};
 	sl_err rc = SL_E_INPUT;
-	kmsd_release_req *r = calloc(1, sizeof(*r));
-	json_t *keys;
-	SL_ENSURE(r != NULL, SL_E_NOMEM, "release request");
-	SL_GUARD(load(body, len, &r->root));
-	SL_GUARD(only_fields(r->root, "release request", allowed));
 	SL_GUARD(get_b64_fixed(r->root, "nonce", r->nonce, SL_NONCE_LEN));
 	SL_GUARD(get_b64_fixed(r->root, "eph_pub", r->eph_pub, SL_EPH_PUB_LEN));
 	SL_GUARD(get_b64_fixed(r->root, "policy_digest", r->policy_digest, SL_SHA256_LEN));
@@ -218,6 +213,22 @@ sl_err kmsd_parse_release(const uint8_t *body, size_t len, kmsd_release_req **ou
 		SL_ENSURE(jl <= KMSD_MAX_JOB, SL_E_INPUT, "job: %zu bytes of JSON, at most %d", jl,
 		          KMSD_MAX_JOB);
 	}
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+sl_err kmsd_parse_release(const uint8_t *body, size_t len, kmsd_release_req **out)
+{
+	static const char *const allowed[] = {"nonce",         "eph_pub", "evidence", "identity",
+	                                      "policy_digest", "job",     "keys",     NULL};
+	sl_err rc = SL_E_INPUT;
+	kmsd_release_req *r = calloc(1, sizeof(*r));
+	json_t *keys;
+	SL_ENSURE(r != NULL, SL_E_NOMEM, "release request");
+	SL_GUARD(load(body, len, &r->root));
+	SL_GUARD(only_fields(r->root, "release request", allowed));
+	SL_GUARD(parse_attested(r));
 
 	keys = json_object_get(r->root, "keys");
 	SL_ENSURE(keys != NULL, SL_E_INPUT, "keys: missing");
@@ -317,7 +328,7 @@ out:
 
 sl_err kmsd_parse_enroll(const uint8_t *body, size_t len, kmsd_enroll_req *out)
 {
-	static const char *const allowed[] = {"ek_pub", "ek_cert", "ak_pub", NULL};
+	static const char *const allowed[] = {"ek_pub", "ek_cert", "ak_pub", "enroll_token", NULL};
 	sl_err rc = SL_E_INPUT;
 	json_t *root = NULL;
 	memset(out, 0, sizeof(*out));
@@ -328,6 +339,14 @@ sl_err kmsd_parse_enroll(const uint8_t *body, size_t len, kmsd_enroll_req *out)
 	if (json_object_get(root, "ek_cert") != NULL &&
 	    !json_is_null(json_object_get(root, "ek_cert")))
 		SL_GUARD(get_b64_alloc(root, "ek_cert", 8192, &out->ek_cert, &out->ek_cert_len));
+	const char *tok = NULL;
+	SL_GUARD(sl_json_str_opt(root, "enroll_token", sizeof(out->enroll_token) - 1, SL_E_INPUT,
+	                         "enroll_token", &tok));
+	if (tok != NULL) {
+		SL_ENSURE(strlen(tok) >= 16, SL_E_INPUT, "enroll_token: too short");
+		memcpy(out->enroll_token, tok, strlen(tok) + 1);
+		out->has_token = true;
+	}
 	rc = SL_OK;
 out:
 	if (rc != SL_OK)
@@ -341,6 +360,7 @@ void kmsd_enroll_req_clear(kmsd_enroll_req *r)
 	free(r->ek_pub);
 	free(r->ek_cert);
 	free(r->ak_pub);
+	sl_wipe(r->enroll_token, sizeof(r->enroll_token));
 	memset(r, 0, sizeof(*r));
 }
 
@@ -367,4 +387,101 @@ out:
 	free(raw);
 	json_decref(root);
 	return rc;
+}
+
+/* A destination is what the policy's output_destinations patterns match:
+ * printable ASCII, no spaces. */
+static bool valid_destination(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > KMSD_DEST_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+			return false;
+	return true;
+}
+
+static SL_RESULT parse_output(const json_t *o, size_t i, kmsd_output_entry *e)
+{
+	static const char *const allowed[] = {"output_id", "destination", "key_id", NULL};
+	sl_err rc = SL_E_INPUT;
+	const char *d = NULL;
+	SL_ENSURE(json_is_object(o), SL_E_INPUT, "outputs[%zu]: must be an object", i);
+	SL_GUARD(only_fields(o, "outputs[]", allowed));
+	rc = get_id(o, "output_id", false, e->output_id);
+	if (rc == SL_OK)
+		rc = get_str(o, "destination", &d);
+	if (rc == SL_OK && json_object_get(o, "key_id") != NULL)
+		rc = get_id(o, "key_id", true, e->key_id);
+	if (rc != SL_OK) {
+		rc = sl_err_wrap(SL_E_INPUT, "outputs[%zu]", i);
+		goto out;
+	}
+	SL_ENSURE(valid_destination(d), SL_E_INPUT,
+	          "outputs[%zu].destination: must be 1..%d printable ASCII characters, no spaces",
+	          i, KMSD_DEST_MAX);
+	memcpy(e->destination, d, strlen(d) + 1);
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+sl_err kmsd_parse_output(const uint8_t *body, size_t len, kmsd_output_req **out)
+{
+	static const char *const allowed[] = {"nonce",    "eph_pub",       "evidence",
+	                                      "identity", "policy_digest", "job",
+	                                      "inputs",   "outputs",       NULL};
+	sl_err rc = SL_E_INPUT;
+	kmsd_output_req *r = calloc(1, sizeof(*r));
+	json_t *a;
+	SL_ENSURE(r != NULL, SL_E_NOMEM, "output request");
+	r->att = calloc(1, sizeof(*r->att));
+	SL_ENSURE(r->att != NULL, SL_E_NOMEM, "output request");
+	SL_GUARD(load(body, len, &r->att->root));
+	SL_GUARD(only_fields(r->att->root, "output request", allowed));
+	SL_GUARD(parse_attested(r->att));
+
+	a = json_object_get(r->att->root, "inputs");
+	if (a != NULL) {
+		SL_ENSURE(json_is_array(a) && json_array_size(a) <= KMSD_MAX_KEYS, SL_E_INPUT,
+		          "inputs: must be an array of at most %d dataset ids", KMSD_MAX_KEYS);
+		SL_GUARD(no_repeats(a, "inputs"));
+		r->ninputs = json_array_size(a);
+		for (size_t i = 0; i < r->ninputs; i++) {
+			json_t *v = json_array_get(a, i);
+			const char *s = json_string_value(v);
+			SL_ENSURE(s != NULL && strlen(s) == json_string_length(v) &&
+			              kmsd_valid_dataset_id(s),
+			          SL_E_INPUT, "inputs[%zu]: must be a dataset id", i);
+			memcpy(r->inputs[i], s, strlen(s) + 1);
+		}
+	}
+	a = json_object_get(r->att->root, "outputs");
+	SL_ENSURE(a != NULL, SL_E_INPUT, "outputs: missing");
+	SL_ENSURE(json_is_array(a), SL_E_INPUT, "outputs: must be an array");
+	r->noutputs = json_array_size(a);
+	SL_ENSURE(r->noutputs >= 1 && r->noutputs <= KMSD_MAX_OUTPUTS, SL_E_INPUT,
+	          "outputs: must hold 1..%d entries", KMSD_MAX_OUTPUTS);
+	for (size_t i = 0; i < r->noutputs; i++) {
+		SL_GUARD(parse_output(json_array_get(a, i), i, &r->outputs[i]));
+		for (size_t j = 0; j < i; j++)
+			SL_ENSURE(strcmp(r->outputs[i].output_id, r->outputs[j].output_id) != 0,
+			          SL_E_INPUT, "outputs[%zu]: repeats the output id of outputs[%zu]",
+			          i, j);
+	}
+	*out = r;
+	r = NULL;
+	rc = SL_OK;
+out:
+	kmsd_output_req_free(r);
+	return rc;
+}
+
+void kmsd_output_req_free(kmsd_output_req *r)
+{
+	if (r == NULL)
+		return;
+	kmsd_release_req_free(r->att);
+	free(r);
 }

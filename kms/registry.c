@@ -1,143 +1,55 @@
 /* The enrolled-AK registry: TPM names of attestation keys that proved, by
  * credential activation, that they live in the same TPM as a known EK.
- *
- * File: JSON {"version": 1, "aks": [{"name", "ek_sha256", "enrolled"}],
- * "mac": hex HMAC-SHA256(registry key, canonical JSON of version+aks)}.
- * The MAC key comes from a 0600 file, so an edited registry (an AK added by
- * someone who can write the file but not read the key) is refused at start.
- * Updates are atomic (temp, fsync, rename, fsync of the directory). */
-#include <errno.h>
-#include <pthread.h>
+ * The rows live in the state store (store.h, table aks); each carries
+ *   mac = HMAC-SHA256(registry key, "seclaunch-ak-v1" | u8 len | name |
+ *                     ek_sha256 | i64be enrolled)
+ * under a key read from a 0600 file, so someone who can write the database
+ * but not read the key cannot add an AK: a row that does not verify counts
+ * as not enrolled and is reported. Revocation is a flag on the row; it is
+ * not under the MAC (it only ever takes trust away; restoring a revoked row
+ * needs write access to the database, which the operator's backups and the
+ * audit log answer for). */
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <time.h>
 
 #include "kmsd.h"
-#include "seclaunch/json.h"
-
-#define NAME_MAX_LEN 66
-#define REG_MAX_FILE (16u << 20)
-
-struct ak {
-	uint8_t name[NAME_MAX_LEN];
-	size_t len;
-};
+#include "store.h"
 
 struct kmsd_registry {
-	pthread_rwlock_t lock;
-	char *path;
+	kmsd_store *st;
 	sl_secret *key;
-	json_t *doc; /* {"version", "aks"} */
-	struct ak *aks;
-	size_t n, cap;
 };
 
-static int cmp_ak(const void *a, const void *b)
+static void mac_of(kmsd_registry *r, const uint8_t *name, size_t len, const kmsd_ak_row *row,
+                   uint8_t mac[static 32])
 {
-	const struct ak *x = a, *y = b;
-	if (x->len != y->len)
-		return x->len < y->len ? -1 : 1;
-	return memcmp(x->name, y->name, x->len);
+	static const char tag[] = "seclaunch-ak-v1";
+	crypto_auth_hmacsha256_state h;
+	uint8_t l = (uint8_t)len, when[8];
+	for (int i = 0; i < 8; i++)
+		when[i] = (uint8_t)((uint64_t)row->enrolled >> (56 - 8 * i));
+	crypto_auth_hmacsha256_init(&h, sl_secret_data(r->key), 32);
+	crypto_auth_hmacsha256_update(&h, (const uint8_t *)tag, sizeof(tag) - 1);
+	crypto_auth_hmacsha256_update(&h, &l, 1);
+	crypto_auth_hmacsha256_update(&h, name, len);
+	crypto_auth_hmacsha256_update(&h, row->ek_sha256, 32);
+	crypto_auth_hmacsha256_update(&h, when, 8);
+	crypto_auth_hmacsha256_final(&h, mac);
+	sodium_memzero(&h, sizeof(h));
 }
 
-static SL_RESULT mac_of(kmsd_registry *r, const json_t *doc, char hex[65])
-{
-	uint8_t mac[32];
-	char *text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
-	if (text == NULL)
-		return sl_err_set(SL_E_NOMEM, "registry");
-	crypto_auth_hmacsha256(mac, (const uint8_t *)text, strlen(text), sl_secret_data(r->key));
-	free(text);
-	sl_hex_encode(mac, 32, hex);
-	return SL_OK;
-}
-
-static SL_RESULT push(kmsd_registry *r, const uint8_t *name, size_t len)
-{
-	if (r->n == r->cap) {
-		size_t nc = r->cap == 0 ? 64 : r->cap * 2;
-		struct ak *na = realloc(r->aks, nc * sizeof(*na));
-		if (na == NULL)
-			return sl_err_set(SL_E_NOMEM, "registry");
-		r->aks = na;
-		r->cap = nc;
-	}
-	memcpy(r->aks[r->n].name, name, len);
-	r->aks[r->n].len = len;
-	r->n++;
-	return SL_OK;
-}
-
-static SL_RESULT load(kmsd_registry *r)
-{
-	sl_err rc = SL_E_INTEGRITY;
-	uint8_t *buf = NULL;
-	size_t len = 0;
-	json_t *root = NULL, *aks;
-	json_error_t je;
-	char want[65], have[64];
-	const char *mac;
-	struct stat st;
-
-	if (stat(r->path, &st) != 0 && errno == ENOENT)
-		return SL_OK;
-	SL_GUARD(sl_file_read(r->path, REG_MAX_FILE, &buf, &len));
-	root = json_loadb((const char *)buf, len, JSON_REJECT_DUPLICATES, &je);
-	SL_ENSURE(root != NULL && json_is_object(root), SL_E_INTEGRITY,
-	          "%s: registry is not valid JSON (truncated or edited): %s", r->path, je.text);
-	mac = sl_json_getstr(root, "mac");
-	SL_ENSURE(mac != NULL && strlen(mac) == 64, SL_E_INTEGRITY,
-	          "%s: registry has no valid \"mac\"", r->path);
-	memcpy(have, mac, sizeof(have));
-	json_object_del(root, "mac"); /* frees mac */
-	SL_GUARD(mac_of(r, root, want));
-	SL_ENSURE(sl_ct_eq(have, want, 64), SL_E_INTEGRITY,
-	          "%s: registry MAC does not verify (edited, or another registry key)", r->path);
-	SL_ENSURE(json_integer_value(json_object_get(root, "version")) == 1, SL_E_VERSION,
-	          "%s: registry version", r->path);
-	aks = json_object_get(root, "aks");
-	SL_ENSURE(json_is_array(aks), SL_E_INTEGRITY, "%s: registry \"aks\" is not an array",
-	          r->path);
-	for (size_t i = 0; i < json_array_size(aks); i++) {
-		const char *h = sl_json_getstr(json_array_get(aks, i), "name");
-		uint8_t *raw = NULL;
-		size_t n = 0;
-		SL_ENSURE(h != NULL, SL_E_INTEGRITY, "%s: aks[%zu].name missing", r->path, i);
-		SL_GUARD(sl_hex_decode_alloc(h, NAME_MAX_LEN, &raw, &n, "aks[].name"));
-		rc = push(r, raw, n);
-		free(raw);
-		if (rc != SL_OK)
-			goto out;
-	}
-	if (r->n > 0)
-		qsort(r->aks, r->n, sizeof(*r->aks), cmp_ak);
-	r->doc = root;
-	root = NULL;
-	rc = SL_OK;
-out:
-	json_decref(root);
-	free(buf);
-	return rc;
-}
-
-sl_err kmsd_registry_open(const char *path, const char *key_file, kmsd_registry **out)
+sl_err kmsd_registry_open(kmsd_store *st, const char *key_file, kmsd_registry **out)
 {
 	sl_err rc = SL_E_NOMEM;
 	kmsd_registry *r = calloc(1, sizeof(*r));
 	SL_ENSURE(r != NULL, SL_E_NOMEM, "registry");
-	pthread_rwlock_init(&r->lock, NULL);
-	r->path = strdup(path);
-	SL_ENSURE(r->path != NULL, SL_E_NOMEM, "registry");
+	r->st = st;
 	SL_GUARD(sl_secret_read_file(key_file, 64, &r->key));
 	SL_ENSURE(sl_secret_len(r->key) == 32, SL_E_INPUT,
 	          "%s: registry key must be exactly 32 bytes", key_file);
-	kmsd_remove_stale_tmp(path);
-	SL_GUARD(load(r));
-	if (r->doc == NULL) {
-		r->doc = json_pack("{s:i, s:[]}", "version", 1, "aks");
-		SL_ENSURE(r->doc != NULL, SL_E_NOMEM, "registry");
-	}
 	*out = r;
 	r = NULL;
 	rc = SL_OK;
@@ -150,76 +62,125 @@ void kmsd_registry_close(kmsd_registry *r)
 {
 	if (r == NULL)
 		return;
-	json_decref(r->doc);
-	free(r->aks);
 	sl_secret_free(r->key);
-	free(r->path);
-	pthread_rwlock_destroy(&r->lock);
 	free(r);
 }
 
-static bool has_locked(kmsd_registry *r, const uint8_t *name, size_t len)
+sl_err kmsd_registry_lookup(kmsd_registry *r, const uint8_t *name, size_t len,
+                            enum kmsd_ak_status *status)
 {
-	struct ak k;
-	if (len == 0 || len > NAME_MAX_LEN || r->n == 0)
-		return false;
-	memcpy(k.name, name, len);
-	k.len = len;
-	return bsearch(&k, r->aks, r->n, sizeof(*r->aks), cmp_ak) != NULL;
+	kmsd_ak_row row = {0};
+	bool found = false;
+	uint8_t want[32];
+	char hex[2 * KMSD_AK_NAME_MAX + 1];
+	*status = KMSD_AK_UNKNOWN;
+	if (len == 0 || len > KMSD_AK_NAME_MAX)
+		return SL_OK;
+	sl_err rc = kmsd_store_ak_get(r->st, name, len, &row, &found);
+	if (rc != SL_OK || !found)
+		return rc;
+	mac_of(r, name, len, &row, want);
+	if (!sl_ct_eq(want, row.mac, 32)) {
+		sl_hex_encode(name, len, hex);
+		*status = KMSD_AK_FORGED;
+		return sl_err_set(
+		    SL_E_INTEGRITY,
+		    "state store: the row of AK %s does not verify under the registry "
+		    "key (added or edited outside seclaunchd)",
+		    hex);
+	}
+	*status = row.revoked ? KMSD_AK_REVOKED : KMSD_AK_ENROLLED;
+	return SL_OK;
 }
 
 bool kmsd_registry_has(kmsd_registry *r, const uint8_t *name, size_t len)
 {
-	pthread_rwlock_rdlock(&r->lock);
-	bool found = has_locked(r, name, len);
-	pthread_rwlock_unlock(&r->lock);
-	return found;
+	enum kmsd_ak_status st;
+	return kmsd_registry_lookup(r, name, len, &st) == SL_OK && st == KMSD_AK_ENROLLED;
 }
 
 size_t kmsd_registry_count(kmsd_registry *r)
 {
-	pthread_rwlock_rdlock(&r->lock);
-	size_t n = r->n;
-	pthread_rwlock_unlock(&r->lock);
+	size_t n = 0;
+	if (kmsd_store_count(r->st, KMSD_T_AKS, &n) != SL_OK)
+		return 0;
 	return n;
+}
+
+sl_err kmsd_registry_add_at(kmsd_registry *r, const uint8_t *name, size_t len,
+                            const uint8_t ek_digest[static 32], int64_t when)
+{
+	kmsd_ak_row row = {.enrolled = when};
+	if (len == 0 || len > KMSD_AK_NAME_MAX)
+		return sl_err_set(SL_E_INPUT, "AK name: %zu bytes", len);
+	memcpy(row.ek_sha256, ek_digest, 32);
+	mac_of(r, name, len, &row, row.mac);
+	return kmsd_store_ak_put(r->st, name, len, &row, NULL);
 }
 
 sl_err kmsd_registry_add(kmsd_registry *r, const uint8_t *name, size_t len,
                          const uint8_t ek_digest[static 32])
 {
-	sl_err rc = SL_E_NOMEM;
-	char hex[2 * NAME_MAX_LEN + 1], ekhex[65], mac[65], when[32];
-	json_t *doc = NULL, *entry;
-	char *text = NULL;
-	pthread_rwlock_wrlock(&r->lock);
-	SL_ENSURE(len > 0 && len <= NAME_MAX_LEN, SL_E_INPUT, "AK name: %zu bytes", len);
-	if (has_locked(r, name, len)) {
-		rc = SL_OK;
-		goto out;
-	}
-	sl_hex_encode(name, len, hex);
-	sl_hex_encode(ek_digest, 32, ekhex);
-	sl_time_rfc3339(time(NULL), when, sizeof(when));
-	doc = json_deep_copy(r->doc);
-	entry = json_pack("{s:s, s:s, s:s}", "name", hex, "ek_sha256", ekhex, "enrolled", when);
-	SL_ENSURE(doc != NULL && entry != NULL &&
-	              json_array_append_new(json_object_get(doc, "aks"), entry) == 0,
-	          SL_E_NOMEM, "registry");
-	SL_GUARD(mac_of(r, doc, mac));
-	json_object_set_new(doc, "mac", json_string(mac));
-	text = json_dumps(doc, JSON_INDENT(1) | JSON_SORT_KEYS);
-	json_object_del(doc, "mac");
-	SL_ENSURE(text != NULL, SL_E_NOMEM, "registry");
-	SL_GUARD(sl_file_write_atomic(r->path, text, strlen(text), 0600, true));
-	SL_GUARD(push(r, name, len));
-	qsort(r->aks, r->n, sizeof(*r->aks), cmp_ak);
-	json_decref(r->doc);
-	r->doc = doc;
-	doc = NULL;
-	rc = SL_OK;
-out:
-	pthread_rwlock_unlock(&r->lock);
-	free(text);
-	json_decref(doc);
+	return kmsd_registry_add_at(r, name, len, ek_digest, (int64_t)time(NULL));
+}
+
+sl_err kmsd_registry_revoke(kmsd_registry *r, const uint8_t *name, size_t len, bool *was)
+{
+	enum kmsd_ak_status st = KMSD_AK_UNKNOWN;
+	bool found = false;
+	char hex[2 * KMSD_AK_NAME_MAX + 1] = "";
+	sl_err rc = kmsd_registry_lookup(r, name, len, &st);
+	*was = false;
+	if (rc != SL_OK && st != KMSD_AK_FORGED)
+		return rc;
+	if (len > 0 && len <= KMSD_AK_NAME_MAX)
+		sl_hex_encode(name, len, hex);
+	if (st == KMSD_AK_UNKNOWN)
+		return sl_err_set(SL_E_INPUT, "AK %s is not enrolled here", hex);
+	*was = st == KMSD_AK_REVOKED;
+	if (*was)
+		return SL_OK;
+	/* a forged row is revoked too: it only ever takes trust away */
+	rc = kmsd_store_ak_revoke(r->st, name, len, &found);
+	if (rc == SL_OK && !found)
+		rc = sl_err_set(SL_E_INPUT, "AK %s is not enrolled here", hex);
 	return rc;
+}
+
+bool kmsd_registry_revoked(kmsd_registry *r, const uint8_t *name, size_t len)
+{
+	enum kmsd_ak_status st = KMSD_AK_UNKNOWN;
+	return kmsd_registry_lookup(r, name, len, &st) == SL_OK && st == KMSD_AK_REVOKED;
+}
+
+struct list_ctx {
+	kmsd_registry *r;
+	json_t *out;
+};
+
+static SL_RESULT list_one(void *ctx, const uint8_t *name, size_t len, const kmsd_ak_row *row)
+{
+	struct list_ctx *l = ctx;
+	char hex[2 * KMSD_AK_NAME_MAX + 1], ek[65], when[32];
+	uint8_t want[32];
+	sl_hex_encode(name, len, hex);
+	sl_hex_encode(row->ek_sha256, 32, ek);
+	sl_time_rfc3339((time_t)row->enrolled, when, sizeof(when));
+	mac_of(l->r, name, len, row, want);
+	json_t *e =
+	    json_pack("{s:s, s:s, s:s, s:b, s:b}", "name", hex, "ek_sha256", ek, "enrolled", when,
+	              "revoked", row->revoked, "verified", sl_ct_eq(want, row->mac, 32));
+	if (e == NULL || json_array_append_new(l->out, e) != 0)
+		return sl_err_set(SL_E_NOMEM, "AK list");
+	return SL_OK;
+}
+
+json_t *kmsd_registry_list(kmsd_registry *r)
+{
+	struct list_ctx l = {r, json_array()};
+	if (l.out == NULL || kmsd_store_ak_list(r->st, list_one, &l) != SL_OK) {
+		json_decref(l.out);
+		return NULL;
+	}
+	return l.out;
 }

@@ -170,6 +170,7 @@ static const struct {
     S("tls_cert", tls_cert),
     S("tls_key", tls_key),
     S("admin_token_file", admin_token_file),
+    S("store", store),
     S("registry", registry_file),
     S("registry_key_file", registry_key_file),
     S("audit_log", audit_log),
@@ -204,6 +205,7 @@ static SL_RESULT keep_restart_keys(kmsd_config *c, const kmsd_config *s)
 	    {"max_challenges", c->max_challenges, s->max_challenges},
 	    {"challenge_ttl_s", c->challenge_ttl_s, s->challenge_ttl_s},
 	    {"kek_backend", c->backend, s->backend},
+	    {"enroll_rate_per_min", c->enroll_rate_per_min, s->enroll_rate_per_min},
 	};
 	for (size_t i = 0; i < sizeof(restart_strs) / sizeof(restart_strs[0]); i++) {
 		char **dst = (char **)((char *)c + restart_strs[i].off);
@@ -231,6 +233,7 @@ static SL_RESULT keep_restart_keys(kmsd_config *c, const kmsd_config *s)
 	c->max_challenges = s->max_challenges;
 	c->challenge_ttl_s = s->challenge_ttl_s;
 	c->backend = s->backend;
+	c->enroll_rate_per_min = s->enroll_rate_per_min;
 	c->dev = s->dev;
 	return SL_OK;
 }

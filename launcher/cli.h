@@ -119,7 +119,10 @@ int cmd_audit(int argc, char **argv);
 int cmd_attest(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_enroll(int argc, char **argv);
+int cmd_enroll_admin(int argc, char **argv);
+int cmd_measure(int argc, char **argv);
 int cmd_key(int argc, char **argv);
+int cmd_rewrap(int argc, char **argv);
 int cmd_evidence(int argc, char **argv);
 
 /* "4M", "64K", "4MiB", "1G", "65536" -> bytes; 0 on a malformed value. */

@@ -24,6 +24,8 @@ static void help(FILE *f)
 	    "  --nonce HEX         1..64 bytes bound into the evidence (TPM qualifyingData,\n"
 	    "                      SNP/TDX REPORT_DATA); without it the evidence is unbound\n"
 	    "  --pcrs SEL          PCR selection, e.g. sha256:0,1,7+sha1:0\n"
+	    "  --workload-log F    carry the workload event log F (as `run` writes it;\n"
+	    "                      include its PCR in --pcrs, e.g. sha256:0,1,7,15)\n"
 	    "                      (default sha256:0,1,2,3,4,5,6,7)\n"
 	    "  --ak-alg rsa|ecc    TPM: the AK's key type when it has to be created (RSA-2048\n"
 	    "                      RSASSA-SHA256 or ECC P-256 ECDSA-SHA256; default rsa). The AK\n"
@@ -49,7 +51,7 @@ static void help(FILE *f)
 	    "exists), 3 attestation, 7 TPM/device error.\n");
 }
 
-enum { O_TEE = 256, O_NONCE, O_PCRS, O_AKALG, O_EVLOG, O_EXPAK, O_EXPTOOLS };
+enum { O_TEE = 256, O_NONCE, O_PCRS, O_AKALG, O_EVLOG, O_EXPAK, O_EXPTOOLS, O_WLLOG };
 
 static const struct sl_cli_opt attest_opts[] = {
     {"tee", required_argument, O_TEE, NULL},
@@ -59,12 +61,13 @@ static const struct sl_cli_opt attest_opts[] = {
     {"eventlog", required_argument, O_EVLOG, NULL},
     {"export-ak", required_argument, O_EXPAK, NULL},
     {"export-tpm2-tools", required_argument, O_EXPTOOLS, NULL},
+    {"workload-log", required_argument, O_WLLOG, NULL},
     {NULL, 0, 0, NULL},
 };
 
 struct attest_ctx {
 	struct sl_cli_shared sh;
-	const char *tee, *nonce_hex, *tools, *ak_alg, *eventlog;
+	const char *tee, *nonce_hex, *tools, *ak_alg, *eventlog, *wllog;
 	sl_collect_opts co;
 	uint8_t *nonce;
 };
@@ -93,6 +96,9 @@ static int on_option(void *ctx, int key, char *arg)
 		break;
 	case O_EXPTOOLS:
 		a->tools = arg;
+		break;
+	case O_WLLOG:
+		a->wllog = arg;
 		break;
 	default:
 		return sl_cli_usage("attest", "unknown option");
@@ -188,6 +194,16 @@ static int run(struct attest_ctx *a)
 		        "seclaunch attest: warning: no --nonce; the evidence is not bound to "
 		        "a request and can be replayed\n");
 	rc = sl_evidence_collect(a->tee, &a->co, &ev);
+	if (rc == SL_OK && a->wllog != NULL) {
+		/* the workload register's log, carried as `run` carries it (its
+		 * register must be in --pcrs for a verifier to replay it) */
+		json_error_t je;
+		json_t *l = json_load_file(a->wllog, JSON_REJECT_DUPLICATES, &je);
+		rc = json_is_object(l) && json_object_set_new(ev, "workload_log", l) == 0
+		         ? SL_OK
+		         : sl_err_set(SL_E_INPUT, "--workload-log %s: %s", a->wllog,
+		                      l == NULL ? je.text : "not a JSON object");
+	}
 	if (rc == SL_OK && a->tools != NULL) {
 		const char *kind = sl_json_getstr(ev, "kind");
 		if (kind == NULL || strcmp(kind, "tpm2") != 0)

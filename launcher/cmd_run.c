@@ -12,11 +12,13 @@
 
 #include "cli.h"
 #include "job.h"
+#include "outputs.h"
 #include "region_id.h"
 #include "run_int.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/stage.h"
 #include "seclaunch/util.h"
+#include "seclaunch/workload.h"
 
 static void usage(FILE *f)
 {
@@ -46,8 +48,11 @@ static void usage(FILE *f)
 	    "                         streamed when staging it whole would take more than\n"
 	    "                         half the available memory; default), gpu, host, or\n"
 	    "                         stream (sharded datasets shard by shard through the\n"
-	    "                         data service, at most --window in memory)\n" SL_REGION_ID_HELP
-	        SL_REMOTE_HELP
+	    "                         data service, at most --window in memory), gpu-ipc\n"
+	    "                         (device buffers by CUDA IPC, where supported)\n"
+	    "  --gpu-decrypt          stage ciphertext; the job decrypts on the GPU\n"
+	    "                         (libseclaunch_data.so; the file key enters the "
+	    "job)\n" SL_REGION_ID_HELP SL_REMOTE_HELP
 	    "  --window SIZE          stream staging: plaintext staged at most (default 1G;\n"
 	    "                         K, M, G); it must hold a dataset's largest shard\n"
 	    "  --env K=V              set K in the job's environment (repeatable)\n"
@@ -64,6 +69,14 @@ static void usage(FILE *f)
 	    "  --user USER[:GROUP]    run the job as USER (root only): it cannot read\n"
 	    "                         seclaunch's key files or its /proc files\n"
 	    "  --threads N            decryption threads (default: online CPUs)\n"
+	    "  --image-digest D       the container image (sha256:HEX): part of the job's\n"
+	    "                         identity (docs/claims.md)\n"
+	    "  --workload-pcr N       TPM PCR the job's identity is extended into\n"
+	    "                         (default 15)\n"
+	    "  --workload-log F       the register's workload event log (or\n"
+	    "                         $SECLAUNCH_WORKLOAD_LOG; default under /run/seclaunch)\n"
+	    "  --lease-grace S        after the lease's expiry without a renewal, before the\n"
+	    "                         job is stopped (default 2)\n" SL_OUT_HELP
 	    "  --audit-log F          audit log (or $SECLAUNCH_AUDIT_LOG; default\n"
 	    "                         $XDG_STATE_HOME/seclaunch/audit.log)\n"
 	    "  --audit-key F          Ed25519 checkpoint key for the audit log (or\n"
@@ -87,11 +100,16 @@ static void usage(FILE *f)
  * are run_int.h's, shared with serve). */
 static const struct sl_cli_opt run_opts[] = {
     SL_RUN_LAUNCH_OPTS,
+    {"gpu-decrypt", no_argument, SL_RUN_O_GPU_DECRYPT, NULL},
     {"env", required_argument, SL_RUN_O_ENV, NULL},
     {"env-pass", required_argument, SL_RUN_O_ENV_PASS, NULL},
     {"timeout", required_argument, SL_RUN_O_TIMEOUT, NULL},
     {"kill-grace", required_argument, SL_RUN_O_KILL_GRACE, NULL},
+    {"image-digest", required_argument, SL_RUN_O_IMAGE_DIGEST, NULL},
+    {"workload-pcr", required_argument, SL_RUN_O_WORKLOAD_PCR, NULL},
+    {"workload-log", required_argument, SL_RUN_O_WORKLOAD_LOG, NULL},
     {"clean-env", no_argument, SL_RUN_O_CLEAN_ENV, NULL},
+    SL_OUT_OPTS,
     {NULL, 0, 0, NULL},
 };
 
@@ -136,6 +154,9 @@ int sl_run_option(struct sl_run *r, const char *cmd, int key, char *arg)
 	int taken = sl_remote_option(&r->remote, key, arg);
 	if (taken != 0)
 		return taken > 0 ? 0 : sl_cli_usage(cmd, "%s", sl_err_detail());
+	int o = sl_out_option(&r->outcfg, key, arg);
+	if (o != 0)
+		return o > 0 ? 0 : sl_cli_usage(cmd, "%s", sl_err_detail());
 	if (sl_region_id_option(&rid, key, arg)) {
 		r->cloud_identity = rid.cloud_identity;
 		r->gcp_jwks = rid.gcp_jwks;
@@ -161,6 +182,9 @@ int sl_run_option(struct sl_run *r, const char *cmd, int key, char *arg)
 		break;
 	case SL_RUN_O_STAGE:
 		rc = sl_stage_where_parse(arg, &r->where);
+		break;
+	case SL_RUN_O_GPU_DECRYPT:
+		r->gpu_decrypt = true;
 		break;
 	case SL_RUN_O_ENV:
 		rc = sl_job_env_set(r->env, arg);
@@ -194,6 +218,29 @@ int sl_run_option(struct sl_run *r, const char *cmd, int key, char *arg)
 		if (!parse_uint(arg, 86400u, &r->kill_grace_s))
 			return sl_cli_usage(cmd, "--kill-grace: '%s' is not 0..86400", arg);
 		r->kill_grace_set = true;
+		break;
+	case SL_RUN_O_IMAGE_DIGEST:
+		if (strncmp(arg, "sha256:", 7) != 0 || strlen(arg) != 71 ||
+		    strspn(arg + 7, "0123456789abcdef") != 64)
+			return sl_cli_usage(cmd,
+			                    "--image-digest: '%s' is not sha256: and 64 "
+			                    "lower-case hex digits",
+			                    arg);
+		r->image_digest = arg;
+		break;
+	case SL_RUN_O_WORKLOAD_PCR:
+		if (!parse_uint(arg, 15, &r->workload_pcr))
+			return sl_cli_usage(cmd,
+			                    "--workload-pcr: '%s' is not 0..15 (16 and 23 can be "
+			                    "reset by anyone, 17-22 belong to DRTM)",
+			                    arg);
+		break;
+	case SL_RUN_O_WORKLOAD_LOG:
+		r->workload_log = arg;
+		break;
+	case SL_RUN_O_LEASE_GRACE:
+		if (!parse_uint(arg, 3600, &r->lease_grace_s))
+			return sl_cli_usage(cmd, "--lease-grace: '%s' is not 0..3600", arg);
 		break;
 	case 'v':
 		r->verbose = true;
@@ -239,8 +286,10 @@ int sl_run_check(struct sl_run *r, const struct sl_cli_shared *sh, const char *c
 		return sl_cli_usage(cmd, "--policy, --policy-pubkey and --kms are required");
 	if (sl_region_id_check(&rid, cmd) != 0)
 		return SL_CAT_USAGE;
-	if (r->ndatasets == 0)
+	if (r->ndatasets == 0 && r->outcfg.n == 0)
 		return sl_cli_usage(cmd, "no dataset given (DATA.sld...)");
+	if (sl_out_check(&r->outcfg) != SL_OK)
+		return sl_cli_usage(cmd, "%s", sl_err_detail());
 	if (r->ndatasets > SL_RUN_MAX_DATASETS)
 		return sl_cli_usage(cmd, "at most %d datasets", SL_RUN_MAX_DATASETS);
 	if (r->audit_log == NULL)
@@ -290,6 +339,8 @@ int cmd_run(int argc, char **argv)
 	sl_err rc;
 
 	memset(&r, 0, sizeof(r));
+	r.workload_pcr = SL_WORKLOAD_PCR_DEFAULT;
+	r.lease_grace_s = SL_RUN_LEASE_GRACE_DEFAULT;
 	rc = sl_job_env_new(&r.env);
 	if (rc != SL_OK)
 		return sl_cli_fail("run", rc);
@@ -301,6 +352,8 @@ int cmd_run(int argc, char **argv)
 	/* the TSS library's own log lines would bury the one line that names
 	 * the cause; its failures reach that line through our error detail */
 	setenv("TSS2_LOG", "all+NONE", 0);
+	/* while this process has one thread: the outputs' mount namespace */
+	sl_out_early(&r.outcfg);
 	code = sl_run_execute(&r);
 	sl_job_env_free(r.env);
 	return code;

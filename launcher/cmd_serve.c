@@ -27,7 +27,8 @@ static void usage(FILE *f)
 	    "Python helper); every other peer is refused and the refusal audited.\n"
 	    "When the socket is up, serve writes one JSON line to --ready-fd and/or\n"
 	    "--ready-file: {\"data\": SECLAUNCH_DATA, \"socket\": PATH, \"token\": HEX}.\n"
-	    "It stops on SIGTERM, SIGINT or SIGHUP, or when the --until-pid process ends;\n"
+	    "It stops on SIGTERM, SIGINT or SIGHUP, when the --until-pid process ends, or\n"
+	    "when the keys' lease (the policy's key_ttl) is refused or missed;\n"
 	    "it then wipes every key and all staged plaintext, and appends run.wipe to the\n"
 	    "audit log with its context (node, SLURM_JOB_ID, SLURM_STEP_ID).\n\n"
 	    "  --socket PATH          the socket's path (it must not exist; default: a new\n"
@@ -38,9 +39,11 @@ static void usage(FILE *f)
 	    "  --user USER[:GROUP]    the job's user (root only; default: serve's own)\n"
 	    "  --policy P, --policy-sig F, --policy-pubkey K, --kms URL, --kms-ca F,\n"
 	    "  --kms-pin PIN, --tcti T, --tee KIND, --collateral DIR, --stage WHERE,\n"
-	    "  --window SIZE, --threads N, --audit-log F, --audit-key F, -q, -v, --json\n"
-	    "                         as for `seclaunch run` (see its --help)\n" SL_REGION_ID_HELP
+	    "  --window SIZE, --threads N, --lease-grace S, --audit-log F, --audit-key F,\n"
+	    "  -q, -v, --json         as for `seclaunch run` (see its --help)\n" SL_REGION_ID_HELP
 	        SL_REMOTE_HELP "  -h, --help             this text\n\n"
+	    "serve measures no workload identity (it starts no command), and it takes\n"
+	    "none of run's job options (--env, --timeout, --output...).\n"
 	    "Exit: 0 after a stop; before serving: 1 usage, 2 input, 3 attestation,\n"
 	    "4 policy denied, 5 KMS, 6 integrity, 7 system; see docs/exit-codes.md.\n"
 	    "See docs/job-interface.md and docs/distributed.md.\n");
@@ -132,6 +135,7 @@ int cmd_serve(int argc, char **argv)
 	memset(&r, 0, sizeof(r));
 	r.serve.on = true;
 	r.serve.ready_fd = -1;
+	r.lease_grace_s = SL_RUN_LEASE_GRACE_DEFAULT;
 	code = sl_cli_parse(&spec, &r, &sh, argc, argv);
 	if (code >= 0)
 		return code;

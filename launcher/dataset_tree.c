@@ -697,7 +697,7 @@ sl_err sl_tree_encrypt(sl_secret *dek, const sl_tree_encrypt_opts *o, sl_tree_st
 	p.kms_url = p.key_id = NULL;
 	p.wrapped_dek = NULL;
 	p.wrapped_dek_len = 0;
-	SL_GUARD(sl_sldm_builder_new(p.dataset_id, p.aead, p.chunk_size, 0, &b));
+	SL_GUARD(sl_sldm_builder_new(p.dataset_id, p.aead, p.chunk_size, o->sequence, &b));
 	SL_GUARD(make_temp_dir(o->out_dir, tmp, sizeof(tmp)));
 	if (stream)
 		SL_GUARD(encrypt_stream(dek, o, &p, tmp, b, st));

@@ -112,6 +112,13 @@ typedef struct sl_job_spec {
 	const sl_job_user *user; /* NULL or !set: seclaunch's own user */
 	const char *name;        /* unique to this run: the cgroup's name */
 	bool no_cgroup;          /* containment by subreaper only */
+	/* The measured executable (run_workload.c): started with
+	 * execveat(*exec_fd, "", AT_EMPTY_PATH) so what runs is what was
+	 * measured; NULL: path / execvp. */
+	const int *exec_fd;
+	/* Readable when the job must stop (its lease ended, run_lease.c): the
+	 * job gets SIGTERM, then SIGKILL after grace_s. NULL: none. */
+	const int *stop_fd;
 	/* Called once the command has been executed (its pid), before waiting. */
 	void (*started)(pid_t pid, void *ctx);
 	void *ctx;
@@ -123,6 +130,7 @@ typedef struct sl_job_result {
 	bool signaled; /* the job died of signal signo */
 	int signo;
 	bool timed_out;          /* --timeout fired */
+	bool stopped;            /* stop_fd fired (the lease ended) */
 	bool killed;             /* the grace period ran out: SIGKILL was sent */
 	bool escalated;          /* a second SIGINT/SIGTERM started the grace period */
 	int forwarded;           /* the last signal forwarded to the job (0: none) */

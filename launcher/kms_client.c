@@ -121,6 +121,7 @@ void sl_kms_free(sl_kms *k)
 		curl_easy_cleanup(k->curl);
 	sl_secret_free(k->admin_token);
 	json_decref(k->problem);
+	json_decref(k->lease);
 	free(k->url);
 	free(k->ca_file);
 	free(k->pinned);
@@ -266,6 +267,8 @@ sl_err sl_kms_release(sl_kms *k, const sl_kms_release_req *rq, sl_secret *eph_sk
 		deks[i] = tmp[i];
 		tmp[i] = NULL;
 	}
+	json_decref(k->lease);
+	k->lease = json_incref(json_object_get(res, "lease"));
 	rc = SL_OK;
 out:
 	sl_wipe(pk, sizeof(pk));
@@ -280,6 +283,85 @@ out:
 	return rc;
 }
 
+sl_err sl_kms_output(sl_kms *k, const sl_kms_output_req *rq, sl_secret *eph_sk,
+                     sl_kms_output_key keys[])
+{
+	sl_err rc = SL_E_NOMEM;
+	json_t *req = json_object(), *outs = json_array(), *ins = json_array(), *res = NULL, *got;
+	sl_secret *tmp[16] = {NULL};
+	uint8_t pk[crypto_box_PUBLICKEYBYTES];
+	SL_ENSURE(req != NULL && outs != NULL && ins != NULL, SL_E_NOMEM, "output request");
+	SL_ENSURE(rq->noutputs >= 1 && rq->noutputs <= 16, SL_E_USAGE,
+	          "output keys: 1..16 outputs, not %zu", rq->noutputs);
+	SL_GUARD(b64_member(req, "nonce", rq->nonce, SL_NONCE_LEN));
+	SL_GUARD(b64_member(req, "eph_pub", rq->eph_pub, SL_EPH_PUB_LEN));
+	SL_GUARD(b64_member(req, "policy_digest", rq->policy_digest, SL_SHA256_LEN));
+	json_object_set(req, "evidence", (json_t *)rq->evidence);
+	json_object_set_new(req, "identity",
+	                    rq->identity != NULL ? json_incref((json_t *)rq->identity)
+	                                         : json_array());
+	json_object_set_new(req, "job",
+	                    rq->job != NULL ? json_incref((json_t *)rq->job) : json_object());
+	for (size_t i = 0; i < rq->ninputs; i++)
+		json_array_append_new(ins, json_string(rq->inputs[i]));
+	json_object_set(req, "inputs", ins);
+	for (size_t i = 0; i < rq->noutputs; i++) {
+		json_t *e = json_pack("{s:s, s:s}", "output_id", rq->outputs[i].output_id,
+		                      "destination", rq->outputs[i].destination);
+		SL_ENSURE(e != NULL, SL_E_NOMEM, "outputs");
+		if (rq->outputs[i].key_id != NULL)
+			json_object_set_new(e, "key_id", json_string(rq->outputs[i].key_id));
+		json_array_append_new(outs, e);
+	}
+	json_object_set(req, "outputs", outs);
+	SL_GUARD(sl_kms_call(k, "/v1/output", req, false, KMS_RETRY_UNPROCESSED, &res));
+	got = json_object_get(res, "outputs");
+	SL_ENSURE(json_is_array(got) && json_array_size(got) == rq->noutputs, SL_E_KMS_PROTOCOL,
+	          "KMS answer: \"outputs\" must list the %zu outputs asked for", rq->noutputs);
+	crypto_scalarmult_base(pk, sl_secret_data(eph_sk));
+	for (size_t i = 0; i < rq->noutputs; i++) {
+		const json_t *e = json_array_get(got, i);
+		const char *id = sl_json_getstr(e, "output_id");
+		const char *key = sl_json_getstr(e, "key_id");
+		uint8_t *sealed = NULL, *wrapped = NULL;
+		size_t sl = 0, wl = 0;
+		SL_ENSURE(id != NULL && strcmp(id, rq->outputs[i].output_id) == 0,
+		          SL_E_KMS_PROTOCOL, "KMS answer: outputs[%zu] is not output '%s'", i,
+		          rq->outputs[i].output_id);
+		SL_ENSURE(key != NULL && strlen(key) <= SL_KMS_ID_MAX, SL_E_KMS_PROTOCOL,
+		          "KMS answer: outputs[%zu].key_id", i);
+		snprintf(keys[i].key_id, sizeof(keys[i].key_id), "%s", key);
+		SL_GUARD(get_b64(e, "wrapped_dek", SL_KMS_WRAPPED_DEK_LEN, 0, &wrapped, &wl));
+		memcpy(keys[i].wrapped_dek, wrapped, wl);
+		free(wrapped);
+		SL_GUARD(get_b64(e, "sealed", SEALED_LEN, 0, &sealed, &sl));
+		rc = sl_secret_new(SL_KMS_DEK_LEN, &tmp[i]);
+		if (rc == SL_OK && crypto_box_seal_open(sl_secret_data(tmp[i]), sealed, sl, pk,
+		                                        sl_secret_data(eph_sk)) != 0)
+			rc = sl_err_set(SL_E_INTEGRITY,
+			                "KMS answer: sealed key of output '%s' does not open with "
+			                "this request's ephemeral key",
+			                id);
+		free(sealed);
+		if (rc != SL_OK)
+			goto out;
+	}
+	for (size_t i = 0; i < rq->noutputs; i++) {
+		keys[i].dek = tmp[i];
+		tmp[i] = NULL;
+	}
+	rc = SL_OK;
+out:
+	sl_wipe(pk, sizeof(pk));
+	for (size_t i = 0; i < 16; i++)
+		sl_secret_free(tmp[i]);
+	json_decref(outs);
+	json_decref(ins);
+	json_decref(req);
+	json_decref(res);
+	return rc;
+}
+
 sl_err sl_kms_enroll(sl_kms *k, const char *tcti, char **ak_name_hex)
 {
 	sl_err rc = SL_E_NOMEM;
@@ -288,7 +370,7 @@ sl_err sl_kms_enroll(sl_kms *k, const char *tcti, char **ak_name_hex)
 	json_t *req = json_object(), *res = NULL, *act = json_object(), *res2 = NULL;
 	uint8_t *blob = NULL, *sec = NULL, *sess = NULL;
 	size_t blob_len = 0, sec_len = 0, sess_len = 0;
-	sl_secret *cred = NULL;
+	sl_secret *cred = NULL, *etok = NULL;
 	const char *name;
 	SL_ENSURE(req != NULL && act != NULL, SL_E_NOMEM, "enroll");
 	SL_GUARD(sl_tpm2_enrollment_material(&ko, &m));
@@ -296,6 +378,12 @@ sl_err sl_kms_enroll(sl_kms *k, const char *tcti, char **ak_name_hex)
 	SL_GUARD(b64_member(req, "ak_pub", m.ak_public, m.ak_public_len));
 	if (m.ek_cert != NULL)
 		SL_GUARD(b64_member(req, "ek_cert", m.ek_cert, m.ek_cert_len));
+	if (k->o.enroll_token_file != NULL) {
+		SL_GUARD(read_token(k->o.enroll_token_file, &etok));
+		SL_ENSURE(json_object_set_new(req, "enroll_token",
+		                              json_string((const char *)sl_secret_data(etok))) == 0,
+		          SL_E_NOMEM, "enroll");
+	}
 	SL_GUARD(sl_kms_call(k, "/v1/enroll", req, false, KMS_RETRY_ALL, &res));
 	SL_GUARD(get_b64(res, "session", 16, 0, &sess, &sess_len));
 	SL_GUARD(get_b64(res, "credential_blob", 0, 4096, &blob, &blob_len));
@@ -315,6 +403,11 @@ out:
 		sl_wipe((char *)json_string_value(s), json_string_length(s));
 	}
 	sl_secret_free(cred);
+	sl_secret_free(etok);
+	if (req != NULL && json_is_string(json_object_get(req, "enroll_token"))) {
+		json_t *t = json_object_get(req, "enroll_token");
+		sl_wipe((char *)json_string_value(t), json_string_length(t));
+	}
 	free(blob);
 	free(sec);
 	free(sess);

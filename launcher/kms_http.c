@@ -55,7 +55,8 @@ static bool tls_failure(CURLcode c)
 sl_err sl_kms_refusal_code(const json_t *reasons)
 {
 	static const char *const attest_codes[] = {"evidence_invalid", "binding_mismatch",
-	                                           "ak_not_enrolled", "identity_invalid", NULL};
+	                                           "ak_not_enrolled",  "ak_revoked",
+	                                           "identity_invalid", NULL};
 	size_t i;
 	const json_t *r;
 	json_array_foreach (reasons, i, r) {

@@ -13,6 +13,7 @@ struct sl_kms {
 	sl_secret *admin_token; /* NUL-terminated, trailing newline stripped */
 	void *curl;             /* CURL *, kept for connection reuse */
 	json_t *problem;        /* last error answer */
+	json_t *lease;          /* the lease of the last release answer (NULL: none) */
 };
 
 enum kms_retry {

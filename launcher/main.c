@@ -19,7 +19,9 @@ static const struct sl_cmd commands[] = {
     {"verify", cmd_verify, "verify attestation evidence and print its claims"},
     {"evidence", cmd_evidence, "import an SEV-SNP report or TDX quote as evidence JSON"},
     {"enroll", cmd_enroll, "enroll this machine's TPM attestation key with seclaunchd"},
-    {"key", cmd_key, "create a key-encryption key in seclaunchd (admin)"},
+    {"measure", cmd_measure, "predict a job's workload identity; replay a workload log"},
+    {"key", cmd_key, "create, list, rotate, disable or delete seclaunchd keys (admin)"},
+    {"rewrap", cmd_rewrap, "move a sharded dataset to its key's newest version (admin)"},
     {"audit", cmd_audit, "verify or export the tamper-evident audit log; make its checkpoint key"},
 };
 

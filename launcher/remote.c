@@ -173,10 +173,11 @@ static int watch_cb(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t 
 {
 	struct watch *w = ctx;
 	struct timespec now;
-	(void)dltotal, (void)ultotal, (void)ulnow;
+	(void)dltotal, (void)ultotal;
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (dlnow != w->seen) {
-		w->seen = dlnow;
+	/* bytes either way: an upload (PUT of an output) moves too */
+	if (dlnow + ulnow != w->seen) {
+		w->seen = dlnow + ulnow;
 		w->last = now;
 		return 0;
 	}
@@ -190,6 +191,14 @@ static int watch_cb(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t 
 static long stall_of(const sl_remote *r)
 {
 	return r != NULL && r->o.stall_s > 0 ? r->o.stall_s : 30;
+}
+
+static bool has_header(const struct curl_slist *l, const char *prefix)
+{
+	for (; l != NULL; l = l->next)
+		if (strncasecmp(l->data, prefix, strlen(prefix)) == 0)
+			return true;
+	return false;
 }
 
 static SL_RESULT common_setopts(const sl_remote *r, CURL *h, const char *url, bool tls_only,
@@ -228,7 +237,7 @@ static SL_RESULT common_setopts(const sl_remote *r, CURL *h, const char *url, bo
 		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_USERPWD, sstr(r->userpwd)), SL_E_INTERNAL,
 		              "credentials");
 	}
-	if (r != NULL && r->sigv4[0] != '\0') {
+	if (r != NULL && r->sigv4[0] != '\0' && !has_header(*hdrs, "x-amz-content-sha256:")) {
 		/* S3 wants the payload's hash as a signed header; a GET has none */
 		struct curl_slist *n = curl_slist_append(
 		    *hdrs, "x-amz-content-sha256: "
@@ -963,5 +972,108 @@ out:
 	free(xs);
 	if (m != NULL)
 		curl_multi_cleanup(m);
+	return rc;
+}
+
+/* ---- upload ------------------------------------------------------------ */
+
+struct upsrc {
+	int fd;
+	uint64_t off, size;
+	bool io_error;
+};
+
+static size_t up_read(char *buf, size_t sz, size_t n, void *ctx)
+{
+	struct upsrc *u = ctx;
+	size_t want = sz * n;
+	if (u->size - u->off < want)
+		want = (size_t)(u->size - u->off);
+	if (want == 0)
+		return 0;
+	ssize_t got = pread(u->fd, buf, want, (off_t)u->off);
+	if (got <= 0) {
+		u->io_error = true;
+		return CURL_READFUNC_ABORT;
+	}
+	u->off += (uint64_t)got;
+	return (size_t)got;
+}
+
+sl_err sl_remote_put(sl_remote *r, const char *object, int fd, uint64_t size)
+{
+	sl_err rc = SL_E_INPUT;
+	unsigned retries = r->o.retries > 0 ? r->o.retries : 4;
+	char url[4096], what[1200];
+	struct curl_slist *hdrs = NULL;
+	struct membuf b = {.max = 64 * 1024};
+	struct watch w;
+	CURL *h = NULL;
+
+	SL_GUARD(object_url(r, object, url, sizeof(url)));
+	snprintf(what, sizeof(what), "PUT %s%s", r->name, object);
+	for (unsigned attempt = 0;; attempt++) {
+		long st = 0;
+		struct upsrc u = {.fd = fd, .size = size};
+		free(b.p);
+		b = (struct membuf){.max = 64 * 1024};
+		curl_slist_free_all(hdrs);
+		hdrs = NULL;
+		curl_easy_cleanup(h);
+		h = curl_easy_init();
+		SL_ENSURE(h != NULL, SL_E_NOMEM, "curl");
+		/* the payload is ciphertext, authenticated by its own format; TLS
+		 * carries it, so S3 is not asked to hash it a second time */
+		if (r->sigv4[0] != '\0') {
+			hdrs = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+			SL_ENSURE(hdrs != NULL, SL_E_NOMEM, "headers");
+		}
+		SL_GUARD(common_setopts(r, h, url, true, &hdrs, &w));
+		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_UPLOAD, 1L), SL_E_INTERNAL, "upload");
+		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_READFUNCTION, up_read), SL_E_INTERNAL,
+		              "read");
+		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_READDATA, &u), SL_E_INTERNAL, "read");
+		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)size),
+		              SL_E_INTERNAL, "size");
+		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, mem_write), SL_E_INTERNAL,
+		              "write");
+		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_WRITEDATA, &b), SL_E_INTERNAL, "write");
+		CURLcode cc = curl_easy_perform(h);
+		(void)curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
+		SL_ENSURE(!u.io_error, SL_E_IO, "%s: reading the local file: %s", what,
+		          strerror(errno));
+		if (cc == CURLE_OK && (st == 200 || st == 201 || st == 204)) {
+			SL_ENSURE(u.off == size, SL_E_REMOTE_UNREACHABLE,
+			          "%s: the store answered %ld after %llu of %llu bytes", what, st,
+			          (unsigned long long)u.off, (unsigned long long)size);
+			break;
+		}
+		bool again =
+		    w.fired || (cc != CURLE_OK ? retryable_curl(cc) : retryable_status(st));
+		if (!again || attempt >= retries) {
+			if (w.fired)
+				SL_FAIL(SL_E_REMOTE_UNREACHABLE,
+				        "%s: stalled (no progress for %ld s; retries exhausted)",
+				        what, w.stall_s);
+			if (cc != CURLE_OK)
+				SL_FAIL(SL_E_REMOTE_UNREACHABLE, "%s: %s%s", what,
+				        curl_easy_strerror(cc),
+				        again ? " (retries exhausted)" : "");
+			SL_FAIL(st >= 400 && st < 500 && st != 429 ? SL_E_REMOTE_REFUSED
+			                                           : SL_E_REMOTE_UNREACHABLE,
+			        "%s: HTTP %ld%s%s", what, st,
+			        st == 403 ? " (access denied: check the credentials)" : "",
+			        again ? " (retries exhausted)" : "");
+		}
+		if (!r->o.quiet)
+			fprintf(stderr, "seclaunch: %s: %s, retrying\n", what,
+			        cc != CURLE_OK ? curl_easy_strerror(cc) : "server error");
+		backoff(attempt);
+	}
+	rc = SL_OK;
+out:
+	free(b.p);
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(h);
 	return rc;
 }

@@ -55,6 +55,12 @@ SL_MUST_USE sl_err sl_remote_get(sl_remote *r, const char *object, size_t max, u
  * the range asked for and the object's total size must be size. */
 SL_MUST_USE sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd);
 
+/* PUTs exactly size bytes of fd (read with pread from offset 0) as object;
+ * retried with backoff on connection errors, 429 and 5xx (never on other
+ * 4xx); 200, 201 or 204 only, and only once every byte was sent. S3 and GCS
+ * HMAC requests are signed with SigV4 (payload UNSIGNED-PAYLOAD over TLS). */
+SL_MUST_USE sl_err sl_remote_put(sl_remote *r, const char *object, int fd, uint64_t size);
+
 /* The options of every command that reads a dataset URL. */
 enum { SL_REMOTE_O_CA_FILE = 0x2100, SL_REMOTE_O_S3_ENDPOINT, SL_REMOTE_O_CONNECTIONS };
 #define SL_REMOTE_OPTS                                                                             \

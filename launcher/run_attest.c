@@ -102,8 +102,12 @@ sl_err sl_run_step_evidence(struct sl_run_st *s)
 	         tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
 	SL_ENSURE(mkdtemp(dir) != NULL, SL_E_SYSTEM, "mkdtemp %s: %s", dir, strerror(errno));
 	snprintf(ak, sizeof(ak), "%s/ak.pem", dir);
-	sl_collect_opts co = {.tcti = s->o->tcti, .nonce = s->binding, .nonce_len = SL_BINDING_LEN};
+	sl_collect_opts co = {.tcti = s->o->tcti,
+	                      .nonce = s->binding,
+	                      .nonce_len = SL_BINDING_LEN,
+	                      .pcrs = s->wl.pcrs[0] != '\0' ? s->wl.pcrs : NULL};
 	SL_GUARD(sl_evidence_collect(s->o->tee, &co, &ev));
+	SL_GUARD(sl_wl_attach(&s->wl, ev));
 	SL_GUARD(sl_claims_new(&s->claims));
 	const char *evkind = sl_json_getstr(ev, "kind");
 	if (evkind != NULL && strcmp(evkind, "tpm2") == 0)
@@ -173,10 +177,33 @@ sl_err sl_run_step_gpu(struct sl_run_st *s)
 	sl_err rc = SL_E_INTERNAL;
 	memset(&s->gpu, 0, sizeof(s->gpu));
 	snprintf(s->gpu.cc, sizeof(s->gpu.cc), "absent");
-	if (s->o->where != SL_STAGE_HOST) {
+	SL_ENSURE(!s->o->gpu_decrypt ||
+	              (s->o->where != SL_STAGE_HOST && s->o->where != SL_STAGE_GPU_IPC &&
+	               s->o->where != SL_STAGE_STREAM),
+	          SL_E_USAGE, "--gpu-decrypt goes with --stage gpu or auto, not --stage %s",
+	          s->o->where == SL_STAGE_HOST     ? "host"
+	          : s->o->where == SL_STAGE_STREAM ? "stream"
+	                                           : "gpu-ipc");
+	/* host and stream staging give no GPU any data */
+	if (s->o->where != SL_STAGE_HOST && s->o->where != SL_STAGE_STREAM) {
 		sl_gpu_probe(&s->gpu);
-		SL_ENSURE(s->gpu.usable || s->o->where != SL_STAGE_GPU, SL_E_GPU,
-		          "--stage gpu: no usable GPU: %s", s->gpu.reason);
+		SL_ENSURE(s->gpu.usable || s->o->where == SL_STAGE_AUTO || s->o->gpu_decrypt,
+		          SL_E_GPU, "--stage %s: no usable GPU: %s",
+		          s->o->where == SL_STAGE_GPU_IPC ? "gpu-ipc" : "gpu", s->gpu.reason);
+		SL_ENSURE(s->gpu.usable || !s->o->gpu_decrypt, SL_E_GPU,
+		          "--gpu-decrypt: no usable GPU: %s", s->gpu.reason);
+		/* before any key is asked for: IPC may be missing (protected-PCIe CC) */
+		if (s->o->where == SL_STAGE_GPU_IPC && !s->gpu.needs_ready)
+			SL_GUARD(sl_gpu_ipc_probe(&s->gpu));
+		/* the job uploads with libseclaunch_data.so: it must be there */
+		char lib[4096];
+		if (s->gpu.usable && s->o->where != SL_STAGE_GPU_IPC &&
+		    sl_stage_gpu_library(lib, sizeof(lib)) != SL_OK) {
+			snprintf(s->gpu.reason, sizeof(s->gpu.reason), "%s", sl_err_detail());
+			SL_ENSURE(s->o->where == SL_STAGE_AUTO && !s->o->gpu_decrypt, SL_E_GPU,
+			          "%s", s->gpu.reason);
+			s->gpu.usable = false;
+		}
 		s->use_gpu = s->gpu.usable;
 		if (!s->use_gpu) {
 			/* a CPU-only machine is no news: the probe's reason only with -v */

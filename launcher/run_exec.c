@@ -201,6 +201,11 @@ static SL_RESULT open_dataset(struct sl_run_st *s, size_t i, const char *path)
 		SL_ENSURE(s->fd[i] >= 0, SL_E_IO, "%s: cannot open: %s", path, strerror(errno));
 		SL_GUARD(sl_sld_header_read_fd(s->fd[i], path, &s->hdr[i]));
 	}
+	/* GPU decryption takes SLD chunks one file at a time: single files only */
+	SL_ENSURE(s->man[i] == NULL || !s->o->gpu_decrypt, SL_E_USAGE,
+	          "%s: --gpu-decrypt takes SLD files; a sharded dataset is staged in host "
+	          "memory and uploaded by the job (--stage gpu)",
+	          path);
 	if (s->man[i] != NULL)
 		sl_sldm_root(s->man[i], d);
 	else
@@ -295,7 +300,8 @@ static SL_RESULT step_preflight(struct sl_run_st *s)
 	for (size_t i = 0; i < s->n; i++) {
 		const char *ds = ds_id(s, i);
 		const char *key = ds_key(s, i);
-		sl_policy_request req = {.dataset_id = ds, .key_id = key};
+		sl_policy_request req = {
+		    .dataset_id = ds, .key_id = key, .gpu_decrypt = s->o->gpu_decrypt};
 		sl_decision_free(d);
 		d = NULL;
 		SL_GUARD(sl_policy_evaluate(s->policy, s->claims, &req, &d));
@@ -361,6 +367,10 @@ static SL_RESULT step_release(struct sl_run_st *s)
 	sl_kms_key_req keys[SL_RUN_MAX_DATASETS];
 	json_t *job = NULL, *ds = json_array(), *roots = json_object();
 
+	if (s->n == 0) { /* outputs only: their keys come in sl_out_prepare */
+		json_decref(ds);
+		return SL_OK;
+	}
 	for (size_t i = 0; i < s->n; i++) {
 		keys[i].key_id = ds_key(s, i);
 		keys[i].dataset_id = ds_id(s, i);
@@ -407,7 +417,9 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 	sl_err rc = SL_E_INTERNAL;
 	for (size_t i = 0; i < s->n; i++) {
 		CHECK_SIGNAL();
-		const sl_gpu_info *gpu = s->use_gpu ? &s->gpu : NULL;
+		/* gpu-ipc: seclaunch fills device buffers; gpu: the job's own context
+		 * uploads host-staged data; --gpu-decrypt: ciphertext, decrypted there */
+		bool ipc = s->use_gpu && s->o->where == SL_STAGE_GPU_IPC;
 		if (s->streamed[i]) {
 			rc = sl_stream_new(s->rem[i] != NULL ? NULL : s->o->datasets[i], s->rem[i],
 			                   s->man[i], s->dek[i],
@@ -434,11 +446,20 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 		}
 		if (s->man[i] != NULL)
 			rc = sl_stage_sldm(s->rem[i] != NULL ? NULL : s->o->datasets[i], s->rem[i],
-			                   s->man[i], s->dek[i], gpu, s->o->threads, false,
-			                   poll_sig, &s->stage[i]);
+			                   s->man[i], s->dek[i], ipc ? &s->gpu : NULL,
+			                   s->o->threads, false, poll_sig, &s->stage[i]);
+		else if (s->o->gpu_decrypt)
+			rc = sl_stage_sld_gpu_decrypt(s->fd[i], s->o->datasets[i], s->dek[i],
+			                              &s->gpu, false, poll_sig, &s->stage[i]);
 		else
-			rc = sl_stage_sld(s->fd[i], s->o->datasets[i], s->dek[i], gpu,
-			                  s->o->threads, false, poll_sig, &s->stage[i]);
+			rc = sl_stage_sld(s->fd[i], s->o->datasets[i], s->dek[i],
+			                  ipc ? &s->gpu : NULL, s->o->threads, false, poll_sig,
+			                  &s->stage[i]);
+		if (rc == SL_OK && s->use_gpu && !ipc && !s->o->gpu_decrypt &&
+		    (rc = sl_stage_gpu_handoff(s->stage[i], &s->gpu)) != SL_OK) {
+			sl_stage_free(s->stage[i]);
+			s->stage[i] = NULL;
+		}
 		/* the DEK is not needed once its data is staged (or failed to be) */
 		sl_secret_free(s->dek[i]);
 		s->dek[i] = NULL;
@@ -453,9 +474,13 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 		SL_GUARD(record(
 		    s, SL_AUDIT_EV_RUN_STAGE, ds, ds_key(s, i), NULL, NULL,
 		    json_pack(
-		        "{s:s, s:I, s:s, s:I}", "method", sl_stage_method(s->stage[i]), "size",
+		        "{s:s, s:I, s:s, s:I, s:s}", "method", sl_stage_method(s->stage[i]), "size",
 		        (json_int_t)sl_stage_size(s->stage[i]), "root", s->root[i], "shards",
-		        (json_int_t)(s->man[i] != NULL ? sl_sldm_shard_count(s->man[i]) : 0))));
+		        (json_int_t)(s->man[i] != NULL ? sl_sldm_shard_count(s->man[i]) : 0), "gpu",
+		        s->o->gpu_decrypt ? "decrypt (file key to the job)"
+		        : !s->use_gpu     ? "none"
+		        : ipc             ? "ipc"
+		                          : "upload by the job")));
 		sl_run_say("staged %s: %llu bytes (%s)", ds,
 		           (unsigned long long)sl_stage_size(s->stage[i]),
 		           sl_stage_method(s->stage[i]));
@@ -584,6 +609,8 @@ static void job_started(pid_t pid, void *ctx)
 	                   json_pack("{s:i, s:s}", "pid", (int)pid, "command", s->o->cmd[0]));
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch %s: warning: %s\n", g_cmd, sl_err_detail());
+	sl_run_lease_start(s);
+	sl_out_job_started(s, pid);
 }
 
 static SL_RESULT step_job(struct sl_run_st *s, int *exit_code, const char **why)
@@ -617,8 +644,7 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code, const char **why)
 		e = NULL;
 	}
 	if (s->o->serve.on) {
-		SL_GUARD(sl_run_step_serve(s, data, why));
-		*exit_code = 0;
+		SL_GUARD(sl_run_step_serve(s, data, why, exit_code));
 		rc = SL_OK;
 		goto out;
 	}
@@ -628,8 +654,10 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code, const char **why)
 	SL_GUARD(sl_job_env_build(s->o->env, environ, text, &envp));
 	CHECK_SIGNAL();
 	const char *nocg = getenv("SECLAUNCH_NO_CGROUP");
-	sl_job_spec sp = {.argv = s->o->cmd,
+	sl_job_spec sp = {.argv = s->wl.exec_argv != NULL ? s->wl.exec_argv : s->o->cmd,
 	                  .path = s->exe,
+	                  .exec_fd = s->wl.exe_fd >= 0 ? &s->wl.exe_fd : NULL,
+	                  .stop_fd = sl_run_lease_stop_fd(s),
 	                  .envp = envp,
 	                  .fds = fds,
 	                  .nfds = nfds,
@@ -642,7 +670,10 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code, const char **why)
 	                  .started = job_started,
 	                  .ctx = s};
 	sl_run_say("starting the job: %s", s->o->cmd[0]);
-	SL_GUARD(sl_job_run(&sp, &res));
+	rc = sl_job_run(&sp, &res);
+	sl_run_lease_stop(s);
+	SL_GUARD(rc);
+	sl_out_job_exited(s, &res);
 	*exit_code = res.exit_code;
 	SL_GUARD(
 	    record(s, SL_AUDIT_EV_RUN_JOB_EXIT, NULL, NULL, NULL, NULL,
@@ -657,6 +688,8 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code, const char **why)
 		           res.leftover, res.leftover == 1 ? "" : "es", res.containment);
 	if (res.timed_out)
 		sl_run_say("the job ran past --timeout %u s and was stopped", s->o->timeout_s);
+	if (res.stopped)
+		(void)sl_run_lease_end(s, exit_code);
 	rc = SL_OK;
 out:
 	json_decref(e);
@@ -735,6 +768,8 @@ static void cleanup(struct sl_run_st *s)
 	sl_claims_free(s->claims);
 	sl_kms_free(s->kms);
 	sl_policy_free(s->policy);
+	sl_run_lease_free(s);
+	sl_wl_free(&s->wl);
 	json_decref(s->context);
 }
 
@@ -742,7 +777,7 @@ int sl_run_execute(struct sl_run *o)
 {
 	struct sl_run_st s;
 	sl_err rc;
-	int job_code = -1;
+	int job_code = -1, run_code;
 	char detail[1024];
 	const char *why = "job exit", *cmd = o->serve.on ? "serve" : "run";
 
@@ -750,6 +785,7 @@ int sl_run_execute(struct sl_run *o)
 	s.o = o;
 	for (size_t i = 0; i < SL_RUN_MAX_DATASETS; i++)
 		s.fd[i] = -1;
+	sl_wl_init(&s.wl);
 	g_cmd = cmd;
 	if (o->serve.on)
 		s.context = sl_run_serve_context();
@@ -773,13 +809,18 @@ int sl_run_execute(struct sl_run *o)
 	STEP("datasets", step_datasets(&s));
 	STEP("policy", step_policy(&s));
 	STEP("gpu", sl_run_step_gpu(&s));
+	/* serve starts no command: it has no workload of its own to measure */
+	if (!o->serve.on)
+		STEP("workload", sl_run_step_workload(&s));
 	STEP("challenge", sl_run_step_challenge(&s));
 	STEP("evidence", sl_run_step_evidence(&s));
 	STEP("identity", sl_run_step_identity(&s));
 	STEP("claims", sl_run_step_claims(&s));
 	STEP("preflight", step_preflight(&s));
+	STEP("outputs", sl_out_preflight(&s));
 	STEP("release", step_release(&s));
 	STEP("stage", step_stage(&s));
+	STEP("output keys", sl_out_prepare(&s));
 	s.step = o->serve.on ? "serve" : "job";
 	rc = step_job(&s, &job_code, &why);
 	if (rc != SL_OK)
@@ -800,6 +841,8 @@ int sl_run_execute(struct sl_run *o)
 				job_code = sl_err_exit_code(se);
 		}
 	}
+	/* outputs sealed and uploaded (or not): the run's status */
+	run_code = sl_out_finish(&s, job_code);
 	rc = wipe_all(&s, why);
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch %s: warning: %s\n", cmd, sl_err_detail());
@@ -811,7 +854,7 @@ int sl_run_execute(struct sl_run *o)
 		fprintf(stderr, "seclaunch %s: warning: closing the audit log: %s\n", cmd,
 		        sl_err_detail());
 	cleanup(&s);
-	return job_code;
+	return run_code;
 
 failed:
 	snprintf(detail, sizeof(detail), "%s",
@@ -825,6 +868,7 @@ failed:
 		sl_err a = record(&s, SL_AUDIT_EV_RUN_ERROR, NULL, NULL, SL_AUDIT_ERROR, NULL,
 		                  json_pack("{s:s, s:s, s:s, s:i}", "step", s.step, "error",
 		                            sl_err_name(rc), "message", detail, "exit_code", code));
+		sl_out_abort(&s);
 		sl_err w = wipe_all(&s, g_sig != 0 ? "signal" : "error");
 		/* a refusal whose reasons are printed already is not printed again
 		 * (under --json the one error object is still due) */

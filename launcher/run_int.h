@@ -7,6 +7,8 @@
 
 #include "data_service.h"
 #include "job.h"
+#include "workload_int.h"
+#include "outputs.h"
 #include "remote.h"
 #include "stream.h"
 #include "seclaunch/attest.h"
@@ -30,13 +32,19 @@ struct sl_run {
 	const char *user;      /* --user USER[:GROUP] (NULL: seclaunch's own) */
 	unsigned kill_grace_s; /* --kill-grace (kill_grace_set: given) */
 	bool kill_grace_set;
-	bool verbose; /* -v: the probes' own messages (CUDA) */
+	bool verbose;             /* -v: the probes' own messages (CUDA) */
+	const char *image_digest; /* --image-digest sha256:... (container jobs) */
+	const char *workload_log; /* --workload-log (NULL: $SECLAUNCH_WORKLOAD_LOG, default) */
+	unsigned workload_pcr;    /* --workload-pcr (default SL_WORKLOAD_PCR_DEFAULT) */
+	unsigned lease_grace_s;   /* --lease-grace: after expiry, before the job is stopped */
+	bool gpu_decrypt;         /* --gpu-decrypt: the job decrypts on the GPU */
 	sl_job_env *env;
 	sl_remote_opts remote; /* --ca-file, --s3-endpoint, --connections */
 	uint64_t window;       /* --window: stream staging's limit (0: the default) */
 	char **datasets;
 	size_t ndatasets;
-	char **cmd; /* NULL under serve */
+	char **cmd;               /* NULL under serve */
+	struct sl_out_cfg outcfg; /* --output, --resume, --preempt-* (outputs.c) */
 	struct sl_run_serve {
 		bool on;            /* `seclaunch serve`: no job; serve until stopped */
 		const char *socket; /* --socket PATH (NULL: a private folder) */
@@ -74,13 +82,36 @@ struct sl_run_st {
 	sl_stream *stream[SL_RUN_MAX_DATASETS];
 	sl_secret *dek[SL_RUN_MAX_DATASETS];
 	sl_stage *stage[SL_RUN_MAX_DATASETS];
-	const char *partial; /* dataset whose staging failed midway (wiped by then) */
-	sl_job_user user;    /* the job's user (user.set: --user) */
-	char exe[4096];      /* the job's executable, resolved before attesting */
-	int cmd_status;      /* 126/127: the command cannot be executed (env(1)'s codes) */
-	bool explained;      /* a refusal's reasons are on stderr already */
-	json_t *context;     /* serve: node, Slurm job/step (in run.start and run.wipe) */
+	const char *partial;        /* dataset whose staging failed midway (wiped by then) */
+	sl_job_user user;           /* the job's user (user.set: --user) */
+	char exe[4096];             /* the job's executable, resolved before attesting */
+	int cmd_status;             /* 126/127: the command cannot be executed (env(1)'s codes) */
+	bool explained;             /* a refusal's reasons are on stderr already */
+	sl_wl wl;                   /* the job's workload identity (run_measure.c) */
+	struct sl_run_lease *lease; /* the keys' lease (run_lease.c); NULL: none */
+	/* sealed outputs (outputs.c; NULL: none) */
+	struct sl_outputs *out;
+	json_t *context; /* serve: node, Slurm job/step (in run.start and run.wipe) */
 };
+
+/* run_measure.c: the job's identity, extended into the workload register
+ * before the challenge; the evidence then carries the log. */
+SL_MUST_USE sl_err sl_run_step_workload(struct sl_run_st *s);
+/* The kind of evidence `run` will collect ("auto" resolved). */
+const char *sl_run_evidence_kind(const struct sl_run_st *s);
+
+/* run_lease.c: the lease of the released keys (release answer + key_ttl).
+ * start: when the job has started (renewals from then on, in a thread);
+ * stop_fd: for sl_job_spec.stop_fd (NULL: no lease); stop: joins the
+ * renewal thread after the job ended; end: when the lease ended the job,
+ * records run.lease_ended with the reason and sets *exit_code to the exit
+ * status of that reason (docs/exit-codes.md); false when it did not. */
+void sl_run_lease_start(struct sl_run_st *s);
+const int *sl_run_lease_stop_fd(struct sl_run_st *s);
+void sl_run_lease_stop(struct sl_run_st *s);
+bool sl_run_lease_end(struct sl_run_st *s, int *exit_code);
+void sl_run_lease_free(struct sl_run_st *s);
+#define SL_RUN_LEASE_GRACE_DEFAULT 2
 
 void sl_run_say(const char *fmt, ...) SL_PRINTF(1, 2);
 SL_MUST_USE sl_err sl_run_step_gpu(struct sl_run_st *s);
@@ -98,9 +129,11 @@ SL_MUST_USE sl_err sl_run_step_claims(struct sl_run_st *s);
 /* The data service over the staged datasets (data: SECLAUNCH_DATA's
  * object); token: serve's admission token (NULL: run's). */
 SL_MUST_USE sl_err sl_run_data_service(struct sl_run_st *s, json_t *data, const char *token);
-/* serve: the data service until SIGTERM/SIGINT/SIGHUP or --until-pid's end
- * (run_serve.c); *why says which. */
-SL_MUST_USE sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why);
+/* serve: the data service until SIGTERM/SIGINT/SIGHUP, --until-pid's end or
+ * the end of the keys' lease (run_serve.c); *why says which, *exit_code is
+ * 0 but after a lease that ended. */
+SL_MUST_USE sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why,
+                                     int *exit_code);
 /* serve: a failure before serving, as one JSON line on --ready-fd
  * ({"error": {"code", "exit", "message"}}) for the caller that waits there. */
 void sl_run_serve_failed(struct sl_run_st *s, sl_err rc, int exit_code, const char *message);
@@ -124,6 +157,11 @@ enum {
 	SL_RUN_O_KILL_GRACE,
 	SL_RUN_O_CLEAN_ENV,
 	SL_RUN_O_WINDOW,
+	SL_RUN_O_GPU_DECRYPT,
+	SL_RUN_O_IMAGE_DIGEST,
+	SL_RUN_O_WORKLOAD_PCR,
+	SL_RUN_O_WORKLOAD_LOG,
+	SL_RUN_O_LEASE_GRACE,
 	SL_RUN_O_LAST, /* a command's own keys start here */
 };
 #define SL_RUN_LAUNCH_OPTS                                                                         \
@@ -136,7 +174,8 @@ enum {
 	    {"threads", required_argument, SL_RUN_O_THREADS, NULL},                                \
 	    {"audit-key", required_argument, SL_RUN_O_AUDIT_KEY, NULL},                            \
 	    {"user", required_argument, SL_RUN_O_USER, NULL},                                      \
-	    {"window", required_argument, SL_RUN_O_WINDOW, NULL}, SL_REMOTE_OPTS,                  \
+	    {"window", required_argument, SL_RUN_O_WINDOW, NULL},                                  \
+	    {"lease-grace", required_argument, SL_RUN_O_LEASE_GRACE, NULL}, SL_REMOTE_OPTS,        \
 	{                                                                                          \
 		"verbose", no_argument, 'v', NULL                                                  \
 	}

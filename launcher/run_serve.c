@@ -127,7 +127,7 @@ static bool alive(pid_t pid)
 	return rp == NULL || rp[1] == '\0' || rp[2] != 'Z';
 }
 
-sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why)
+sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why, int *exit_code)
 {
 	sl_err rc = SL_E_INTERNAL;
 	uint8_t raw[32];
@@ -148,6 +148,11 @@ sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why)
 	SL_GUARD(announce(s, line));
 	sl_run_say("serving %zu dataset%s on %s", s->n, s->n == 1 ? "" : "s",
 	           sl_dsvc_path(s->dsvc));
+	/* keys released under key_ttl are a lease: renewed while serving; a
+	 * refused or missed renewal stops serve as it stops a job */
+	*exit_code = 0;
+	sl_run_lease_start(s);
+	const int *lease_fd = sl_run_lease_stop_fd(s);
 	for (;;) {
 		int sig = sl_supervise_take_pending();
 		if (sig != 0) {
@@ -159,8 +164,15 @@ sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why)
 			*why = "--until-pid ended";
 			break;
 		}
-		(void)poll(NULL, 0, 100);
+		struct pollfd pf = {.fd = lease_fd != NULL ? *lease_fd : -1, .events = POLLIN};
+		if (poll(&pf, 1, 100) > 0 && pf.revents != 0) {
+			*why = "lease ended";
+			break;
+		}
 	}
+	sl_run_lease_stop(s);
+	if (strcmp(*why, "lease ended") == 0)
+		(void)sl_run_lease_end(s, exit_code);
 	rc = SL_OK;
 out:
 	sl_wipe(raw, sizeof(raw));

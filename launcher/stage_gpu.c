@@ -9,11 +9,15 @@
  * k+1. A pinned buffer is reused only after its event says its copy is done,
  * so host memory holds at most NSLOTS chunks of plaintext at any time. */
 #include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "seclaunch/secret.h"
+#include "seclaunch/sld.h"
 #include "seclaunch/util.h"
 #include "stage_int.h"
 
@@ -331,7 +335,7 @@ sl_err sl_stage_gpu_new(const char *dataset_id, uint64_t size, size_t chunk,
 	SL_ENSURE(s != NULL && g != NULL, SL_E_NOMEM, "allocating a GPU staging area");
 	s->fd = -1;
 	s->size = size;
-	s->method = "gpu";
+	s->method = "gpu-ipc";
 	s->dataset_id = strdup(dataset_id);
 	SL_ENSURE(s->dataset_id != NULL, SL_E_NOMEM, "allocating a GPU staging area");
 	g->size = (size_t)size;
@@ -457,5 +461,206 @@ sl_err sl_gpu_stage_describe(const struct sl_gpu_stage *g, json_t *obj)
 	          SL_E_NOMEM, "building SECLAUNCH_DATA");
 	rc = SL_OK;
 out:
+	return rc;
+}
+
+/* ---- --stage gpu-ipc: is CUDA IPC there at all? ------------------------ */
+sl_err sl_gpu_ipc_probe(const sl_gpu_info *info)
+{
+	sl_err rc = SL_E_GPU;
+	char why[200] = "";
+	CUdevice dev;
+	CUcontext ctx = NULL;
+	CUdeviceptr p = 0;
+	CUipcMemHandle h;
+	CUresult r;
+
+	SL_ENSURE(info->usable && !info->needs_ready, SL_E_GPU,
+	          "--stage gpu-ipc: no usable GPU: %s", info->reason);
+	SL_ENSURE(cuda_load(why, sizeof(why)), SL_E_GPU, "%s", why);
+	CU_GUARD(cu.Init(0), "cuInit");
+	CU_GUARD(cu.DeviceGet(&dev, info->device), "cuDeviceGet(%d)", info->device);
+	CU_GUARD(cu.PrimaryCtxRetain(&ctx, dev), "retaining the primary context");
+	CU_GUARD(cu.CtxSetCurrent(ctx), "making the primary context current");
+	CU_GUARD(cu.MemAlloc(&p, (size_t)2 << 20), "allocating 2 MiB to probe CUDA IPC");
+	r = cu.IpcGetMemHandle(&h, p);
+	SL_ENSURE(r == 0, SL_E_GPU,
+	          "--stage gpu-ipc: CUDA IPC is not available on this GPU or platform "
+	          "(cuIpcGetMemHandle: %s; NVIDIA does not support CUDA IPC in protected-PCIe "
+	          "confidential-computing mode); use --stage gpu, which needs no IPC",
+	          cu_err(r));
+	rc = SL_OK;
+out:
+	if (p != 0) /* never held data; zeroed anyway, like every buffer freed */
+		(void)cu.MemsetD8(p, 0, (size_t)2 << 20), (void)cu.MemFree(p);
+	if (ctx != NULL)
+		(void)cu.PrimaryCtxRelease(dev);
+	return rc;
+}
+
+/* ---- --stage gpu and --gpu-decrypt: the job's own context uploads -------- */
+#define SL_GPU_KEY_AREA 4096 /* --gpu-decrypt: file key, zeros, then the SLD file */
+
+struct sl_gpu_job {
+	int device;
+	char library[PATH_MAX];
+	bool decrypt;
+	uint64_t plain_size;
+	uint64_t header_len, chunk_count;
+	uint32_t chunk_size;
+	char digest_hex[65];
+};
+
+/* $SECLAUNCH_DATA_LIB, else beside the installed or the built seclaunch. */
+sl_err sl_stage_gpu_library(char *out, size_t n)
+{
+	sl_err rc = SL_E_GPU;
+	const char *env = getenv("SECLAUNCH_DATA_LIB");
+	char exe[PATH_MAX];
+	static const char *const rel[] = {"/../lib/seclaunch/libseclaunch_data.so",
+	                                  "/../build/jobside/libseclaunch_data.so"};
+	if (env != NULL && *env != '\0') {
+		SL_ENSURE(realpath(env, out) != NULL && strlen(out) < n, SL_E_GPU,
+		          "SECLAUNCH_DATA_LIB=%s: no such library", env);
+		return SL_OK;
+	}
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	SL_ENSURE(len > 0, SL_E_GPU, "finding libseclaunch_data.so: /proc/self/exe unreadable");
+	exe[len] = '\0';
+	char *slash = strrchr(exe, '/');
+	if (slash != NULL)
+		*slash = '\0';
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		char cand[PATH_MAX + 64];
+		snprintf(cand, sizeof(cand), "%s%s", exe, rel[i]);
+		if (realpath(cand, out) != NULL && access(out, R_OK) == 0)
+			return SL_OK;
+	}
+	SL_FAIL(SL_E_GPU,
+	        "the job-side GPU library libseclaunch_data.so is not installed beside %s "
+	        "(set SECLAUNCH_DATA_LIB, or use --stage host)",
+	        exe);
+out:
+	return rc;
+}
+
+static SL_RESULT gpu_job_new(sl_stage *s, const sl_gpu_info *gpu)
+{
+	sl_err rc = SL_E_NOMEM;
+	struct sl_gpu_job *j = calloc(1, sizeof(*j));
+	SL_ENSURE(j != NULL, SL_E_NOMEM, "dataset %s: GPU hand-off", s->dataset_id);
+	j->device = gpu->device;
+	j->plain_size = s->size;
+	SL_GUARD(sl_stage_gpu_library(j->library, sizeof(j->library)));
+	s->gpu_job = j;
+	j = NULL;
+	rc = SL_OK;
+out:
+	free(j);
+	return rc;
+}
+
+sl_err sl_stage_gpu_handoff(sl_stage *s, const sl_gpu_info *gpu)
+{
+	sl_err rc = SL_E_GPU;
+	SL_ENSURE(gpu->usable && !gpu->devtools && !gpu->needs_ready, SL_E_GPU,
+	          "dataset %s: no usable GPU: %s", s->dataset_id, gpu->reason);
+	rc = gpu_job_new(s, gpu);
+out:
+	return rc;
+}
+
+void sl_gpu_job_free(struct sl_gpu_job *j)
+{
+	free(j);
+}
+
+sl_err sl_gpu_job_describe(const sl_stage *s, json_t *o)
+{
+	sl_err rc = SL_E_NOMEM;
+	const struct sl_gpu_job *j = s->gpu_job;
+	json_t *g = NULL;
+	if (j == NULL)
+		return SL_OK;
+	g = json_pack("{s:i, s:s}", "device", j->device, "library", j->library);
+	SL_ENSURE(g != NULL, SL_E_NOMEM, "building SECLAUNCH_DATA");
+	if (j->decrypt)
+		SL_ENSURE(
+		    json_object_set_new(o, "kind", json_string("sld")) == 0 &&
+		        json_object_set_new(o, "size", json_integer((json_int_t)j->plain_size)) ==
+		            0 &&
+		        json_object_set_new(o, "file_size", json_integer((json_int_t)s->size)) ==
+		            0 &&
+		        json_object_set_new(o, "header_len",
+		                            json_integer((json_int_t)j->header_len)) == 0 &&
+		        json_object_set_new(o, "chunk_size", json_integer(j->chunk_size)) == 0 &&
+		        json_object_set_new(o, "chunk_count",
+		                            json_integer((json_int_t)j->chunk_count)) == 0 &&
+		        json_object_set_new(o, "header_sha256", json_string(j->digest_hex)) == 0,
+		    SL_E_NOMEM, "building SECLAUNCH_DATA");
+	SL_ENSURE(json_object_set_new(o, "gpu", g) == 0, SL_E_NOMEM, "building SECLAUNCH_DATA");
+	g = NULL;
+	rc = SL_OK;
+out:
+	json_decref(g);
+	return rc;
+}
+
+sl_err sl_stage_sld_gpu_decrypt(int fd, const char *name, sl_secret *dek, const sl_gpu_info *gpu,
+                                bool force_memfd, int (*interrupted)(void), sl_stage **out)
+{
+	sl_err rc = SL_E_GPU;
+	sl_sld_reader *r = NULL;
+	sl_secret *key = NULL;
+	sl_stage *s = NULL;
+	uint8_t *buf = NULL, zeros[SL_GPU_KEY_AREA] = {0}, digest[32];
+	const size_t bufsz = (size_t)4 << 20;
+
+	*out = NULL;
+	SL_ENSURE(gpu->usable && !gpu->devtools && !gpu->needs_ready, SL_E_GPU,
+	          "%s: --gpu-decrypt: no usable GPU: %s", name, gpu->reason);
+	/* the key check, the header MAC and the file's size, as for host staging */
+	SL_GUARD(sl_sld_open(fd, name, dek, &r));
+	const sl_sld_header *h = sl_sld_reader_header(r);
+	SL_ENSURE(sl_sld_header_aead(h) == SL_AEAD_AES_256_GCM, SL_E_INPUT,
+	          "%s: --gpu-decrypt needs an AES-256-GCM dataset (this one is %s)", name,
+	          sl_aead_name(sl_sld_header_aead(h)));
+	uint64_t fsize = sl_sld_header_file_size(h);
+	SL_GUARD(sl_stage_host_new(sl_sld_header_dataset_id(h), SL_GPU_KEY_AREA + fsize,
+	                           force_memfd, &s));
+	SL_GUARD(sl_sld_export_file_key(r, &key));
+	SL_GUARD(sl_stage_write(s, 0, sl_secret_data(key), sl_secret_len(key)));
+	SL_GUARD(
+	    sl_stage_write(s, sl_secret_len(key), zeros, SL_GPU_KEY_AREA - sl_secret_len(key)));
+	buf = malloc(bufsz);
+	SL_ENSURE(buf != NULL, SL_E_NOMEM, "%s: staging ciphertext", name);
+	for (uint64_t off = 0; off < fsize;) {
+		size_t want = fsize - off < bufsz ? (size_t)(fsize - off) : bufsz;
+		ssize_t got = pread(fd, buf, want, (off_t)off);
+		SL_ENSURE(got > 0, SL_E_IO, "%s: reading at %llu: %s", name,
+		          (unsigned long long)off,
+		          got < 0 ? strerror(errno) : "unexpected end of file");
+		SL_GUARD(sl_stage_write(s, SL_GPU_KEY_AREA + off, buf, (size_t)got));
+		off += (uint64_t)got;
+		int sig = interrupted != NULL ? interrupted() : 0;
+		SL_ENSURE(sig == 0, SL_E_SYSTEM, "interrupted by signal %d", sig);
+	}
+	SL_GUARD(sl_stage_seal(s));
+	SL_GUARD(gpu_job_new(s, gpu));
+	s->gpu_job->decrypt = true;
+	s->gpu_job->plain_size = sl_sld_header_plaintext_len(h);
+	s->gpu_job->header_len = sl_sld_header_len(h);
+	s->gpu_job->chunk_size = sl_sld_header_chunk_size(h);
+	s->gpu_job->chunk_count = sl_sld_header_chunk_count(h);
+	sl_sld_header_digest(h, digest);
+	sl_hex_encode(digest, sizeof(digest), s->gpu_job->digest_hex);
+	*out = s;
+	s = NULL;
+	rc = SL_OK;
+out:
+	sl_stage_free(s); /* wipes the key area too */
+	sl_secret_free(key);
+	sl_sld_close(r);
+	free(buf);
 	return rc;
 }

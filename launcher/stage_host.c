@@ -32,11 +32,13 @@ sl_err sl_stage_where_parse(const char *s, sl_stage_where *out)
 		*out = SL_STAGE_HOST;
 	else if (strcmp(s, "gpu") == 0)
 		*out = SL_STAGE_GPU;
+	else if (strcmp(s, "gpu-ipc") == 0)
+		*out = SL_STAGE_GPU_IPC;
 	else if (strcmp(s, "stream") == 0)
 		*out = SL_STAGE_STREAM;
 	else
-		return sl_err_set(SL_E_USAGE, "--stage: '%s' is not one of auto, host, gpu, stream",
-		                  s);
+		return sl_err_set(
+		    SL_E_USAGE, "--stage: '%s' is not one of auto, host, gpu, gpu-ipc, stream", s);
 	return SL_OK;
 }
 
@@ -317,6 +319,7 @@ void sl_stage_free(sl_stage *s)
 		return;
 	sl_err ignored = sl_stage_wipe(s); /* the caller reported wipe results already */
 	(void)ignored;
+	sl_gpu_job_free(s->gpu_job);
 	free(s->dataset_id);
 	free(s);
 }
@@ -374,6 +377,7 @@ sl_err sl_stage_describe(const sl_stage *s, int job_fd, json_t **out)
 		              json_object_set_new(o, "path", json_string(path)) == 0 &&
 		              json_object_set_new(o, "huge_pages", json_boolean(s->huge)) == 0,
 		          SL_E_NOMEM, "building SECLAUNCH_DATA");
+		SL_GUARD(sl_gpu_job_describe(s, o));
 	}
 	*out = o;
 	o = NULL;

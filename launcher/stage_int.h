@@ -31,6 +31,8 @@ struct sl_stage {
 	atomic_bool alloc_stop;
 	/* gpu */
 	struct sl_gpu_stage *gpu;
+	/* a host stage the job uploads itself (--stage gpu, --gpu-decrypt) */
+	struct sl_gpu_job *gpu_job;
 };
 
 /* Host memfd: starts / stops (joins) a thread that fallocates the memory file
@@ -48,5 +50,8 @@ SL_MUST_USE sl_err sl_gpu_stage_finish(struct sl_gpu_stage *g);
  * clearing was confirmed. */
 SL_MUST_USE sl_err sl_gpu_stage_wipe(struct sl_gpu_stage *g);
 SL_MUST_USE sl_err sl_gpu_stage_describe(const struct sl_gpu_stage *g, json_t *obj);
+/* A host stage's GPU hand-off in SECLAUNCH_DATA (no-op without one). */
+SL_MUST_USE sl_err sl_gpu_job_describe(const sl_stage *s, json_t *obj);
+void sl_gpu_job_free(struct sl_gpu_job *j);
 
 #endif

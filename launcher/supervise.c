@@ -80,6 +80,21 @@ static void close_from(int lo, int hi) /* [lo, hi], async-signal-safe */
 		close(fd);
 }
 
+/* [lo, hi] but a and b (either may be -1), async-signal-safe */
+static void close_except(int lo, int hi, int a, int b)
+{
+	int x = a < b ? a : b, y = a < b ? b : a;
+	if (x >= lo && x <= hi) {
+		close_from(lo, x - 1);
+		lo = x + 1;
+	}
+	if (y >= lo && y <= hi) {
+		close_from(lo, y - 1);
+		lo = y + 1;
+	}
+	close_from(lo, hi);
+}
+
 /* The job's user: supplementary groups, group, user, in that order (each
  * needs the privilege the next drops); then no way back. */
 static int drop_to(const sl_job_user *u, pid_t parent)
@@ -116,23 +131,21 @@ static void child(const sl_job_spec *sp, const sl_contain *ct, const int *sorted
 	if (sl_contain_enter(ct) != 0)
 		goto fail;
 	err[0] = STEP_FDS;
-	/* only 0, 1, 2, the staged descriptors and the exec-error pipe survive */
-	int lo = 3;
+	/* only 0, 1, 2, the staged descriptors, the exec-error pipe and the
+	 * measured executable's descriptor (close-on-exec: for execveat) survive */
+	int lo = 3, xfd = sp->exec_fd != NULL ? *sp->exec_fd : -1;
 	for (size_t i = 0; i < sp->nfds; i++) {
 		if (sorted[i] < 3)
 			continue;
-		if (errpipe >= lo && errpipe < sorted[i]) {
-			close_from(lo, errpipe - 1);
-			lo = errpipe + 1;
-		}
-		close_from(lo, sorted[i] - 1);
+		close_except(lo, sorted[i] - 1, errpipe, xfd);
 		lo = sorted[i] + 1;
 		if (fcntl(sorted[i], F_SETFD, 0) != 0)
 			goto fail;
 	}
-	if (errpipe >= lo) {
-		close_from(lo, errpipe - 1);
-		lo = errpipe + 1;
+	int top = errpipe > xfd ? errpipe : xfd;
+	if (top >= lo) {
+		close_except(lo, top - 1, errpipe, xfd);
+		lo = top + 1;
 	}
 	close_from(lo, ~0u >> 1);
 	/* after every descriptor of seclaunch's own is closed */
@@ -144,7 +157,9 @@ static void child(const sl_job_spec *sp, const sl_contain *ct, const int *sorted
 		if (sig != SIGKILL && sig != SIGSTOP)
 			signal(sig, SIG_DFL);
 	sigprocmask(SIG_SETMASK, &orig_mask, NULL);
-	if (sp->path != NULL) {
+	if (sp->exec_fd != NULL) {
+		syscall(SYS_execveat, *sp->exec_fd, "", sp->argv, sp->envp, AT_EMPTY_PATH);
+	} else if (sp->path != NULL) {
 		execve(sp->path, sp->argv, sp->envp);
 	} else {
 		environ = (char **)sp->envp; /* execvp looks argv[0] up in the job's PATH */
@@ -244,10 +259,21 @@ sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 			next = deadline; /* whichever comes first */
 		if (next != 0)
 			wait_ms = next <= now ? 0 : (int)((next - now) / 1000000u) + 1;
-		struct pollfd pfd = {.fd = sfd, .events = POLLIN};
-		if (poll(&pfd, 1, wait_ms) < 0 && errno != EINTR)
+		struct pollfd pfd[2] = {
+		    {.fd = sfd, .events = POLLIN},
+		    {.fd = sp->stop_fd != NULL && !res->stopped ? *sp->stop_fd : -1,
+		     .events = POLLIN}};
+		if (poll(pfd, 2, wait_ms) < 0 && errno != EINTR)
 			SL_FAIL(SL_E_SYSTEM, "poll: %s", strerror(errno));
 		now = sl_now_ns();
+		if (pfd[1].fd >= 0 && (pfd[1].revents & (POLLIN | POLLHUP)) != 0) {
+			/* the lease ended: the whole job is stopped, as at a timeout */
+			res->stopped = true;
+			sl_contain_signal(&ct, pid, SIGTERM);
+			uint64_t at = now + (uint64_t)grace * 1000000000u;
+			if (kill_at == 0 || at < kill_at)
+				kill_at = at;
+		}
 		if (deadline != 0 && now >= deadline && !res->timed_out) {
 			res->timed_out = true;
 			deadline = 0;

@@ -186,8 +186,9 @@ sl_err sl_policy_warn_gaps(const json_t *root, struct vctx *c)
 			snprintf(p, sizeof(p), "$.datasets[%zu].key_ttl", i);
 			sl_policy_warn(
 			    c, p,
-			    "rule '%s' is classified 'restricted' but sets no key_ttl: a "
-			    "released key may be held without limit",
+			    "rule '%s' is classified 'restricted' but sets no key_ttl: no "
+			    "lease, a released key may be held without limit and a running job "
+			    "is never re-attested",
 			    id);
 		}
 		const json_t *ci = json_object_get(d, "cloud_identity");

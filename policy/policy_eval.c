@@ -349,6 +349,7 @@ static void eval_rule(const sl_policy *p, const sl_claims *c, const json_t *rule
 	}
 	check_region(p, c, rule, rpath, d);
 	sl_policy_eval_identity(c, rule, rpath, identity_note, d);
+	sl_policy_eval_workloads(c, rule, rpath, identity_note, d);
 
 	snprintf(path, sizeof(path), "%s.tee_kinds", rpath);
 	const char *kind = claim(c, "tee.kind");
@@ -385,6 +386,16 @@ static void eval_rule(const sl_policy *p, const sl_claims *c, const json_t *rule
 			DENY(d, path,
 			     "the GPU evidence is not bound to this request "
 			     "(gpu.binding=unchecked)");
+	}
+	/* GPU decryption puts the file key in the job's process and on the GPU */
+	if (req->gpu_decrypt) {
+		snprintf(path, sizeof(path), "%s.gpu_decrypt", rpath);
+		if (json_is_false(json_object_get(rule, "gpu_decrypt")))
+			DENY(d, path,
+			     "decryption on the GPU is forbidden for this dataset (gpu_decrypt: "
+			     "false): the key may not leave seclaunch");
+		else
+			PASS(d, path, "decryption on the GPU allowed");
 	}
 	check_outputs(p, rule, rpath, req, d);
 	if ((v = json_object_get(rule, "key_ttl")) != NULL) {
@@ -438,6 +449,44 @@ sl_err sl_policy_key_check(const sl_policy *p, const char *key_id, const char *d
 	return sl_err_set(SL_E_POLICY_DENIED,
 	                  "$.keys.%s: key '%s' may not serve dataset '%s' (it serves [%s])", key_id,
 	                  key_id, dataset_id, list);
+}
+
+sl_err sl_policy_output_key(const sl_policy *p, const char *output_id, const char **key_id)
+{
+	const char *found = NULL, *key;
+	char list[TEXT_LEN] = "";
+	size_t n = 0, used = 0;
+	json_t *pats;
+	if (p->dev)
+		return sl_err_set(SL_E_POLICY_DENIED,
+		                  "the development policy names no key for output '%s' (name one)",
+		                  output_id);
+	json_object_foreach (json_object_get(p->doc, "keys"), key, pats) {
+		size_t i;
+		json_t *e;
+		json_array_foreach (pats, i, e) {
+			if (sl_policy_glob(json_string_value(e), output_id)) {
+				found = key;
+				n++;
+				int w = snprintf(list + used, sizeof(list) - used, "%s'%s'",
+				                 used ? ", " : "", key);
+				if (w > 0 && (size_t)w < sizeof(list) - used)
+					used += (size_t)w;
+				break;
+			}
+		}
+	}
+	if (n == 0)
+		return sl_err_set(SL_E_POLICY_DENIED, "$.keys: no key may serve output '%s'",
+		                  output_id);
+	if (n > 1)
+		return sl_err_set(
+		    SL_E_POLICY_DENIED,
+		    "$.keys: %zu keys may serve output '%s' (%s); the policy must name "
+		    "one",
+		    n, output_id, list);
+	*key_id = found;
+	return SL_OK;
 }
 
 sl_err sl_policy_evaluate(const sl_policy *p, const sl_claims *claims, const sl_policy_request *req,

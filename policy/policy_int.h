@@ -80,6 +80,11 @@ SL_MUST_USE sl_err sl_policy_check_identity(struct vctx *c, const json_t *v, con
 typedef void (*sl_policy_note_fn)(void *d, bool pass, const char *path, const char *text);
 void sl_policy_eval_identity(const sl_claims *c, const json_t *rule, const char *rpath,
                              sl_policy_note_fn note, void *d);
+/* $.datasets[i].workloads (policy_workload.c): validation, and evaluation
+ * against the workload.* claims. */
+SL_MUST_USE sl_err sl_policy_check_workloads(struct vctx *c, const json_t *v, const char *path);
+void sl_policy_eval_workloads(const sl_claims *c, const json_t *rule, const char *rpath,
+                              sl_policy_note_fn note, void *d);
 SL_MUST_USE sl_err sl_policy_verr(const char *path, const char *fmt, ...) SL_PRINTF(2, 3);
 const char *sl_policy_type_name(const json_t *v);
 bool sl_policy_in_list(const char *const *list, const char *s);

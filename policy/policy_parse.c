@@ -309,10 +309,12 @@ static SL_RESULT check_dataset(struct vctx *c, json_t *d, const char *path)
 	                                     "min_tcb",
 	                                     "debug_allowed",
 	                                     "require_gpu_cc",
+	                                     "gpu_decrypt",
 	                                     "require_fresh_identity",
 	                                     "key_ttl",
 	                                     "output_destinations",
 	                                     "cloud_identity",
+	                                     "workloads",
 	                                     NULL};
 	json_t *v;
 
@@ -347,6 +349,7 @@ static SL_RESULT check_dataset(struct vctx *c, json_t *d, const char *path)
 	}
 	NOTE(want_bool(d, "debug_allowed", path));
 	NOTE(want_bool(d, "require_gpu_cc", path));
+	NOTE(want_bool(d, "gpu_decrypt", path));
 	NOTE(want_bool(d, "require_fresh_identity", path));
 	if ((v = json_object_get(d, "key_ttl")) != NULL) {
 		snprintf(p, sizeof(p), "%s.key_ttl", path);
@@ -359,6 +362,10 @@ static SL_RESULT check_dataset(struct vctx *c, json_t *d, const char *path)
 	if ((v = json_object_get(d, "cloud_identity")) != NULL) {
 		snprintf(p, sizeof(p), "%s.cloud_identity", path);
 		NOTE(sl_policy_check_identity(c, v, p));
+	}
+	if ((v = json_object_get(d, "workloads")) != NULL) {
+		snprintf(p, sizeof(p), "%s.workloads", path);
+		NOTE(sl_policy_check_workloads(c, v, p));
 	}
 	rc = SL_OK;
 out:

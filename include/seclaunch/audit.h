@@ -58,7 +58,17 @@
 #define SL_AUDIT_EV_RUN_JOB_EXIT "run.job.exit"   /* job exited (details: status / signal) */
 #define SL_AUDIT_EV_RUN_WIPE "run.wipe"           /* keys and staged plaintext wiped */
 #define SL_AUDIT_EV_RUN_ERROR "run.error"         /* run failed before or around the job */
-#define SL_AUDIT_EV_RUN_DATA_REFUSED "run.data.refused" /* data service: a peer was refused */
+#define SL_AUDIT_EV_RENEW "kms.renew"             /* lease renewal decision (allow / deny) */
+#define SL_AUDIT_EV_AK_REVOKE "kms.ak.revoke"     /* admin revoked an enrolled AK */
+#define SL_AUDIT_EV_RUN_MEASURE "run.measure"     /* workload identity extended */
+#define SL_AUDIT_EV_RUN_LEASE_RENEWED "run.lease_renewed" /* a renewal succeeded */
+#define SL_AUDIT_EV_RUN_LEASE_ENDED "run.lease_ended"     /* lease denied or expired: job stopped */
+#define SL_AUDIT_EV_RUN_DATA_REFUSED "run.data.refused"   /* data service: a peer was refused */
+#define SL_AUDIT_EV_OUTPUT "kms.output"                   /* output key decision (allow / deny) */
+#define SL_AUDIT_EV_RUN_OUTPUT_KEY "run.output.key"       /* output keys received (or refused) */
+#define SL_AUDIT_EV_RUN_OUTPUT "run.output"               /* an output sealed (or failed to be) */
+#define SL_AUDIT_EV_RUN_RESUME "run.resume"               /* a sealed checkpoint staged to resume */
+#define SL_AUDIT_EV_RUN_PREEMPTED "run.preempted"         /* preemption notice acted on */
 
 /* Values for sl_audit_record.decision. */
 #define SL_AUDIT_ALLOW "allow"

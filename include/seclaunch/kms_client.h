@@ -17,6 +17,7 @@
 #define SECLAUNCH_KMS_CLIENT_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -33,11 +34,12 @@ typedef struct sl_kms_opts {
 	const char *ca_file; /* CA bundle for the server's certificate; NULL: system store */
 	const char
 	    *pinned_pubkey; /* curl pin: "sha256//BASE64[;...]" or a PEM/DER file; NULL: none */
-	const char *admin_token_file; /* admin calls only; read into secret memory (mode 0600) */
-	long connect_timeout_ms;      /* 0: 5000 */
-	long total_timeout_ms;        /* per attempt; 0: 30000 */
-	unsigned max_attempts;        /* 0: 4 (1 = no retry) */
-	size_t max_response;          /* 0: 1 MiB */
+	const char *admin_token_file;  /* admin calls only; read into secret memory (mode 0600) */
+	const char *enroll_token_file; /* sl_kms_enroll: an admin-issued enrollment token (0600) */
+	long connect_timeout_ms;       /* 0: 5000 */
+	long total_timeout_ms;         /* per attempt; 0: 30000 */
+	unsigned max_attempts;         /* 0: 4 (1 = no retry) */
+	size_t max_response;           /* 0: 1 MiB */
 } sl_kms_opts;
 
 SL_MUST_USE sl_err sl_kms_new(const sl_kms_opts *o, sl_kms **out);
@@ -85,6 +87,51 @@ typedef struct sl_kms_release_req {
  * All or nothing: on error no deks[i] is set. */
 SL_MUST_USE sl_err sl_kms_release(sl_kms *k, const sl_kms_release_req *req, sl_secret *eph_sk,
                                   sl_secret *deks[]);
+
+/* The lease of the last successful release ({"ttl", "expires_unix",
+ * "expires"}), NULL when the answer carried none (no key_ttl). Borrowed. */
+const json_t *sl_kms_last_lease(const sl_kms *k);
+
+/* POST /v1/renew (docs/protocol.md, Leases): req as for a release (fresh
+ * nonce, an eph_pub that opens nothing, fresh evidence); no key comes back.
+ * *lease: the new lease (new reference), or NULL when the policy in force
+ * sets no key_ttl any more. A refusal is SL_E_POLICY_DENIED / SL_E_ATTEST as
+ * for a release (the problem in sl_kms_last_problem). */
+SL_MUST_USE sl_err sl_kms_renew(sl_kms *k, const sl_kms_release_req *req, json_t **lease);
+
+/* ---- admin: enrolled AKs (GET /v1/aks, POST /v1/aks/revoke) ------------ */
+SL_MUST_USE sl_err sl_kms_aks_list(sl_kms *k, json_t **aks);
+SL_MUST_USE sl_err sl_kms_ak_revoke(sl_kms *k, const char *name_hex, bool *already);
+
+/* ---- output keys ------------------------------------------------------- */
+
+typedef struct sl_kms_output_want {
+	const char *output_id;   /* the output's dataset id */
+	const char *destination; /* where it is written (the URL the policy matches) */
+	const char *key_id;      /* NULL: the KEK the policy names for output_id */
+} sl_kms_output_want;
+
+typedef struct sl_kms_output_key {
+	char key_id[SL_KMS_ID_MAX + 1];
+	uint8_t wrapped_dek[SL_KMS_WRAPPED_DEK_LEN]; /* goes into the output's manifest */
+	sl_secret *dek;                              /* SL_KMS_DEK_LEN bytes; the caller frees */
+} sl_kms_output_key;
+
+typedef struct sl_kms_output_req {
+	const uint8_t *nonce, *eph_pub, *policy_digest; /* as a release */
+	const json_t *evidence, *identity, *job;
+	const char *const *inputs; /* the job's input dataset ids */
+	size_t ninputs;
+	const sl_kms_output_want *outputs;
+	size_t noutputs; /* 1..16 */
+} sl_kms_output_req;
+
+/* POST /v1/output: a fresh DEK for each output, wrapped under the KEK the
+ * policy names (keys[i].wrapped_dek) and opened with eph_sk (keys[i].dek).
+ * Errors as a release (a 403 is SL_E_POLICY_DENIED or SL_E_ATTEST). All or
+ * nothing. */
+SL_MUST_USE sl_err sl_kms_output(sl_kms *k, const sl_kms_output_req *req, sl_secret *eph_sk,
+                                 sl_kms_output_key keys[]);
 
 /* ---- enrollment (TPM credential activation) ---------------------------- */
 

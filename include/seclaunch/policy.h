@@ -80,6 +80,7 @@ typedef struct sl_policy_request {
 	const char *key_id;         /* NULL: no key asked (e.g. pre-flight of a region) */
 	const char *const *outputs; /* output destinations (URLs) the job will write to */
 	size_t n_outputs;
+	bool gpu_decrypt; /* the data is to be decrypted on the GPU (run --gpu-decrypt) */
 } sl_policy_request;
 
 /* Evaluates the policy. A deny is a decision, not an error: the return is
@@ -94,6 +95,13 @@ SL_MUST_USE sl_err sl_policy_evaluate(const sl_policy *p, const sl_claims *claim
  * detail, worded as sl_policy_evaluate words it. */
 SL_MUST_USE sl_err sl_policy_key_check(const sl_policy *p, const char *key_id,
                                        const char *dataset_id);
+
+/* The KEK that serves an output: the one key of $.keys whose patterns match
+ * output_id. SL_OK and *key_id (borrowed from the policy); SL_E_POLICY_DENIED
+ * naming the rule when no key matches or more than one does (which one would
+ * be a guess). The development policy names no key: SL_E_POLICY_DENIED. */
+SL_MUST_USE sl_err sl_policy_output_key(const sl_policy *p, const char *output_id,
+                                        const char **key_id);
 
 void sl_decision_free(sl_decision *d);
 bool sl_decision_allowed(const sl_decision *d);

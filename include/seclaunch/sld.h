@@ -109,6 +109,10 @@ typedef struct sl_sld_reader sl_sld_reader;
 SL_MUST_USE sl_err sl_sld_open(int fd, const char *name, sl_secret *dek, sl_sld_reader **out);
 void sl_sld_close(sl_sld_reader *r); /* NULL-safe; wipes the keys */
 const sl_sld_header *sl_sld_reader_header(const sl_sld_reader *r);
+/* A copy of the file key (HKDF of the DEK and the salt, 32 bytes) for
+ * decryption elsewhere (run --gpu-decrypt hands it to the job's process,
+ * SECURITY.md "GPU"). The caller owns and frees *out. */
+SL_MUST_USE sl_err sl_sld_export_file_key(const sl_sld_reader *r, sl_secret **out);
 
 /* Random access: authenticates and decrypts chunk i into buf, which must
  * hold at least chunk_size + SL_AEAD_TAG_LEN bytes (decryption runs in

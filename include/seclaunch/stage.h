@@ -11,7 +11,11 @@
  *   set, write(2) is not supported on it, /proc/self/fd/N cannot reopen it,
  *   and its mode is set to 0400; a job that maps its own fd writable changes
  *   only its own input (seclaunch never reads staged data back).
- * gpu: device buffers (CUDA driver API, loaded with dlopen at run time),
+ * gpu (--stage gpu): a host stage as above, uploaded by the job itself in its
+ *   own CUDA context with libseclaunch_data.so (sl_stage_gpu_handoff); with
+ *   --gpu-decrypt the host stage holds the file key and the ciphertext
+ *   (sl_stage_sld_gpu_decrypt).
+ * gpu-ipc: device buffers (CUDA driver API, loaded with dlopen at run time),
  *   filled through a few pinned host buffers by asynchronous copies while the
  *   next chunk is decrypted, handed to the job by CUDA IPC handles.
  *
@@ -38,12 +42,13 @@
 typedef enum sl_stage_where {
 	SL_STAGE_AUTO = 0, /* gpu when a CUDA device is usable, else host */
 	SL_STAGE_HOST,
-	SL_STAGE_GPU,
-	SL_STAGE_STREAM, /* a sharded dataset shard by shard in a bounded window (stream.h) */
+	SL_STAGE_GPU,     /* host memory file; the job's own CUDA context uploads it */
+	SL_STAGE_GPU_IPC, /* device buffers exported by CUDA IPC (where supported) */
+	SL_STAGE_STREAM,  /* a sharded dataset shard by shard in a bounded window (stream.h) */
 } sl_stage_where;
 
-/* "auto" / "host" / "gpu" / "stream" -> where (SL_E_USAGE naming the value
- * otherwise). */
+/* "auto" / "host" / "gpu" / "gpu-ipc" / "stream" -> where (SL_E_USAGE naming
+ * the value otherwise). */
 SL_MUST_USE sl_err sl_stage_where_parse(const char *s, sl_stage_where *out);
 
 typedef struct sl_stage sl_stage;
@@ -81,7 +86,9 @@ bool sl_stage_wiped(const sl_stage *s);
 /* This dataset's entry in SECLAUNCH_DATA (docs/job-interface.md), given the
  * descriptor number the job inherits it at (host):
  *   host: {"kind":"host","size":N,"fd":FD,"path":"/proc/self/fd/FD","method":M}
- *   gpu:  {"kind":"gpu","size":N,"device":D,"ipc_handle":"<hex>","method":"gpu"} */
+ *   with "gpu":{"device":D,"library":PATH} after sl_stage_gpu_handoff, and
+ *   kind "sld" plus the SLD geometry after sl_stage_sld_gpu_decrypt;
+ *   gpu-ipc: {"kind":"gpu","size":N,"device":D,"ipc_handle":"<hex>","method":"gpu-ipc"} */
 SL_MUST_USE sl_err sl_stage_describe(const sl_stage *s, int job_fd, json_t **out);
 
 /* Decrypts the SLD file open at fd (name for messages) with dek straight into
@@ -116,9 +123,32 @@ void sl_gpu_probe(sl_gpu_info *info);
  * its evidence (kind "nvidia-gpu", bound to this run) verified. Sets the
  * GPUs ready through NVML, then checks that CUDA can use the device. */
 SL_MUST_USE sl_err sl_gpu_set_ready(sl_gpu_info *info);
-/* Device buffer of size bytes on info->device with a small ring of pinned
- * host buffers of chunk bytes each. Refuses a dev-tools-mode GPU. */
+/* --stage gpu-ipc: device buffer of size bytes on info->device with a small
+ * ring of pinned host buffers of chunk bytes each, exported to the job by a
+ * CUDA IPC handle. Refuses a dev-tools-mode GPU. */
 SL_MUST_USE sl_err sl_stage_gpu_new(const char *dataset_id, uint64_t size, size_t chunk,
                                     const sl_gpu_info *info, sl_stage **out);
+
+/* --stage gpu-ipc, before any key is asked for: SL_E_GPU with a message
+ * that says so where CUDA IPC is unsupported (protected-PCIe CC mode). */
+SL_MUST_USE sl_err sl_gpu_ipc_probe(const sl_gpu_info *info);
+
+/* --stage gpu: s (a sealed host stage) is uploaded by the job itself with
+ * libseclaunch_data.so, in its own CUDA context: its SECLAUNCH_DATA entry
+ * gains "gpu": {"device", "library"}. SL_E_GPU when the library is missing. */
+SL_MUST_USE sl_err sl_stage_gpu_handoff(sl_stage *s, const sl_gpu_info *gpu);
+
+/* Where libseclaunch_data.so is ($SECLAUNCH_DATA_LIB, else beside the
+ * installed or the built seclaunch); SL_E_GPU naming what is missing. */
+SL_MUST_USE sl_err sl_stage_gpu_library(char *out, size_t n);
+
+/* --gpu-decrypt: checks the SLD file open at fd as sl_stage_sld does (key
+ * check, header MAC, size), then stages in a host memory file the file key
+ * (bytes 0..31; zeros up to 4096) and the SLD file's ciphertext from 4096 on,
+ * for the job's libseclaunch_data.so to decrypt on the GPU. Only
+ * AES-256-GCM datasets. Host memory never holds plaintext. */
+SL_MUST_USE sl_err sl_stage_sld_gpu_decrypt(int fd, const char *name, sl_secret *dek,
+                                            const sl_gpu_info *gpu, bool force_memfd,
+                                            int (*interrupted)(void), sl_stage **out);
 
 #endif

@@ -5,8 +5,13 @@ object mapping each dataset id to where its plaintext is:
 
     host: {"kind": "host", "size": N, "fd": FD, "path": "/proc/self/fd/FD",
            "method": "memfd_secret" | "memfd+mlock" | "memfd"}
+          with "gpu": {"device": D, "library": PATH} under --stage gpu: the
+          job uploads it in its own CUDA context (to_device, torch, cupy)
+    sld:  --gpu-decrypt: the same memory file holding the file key and the
+          SLD ciphertext, with "header_len", "chunk_size", "chunk_count",
+          "header_sha256" and "gpu"; decrypted on the GPU by to_device/torch/cupy
     gpu:  {"kind": "gpu", "size": N, "device": D, "ipc_handle": "<128 hex>",
-           "method": "gpu"}
+           "method": "gpu-ipc"}  (--stage gpu-ipc)
 
 Host data is mapped read-only from the inherited descriptor (never a file on
 disk), or, in a process that did not inherit it (subprocess with close_fds,
@@ -25,6 +30,7 @@ docs/job-interface.md.
 """
 
 import ast
+import ctypes
 import io
 import json
 import mmap
@@ -32,8 +38,9 @@ import os
 import socket
 import struct
 
-__all__ = ["Dataset", "datasets", "get", "files", "open", "load_npy", "MemFile",
-           "SeclaunchDataError", "TorchFiles", "TorchIterableFiles"]
+__all__ = ["Dataset", "DeviceBuffer", "datasets", "get", "files", "open", "load_npy",
+           "MemFile", "SeclaunchDataError", "SeclaunchDataIntegrityError", "TorchFiles",
+           "TorchIterableFiles"]
 
 ENV = "SECLAUNCH_DATA"
 SOCKET_ENV = "SECLAUNCH_DATA_SOCKET"
@@ -54,7 +61,7 @@ class Dataset:
         self.size = entry.get("size")
         self.method = entry.get("method")
         self.entry = entry
-        if self.kind not in ("host", "gpu", "stream"):
+        if self.kind not in ("host", "gpu", "sld", "stream"):
             raise SeclaunchDataError("%s: unknown kind %r" % (dataset_id, self.kind))
         if not isinstance(self.size, int) or self.size < 0:
             raise SeclaunchDataError("%s: bad size %r" % (dataset_id, self.size))
@@ -83,6 +90,9 @@ class Dataset:
         if self.kind == "stream":
             raise SeclaunchDataError("%s: streamed shard by shard; use files(), open(), "
                                      "read() or iter_files()" % self.id)
+        if self.kind == "sld":
+            raise SeclaunchDataError("%s: ciphertext for GPU decryption (--gpu-decrypt); use "
+                                     "to_device(), cupy() or torch()" % self.id)
         if self.kind != "host":
             raise SeclaunchDataError("%s: staged on the GPU; use cupy() or torch()" % self.id)
         if self.size == 0:
@@ -248,6 +258,33 @@ class Dataset:
         return _npy(self.view(path), path or self.id)
 
     # ---- gpu ----------------------------------------------------------
+    # kind "host" with a "gpu" member (--stage gpu) or kind "sld"
+    # (--gpu-decrypt): the job's own CUDA context uploads the data through
+    # libseclaunch_data.so (pinned pool; GPU-side AES-GCM for "sld").
+    # kind "gpu" (--stage gpu-ipc): device memory opened by CUDA IPC.
+    def to_device(self, device=None, ptr=None):
+        """Fills device memory with the plaintext through libseclaunch_data.so.
+
+        ptr None: the library allocates in the current (or the device's
+        primary) CUDA context and the returned DeviceBuffer owns it; else ptr
+        is a device pointer to at least self.size bytes the caller owns."""
+        if self.kind == "gpu":
+            raise SeclaunchDataError("%s: staged with --stage gpu-ipc; use cupy() or torch()"
+                                     % self.id)
+        lib = _jobside(self.entry)
+        dev = self._device(device)
+        return lib.fill(self.id, dev, ptr, self.size)
+
+    def _device(self, device):
+        if isinstance(device, int):
+            return device
+        if isinstance(device, str) and ":" in device:
+            return int(device.split(":", 1)[1])
+        g = self.entry.get("gpu")
+        if isinstance(g, dict) and isinstance(g.get("device"), int):
+            return g["device"]
+        return self.entry.get("device", 0) if isinstance(self.entry.get("device", 0), int) else 0
+
     def _handle(self):
         h = self.entry.get("ipc_handle")
         if not isinstance(h, str) or len(h) != 128:
@@ -255,23 +292,38 @@ class Dataset:
         return bytes.fromhex(h)
 
     def cupy(self):
-        """A cupy uint8 array over the device buffer (needs cupy)."""
-        if self.kind != "gpu":
+        """A cupy uint8 array on the GPU holding the plaintext (needs cupy)."""
+        if self.kind == "host" and not isinstance(self.entry.get("gpu"), dict):
             raise SeclaunchDataError("%s: staged in host memory; use memoryview()" % self.id)
         import cupy  # optional
 
+        if self.kind != "gpu":
+            with cupy.cuda.Device(self._device(None)):
+                arr = cupy.empty((self.size,), dtype=cupy.uint8)
+                cupy.cuda.runtime.deviceSynchronize()
+                self.to_device(self._device(None), arr.data.ptr if self.size else None)
+                return arr
         with cupy.cuda.Device(self.entry.get("device", 0)):
             ptr = cupy.cuda.runtime.ipcOpenMemHandle(self._handle())
             mem = cupy.cuda.UnownedMemory(ptr, self.size, self)
             return cupy.ndarray((self.size,), dtype=cupy.uint8,
                                 memptr=cupy.cuda.MemoryPointer(mem, 0))
 
-    def torch(self):
-        """A torch uint8 CUDA tensor over the device buffer (needs torch)."""
-        if self.kind != "gpu":
+    def torch(self, device="cuda"):
+        """A torch uint8 CUDA tensor holding the plaintext (needs torch)."""
+        if self.kind == "host" and not isinstance(self.entry.get("gpu"), dict):
             raise SeclaunchDataError("%s: staged in host memory; use memoryview()" % self.id)
         import torch  # optional
 
+        if self.kind != "gpu":
+            dev = torch.device(device)
+            if dev.index is None:
+                dev = torch.device("cuda", self._device(None))
+            t = torch.empty((self.size,), dtype=torch.uint8, device=dev)
+            torch.cuda.synchronize(dev)
+            with torch.cuda.device(dev):
+                self.to_device(dev.index, t.data_ptr() if self.size else None)
+            return t
         try:
             return torch.as_tensor(self.cupy(), device="cuda:%d" % self.entry.get("device", 0))
         except ImportError:
@@ -280,6 +332,126 @@ class Dataset:
         ptr = _cudart_ipc_open(self._handle(), self.entry.get("device", 0))
         return torch.as_tensor(_CudaArray(ptr, self.size),
                                device="cuda:%d" % self.entry.get("device", 0))
+
+
+class SeclaunchDataIntegrityError(SeclaunchDataError):
+    """A chunk failed authentication on the GPU (--gpu-decrypt): the device
+    buffer was cleared. Jobs should exit with exit_code (6, seclaunch's
+    integrity failure)."""
+
+    exit_code = 6
+
+
+class DeviceBuffer:
+    """Device memory libseclaunch_data.so filled. Owned (allocated by the
+    library) buffers are cleared and freed by free() or when collected."""
+
+    def __init__(self, lib, ptr, size, owned, stats):
+        self._lib, self.ptr, self.size, self.owned, self.stats = lib, ptr, size, owned, stats
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": (self.size,), "typestr": "|u1", "data": (self.ptr, True), "version": 2}
+
+    def clear(self):
+        self._lib.call("sldata_device_clear", self.ptr, self.size)
+
+    def free(self):
+        if self.owned and self.ptr:
+            p, self.ptr = self.ptr, 0
+            self._lib.call("sldata_device_free", p, self.size)
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:
+            pass
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [("bytes_copied", ctypes.c_uint64), ("copies", ctypes.c_uint64),
+                ("min_copy", ctypes.c_uint64), ("max_copy", ctypes.c_uint64),
+                ("pinned_buffers", ctypes.c_uint32), ("streams", ctypes.c_uint32),
+                ("kernel_launches", ctypes.c_uint64), ("seconds", ctypes.c_double)]
+
+
+class _Jobside:
+    """ctypes over libseclaunch_data.so (jobside/seclaunch_data.h)."""
+
+    def __init__(self, path):
+        import ctypes
+
+        self.ct = ctypes
+        self.path = path
+        self.lib = ctypes.CDLL(path)
+        L, c = self.lib, ctypes
+        L.sldata_open.argtypes = [c.c_char_p, c.POINTER(c.c_void_p)]
+        L.sldata_close.argtypes = [c.c_void_p]
+        L.sldata_to_device.argtypes = [c.c_void_p, c.c_int, c.c_uint64, c.POINTER(c.c_uint64)]
+        L.sldata_device_clear.argtypes = [c.c_uint64, c.c_uint64]
+        L.sldata_device_free.argtypes = [c.c_uint64, c.c_uint64]
+        L.sldata_get_stats.argtypes = [c.c_void_p, c.POINTER(_Stats)]
+        L.sldata_last_error.restype = c.c_char_p
+
+    def _raise(self, rc, what):
+        msg = "%s: %s" % (what, (self.lib.sldata_last_error() or b"").decode("utf-8", "replace"))
+        if rc == 6:
+            raise SeclaunchDataIntegrityError(msg)
+        raise SeclaunchDataError(msg)
+
+    def call(self, name, *args):
+        rc = getattr(self.lib, name)(*args)
+        if rc != 0:
+            self._raise(rc, name)
+
+    def fill(self, dataset_id, device, ptr, size):
+        c = self.ct
+        h = c.c_void_p()
+        rc = self.lib.sldata_open(dataset_id.encode(), c.byref(h))
+        if rc != 0:
+            self._raise(rc, dataset_id)
+        try:
+            out = c.c_uint64(0)
+            rc = self.lib.sldata_to_device(h, device, ptr or 0, c.byref(out))
+            if rc != 0:
+                self._raise(rc, dataset_id)
+            st = _Stats()
+            self.lib.sldata_get_stats(h, c.byref(st))
+            stats = {k: getattr(st, k) for k, _ in _Stats._fields_}
+        finally:
+            self.lib.sldata_close(h)
+        return DeviceBuffer(self, out.value, size, ptr is None, stats)
+
+
+_JOBSIDE = {}
+
+
+def _jobside(entry=None):
+    """libseclaunch_data.so: the entry's "gpu"."library", $SECLAUNCH_DATA_LIB,
+    or the loader's search path; SeclaunchDataError saying why otherwise."""
+    import ctypes.util
+
+    cands = []
+    g = entry.get("gpu") if isinstance(entry, dict) else None
+    if isinstance(g, dict) and isinstance(g.get("library"), str):
+        cands.append(g["library"])
+    if os.environ.get("SECLAUNCH_DATA_LIB"):
+        cands.append(os.environ["SECLAUNCH_DATA_LIB"])
+    cands += [ctypes.util.find_library("seclaunch_data"), "libseclaunch_data.so"]
+    errs = []
+    for p in cands:
+        if not p:
+            continue
+        if p in _JOBSIDE:
+            return _JOBSIDE[p]
+        try:
+            _JOBSIDE[p] = _Jobside(p)
+            return _JOBSIDE[p]
+        except OSError as e:
+            errs.append("%s: %s" % (p, e))
+    raise SeclaunchDataError("libseclaunch_data.so could not be loaded, so data cannot be put "
+                             "on the GPU from this process (%s); host-staged data is still "
+                             "readable with memoryview()" % ("; ".join(errs) or "not found"))
 
 
 class _CudaArray:
@@ -597,6 +769,47 @@ def get(dataset_id):
         raise SeclaunchDataError("dataset %r was not staged (have: %s)" % (
             dataset_id, ", ".join(sorted(all_)) or "none"))
     return all_[dataset_id]
+
+
+def output_dir(name=None):
+    """The in-memory output folder (SECLAUNCH_OUTPUT_DIR), or NAME's folder
+    in it: what is written there is sealed to the output's destination."""
+    root = os.environ.get("SECLAUNCH_OUTPUT_DIR")
+    if not root:
+        raise SeclaunchDataError("SECLAUNCH_OUTPUT_DIR is not set (no --output)")
+    return root if name is None else os.path.join(root, name)
+
+
+def checkpoint(timeout=600.0):
+    """Asks seclaunch to seal every output now, as a new checkpoint, and
+    waits until it has: close the files first. Returns the checkpoint count;
+    raises SeclaunchDataError when sealing failed."""
+    import builtins
+    import time
+    root = output_dir()
+    status = os.path.join(root, ".seclaunch-checkpoint")
+
+    def count():
+        try:
+            with builtins.open(status) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    before = count()
+    n_before = int(before.split()[0]) if before else 0
+    req = os.path.join(root, ".seclaunch-checkpoint-request")
+    with builtins.open(req, "w") as f:
+        f.write("1")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = count()
+        if now and int(now.split()[0]) > n_before:
+            if now.split()[1] != "ok":
+                raise SeclaunchDataError("checkpoint failed: " + now.strip())
+            return int(now.split()[0])
+        time.sleep(0.02)
+    raise SeclaunchDataError("checkpoint: no answer from seclaunch")
 
 
 if __name__ == "__main__":

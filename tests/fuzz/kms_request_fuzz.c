@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	const uint8_t *body = data + 1;
 	size_t len = size - 1;
-	switch (data[0] % 6) {
+	switch (data[0] % 8) {
 	case 0:
 		(void)kmsd_parse_challenge(body, len);
 		break;
@@ -78,6 +78,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				abort();
 			kmsd_enroll_req_clear(&e);
 		}
+		break;
+	}
+	case 6: {
+		bool force = true;
+		if (kmsd_parse_key_action(body, len, &force) != SL_OK && force)
+			abort();
+		break;
+	}
+	case 7: {
+		char ds[SL_KMS_DATASET_ID_MAX + 1];
+		uint8_t w[SL_KMS_WRAPPED_DEK_LEN];
+		if (kmsd_parse_rewrap(body, len, ds, w) == SL_OK && !kmsd_valid_dataset_id(ds))
+			abort();
 		break;
 	}
 	default: {

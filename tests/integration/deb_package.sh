@@ -51,7 +51,8 @@ for f in usr/bin/seclaunch usr/bin/seclaunchd lib/systemd/system/seclaunchd.serv
 	etc/seclaunchd/seclaunchd.conf usr/lib/sysusers.d/seclaunch.conf \
 	usr/lib/python3/dist-packages/seclaunch_data.py usr/share/man/man1/seclaunch.1.gz \
 	usr/share/man/man5/seclaunchd.conf.5.gz usr/share/man/man8/seclaunchd.8.gz \
-	usr/share/bash-completion/completions/seclaunch usr/share/bash-completion/completions/seclaunchd; do
+	usr/share/bash-completion/completions/seclaunch usr/share/bash-completion/completions/seclaunchd \
+	usr/lib/seclaunch/libseclaunch_data.so usr/include/seclaunch_data.h; do
 	assert "the package holds /$f" test -e "$R/$f"
 done
 MA=$(${CC:-cc} -print-multiarch 2>/dev/null)
@@ -205,7 +206,8 @@ check "encrypt --kms" 0 "$SL" encrypt --kms "$URL" --key-id k1 --admin-token-fil
 KMS_PROBE_IDENTITY='[{"kind": "unsigned", "region": "aws:eu-west-1"}]' \
 	check "an attested release the policy allows" 0 "$PROBE" "$URL" "$CA" release k1 ds-1 "$(wrapped_of "$T/a.sld")"
 check_err "a release the policy denies" 4 "policy_denied" "$PROBE" "$URL" "$CA" release k1 ds-1 "$(wrapped_of "$T/a.sld")"
-check "metrics" 0 curl -sf --cacert "$CA" "$URL/metrics"
+check_err "metrics without the admin token: 401" 22 "" curl -sf --cacert "$CA" "$URL/metrics"
+check "metrics with the admin token" 0 curl -sf --cacert "$CA" -H "Authorization: Bearer $(cat "$ETC/admin.token")" "$URL/metrics"
 # strace -o FILE blocks SIGTERM itself: signals go to its tracee, seclaunchd
 DPID=$(cat "/proc/$KPID/task/$KPID/children")
 if "$R/usr/bin/seclaunchd" --help | grep -q "SIGHUP reloads"; then

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# GPU staging. Without libcuda.so.1 and a device: `--stage gpu` is refused
-# before anything is asked of the KMS (exit 7, naming the dlopen failure)
-# and `--stage auto` falls back to host memory; the GPU round trip is
-# skipped with the reason. With a GPU: a dataset staged with --stage gpu is
-# read back by the job through its CUDA IPC handle (ctypes + libcuda, no
-# other package) and must hash to the plaintext.
+# GPU staging on a real GPU. Without libcuda.so.1 and a device: `--stage
+# gpu` is refused before anything is asked of the KMS (exit 7, naming the
+# dlopen failure) and `--stage auto` falls back to host memory; the GPU round
+# trip is skipped with the reason (tests/integration/gpu_fake.sh runs the
+# same path on the CPU stand-in). With a GPU: --stage gpu (the job uploads
+# through libseclaunch_data.so), --gpu-decrypt (when the kernel was built) and
+# --stage gpu-ipc (skipped where CUDA IPC is refused) are read back with
+# cuMemcpyDtoH and must hash to the plaintext.
 . "$(dirname "$0")/lib.sh"
 
 for tool in swtpm minisign python3; do
@@ -52,23 +54,33 @@ cat >"$T/job.py" <<'EOF'
 import ctypes, hashlib, sys
 import seclaunch_data as sd
 ds = sd.get("gpu-ds")
-if ds.kind == "host":
+if ds.kind == "host" and "gpu" not in ds.entry:
     print(ds.kind, ds.method, hashlib.sha256(ds.memoryview()).hexdigest())
     sys.exit(0)
 cu = ctypes.CDLL("libcuda.so.1")
 assert cu.cuInit(0) == 0
 dev, ctx = ctypes.c_int(), ctypes.c_void_p()
-assert cu.cuDeviceGet(ctypes.byref(dev), ds.entry["device"]) == 0
+assert cu.cuDeviceGet(ctypes.byref(dev), 0) == 0
 assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
 assert cu.cuCtxSetCurrent(ctx) == 0
+dtoh = getattr(cu, "cuMemcpyDtoH_v2", None) or cu.cuMemcpyDtoH
+buf = ctypes.create_string_buffer(max(ds.size, 1))
+if ds.kind in ("host", "sld"):  # --stage gpu / --gpu-decrypt: this context uploads
+    try:
+        d = ds.to_device()
+    except sd.SeclaunchDataIntegrityError as e:
+        print(e, file=sys.stderr)
+        sys.exit(e.exit_code)
+    assert dtoh(buf, ctypes.c_ulonglong(d.ptr), ctypes.c_size_t(ds.size)) == 0
+    d.free()
+    print(ds.kind, "upload", hashlib.sha256(buf.raw[:ds.size]).hexdigest(), d.stats["copies"])
+    sys.exit(0)
 class H(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_char * 64)]
 ptr = ctypes.c_ulonglong()
 open_ipc = getattr(cu, "cuIpcOpenMemHandle_v2", None) or cu.cuIpcOpenMemHandle
 rc = open_ipc(ctypes.byref(ptr), H(bytes.fromhex(ds.entry["ipc_handle"])), 1)
 assert rc == 0, "cuIpcOpenMemHandle: %d" % rc
-buf = ctypes.create_string_buffer(ds.size)
-dtoh = getattr(cu, "cuMemcpyDtoH_v2", None) or cu.cuMemcpyDtoH
 assert dtoh(buf, ptr, ctypes.c_size_t(ds.size)) == 0
 print(ds.kind, ds.method, hashlib.sha256(buf.raw[:ds.size]).hexdigest())
 EOF
@@ -87,10 +99,25 @@ if [ "$have_gpu" = 0 ]; then
 	finish
 fi
 
-check "--stage gpu: job reads the plaintext back through the IPC handle" 0 \
+check "--stage gpu: the job uploads in its own context (libseclaunch_data.so)" 0 \
 	"$SL" run "${RUNA[@]}" --stage gpu "$T/gpu.sld" -- python3 "$T/job.py"
 cat "$T/err"
-assert "gpu: the hash of the device buffer is the plaintext's" grep -q "^gpu gpu $want\$" "$T/out"
+assert "gpu: the hash of the device buffer is the plaintext's" grep -q "^host upload $want " "$T/out"
 assert "gpu: staging and wipe recorded" \
-	bash -c "grep -q '\"method\":\"gpu\"' '$T/audit.log' && grep -q '\"run.wipe\"' '$T/audit.log'"
+	bash -c "grep -q '\"run.stage\"' '$T/audit.log' && grep -q '\"run.wipe\"' '$T/audit.log'"
+if [ -f "$SL_BUILD/jobside/gcm_kernel.ptx" ]; then
+	check "--gpu-decrypt: decrypted on the GPU" 0 \
+		"$SL" run "${RUNA[@]}" --stage gpu --gpu-decrypt "$T/gpu.sld" -- python3 "$T/job.py"
+	assert "--gpu-decrypt: the device buffer is the plaintext" grep -q "^sld upload $want " "$T/out"
+else
+	skip "--gpu-decrypt" "the GCM kernel was not built (no nvcc)"
+fi
+"$SL" run "${RUNA[@]}" --stage gpu-ipc "$T/gpu.sld" -- python3 "$T/job.py" >"$T/out" 2>"$T/err"
+rc=$?
+if [ $rc -eq 7 ] && grep -q "CUDA IPC is not available" "$T/err"; then
+	skip "--stage gpu-ipc" "$(grep -o 'CUDA IPC is not available[^;]*' "$T/err" | head -n1)"
+else
+	assert "--stage gpu-ipc: the job reads the plaintext through the IPC handle" \
+		grep -q "^gpu gpu-ipc $want\$" "$T/out"
+fi
 finish

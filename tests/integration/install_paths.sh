@@ -27,7 +27,8 @@ for prefix in /usr/local /usr; do
 	check "python3 imports it from there" 0 env PYTHONPATH="$D$site" "$PY" -c 'import seclaunch_data'
 	for f in bin/seclaunch bin/seclaunchd share/man/man1/seclaunch.1 share/man/man5/seclaunchd.conf.5 \
 		share/man/man8/seclaunchd.8 share/bash-completion/completions/seclaunch \
-		share/bash-completion/completions/seclaunchd; do
+		share/bash-completion/completions/seclaunchd lib/seclaunch/libseclaunch_data.so \
+		include/seclaunch_data.h; do
 		assert "$prefix/$f installed" test -e "$D$prefix/$f"
 	done
 	check "make uninstall" 0 "${M[@]}" uninstall PREFIX="$prefix" DESTDIR="$D"

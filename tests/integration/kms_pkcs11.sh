@@ -61,6 +61,16 @@ fi
 stop_pid "$KMS_PID"
 start_kms "$T/kms" --config "$T/p11.json" || exit 1
 check "after a restart the token key still releases" 0 "$SL" decrypt --kms "$KMS_URL" a.sld -o dec2.bin
+# KEK versions on the token: rotation makes the object "hsm1#2"; new wraps
+# use it, the version-1 dataset still opens, a rewrap moves a sharded one
+check "rotate the token key" 0 "$SL" key rotate --kms "$KMS_URL" --admin-token-file "$KMS_TOKEN" --id hsm1
+check "encrypt under version 2" 0 "$SL" encrypt --kms "$KMS_URL" --key-id hsm1 \
+	--admin-token-file "$KMS_TOKEN" --dataset-id hsm-ds2 plain -o b.sld
+assert "the new wrap names version 2" test "$("$SL" inspect b.sld | python3 -c 'import base64,json,sys; print(base64.b64decode(json.load(sys.stdin)["key"]["wrapped_dek"])[0])')" = 2
+check "version 2 releases" 0 "$SL" decrypt --kms "$KMS_URL" b.sld -o dec3.bin
+check "version 1 still releases" 0 "$SL" decrypt --kms "$KMS_URL" a.sld -o dec4.bin
+pkcs11-tool --module "$MODULE" --token-label seclaunch --login --pin 246810 --list-objects --type secrkey >objs2.txt 2>&1
+assert "version 2 is its own object on the token" grep -q 'label: *hsm1#2' objs2.txt
 stop_pid "$KMS_PID"
 printf '000000\n' >badpin
 chmod 600 badpin

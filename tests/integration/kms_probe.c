@@ -7,6 +7,7 @@
  *     VARIANT: ok | reuse | unknown-nonce | expire:SECS | other-eph |
  *              digest | flip | dataset:OTHER
  *     prints the SHA-256 of the released DEK; exits with the error's code.
+ *     $KMS_PROBE_WORKLOAD_LOG: carry that workload log (PCR 15 quoted).
  *   kms_probe URL CA enroll-wrong
  *     starts a real enrollment, then answers with a credential that is not
  *     the activated one (must be refused).
@@ -75,8 +76,14 @@ static sl_err prepare(sl_kms *k, struct job *j, bool other_eph)
 	if (other_eph)
 		pub[0] ^= 1; /* the evidence binds another ephemeral key */
 	sl_binding_compute(j->ch.nonce, pub, j->ch.policy_digest, binding);
-	sl_collect_opts co = {.nonce = binding, .nonce_len = sizeof(binding)};
+	/* KMS_PROBE_WORKLOAD_LOG: a workload log file to carry, PCR 15 quoted */
+	const char *wl = getenv("KMS_PROBE_WORKLOAD_LOG");
+	sl_collect_opts co = {.nonce = binding,
+	                      .nonce_len = sizeof(binding),
+	                      .pcrs = wl != NULL ? "sha256:0,1,2,3,4,5,6,7,15" : NULL};
 	SL_GUARD(sl_evidence_collect("tpm2", &co, &ev));
+	if (wl != NULL)
+		json_object_set_new(ev, "workload_log", json_load_file(wl, 0, NULL));
 	j->evidence = json_array();
 	json_array_append_new(j->evidence, ev);
 	rc = SL_OK;
@@ -525,6 +532,10 @@ static int cmd_burst(sl_kms *k, char **argv)
 	}
 	fprintf(stderr, "kms_probe: prepared %zu challenges + quotes in %.1f s\n", n,
 	        (double)(sl_now_ns() - t0) / 1e9);
+	/* KMS_PROBE_GO=FILE: several probes start their timed phases together */
+	const char *go = getenv("KMS_PROBE_GO");
+	while (go != NULL && access(go, F_OK) != 0)
+		usleep(2000);
 	ret = run_multi(n, conc, "release");
 	for (size_t i = 0; i < n; i++) {
 		free(g_bodies[i]);

@@ -87,7 +87,7 @@ stop_pid "$KMS_PID"
 D=$KMS_STATE
 cat >prod.json <<EOF
 {"listen": "127.0.0.1:0", "tls_cert": "$D/server.pem", "tls_key": "$D/server.key",
- "admin_token_file": "$D/admin.token", "registry": "$D/registry.json",
+ "admin_token_file": "$D/admin.token", "store": "$T/prod-state.db",
  "registry_key_file": "$D/registry.key", "audit_log": "$T/prod-audit.log",
  "keystore": "$D/keystore", "master_key_file": "$D/master.key",
  "accept_ek_without_cert": true, "policy": "$D/policy.json", "policy_pubkey": "$D/policy.pub"}

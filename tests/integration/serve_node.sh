@@ -163,7 +163,7 @@ _PIDS+=("$sp")
 for _ in $(seq 300); do [ -s "$T/ready-u.json" ] && break; sleep 0.05; done
 read -r usock utok < <("$PY" -c "import json; r=json.load(open('$T/ready-u.json')); print(r['socket'], r['token'])")
 assert "--user: the ready file belongs to the job's user" test "$(stat -c %U "$T/ready-u.json")" = nobody
-env -i PATH=/usr/bin:/bin PYTHONPATH="$SL_ROOT/launcher/python" SECLAUNCH_DATA_SOCKET="$usock" \
+env -i PATH=/usr/bin:/bin PYTHONPATH="$SL_ROOT/launcher/python" PYTHONDONTWRITEBYTECODE=1 SECLAUNCH_DATA_SOCKET="$usock" \
 	SECLAUNCH_DATA_TOKEN="$utok" "$PY" reader.py >u1.json 2>u1.err
 assert "--user nobody: root with the right token is refused (not the job's user)" \
 	grep -q "not the job's user" u1.err

@@ -345,7 +345,7 @@ wrapped_of() {
 # kms_metric NAME_WITH_LABELS: the value of one metric line (0 when absent).
 kms_metric() {
 	local v
-	v=$(curl -s --cacert "$KMS_CA" "$KMS_URL/metrics" | awk -v m="$1" '$1 == m { print $2 }')
+	v=$(curl -s --cacert "$KMS_CA" -H "Authorization: Bearer $(cat "$KMS_TOKEN")" "$KMS_URL/metrics" | awk -v m="$1" '$1 == m { print $2 }')
 	echo "${v:-0}"
 }
 

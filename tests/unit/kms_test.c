@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "../../kms/kmsd.h"
+#include "../../kms/store.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/policy.h"
 #include "testlib.h"
@@ -261,15 +263,29 @@ static void test_gcm(void **state)
 	                 SL_E_INTEGRITY);
 }
 
-/* ---- challenge table ------------------------------------------------------ */
+/* ---- challenge table (over a SQLite state store) ----------------------- */
+
+static kmsd_store *fresh_store(const char *name)
+{
+	kmsd_store *st = NULL;
+	char wal[600], shm[600];
+	snprintf(wal, sizeof(wal), "%s-wal", in_dir(name));
+	snprintf(shm, sizeof(shm), "%s-shm", in_dir(name));
+	unlink(in_dir(name));
+	unlink(wal);
+	unlink(shm);
+	assert_int_equal(kmsd_store_open(in_dir(name), 2, &st), SL_OK);
+	return st;
+}
 
 static void test_nonces(void **state)
 {
+	kmsd_store *st = fresh_store("nonces.db");
 	kmsd_nonces *t = NULL;
 	uint8_t n1[32], n2[32], n3[32], never[32];
 	time_t exp;
 	(void)state;
-	assert_int_equal(kmsd_nonces_new(2, 1, &t), SL_OK);
+	assert_int_equal(kmsd_nonces_new(st, 2, 1, &t), SL_OK);
 	assert_int_equal(kmsd_nonces_issue(t, n1, &exp), SL_OK);
 	assert_true(exp >= time(NULL));
 	assert_int_equal(kmsd_nonces_issue(t, n2, &exp), SL_OK);
@@ -290,24 +306,49 @@ static void test_nonces(void **state)
 	assert_int_equal(kmsd_nonces_consume(t, n3), KMSD_NONCE_OK);
 	assert_int_equal(kmsd_nonces_consume(t, n1), KMSD_NONCE_UNKNOWN);
 	kmsd_nonces_free(t);
-	assert_int_equal(kmsd_nonces_new(0, 60, &t), SL_E_INPUT);
+	assert_int_equal(kmsd_nonces_new(st, 0, 60, &t), SL_E_INPUT);
+	kmsd_store_close(st);
 }
 
 static void test_nonces_many(void **state)
 {
+	kmsd_store *st = fresh_store("nonces2.db");
 	kmsd_nonces *t = NULL;
-	uint8_t(*n)[32] = calloc(5000, 32);
+	uint8_t(*n)[32] = calloc(2000, 32);
 	time_t exp;
 	(void)state;
-	assert_int_equal(kmsd_nonces_new(5000, 60, &t), SL_OK);
-	for (int i = 0; i < 5000; i++)
+	assert_int_equal(kmsd_nonces_new(st, 5000, 60, &t), SL_OK);
+	for (int i = 0; i < 2000; i++)
 		assert_int_equal(kmsd_nonces_issue(t, n[i], &exp), SL_OK);
-	for (int i = 4999; i >= 0; i--)
+	for (int i = 1999; i >= 0; i--)
 		assert_int_equal(kmsd_nonces_consume(t, n[i]), KMSD_NONCE_OK);
-	for (int i = 0; i < 5000; i += 7)
+	for (int i = 0; i < 2000; i += 7)
 		assert_int_equal(kmsd_nonces_consume(t, n[i]), KMSD_NONCE_USED);
 	kmsd_nonces_free(t);
+	kmsd_store_close(st);
 	free(n);
+}
+
+/* Two handles on one store stand for two replicas: a nonce issued by one
+ * and used on the other is refused on both afterwards. */
+static void test_nonces_two_handles(void **state)
+{
+	kmsd_store *a = fresh_store("replicas.db"), *b = NULL;
+	kmsd_nonces *ta = NULL, *tb = NULL;
+	uint8_t n[32];
+	time_t exp;
+	(void)state;
+	assert_int_equal(kmsd_store_open(in_dir("replicas.db"), 1, &b), SL_OK);
+	assert_int_equal(kmsd_nonces_new(a, 10, 60, &ta), SL_OK);
+	assert_int_equal(kmsd_nonces_new(b, 10, 60, &tb), SL_OK);
+	assert_int_equal(kmsd_nonces_issue(ta, n, &exp), SL_OK);
+	assert_int_equal(kmsd_nonces_consume(tb, n), KMSD_NONCE_OK);
+	assert_int_equal(kmsd_nonces_consume(ta, n), KMSD_NONCE_USED);
+	assert_int_equal(kmsd_nonces_consume(tb, n), KMSD_NONCE_USED);
+	kmsd_nonces_free(ta);
+	kmsd_nonces_free(tb);
+	kmsd_store_close(a);
+	kmsd_store_close(b);
 }
 
 /* ---- local keystore ------------------------------------------------------- */
@@ -322,15 +363,14 @@ static void make_master(void)
 static void test_keystore(void **state)
 {
 	kmsd_config c;
+	kmsd_store *st = fresh_store("ks.db");
 	kmsd_kek *k = NULL;
 	uint8_t dek[32], out[SL_KMS_WRAPPED_DEK_LEN], back[32];
 	(void)state;
 	make_master();
-	unlink(in_dir("ks"));
 	kmsd_config_defaults(&c);
-	c.keystore_file = strdup(in_dir("ks"));
 	c.master_key_file = strdup(in_dir("master.key"));
-	assert_int_equal(kmsd_kek_open(&c, &k), SL_OK);
+	assert_int_equal(kmsd_kek_open(&c, st, &k), SL_OK);
 	assert_int_equal(kmsd_kek_count(k), 0);
 	assert_int_equal(kmsd_kek_create(k, "k1"), SL_OK);
 	assert_int_equal(kmsd_kek_create(k, "k1"), SL_E_EXISTS);
@@ -344,7 +384,7 @@ static void test_keystore(void **state)
 	k = NULL;
 
 	/* reopen: the KEK persisted */
-	assert_int_equal(kmsd_kek_open(&c, &k), SL_OK);
+	assert_int_equal(kmsd_kek_open(&c, st, &k), SL_OK);
 	assert_int_equal(kmsd_kek_count(k), 2);
 	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out), back), SL_OK);
 	assert_memory_equal(dek, back, 32);
@@ -355,39 +395,86 @@ static void test_keystore(void **state)
 	assert_int_equal(kmsd_kek_unwrap(k, "k9", "ds-A", out, sizeof(out), back), SL_E_INPUT);
 	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out) - 1, back),
 	                 SL_E_INTEGRITY);
+	/* the first byte names the KEK version: version 2 does not exist */
 	out[0] = 2;
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out), back),
+	                 SL_E_KMS_REFUSED);
+	out[0] = 0;
 	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out), back), SL_E_INTEGRITY);
 	out[0] = 1;
 	out[30] ^= 0x80;
 	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out), back), SL_E_INTEGRITY);
+	out[30] ^= 0x80;
 	kmsd_kek_close(k);
 	k = NULL;
 
-	/* tamper, truncation, wrong master key: refuse to load */
-	uint8_t *buf = NULL;
-	size_t len = 0;
-	assert_int_equal(sl_file_read(in_dir("ks"), 1 << 20, &buf, &len), SL_OK);
-	buf[len - 20] ^= 1;
-	write_file("ks", buf, len, 0600);
-	assert_int_equal(kmsd_kek_open(&c, &k), SL_E_INTEGRITY);
-	assert_non_null(strstr(sl_err_detail(), "does not authenticate"));
-	buf[len - 20] ^= 1;
-	write_file("ks", buf, len - 1, 0600);
-	assert_int_equal(kmsd_kek_open(&c, &k), SL_E_INTEGRITY);
-	assert_non_null(strstr(sl_err_detail(), "truncated"));
-	write_file("ks", buf, 10, 0600);
-	assert_int_equal(kmsd_kek_open(&c, &k), SL_E_INTEGRITY);
-	write_file("ks", buf, len, 0600);
-	assert_int_equal(kmsd_kek_open(&c, &k), SL_OK);
+	/* another master key: the KEK rows do not open */
+	make_master();
+	assert_int_equal(kmsd_kek_open(&c, st, &k), SL_OK);
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out), back), SL_E_WRONG_KEY);
+	assert_non_null(strstr(sl_err_detail(), "does not authenticate under the master key"));
 	kmsd_kek_close(k);
 	k = NULL;
-	make_master();
-	assert_int_equal(kmsd_kek_open(&c, &k), SL_E_INTEGRITY);
 	chmod(in_dir("master.key"), 0644);
-	assert_int_equal(kmsd_kek_open(&c, &k), SL_E_PERM);
+	assert_int_equal(kmsd_kek_open(&c, st, &k), SL_E_PERM);
 	write_file("master.key", "short", 5, 0600);
-	assert_int_equal(kmsd_kek_open(&c, &k), SL_E_INPUT);
-	free(buf);
+	assert_int_equal(kmsd_kek_open(&c, st, &k), SL_E_INPUT);
+	kmsd_config_free(&c);
+	kmsd_store_close(st);
+}
+
+/* ---- key process (privilege separation) --------------------------------------- */
+
+static void test_keyproc(void **state)
+{
+	kmsd_config c;
+	kmsd_keyproc *kp = NULL;
+	kmsd_store *st = fresh_store("kp.db");
+	kmsd_kek *net = NULL;
+	uint8_t dek[32], wrapped[SL_KMS_WRAPPED_DEK_LEN], sealed[KMSD_SEALED_LEN], back[32];
+	uint8_t pk[32], sk[32];
+	unsigned v = 0;
+	(void)state;
+	make_master();
+	kmsd_config_defaults(&c);
+	c.master_key_file = strdup(in_dir("master.key"));
+	c.store = strdup(in_dir("kp.db"));
+	assert_int_equal(kmsd_keyproc_start(&c, 1, &kp), SL_OK);
+	assert_true(kmsd_keyproc_pid(kp) > 0);
+	assert_int_equal(kmsd_kek_open_remote(kp, st, &net), SL_OK);
+	assert_int_equal(kmsd_kek_create(net, "k1"), SL_OK);
+	assert_int_equal(kmsd_kek_create(net, "k1"), SL_E_EXISTS);
+	sl_random(dek, sizeof(dek));
+	assert_int_equal(kmsd_kek_wrap(net, "k1", "ds", dek, wrapped), SL_OK);
+	/* the network side has no unwrap: only unwrap-and-seal */
+	assert_int_equal(kmsd_kek_unwrap(net, "k1", "ds", wrapped, sizeof(wrapped), back),
+	                 SL_E_INTERNAL);
+	crypto_box_keypair(pk, sk);
+	assert_int_equal(
+	    kmsd_kek_unwrap_seal(net, "k1", "ds", wrapped, sizeof(wrapped), pk, sealed), SL_OK);
+	assert_int_equal(crypto_box_seal_open(back, sealed, sizeof(sealed), pk, sk), 0);
+	assert_memory_equal(back, dek, 32);
+	assert_int_equal(
+	    kmsd_kek_unwrap_seal(net, "k1", "other", wrapped, sizeof(wrapped), pk, sealed),
+	    SL_E_INTEGRITY);
+	assert_int_equal(kmsd_kek_rotate(net, "k1", &v), SL_OK);
+	assert_int_equal(v, 2);
+	/* an output key: born in the key process, handed out wrapped and sealed */
+	uint8_t w2[SL_KMS_WRAPPED_DEK_LEN], s2[KMSD_SEALED_LEN];
+	assert_int_equal(kmsd_kek_new_sealed(net, "k1", "out-1", pk, w2, s2), SL_OK);
+	assert_int_equal(w2[0], 2);
+	assert_int_equal(crypto_box_seal_open(back, s2, sizeof(s2), pk, sk), 0);
+	assert_int_equal(kmsd_kek_unwrap_seal(net, "k1", "out-1", w2, sizeof(w2), pk, sealed),
+	                 SL_OK);
+	assert_int_equal(crypto_box_seal_open(dek, sealed, sizeof(sealed), pk, sk), 0);
+	assert_memory_equal(back, dek, 32);
+	/* a request outside the table (an invalid id) ends the channel's service */
+	assert_int_equal(kmsd_keyproc_create(kp, "not a key id"), SL_E_SYSTEM);
+	assert_non_null(strstr(sl_err_detail(), "channel lost"));
+	assert_int_equal(kmsd_kek_create(net, "k2"), SL_E_SYSTEM);
+	kmsd_kek_close(net);
+	kmsd_keyproc_stop(kp);
+	kmsd_store_close(st);
 	kmsd_config_free(&c);
 }
 
@@ -395,13 +482,14 @@ static void test_keystore(void **state)
 
 static void test_registry(void **state)
 {
+	kmsd_store *st = fresh_store("reg.db");
 	kmsd_registry *r = NULL;
 	uint8_t key[32], name[34] = {0x00, 0x0b}, other[34] = {0x00, 0x0b, 1}, ek[32] = {0};
+	enum kmsd_ak_status as;
 	(void)state;
 	sl_random(key, sizeof(key));
 	write_file("reg.key", key, sizeof(key), 0600);
-	unlink(in_dir("reg.json"));
-	assert_int_equal(kmsd_registry_open(in_dir("reg.json"), in_dir("reg.key"), &r), SL_OK);
+	assert_int_equal(kmsd_registry_open(st, in_dir("reg.key"), &r), SL_OK);
 	assert_false(kmsd_registry_has(r, name, sizeof(name)));
 	assert_int_equal(kmsd_registry_add(r, name, sizeof(name), ek), SL_OK);
 	assert_int_equal(kmsd_registry_add(r, name, sizeof(name), ek), SL_OK);
@@ -411,25 +499,47 @@ static void test_registry(void **state)
 	assert_false(kmsd_registry_has(r, name, 33));
 	kmsd_registry_close(r);
 	r = NULL;
-	assert_int_equal(kmsd_registry_open(in_dir("reg.json"), in_dir("reg.key"), &r), SL_OK);
+	assert_int_equal(kmsd_registry_open(st, in_dir("reg.key"), &r), SL_OK);
 	assert_true(kmsd_registry_has(r, name, sizeof(name)));
+	/* a row written by someone without the registry key does not count */
+	kmsd_ak_row forged = {.enrolled = 1};
+	assert_int_equal(kmsd_store_ak_put(st, other, sizeof(other), &forged, NULL), SL_OK);
+	assert_false(kmsd_registry_has(r, other, sizeof(other)));
+	assert_int_equal(kmsd_registry_lookup(r, other, sizeof(other), &as), SL_E_INTEGRITY);
+	assert_int_equal(as, KMSD_AK_FORGED);
+	assert_non_null(strstr(sl_err_detail(), "does not verify under the registry key"));
+	/* revocation */
+	bool was = true;
+	assert_int_equal(kmsd_registry_revoke(r, name, sizeof(name), &was), SL_OK);
+	assert_false(was);
+	assert_false(kmsd_registry_has(r, name, sizeof(name)));
+	assert_true(kmsd_registry_revoked(r, name, sizeof(name)));
+	assert_int_equal(kmsd_registry_lookup(r, name, sizeof(name), &as), SL_OK);
+	assert_int_equal(as, KMSD_AK_REVOKED);
+	/* a second revocation says so and writes nothing */
+	assert_int_equal(kmsd_registry_revoke(r, name, sizeof(name), &was), SL_OK);
+	assert_true(was);
+	/* enrolling it again does not lift it */
+	assert_int_equal(kmsd_registry_add(r, name, sizeof(name), ek), SL_OK);
+	assert_true(kmsd_registry_revoked(r, name, sizeof(name)));
+	/* the list: both rows in name order, the forged one not verified */
+	json_t *l = kmsd_registry_list(r);
+	assert_non_null(l);
+	assert_int_equal(json_array_size(l), 2);
+	size_t li;
+	json_t *le;
+	int revoked_rows = 0, unverified = 0;
+	json_array_foreach (l, li, le) {
+		revoked_rows += json_is_true(json_object_get(le, "revoked"));
+		unverified += json_is_false(json_object_get(le, "verified"));
+	}
+	assert_int_equal(revoked_rows, 1);
+	assert_int_equal(unverified, 1);
+	json_decref(l);
+	uint8_t third[34] = {0x00, 0x0b, 3};
+	assert_int_equal(kmsd_registry_revoke(r, third, sizeof(third), &was), SL_E_INPUT);
 	kmsd_registry_close(r);
-	r = NULL;
-
-	uint8_t *buf = NULL;
-	size_t len = 0;
-	assert_int_equal(sl_file_read(in_dir("reg.json"), 1 << 20, &buf, &len), SL_OK);
-	char *p = strstr((char *)buf, "000b0000");
-	assert_non_null(p);
-	p[7] = '1'; /* another AK name */
-	write_file("reg.json", buf, len, 0600);
-	assert_int_equal(kmsd_registry_open(in_dir("reg.json"), in_dir("reg.key"), &r),
-	                 SL_E_INTEGRITY);
-	assert_non_null(strstr(sl_err_detail(), "MAC does not verify"));
-	write_file("reg.json", buf, len / 2, 0600);
-	assert_int_equal(kmsd_registry_open(in_dir("reg.json"), in_dir("reg.key"), &r),
-	                 SL_E_INTEGRITY);
-	free(buf);
+	kmsd_store_close(st);
 }
 
 /* The same evidence item, identity document or key twice: 400 naming the
@@ -781,7 +891,9 @@ int main(void)
 	    cmocka_unit_test(test_gcm),
 	    cmocka_unit_test(test_nonces),
 	    cmocka_unit_test(test_nonces_many),
+	    cmocka_unit_test(test_nonces_two_handles),
 	    cmocka_unit_test(test_keystore),
+	    cmocka_unit_test(test_keyproc),
 	    cmocka_unit_test(test_registry),
 	    cmocka_unit_test(test_dispatch),
 	    cmocka_unit_test(test_metrics),

@@ -1,0 +1,217 @@
+/* POST /v1/output: the attested issue of an output key (docs/protocol.md).
+ *
+ * The same attestation as a release (kmsd_release_attest: single-use nonce,
+ * policy digest, evidence and identity bound to nonce + eph_pub + policy
+ * digest, enrolled AK). Then, for each output asked for: the policy names
+ * the one KEK that serves the output id ($.keys); the output id's own rules
+ * and every input dataset's rules must allow this machine and list the
+ * destination in output_destinations, whose region must pass their region
+ * rules. Only when nothing was refused: a fresh DEK per output, wrapped
+ * under that KEK (AAD = key id + output id, as every wrapped DEK) and
+ * sealed to eph_pub. All or nothing; audited with every destination. */
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kmsd.h"
+#include "seclaunch/audit.h"
+#include "seclaunch/json.h"
+#include "seclaunch/policy.h"
+
+#define SEALED_LEN (SL_KMS_DEK_LEN + crypto_box_SEALBYTES)
+
+struct outctx {
+	kmsd_ctx *ctx;
+	kmsd_output_req *req;
+	json_t *reasons;
+	sl_claims *claims;
+	const char *keys[KMSD_MAX_OUTPUTS]; /* the KEK of each output */
+};
+
+static void deny(struct outctx *o, enum kmsd_denial d, size_t i, const char *fmt, ...)
+    SL_PRINTF(4, 5);
+
+static void deny(struct outctx *o, enum kmsd_denial d, size_t i, const char *fmt, ...)
+{
+	char detail[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	json_t *r = json_pack("{s:s, s:s, s:s, s:s}", "code", kmsd_denial_code(d), "detail", detail,
+	                      "output_id", o->req->outputs[i].output_id, "destination",
+	                      o->req->outputs[i].destination);
+	json_array_append_new(o->reasons, r);
+	kmsd_metrics_denial(o->ctx->metrics, d);
+}
+
+/* One decision's reasons become denials of output i, prefixed by what was
+ * evaluated. */
+static void evaluate(struct outctx *o, size_t i, const sl_policy_request *pr, const char *what)
+{
+	sl_decision *d = NULL;
+	if (sl_policy_evaluate(o->ctx->policy, o->claims, pr, &d) != SL_OK) {
+		deny(o, KMSD_D_POLICY, i, "outputs[%zu]: %s: policy evaluation failed: %s", i, what,
+		     sl_err_detail());
+		return;
+	}
+	for (size_t j = 0; j < sl_decision_reason_count(d); j++)
+		deny(o, KMSD_D_POLICY, i, "outputs[%zu]: %s: %s", i, what,
+		     sl_decision_reason(d, j));
+	if (!sl_decision_allowed(d) && sl_decision_reason_count(d) == 0)
+		deny(o, KMSD_D_POLICY, i, "outputs[%zu]: %s: denied by policy", i, what);
+	sl_decision_free(d);
+}
+
+static void check_policy(struct outctx *o)
+{
+	char what[600];
+	for (size_t i = 0; i < o->req->noutputs; i++) {
+		kmsd_output_entry *e = &o->req->outputs[i];
+		const char *key = NULL;
+		const char *dest[1] = {e->destination};
+		if (sl_policy_output_key(o->ctx->policy, e->output_id, &key) != SL_OK) {
+			/* the development policy names no key: the client's choice then */
+			if (!sl_policy_is_dev(o->ctx->policy) || e->key_id[0] == '\0') {
+				deny(o, KMSD_D_POLICY, i, "outputs[%zu]: %s", i, sl_err_detail());
+				continue;
+			}
+			key = e->key_id;
+		}
+		if (e->key_id[0] != '\0' && strcmp(e->key_id, key) != 0) {
+			deny(o, KMSD_D_POLICY, i,
+			     "outputs[%zu]: key '%s' asked for, but the policy names '%s' for "
+			     "output "
+			     "'%s'",
+			     i, e->key_id, key, e->output_id);
+			continue;
+		}
+		if (!kmsd_kek_exists(o->ctx->kek, key)) {
+			deny(o, KMSD_D_KEY_UNKNOWN, i, "outputs[%zu]: unknown key id '%s'", i, key);
+			continue;
+		}
+		o->keys[i] = key;
+		sl_policy_request pr = {
+		    .dataset_id = e->output_id, .key_id = key, .outputs = dest, .n_outputs = 1};
+		snprintf(what, sizeof(what), "output '%s'", e->output_id);
+		evaluate(o, i, &pr, what);
+		/* what was read decides where its derivatives may go */
+		for (size_t j = 0; j < o->req->ninputs; j++) {
+			sl_policy_request ir = {
+			    .dataset_id = o->req->inputs[j], .outputs = dest, .n_outputs = 1};
+			snprintf(what, sizeof(what), "input '%s'", o->req->inputs[j]);
+			evaluate(o, i, &ir, what);
+		}
+	}
+}
+
+/* A fresh DEK per output, wrapped and sealed; false when one fails. */
+static bool issue_keys(struct outctx *o, json_t *out)
+{
+	sl_secret *s = NULL;
+	bool ok = true;
+	if (sl_secret_new(SL_KMS_DEK_LEN, &s) != SL_OK) {
+		deny(o, KMSD_D_UNWRAP, 0, "out of secret memory");
+		return false;
+	}
+	uint8_t *dek = sl_secret_data(s);
+	for (size_t i = 0; i < o->req->noutputs && ok; i++) {
+		const kmsd_output_entry *e = &o->req->outputs[i];
+		uint8_t wrapped[SL_KMS_WRAPPED_DEK_LEN], sealed[SEALED_LEN];
+		char *w64 = NULL, *s64 = NULL;
+		randombytes_buf(dek, SL_KMS_DEK_LEN);
+		sl_err rc = kmsd_kek_wrap(o->ctx->kek, o->keys[i], e->output_id, dek, wrapped);
+		if (rc == SL_OK)
+			rc = crypto_box_seal(sealed, dek, SL_KMS_DEK_LEN, o->req->att->eph_pub) == 0
+			         ? SL_OK
+			         : sl_err_set(SL_E_CRYPTO, "sealing to eph_pub failed");
+		sl_wipe(dek, SL_KMS_DEK_LEN);
+		if (rc == SL_OK)
+			rc = sl_b64_encode(wrapped, sizeof(wrapped), &w64);
+		if (rc == SL_OK)
+			rc = sl_b64_encode(sealed, sizeof(sealed), &s64);
+		if (rc != SL_OK) {
+			deny(o, KMSD_D_UNWRAP, i, "outputs[%zu]: %s", i, sl_err_detail());
+			ok = false;
+		} else {
+			json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s}", "output_id",
+			                                     e->output_id, "key_id", o->keys[i],
+			                                     "wrapped_dek", w64, "sealed", s64));
+		}
+		free(w64);
+		free(s64);
+	}
+	sl_secret_free(s);
+	return ok;
+}
+
+static bool audit_output(struct outctx *o, bool allowed, bool verified)
+{
+	char cd[65];
+	uint8_t digest[32];
+	json_t *list = json_array(), *inputs = json_array();
+	for (size_t i = 0; i < o->req->noutputs; i++)
+		json_array_append_new(list, json_pack("{s:s, s:s, s:s?}", "output_id",
+		                                      o->req->outputs[i].output_id, "destination",
+		                                      o->req->outputs[i].destination, "key_id",
+		                                      o->keys[i]));
+	for (size_t i = 0; i < o->req->ninputs; i++)
+		json_array_append_new(inputs, json_string(o->req->inputs[i]));
+	sl_claims_digest(o->claims, digest);
+	sl_hex_encode(digest, sizeof(digest), cd);
+	const kmsd_output_entry *one = o->req->noutputs == 1 ? &o->req->outputs[0] : NULL;
+	json_t *details = json_pack("{s:o, s:o, s:O}", "outputs", list, "inputs", inputs, "job",
+	                            o->req->att->job);
+	return kmsd_audit(o->ctx, SL_AUDIT_EV_OUTPUT, one ? o->keys[0] : NULL,
+	                  one ? one->output_id : NULL, allowed ? SL_AUDIT_ALLOW : SL_AUDIT_DENY,
+	                  allowed ? NULL : o->reasons, verified ? cd : NULL, details);
+}
+
+void kmsd_handle_output(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
+{
+	struct outctx o = {.ctx = ctx};
+	json_t *out = NULL;
+	bool verified = false;
+	char detail[256];
+
+	if (kmsd_parse_output(req->body, req->len, &o.req) != SL_OK) {
+		if (ctx->refusals != NULL)
+			kmsd_refusals_charge(ctx->refusals, req->source);
+		kmsd_bad_request(res);
+		return;
+	}
+	o.reasons = json_array();
+	out = json_array();
+	if (o.reasons == NULL || out == NULL || sl_claims_new(&o.claims) != SL_OK) {
+		kmsd_problem(res, 500, "internal", "Internal Server Error", "out of memory", NULL);
+		goto out;
+	}
+	kmsd_release_attest(ctx, o.req->att, o.reasons, o.claims, &verified);
+	if (json_array_size(o.reasons) == 0)
+		check_policy(&o);
+	if (json_array_size(o.reasons) == 0 && issue_keys(&o, out)) {
+		if (!audit_output(&o, true, verified)) {
+			/* no record, no keys */
+			kmsd_audit_failed(ctx, res, "output key");
+			goto out;
+		}
+		res->status = 200;
+		res->json = json_pack("{s:O}", "outputs", out);
+		goto out;
+	}
+	if (ctx->refusals != NULL)
+		kmsd_refusals_charge(ctx->refusals, req->source);
+	if (!audit_output(&o, false, verified)) {
+		kmsd_audit_failed(ctx, res, "output key refusal");
+		goto out;
+	}
+	snprintf(detail, sizeof(detail), "output key refused: %zu reason%s",
+	         json_array_size(o.reasons), json_array_size(o.reasons) == 1 ? "" : "s");
+	kmsd_problem(res, 403, "denied", "Forbidden", detail, json_incref(o.reasons));
+out:
+	json_decref(out);
+	json_decref(o.reasons);
+	sl_claims_free(o.claims);
+	kmsd_output_req_free(o.req);
+}

@@ -1,0 +1,385 @@
+/* Privilege separation (after OpenSSH's monitor): the KEK operations run in
+ * a separate process, forked at start before anything touches the network,
+ * the master key or the PKCS#11 PIN. The network-facing process talks to it
+ * over SOCK_SEQPACKET socketpairs (one per channel, each served by its own
+ * thread) with fixed-size messages from a fixed request table:
+ *
+ *   op            request                          answer
+ *   CREATE        key id                           -
+ *   ROTATE        key id                           the new version
+ *   WRAP          key id, dataset id, DEK          wrapped DEK (61 bytes)
+ *   UNWRAP_SEAL   key id, dataset id, wrapped DEK, the DEK sealed to eph_pub
+ *                 eph_pub                          (crypto_box_seal, 80 bytes)
+ *   REWRAP        key id, dataset id, wrapped DEK  wrapped DEK (61 bytes)
+ *   NEW_SEALED    key id, dataset id, eph_pub      a fresh random DEK, wrapped and
+ *                                                  sealed to eph_pub (61 + 80 bytes):
+ *                                                  output keys are born here
+ *
+ * There is no "unwrap" that returns a DEK: the network process only ever
+ * sees DEKs already sealed to the client's ephemeral key. It never holds a
+ * KEK, the master key or the PIN. A request that is not in the table, or
+ * that is malformed (a length, an id that is not NUL-terminated or not
+ * valid), ends the key process's service of that channel: the network
+ * process is then presumed compromised, and its releases fail closed.
+ *
+ * The key process keeps its own state-store connections, dies with its
+ * parent (PR_SET_PDEATHSIG), and ends when every channel is closed. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kmsd.h"
+#include "store.h"
+
+enum kp_op { KP_CREATE = 1, KP_ROTATE, KP_WRAP, KP_UNWRAP_SEAL, KP_REWRAP, KP_NEW_SEALED };
+
+struct kp_req {
+	uint32_t op;
+	char id[SL_KMS_ID_MAX + 1];
+	char ds[SL_KMS_DATASET_ID_MAX + 1];
+	uint8_t wrapped[SL_KMS_WRAPPED_DEK_LEN];
+	uint8_t eph_pub[SL_EPH_PUB_LEN];
+	uint8_t dek[SL_KMS_DEK_LEN];
+};
+
+struct kp_res {
+	int32_t rc;
+	uint32_t version;
+	uint32_t out_len;
+	uint8_t out[SL_KMS_WRAPPED_DEK_LEN + SL_KMS_DEK_LEN + crypto_box_SEALBYTES];
+	char detail[480];
+};
+
+struct kmsd_keyproc {
+	pid_t pid;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int *fds; /* free channels: fds[0..nfree) */
+	size_t nfree, n;
+	int *all;
+};
+
+/* ---- the key process ------------------------------------------------------ */
+
+struct serve_arg {
+	kmsd_kek *kek;
+	int fd;
+};
+
+static bool valid_str(const char *s, size_t cap, bool (*check)(const char *))
+{
+	return memchr(s, '\0', cap) != NULL && check(s);
+}
+
+static void handle(kmsd_kek *k, struct kp_req *rq, struct kp_res *rs)
+{
+	sl_err rc = SL_OK;
+	unsigned v = 0;
+	switch (rq->op) {
+	case KP_CREATE:
+		rc = kmsd_kek_create(k, rq->id);
+		break;
+	case KP_ROTATE:
+		rc = kmsd_kek_rotate(k, rq->id, &v);
+		rs->version = v;
+		break;
+	case KP_WRAP:
+		rc = kmsd_kek_wrap(k, rq->id, rq->ds, rq->dek, rs->out);
+		rs->out_len = rc == SL_OK ? SL_KMS_WRAPPED_DEK_LEN : 0;
+		break;
+	case KP_UNWRAP_SEAL:
+		rc = kmsd_kek_unwrap_seal(k, rq->id, rq->ds, rq->wrapped, sizeof(rq->wrapped),
+		                          rq->eph_pub, rs->out);
+		rs->out_len = rc == SL_OK ? SL_KMS_DEK_LEN + crypto_box_SEALBYTES : 0;
+		break;
+	case KP_REWRAP:
+		rc = kmsd_kek_rewrap(k, rq->id, rq->ds, rq->wrapped, sizeof(rq->wrapped), rs->out);
+		rs->out_len = rc == SL_OK ? SL_KMS_WRAPPED_DEK_LEN : 0;
+		break;
+	case KP_NEW_SEALED:
+		rc = kmsd_kek_new_sealed(k, rq->id, rq->ds, rq->eph_pub, rs->out,
+		                         rs->out + SL_KMS_WRAPPED_DEK_LEN);
+		rs->out_len = rc == SL_OK ? SL_KMS_WRAPPED_DEK_LEN + KMSD_SEALED_LEN : 0;
+		break;
+	default:
+		break;
+	}
+	rs->rc = (int32_t)rc;
+	if (rc != SL_OK)
+		snprintf(rs->detail, sizeof(rs->detail), "%s",
+		         sl_err_detail()[0] ? sl_err_detail() : sl_err_message(rc));
+}
+
+static void *serve(void *p)
+{
+	struct serve_arg *a = p;
+	struct kp_req rq;
+	struct kp_res rs;
+	for (;;) {
+		ssize_t n = recv(a->fd, &rq, sizeof(rq), 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n != (ssize_t)sizeof(rq))
+			break; /* closed, or not one whole request: stop serving */
+		bool ok = rq.op >= KP_CREATE && rq.op <= KP_NEW_SEALED &&
+		          valid_str(rq.id, sizeof(rq.id), kmsd_valid_key_id) &&
+		          (rq.op == KP_CREATE || rq.op == KP_ROTATE ||
+		           valid_str(rq.ds, sizeof(rq.ds), kmsd_valid_dataset_id));
+		if (!ok) {
+			fprintf(stderr,
+			        "seclaunchd-kek: request malformed or outside the table (op %u): "
+			        "channel closed\n",
+			        rq.op);
+			break;
+		}
+		memset(&rs, 0, sizeof(rs));
+		handle(a->kek, &rq, &rs);
+		sodium_memzero(&rq, sizeof(rq));
+		ssize_t w = send(a->fd, &rs, sizeof(rs), MSG_NOSIGNAL);
+		sodium_memzero(&rs, sizeof(rs));
+		if (w != (ssize_t)sizeof(rs))
+			break;
+	}
+	sodium_memzero(&rq, sizeof(rq));
+	close(a->fd);
+	return NULL;
+}
+
+static void init_reply(int fd, sl_err rc)
+{
+	struct kp_res rs = {.rc = (int32_t)rc};
+	if (rc != SL_OK)
+		snprintf(rs.detail, sizeof(rs.detail), "%s",
+		         sl_err_detail()[0] ? sl_err_detail() : sl_err_message(rc));
+	(void)send(fd, &rs, sizeof(rs), MSG_NOSIGNAL);
+}
+
+static _Noreturn void keyproc_main(const kmsd_config *cfg, int *fds, size_t n)
+{
+	kmsd_store *st = NULL;
+	kmsd_kek *k = NULL;
+	pthread_t *th = calloc(n, sizeof(*th));
+	struct serve_arg *args = calloc(n, sizeof(*args));
+	sl_err rc;
+	(void)prctl(PR_SET_NAME, "seclaunchd-kek", 0, 0, 0);
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	signal(SIGINT, SIG_IGN); /* the parent ends it by closing the channels */
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	rc = th && args ? kmsd_store_open(cfg->store, (unsigned)(n < 8 ? n : 8), &st) : SL_E_NOMEM;
+	if (rc == SL_OK)
+		rc = kmsd_kek_open(cfg, st, &k);
+	init_reply(fds[0], rc);
+	if (rc != SL_OK)
+		_exit(7);
+	for (size_t i = 0; i < n; i++) {
+		args[i] = (struct serve_arg){k, fds[i]};
+		if (i > 0 && pthread_create(&th[i], NULL, serve, &args[i]) != 0)
+			_exit(7);
+	}
+	serve(&args[0]);
+	for (size_t i = 1; i < n; i++)
+		pthread_join(th[i], NULL);
+	kmsd_kek_close(k);
+	kmsd_store_close(st);
+	_exit(0);
+}
+
+/* ---- the network side ------------------------------------------------------ */
+
+sl_err kmsd_keyproc_start(const kmsd_config *cfg, unsigned channels, kmsd_keyproc **out)
+{
+	sl_err rc = SL_E_NOMEM;
+	kmsd_keyproc *kp = calloc(1, sizeof(*kp));
+	int *theirs = NULL;
+	struct kp_res rs;
+	SL_ENSURE(kp != NULL, SL_E_NOMEM, "key process");
+	kp->pid = -1;
+	if (channels < 1)
+		channels = 1;
+	pthread_mutex_init(&kp->mu, NULL);
+	pthread_cond_init(&kp->cv, NULL);
+	kp->fds = calloc(channels, sizeof(int));
+	kp->all = calloc(channels, sizeof(int));
+	theirs = calloc(channels, sizeof(int));
+	SL_ENSURE(kp->fds && kp->all && theirs, SL_E_NOMEM, "key process");
+	for (unsigned i = 0; i < channels; i++) {
+		int sv[2];
+		SL_ENSURE(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0,
+		          SL_E_SYSTEM, "key process: socketpair: %s", strerror(errno));
+		kp->all[i] = kp->fds[i] = sv[0];
+		theirs[i] = sv[1];
+		kp->n = kp->nfree = i + 1;
+	}
+	kp->pid = fork();
+	SL_ENSURE(kp->pid >= 0, SL_E_SYSTEM, "key process: fork: %s", strerror(errno));
+	if (kp->pid == 0) {
+		for (size_t i = 0; i < kp->n; i++)
+			close(kp->all[i]);
+		keyproc_main(cfg, theirs, channels);
+	}
+	for (unsigned i = 0; i < channels; i++)
+		close(theirs[i]);
+	/* the first answer says whether the key process could open its keys */
+	SL_ENSURE(recv(kp->fds[0], &rs, sizeof(rs), 0) == (ssize_t)sizeof(rs), SL_E_SYSTEM,
+	          "key process exited during start");
+	rs.detail[sizeof(rs.detail) - 1] = '\0';
+	SL_ENSURE(rs.rc == SL_OK, (sl_err)rs.rc, "%s", rs.detail);
+	*out = kp;
+	kp = NULL;
+	rc = SL_OK;
+out:
+	free(theirs);
+	kmsd_keyproc_stop(kp);
+	return rc;
+}
+
+pid_t kmsd_keyproc_pid(const kmsd_keyproc *kp)
+{
+	return kp->pid;
+}
+
+void kmsd_keyproc_stop(kmsd_keyproc *kp)
+{
+	if (kp == NULL)
+		return;
+	for (size_t i = 0; i < kp->n; i++)
+		close(kp->all[i]);
+	if (kp->pid > 0) {
+		int st;
+		while (waitpid(kp->pid, &st, 0) < 0 && errno == EINTR)
+			;
+	}
+	free(kp->fds);
+	free(kp->all);
+	pthread_cond_destroy(&kp->cv);
+	pthread_mutex_destroy(&kp->mu);
+	free(kp);
+}
+
+static SL_RESULT call(kmsd_keyproc *kp, struct kp_req *rq, struct kp_res *rs)
+{
+	sl_err rc = SL_OK;
+	int fd;
+	pthread_mutex_lock(&kp->mu);
+	while (kp->nfree == 0)
+		pthread_cond_wait(&kp->cv, &kp->mu);
+	fd = kp->fds[--kp->nfree];
+	pthread_mutex_unlock(&kp->mu);
+	if (send(fd, rq, sizeof(*rq), MSG_NOSIGNAL) != (ssize_t)sizeof(*rq) ||
+	    recv(fd, rs, sizeof(*rs), 0) != (ssize_t)sizeof(*rs))
+		rc = sl_err_set(SL_E_SYSTEM, "key process: channel lost (%s)", strerror(errno));
+	sodium_memzero(rq, sizeof(*rq));
+	pthread_mutex_lock(&kp->mu);
+	kp->fds[kp->nfree++] = fd;
+	pthread_cond_signal(&kp->cv);
+	pthread_mutex_unlock(&kp->mu);
+	if (rc == SL_OK && rs->rc != SL_OK) {
+		rs->detail[sizeof(rs->detail) - 1] = '\0';
+		rc = sl_err_set((sl_err)rs->rc, "%s", rs->detail);
+	}
+	return rc;
+}
+
+static void ids(struct kp_req *rq, const char *id, const char *ds)
+{
+	snprintf(rq->id, sizeof(rq->id), "%s", id);
+	if (ds != NULL)
+		snprintf(rq->ds, sizeof(rq->ds), "%s", ds);
+}
+
+sl_err kmsd_keyproc_create(kmsd_keyproc *kp, const char *id)
+{
+	struct kp_req rq = {.op = KP_CREATE};
+	struct kp_res rs;
+	ids(&rq, id, NULL);
+	return call(kp, &rq, &rs);
+}
+
+sl_err kmsd_keyproc_rotate(kmsd_keyproc *kp, const char *id, unsigned *version)
+{
+	struct kp_req rq = {.op = KP_ROTATE};
+	struct kp_res rs = {0};
+	ids(&rq, id, NULL);
+	sl_err rc = call(kp, &rq, &rs);
+	*version = rs.version;
+	return rc;
+}
+
+static SL_RESULT out_of(struct kp_res *rs, uint8_t *out, size_t want)
+{
+	if (rs->out_len != want)
+		return sl_err_set(SL_E_SYSTEM, "key process: answer of %u bytes", rs->out_len);
+	memcpy(out, rs->out, want);
+	return SL_OK;
+}
+
+sl_err kmsd_keyproc_wrap(kmsd_keyproc *kp, const char *id, const char *ds,
+                         const uint8_t dek[static SL_KMS_DEK_LEN],
+                         uint8_t out[static SL_KMS_WRAPPED_DEK_LEN])
+{
+	struct kp_req rq = {.op = KP_WRAP};
+	struct kp_res rs = {0};
+	ids(&rq, id, ds);
+	memcpy(rq.dek, dek, SL_KMS_DEK_LEN);
+	sl_err rc = call(kp, &rq, &rs);
+	return rc != SL_OK ? rc : out_of(&rs, out, SL_KMS_WRAPPED_DEK_LEN);
+}
+
+sl_err kmsd_keyproc_unwrap_seal(kmsd_keyproc *kp, const char *id, const char *ds,
+                                const uint8_t *wrapped, size_t len,
+                                const uint8_t eph_pub[static SL_EPH_PUB_LEN],
+                                uint8_t sealed[static KMSD_SEALED_LEN])
+{
+	struct kp_req rq = {.op = KP_UNWRAP_SEAL};
+	struct kp_res rs = {0};
+	if (len != SL_KMS_WRAPPED_DEK_LEN)
+		return sl_err_set(SL_E_INTEGRITY, "wrapped DEK for key '%s': %zu bytes, want %d",
+		                  id, len, SL_KMS_WRAPPED_DEK_LEN);
+	ids(&rq, id, ds);
+	memcpy(rq.wrapped, wrapped, len);
+	memcpy(rq.eph_pub, eph_pub, SL_EPH_PUB_LEN);
+	sl_err rc = call(kp, &rq, &rs);
+	return rc != SL_OK ? rc : out_of(&rs, sealed, KMSD_SEALED_LEN);
+}
+
+sl_err kmsd_keyproc_rewrap(kmsd_keyproc *kp, const char *id, const char *ds, const uint8_t *in,
+                           size_t len, uint8_t out[static SL_KMS_WRAPPED_DEK_LEN])
+{
+	struct kp_req rq = {.op = KP_REWRAP};
+	struct kp_res rs = {0};
+	if (len != SL_KMS_WRAPPED_DEK_LEN)
+		return sl_err_set(SL_E_INTEGRITY, "wrapped DEK for key '%s': %zu bytes", id, len);
+	ids(&rq, id, ds);
+	memcpy(rq.wrapped, in, len);
+	sl_err rc = call(kp, &rq, &rs);
+	return rc != SL_OK ? rc : out_of(&rs, out, SL_KMS_WRAPPED_DEK_LEN);
+}
+
+sl_err kmsd_keyproc_new_sealed(kmsd_keyproc *kp, const char *id, const char *ds,
+                               const uint8_t eph_pub[static SL_EPH_PUB_LEN],
+                               uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN],
+                               uint8_t sealed[static KMSD_SEALED_LEN])
+{
+	struct kp_req rq = {.op = KP_NEW_SEALED};
+	struct kp_res rs = {0};
+	uint8_t both[SL_KMS_WRAPPED_DEK_LEN + KMSD_SEALED_LEN];
+	ids(&rq, id, ds);
+	memcpy(rq.eph_pub, eph_pub, SL_EPH_PUB_LEN);
+	sl_err rc = call(kp, &rq, &rs);
+	if (rc == SL_OK)
+		rc = out_of(&rs, both, sizeof(both));
+	if (rc == SL_OK) {
+		memcpy(wrapped, both, SL_KMS_WRAPPED_DEK_LEN);
+		memcpy(sealed, both + SL_KMS_WRAPPED_DEK_LEN, KMSD_SEALED_LEN);
+	}
+	return rc;
+}

@@ -1,0 +1,63 @@
+/* Parsers of the key lifecycle requests (admin endpoints): pure functions
+ * over untrusted bytes, each failing with SL_E_INPUT naming the field. */
+#include <string.h>
+
+#include "kmsd.h"
+#include "seclaunch/json.h"
+
+static SL_RESULT load(const uint8_t *body, size_t len, json_t **out)
+{
+	json_error_t je;
+	json_t *root;
+	if (len == 0) {
+		*out = json_object();
+		return *out ? SL_OK : sl_err_set(SL_E_NOMEM, "request");
+	}
+	root = json_loadb((const char *)body, len, JSON_REJECT_DUPLICATES, &je);
+	if (root == NULL || !json_is_object(root)) {
+		json_decref(root);
+		return sl_err_set(SL_E_INPUT, "body: not a JSON object (%s)",
+		                  root == NULL ? je.text : "wrong type");
+	}
+	*out = root;
+	return SL_OK;
+}
+
+sl_err kmsd_parse_key_action(const uint8_t *body, size_t len, bool *force)
+{
+	static const char *const allowed[] = {"force", NULL};
+	sl_err rc = SL_E_INPUT;
+	json_t *root = NULL, *f;
+	*force = false;
+	SL_GUARD(load(body, len, &root));
+	SL_GUARD(sl_json_only(root, allowed, SL_E_INPUT, "key request"));
+	f = json_object_get(root, "force");
+	SL_ENSURE(f == NULL || json_is_boolean(f), SL_E_INPUT, "force: must be true or false");
+	*force = json_is_true(f);
+	rc = SL_OK;
+out:
+	json_decref(root);
+	return rc;
+}
+
+sl_err kmsd_parse_rewrap(const uint8_t *body, size_t len,
+                         char dataset_id[static SL_KMS_DATASET_ID_MAX + 1],
+                         uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN])
+{
+	static const char *const allowed[] = {"dataset_id", "wrapped_dek", NULL};
+	sl_err rc = SL_E_INPUT;
+	json_t *root = NULL;
+	const char *ds = NULL;
+	SL_GUARD(load(body, len, &root));
+	SL_GUARD(sl_json_only(root, allowed, SL_E_INPUT, "rewrap request"));
+	SL_GUARD(
+	    sl_json_str(root, "dataset_id", SL_KMS_DATASET_ID_MAX, SL_E_INPUT, "dataset_id", &ds));
+	SL_ENSURE(kmsd_valid_dataset_id(ds), SL_E_INPUT, "dataset_id: not a valid dataset id");
+	memcpy(dataset_id, ds, strlen(ds) + 1);
+	SL_GUARD(sl_json_b64(root, "wrapped_dek", wrapped, SL_KMS_WRAPPED_DEK_LEN, SL_E_INPUT,
+	                     "wrapped_dek"));
+	rc = SL_OK;
+out:
+	json_decref(root);
+	return rc;
+}

@@ -1,0 +1,215 @@
+/* seclaunchd's state store (private to kms/): everything the service must
+ * remember across restarts and share between replicas, behind one
+ * interface with two implementations:
+ *   - SQLite (store_sqlite.c): the embedded default, one file in WAL mode;
+ *   - PostgreSQL (store_pg.c): several replicas sharing one database.
+ * Transactions and unique constraints do the concurrency work: a key id, an
+ * AK name, a KEK version, a challenge and an enrollment session are primary
+ * keys, and a challenge is consumed by one conditional UPDATE, so two
+ * replicas racing on the same row see exactly one winner.
+ *
+ * Failures of the store itself (a database that is down, a disk that is
+ * full) are SL_E_SYSTEM with a detail that starts "state store:"; the
+ * handlers answer 503 for them, never a grant and never a refusal that
+ * would be recorded as a decision. docs/seclaunchd.md, "State store". */
+#ifndef SECLAUNCH_KMS_STORE_H
+#define SECLAUNCH_KMS_STORE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "seclaunch/error.h"
+#include "seclaunch/kms.h"
+
+/* The schema this build reads and writes; a store of another version is
+ * refused at start (naming both). */
+#define KMSD_STORE_SCHEMA 1
+#define KMSD_AK_NAME_MAX 66
+#define KMSD_KEK_WRAPPED_MAX 128
+#define KMSD_KEK_VERSION_MAX 255 /* the first byte of a wrapped DEK names it */
+
+typedef struct kmsd_store kmsd_store;
+
+/* spec: "postgresql://…" / "postgres://…" (libpq URI), "sqlite:PATH", or a
+ * plain PATH (SQLite). pool: connections kept open (1..64). */
+SL_MUST_USE sl_err kmsd_store_open(const char *spec, unsigned pool, kmsd_store **out);
+void kmsd_store_close(kmsd_store *s);
+/* Connections for the service: one per request worker, at most 64. */
+struct kmsd_config;
+unsigned kmsd_store_pool(const struct kmsd_config *c);
+/* "sqlite" or "postgresql" */
+const char *kmsd_store_kind(const kmsd_store *s);
+/* Whether the last operation reached the store (for /v1/health). */
+bool kmsd_store_healthy(kmsd_store *s);
+/* Sets the schema version recorded in the store (tests of the version
+ * check and future migrations). */
+SL_MUST_USE sl_err kmsd_store_set_schema(kmsd_store *s, int64_t version);
+/* SQLite only: an online, consistent copy into dest (the backup API);
+ * SL_E_INPUT for PostgreSQL (use pg_dump). */
+SL_MUST_USE sl_err kmsd_store_backup(kmsd_store *s, const char *dest);
+
+/* ---- enrolled AKs ------------------------------------------------------ */
+
+typedef struct kmsd_ak_row {
+	uint8_t ek_sha256[32];
+	uint8_t mac[32];
+	int64_t enrolled;
+	bool revoked;
+} kmsd_ak_row;
+
+/* Inserts the AK unless it is there (idempotent); *added says which. */
+SL_MUST_USE sl_err kmsd_store_ak_put(kmsd_store *s, const uint8_t *name, size_t len,
+                                     const kmsd_ak_row *row, bool *added);
+/* *found false when absent. */
+SL_MUST_USE sl_err kmsd_store_ak_get(kmsd_store *s, const uint8_t *name, size_t len,
+                                     kmsd_ak_row *row, bool *found);
+SL_MUST_USE sl_err kmsd_store_ak_revoke(kmsd_store *s, const uint8_t *name, size_t len,
+                                        bool *found);
+/* Calls fn once per enrolled AK, in name order: (name, len, row). */
+typedef sl_err (*kmsd_ak_fn)(void *ctx, const uint8_t *name, size_t len, const kmsd_ak_row *row);
+SL_MUST_USE sl_err kmsd_store_ak_list(kmsd_store *s, kmsd_ak_fn fn, void *ctx);
+
+/* ---- keys and KEK versions -------------------------------------------- */
+
+enum kmsd_key_state { KMSD_KEY_ENABLED = 0, KMSD_KEY_DISABLED = 1 };
+
+typedef struct kmsd_key_row {
+	char backend[16]; /* "local" | "pkcs11" */
+	enum kmsd_key_state state;
+	int64_t created;
+	unsigned current; /* the version new wraps use */
+} kmsd_key_row;
+
+/* Creates key id with version 1 (wrapped: the KEK under the master key;
+ * NULL for a backend that keeps the key itself). SL_E_EXISTS when taken. */
+SL_MUST_USE sl_err kmsd_store_key_create(kmsd_store *s, const char *id, const char *backend,
+                                         const uint8_t *wrapped, size_t wlen, int64_t now);
+SL_MUST_USE sl_err kmsd_store_key_get(kmsd_store *s, const char *id, kmsd_key_row *row,
+                                      bool *found);
+/* The key and whether `version` exists and is not retired (one round trip:
+ * every wrap and unwrap asks, so a disable or retirement on one replica
+ * takes effect on all at once). */
+SL_MUST_USE sl_err kmsd_store_key_use(kmsd_store *s, const char *id, unsigned version,
+                                      kmsd_key_row *row, bool *version_ok, bool *found);
+/* One version's wrapped KEK (wlen 0 for a backend that keeps it). */
+SL_MUST_USE sl_err kmsd_store_kek_get(kmsd_store *s, const char *id, unsigned version,
+                                      uint8_t wrapped[static KMSD_KEK_WRAPPED_MAX], size_t *wlen,
+                                      bool *retired, bool *found);
+/* Adds version `version` (which must be current + 1) and makes it current,
+ * in one transaction; SL_E_EXISTS when another rotation won the race. */
+SL_MUST_USE sl_err kmsd_store_kek_add(kmsd_store *s, const char *id, unsigned version,
+                                      const uint8_t *wrapped, size_t wlen, int64_t now);
+/* Marks versions below `below` retired (they no longer unwrap). */
+SL_MUST_USE sl_err kmsd_store_kek_retire(kmsd_store *s, const char *id, unsigned below, size_t *n);
+SL_MUST_USE sl_err kmsd_store_key_set_state(kmsd_store *s, const char *id, enum kmsd_key_state st,
+                                            bool *found);
+SL_MUST_USE sl_err kmsd_store_key_delete(kmsd_store *s, const char *id, bool *found);
+/* [{"id","backend","state","current","versions":[{"version","created","retired"}],
+ *   "created"}] for every key (or only `id` when set). */
+SL_MUST_USE sl_err kmsd_store_key_list(kmsd_store *s, const char *id, json_t **out);
+
+/* ---- references: which dataset (root) was wrapped under which version ---- */
+
+SL_MUST_USE sl_err kmsd_store_ref_note(kmsd_store *s, const char *id, unsigned version,
+                                       const char *dataset_id, int64_t now);
+SL_MUST_USE sl_err kmsd_store_ref_count(kmsd_store *s, const char *id, size_t *n);
+/* The dataset now references only `version` of the key (after a rewrap). */
+SL_MUST_USE sl_err kmsd_store_ref_move(kmsd_store *s, const char *id, unsigned version,
+                                       const char *dataset_id, int64_t now);
+/* References to versions below `below` (what retiring them would break). */
+SL_MUST_USE sl_err kmsd_store_ref_count_below(kmsd_store *s, const char *id, unsigned below,
+                                              size_t *n);
+
+/* ---- challenges ---------------------------------------------------------- */
+
+enum kmsd_challenge_result {
+	KMSD_CH_OK,
+	KMSD_CH_UNKNOWN,
+	KMSD_CH_USED,
+	KMSD_CH_EXPIRED,
+};
+SL_MUST_USE sl_err kmsd_store_challenge_put(kmsd_store *s, const uint8_t nonce[static 32],
+                                            int64_t expires);
+/* Marks it used (any presentation uses it up, on any replica) and says what
+ * it was before. */
+SL_MUST_USE sl_err kmsd_store_challenge_use(kmsd_store *s, const uint8_t nonce[static 32],
+                                            int64_t now, enum kmsd_challenge_result *res);
+/* Deletes challenges that expired before `before`; *live: the rest. */
+SL_MUST_USE sl_err kmsd_store_challenge_purge(kmsd_store *s, int64_t before, size_t *live);
+
+/* ---- pending enrollments -------------------------------------------------- */
+
+typedef struct kmsd_pending_row {
+	uint8_t ak_name[KMSD_AK_NAME_MAX];
+	size_t ak_name_len;
+	uint8_t ek_sha256[32];
+	uint8_t cred_sha256[32]; /* the credential itself is never stored */
+	int64_t expires;
+} kmsd_pending_row;
+
+SL_MUST_USE sl_err kmsd_store_pending_put(kmsd_store *s, const uint8_t session[static 16],
+                                          const kmsd_pending_row *row);
+/* Removes and returns it (single use, whichever replica asks). */
+SL_MUST_USE sl_err kmsd_store_pending_take(kmsd_store *s, const uint8_t session[static 16],
+                                           kmsd_pending_row *row, bool *found);
+SL_MUST_USE sl_err kmsd_store_pending_purge(kmsd_store *s, int64_t now, size_t *live);
+
+/* ---- enrollment tokens (single use, admin-issued; only the SHA-256 kept) -- */
+
+SL_MUST_USE sl_err kmsd_store_etoken_put(kmsd_store *s, const uint8_t hash[static 32],
+                                         int64_t expires);
+/* *ok: it existed, was unused and unexpired, and is now used. */
+SL_MUST_USE sl_err kmsd_store_etoken_use(kmsd_store *s, const uint8_t hash[static 32], int64_t now,
+                                         bool *ok);
+
+/* ---- counts (metrics) ---------------------------------------------------- */
+
+enum kmsd_store_table { KMSD_T_AKS, KMSD_T_KEYS, KMSD_T_CHALLENGES, KMSD_T_PENDING };
+SL_MUST_USE sl_err kmsd_store_count(kmsd_store *s, enum kmsd_store_table t, size_t *n);
+
+/* ---- the driver interface (store_sqlite.c, store_pg.c) -------------------- */
+
+enum kmsd_sqlv_type { KMSD_SQLV_NULL, KMSD_SQLV_INT, KMSD_SQLV_BLOB, KMSD_SQLV_TEXT };
+typedef struct kmsd_sqlv {
+	enum kmsd_sqlv_type t;
+	int64_t i;
+	const void *p;
+	size_t n;
+} kmsd_sqlv;
+
+/* Called once per result row; a non-OK return stops the statement. */
+typedef sl_err (*kmsd_sql_row_fn)(void *ctx, const kmsd_sqlv *cols, size_t ncols);
+
+typedef struct kmsd_store_driver {
+	const char *name;
+	/* DDL run (in one transaction, under the driver's schema lock) at open */
+	const char *schema_sql;
+	SL_MUST_USE sl_err (*connect)(const char *spec, void **conn);
+	void (*disconnect)(void *conn);
+	/* true when the connection is usable (reconnects a broken one) */
+	bool (*ready)(void *conn);
+	/* sql uses ? placeholders; SL_E_EXISTS on a unique violation;
+	 * SL_E_SYSTEM "state store: ..." otherwise. changes: rows affected. */
+	SL_MUST_USE sl_err (*exec)(void *conn, const char *sql, const kmsd_sqlv *args, size_t nargs,
+	                           kmsd_sql_row_fn fn, void *ctx, int64_t *changes);
+	/* BEGIN (a write transaction), COMMIT, ROLLBACK; the schema lock */
+	/* several statements without parameters (the schema) */
+	SL_MUST_USE sl_err (*script)(void *conn, const char *sql);
+	SL_MUST_USE sl_err (*begin)(void *conn);
+	SL_MUST_USE sl_err (*commit)(void *conn);
+	void (*rollback)(void *conn);
+	SL_MUST_USE sl_err (*schema_lock)(void *conn);
+	/* durable: the next commits reach stable storage before they return
+	 * (SQLite synchronous=FULL); otherwise a crash of the machine, not of
+	 * the process, may lose the last ones (challenges). NULL: always. */
+	SL_MUST_USE sl_err (*durable)(void *conn, bool on);
+	SL_MUST_USE sl_err (*backup)(void *conn, const char *dest); /* NULL: not supported */
+} kmsd_store_driver;
+
+extern const kmsd_store_driver kmsd_store_sqlite;
+extern const kmsd_store_driver kmsd_store_pg;
+
+#endif

@@ -1,0 +1,59 @@
+/* Private to outputs*.c. */
+#ifndef SECLAUNCH_LAUNCHER_OUTPUTS_INT_H
+#define SECLAUNCH_LAUNCHER_OUTPUTS_INT_H
+
+#include <pthread.h>
+#include <jansson.h>
+
+#include "outputs.h"
+#include "preempt.h"
+#include "run_int.h"
+#include "seclaunch/kms_client.h"
+#include "seclaunch/sldm.h"
+
+#define LATEST "LATEST"
+#define CKPT_REQ ".seclaunch-checkpoint-request"
+#define CKPT_STATUS ".seclaunch-checkpoint"
+#define RESTORE ".seclaunch-restore"
+
+struct out_one {
+	char name[SL_OUT_NAME_MAX + 1];
+	char dest[2048];        /* a folder, or a URL ending in '/' */
+	char policy_dest[2100]; /* what output_destinations match: the URL, or file://ABS/ */
+	bool remote;
+	char id[SL_KMS_DATASET_ID_MAX + 1]; /* NAME:JOBID */
+	sl_kms_output_key key;
+	uint64_t next_seq;
+	uint64_t sealed_seq; /* the last one sealed by this run (0: none) */
+	char sealed_root[2 * SL_SLDM_ROOT_LEN + 1];
+	const char *resume; /* SOURCE, or NULL */
+};
+
+struct sl_outputs {
+	struct sl_run_st *s;
+	struct sl_out_cfg *c;
+	struct out_one o[SL_OUT_MAX];
+	size_t n;
+	sl_memdir dir;
+	pthread_mutex_t mu;
+	pthread_t th;
+	bool th_started;
+	int stop[2];
+	uint64_t requests;
+	sl_preempt *pre;
+	int forwarded;
+};
+
+/* outputs.c */
+void sl_out_audit(struct sl_run_st *s, const char *event, const char *ds, const char *key,
+                  const char *decision, json_t *reasons, json_t *details);
+SL_MUST_USE sl_err sl_out_read_latest(struct sl_outputs *O, const char *dest, bool remote,
+                                      uint64_t *seq);
+SL_MUST_USE sl_err sl_out_mkdir_p(const char *path);
+/* A new challenge, ephemeral key and bound evidence (every attested call
+ * to the KMS uses up its nonce). */
+SL_MUST_USE sl_err sl_out_attest_again(struct sl_run_st *s);
+SL_MUST_USE sl_err sl_out_keys(struct sl_run_st *s, struct sl_outputs *O);
+SL_MUST_USE sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *o);
+
+#endif

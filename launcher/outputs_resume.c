@@ -1,0 +1,177 @@
+/* --resume NAME=SOURCE (outputs.h): the newest sealed checkpoint of NAME,
+ * released by an attested release and restored into the output folder
+ * before the job starts. */
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "dataset_tree.h"
+#include "outputs_int.h"
+#include "seclaunch/json.h"
+#include "seclaunch/util.h"
+
+/* The highest sequence this audit log saw sealed to, or resumed from, dest
+ * for output name: what a rollback must not go below. */
+static uint64_t audit_latest(const char *log, const char *name, const char *dest)
+{
+	char **files = NULL;
+	size_t nf = 0;
+	uint64_t best = 0;
+	if (log == NULL || sl_audit_files(log, &files, &nf) != SL_OK)
+		return 0;
+	for (size_t i = 0; i < nf; i++) {
+		FILE *f = fopen(files[i], "re");
+		char *line = NULL;
+		size_t cap = 0;
+		ssize_t l;
+		if (f == NULL)
+			continue;
+		while ((l = getline(&line, &cap, f)) > 0) {
+			json_t *rec = NULL;
+			if (line[l - 1] == '\n')
+				l--;
+			if (sl_audit_parse_line((const uint8_t *)line, (size_t)l, &rec) != SL_OK)
+				continue;
+			const char *ev = sl_json_getstr(rec, "event");
+			const char *dec = sl_json_getstr(rec, "decision");
+			json_t *d = json_object_get(rec, "details");
+			const char *nm = sl_json_getstr(d, "output");
+			const char *ds = sl_json_getstr(d, "destination");
+			json_t *sq = json_object_get(d, "sequence");
+			if (ev != NULL && dec != NULL && nm != NULL && ds != NULL &&
+			    json_is_integer(sq) && strcmp(dec, SL_AUDIT_ALLOW) == 0 &&
+			    (strcmp(ev, SL_AUDIT_EV_RUN_OUTPUT) == 0 ||
+			     strcmp(ev, SL_AUDIT_EV_RUN_RESUME) == 0) &&
+			    strcmp(nm, name) == 0 && strcmp(ds, dest) == 0 &&
+			    (uint64_t)json_integer_value(sq) > best)
+				best = (uint64_t)json_integer_value(sq);
+			json_decref(rec);
+		}
+		free(line);
+		fclose(f);
+	}
+	sl_audit_files_free(files, nf);
+	return best;
+}
+
+static uid_t g_uid;
+static gid_t g_gid;
+static int chown_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st, (void)flag, (void)f;
+	return lchown(p, g_uid, g_gid) == 0 ? 0 : -1;
+}
+
+sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *o)
+{
+	sl_err rc = SL_E_INTERNAL;
+	const char *src = o->resume;
+	bool remote = sl_remote_is_url(src);
+	char base[2100], dir[2200], restore[400], final[400], ck[40], root[65] = "";
+	uint64_t seq = 0, seen;
+	sl_remote *r = NULL;
+	sl_sldm *m = NULL;
+	sl_secret *dek = NULL;
+	sl_tree_stats st;
+
+	snprintf(base, sizeof(base), "%s%s", src, remote && src[strlen(src) - 1] != '/' ? "/" : "");
+	SL_GUARD(sl_out_read_latest(O, base, remote, &seq));
+	SL_ENSURE(seq > 0, SL_E_INPUT, "--resume %s=%s: no sealed checkpoint there (no %s)",
+	          o->name, src, LATEST);
+	snprintf(ck, sizeof(ck), "ckpt-%08llu", (unsigned long long)seq);
+	if (remote) {
+		snprintf(dir, sizeof(dir), "%s%s/", base, ck);
+		O->s->o->remote.quiet = sl_cli_quiet;
+		SL_GUARD(sl_remote_open(dir, &O->s->o->remote, &r));
+	} else {
+		snprintf(dir, sizeof(dir), "%s/%s", base, ck);
+	}
+	SL_GUARD(sl_tree_manifest(dir, r, &m));
+	SL_ENSURE(strncmp(sl_sldm_dataset_id(m), o->name, strlen(o->name)) == 0 &&
+	              sl_sldm_dataset_id(m)[strlen(o->name)] == ':',
+	          SL_E_INTEGRITY, "%s: dataset '%s' is not a checkpoint of output %s", dir,
+	          sl_sldm_dataset_id(m), o->name);
+	/* the manifest's sequence is checked against LATEST once authenticated;
+	 * SOURCE as the records name it: the URL, or file:///ABSOLUTE/PATH/ */
+	char abs[PATH_MAX], srcname[PATH_MAX + 16];
+	if (remote)
+		snprintf(srcname, sizeof(srcname), "%s", base);
+	else if (realpath(base, abs) != NULL)
+		snprintf(srcname, sizeof(srcname), "file://%s/", abs);
+	else
+		snprintf(srcname, sizeof(srcname), "%s", base);
+	seen = audit_latest(s->o->audit_log, o->name, srcname);
+	SL_ENSURE(seq >= seen, SL_E_INTEGRITY,
+	          "%s: rollback: %s names checkpoint %llu but the audit log %s recorded "
+	          "checkpoint %llu of output %s there",
+	          src, LATEST, (unsigned long long)seq, s->o->audit_log, (unsigned long long)seen,
+	          o->name);
+	SL_GUARD(sl_out_attest_again(s));
+	{
+		sl_kms_key_req k = {.key_id = sl_sldm_key_id(m),
+		                    .dataset_id = sl_sldm_dataset_id(m)};
+		k.wrapped_dek = sl_sldm_wrapped_dek(m, &k.wrapped_dek_len);
+		SL_ENSURE(k.wrapped_dek_len > 0, SL_E_INPUT, "%s: no KMS key reference", dir);
+		json_t *job = json_pack("{s:s, s:s, s:[s]}", "id", s->job_id, "command",
+		                        s->o->cmd[0], "datasets", k.dataset_id);
+		sl_kms_release_req req = {.nonce = s->ch.nonce,
+		                          .eph_pub = s->eph_pub,
+		                          .policy_digest = sl_policy_digest(s->policy),
+		                          .evidence = s->evidence,
+		                          .identity = s->identity,
+		                          .job = job,
+		                          .keys = &k,
+		                          .nkeys = 1};
+		rc = sl_kms_release(s->kms, &req, s->eph_sk, &dek);
+		json_decref(job);
+		sl_secret_free(s->eph_sk);
+		s->eph_sk = NULL;
+		SL_GUARD(rc);
+	}
+	SL_GUARD(sl_sldm_authenticate(m, dek));
+	SL_ENSURE(sl_sldm_sequence(m) == seq, SL_E_INTEGRITY,
+	          "%s: %s names checkpoint %llu but its manifest says sequence %llu (an older "
+	          "checkpoint presented as the newest)",
+	          dir, LATEST, (unsigned long long)seq, (unsigned long long)sl_sldm_sequence(m));
+	snprintf(restore, sizeof(restore), "%s/" RESTORE, O->dir.path);
+	snprintf(final, sizeof(final), "%s/%s", O->dir.path, o->name);
+	SL_GUARD(sl_tree_decrypt(dir, r, m, dek, restore, true, s->o->threads, &st));
+	SL_ENSURE(rename(restore, final) == 0, SL_E_SYSTEM, "%s: %s", final, strerror(errno));
+	g_uid = s->user.set ? s->user.uid : geteuid();
+	g_gid = s->user.set ? s->user.gid : getegid();
+	SL_ENSURE(nftw(final, chown_one, 16, FTW_PHYS) == 0, SL_E_SYSTEM, "%s: chown: %s", final,
+	          strerror(errno));
+	sl_hex_encode(st.root, sizeof(st.root), root);
+	if (seq + 1 > o->next_seq)
+		o->next_seq = seq + 1;
+	sl_out_audit(s, SL_AUDIT_EV_RUN_RESUME, sl_sldm_dataset_id(m), sl_sldm_key_id(m),
+	             SL_AUDIT_ALLOW, NULL,
+	             json_pack("{s:s, s:s, s:I, s:s, s:I, s:I}", "output", o->name, "destination",
+	                       srcname, "sequence", (json_int_t)seq, "root", root, "files",
+	                       (json_int_t)st.files, "bytes", (json_int_t)st.bytes));
+	sl_run_say("resumed %s from checkpoint %llu of %s (%u file%s, %llu bytes)", o->name,
+	           (unsigned long long)seq, src, st.files, st.files == 1 ? "" : "s",
+	           (unsigned long long)st.bytes);
+	rc = SL_OK;
+out:
+	if (rc != SL_OK) {
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s", sl_err_detail());
+		sl_out_audit(s, SL_AUDIT_EV_RUN_RESUME, m != NULL ? sl_sldm_dataset_id(m) : NULL,
+		             NULL, SL_AUDIT_ERROR, NULL,
+		             json_pack("{s:s, s:s, s:I, s:s, s:s}", "output", o->name, "source",
+		                       src, "sequence", (json_int_t)seq, "error", sl_err_name(rc),
+		                       "message", msg));
+		(void)sl_err_set(rc, "%s", msg);
+	}
+	sl_secret_free(dek);
+	sl_sldm_free(m);
+	sl_remote_free(r);
+	return rc;
+}

@@ -1,0 +1,455 @@
+/* Sealing and the outputs' life around the job (outputs.h): the in-memory
+ * folder, checkpoint requests, the preemption watcher, the final seal,
+ * uploads (shards, then the manifest, then LATEST), the wipe. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "dataset_tree.h"
+#include "outputs_int.h"
+#include "seclaunch/json.h"
+#include "seclaunch/util.h"
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void remove_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char p[4200];
+	if (d != NULL) {
+		while ((e = readdir(d)) != NULL) {
+			if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+				continue;
+			snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+			(void)unlink(p);
+		}
+		closedir(d);
+	}
+	(void)rmdir(dir);
+}
+
+/* Every shard of the sealed folder, then its manifest; LATEST is the
+ * caller's, last. */
+static SL_RESULT upload_dir(struct sl_outputs *O, struct out_one *o, const char *dir,
+                            const char *ck)
+{
+	sl_err rc = SL_E_IO;
+	char url[2200], p[4200];
+	char *names[4096];
+	size_t n = 0;
+	sl_remote *r = NULL;
+	DIR *d = NULL;
+	struct dirent *e;
+	int fd = -1;
+
+	snprintf(url, sizeof(url), "%s%s/", o->dest, ck);
+	O->s->o->remote.quiet = sl_cli_quiet;
+	SL_GUARD(sl_remote_open(url, &O->s->o->remote, &r));
+	d = opendir(dir);
+	SL_ENSURE(d != NULL, SL_E_IO, "%s: %s", dir, strerror(errno));
+	while ((e = readdir(d)) != NULL && n < sizeof(names) / sizeof(names[0])) {
+		if (e->d_name[0] == '.' || strcmp(e->d_name, SL_SLDM_NAME) == 0)
+			continue;
+		names[n] = strdup(e->d_name);
+		SL_ENSURE(names[n] != NULL, SL_E_NOMEM, "listing %s", dir);
+		n++;
+	}
+	qsort(names, n, sizeof(names[0]), cmp_str);
+	names[n] = (char *)SL_SLDM_NAME;
+	for (size_t i = 0; i <= n; i++) {
+		struct stat st;
+		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+		fd = open(p, O_RDONLY | O_CLOEXEC);
+		SL_ENSURE(fd >= 0 && fstat(fd, &st) == 0, SL_E_IO, "%s: %s", p, strerror(errno));
+		SL_GUARD(sl_remote_put(r, names[i], fd, (uint64_t)st.st_size));
+		close(fd);
+		fd = -1;
+	}
+	rc = SL_OK;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (d != NULL)
+		closedir(d);
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	sl_remote_free(r);
+	return rc;
+}
+
+static SL_RESULT put_latest(struct sl_outputs *O, struct out_one *o, uint64_t seq)
+{
+	sl_err rc = SL_E_IO;
+	char text[32], path[2200];
+	sl_remote *r = NULL;
+	int fd = -1;
+	int n = snprintf(text, sizeof(text), "%llu\n", (unsigned long long)seq);
+	if (!o->remote) {
+		snprintf(path, sizeof(path), "%s/" LATEST, o->dest);
+		return sl_file_write_atomic(path, text, (size_t)n, 0644, true);
+	}
+	/* a small object from a memory file: the upload path reads a descriptor */
+	fd = memfd_create("latest", MFD_CLOEXEC);
+	SL_ENSURE(fd >= 0, SL_E_SYSTEM, "memfd_create: %s", strerror(errno));
+	SL_GUARD(sl_write_all(fd, text, (size_t)n, "LATEST"));
+	SL_GUARD(sl_remote_open(o->dest, &O->s->o->remote, &r));
+	SL_GUARD(sl_remote_put(r, LATEST, fd, (uint64_t)n));
+	rc = SL_OK;
+out:
+	if (fd >= 0)
+		close(fd);
+	sl_remote_free(r);
+	return rc;
+}
+
+/* Seals what the job wrote to NAME/ as the next checkpoint. Caller holds O->mu. */
+static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *trigger)
+{
+	struct sl_run_st *s = O->s;
+	sl_err rc = SL_E_INTERNAL;
+	char src[400], ck[40], outdir[2300], stage[400] = "", root[65] = "", msg[1024];
+	const char *paths[1] = {src};
+	uint64_t bytes = 0, seq = o->next_seq;
+	uint32_t files = 0;
+	sl_tree_stats st;
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(src, sizeof(src), "%s/%s", O->dir.path, o->name);
+	SL_GUARD(sl_dir_usage(src, &bytes, &files));
+	SL_ENSURE(O->c->limit == 0 || bytes <= O->c->limit, SL_E_TOO_LARGE,
+	          "output %s: the job wrote %llu bytes, over --output-limit %llu: not sealed",
+	          o->name, (unsigned long long)bytes, (unsigned long long)O->c->limit);
+	if (files == 0) {
+		sl_run_say("output %s: nothing written (%s): nothing sealed", o->name, trigger);
+		return SL_OK;
+	}
+	snprintf(ck, sizeof(ck), "ckpt-%08llu", (unsigned long long)seq);
+	if (o->remote) {
+		/* ciphertext only, staged on disk before the upload */
+		snprintf(stage, sizeof(stage), "%s/seclaunch-seal.XXXXXX",
+		         tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
+		SL_ENSURE(mkdtemp(stage) != NULL, SL_E_SYSTEM, "%s: %s", stage, strerror(errno));
+		snprintf(outdir, sizeof(outdir), "%s/%s", stage, ck);
+	} else {
+		SL_GUARD(sl_out_mkdir_p(o->dest));
+		snprintf(outdir, sizeof(outdir), "%s/%s", o->dest, ck);
+	}
+	sl_tree_encrypt_opts t = {
+	    .paths = paths,
+	    .n_paths = 1,
+	    .out_dir = outdir,
+	    .force = true,
+	    .quiet = true,
+	    .sequence = seq,
+	    .p = {.dataset_id = o->id,
+	          .kms_url = s->o->kms_url,
+	          .key_id = o->key.key_id,
+	          .wrapped_dek = o->key.wrapped_dek,
+	          .wrapped_dek_len = SL_KMS_WRAPPED_DEK_LEN,
+	          .threads = s->o->threads},
+	};
+	SL_GUARD(sl_tree_encrypt(o->key.dek, &t, &st));
+	if (o->remote)
+		SL_GUARD(upload_dir(O, o, outdir, ck));
+	SL_GUARD(put_latest(O, o, seq));
+	o->sealed_seq = seq;
+	o->next_seq = seq + 1;
+	sl_hex_encode(st.root, sizeof(st.root), root);
+	snprintf(o->sealed_root, sizeof(o->sealed_root), "%s", root);
+	sl_out_audit(s, SL_AUDIT_EV_RUN_OUTPUT, o->id, o->key.key_id, SL_AUDIT_ALLOW, NULL,
+	             json_pack("{s:s, s:s, s:I, s:s, s:s, s:I, s:i, s:i}", "output", o->name,
+	                       "destination", o->policy_dest, "sequence", (json_int_t)seq,
+	                       "trigger", trigger, "root", root, "bytes", (json_int_t)st.bytes,
+	                       "files", (int)st.files, "shards", (int)st.shards));
+	sl_run_say("output %s: sealed checkpoint %llu (%u file%s, %llu bytes, %s) to %s", o->name,
+	           (unsigned long long)seq, st.files, st.files == 1 ? "" : "s",
+	           (unsigned long long)st.bytes, trigger, o->dest);
+	rc = SL_OK;
+out:
+	if (stage[0] != '\0') {
+		remove_dir(outdir);
+		(void)rmdir(stage);
+	}
+	if (rc != SL_OK) {
+		snprintf(msg, sizeof(msg), "%s", sl_err_detail());
+		sl_out_audit(s, SL_AUDIT_EV_RUN_OUTPUT, o->id, o->key.key_id, SL_AUDIT_ERROR, NULL,
+		             json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:I}", "output", o->name,
+		                       "destination", o->policy_dest, "sequence", (json_int_t)seq,
+		                       "trigger", trigger, "error", sl_err_name(rc), "message", msg,
+		                       "bytes", (json_int_t)bytes));
+		(void)sl_err_set(rc, "%s", msg);
+	}
+	return rc;
+}
+
+static SL_RESULT seal_all(struct sl_outputs *O, const char *trigger)
+{
+	sl_err first = SL_OK;
+	char msg[1024] = "";
+	pthread_mutex_lock(&O->mu);
+	for (size_t i = 0; i < O->n; i++) {
+		sl_err rc = seal_one(O, &O->o[i], trigger);
+		if (rc != SL_OK && first == SL_OK) {
+			first = rc;
+			snprintf(msg, sizeof(msg), "%s", sl_err_detail());
+		}
+	}
+	pthread_mutex_unlock(&O->mu);
+	if (first != SL_OK)
+		(void)sl_err_set(first, "%s", msg);
+	return first;
+}
+
+/* ---- checkpoint requests -------------------------------------------------- */
+
+static void checkpoint(struct sl_outputs *O, const char *how)
+{
+	char path[400], text[1200];
+	sl_err rc = seal_all(O, "checkpoint");
+	O->requests++;
+	if (rc != SL_OK)
+		fprintf(stderr, "seclaunch run: checkpoint (%s) failed: %s\n", how,
+		        sl_err_detail());
+	/* the job's answer: "N ok" or "N error: ..." (N counts requests) */
+	int n = snprintf(text, sizeof(text), "%llu %s%s\n", (unsigned long long)O->requests,
+	                 rc == SL_OK ? "ok" : "error: ", rc == SL_OK ? "" : sl_err_detail());
+	snprintf(path, sizeof(path), "%s/" CKPT_STATUS, O->dir.path);
+	if (sl_file_write_atomic(path, text, (size_t)n, 0644, true) != SL_OK)
+		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
+	else if (O->s->user.set && chown(path, O->s->user.uid, O->s->user.gid) != 0)
+		fprintf(stderr, "seclaunch run: warning: %s: chown: %s\n", path, strerror(errno));
+}
+
+static void *watch_requests(void *arg)
+{
+	struct sl_outputs *O = arg;
+	sigset_t us;
+	int sfd, ifd;
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+	sigemptyset(&us);
+	sigaddset(&us, SIGUSR2);
+	sfd = signalfd(-1, &us, SFD_CLOEXEC);
+	ifd = inotify_init1(IN_CLOEXEC);
+	if (ifd >= 0)
+		(void)inotify_add_watch(ifd, O->dir.path, IN_CLOSE_WRITE | IN_MOVED_TO);
+	for (;;) {
+		struct pollfd p[3] = {{O->stop[0], POLLIN, 0}, {sfd, POLLIN, 0}, {ifd, POLLIN, 0}};
+		if (poll(p, 3, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[0].revents != 0)
+			break;
+		if (p[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+				checkpoint(O, "SIGUSR2");
+		}
+		if (p[2].revents & POLLIN) {
+			ssize_t len = read(ifd, buf, sizeof(buf));
+			bool want = false;
+			for (ssize_t off = 0; off < len;) {
+				const struct inotify_event *ev = (const void *)(buf + off);
+				if (ev->len > 0 && strcmp(ev->name, CKPT_REQ) == 0)
+					want = true;
+				off += (ssize_t)sizeof(*ev) + ev->len;
+			}
+			if (want) {
+				char path[400];
+				snprintf(path, sizeof(path), "%s/" CKPT_REQ, O->dir.path);
+				(void)unlink(path);
+				checkpoint(O, CKPT_REQ);
+			}
+		}
+	}
+	if (sfd >= 0)
+		close(sfd);
+	if (ifd >= 0)
+		close(ifd);
+	return NULL;
+}
+
+static void stop_watchers(struct sl_outputs *O)
+{
+	if (O->th_started) {
+		if (write(O->stop[1], "x", 1) != 1)
+			fprintf(stderr,
+			        "seclaunch run: warning: stopping the checkpoint watcher\n");
+		pthread_join(O->th, NULL);
+		O->th_started = false;
+	}
+	for (int i = 0; i < 2; i++)
+		if (O->stop[i] >= 0) {
+			close(O->stop[i]);
+			O->stop[i] = -1;
+		}
+}
+
+/* ---- the hooks --------------------------------------------------------------- */
+
+sl_err sl_out_prepare(struct sl_run_st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	struct sl_outputs *O = s->out;
+	char env[600], path[400];
+	uid_t uid = s->user.set ? s->user.uid : geteuid();
+	gid_t gid = s->user.set ? s->user.gid : getegid();
+
+	if (O == NULL)
+		return SL_OK;
+	/* a run that does not resume continues after what DEST already holds,
+	 * so sequences only grow there */
+	for (size_t i = 0; i < O->n; i++) {
+		uint64_t seq = 0;
+		SL_GUARD(sl_out_read_latest(O, O->o[i].dest, O->o[i].remote, &seq));
+		O->o[i].next_seq = seq + 1;
+	}
+	SL_GUARD(sl_out_keys(s, O));
+	SL_GUARD(sl_memdir_create(&O->dir, O->c->ns, O->c->limit, uid, gid));
+	if (!O->dir.mounted && O->c->ns_why[0] != '\0')
+		sl_run_say("%s: %s; using a %s", SL_OUT_ENV, O->c->ns_why, O->dir.method);
+	bool swap = sl_swap_active() && !O->dir.noswap;
+	if (swap)
+		sl_run_say("WARNING: swap is on: the kernel may write pages of %s (plaintext) to "
+		           "swap; turn swap off or use encrypted swap",
+		           SL_OUT_ENV);
+	for (size_t i = 0; i < O->n; i++)
+		if (O->o[i].resume != NULL)
+			SL_GUARD(sl_out_resume(s, O, &O->o[i]));
+	for (size_t i = 0; i < O->n; i++) {
+		snprintf(path, sizeof(path), "%s/%s", O->dir.path, O->o[i].name);
+		if (mkdir(path, 0700) != 0 && errno != EEXIST)
+			SL_FAIL(SL_E_SYSTEM, "%s: %s", path, strerror(errno));
+		SL_ENSURE(chown(path, uid, gid) == 0, SL_E_SYSTEM, "%s: chown: %s", path,
+		          strerror(errno));
+	}
+	snprintf(env, sizeof(env), "%s=%s", SL_OUT_ENV, O->dir.path);
+	SL_GUARD(sl_job_env_own(s->o->env, env));
+	snprintf(env, sizeof(env), "SECLAUNCH_PID=%d", (int)getpid());
+	SL_GUARD(sl_job_env_own(s->o->env, env));
+	SL_ENSURE(pipe2(O->stop, O_CLOEXEC) == 0, SL_E_SYSTEM, "pipe: %s", strerror(errno));
+	SL_ENSURE(pthread_create(&O->th, NULL, watch_requests, O) == 0, SL_E_SYSTEM,
+	          "starting the checkpoint watcher");
+	O->th_started = true;
+	if (O->c->preempt == SL_PREEMPT_GCE || O->c->preempt == SL_PREEMPT_AWS) {
+		sl_preempt_opts po = {.kind = O->c->preempt,
+		                      .base = O->c->preempt_base,
+		                      .signo = O->c->preempt_signal,
+		                      .grace_s = O->c->preempt_grace_s};
+		SL_GUARD(sl_preempt_start(&po, &O->pre));
+	}
+	sl_out_audit(s, SL_AUDIT_EV_RUN_OUTPUT, NULL, NULL, NULL, NULL,
+	             json_pack("{s:s, s:s, s:b, s:I, s:s}", "stage", "ready", "folder",
+	                       O->dir.method, "swap_on", swap, "limit", (json_int_t)O->c->limit,
+	                       "preempt_watch",
+	                       O->c->preempt == SL_PREEMPT_GCE       ? "gce"
+	                       : O->c->preempt == SL_PREEMPT_AWS     ? "aws"
+	                       : O->c->preempt == SL_PREEMPT_SIGTERM ? "sigterm"
+	                                                             : "none"));
+	sl_run_say("outputs in %s (%s)", O->dir.path, O->dir.method);
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+void sl_out_job_started(struct sl_run_st *s, pid_t pid)
+{
+	if (s->out != NULL && s->out->pre != NULL)
+		sl_preempt_set_job(s->out->pre, pid);
+}
+
+void sl_out_job_exited(struct sl_run_st *s, const struct sl_job_result *res)
+{
+	if (s->out == NULL)
+		return;
+	/* no checkpoint once the job is gone: the final seal is next */
+	stop_watchers(s->out);
+	s->out->forwarded = res->forwarded;
+}
+
+static void free_all(struct sl_run_st *s)
+{
+	struct sl_outputs *O = s->out;
+	stop_watchers(O);
+	sl_preempt_free(O->pre);
+	O->pre = NULL;
+	for (size_t i = 0; i < O->n; i++) {
+		sl_secret_free(O->o[i].key.dek);
+		O->o[i].key.dek = NULL;
+	}
+	if (sl_memdir_wipe(&O->dir) != SL_OK)
+		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
+	pthread_mutex_destroy(&O->mu);
+	free(O);
+	s->out = NULL;
+}
+
+int sl_out_finish(struct sl_run_st *s, int job_code)
+{
+	struct sl_outputs *O = s->out;
+	char source[16] = "sigterm", msg[1024];
+	double when = 0;
+	int code = job_code;
+
+	if (O == NULL)
+		return job_code;
+	bool noticed = sl_preempt_noticed(O->pre, source, sizeof(source), &when);
+	sl_preempt_free(O->pre);
+	O->pre = NULL;
+	bool preempted = noticed || (O->c->preempt != SL_PREEMPT_NONE && O->forwarded == SIGTERM);
+	sl_err rc = seal_all(O, preempted ? "preemption" : "exit");
+	snprintf(msg, sizeof(msg), "%s", rc != SL_OK ? sl_err_detail() : "");
+	if (preempted) {
+		json_t *saved = json_array();
+		for (size_t i = 0; i < O->n; i++)
+			json_array_append_new(saved, json_pack("{s:s, s:s, s:I, s:s}", "output",
+			                                       O->o[i].name, "destination",
+			                                       O->o[i].policy_dest, "sequence",
+			                                       (json_int_t)O->o[i].sealed_seq,
+			                                       "root", O->o[i].sealed_root));
+		double took = noticed ? sl_preempt_now() - when : 0;
+		sl_out_audit(s, SL_AUDIT_EV_RUN_PREEMPTED, NULL, NULL,
+		             rc == SL_OK ? SL_AUDIT_ALLOW : SL_AUDIT_ERROR, NULL,
+		             json_pack("{s:s, s:o, s:i, s:i, s:i, s:f, s:b, s:s?}", "notice",
+		                       source, "saved", saved, "job_exit_code", job_code, "signal",
+		                       noticed ? O->c->preempt_signal : SIGTERM, "grace_s",
+		                       (int)O->c->preempt_grace_s, "notice_to_sealed_s", took,
+		                       "all_saved", rc == SL_OK, "error",
+		                       rc == SL_OK ? NULL : msg));
+		if (rc == SL_OK) {
+			sl_run_say("preempted (%s): outputs sealed%s; exit %d", source,
+			           noticed ? "" : " after SIGTERM", SL_OUT_PREEMPTED_EXIT);
+			code = SL_OUT_PREEMPTED_EXIT;
+		}
+	}
+	free_all(s);
+	if (rc != SL_OK) {
+		code = sl_err_exit_code(rc);
+		sl_cli_report("run", rc, code, msg);
+	}
+	return code;
+}
+
+void sl_out_abort(struct sl_run_st *s)
+{
+	if (s->out != NULL)
+		free_all(s);
+}

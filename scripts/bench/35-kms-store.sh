@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# seclaunchd's state store under load: releases per second and p50/p99 at 1,
+# 16 and 64 concurrent clients for the SQLite store (single node), a
+# PostgreSQL store with one replica, and PostgreSQL with two replicas (the
+# clients split across both), each release with full evidence verification
+# (TPM quote, enrolled AK read from the store), the challenge used up in the
+# store, the KEK unwrap in the key process, sealing, and the audit record on
+# disk; next to each, GET /v1/health over the same connections (the TLS +
+# HTTP ceiling) and the ratio. Then the load: 64 clients across the two
+# replicas, every sealed DEK opened and compared with the DEK its request
+# named (a mix-up counts as a failure: "failed" is errors + mix-ups).
+# swtpm quotes serially, so quotes are prepared before each timed phase.
+# SL_BENCH_STORE_N: releases per level (default 1000); SL_BENCH_LOAD_N:
+# releases in the load phase (default 6400 = 64 clients x 100 each; the
+# issue asks for 64 x 1000, which on 2 CPUs means preparing 64,000 serial
+# swtpm quotes first; set SL_BENCH_LOAD_N=64000 to run it). Prints figures;
+# asserts nothing.
+set -uo pipefail
+SL_ROOT=${SL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+SL_BIN=${SL_BIN:-$SL_ROOT/bin}
+export SL_BUILD=${SL_BUILD:-$SL_ROOT/${BUILD:-build}}
+N=${SL_BENCH_STORE_N:-1000}
+LOAD=${SL_BENCH_LOAD_N:-6400}
+[ -x "$SL_BIN/seclaunchd" ] || { echo "35-kms-store: $SL_BIN/seclaunchd not built"; exit 1; }
+. "$SL_ROOT/tests/integration/lib.sh"
+. "$SL_ROOT/tests/integration/tpm2_lib.bash"
+. "$SL_ROOT/tests/integration/kms_lib.bash"
+. "$SL_ROOT/tests/testlib/pg.bash"
+cd "$T" || exit 1
+build_probe || { echo "35-kms-store: cannot build the probe"; exit 1; }
+start_swtpm_tcti tpm >/dev/null
+HAVE_PG=1
+pg_bin >/dev/null || { HAVE_PG=0; echo "35-kms-store: no PostgreSQL server binaries: SQLite only"; }
+
+# replica NAME CONFIG: a --dev seclaunchd sharing A's keys and token
+replica() {
+	local n=$1
+	mkdir -p -m 700 "$T/$n"
+	[ "$n" != A ] && [ -f "$T/A/master.key" ] && cp -p "$T/A/master.key" "$T/A/registry.key" "$T/A/admin.token" "$T/$n/"
+	start_kms "$T/$n" --config "$2" || return 1
+	eval "URL_$n=\$KMS_URL CA_$n=\$KMS_CA PID_$n=\$KMS_PID"
+}
+
+prepare() { # enroll, a key, 64 datasets' wrapped DEKs with their digests
+	"$SL" enroll --kms "$URL_A" --kms-ca "$CA_A" -q || return 1
+	"$SL" key create --kms "$URL_A" --kms-ca "$CA_A" --admin-token-file "$T/A/admin.token" --id bench -q || return 1
+	python3 - "$CA_A" "$URL_A" "$(cat "$T/A/admin.token")" >keys.txt <<'EOP'
+import base64, hashlib, http.client, json, os, ssl, sys, urllib.parse
+ca, url, token = sys.argv[1:4]
+u = urllib.parse.urlparse(url)
+c = http.client.HTTPSConnection(u.hostname, u.port, context=ssl.create_default_context(cafile=ca))
+for i in range(64):
+    dek = os.urandom(32)
+    c.request("POST", "/v1/keys/bench/wrap", body=json.dumps({"dataset_id": f"ds-{i}", "dek": base64.b64encode(dek).decode()}), headers={"Authorization": "Bearer " + token})
+    print("bench", f"ds-{i}", json.loads(c.getresponse().read())["wrapped_dek"], hashlib.sha256(dek).hexdigest())
+EOP
+}
+
+# burst LABEL N CONC URL... : one probe per URL (CONC split), run together
+burst() {
+	local label=$1 n=$2 c=$3 i=0 k
+	shift 3
+	k=$#
+	for u in "$@"; do
+		local ca
+		ca=$( [ "$u" = "${URL_A:-}" ] && echo "$CA_A" || echo "$CA_B")
+		KMS_PROBE_GO=$T/go "$PROBE" "$u" "$ca" burst $((n / k)) $((c / k > 0 ? c / k : 1)) keys.txt >"b$i.out" 2>"b$i.err" &
+		eval "BP$i=\$!"
+		i=$((i + 1))
+	done
+	# every probe prepares its quotes first; then all start at once
+	rm -f "$T/go"
+	for ((j = 0; j < i; j++)); do
+		while ! grep -q prepared "b$j.err" 2>/dev/null && eval "kill -0 \$BP$j" 2>/dev/null; do sleep 0.05; done
+	done
+	touch "$T/go"
+	for ((j = 0; j < i; j++)); do eval "wait \$BP$j"; done
+	rm -f "$T/go"
+	python3 - "$label" "$c" b*.out <<'EOP' | tee -a results.txt
+import re, sys
+label, c, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+rows = [dict(re.findall(r"(\w+)=([\d.]+)", open(f).read())) for f in files]
+# the probes start together: the rate is all requests over the longest wall time
+per_s = sum(int(r["requests"]) for r in rows) / max(float(r["wall_s"]) for r in rows)
+print(f"{label} concurrency={c} per_s={per_s:.0f} p50_ms={max(float(r['p50_ms']) for r in rows):.2f} "
+      f"p99_ms={max(float(r['p99_ms']) for r in rows):.2f} failed={sum(int(r['failed']) for r in rows)} "
+      f"requests={sum(int(r['requests']) for r in rows)}")
+EOP
+	rm -f b*.out b*.err
+	for u in "$@"; do
+		local ca
+		ca=$( [ "$u" = "${URL_A:-}" ] && echo "$CA_A" || echo "$CA_B")
+		"$PROBE" "$u" "$ca" health "$n" "$c" | sed "s/^health/health-$label/" >>results.txt
+		break
+	done
+}
+
+echo '{"challenge_ttl_s": 600, "max_challenges": 400000}' >sqlite.json
+replica A sqlite.json || exit 1
+prepare || exit 1
+echo "35-kms-store: $(nproc) CPUs, $N releases per level, audit log on disk"
+for c in 1 16 64; do burst sqlite "$N" "$c" "$URL_A"; done
+stop_pid "$PID_A"
+
+if [ "$HAVE_PG" = 1 ]; then
+	start_pg || exit 1
+	printf '{"store": "%s", "challenge_ttl_s": 600, "max_challenges": 400000}\n' "$PG_URI" >pg.json
+	rm -rf "$T/A"
+	replica A pg.json || exit 1
+	prepare || exit 1
+	for c in 1 16 64; do burst pg1 "$N" "$c" "$URL_A"; done
+	replica B pg.json || exit 1
+	for c in 2 16 64; do burst pg2 "$N" "$c" "$URL_A" "$URL_B"; done
+	echo "load: 64 clients across two replicas, $LOAD releases, every DEK checked"
+	burst load "$LOAD" 64 "$URL_A" "$URL_B"
+fi
+
+python3 - results.txt <<'EOP'
+import re, sys
+rows = {}
+for line in open(sys.argv[1]):
+    kind = line.split()[0]
+    f = dict(re.findall(r"(\w+)=([\d.]+)", line))
+    rows[(kind, f["concurrency"])] = f
+print("\nstore        clients  releases/s  p50 ms  p99 ms  failed   health/s  release/health")
+for store in ("sqlite", "pg1", "pg2"):
+    for c in ("1", "2", "16", "64"):
+        r, h = rows.get((store, c)), rows.get(("health-" + store, c))
+        if r:
+            hs = float(h["per_s"]) if h else 0
+            print(f"{store:<12} {c:>7}  {float(r['per_s']):>10.0f}  {float(r['p50_ms']):>6.2f}  {float(r['p99_ms']):>6.2f}  {r['failed']:>6}   {hs:>8.0f}  {float(r['per_s'])/hs if hs else 0:>14.2f}")
+l = rows.get(("load", "64"))
+if l:
+    print(f"\nload, 64 clients over 2 replicas: {l['requests']} releases, {float(l['per_s']):.0f}/s, p99 {float(l['p99_ms']):.2f} ms, errors + key mix-ups: {l['failed']}")
+r = rows.get(("sqlite", "64"))
+if r:
+    print(f"goal (SQLite, 64 clients): >= 2000 releases/s: {float(r['per_s']):.0f}; p99 < 20 ms: {float(r['p99_ms']):.2f} ms")
+EOP

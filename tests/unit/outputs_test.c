@@ -1,0 +1,161 @@
+/* Sealed outputs: the POST /v1/output parser (good and bad), the policy's
+ * choice of the output's KEK, and run's --output/--resume/--preempt options. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../../kms/kmsd.h"
+#include "../../launcher/outputs.h"
+#include "seclaunch/policy.h"
+#include "testlib.h"
+
+#define B(s) (const uint8_t *)(s), strlen(s)
+#define N32 "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+
+static const char *body(const char *extra)
+{
+	static char buf[8192];
+	snprintf(buf, sizeof(buf),
+	         "{\"nonce\":\"" N32 "\",\"eph_pub\":\"" N32 "\",\"policy_digest\":\"" N32 "\","
+	         "\"evidence\":[{\"kind\":\"tpm2\"}]%s}",
+	         extra);
+	return buf;
+}
+
+static void test_parse_output_good(void **state)
+{
+	kmsd_output_req *r = NULL;
+	(void)state;
+	const char *j = body(",\"inputs\":[\"in-1\",\"in-2\"],\"outputs\":["
+	                     "{\"output_id\":\"model:00ff\",\"destination\":\"s3://b/p/\"},"
+	                     "{\"output_id\":\"opt:00ff\",\"destination\":\"file:///c/\","
+	                     "\"key_id\":\"k.1\"}]");
+	assert_int_equal(kmsd_parse_output(B(j), &r), SL_OK);
+	assert_int_equal(r->noutputs, 2);
+	assert_int_equal(r->ninputs, 2);
+	assert_string_equal(r->outputs[0].output_id, "model:00ff");
+	assert_string_equal(r->outputs[0].destination, "s3://b/p/");
+	assert_string_equal(r->outputs[0].key_id, "");
+	assert_string_equal(r->outputs[1].key_id, "k.1");
+	assert_string_equal(r->inputs[1], "in-2");
+	assert_int_equal(r->att->nkeys, 0);
+	assert_true(json_is_object(r->att->job));
+	kmsd_output_req_free(r);
+}
+
+static void test_parse_output_bad(void **state)
+{
+	static const struct {
+		const char *extra, *needle;
+	} cases[] = {
+	    {"", "outputs: missing"},
+	    {",\"outputs\":[]", "outputs: must hold 1..16"},
+	    {",\"outputs\":[{\"output_id\":\"a\",\"destination\":\"x y\"}]",
+	     "outputs[0].destination: must be 1..2048 printable"},
+	    {",\"outputs\":[{\"output_id\":\"a\"}]", "outputs[0]"},
+	    {",\"outputs\":[{\"output_id\":\"a\",\"destination\":\"d\",\"extra\":1}]",
+	     "unknown field \"extra\""},
+	    {",\"outputs\":[{\"output_id\":\"a\",\"destination\":\"d\"},"
+	     "{\"output_id\":\"a\",\"destination\":\"e\"}]",
+	     "outputs[1]: repeats the output id of outputs[0]"},
+	    {",\"inputs\":[\"x\",\"x\"],\"outputs\":[{\"output_id\":\"a\",\"destination\":\"d\"}]",
+	     "inputs[1]: repeats inputs[0]"},
+	    {",\"inputs\":\"x\",\"outputs\":[{\"output_id\":\"a\",\"destination\":\"d\"}]",
+	     "inputs: must be an array"},
+	    {",\"keys\":[],\"outputs\":[{\"output_id\":\"a\",\"destination\":\"d\"}]",
+	     "unknown field \"keys\""},
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		kmsd_output_req *r = NULL;
+		expect_fail(kmsd_parse_output(B(body(cases[i].extra)), &r), SL_E_INPUT,
+		            cases[i].needle);
+		assert_null(r);
+	}
+	kmsd_output_req *r = NULL;
+	expect_fail(kmsd_parse_output(B("{\"outputs\":[]}"), &r), SL_E_INPUT, "nonce");
+	assert_null(r);
+}
+
+static void test_policy_output_key(void **state)
+{
+	static const char pol[] =
+	    "{\"version\":1,\"datasets\":[{\"id\":\"*\",\"allowed_regions\":[\"eu\"],"
+	    "\"tee_kinds\":[\"tpm2\"]}],"
+	    "\"keys\":{\"kek-ckpt\":[\"model:*\"],\"kek-a\":[\"both:*\"],\"kek-b\":[\"both:*\"]}}";
+	sl_policy *p = NULL, *dev = NULL;
+	const char *key = NULL;
+	(void)state;
+	assert_int_equal(sl_policy_load(B(pol), &p), SL_OK);
+	assert_int_equal(sl_policy_output_key(p, "model:0011", &key), SL_OK);
+	assert_string_equal(key, "kek-ckpt");
+	expect_fail(sl_policy_output_key(p, "other:0011", &key), SL_E_POLICY_DENIED,
+	            "no key may serve output 'other:0011'");
+	expect_fail(sl_policy_output_key(p, "both:1", &key), SL_E_POLICY_DENIED,
+	            "2 keys may serve output 'both:1'");
+	assert_int_equal(sl_policy_dev(&dev), SL_OK);
+	expect_fail(sl_policy_output_key(dev, "model:1", &key), SL_E_POLICY_DENIED,
+	            "development policy names no key");
+	sl_policy_free(p);
+	sl_policy_free(dev);
+}
+
+static void test_options(void **state)
+{
+	struct sl_out_cfg c;
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(sl_out_option(&c, SL_OUT_O_OUTPUT, "model=s3://b/p/"), 1);
+	assert_int_equal(sl_out_option(&c, SL_OUT_O_RESUME, "model=s3://b/p/"), 1);
+	assert_int_equal(sl_out_option(&c, SL_OUT_O_LIMIT, "512M"), 1);
+	assert_true(c.limit == (uint64_t)512 << 20);
+	assert_int_equal(sl_out_option(&c, SL_OUT_O_PREEMPT_WATCH, "gce=http://127.0.0.1:9"), 1);
+	assert_int_equal(c.preempt, SL_PREEMPT_GCE);
+	assert_string_equal(c.preempt_base, "http://127.0.0.1:9");
+	assert_int_equal(sl_out_option(&c, SL_OUT_O_PREEMPT_SIGNAL, "SIGUSR1"), 1);
+	assert_int_equal(c.preempt_signal, SIGUSR1);
+	assert_int_equal(sl_out_check(&c), SL_OK);
+	assert_int_equal(c.preempt_grace_s, 25);
+	assert_int_equal(sl_out_option(&c, 12345, "x"), 0);
+
+	assert_int_equal(sl_out_option(&c, SL_OUT_O_OUTPUT, "=x"), -1);
+	assert_int_equal(sl_out_option(&c, SL_OUT_O_OUTPUT, "-bad=x"), -1);
+	assert_int_equal(sl_out_option(&c, SL_OUT_O_OUTPUT, "name="), -1);
+	assert_int_equal(sl_out_option(&c, SL_OUT_O_LIMIT, "12Q"), -1);
+	assert_int_equal(sl_out_option(&c, SL_OUT_O_LIMIT, "0"), -1);
+	assert_int_equal(sl_out_option(&c, SL_OUT_O_PREEMPT_WATCH, "azure"), -1);
+	assert_int_equal(sl_out_option(&c, SL_OUT_O_PREEMPT_WATCH, "gce=file:///x"), -1);
+	assert_int_equal(sl_out_option(&c, SL_OUT_O_PREEMPT_SIGNAL, "KILL"), -1);
+	assert_int_equal(sl_out_option(&c, SL_OUT_O_PREEMPT_SIGNAL, "9"), -1);
+	assert_int_equal(sl_out_option(&c, SL_OUT_O_PREEMPT_GRACE, "3601"), -1);
+
+	struct sl_out_cfg d;
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(sl_out_option(&d, SL_OUT_O_RESUME, "model=/x"), 1);
+	expect_fail(sl_out_check(&d), SL_E_USAGE, "no --output model to resume into");
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(sl_out_option(&d, SL_OUT_O_OUTPUT, "m=/x"), 1);
+	assert_int_equal(sl_out_option(&d, SL_OUT_O_OUTPUT, "m=/y"), 1);
+	expect_fail(sl_out_check(&d), SL_E_USAGE, "--output m given twice");
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(sl_out_option(&d, SL_OUT_O_PREEMPT_WATCH, "sigterm"), 1);
+	expect_fail(sl_out_check(&d), SL_E_USAGE, "no --output to save");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_parse_output_good),
+	    cmocka_unit_test(test_parse_output_bad),
+	    cmocka_unit_test(test_policy_output_key),
+	    cmocka_unit_test(test_options),
+	};
+	if (sl_crypto_init() != SL_OK)
+		return 1;
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
