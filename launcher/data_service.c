@@ -441,14 +441,16 @@ out:
 	return why;
 }
 
+/* Counted and reported (audited) before the peer is answered, so that
+ * whoever reads the refusal finds it recorded already. */
 static void refuse(sl_dsvc *s, int fd, const struct ucred *c, const char *why)
 {
-	send_json(fd, error_json("refused", why), -1);
 	pthread_mutex_lock(&s->mu);
 	s->refused++;
 	pthread_mutex_unlock(&s->mu);
 	if (s->o.refused != NULL)
 		s->o.refused(s->o.refused_ctx, c->pid, c->uid, why);
+	send_json(fd, error_json("refused", why), -1);
 }
 
 static void *serve(void *arg)
