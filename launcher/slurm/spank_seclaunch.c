@@ -164,7 +164,7 @@ static struct spank_option opts[] = {
     {"seclaunch-window", "SIZE", "seclaunch: stream staging's window", 1, OPT_WINDOW, opt_cb},
     {"seclaunch-region", "CLOUD:REGION", "seclaunch: an UNSIGNED region (development policies)", 1,
      OPT_REGION, opt_cb},
-    {"seclaunch-output", "DEST", "seclaunch: where sealed outputs go (serve --output)", 1,
+    {"seclaunch-output", "DEST", "seclaunch: sealed outputs (not available under Slurm yet)", 1,
      OPT_OUTPUT, opt_cb},
     SPANK_OPTIONS_TABLE_END,
 };
@@ -393,10 +393,15 @@ static int start_serve(spank_t sp)
 	OPTARG("--stage", cfg.stage);
 	OPTARG("--window", cfg.window);
 	OPTARG("--region", cfg.region);
-	OPTARG("--output", cfg.output);
 	OPTARG("--audit-log",
 	       cfg.audit_log != NULL ? cfg.audit_log : "/var/log/seclaunch/audit.log");
 #undef OPTARG
+	if (cfg.output != NULL) {
+		fail(1, "--seclaunch-output: sealed outputs are not available under Slurm yet "
+		        "(seclaunch serve has no --output); run `seclaunch run --output ...` "
+		        "inside the step instead");
+		return -1;
+	}
 	if (cfg.ndata == 0) {
 		fail(1, "--seclaunch-data names no dataset");
 		return -1;

@@ -151,6 +151,8 @@ check_err "no --seclaunch-pubkey: exit 1 naming it" 1 "seclaunch-pubkey" \
 	srun -n 1 --seclaunch-policy="$T/policy.json" --seclaunch-kms="$KMS_URL" \
 	--seclaunch-data="$T/ds" true
 
+check_err "--seclaunch-output: refused for now, saying so (exit 1)" 1 "not available under Slurm yet" \
+	srun -n 1 "${SA[@]}" --seclaunch-output=out=/tmp/x true
 # ---- scancel mid-step ---------------------------------------------------------------
 mkdir r3
 srun -n 2 "${JOBENV[@]}" "${SA[@]}" "$PY" job.py "$T/r3" 300 >srun3.out 2>&1 &
