@@ -112,8 +112,6 @@ assert "both tasks got the token and the same socket (one serve for the node)" \
 read -r _ jobid stepid < <(grep '^job ' r1.check)
 assert "one release for the step in seclaunchd's audit log" test "$(releases)" = $((rel0 + 1))
 assert "one attestation (release request) for the step, not one per task" test "$(attestations)" = $((at0 + 1))
-sock=$(sed -n 's/^socket //p' r1.check)
-assert "after the step the data service socket is gone" test -n "$sock" -a ! -e "$sock"
 wipe_of() { # JOB STEP -> "after all_zeroed node"
 	"$PY" - "$T/serve-audit.log" "$1" "$2" <<'EOF2'
 import json, sys
@@ -124,10 +122,17 @@ for line in open(sys.argv[1]):
         print(r["details"]["after"], r["details"]["all_zeroed"], c.get("node"))
 EOF2
 }
+# srun returns when the tasks have exited; slurmstepd ends the step (and
+# the plugin stops serve) right after
+for _ in $(seq 100); do [ -n "$(wipe_of "$jobid" "$stepid")" ] && break; sleep 0.1; done
 w1=$(wipe_of "$jobid" "$stepid")
+sock=$(sed -n 's/^socket //p' r1.check)
+assert "after the step the data service socket is gone" test -n "$sock" -a ! -e "$sock"
+
 assert "after the step: run.wipe for job $jobid step $stepid on $SLURM_NODE, all zeroed ($w1)" \
 	test "$w1" = "signal 15 True $SLURM_NODE"
 no_serve() { ! ps -eo args= | grep -q "^$SL serve"; } # a pattern on the whole command line: pgrep -f would match this shell
+for _ in $(seq 50); do no_serve && break; sleep 0.1; done # it closes its audit log last
 assert "no seclaunch serve is left running" no_serve
 assert "the KMS's release record names the Slurm job" grep -q "\"slurm_job_id\":\"$jobid\"" "$KMS_STATE/audit.log"
 
