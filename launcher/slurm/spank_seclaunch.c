@@ -48,6 +48,7 @@ SPANK_PLUGIN(seclaunch, 1);
 #define MAX_ARGS 64
 #define MAX_DATA 32
 #define ERR_MAX 4096
+#define DATA_ENV_MAX (64 * 1024)
 
 enum {
 	OPT_POLICY = 1,
@@ -518,7 +519,10 @@ static int start_serve(spank_t sp)
 	    spank_setenv(sp, "SECLAUNCH_DATA_SOCKET", json_string_value(sock), 1) !=
 	        ESPANK_SUCCESS ||
 	    spank_setenv(sp, "SECLAUNCH_DATA_TOKEN", json_string_value(tok), 1) != ESPANK_SUCCESS ||
-	    spank_setenv(sp, "SECLAUNCH_DATA", dtext, 1) != ESPANK_SUCCESS) {
+	    /* a dataset of many files makes a long SECLAUNCH_DATA; past what one
+	     * environment string may hold the tasks ask the service ("list") */
+	    (strlen(dtext) < DATA_ENV_MAX &&
+	     spank_setenv(sp, "SECLAUNCH_DATA", dtext, 1) != ESPANK_SUCCESS)) {
 		free(dtext);
 		fail(7, "cannot export the data service to the tasks");
 		kill(serve_pid, SIGTERM);
