@@ -314,7 +314,11 @@ uninstall:
 	rm -f $(DESTDIR)$(MANDIR)/man1/seclaunch.1 $(DESTDIR)$(MANDIR)/man5/seclaunchd.conf.5 \
 		$(DESTDIR)$(MANDIR)/man8/seclaunchd.8
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/seclaunch $(DESTDIR)$(BASHCOMPDIR)/seclaunchd
-	rm -f $(DESTDIR)$(SLURM_PLUGINDIR)/spank_seclaunch.so
+	rm -f $(DESTDIR)$(SLURM_PLUGINDIR)/spank_seclaunch.so \
+		$(DESTDIR)$(PREFIX)/share/doc/seclaunch/examples/plugstack.conf.d/seclaunch.conf
+	-rmdir $(DESTDIR)$(PREFIX)/share/doc/seclaunch/examples/plugstack.conf.d \
+		$(DESTDIR)$(PREFIX)/share/doc/seclaunch/examples $(DESTDIR)$(PREFIX)/share/doc/seclaunch \
+		2>/dev/null
 	rm -rf $(DESTDIR)$(PREFIX)/share/seclaunch
 
 # seclaunch_VERSION_amd64.deb in $(DEB_OUT), built by debhelper from debian/
