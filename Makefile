@@ -111,7 +111,8 @@ PROGS := $(BIN)/seclaunch $(if $(wildcard kms/main.c),$(BIN)/seclaunchd)
 # (libslurm-dev); installed in Slurm's plugin folder.
 SPANK_H      ?= /usr/include/slurm/spank.h
 SPANK_SO     := $(if $(wildcard $(SPANK_H)),$(BUILD)/slurm/spank_seclaunch.so)
-MULTIARCH    := $(shell $(CC) -print-multiarch 2>/dev/null)
+# asked of the compiler only when installing (never while deps runs)
+MULTIARCH     = $(shell $(CC) -print-multiarch 2>/dev/null)
 SLURM_PLUGINDIR ?= $(PREFIX)/lib/$(MULTIARCH)/slurm-wlm
 # The job-side library (jobside/): loaded into the job's process, so built
 # as a plain hardened shared object whatever SAN says. The AES-256-GCM
