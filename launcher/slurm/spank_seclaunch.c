@@ -220,6 +220,9 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 {
 	if (parse_args(ac, av) != 0)
 		return -1;
+	/* slurmd itself and prolog/epilog scripts take no options */
+	if (spank_context() == S_CTX_SLURMD || spank_context() == S_CTX_JOB_SCRIPT)
+		return 0;
 	for (struct spank_option *o = opts; o->name != NULL; o++)
 		if (spank_option_register(sp, o) != ESPANK_SUCCESS) {
 			slurm_error("seclaunch: cannot register --%s", o->name);
