@@ -136,6 +136,24 @@ for _ in $(seq 50); do no_serve && break; sleep 0.1; done # it closes its audit 
 assert "no seclaunch serve is left running" no_serve
 assert "the KMS's release record names the Slurm job" grep -q "\"slurm_job_id\":\"$jobid\"" "$KMS_STATE/audit.log"
 
+# ---- sbatch: the batch step gets its serve, an srun in it inherits the options
+cat >batch.sh <<'EOF2'
+#!/bin/bash
+echo "batch $SLURM_JOB_ID ${SECLAUNCH_DATA_SOCKET:-none}"
+srun -n 1 bash -c 'echo "step $SLURM_STEP_ID ${SECLAUNCH_DATA_SOCKET:-none}"'
+EOF2
+chmod 0755 batch.sh
+check "sbatch --seclaunch-… batch.sh: submitted" 0 sbatch -o "$T/batch.out" "${SA[@]}" batch.sh
+for _ in $(seq 300); do grep -q '^step ' batch.out 2>/dev/null && break; sleep 0.1; done
+read -r _ bjob bsock < <(grep '^batch ' batch.out)
+read -r _ bstep ssock < <(grep '^step ' batch.out)
+assert "the batch script reads through a serve of its own" test -n "$bsock" -a "$bsock" != none
+assert "an srun inside inherits the options: its step has another serve" \
+	test -n "$ssock" -a "$ssock" != none -a "$ssock" != "$bsock"
+for _ in $(seq 100); do [ -n "$(wipe_of "$bjob" batch)" ] && break; sleep 0.1; done
+assert "both wiped with their step ids (batch, $bstep)" \
+	test -n "$(wipe_of "$bjob" batch)" -a -n "$(wipe_of "$bjob" "$bstep")"
+
 # ---- a step without seclaunch on a cluster that requires it -----------------------
 check_err "a step without --seclaunch-policy where required=1: refused (exit 4)" 4 \
 	"seclaunch: this cluster runs every step under seclaunch" srun -n 1 true
