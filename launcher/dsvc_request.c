@@ -40,11 +40,11 @@ static SL_RESULT uint_member(const json_t *rq, const char *key, uint64_t max, bo
 
 sl_err sl_dsvc_parse(const char *msg, size_t len, sl_dsvc_req *out)
 {
-	static const char *const allowed[] = {"op", "dataset", "shard", "start", NULL};
+	static const char *const allowed[] = {"op", "dataset", "shard", "start", "token", NULL};
 	sl_err rc = SL_E_INPUT;
 	json_error_t e;
 	json_t *rq = NULL;
-	const char *op = NULL, *id = NULL;
+	const char *op = NULL, *id = NULL, *token = NULL;
 	bool have_shard, have_start;
 	uint64_t shard, start;
 	size_t k;
@@ -81,6 +81,12 @@ sl_err sl_dsvc_parse(const char *msg, size_t len, sl_dsvc_req *out)
 	          "data service request: op \"%s\" takes no \"start\"", op);
 	out->shard = (uint32_t)shard;
 	out->start = start;
+	SL_GUARD(sl_json_str_opt(rq, "token", sizeof(out->token) - 1, SL_E_INPUT,
+	                         "data service request", &token));
+	if (token != NULL) {
+		out->has_token = true;
+		memcpy(out->token, token, strlen(token) + 1);
+	}
 	rc = SL_OK;
 out:
 	json_decref(rq);

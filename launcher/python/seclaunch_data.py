@@ -47,6 +47,7 @@ __all__ = ["Dataset", "DeviceBuffer", "datasets", "get", "files", "open", "load_
 
 ENV = "SECLAUNCH_DATA"
 SOCKET_ENV = "SECLAUNCH_DATA_SOCKET"
+TOKEN_ENV = "SECLAUNCH_DATA_TOKEN"
 _builtin_open = open
 
 
@@ -547,7 +548,16 @@ def _inherited_ok(fd, size):
 _fds = {}
 
 
+def _with_token(req):
+    """Under `seclaunch serve` every request carries the step's token."""
+    tok = os.environ.get(TOKEN_ENV)
+    if tok:
+        req = dict(req, token=tok)
+    return req
+
+
 def _ask(req):
+    req = _with_token(req)
     path = os.environ.get(SOCKET_ENV)
     if not path:
         raise SeclaunchDataError("%s is not set: no data service (run the job with "
@@ -586,7 +596,8 @@ def _ask_pages(dataset_id, key):
     try:
         s.connect(path)
         while True:
-            s.send(json.dumps({"op": key, "dataset": dataset_id, "start": start}).encode())
+            s.send(json.dumps(_with_token({"op": key, "dataset": dataset_id,
+                                           "start": start})).encode())
             ans = json.loads(s.recv(1 << 17).decode())
             if not isinstance(ans, dict) or not ans.get("ok"):
                 raise SeclaunchDataError("data service: %s of %s: %s" % (
@@ -619,6 +630,7 @@ _stream_sock = {}
 def _stream_ask(req):
     """A request on this process's own connection to the data service: the
     shards it holds are tied to the connection (given back when it closes)."""
+    req = _with_token(req)
     pid = os.getpid()
     s = _stream_sock.get(pid)
     if s is None:
@@ -829,9 +841,14 @@ def datasets():
     pid = os.getpid()
     if pid not in _cache:
         raw = os.environ.get(ENV)
-        if raw is None:
+        if raw is None and os.environ.get(SOCKET_ENV):
+            # a process given only the socket (and token) of `seclaunch serve`
+            ans, _fds = _ask({"op": "list"})
+            parsed = {k: Dataset(k, v) for k, v in ans.get("datasets", {}).items()}
+        elif raw is None:
             raise SeclaunchDataError("%s is not set: run this job with `seclaunch run`" % ENV)
-        parsed = _parse(raw)
+        else:
+            parsed = _parse(raw)
         _cache.clear()
         _cache[pid] = parsed
     return dict(_cache[pid])
