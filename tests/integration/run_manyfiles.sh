@@ -138,6 +138,51 @@ check "run --stage stream over $NF files: exit 0" 0 \
 	"$SL" run "${RUNA[@]}" --stage stream --window 2M -q ds -- "$PY" job.py "$T/s.json"
 [ -s "$T/s.json" ] && verify stream "$T/s.json"
 
+# seclaunch serve: the ready line's data (the tasks' SECLAUNCH_DATA) stays
+# small too, and a task that is not serve's child, given the data, or only
+# the socket and the token, pages the list with the token
+"$SL" serve --policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" \
+	"${KMSA[@]}" --tcti "$SWTPM_TCTI" --stage host --audit-log "$T/serve-audit.log" \
+	--socket "$T/data.sock" --ready-file "$T/ready.json" -q ds 2>"$T/serve.err" &
+sp=$!
+_PIDS+=("$sp")
+for _ in $(seq 600); do [ -s "$T/ready.json" ] && break; sleep 0.05; done
+assert "serve over $NF files writes its ready line" test -s "$T/ready.json"
+"$PY" - "$T/ready.json" >serve.env <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(r.get("token", ""))
+print(json.dumps(r.get("data", {})))
+EOF
+{
+	read -r stok
+	read -r sdata
+} <serve.env
+assert "serve: the ready line's data stays under 64 KiB and says files_from" \
+	"$PY" -c "import json,sys; d=sys.argv[1]; sys.exit(not (len(d) < 65536 and json.loads(d)['many-1']['files_from'] == 'service'))" "$sdata"
+cat >task.py <<'EOF'
+import hashlib, json
+import seclaunch_data as sd
+ds = sd.get("many-1")
+ps = ds.files()
+print(json.dumps([len(ps), hashlib.sha256(ds.read(ps[-1])).hexdigest(), ps[-1]]))
+EOF
+task() { # OUT [env...]
+	local out=$1
+	shift
+	env -i PATH=/usr/bin:/bin PYTHONPATH="$SL_ROOT/launcher/python" PYTHONDONTWRITEBYTECODE=1 \
+		SECLAUNCH_DATA_SOCKET="$T/data.sock" SECLAUNCH_DATA_TOKEN="$stok" "$@" "$PY" task.py \
+		>"$out" 2>"$out.err"
+}
+want_task="[$NF, \"$last_sum\", \"$last_path\"]"
+task t1.json SECLAUNCH_DATA="$sdata"
+assert "serve: a task with the ready line's SECLAUNCH_DATA lists $NF files and reads the last" \
+	test "$(cat t1.json)" = "$want_task"
+task t2.json
+assert "serve: a task with only the socket and the token does the same" \
+	test "$(cat t2.json)" = "$want_task"
+stop_pid "$sp"
+
 # the paged request's bad inputs, asked from inside a job
 cat >bad.py <<'EOF'
 import json, socket, os, sys
