@@ -33,7 +33,7 @@ struct sl_run {
 	const char *user;      /* --user USER[:GROUP] (NULL: seclaunch's own) */
 	unsigned kill_grace_s; /* --kill-grace (kill_grace_set: given) */
 	bool kill_grace_set;
-	bool verbose;             /* -v: the probes' own messages (CUDA) */
+	bool verbose;             /* -v: the probes' own messages (CUDA), step times */
 	const char *image_digest; /* --image-digest sha256:... (container jobs) */
 	const char *workload_log; /* --workload-log (NULL: $SECLAUNCH_WORKLOAD_LOG, default) */
 	unsigned workload_pcr;    /* --workload-pcr (default SL_WORKLOAD_PCR_DEFAULT) */

@@ -310,7 +310,7 @@ assert "key disabled: stopped at the next renewal, exit 4 (rc $rc)" test "$rc" -
 assert "key disabled: the reason names the disabled key" \
 	bash -c "grep '\"run.lease_ended\"' '$AUDIT' | tail -1 | grep -q 'key_disabled'"
 assert "key disabled: the job ignoring SIGTERM was killed after --kill-grace" \
-	bash -c "! kill -0 $JOBPID 2>/dev/null && grep '\"run.job_exit\"' '$AUDIT' | tail -1 | grep -q '\"killed\":true.*\"signal\":9\|\"signal\":9.*\"killed\":true'"
+	bash -c "! kill -0 $JOBPID 2>/dev/null && grep '\"run.job.exit\"' '$AUDIT' | tail -1 | grep -q '\"killed\":true.*\"signal\":9\|\"signal\":9.*\"killed\":true'"
 assert "key disabled: then the wipe" \
 	bash -c "tail -n 1 '$AUDIT' | grep -q '\"run.wipe\".*\"all_zeroed\":true'"
 check "key enable" 0 "$SL" key enable "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id wl-key
