@@ -205,7 +205,8 @@ print("  ratio: %.2fx (goal <= 1.0x)" % (med(ts) / med(ps)))
 if base:
     print("  before (SL_BENCH_BASE_BIN=%s): %.4f s, ratio %.2fx" % (base, med(bs), med(bs) / med(ps)))
 print("  where the time goes (seclaunch run -v, median ms%s):" % (", after / before" if base else ""))
-for name in ph:
-    b = " / %.2f" % med(bph[name]) if name in bph else ""
-    print("    %-56s %8.2f%s" % (name, med(ph[name]), b))
+for name in list(ph) + [n for n in bph if n not in ph]:
+    a = "%8.2f" % med(ph[name]) if name in ph else "%8s" % "-"
+    b = " / %.2f" % med(bph[name]) if name in bph else (" / -" if base else "")
+    print("    %-56s %s%s" % (name, a, b))
 EOF
