@@ -139,6 +139,17 @@ start_kms "$T/kms" --listen "127.0.0.1:$KMS_PORT" --policy "$T/kms-policy.json" 
 
 RUNA=(--policy "$T/p1.json" --policy-pubkey "$T/policy.pub" "${KMSA[@]}" --tcti "$SWTPM_TCTI"
 	--region gcp:europe-west4 --audit-log "$AUDIT" --stage host "${ENVA[@]}")
+# the challenge is asked for while the job is measured: a failure on either
+# side is reported as before (the thread's own message), and nothing runs
+SKEWA=("${RUNA[@]}")
+SKEWA[1]=$T/p0.json # --policy: not the one seclaunchd enforces
+check_err "measured while the challenge is out: policy skew named (exit 5)" 5 \
+	"policy skew: .*p0.json has sha256 .* enforces sha256" \
+	"$SL" run "${SKEWA[@]}" "$T/wl-plain.sld" -- touch "$T/skew.ran"
+check_err "challenge out while the measurement fails: --workload-pcr 16 (exit 1)" 1 \
+	"--workload-pcr 16: use 0..15" \
+	"$SL" run "${RUNA[@]}" --workload-pcr 16 "$T/wl-plain.sld" -- touch "$T/skew.ran"
+assert "neither failure started the job" test ! -e "$T/skew.ran"
 
 # ---- predicted == measured: allowed by the predicted identity alone ------
 check "binary: the predicted identity is the measured one (released, exit 0)" 0 \
