@@ -146,9 +146,9 @@ SKEWA[1]=$T/p0.json # --policy: not the one seclaunchd enforces
 check_err "measured while the challenge is out: policy skew named (exit 5)" 5 \
 	"policy skew: .*p0.json has sha256 .* enforces sha256" \
 	"$SL" run "${SKEWA[@]}" "$T/wl-plain.sld" -- touch "$T/skew.ran"
-check_err "challenge out while the measurement fails: --workload-pcr 16 (exit 1)" 1 \
-	"--workload-pcr 16: use 0..15" \
-	"$SL" run "${RUNA[@]}" --workload-pcr 16 "$T/wl-plain.sld" -- touch "$T/skew.ran"
+check_err "challenge out while the measurement fails: argv not UTF-8 (exit 2)" 2 \
+	"argv\\[2\\]: not valid UTF-8" \
+	"$SL" run "${RUNA[@]}" "$T/wl-plain.sld" -- touch "$T/skew.ran" $'\xff'
 assert "neither failure started the job" test ! -e "$T/skew.ran"
 
 # ---- predicted == measured: allowed by the predicted identity alone ------
