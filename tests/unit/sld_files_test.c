@@ -68,15 +68,18 @@ static uint8_t *decrypt_fd(int fd, sl_secret *dek, size_t n)
 	return out;
 }
 
-static void files_round_trip(sl_aead_id aead, unsigned threads)
+static void files_round_trip(sl_aead_id aead, unsigned threads, uint32_t cs)
 {
-	static const size_t sizes[NF] = {0, 3 * CS + 5, 7 * CS};
+	/* with 4 MiB chunks a chunk is read and sealed in several pieces */
+	const size_t sizes[NF] = {0, 3 * (size_t)cs + 5,
+	                          cs >= (1u << 20) ? 2 * (size_t)cs - (1 << 20) + 12345
+	                                           : 7 * (size_t)cs};
 	sl_secret *dek = new_dek();
 	struct src s = {.fail_off = UINT64_MAX};
 	int fd[NF];
 	sl_sld_header *h[NF] = {0};
 	sl_sld_encrypt_params p = {
-	    .dataset_id = "unit/files", .aead = aead, .chunk_size = CS, .threads = threads};
+	    .dataset_id = "unit/files", .aead = aead, .chunk_size = cs, .threads = threads};
 
 	for (int k = 0; k < NF; k++) {
 		s.plain[k] = random_bytes(sizes[k]);
@@ -125,9 +128,11 @@ static void test_round_trips(void **state)
 	(void)state;
 	unsigned threads[] = {1, 2, 4, 9};
 	for (size_t t = 0; t < sizeof(threads) / sizeof(threads[0]); t++) {
-		files_round_trip(SL_AEAD_AES_256_GCM, threads[t]);
-		files_round_trip(SL_AEAD_XCHACHA20_POLY1305, threads[t]);
+		files_round_trip(SL_AEAD_AES_256_GCM, threads[t], CS);
+		files_round_trip(SL_AEAD_XCHACHA20_POLY1305, threads[t], CS);
 	}
+	files_round_trip(SL_AEAD_AES_256_GCM, 3, (uint32_t)4 << 20);
+	files_round_trip(SL_AEAD_XCHACHA20_POLY1305, 2, (uint32_t)4 << 20);
 }
 
 /* SL_SLD_IN_ORDER writes with write(2), from where the descriptor stands
