@@ -45,6 +45,7 @@ __all__ = ["Dataset", "DeviceBuffer", "datasets", "get", "files", "open", "load_
 
 ENV = "SECLAUNCH_DATA"
 SOCKET_ENV = "SECLAUNCH_DATA_SOCKET"
+TOKEN_ENV = "SECLAUNCH_DATA_TOKEN"
 _builtin_open = open
 
 
@@ -505,7 +506,16 @@ def _inherited_ok(fd, size):
 _fds = {}
 
 
+def _with_token(req):
+    """Under `seclaunch serve` every request carries the step's token."""
+    tok = os.environ.get(TOKEN_ENV)
+    if tok:
+        req = dict(req, token=tok)
+    return req
+
+
 def _ask(req):
+    req = _with_token(req)
     path = os.environ.get(SOCKET_ENV)
     if not path:
         raise SeclaunchDataError("%s is not set: no data service (run the job with "
@@ -537,6 +547,7 @@ _stream_sock = {}
 def _stream_ask(req):
     """A request on this process's own connection to the data service: the
     shards it holds are tied to the connection (given back when it closes)."""
+    req = _with_token(req)
     pid = os.getpid()
     s = _stream_sock.get(pid)
     if s is None:
@@ -737,6 +748,10 @@ def __getattr__(name):
 def datasets():
     """Every staged dataset, by dataset id."""
     raw = os.environ.get(ENV)
+    if raw is None and os.environ.get(SOCKET_ENV):
+        # a process given only the socket (and token) of `seclaunch serve`
+        ans, _fds = _ask({"op": "list"})
+        return {k: Dataset(k, v) for k, v in ans.get("datasets", {}).items()}
     if raw is None:
         raise SeclaunchDataError("%s is not set: run this job with `seclaunch run`" % ENV)
     try:
