@@ -388,12 +388,13 @@ static SL_RESULT step_release(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	sl_kms_key_req keys[SL_RUN_MAX_DATASETS];
-	json_t *job = NULL, *ds = json_array(), *roots = json_object();
+	json_t *job = NULL, *ds = NULL, *roots = NULL;
 
-	if (s->n == 0) { /* outputs only: their keys come in sl_out_prepare */
-		json_decref(ds);
+	if (s->n == 0) /* outputs only: their keys come in sl_out_prepare */
 		return SL_OK;
-	}
+	ds = json_array();
+	roots = json_object();
+	SL_ENSURE(ds != NULL && roots != NULL, SL_E_NOMEM, "job description");
 	for (size_t i = 0; i < s->n; i++) {
 		keys[i].key_id = ds_key(s, i);
 		keys[i].dataset_id = ds_id(s, i);
