@@ -160,7 +160,8 @@ $(BIN)/seclaunchd: $(BUILD)/kms/main.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
-$(JOBSIDE_SO): jobside/seclaunch_data.c jobside/seclaunch_data.h crypto/gcm_arith.h
+$(JOBSIDE_SO): jobside/seclaunch_data.c jobside/seclaunch_data.h crypto/gcm_arith.h \
+		include/seclaunch/cuda_api.h
 	@mkdir -p $(dir $@)
 	$(CC) $(JOBSIDE_CFLAGS) $(JOBSIDE_LDFLAGS) -o $@ $< -ljansson -ldl
 

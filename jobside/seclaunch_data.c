@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "../crypto/gcm_arith.h"
+#include "../include/seclaunch/cuda_api.h"
 #include "seclaunch_data.h"
 
 #define API __attribute__((visibility("default")))
@@ -60,115 +61,24 @@ static void wipe(void *p, size_t n)
 		*v++ = 0;
 }
 
-/* ---- the CUDA driver API, by dlopen -------------------------------------- */
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUstream_st *CUstream;
-typedef struct CUevent_st *CUevent;
-typedef struct CUmod_st *CUmodule;
-typedef struct CUfunc_st *CUfunction;
-#define CU_STREAM_NON_BLOCKING 0x1
-#define CU_EVENT_DISABLE_TIMING 0x2
-
-static struct {
-	void *lib;
-	CUresult (*Init)(unsigned);
-	CUresult (*DeviceGet)(CUdevice *, int);
-	CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
-	CUresult (*PrimaryCtxRelease)(CUdevice);
-	CUresult (*CtxGetCurrent)(CUcontext *);
-	CUresult (*CtxSetCurrent)(CUcontext);
-	CUresult (*CtxSynchronize)(void);
-	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
-	CUresult (*MemFree)(CUdeviceptr);
-	CUresult (*MemHostAlloc)(void **, size_t, unsigned);
-	CUresult (*MemFreeHost)(void *);
-	CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
-	CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
-	CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
-	CUresult (*StreamCreate)(CUstream *, unsigned);
-	CUresult (*StreamDestroy)(CUstream);
-	CUresult (*StreamSynchronize)(CUstream);
-	CUresult (*EventCreate)(CUevent *, unsigned);
-	CUresult (*EventRecord)(CUevent, CUstream);
-	CUresult (*EventSynchronize)(CUevent);
-	CUresult (*EventDestroy)(CUevent);
-	CUresult (*ModuleLoadData)(CUmodule *, const void *);
-	CUresult (*ModuleUnload)(CUmodule);
-	CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
-	CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-	                         unsigned, unsigned, CUstream, void **, void **);
-	CUresult (*GetErrorName)(CUresult, const char **);
-} cu;
+/* ---- the CUDA driver API, by dlopen (seclaunch/cuda_api.h) --------------- */
+static struct sl_cuda_api cu;
 static int cu_loaded;
-
-static void *sym2(const char *v2, const char *v1)
-{
-	void *p = v2 != NULL ? dlsym(cu.lib, v2) : NULL;
-	return p != NULL ? p : dlsym(cu.lib, v1);
-}
-
-#define LOAD(field, v2, v1)                                                                        \
-	do {                                                                                       \
-		*(void **)(&cu.field) = sym2(v2, v1);                                              \
-		if (cu.field == NULL) {                                                            \
-			rc = fail(SLDATA_E_SYSTEM, "libcuda.so.1 lacks %s", v1);                   \
-			goto bad;                                                                  \
-		}                                                                                  \
-	} while (0)
 
 static int cuda_load(void)
 {
-	int rc = SLDATA_E_SYSTEM;
+	char why[512];
 	if (cu_loaded)
 		return SLDATA_OK;
-	const char *path = getenv("SECLAUNCH_LIBCUDA");
-	cu.lib =
-	    dlopen(path != NULL && *path != '\0' ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (cu.lib == NULL)
-		return fail(SLDATA_E_SYSTEM, "no CUDA driver: dlopen(libcuda.so.1): %s", dlerror());
-	LOAD(Init, NULL, "cuInit");
-	LOAD(DeviceGet, NULL, "cuDeviceGet");
-	LOAD(PrimaryCtxRetain, NULL, "cuDevicePrimaryCtxRetain");
-	LOAD(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease");
-	LOAD(CtxGetCurrent, NULL, "cuCtxGetCurrent");
-	LOAD(CtxSetCurrent, NULL, "cuCtxSetCurrent");
-	LOAD(CtxSynchronize, NULL, "cuCtxSynchronize");
-	LOAD(MemAlloc, "cuMemAlloc_v2", "cuMemAlloc");
-	LOAD(MemFree, "cuMemFree_v2", "cuMemFree");
-	LOAD(MemHostAlloc, NULL, "cuMemHostAlloc");
-	LOAD(MemFreeHost, NULL, "cuMemFreeHost");
-	LOAD(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", "cuMemcpyHtoDAsync");
-	LOAD(MemcpyDtoH, "cuMemcpyDtoH_v2", "cuMemcpyDtoH");
-	LOAD(MemsetD8, "cuMemsetD8_v2", "cuMemsetD8");
-	LOAD(StreamCreate, NULL, "cuStreamCreate");
-	LOAD(StreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy");
-	LOAD(StreamSynchronize, NULL, "cuStreamSynchronize");
-	LOAD(EventCreate, NULL, "cuEventCreate");
-	LOAD(EventRecord, NULL, "cuEventRecord");
-	LOAD(EventSynchronize, NULL, "cuEventSynchronize");
-	LOAD(EventDestroy, "cuEventDestroy_v2", "cuEventDestroy");
-	LOAD(ModuleLoadData, NULL, "cuModuleLoadData");
-	LOAD(ModuleUnload, NULL, "cuModuleUnload");
-	LOAD(ModuleGetFunction, NULL, "cuModuleGetFunction");
-	LOAD(LaunchKernel, NULL, "cuLaunchKernel");
-	LOAD(GetErrorName, NULL, "cuGetErrorName");
+	if (!sl_cuda_api_load(&cu, why, sizeof(why)))
+		return fail(SLDATA_E_SYSTEM, "%s", why);
 	cu_loaded = 1;
 	return SLDATA_OK;
-bad:
-	dlclose(cu.lib);
-	memset(&cu, 0, sizeof(cu));
-	return rc;
 }
 
 static const char *cu_err(CUresult r)
 {
-	const char *name = NULL;
-	if (cu.GetErrorName == NULL || cu.GetErrorName(r, &name) != 0 || name == NULL)
-		return "CUDA_ERROR_UNKNOWN";
-	return name;
+	return sl_cuda_err(&cu, r);
 }
 
 #define CU(expr, ...)                                                                              \

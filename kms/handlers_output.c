@@ -19,14 +19,13 @@
 #include "seclaunch/json.h"
 #include "seclaunch/policy.h"
 
-#define SEALED_LEN (SL_KMS_DEK_LEN + crypto_box_SEALBYTES)
-
 struct outctx {
 	kmsd_ctx *ctx;
 	kmsd_output_req *req;
 	json_t *reasons;
 	sl_claims *claims;
 	const char *keys[KMSD_MAX_OUTPUTS]; /* the KEK of each output */
+	bool store_failed;                  /* the state store could not answer: 503 */
 };
 
 static void deny(struct outctx *o, enum kmsd_denial d, size_t i, const char *fmt, ...)
@@ -87,8 +86,14 @@ static void check_policy(struct outctx *o)
 			     i, e->key_id, key, e->output_id);
 			continue;
 		}
-		if (!kmsd_kek_exists(o->ctx->kek, key)) {
-			deny(o, KMSD_D_KEY_UNKNOWN, i, "outputs[%zu]: unknown key id '%s'", i, key);
+		char why[300];
+		int use = kmsd_kek_usable(o->ctx->kek, key, why, sizeof(why));
+		if (use == KMSD_KEY_STORE_DOWN) {
+			o->store_failed = true;
+			return;
+		}
+		if (use != KMSD_KEY_USABLE) {
+			deny(o, (enum kmsd_denial)use, i, "outputs[%zu]: %s", i, why);
 			continue;
 		}
 		o->keys[i] = key;
@@ -109,24 +114,15 @@ static void check_policy(struct outctx *o)
 /* A fresh DEK per output, wrapped and sealed; false when one fails. */
 static bool issue_keys(struct outctx *o, json_t *out)
 {
-	sl_secret *s = NULL;
 	bool ok = true;
-	if (sl_secret_new(SL_KMS_DEK_LEN, &s) != SL_OK) {
-		deny(o, KMSD_D_UNWRAP, 0, "out of secret memory");
-		return false;
-	}
-	uint8_t *dek = sl_secret_data(s);
 	for (size_t i = 0; i < o->req->noutputs && ok; i++) {
 		const kmsd_output_entry *e = &o->req->outputs[i];
-		uint8_t wrapped[SL_KMS_WRAPPED_DEK_LEN], sealed[SEALED_LEN];
+		uint8_t wrapped[SL_KMS_WRAPPED_DEK_LEN], sealed[KMSD_SEALED_LEN];
 		char *w64 = NULL, *s64 = NULL;
-		randombytes_buf(dek, SL_KMS_DEK_LEN);
-		sl_err rc = kmsd_kek_wrap(o->ctx->kek, o->keys[i], e->output_id, dek, wrapped);
-		if (rc == SL_OK)
-			rc = crypto_box_seal(sealed, dek, SL_KMS_DEK_LEN, o->req->att->eph_pub) == 0
-			         ? SL_OK
-			         : sl_err_set(SL_E_CRYPTO, "sealing to eph_pub failed");
-		sl_wipe(dek, SL_KMS_DEK_LEN);
+		/* a fresh DEK made, wrapped and sealed to eph_pub in the key process:
+		 * this network-facing process never holds it */
+		sl_err rc = kmsd_kek_new_sealed(o->ctx->kek, o->keys[i], e->output_id,
+		                                o->req->att->eph_pub, wrapped, sealed);
 		if (rc == SL_OK)
 			rc = sl_b64_encode(wrapped, sizeof(wrapped), &w64);
 		if (rc == SL_OK)
@@ -142,7 +138,6 @@ static bool issue_keys(struct outctx *o, json_t *out)
 		free(w64);
 		free(s64);
 	}
-	sl_secret_free(s);
 	return ok;
 }
 
@@ -187,9 +182,17 @@ void kmsd_handle_output(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 		kmsd_problem(res, 500, "internal", "Internal Server Error", "out of memory", NULL);
 		goto out;
 	}
-	kmsd_release_attest(ctx, o.req->att, o.reasons, o.claims, &verified);
-	if (json_array_size(o.reasons) == 0)
+	kmsd_release_attest(ctx, o.req->att, o.reasons, o.claims,
+	                    &(kmsd_attest_opts){.check_digest = true,
+	                                        .verified = &verified,
+	                                        .store_failed = &o.store_failed});
+	if (!o.store_failed && json_array_size(o.reasons) == 0)
 		check_policy(&o);
+	if (o.store_failed) {
+		/* nothing decided: no key, no refusal to record */
+		kmsd_store_failed(ctx, res, "output key");
+		goto out;
+	}
 	if (json_array_size(o.reasons) == 0 && issue_keys(&o, out)) {
 		if (!audit_output(&o, true, verified)) {
 			/* no record, no keys */

@@ -157,21 +157,14 @@ static void check_policy(struct rel *r)
 		const kmsd_key_entry *k = &r->req->keys[i];
 		sl_policy_request pr = {.dataset_id = k->dataset_id, .key_id = k->key_id};
 		sl_decision *d = NULL;
-		kmsd_key_row row = {0};
-		bool found = false;
-		if (kmsd_kek_state(r->ctx->kek, k->key_id, &row, &found) != SL_OK) {
+		char why[300];
+		int use = kmsd_kek_usable(r->ctx->kek, k->key_id, why, sizeof(why));
+		if (use == KMSD_KEY_STORE_DOWN) {
 			r->store_failed = true;
 			return;
 		}
-		if (!found) {
-			deny(r, KMSD_D_KEY_UNKNOWN, k, "keys[%zu]: unknown key id '%s'", i,
-			     k->key_id);
-			continue;
-		}
-		if (row.state != KMSD_KEY_ENABLED) {
-			deny(r, KMSD_D_KEY_DISABLED, k,
-			     "keys[%zu]: key '%s' is disabled (seclaunch key enable)", i,
-			     k->key_id);
+		if (use != KMSD_KEY_USABLE) {
+			deny(r, (enum kmsd_denial)use, k, "keys[%zu]: %s", i, why);
 			continue;
 		}
 		if (sl_policy_evaluate(r->ctx->policy, r->claims, &pr, &d) != SL_OK) {
@@ -375,11 +368,33 @@ static bool rate_limited(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *
 	return true;
 }
 
+/* The cheap checks first (nonce, policy digest): a request they refuse
+ * costs no verification. Then every evidence item and identity document
+ * against the request's binding; r->verified says whether that ran. */
+static void attest(struct rel *r, bool check_digest)
+{
+	uint8_t binding[SL_BINDING_LEN];
+	const uint8_t *want = sl_policy_digest(r->ctx->policy);
+	check_nonce(r);
+	if (check_digest && !sl_ct_eq(r->req->policy_digest, want, SL_SHA256_LEN)) {
+		char have[65], mine[65];
+		sl_hex_encode(r->req->policy_digest, SL_SHA256_LEN, have);
+		sl_hex_encode(want, SL_SHA256_LEN, mine);
+		deny(r, KMSD_D_POLICY_DIGEST, NULL,
+		     "policy_digest: request binds policy %s but this server enforces %s (policy "
+		     "version skew)",
+		     have, mine);
+	}
+	if (json_array_size(r->reasons) != 0 || r->store_failed)
+		return;
+	sl_binding_compute(r->req->nonce, r->req->eph_pub, r->req->policy_digest, binding);
+	check_evidence(r, binding);
+	r->verified = true;
+}
+
 void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
 	struct rel r = {.ctx = ctx, .source = req->source};
-	uint8_t binding[SL_BINDING_LEN];
-	const uint8_t *want = sl_policy_digest(ctx->policy);
 	json_t *out = NULL;
 	bool cheap = true;
 	if (rate_limited(ctx, req, res))
@@ -396,23 +411,8 @@ void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *
 		kmsd_problem(res, 500, "internal", "Internal Server Error", "out of memory", NULL);
 		goto out;
 	}
-	/* the cheap checks first: a request they refuse costs no verification */
-	check_nonce(&r);
-	if (!sl_ct_eq(r.req->policy_digest, want, SL_SHA256_LEN)) {
-		char have[65], mine[65];
-		sl_hex_encode(r.req->policy_digest, SL_SHA256_LEN, have);
-		sl_hex_encode(want, SL_SHA256_LEN, mine);
-		deny(&r, KMSD_D_POLICY_DIGEST, NULL,
-		     "policy_digest: request binds policy %s but this server enforces %s (policy "
-		     "version skew)",
-		     have, mine);
-	}
-	if (json_array_size(r.reasons) == 0 && !r.store_failed) {
-		cheap = false;
-		sl_binding_compute(r.req->nonce, r.req->eph_pub, r.req->policy_digest, binding);
-		check_evidence(&r, binding);
-		r.verified = true;
-	}
+	attest(&r, true);
+	cheap = !r.verified;
 	if (json_array_size(r.reasons) == 0 && !r.store_failed)
 		check_policy(&r);
 	if (json_array_size(r.reasons) == 0 && !r.store_failed && release_keys(&r, out)) {
@@ -453,26 +453,11 @@ out:
 }
 
 void kmsd_release_attest(kmsd_ctx *ctx, const kmsd_release_req *req, json_t *reasons,
-                         sl_claims *claims, bool *verified)
+                         sl_claims *claims, const kmsd_attest_opts *o)
 {
 	struct rel r = {
 	    .ctx = ctx, .req = (kmsd_release_req *)req, .reasons = reasons, .claims = claims};
-	uint8_t binding[SL_BINDING_LEN];
-	const uint8_t *want = sl_policy_digest(ctx->policy);
-	*verified = false;
-	check_nonce(&r);
-	if (!sl_ct_eq(req->policy_digest, want, SL_SHA256_LEN)) {
-		char have[65], mine[65];
-		sl_hex_encode(req->policy_digest, SL_SHA256_LEN, have);
-		sl_hex_encode(want, SL_SHA256_LEN, mine);
-		deny(&r, KMSD_D_POLICY_DIGEST, NULL,
-		     "policy_digest: request binds policy %s but this server enforces %s (policy "
-		     "version skew)",
-		     have, mine);
-	}
-	if (json_array_size(reasons) != 0)
-		return;
-	sl_binding_compute(req->nonce, req->eph_pub, req->policy_digest, binding);
-	check_evidence(&r, binding);
-	*verified = true;
+	attest(&r, o->check_digest);
+	*o->verified = r.verified;
+	*o->store_failed = r.store_failed;
 }

@@ -15,9 +15,7 @@
 #include <time.h>
 
 #include "kmsd.h"
-#include "store.h"
 #include "seclaunch/audit.h"
-#include "seclaunch/identity.h"
 #include "seclaunch/json.h"
 #include "seclaunch/policy.h"
 
@@ -26,9 +24,7 @@ struct ren {
 	kmsd_release_req *req;
 	json_t *reasons;
 	sl_claims *claims;
-	bool revoked, unknown;
 	bool store_failed; /* the state store could not answer: 503, no decision */
-	char name[2 * 66 + 1];
 	uint64_t ttl;
 };
 
@@ -54,94 +50,20 @@ json_t *kmsd_lease_json(uint64_t ttl_s)
 	                 (json_int_t)exp, "expires", when);
 }
 
-static bool enrolled(const uint8_t *name, size_t len, void *cbctx)
-{
-	struct ren *r = cbctx;
-	enum kmsd_ak_status st = KMSD_AK_UNKNOWN;
-	sl_err rc = kmsd_registry_lookup(r->ctx->registry, name, len, &st);
-	if (rc == SL_E_SYSTEM)
-		r->store_failed = true;
-	else if (rc != SL_OK)
-		kmsd_log(KMSD_LOG_ERR, "%s", sl_err_detail());
-	if (st == KMSD_AK_REVOKED) {
-		sl_hex_encode(name, len <= 66 ? len : 0, r->name);
-		r->revoked = true;
-		return false;
-	}
-	if (st != KMSD_AK_ENROLLED) {
-		r->unknown = true;
-		return false;
-	}
-	return true;
-}
-
-static void verify(struct ren *r)
-{
-	const kmsd_config *cfg = r->ctx->cfg;
-	uint8_t binding[SL_BINDING_LEN];
-	sl_binding_compute(r->req->nonce, r->req->eph_pub, r->req->policy_digest, binding);
-	for (size_t i = 0; i < json_array_size(r->req->evidence); i++) {
-		sl_claims *c = NULL;
-		sl_verify_opts vo = {.expect = binding,
-		                     .expect_len = SL_BINDING_LEN,
-		                     .trust_dir = cfg->ak_ca_dir,
-		                     .collateral_dir = cfg->collateral_dir,
-		                     .ak_enrolled = enrolled,
-		                     .ak_enrolled_ctx = r};
-		r->revoked = r->unknown = false;
-		kmsd_metrics_count(r->ctx->metrics, KMSD_C_EVIDENCE_VERIFIED);
-		sl_err rc = sl_claims_new(&c);
-		if (rc == SL_OK)
-			rc = sl_evidence_verify(json_array_get(r->req->evidence, i), &vo, c);
-		if (rc == SL_OK)
-			rc = sl_claims_merge(r->claims, c);
-		if (rc != SL_OK && r->revoked)
-			deny(r, KMSD_D_AK_REVOKED,
-			     "evidence[%zu]: AK %s was revoked by an administrator", i, r->name);
-		else if (rc != SL_OK)
-			deny(r,
-			     r->unknown                  ? KMSD_D_AK_UNKNOWN
-			     : rc == SL_E_ATTEST_BINDING ? KMSD_D_BINDING
-			                                 : KMSD_D_EVIDENCE,
-			     "evidence[%zu]: %s", i,
-			     sl_err_detail()[0] ? sl_err_detail() : sl_err_message(rc));
-		sl_claims_free(c);
-	}
-	if (json_array_size(r->reasons) == 0 &&
-	    sl_claims_set(r->claims, "binding", "verified") != SL_OK)
-		deny(r, KMSD_D_EVIDENCE, "claims: %s", sl_err_detail());
-	for (size_t i = 0; i < json_array_size(r->req->identity); i++) {
-		sl_identity_opts io = {.gcp_jwks = cfg->gcp_jwks,
-		                       .aws_trust_dir = cfg->aws_trust_dir,
-		                       .binding = binding,
-		                       .binding_len = SL_BINDING_LEN};
-		if (sl_identity_verify(json_array_get(r->req->identity, i), &io, r->claims) !=
-		    SL_OK)
-			deny(r, KMSD_D_IDENTITY, "identity[%zu]: %s", i, sl_err_detail());
-	}
-}
-
 static void judge(struct ren *r)
 {
 	for (size_t i = 0; i < r->req->nkeys; i++) {
 		const kmsd_key_entry *k = &r->req->keys[i];
 		sl_policy_request pr = {.dataset_id = k->dataset_id, .key_id = k->key_id};
 		sl_decision *d = NULL;
-		kmsd_key_row row = {0};
-		bool found = false;
-		if (kmsd_kek_state(r->ctx->kek, k->key_id, &row, &found) != SL_OK) {
+		char why[300];
+		int use = kmsd_kek_usable(r->ctx->kek, k->key_id, why, sizeof(why));
+		if (use == KMSD_KEY_STORE_DOWN) {
 			r->store_failed = true;
 			return;
 		}
-		if (!found) {
-			deny(r, KMSD_D_KEY_UNKNOWN, "keys[%zu]: key '%s' no longer exists", i,
-			     k->key_id);
-			continue;
-		}
-		if (row.state != KMSD_KEY_ENABLED) {
-			deny(r, KMSD_D_KEY_DISABLED,
-			     "keys[%zu]: key '%s' is disabled (seclaunch key enable)", i,
-			     k->key_id);
+		if (use != KMSD_KEY_USABLE) {
+			deny(r, (enum kmsd_denial)use, "keys[%zu]: %s", i, why);
 			continue;
 		}
 		if (sl_policy_evaluate(r->ctx->policy, r->claims, &pr, &d) != SL_OK) {
@@ -173,25 +95,13 @@ void kmsd_handle_renew(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *re
 		kmsd_problem(res, 500, "internal", "Internal Server Error", "out of memory", NULL);
 		goto out;
 	}
-	switch (kmsd_nonces_consume(ctx->nonces, r.req->nonce)) {
-	case KMSD_NONCE_OK:
-		break;
-	case KMSD_NONCE_FAILED:
-		r.store_failed = true;
-		break;
-	case KMSD_NONCE_USED:
-		deny(&r, KMSD_D_NONCE_USED,
-		     "nonce: already presented once (nonces are single-use)");
-		break;
-	case KMSD_NONCE_EXPIRED:
-		deny(&r, KMSD_D_NONCE_EXPIRED, "nonce: expired");
-		break;
-	case KMSD_NONCE_UNKNOWN:
-		deny(&r, KMSD_D_NONCE_UNKNOWN, "nonce: not issued by this server");
-		break;
-	}
-	if (!r.store_failed && json_array_size(r.reasons) == 0)
-		verify(&r);
+	/* the attestation of a release, but judged by the policy in force now:
+	 * policy_digest only enters the binding */
+	bool verified = false;
+	kmsd_release_attest(ctx, r.req, r.reasons, r.claims,
+	                    &(kmsd_attest_opts){.check_digest = false,
+	                                        .verified = &verified,
+	                                        .store_failed = &r.store_failed});
 	if (!r.store_failed && json_array_size(r.reasons) == 0)
 		judge(&r);
 	if (r.store_failed) {

@@ -147,6 +147,23 @@ bool kmsd_kek_exists(kmsd_kek *k, const char *id)
 	return kmsd_store_key_get(k->st, id, &row, &found) == SL_OK && found;
 }
 
+int kmsd_kek_usable(kmsd_kek *k, const char *id, char *why, size_t why_n)
+{
+	kmsd_key_row row = {0};
+	bool found = false;
+	if (kmsd_store_key_get(k->st, id, &row, &found) != SL_OK)
+		return KMSD_KEY_STORE_DOWN;
+	if (!found) {
+		snprintf(why, why_n, "unknown key id '%s'", id);
+		return KMSD_D_KEY_UNKNOWN;
+	}
+	if (row.state != KMSD_KEY_ENABLED) {
+		snprintf(why, why_n, "key '%s' is disabled (seclaunch key enable)", id);
+		return KMSD_D_KEY_DISABLED;
+	}
+	return KMSD_KEY_USABLE;
+}
+
 size_t kmsd_kek_count(kmsd_kek *k)
 {
 	size_t n = 0;

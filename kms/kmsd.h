@@ -121,6 +121,12 @@ void kmsd_kek_close(kmsd_kek *k);
 /* SL_E_EXISTS when the id is taken. */
 SL_MUST_USE sl_err kmsd_kek_create(kmsd_kek *k, const char *id);
 bool kmsd_kek_exists(kmsd_kek *k, const char *id);
+/* Whether key id may be used for a decision now: the denial it earns
+ * (KMSD_D_KEY_UNKNOWN, KMSD_D_KEY_DISABLED) with *why, KMSD_KEY_USABLE, or
+ * KMSD_KEY_STORE_DOWN when the state store could not answer. */
+#define KMSD_KEY_USABLE (-1)
+#define KMSD_KEY_STORE_DOWN (-2)
+int kmsd_kek_usable(kmsd_kek *k, const char *id, char *why, size_t why_n);
 /* The key's row in the store (state, current version). */
 SL_MUST_USE sl_err kmsd_kek_state(kmsd_kek *k, const char *id, struct kmsd_key_row *row,
                                   bool *found);
@@ -504,13 +510,20 @@ bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force);
 void kmsd_handle_challenge(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_output(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+typedef struct kmsd_attest_opts {
+	bool check_digest;  /* refuse a policy_digest other than the one in force
+	                     * (a release: version skew); false for a renewal,
+	                     * judged by the policy in force now */
+	bool *verified;     /* out: the evidence was looked at */
+	bool *store_failed; /* out: the state store could not answer (503) */
+} kmsd_attest_opts;
 /* The attestation checks of a release, for the other attested operations
  * (handlers_output.c): nonce (consumed), policy digest, then (only when both
  * pass) every evidence item and identity document against the binding.
  * Reasons are appended to reasons as a release words them; claims are
  * filled; *verified says whether evidence was looked at. */
 void kmsd_release_attest(kmsd_ctx *ctx, const kmsd_release_req *req, json_t *reasons,
-                         sl_claims *claims, bool *verified);
+                         sl_claims *claims, const kmsd_attest_opts *o);
 void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 /* POST /v1/enroll/tokens {"ttl_s"?} (admin): a single-use enrollment token. */

@@ -232,23 +232,8 @@ sl_err sl_out_check(struct sl_out_cfg *c)
 void sl_out_audit(struct sl_run_st *s, const char *event, const char *ds, const char *key,
                   const char *decision, json_t *reasons, json_t *details)
 {
-	if (s->audit != NULL) {
-		sl_audit_record rec = {
-		    .event = event,
-		    .job_id = s->job_id,
-		    .dataset_id = ds,
-		    .key_id = key,
-		    .policy_digest = s->policy != NULL ? sl_policy_digest_hex(s->policy) : NULL,
-		    .decision = decision,
-		    .reasons = reasons,
-		    .claims_digest = s->claims_digest[0] != '\0' ? s->claims_digest : NULL,
-		    .details = details,
-		};
-		if (sl_audit_append(s->audit, &rec) != SL_OK)
-			fprintf(stderr, "seclaunch run: warning: audit log: %s\n", sl_err_detail());
-	}
-	json_decref(reasons);
-	json_decref(details);
+	if (sl_run_record(s, event, ds, key, decision, reasons, details) != SL_OK)
+		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
 }
 
 /* A new challenge, ephemeral key and bound evidence: every attested call

@@ -46,9 +46,8 @@ void sl_run_say(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-/* Appends one record; reasons and details are consumed (json_decref). */
-static SL_RESULT record(struct sl_run_st *s, const char *event, const char *ds, const char *key,
-                        const char *decision, json_t *reasons, json_t *details)
+sl_err sl_run_record(struct sl_run_st *s, const char *event, const char *ds, const char *key,
+                     const char *decision, json_t *reasons, json_t *details)
 {
 	sl_err rc = SL_OK;
 	if (s->audit != NULL) {
@@ -118,7 +117,7 @@ static SL_RESULT step_audit_open(struct sl_run_st *s)
 	                                                : "auto",
 	                  "user", s->o->user);
 	files = NULL;
-	SL_GUARD(record(s, SL_AUDIT_EV_RUN_START, NULL, NULL, NULL, NULL, argv0));
+	SL_GUARD(sl_run_record(s, SL_AUDIT_EV_RUN_START, NULL, NULL, NULL, NULL, argv0));
 	argv0 = NULL;
 	rc = SL_OK;
 out:
@@ -301,8 +300,8 @@ static SL_RESULT step_preflight(struct sl_run_st *s)
 		SL_GUARD(sl_decision_reasons_json(d, &reasons));
 		details = json_pack("{s:s, s:s}", "gpu", s->gpu.reason[0] ? s->gpu.reason : "none",
 		                    "gpu_cc", s->gpu.cc);
-		SL_GUARD(record(s, SL_AUDIT_EV_RUN_PREFLIGHT, ds, key,
-		                ok ? SL_AUDIT_ALLOW : SL_AUDIT_DENY, reasons, details));
+		SL_GUARD(sl_run_record(s, SL_AUDIT_EV_RUN_PREFLIGHT, ds, key,
+		                       ok ? SL_AUDIT_ALLOW : SL_AUDIT_DENY, reasons, details));
 		reasons = details = NULL;
 		if (!ok) {
 			fprintf(stderr,
@@ -344,8 +343,8 @@ static SL_RESULT explain_refusal(struct sl_run_st *s)
 		fprintf(stderr, "  - [%s] %s\n", c != NULL ? c : "?", d != NULL ? d : "?");
 	}
 	s->explained = true;
-	sl_err a = record(s, SL_AUDIT_EV_RUN_RELEASE, NULL, NULL, SL_AUDIT_DENY,
-	                  reasons != NULL ? json_deep_copy(reasons) : NULL, NULL);
+	sl_err a = sl_run_record(s, SL_AUDIT_EV_RUN_RELEASE, NULL, NULL, SL_AUDIT_DENY,
+	                         reasons != NULL ? json_deep_copy(reasons) : NULL, NULL);
 	(void)a;
 	return sl_err_set(
 	    code, "%s%s",
@@ -391,8 +390,8 @@ static SL_RESULT step_release(struct sl_run_st *s)
 	if ((rc == SL_E_POLICY_DENIED || rc == SL_E_ATTEST) && sl_kms_last_problem(s->kms) != NULL)
 		rc = explain_refusal(s);
 	SL_GUARD(rc);
-	SL_GUARD(record(s, SL_AUDIT_EV_RUN_RELEASE, NULL, NULL, SL_AUDIT_ALLOW, NULL,
-	                json_pack("{s:i}", "keys", (int)s->n)));
+	SL_GUARD(sl_run_record(s, SL_AUDIT_EV_RUN_RELEASE, NULL, NULL, SL_AUDIT_ALLOW, NULL,
+	                       json_pack("{s:i}", "keys", (int)s->n)));
 	sl_run_say("KMS released %zu key%s (sealed to this run's ephemeral key)", s->n,
 	           s->n == 1 ? "" : "s");
 	rc = SL_OK;
@@ -423,12 +422,12 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 			SL_GUARD(rc);
 			sl_stream_stats st;
 			sl_stream_stats_get(s->stream[i], &st);
-			SL_GUARD(
-			    record(s, SL_AUDIT_EV_RUN_STAGE, ds_id(s, i), ds_key(s, i), NULL, NULL,
-			           json_pack("{s:s, s:I, s:s, s:I, s:I}", "method", "stream",
-			                     "size", (json_int_t)ds_size(s, i), "root", s->root[i],
-			                     "shards", (json_int_t)sl_sldm_shard_count(s->man[i]),
-			                     "window", (json_int_t)st.window)));
+			SL_GUARD(sl_run_record(
+			    s, SL_AUDIT_EV_RUN_STAGE, ds_id(s, i), ds_key(s, i), NULL, NULL,
+			    json_pack("{s:s, s:I, s:s, s:I, s:I}", "method", "stream", "size",
+			              (json_int_t)ds_size(s, i), "root", s->root[i], "shards",
+			              (json_int_t)sl_sldm_shard_count(s->man[i]), "window",
+			              (json_int_t)st.window)));
 			sl_run_say(
 			    "streaming %s: %llu bytes in %u shards through a %llu-byte window",
 			    ds_id(s, i), (unsigned long long)ds_size(s, i),
@@ -462,7 +461,7 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 			s->partial = ds_id(s, i);
 		SL_GUARD(rc);
 		const char *ds = ds_id(s, i);
-		SL_GUARD(record(
+		SL_GUARD(sl_run_record(
 		    s, SL_AUDIT_EV_RUN_STAGE, ds, ds_key(s, i), NULL, NULL,
 		    json_pack(
 		        "{s:s, s:I, s:s, s:I, s:s}", "method", sl_stage_method(s->stage[i]), "size",
@@ -508,9 +507,9 @@ static json_t *files_json(const sl_sldm *m)
 static void data_refused(void *ctx, pid_t pid, uid_t uid, const char *why)
 {
 	struct sl_run_st *s = ctx;
-	sl_err rc = record(s, SL_AUDIT_EV_RUN_DATA_REFUSED, NULL, NULL, SL_AUDIT_DENY,
-	                   json_pack("[s]", why),
-	                   json_pack("{s:i, s:i}", "pid", (int)pid, "uid", (int)uid));
+	sl_err rc = sl_run_record(s, SL_AUDIT_EV_RUN_DATA_REFUSED, NULL, NULL, SL_AUDIT_DENY,
+	                          json_pack("[s]", why),
+	                          json_pack("{s:i, s:i}", "pid", (int)pid, "uid", (int)uid));
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
 }
@@ -590,8 +589,9 @@ out:
 static void job_started(pid_t pid, void *ctx)
 {
 	struct sl_run_st *s = ctx;
-	sl_err rc = record(s, SL_AUDIT_EV_RUN_JOB_START, NULL, NULL, NULL, NULL,
-	                   json_pack("{s:i, s:s}", "pid", (int)pid, "command", s->o->cmd[0]));
+	sl_err rc =
+	    sl_run_record(s, SL_AUDIT_EV_RUN_JOB_START, NULL, NULL, NULL, NULL,
+	                  json_pack("{s:i, s:s}", "pid", (int)pid, "command", s->o->cmd[0]));
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
 	sl_run_lease_start(s);
@@ -655,14 +655,14 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code)
 	SL_GUARD(rc);
 	sl_out_job_exited(s, &res);
 	*exit_code = res.exit_code;
-	SL_GUARD(
-	    record(s, SL_AUDIT_EV_RUN_JOB_EXIT, NULL, NULL, NULL, NULL,
-	           json_pack("{s:i, s:i, s:i, s:b, s:b, s:b, s:i, s:s, s:i, s:s?}", "pid",
-	                     (int)res.pid, "exit_code", res.exit_code, "signal",
-	                     res.signaled ? res.signo : 0, "timed_out", res.timed_out, "killed",
-	                     res.killed, "escalated", res.escalated, "forwarded_signal",
-	                     res.forwarded, "containment", res.containment, "leftover_killed",
-	                     (int)res.leftover, "user", s->user.set ? s->user.name : NULL)));
+	SL_GUARD(sl_run_record(s, SL_AUDIT_EV_RUN_JOB_EXIT, NULL, NULL, NULL, NULL,
+	                       json_pack("{s:i, s:i, s:i, s:b, s:b, s:b, s:i, s:s, s:i, s:s?}",
+	                                 "pid", (int)res.pid, "exit_code", res.exit_code, "signal",
+	                                 res.signaled ? res.signo : 0, "timed_out", res.timed_out,
+	                                 "killed", res.killed, "escalated", res.escalated,
+	                                 "forwarded_signal", res.forwarded, "containment",
+	                                 res.containment, "leftover_killed", (int)res.leftover,
+	                                 "user", s->user.set ? s->user.name : NULL)));
 	if (res.leftover > 0)
 		sl_run_say("killed %u process%s the job left running (%s containment)",
 		           res.leftover, res.leftover == 1 ? "" : "es", res.containment);
@@ -727,11 +727,11 @@ static SL_RESULT wipe_all(struct sl_run_st *s, const char *why)
 	bool eph = s->eph_sk != NULL;
 	sl_secret_free(s->eph_sk);
 	s->eph_sk = NULL;
-	return record(s, SL_AUDIT_EV_RUN_WIPE, NULL, NULL, all ? SL_AUDIT_ALLOW : SL_AUDIT_ERROR,
-	              NULL,
-	              json_pack("{s:s, s:o, s:s?, s:i, s:b, s:b}", "after", why, "staged", list,
-	                        "partly_staged_wiped", s->partial, "deks_wiped_unused", (int)deks,
-	                        "ephemeral_key_wiped_now", eph, "all_zeroed", all));
+	return sl_run_record(
+	    s, SL_AUDIT_EV_RUN_WIPE, NULL, NULL, all ? SL_AUDIT_ALLOW : SL_AUDIT_ERROR, NULL,
+	    json_pack("{s:s, s:o, s:s?, s:i, s:b, s:b}", "after", why, "staged", list,
+	              "partly_staged_wiped", s->partial, "deks_wiped_unused", (int)deks,
+	              "ephemeral_key_wiped_now", eph, "all_zeroed", all));
 }
 
 static void cleanup(struct sl_run_st *s)
@@ -803,10 +803,10 @@ int sl_run_execute(struct sl_run *o)
 		if (se != SL_OK) {
 			fprintf(stderr, "seclaunch run: streaming %s failed while the job ran\n",
 			        ds_id(&s, i));
-			sl_err a = record(&s, SL_AUDIT_EV_RUN_ERROR, ds_id(&s, i), NULL,
-			                  SL_AUDIT_ERROR, NULL,
-			                  json_pack("{s:s, s:s, s:i}", "step", "stream", "error",
-			                            sl_err_name(se), "job_exit_code", job_code));
+			sl_err a = sl_run_record(
+			    &s, SL_AUDIT_EV_RUN_ERROR, ds_id(&s, i), NULL, SL_AUDIT_ERROR, NULL,
+			    json_pack("{s:s, s:s, s:i}", "step", "stream", "error", sl_err_name(se),
+			              "job_exit_code", job_code));
 			(void)a;
 			if (job_code == 0)
 				job_code = sl_err_exit_code(se);
@@ -834,7 +834,8 @@ failed:
 		           : s.cmd_status > 0 ? s.cmd_status
 		                              : sl_err_exit_code(rc);
 		/* the record of the failure, then the wipe: both before exit */
-		sl_err a = record(&s, SL_AUDIT_EV_RUN_ERROR, NULL, NULL, SL_AUDIT_ERROR, NULL,
+		sl_err a =
+		    sl_run_record(&s, SL_AUDIT_EV_RUN_ERROR, NULL, NULL, SL_AUDIT_ERROR, NULL,
 		                  json_pack("{s:s, s:s, s:s, s:i}", "step", s.step, "error",
 		                            sl_err_name(rc), "message", detail, "exit_code", code));
 		sl_out_abort(&s);

@@ -106,6 +106,11 @@ void sl_run_lease_free(struct sl_run_st *s);
 #define SL_RUN_LEASE_GRACE_DEFAULT 2
 
 void sl_run_say(const char *fmt, ...) SL_PRINTF(1, 2);
+/* Appends one record to the run's audit log (none: nothing); reasons and
+ * details are consumed (json_decref). */
+SL_MUST_USE sl_err sl_run_record(struct sl_run_st *s, const char *event, const char *ds,
+                                 const char *key, const char *decision, json_t *reasons,
+                                 json_t *details);
 SL_MUST_USE sl_err sl_run_step_gpu(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_challenge(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_evidence(struct sl_run_st *s);

@@ -1,7 +1,6 @@
 /* GPU staging through the CUDA driver API, loaded with dlopen("libcuda.so.1")
- * at run time: seclaunch has no build-time CUDA dependency, so the few types
- * and entry points used are declared here. NVML (libnvidia-ml.so.1) is asked
- * about confidential-computing mode the same way.
+ * at run time (seclaunch/cuda_api.h: no build-time CUDA dependency). NVML (libnvidia-ml.so.1) is
+ * asked about confidential-computing mode the same way.
  *
  * Pipeline: the decryptor's in-order sink hands over chunk k; it is copied
  * into one of a few pinned host buffers and sent to the device buffer with an
@@ -16,117 +15,26 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "seclaunch/cuda_api.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/sld.h"
 #include "seclaunch/util.h"
 #include "stage_int.h"
 
-/* ---- the CUDA driver API subset (cuda.h, declared by hand) ------------- */
-typedef int CUresult; /* CUDA_SUCCESS = 0 */
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUstream_st *CUstream;
-typedef struct CUevent_st *CUevent;
-typedef struct {
-	char reserved[64];
-} CUipcMemHandle;
-#define CU_STREAM_NON_BLOCKING 0x1
-#define CU_EVENT_DISABLE_TIMING 0x2
-
-struct cuda_api {
-	void *lib;
-	CUresult (*Init)(unsigned);
-	CUresult (*DeviceGetCount)(int *);
-	CUresult (*DeviceGet)(CUdevice *, int);
-	CUresult (*DeviceGetName)(char *, int, CUdevice);
-	CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
-	CUresult (*PrimaryCtxRelease)(CUdevice);
-	CUresult (*CtxSetCurrent)(CUcontext);
-	CUresult (*CtxSynchronize)(void);
-	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
-	CUresult (*MemFree)(CUdeviceptr);
-	CUresult (*MemHostAlloc)(void **, size_t, unsigned);
-	CUresult (*MemFreeHost)(void *);
-	CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
-	CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
-	CUresult (*StreamCreate)(CUstream *, unsigned);
-	CUresult (*StreamDestroy)(CUstream);
-	CUresult (*StreamSynchronize)(CUstream);
-	CUresult (*EventCreate)(CUevent *, unsigned);
-	CUresult (*EventRecord)(CUevent, CUstream);
-	CUresult (*EventSynchronize)(CUevent);
-	CUresult (*EventDestroy)(CUevent);
-	CUresult (*IpcGetMemHandle)(CUipcMemHandle *, CUdeviceptr);
-	CUresult (*GetErrorName)(CUresult, const char **);
-};
-
-static struct cuda_api cu;
+/* ---- the CUDA driver API (seclaunch/cuda_api.h) -------------------------- */
+static struct sl_cuda_api cu;
 static bool cu_loaded;
-
-/* Loads one symbol, trying the versioned name first (the driver keeps both). */
-static void *sym(void *lib, const char *v2, const char *v1)
-{
-	void *p = v2 != NULL ? dlsym(lib, v2) : NULL;
-	return p != NULL ? p : dlsym(lib, v1);
-}
-
-#define LOAD(field, v2, v1)                                                                        \
-	do {                                                                                       \
-		*(void **)(&cu.field) = sym(cu.lib, v2, v1);                                       \
-		if (cu.field == NULL) {                                                            \
-			snprintf(why, whylen, "libcuda.so.1 lacks %s", v1);                        \
-			goto fail;                                                                 \
-		}                                                                                  \
-	} while (0)
 
 static bool cuda_load(char *why, size_t whylen)
 {
-	if (cu_loaded)
-		return true;
-	const char *lib = getenv("SECLAUNCH_LIBCUDA"); /* tests: a path to try instead */
-	cu.lib = dlopen(lib != NULL ? lib : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (cu.lib == NULL) {
-		snprintf(why, whylen, "no CUDA driver: dlopen(libcuda.so.1) failed: %s", dlerror());
-		return false;
-	}
-	LOAD(Init, NULL, "cuInit");
-	LOAD(DeviceGetCount, NULL, "cuDeviceGetCount");
-	LOAD(DeviceGet, NULL, "cuDeviceGet");
-	LOAD(DeviceGetName, NULL, "cuDeviceGetName");
-	LOAD(PrimaryCtxRetain, NULL, "cuDevicePrimaryCtxRetain");
-	LOAD(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease");
-	LOAD(CtxSetCurrent, NULL, "cuCtxSetCurrent");
-	LOAD(CtxSynchronize, NULL, "cuCtxSynchronize");
-	LOAD(MemAlloc, "cuMemAlloc_v2", "cuMemAlloc");
-	LOAD(MemFree, "cuMemFree_v2", "cuMemFree");
-	LOAD(MemHostAlloc, NULL, "cuMemHostAlloc");
-	LOAD(MemFreeHost, NULL, "cuMemFreeHost");
-	LOAD(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", "cuMemcpyHtoDAsync");
-	LOAD(MemsetD8, "cuMemsetD8_v2", "cuMemsetD8");
-	LOAD(StreamCreate, NULL, "cuStreamCreate");
-	LOAD(StreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy");
-	LOAD(StreamSynchronize, NULL, "cuStreamSynchronize");
-	LOAD(EventCreate, NULL, "cuEventCreate");
-	LOAD(EventRecord, NULL, "cuEventRecord");
-	LOAD(EventSynchronize, NULL, "cuEventSynchronize");
-	LOAD(EventDestroy, "cuEventDestroy_v2", "cuEventDestroy");
-	LOAD(IpcGetMemHandle, NULL, "cuIpcGetMemHandle");
-	LOAD(GetErrorName, NULL, "cuGetErrorName");
-	cu_loaded = true;
-	return true;
-fail:
-	dlclose(cu.lib);
-	memset(&cu, 0, sizeof(cu));
-	return false;
+	if (!cu_loaded)
+		cu_loaded = sl_cuda_api_load(&cu, why, whylen);
+	return cu_loaded;
 }
 
 static const char *cu_err(CUresult r)
 {
-	const char *name = NULL;
-	if (cu.GetErrorName == NULL || cu.GetErrorName(r, &name) != 0 || name == NULL)
-		return "CUDA_ERROR_UNKNOWN";
-	return name;
+	return sl_cuda_err(&cu, r);
 }
 
 #define CU_GUARD(expr, ...)                                                                        \
@@ -163,7 +71,7 @@ static void nvml_probe(sl_gpu_info *info)
 		         dlerror());
 		return;
 	}
-	*(void **)(&init) = sym(lib, "nvmlInit_v2", "nvmlInit");
+	*(void **)(&init) = sl_cuda_sym_(lib, "nvmlInit_v2", "nvmlInit");
 	*(void **)(&shutdown) = dlsym(lib, "nvmlShutdown");
 	*(void **)(&state) = dlsym(lib, "nvmlSystemGetConfComputeState");
 	*(void **)(&settings) = dlsym(lib, "nvmlSystemGetConfComputeSettings");
@@ -262,7 +170,7 @@ sl_err sl_gpu_set_ready(sl_gpu_info *info)
 	bool inited = false;
 
 	SL_ENSURE(lib != NULL, SL_E_GPU, "setting the GPU ready: NVML unavailable: %s", dlerror());
-	*(void **)(&init) = sym(lib, "nvmlInit_v2", "nvmlInit");
+	*(void **)(&init) = sl_cuda_sym_(lib, "nvmlInit_v2", "nvmlInit");
 	*(void **)(&shutdown) = dlsym(lib, "nvmlShutdown");
 	*(void **)(&set) = dlsym(lib, "nvmlSystemSetConfComputeGpusReadyState");
 	SL_ENSURE(init != NULL && set != NULL, SL_E_GPU,

@@ -37,40 +37,8 @@ done | head -n1)
 assert "the key process runs as a child (seclaunchd-kek)" test -n "$KPID"
 "$SL" inspect a.sld >hdr.json
 
-cat >scan.py <<'EOP'
-import base64, json, re, sqlite3, struct, sys
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-state, hdr, pid, what = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-master = open(f"{state}/master.key", "rb").read()
-w = sqlite3.connect(f"{state}/state.db").execute(
-    "select wrapped from kek_versions where key_id='k' and version=1").fetchone()[0]
-kek = AESGCM(master).decrypt(w[:12], w[12:], b"seclaunch-kek-v1" + bytes([1]) + b"k" + struct.pack(">I", 1))
-h = json.load(open(hdr))
-wd = base64.b64decode(h["key"]["wrapped_dek"])
-ds = h["dataset_id"].encode()
-aad = struct.pack(">H", 1) + b"k" + struct.pack(">H", len(ds)) + ds
-dek = AESGCM(kek).decrypt(wd[1:13], wd[13:], aad)
-found = {"kek": 0, "dek": 0, "master": 0}
-with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
-    for line in maps:
-        m = re.match(r"([0-9a-f]+)-([0-9a-f]+) (\S+)", line)
-        lo, hi, perm = int(m.group(1), 16), int(m.group(2), 16), m.group(3)
-        if perm[0] != "r" or "[vvar]" in line or "[vsyscall]" in line:
-            continue
-        try:
-            mem.seek(lo)
-            buf = mem.read(hi - lo)
-        except OSError:
-            continue
-        for name, val in (("kek", kek), ("dek", dek), ("master", master)):
-            found[name] += buf.count(val)
-print(json.dumps(found))
-if what == "none":
-    sys.exit(0 if found == {"kek": 0, "dek": 0, "master": 0} else 1)
-sys.exit(0 if found["kek"] > 0 and found["master"] > 0 else 1)
-EOP
-check "network process: no KEK, no DEK, no master key in its memory" 0 python3 scan.py "$S" hdr.json "$KMS_PID" none
+check "network process: no KEK, no DEK, no master key in its memory" 0 python3 "$SL_ROOT/tests/integration/kms_memscan.py" "$S" hdr.json "$KMS_PID" none
 cat "$T/out"
-check "key process: the scan finds its KEK and master key (the scan works)" 0 python3 scan.py "$S" hdr.json "$KPID" some
+check "key process: the scan finds its KEK and master key (the scan works)" 0 python3 "$SL_ROOT/tests/integration/kms_memscan.py" "$S" hdr.json "$KPID" some
 cat "$T/out"
 finish

@@ -142,7 +142,7 @@ cat >"$T/policy.json" <<EOF
   "version": 1,
   "description": "run_outputs test policy (development: unverified regions)",
   "allow_unverified_region": true,
-  "keys": {"in-key": ["in-data"], "ckpt-key": ["model:*", "big:*"], "ghost-key": ["ghost:*"]},
+  "keys": {"in-key": ["in-data"], "ckpt-key": ["model:*", "big:*"], "ghost-key": ["ghost:*"], "off-key": ["off:*"]},
   "datasets": [
     {"id": "in-data", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
      "output_destinations": [$DESTS]},
@@ -151,6 +151,8 @@ cat >"$T/policy.json" <<EOF
     {"id": "big:*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
      "output_destinations": [$DESTS]},
     {"id": "ghost:*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
+     "output_destinations": [$DESTS]},
+    {"id": "off:*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
      "output_destinations": [$DESTS]}
   ]
 }
@@ -165,6 +167,8 @@ check "enroll TPM A" 0 "$SL" enroll "${KMSA[@]}" --tcti "$TCTI_A"
 check "enroll TPM B" 0 "$SL" enroll "${KMSA[@]}" --tcti "$TCTI_B"
 check "create the input key" 0 "$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id in-key
 check "create the checkpoint key" 0 "$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ckpt-key
+check "create a key that is then disabled" 0 "$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id off-key
+check "disable it" 0 "$SL" key disable "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id off-key
 head -c 4096 /dev/urandom >"$T/in.bin"
 check "encrypt the input" 0 "$SL" encrypt "${KMSA[@]}" --key-id in-key --admin-token-file "$KMS_TOKEN" \
 	--dataset-id in-data -q "$T/in.bin" -o "$T/in.sld"
@@ -266,6 +270,11 @@ assert "KMS refusal: nothing written at the destination" test ! -e "$T/dest_ghos
 assert "KMS refusal: seclaunchd audited the denial with the destination" \
 	grep -q "\"event\":\"kms.output\".*\"decision\":\"deny\".*file://$T/dest_ghost/" "$KMS_STATE/audit.log"
 assert "KMS refusal: the run audited it" ev_has run.output.key '"decision":"deny"'
+check_err "a disabled key gives no output key: exit 4, key_disabled shown" 4 "key_disabled" \
+	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "off=$T/dest_off" "$T/in.sld" -- \
+	"$PY" -c "open('$T/off.started', 'w')"
+assert "disabled key: the job never started, nothing written" \
+	test ! -e "$T/off.started" -a ! -e "$T/dest_off"
 
 # ---- an uninterrupted run ---------------------------------------------------
 check "uninterrupted run: 40 steps, a checkpoint every 10" 0 \
@@ -275,6 +284,15 @@ assert "four checkpoints and the final seal: LATEST is 5" grep -qx 5 "$T/dest_fu
 assert "each checkpoint is a sharded dataset" test -f "$T/dest_full/ckpt-00000003/manifest.sldm"
 assert "the KMS audited the output key with its destination" \
 	grep -q "\"event\":\"kms.output\".*file://$T/dest_full/" "$KMS_STATE/audit.log"
+# privilege separation: the output keys were made and sealed in the key
+# process; seclaunchd's network process never held one
+if [ "$(id -u)" -eq 0 ] && python3 -c 'import cryptography' 2>/dev/null; then
+	"$SL" inspect "$T/dest_full/ckpt-00000003" >"$T/ckpt3.json"
+	check "no output DEK (nor KEK, nor master key) in seclaunchd's network process" 0 \
+		python3 "$SL_ROOT/tests/integration/kms_memscan.py" "$KMS_STATE" "$T/ckpt3.json" "$KMS_PID" none
+else
+	skip "memory scan of seclaunchd (needs root and python3-cryptography)"
+fi
 check "read the final weights back (resume)" 0 \
 	"$SL" run "${RUN[@]}" --tcti "$TCTI_B" --resume "model=$T/dest_full" --output "model=$T/dest_full" -- \
 	"$PY" "$T/digest.py" "$T/hash_full"
