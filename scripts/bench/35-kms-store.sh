@@ -147,8 +147,11 @@ EOP
 }
 
 # load N PROCS: PROCS probe processes (one connection each, like as many
-# launchers), alternately on replica A and B, N releases in all; each
-# prepares its quotes, then all start together.
+# launchers), alternately on replica A and B, N releases in all; they
+# prepare their quotes one process after the other (one software TPM
+# serves one client at a time: 64 processes quoting at once starve each
+# other), then all start together. Every challenge must still be live when
+# its release is sent: the preparation of all N must fit challenge_ttl_s.
 load() {
 	local n=$1 p=$2 j u ca
 	rm -f "$T/go" l*.out l*.err
@@ -156,10 +159,9 @@ load() {
 		if ((j % 2 == 0)); then u=$URL_A ca=$CA_A; else u=$URL_B ca=$CA_B; fi
 		KMS_PROBE_GO=$T/go "$PROBE" "$u" "$ca" burst $((n / p)) 1 keys.txt >"l$j.out" 2>"l$j.err" &
 		eval "LP$j=\$!"
+		while ! grep -q prepared "l$j.err" 2>/dev/null && eval "kill -0 \$LP$j" 2>/dev/null; do sleep 0.05; done
 	done
-	for ((j = 0; j < p; j++)); do
-		while ! grep -q prepared "l$j.err" 2>/dev/null && eval "kill -0 \$LP$j" 2>/dev/null; do sleep 0.2; done
-	done
+	echo "load: prepared in $SECONDS s since the bench started"
 	touch "$T/go"
 	for ((j = 0; j < p; j++)); do eval "wait \$LP$j"; done
 	rm -f "$T/go"
@@ -169,6 +171,10 @@ import re, sys
 p, each, files = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 rows = [dict(re.findall(r"(\w+)=([\d.]+)", open(f).read())) for f in files]
 done = [r for r in rows if "requests" in r]
+if not done:
+    print(f"load concurrency={p} processes={p} per_s=0 p50_ms=0 p99_ms=0 errors={int(p) * each} mixups=0 "
+          f"failed={int(p) * each} requests=0 lost_processes={p}")
+    sys.exit(0)
 lost = len(files) - len(done)  # a probe that printed nothing: all its releases failed
 per_s = sum(int(r["requests"]) for r in done) / max(float(r["wall_s"]) for r in done)
 print(f"load concurrency={p} processes={p} per_s={per_s:.0f} "
