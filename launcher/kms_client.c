@@ -195,7 +195,7 @@ out:
 	return rc;
 }
 
-static SL_RESULT b64_member(json_t *o, const char *field, const uint8_t *p, size_t n)
+sl_err sl_kms_b64_member(json_t *o, const char *field, const uint8_t *p, size_t n)
 {
 	char *s = NULL;
 	sl_err rc = sl_b64_encode(p, n, &s);
@@ -210,33 +210,59 @@ static SL_RESULT b64_member(json_t *o, const char *field, const uint8_t *p, size
 	return rc;
 }
 
-sl_err sl_kms_release(sl_kms *k, const sl_kms_release_req *rq, sl_secret *eph_sk, sl_secret *deks[])
+sl_err sl_kms_attested_members(json_t *req, const uint8_t *nonce, const uint8_t *eph_pub,
+                               const uint8_t *policy_digest, const json_t *evidence,
+                               const json_t *identity, const json_t *job)
 {
 	sl_err rc = SL_E_NOMEM;
-	json_t *req = json_object(), *keys = json_array(), *res = NULL, *got;
-	sl_secret **tmp = calloc(rq->nkeys > 0 ? rq->nkeys : 1, sizeof(*tmp));
-	uint8_t pk[crypto_box_PUBLICKEYBYTES];
-	SL_ENSURE(req != NULL && keys != NULL && tmp != NULL, SL_E_NOMEM, "release request");
-	SL_ENSURE(rq->nkeys >= 1 && rq->nkeys <= 64, SL_E_USAGE, "release: 1..64 keys, not %zu",
-	          rq->nkeys);
-	SL_ENSURE(json_is_array(rq->evidence), SL_E_USAGE, "release: evidence must be an array");
-	SL_GUARD(b64_member(req, "nonce", rq->nonce, SL_NONCE_LEN));
-	SL_GUARD(b64_member(req, "eph_pub", rq->eph_pub, SL_EPH_PUB_LEN));
-	SL_GUARD(b64_member(req, "policy_digest", rq->policy_digest, SL_SHA256_LEN));
-	json_object_set(req, "evidence", (json_t *)rq->evidence);
-	json_object_set_new(req, "identity",
-	                    rq->identity != NULL ? json_incref((json_t *)rq->identity)
-	                                         : json_array());
-	json_object_set_new(req, "job",
-	                    rq->job != NULL ? json_incref((json_t *)rq->job) : json_object());
+	SL_ENSURE(json_is_array(evidence), SL_E_USAGE, "evidence must be an array");
+	SL_GUARD(sl_kms_b64_member(req, "nonce", nonce, SL_NONCE_LEN));
+	SL_GUARD(sl_kms_b64_member(req, "eph_pub", eph_pub, SL_EPH_PUB_LEN));
+	SL_GUARD(sl_kms_b64_member(req, "policy_digest", policy_digest, SL_SHA256_LEN));
+	SL_ENSURE(
+	    json_object_set(req, "evidence", (json_t *)evidence) == 0 &&
+	        json_object_set_new(req, "identity",
+	                            identity != NULL ? json_incref((json_t *)identity)
+	                                             : json_array()) == 0 &&
+	        json_object_set_new(req, "job",
+	                            job != NULL ? json_incref((json_t *)job) : json_object()) == 0,
+	    SL_E_NOMEM, "request");
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+sl_err sl_kms_key_members(json_t *req, const sl_kms_release_req *rq)
+{
+	sl_err rc = SL_E_NOMEM;
+	json_t *keys = json_array();
+	SL_ENSURE(keys != NULL, SL_E_NOMEM, "keys");
 	for (size_t i = 0; i < rq->nkeys; i++) {
 		json_t *e = json_pack("{s:s, s:s}", "key_id", rq->keys[i].key_id, "dataset_id",
 		                      rq->keys[i].dataset_id);
 		SL_ENSURE(e != NULL && json_array_append_new(keys, e) == 0, SL_E_NOMEM, "keys");
-		SL_GUARD(b64_member(e, "wrapped_dek", rq->keys[i].wrapped_dek,
-		                    rq->keys[i].wrapped_dek_len));
+		SL_GUARD(sl_kms_b64_member(e, "wrapped_dek", rq->keys[i].wrapped_dek,
+		                           rq->keys[i].wrapped_dek_len));
 	}
-	json_object_set(req, "keys", keys);
+	SL_ENSURE(json_object_set(req, "keys", keys) == 0, SL_E_NOMEM, "keys");
+	rc = SL_OK;
+out:
+	json_decref(keys);
+	return rc;
+}
+
+sl_err sl_kms_release(sl_kms *k, const sl_kms_release_req *rq, sl_secret *eph_sk, sl_secret *deks[])
+{
+	sl_err rc = SL_E_NOMEM;
+	json_t *req = json_object(), *res = NULL, *got;
+	sl_secret **tmp = calloc(rq->nkeys > 0 ? rq->nkeys : 1, sizeof(*tmp));
+	uint8_t pk[crypto_box_PUBLICKEYBYTES];
+	SL_ENSURE(req != NULL && tmp != NULL, SL_E_NOMEM, "release request");
+	SL_ENSURE(rq->nkeys >= 1 && rq->nkeys <= 64, SL_E_USAGE, "release: 1..64 keys, not %zu",
+	          rq->nkeys);
+	SL_GUARD(sl_kms_attested_members(req, rq->nonce, rq->eph_pub, rq->policy_digest,
+	                                 rq->evidence, rq->identity, rq->job));
+	SL_GUARD(sl_kms_key_members(req, rq));
 	/* a release uses up its nonce: retry only what the server cannot have processed */
 	SL_GUARD(sl_kms_call(k, "/v1/release", req, false, KMS_RETRY_UNPROCESSED, &res));
 	got = json_object_get(res, "keys");
@@ -277,7 +303,6 @@ out:
 			sl_secret_free(tmp[i]);
 	}
 	free(tmp);
-	json_decref(keys);
 	json_decref(req);
 	json_decref(res);
 	return rc;
@@ -293,15 +318,8 @@ sl_err sl_kms_output(sl_kms *k, const sl_kms_output_req *rq, sl_secret *eph_sk,
 	SL_ENSURE(req != NULL && outs != NULL && ins != NULL, SL_E_NOMEM, "output request");
 	SL_ENSURE(rq->noutputs >= 1 && rq->noutputs <= 16, SL_E_USAGE,
 	          "output keys: 1..16 outputs, not %zu", rq->noutputs);
-	SL_GUARD(b64_member(req, "nonce", rq->nonce, SL_NONCE_LEN));
-	SL_GUARD(b64_member(req, "eph_pub", rq->eph_pub, SL_EPH_PUB_LEN));
-	SL_GUARD(b64_member(req, "policy_digest", rq->policy_digest, SL_SHA256_LEN));
-	json_object_set(req, "evidence", (json_t *)rq->evidence);
-	json_object_set_new(req, "identity",
-	                    rq->identity != NULL ? json_incref((json_t *)rq->identity)
-	                                         : json_array());
-	json_object_set_new(req, "job",
-	                    rq->job != NULL ? json_incref((json_t *)rq->job) : json_object());
+	SL_GUARD(sl_kms_attested_members(req, rq->nonce, rq->eph_pub, rq->policy_digest,
+	                                 rq->evidence, rq->identity, rq->job));
 	for (size_t i = 0; i < rq->ninputs; i++)
 		json_array_append_new(ins, json_string(rq->inputs[i]));
 	json_object_set(req, "inputs", ins);
@@ -374,10 +392,10 @@ sl_err sl_kms_enroll(sl_kms *k, const char *tcti, char **ak_name_hex)
 	const char *name;
 	SL_ENSURE(req != NULL && act != NULL, SL_E_NOMEM, "enroll");
 	SL_GUARD(sl_tpm2_enrollment_material(&ko, &m));
-	SL_GUARD(b64_member(req, "ek_pub", m.ek_public, m.ek_public_len));
-	SL_GUARD(b64_member(req, "ak_pub", m.ak_public, m.ak_public_len));
+	SL_GUARD(sl_kms_b64_member(req, "ek_pub", m.ek_public, m.ek_public_len));
+	SL_GUARD(sl_kms_b64_member(req, "ak_pub", m.ak_public, m.ak_public_len));
 	if (m.ek_cert != NULL)
-		SL_GUARD(b64_member(req, "ek_cert", m.ek_cert, m.ek_cert_len));
+		SL_GUARD(sl_kms_b64_member(req, "ek_cert", m.ek_cert, m.ek_cert_len));
 	if (k->o.enroll_token_file != NULL) {
 		SL_GUARD(read_token(k->o.enroll_token_file, &etok));
 		SL_ENSURE(json_object_set_new(req, "enroll_token",
@@ -389,8 +407,8 @@ sl_err sl_kms_enroll(sl_kms *k, const char *tcti, char **ak_name_hex)
 	SL_GUARD(get_b64(res, "credential_blob", 0, 4096, &blob, &blob_len));
 	SL_GUARD(get_b64(res, "encrypted_secret", 0, 4096, &sec, &sec_len));
 	SL_GUARD(sl_tpm2_activate_credential(&ko, blob, blob_len, sec, sec_len, &cred));
-	SL_GUARD(b64_member(act, "session", sess, sess_len));
-	SL_GUARD(b64_member(act, "secret", sl_secret_data(cred), sl_secret_len(cred)));
+	SL_GUARD(sl_kms_b64_member(act, "session", sess, sess_len));
+	SL_GUARD(sl_kms_b64_member(act, "secret", sl_secret_data(cred), sl_secret_len(cred)));
 	SL_GUARD(sl_kms_call(k, "/v1/enroll/activate", act, false, KMS_RETRY_UNPROCESSED, &res2));
 	name = sl_json_getstr(res2, "ak_name");
 	SL_ENSURE(name != NULL, SL_E_KMS_PROTOCOL, "KMS answer: missing \"ak_name\"");
@@ -448,7 +466,7 @@ sl_err sl_kms_wrap(sl_kms *k, const char *key_id, const char *dataset_id, sl_sec
 	SL_ENSURE(sl_secret_len(dek) == SL_KMS_DEK_LEN, SL_E_USAGE, "wrap: DEK must be %d bytes",
 	          SL_KMS_DEK_LEN);
 	snprintf(path, sizeof(path), "/v1/keys/%s/wrap", key_id);
-	SL_GUARD(b64_member(req, "dek", sl_secret_data(dek), SL_KMS_DEK_LEN));
+	SL_GUARD(sl_kms_b64_member(req, "dek", sl_secret_data(dek), SL_KMS_DEK_LEN));
 	SL_GUARD(sl_kms_call(k, path, req, true, KMS_RETRY_ALL, &res));
 	SL_GUARD(get_b64(res, "wrapped_dek", SL_KMS_WRAPPED_DEK_LEN, 0, wrapped, wrapped_len));
 	rc = SL_OK;

@@ -22,6 +22,18 @@ enum kms_retry {
 	                         503 */
 };
 
+/* A base64 member (the encoded text is wiped after use: DEKs and
+ * enrollment credentials pass through here). */
+SL_MUST_USE sl_err sl_kms_b64_member(json_t *o, const char *field, const uint8_t *p, size_t n);
+/* The members of every attested request (docs/protocol.md): nonce, eph_pub
+ * and policy_digest in base64, evidence, identity ([] when NULL), job ({}). */
+SL_MUST_USE sl_err sl_kms_attested_members(json_t *req, const uint8_t *nonce,
+                                           const uint8_t *eph_pub, const uint8_t *policy_digest,
+                                           const json_t *evidence, const json_t *identity,
+                                           const json_t *job);
+/* "keys": [{"key_id", "dataset_id", "wrapped_dek"}] of a release or renewal. */
+SL_MUST_USE sl_err sl_kms_key_members(json_t *req, const struct sl_kms_release_req *rq);
+
 /* POSTs body (or GETs when body is NULL) to path; on 2xx *out is the JSON
  * object answered. admin adds the Bearer token. Errors: SL_E_KMS_UNREACHABLE,
  * SL_E_KMS_REFUSED (with the problem's detail), SL_E_KMS_PROTOCOL; a 403 to

@@ -11,38 +11,16 @@ const json_t *sl_kms_last_lease(const sl_kms *k)
 	return k->lease;
 }
 
-static SL_RESULT put_b64(json_t *o, const char *field, const uint8_t *p, size_t len)
-{
-	char *s = NULL;
-	sl_err rc = sl_b64_encode(p, len, &s);
-	if (rc == SL_OK && json_object_set_new(o, field, json_string(s)) != 0)
-		rc = sl_err_set(SL_E_NOMEM, "%s", field);
-	free(s);
-	return rc;
-}
-
 sl_err sl_kms_renew(sl_kms *k, const sl_kms_release_req *rq, json_t **lease)
 {
 	sl_err rc = SL_E_NOMEM;
-	json_t *req = json_object(), *keys = json_array(), *res = NULL, *l;
+	json_t *req = json_object(), *res = NULL, *l;
 	*lease = NULL;
-	SL_ENSURE(req != NULL && keys != NULL, SL_E_NOMEM, "renew request");
+	SL_ENSURE(req != NULL, SL_E_NOMEM, "renew request");
 	SL_ENSURE(rq->nkeys >= 1 && rq->nkeys <= 64, SL_E_USAGE, "renew: 1..64 keys");
-	SL_GUARD(put_b64(req, "nonce", rq->nonce, SL_NONCE_LEN));
-	SL_GUARD(put_b64(req, "eph_pub", rq->eph_pub, SL_EPH_PUB_LEN));
-	SL_GUARD(put_b64(req, "policy_digest", rq->policy_digest, SL_SHA256_LEN));
-	json_object_set(req, "evidence", (json_t *)rq->evidence);
-	json_object_set_new(req, "identity",
-	                    rq->identity != NULL ? json_deep_copy(rq->identity) : json_array());
-	json_object_set_new(req, "job", rq->job != NULL ? json_deep_copy(rq->job) : json_object());
-	for (size_t i = 0; i < rq->nkeys; i++) {
-		json_t *e = json_pack("{s:s, s:s}", "key_id", rq->keys[i].key_id, "dataset_id",
-		                      rq->keys[i].dataset_id);
-		SL_ENSURE(e != NULL && json_array_append_new(keys, e) == 0, SL_E_NOMEM, "keys");
-		SL_GUARD(put_b64(e, "wrapped_dek", rq->keys[i].wrapped_dek,
-		                 rq->keys[i].wrapped_dek_len));
-	}
-	json_object_set(req, "keys", keys);
+	SL_GUARD(sl_kms_attested_members(req, rq->nonce, rq->eph_pub, rq->policy_digest,
+	                                 rq->evidence, rq->identity, rq->job));
+	SL_GUARD(sl_kms_key_members(req, rq));
 	SL_GUARD(sl_kms_call(k, "/v1/renew", req, false, KMS_RETRY_UNPROCESSED, &res));
 	l = json_object_get(res, "lease");
 	SL_ENSURE(l != NULL && (json_is_null(l) || json_is_object(l)), SL_E_KMS_PROTOCOL,
@@ -55,7 +33,6 @@ sl_err sl_kms_renew(sl_kms *k, const sl_kms_release_req *rq, json_t **lease)
 	}
 	rc = SL_OK;
 out:
-	json_decref(keys);
 	json_decref(req);
 	json_decref(res);
 	return rc;

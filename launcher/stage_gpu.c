@@ -425,8 +425,11 @@ sl_err sl_stage_gpu_library(char *out, size_t n)
 	sl_err rc = SL_E_GPU;
 	const char *env = getenv("SECLAUNCH_DATA_LIB");
 	char exe[PATH_MAX];
+	/* installed; a build tree (bin/ beside build/); a build under build/
+	 * with its own bin/ (make asan: build/asan/bin, build/asan/jobside) */
 	static const char *const rel[] = {"/../lib/seclaunch/libseclaunch_data.so",
-	                                  "/../build/jobside/libseclaunch_data.so"};
+	                                  "/../build/jobside/libseclaunch_data.so",
+	                                  "/../jobside/libseclaunch_data.so"};
 	if (env != NULL && *env != '\0') {
 		SL_ENSURE(realpath(env, out) != NULL && strlen(out) < n, SL_E_GPU,
 		          "SECLAUNCH_DATA_LIB=%s: no such library", env);

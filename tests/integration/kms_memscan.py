@@ -32,13 +32,18 @@ with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem
         lo, hi, perm = int(m.group(1), 16), int(m.group(2), 16), m.group(3)
         if perm[0] != "r" or "[vvar]" in line or "[vsyscall]" in line:
             continue
-        try:
-            mem.seek(lo)
-            buf = mem.read(hi - lo)
-        except OSError:
-            continue
-        for name, val in (("kek", kek), ("dek", dek), ("master", master)):
-            found[name] += buf.count(val)
+        # in pieces that overlap by a secret's length less one byte
+        step, keep = 16 << 20, b""
+        for at in range(lo, hi, step):
+            try:
+                mem.seek(at)
+                buf = keep + mem.read(min(step, hi - at))
+            except OSError:
+                keep = b""
+                continue
+            for name, val in (("kek", kek), ("dek", dek), ("master", master)):
+                found[name] += buf.count(val)
+            keep = buf[-31:]
 print(json.dumps(found))
 if what == "none":
     sys.exit(0 if found == {"kek": 0, "dek": 0, "master": 0} else 1)
