@@ -16,9 +16,10 @@
 # swtpm quotes serially, so quotes are prepared before each timed phase.
 # SL_BENCH_STORE_N: releases per level (default 1000); SL_BENCH_LOAD_N:
 # releases in the load phase (default 6400 = 64 processes x 100 each; the
-# issue asks for 64 x 1000, which on 2 CPUs means preparing 64,000 serial
-# swtpm quotes first, about half an hour here; set SL_BENCH_LOAD_N=64000 to
-# run it); SL_BENCH_STORES, SL_BENCH_OPEN_RATE below. Prints figures;
+# issue asks for 64 x 1000, which means preparing 64,000 serial swtpm
+# quotes first: 5 to 10 minutes on a busy 2-CPU machine, and they must all
+# be used within challenge_ttl_s, 600 s at most; set SL_BENCH_LOAD_N=64000
+# to run it); SL_BENCH_STORES, SL_BENCH_OPEN_RATE below. Prints figures;
 # asserts nothing.
 set -uo pipefail
 SL_ROOT=${SL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
