@@ -107,6 +107,13 @@ TEST_CFLAGS = -Itests/testlib $(CMOCKA_CFLAGS)
 
 PROGS := $(BIN)/seclaunch $(if $(wildcard kms/main.c),$(BIN)/seclaunchd)
 
+# The Slurm SPANK plugin (launcher/slurm/), built where Slurm's headers are
+# (libslurm-dev); installed in Slurm's plugin folder.
+SPANK_H      ?= /usr/include/slurm/spank.h
+SPANK_SO     := $(if $(wildcard $(SPANK_H)),$(BUILD)/slurm/spank_seclaunch.so)
+# asked of the compiler only when installing (never while deps runs)
+MULTIARCH     = $(shell $(CC) -print-multiarch 2>/dev/null)
+SLURM_PLUGINDIR ?= $(PREFIX)/lib/$(MULTIARCH)/slurm-wlm
 # The job-side library (jobside/): loaded into the job's process, so built
 # as a plain hardened shared object whatever SAN says. The AES-256-GCM
 # kernel is built to PTX when nvcc exists (no GPU is needed for that);
@@ -121,6 +128,8 @@ JOBSIDE_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -fvisibility=hidden
 JOBSIDE_LDFLAGS = -shared -Wl,-z,relro,-z,now,-z,noexecstack -Wl,-soname,libseclaunch_data.so
 # A CPU stand-in for libcuda.so.1, for tests only (tests/fakecuda/fakecuda.c).
 FAKECUDA := $(BUILD)/tests/fakecuda/libcuda.so.1
+# A stand-in for libnvidia-ml.so.1's CC settings (tests/fakecuda/fakenvml.c).
+FAKENVML := $(BUILD)/tests/fakecuda/libnvidia-ml.so.1
 
 .PHONY: print-flags print-libs print-pkgs print-test-pkgs all deps build build-tests check unit-build asan fuzz \
 	lint bench demo install uninstall clean stress
@@ -128,7 +137,7 @@ FAKECUDA := $(BUILD)/tests/fakecuda/libcuda.so.1
 
 # Plain `make` installs nothing: with the packages present it builds; without
 # them it stops with the one line above.
-all: $(PROGS) $(JOBSIDE_SO) $(if $(NVCC),$(JOBSIDE_PTX))
+all: $(PROGS) $(JOBSIDE_SO) $(if $(NVCC),$(JOBSIDE_PTX)) $(SPANK_SO)
 
 # Entry targets (demo, check, bench, asan, fuzz, lint) run deps first and then
 # a second make, so that pkg-config is asked only after the packages are in
@@ -160,6 +169,13 @@ $(BIN)/seclaunchd: $(BUILD)/kms/main.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
+# Loaded into slurmstepd: a plain hardened shared object whatever SAN says.
+$(BUILD)/slurm/spank_seclaunch.so: launcher/slurm/spank_seclaunch.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -D_FORTIFY_SOURCE=3 \
+		-fstack-protector-strong -fstack-clash-protection -fcf-protection -MMD -MP -shared \
+		-Wl,-z,relro,-z,now,-z,noexecstack -o $@ $< -ljansson
+
 $(JOBSIDE_SO): jobside/seclaunch_data.c jobside/seclaunch_data.h crypto/gcm_arith.h \
 		include/seclaunch/cuda_api.h
 	@mkdir -p $(dir $@)
@@ -177,6 +193,11 @@ $(FAKECUDA): tests/fakecuda/fakecuda.c crypto/gcm_arith.h
 	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -fvisibility=hidden -shared \
 		-Wl,-soname,libcuda.so.1 -o $@ $< -lpthread
 
+$(FAKENVML): tests/fakecuda/fakenvml.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -fvisibility=hidden -shared \
+		-Wl,-soname,libnvidia-ml.so.1 -o $@ $<
+
 # Unit tests: cmocka, the shared helpers of tests/testlib/ linked into each.
 $(TESTLIB): tests/testlib/testlib.c
 	@mkdir -p $(dir $@)
@@ -193,7 +214,7 @@ $(GPU_CHECK): tests/gpu/gpu_check.c jobside/seclaunch_data.h crypto/gcm_arith.h 
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -MMD -MP -o $@ $< $(LIB) $(LIBS)
 
-unit-build: $(UNIT_BINS) $(FAKECUDA) $(JOBSIDE_SO) $(GPU_CHECK)
+unit-build: $(UNIT_BINS) $(FAKECUDA) $(FAKENVML) $(JOBSIDE_SO) $(GPU_CHECK)
 
 # Every test: unit tests (cmocka) then integration scripts against real
 # swtpm / SoftHSM2 / seclaunchd on loopback. Prints "N passed, N failed".
@@ -287,6 +308,9 @@ install: all man completion
 	install -m 0644 $(BUILD)/man/seclaunchd.8 $(DESTDIR)$(MANDIR)/man8/
 	install -m 0644 $(COMPLETION) $(DESTDIR)$(BASHCOMPDIR)/seclaunch
 	ln -sf seclaunch $(DESTDIR)$(BASHCOMPDIR)/seclaunchd
+	$(if $(SPANK_SO),install -D -m 0644 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/spank_seclaunch.so)
+	$(if $(SPANK_SO),install -D -m 0644 docs/slurm/plugstack-seclaunch.conf \
+		$(DESTDIR)$(PREFIX)/share/doc/seclaunch/examples/plugstack.conf.d/seclaunch.conf)
 	@echo "install: the Python helper is in $(PYTHON_SITE) ($(PYTHON) -c 'import seclaunch_data')"
 
 uninstall:
@@ -298,6 +322,11 @@ uninstall:
 	rm -f $(DESTDIR)$(MANDIR)/man1/seclaunch.1 $(DESTDIR)$(MANDIR)/man5/seclaunchd.conf.5 \
 		$(DESTDIR)$(MANDIR)/man8/seclaunchd.8
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/seclaunch $(DESTDIR)$(BASHCOMPDIR)/seclaunchd
+	rm -f $(DESTDIR)$(SLURM_PLUGINDIR)/spank_seclaunch.so \
+		$(DESTDIR)$(PREFIX)/share/doc/seclaunch/examples/plugstack.conf.d/seclaunch.conf
+	-rmdir $(DESTDIR)$(PREFIX)/share/doc/seclaunch/examples/plugstack.conf.d \
+		$(DESTDIR)$(PREFIX)/share/doc/seclaunch/examples $(DESTDIR)$(PREFIX)/share/doc/seclaunch \
+		2>/dev/null
 	rm -rf $(DESTDIR)$(PREFIX)/share/seclaunch
 
 # seclaunch_VERSION_amd64.deb in $(DEB_OUT), built by debhelper from debian/
@@ -309,7 +338,7 @@ clean:
 	rm -rf build bin
 
 -include $(LIB_OBJS:.o=.d) $(BUILD)/launcher/main.d $(BUILD)/kms/main.d $(TESTLIB:.o=.d) \
-	$(UNIT_BINS:=.d)
+	$(UNIT_BINS:=.d) $(SPANK_SO:.so=.d)
 
 # For scripts: the compile flags and link libraries in force.
 print-flags:

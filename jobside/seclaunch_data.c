@@ -206,7 +206,8 @@ static int sld_setup(sldata *d, json_t *e, const char *id)
 	return SLDATA_OK;
 }
 
-/* Asks the data service for dataset id: {"op":"open","dataset":id}, the
+/* Asks the data service for dataset id: {"op":"open","dataset":id} (and
+ * "token" when SECLAUNCH_DATA_TOKEN is set), the
  * descriptor comes by SCM_RIGHTS with {"ok":true,"info":{...}}. */
 static int from_service(const char *id, int *fd, json_t **info)
 {
@@ -227,7 +228,10 @@ static int from_service(const char *id, int *fd, json_t **info)
 		rc = fail(SLDATA_E_SYSTEM, "data service %s: %s", path, strerror(errno));
 		goto out;
 	}
-	rq = json_pack("{s:s,s:s}", "op", "open", "dataset", id);
+	/* under `seclaunch serve` every request carries the step's token */
+	const char *tok = getenv("SECLAUNCH_DATA_TOKEN");
+	rq = json_pack("{s:s,s:s,s:s*}", "op", "open", "dataset", id, "token",
+	               tok != NULL && tok[0] != '\0' ? tok : NULL);
 	text = rq != NULL ? json_dumps(rq, JSON_COMPACT) : NULL;
 	if (text == NULL || send(s, text, strlen(text), MSG_NOSIGNAL) < 0) {
 		rc = fail(SLDATA_E_SYSTEM, "data service %s: send: %s", path, strerror(errno));

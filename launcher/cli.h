@@ -109,6 +109,7 @@ SL_MUST_USE sl_err sl_heap_wipe_install(void);
 /* Subcommands (add yours here and to the table in main.c). */
 int cmd_version(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
 int cmd_encrypt(int argc, char **argv);
 int cmd_decrypt(int argc, char **argv);

@@ -85,7 +85,8 @@ static void usage(FILE *f)
 	    "                         object on stdout (the job's own output follows it\n"
 	    "                         otherwise)\n"
 	    "  -q, --quiet            print errors only\n"
-	    "  -v, --verbose          also the probes' own messages (CUDA)\n"
+	    "  -v, --verbose          also the probes' own messages (CUDA) and each\n"
+	    "                         launch step's wall time (\"time: STEP N ms\")\n"
 	    "  -h, --help             this text\n\n"
 	    "The job gets a clean environment (PATH, HOME, LANG, LC_*, TERM, TZ, CUDA_*,\n"
 	    "NVIDIA_*, --env, --env-pass, SECLAUNCH_DATA), descriptors 0-2 and the staged\n"
@@ -96,54 +97,19 @@ static void usage(FILE *f)
 	    "See docs/job-interface.md.\n");
 }
 
-enum {
-	O_POLICY = 256,
-	O_POLICY_SIG,
-	O_POLICY_PUB,
-	O_TEE,
-	O_COLLATERAL,
-	O_STAGE,
-	O_ENV,
-	O_ENV_PASS,
-	O_TIMEOUT,
-	O_THREADS,
-	O_AUDIT_KEY,
-	O_USER,
-	O_KILL_GRACE,
-	O_IMAGE_DIGEST,
-	O_WORKLOAD_PCR,
-	O_WORKLOAD_LOG,
-	O_LEASE_GRACE,
-	O_CLEAN_ENV,
-	O_WINDOW,
-	O_GPU_DECRYPT,
-};
-
-/* run's own options, one line each (the shared ones are cli.c's). */
+/* run's options, one line each (the shared ones are cli.c's; the launch's
+ * are run_int.h's, shared with serve). */
 static const struct sl_cli_opt run_opts[] = {
-    {"policy", required_argument, O_POLICY, NULL},
-    {"policy-sig", required_argument, O_POLICY_SIG, NULL},
-    {"policy-pubkey", required_argument, O_POLICY_PUB, NULL},
-    {"tee", required_argument, O_TEE, NULL},
-    {"collateral", required_argument, O_COLLATERAL, NULL},
-    {"stage", required_argument, O_STAGE, NULL},
-    {"gpu-decrypt", no_argument, O_GPU_DECRYPT, NULL},
-    SL_REGION_ID_OPTS,
-    {"env", required_argument, O_ENV, NULL},
-    {"env-pass", required_argument, O_ENV_PASS, NULL},
-    {"timeout", required_argument, O_TIMEOUT, NULL},
-    {"threads", required_argument, O_THREADS, NULL},
-    {"audit-key", required_argument, O_AUDIT_KEY, NULL},
-    {"user", required_argument, O_USER, NULL},
-    {"kill-grace", required_argument, O_KILL_GRACE, NULL},
-    {"image-digest", required_argument, O_IMAGE_DIGEST, NULL},
-    {"workload-pcr", required_argument, O_WORKLOAD_PCR, NULL},
-    {"workload-log", required_argument, O_WORKLOAD_LOG, NULL},
-    {"lease-grace", required_argument, O_LEASE_GRACE, NULL},
-    {"clean-env", no_argument, O_CLEAN_ENV, NULL},
-    {"window", required_argument, O_WINDOW, NULL},
-    SL_REMOTE_OPTS,
-    {"verbose", no_argument, 'v', NULL},
+    SL_RUN_LAUNCH_OPTS,
+    {"gpu-decrypt", no_argument, SL_RUN_O_GPU_DECRYPT, NULL},
+    {"env", required_argument, SL_RUN_O_ENV, NULL},
+    {"env-pass", required_argument, SL_RUN_O_ENV_PASS, NULL},
+    {"timeout", required_argument, SL_RUN_O_TIMEOUT, NULL},
+    {"kill-grace", required_argument, SL_RUN_O_KILL_GRACE, NULL},
+    {"image-digest", required_argument, SL_RUN_O_IMAGE_DIGEST, NULL},
+    {"workload-pcr", required_argument, SL_RUN_O_WORKLOAD_PCR, NULL},
+    {"workload-log", required_argument, SL_RUN_O_WORKLOAD_LOG, NULL},
+    {"clean-env", no_argument, SL_RUN_O_CLEAN_ENV, NULL},
     SL_OUT_OPTS,
     {NULL, 0, 0, NULL},
 };
@@ -181,18 +147,17 @@ static const char *default_audit_log(char *buf, size_t n)
 	return buf;
 }
 
-static int on_option(void *ctx, int key, char *arg)
+int sl_run_option(struct sl_run *r, const char *cmd, int key, char *arg)
 {
-	struct sl_run *r = ctx;
 	struct sl_region_id rid = {r->cloud_identity, r->gcp_jwks, r->aws_certs, r->region};
 	sl_err rc = SL_OK;
 
 	int taken = sl_remote_option(&r->remote, key, arg);
 	if (taken != 0)
-		return taken > 0 ? 0 : sl_cli_usage("run", "%s", sl_err_detail());
+		return taken > 0 ? 0 : sl_cli_usage(cmd, "%s", sl_err_detail());
 	int o = sl_out_option(&r->outcfg, key, arg);
 	if (o != 0)
-		return o > 0 ? 0 : sl_cli_usage("run", "%s", sl_err_detail());
+		return o > 0 ? 0 : sl_cli_usage(cmd, "%s", sl_err_detail());
 	if (sl_region_id_option(&rid, key, arg)) {
 		r->cloud_identity = rid.cloud_identity;
 		r->gcp_jwks = rid.gcp_jwks;
@@ -201,92 +166,95 @@ static int on_option(void *ctx, int key, char *arg)
 		return 0;
 	}
 	switch (key) {
-	case O_POLICY:
+	case SL_RUN_O_POLICY:
 		r->policy_path = arg;
 		break;
-	case O_POLICY_SIG:
+	case SL_RUN_O_POLICY_SIG:
 		r->policy_sig = arg;
 		break;
-	case O_POLICY_PUB:
+	case SL_RUN_O_POLICY_PUB:
 		r->policy_pub = arg;
 		break;
-	case O_TEE:
+	case SL_RUN_O_TEE:
 		r->tee = arg;
 		break;
-	case O_COLLATERAL:
+	case SL_RUN_O_COLLATERAL:
 		r->collateral = arg;
 		break;
-	case O_STAGE:
+	case SL_RUN_O_STAGE:
 		rc = sl_stage_where_parse(arg, &r->where);
 		break;
-	case O_GPU_DECRYPT:
+	case SL_RUN_O_GPU_DECRYPT:
 		r->gpu_decrypt = true;
 		break;
-	case O_ENV:
+	case SL_RUN_O_ENV:
 		rc = sl_job_env_set(r->env, arg);
 		break;
-	case O_ENV_PASS:
+	case SL_RUN_O_ENV_PASS:
 		rc = sl_job_env_pass(r->env, arg);
 		break;
-	case O_TIMEOUT:
+	case SL_RUN_O_TIMEOUT:
 		if (!parse_uint(arg, 365u * 86400u, &r->timeout_s) || r->timeout_s == 0)
-			return sl_cli_usage("run", "--timeout: '%s' is not a number of seconds",
-			                    arg);
+			return sl_cli_usage(cmd, "--timeout: '%s' is not a number of seconds", arg);
 		break;
-	case O_THREADS:
+	case SL_RUN_O_THREADS:
 		if (!parse_uint(arg, 1024, &r->threads) || r->threads == 0)
-			return sl_cli_usage("run", "--threads: '%s' is not 1..1024", arg);
+			return sl_cli_usage(cmd, "--threads: '%s' is not 1..1024", arg);
 		break;
-	case O_AUDIT_KEY:
+	case SL_RUN_O_AUDIT_KEY:
 		r->audit_key = arg;
 		break;
-	case O_USER:
+	case SL_RUN_O_USER:
 		r->user = arg;
 		break;
-	case O_WINDOW:
+	case SL_RUN_O_WINDOW:
 		r->window = sl_cli_parse_size(arg);
 		if (r->window < ((uint64_t)64 << 10))
-			return sl_cli_usage("run", "--window %s: at least 64K (e.g. 512M, 4G)",
-			                    arg);
+			return sl_cli_usage(cmd, "--window %s: at least 64K (e.g. 512M, 4G)", arg);
 		break;
-	case O_CLEAN_ENV:
+	case SL_RUN_O_CLEAN_ENV:
 		sl_job_env_clean(r->env);
 		break;
-	case O_KILL_GRACE:
+	case SL_RUN_O_KILL_GRACE:
 		if (!parse_uint(arg, 86400u, &r->kill_grace_s))
-			return sl_cli_usage("run", "--kill-grace: '%s' is not 0..86400", arg);
+			return sl_cli_usage(cmd, "--kill-grace: '%s' is not 0..86400", arg);
 		r->kill_grace_set = true;
 		break;
-	case O_IMAGE_DIGEST:
+	case SL_RUN_O_IMAGE_DIGEST:
 		if (strncmp(arg, "sha256:", 7) != 0 || strlen(arg) != 71 ||
 		    strspn(arg + 7, "0123456789abcdef") != 64)
-			return sl_cli_usage("run",
+			return sl_cli_usage(cmd,
 			                    "--image-digest: '%s' is not sha256: and 64 "
 			                    "lower-case hex digits",
 			                    arg);
 		r->image_digest = arg;
 		break;
-	case O_WORKLOAD_PCR:
+	case SL_RUN_O_WORKLOAD_PCR:
 		if (!parse_uint(arg, 15, &r->workload_pcr))
-			return sl_cli_usage("run",
+			return sl_cli_usage(cmd,
 			                    "--workload-pcr: '%s' is not 0..15 (16 and 23 can be "
 			                    "reset by anyone, 17-22 belong to DRTM)",
 			                    arg);
 		break;
-	case O_WORKLOAD_LOG:
+	case SL_RUN_O_WORKLOAD_LOG:
 		r->workload_log = arg;
 		break;
-	case O_LEASE_GRACE:
+	case SL_RUN_O_LEASE_GRACE:
 		if (!parse_uint(arg, 3600, &r->lease_grace_s))
-			return sl_cli_usage("run", "--lease-grace: '%s' is not 0..3600", arg);
+			return sl_cli_usage(cmd, "--lease-grace: '%s' is not 0..3600", arg);
 		break;
 	case 'v':
 		r->verbose = true;
 		break;
 	default:
-		return sl_cli_usage("run", "unknown option");
+		return sl_cli_usage(cmd, "unknown option");
 	}
-	return rc == SL_OK ? 0 : sl_cli_usage("run", "%s", sl_err_detail());
+	return rc == SL_OK ? 0 : sl_cli_usage(cmd, "%s", sl_err_detail());
+}
+
+static int on_option(void *ctx, int key, char *arg)
+{
+	return sl_run_option(ctx, "run", key, arg);
 }
 
 static int on_args(void *ctx, int argc, char **argv)
@@ -307,9 +275,7 @@ static const struct sl_cli_spec spec = {
     .on_args = on_args,
 };
 
-/* The options agree; the defaults are filled in. cmd is the job after "--"
- * (NULL when there is none). */
-static int check(struct sl_run *r, const struct sl_cli_shared *sh, char **cmd)
+int sl_run_check(struct sl_run *r, const struct sl_cli_shared *sh, const char *cmd)
 {
 	struct sl_region_id rid = {r->cloud_identity, r->gcp_jwks, r->aws_certs, r->region};
 	r->kms_url = sh->kms;
@@ -318,25 +284,34 @@ static int check(struct sl_run *r, const struct sl_cli_shared *sh, char **cmd)
 	r->tcti = sh->tcti;
 	r->audit_log = sh->audit_log;
 	if (r->policy_path == NULL || r->policy_pub == NULL || r->kms_url == NULL)
-		return sl_cli_usage("run", "--policy, --policy-pubkey and --kms are required");
-	if (sl_region_id_check(&rid, "run") != 0)
+		return sl_cli_usage(cmd, "--policy, --policy-pubkey and --kms are required");
+	if (sl_region_id_check(&rid, cmd) != 0)
 		return SL_CAT_USAGE;
 	if (r->ndatasets == 0 && r->outcfg.n == 0)
-		return sl_cli_usage("run", "no dataset given (DATA.sld...)");
+		return sl_cli_usage(cmd, "no dataset given (DATA.sld...)");
 	if (sl_out_check(&r->outcfg) != SL_OK)
-		return sl_cli_usage("run", "%s", sl_err_detail());
+		return sl_cli_usage(cmd, "%s", sl_err_detail());
 	if (r->ndatasets > SL_RUN_MAX_DATASETS)
-		return sl_cli_usage("run", "at most %d datasets", SL_RUN_MAX_DATASETS);
-	if (cmd == NULL || cmd[0] == NULL)
-		return sl_cli_usage("run",
-		                    "no command given: end the options with -- CMD [ARG...]");
-	r->cmd = cmd;
+		return sl_cli_usage(cmd, "at most %d datasets", SL_RUN_MAX_DATASETS);
 	if (r->audit_log == NULL)
 		r->audit_log = default_audit_log(r->audit_log_buf, sizeof(r->audit_log_buf));
 	if (r->audit_key == NULL)
 		r->audit_key = getenv("SECLAUNCH_AUDIT_KEY");
 	if (r->tee == NULL)
 		r->tee = "auto";
+	return 0;
+}
+
+/* cmd is the job after "--" (NULL when there is none). */
+static int check(struct sl_run *r, const struct sl_cli_shared *sh, char **cmd)
+{
+	int ret = sl_run_check(r, sh, "run");
+	if (ret != 0)
+		return ret;
+	if (cmd == NULL || cmd[0] == NULL)
+		return sl_cli_usage("run",
+		                    "no command given: end the options with -- CMD [ARG...]");
+	r->cmd = cmd;
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "data_service.h"
+#include "seclaunch/secret.h"
 
 #define MAX_CONN 256
 #define MAX_DATASETS 4096
@@ -51,7 +52,10 @@ struct sl_dsvc {
 	pthread_mutex_t mu;
 	uint64_t served, refused;
 	pid_t self;
+	sl_secret *token; /* serve: the step's token (NULL: run's descendant check) */
 };
+
+#define TOKEN_HEX 64
 
 sl_err sl_dsvc_new(const sl_dsvc_opts *o, sl_dsvc **out)
 {
@@ -65,7 +69,22 @@ sl_err sl_dsvc_new(const sl_dsvc_opts *o, sl_dsvc **out)
 	s->wake[0] = s->wake[1] = -1;
 	s->o = *o;
 	s->self = getpid();
+	s->o.token = NULL; /* the copy below is the service's own */
 	pthread_mutex_init(&s->mu, NULL);
+	if (o->token != NULL) {
+		SL_ENSURE(strlen(o->token) == TOKEN_HEX, SL_E_INTERNAL,
+		          "data service: the token is not %d hex digits", TOKEN_HEX);
+		SL_GUARD(sl_secret_new(TOKEN_HEX, &s->token));
+		memcpy(sl_secret_data(s->token), o->token, TOKEN_HEX);
+		sl_secret_readonly(s->token);
+	}
+	if (o->path != NULL) {
+		SL_ENSURE(strlen(o->path) < sizeof(s->path), SL_E_USAGE,
+		          "%s: longer than a socket path may be (%zu bytes)", o->path,
+		          sizeof(s->path) - 1);
+		snprintf(s->path, sizeof(s->path), "%s", o->path);
+		goto bind_it;
+	}
 	if (parent == NULL)
 		parent = getenv("XDG_RUNTIME_DIR");
 	if (parent == NULL || parent[0] != '/' || strlen(parent) > 60)
@@ -75,20 +94,26 @@ sl_err sl_dsvc_new(const sl_dsvc_opts *o, sl_dsvc **out)
 	          s->dir, strerror(errno));
 	s->made_dir = true;
 	snprintf(s->path, sizeof(s->path), "%s/data.sock", s->dir);
+bind_it:
 	s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	SL_ENSURE(s->lfd >= 0, SL_E_SYSTEM, "data service socket: %s", strerror(errno));
 	memcpy(sa.sun_path, s->path, strlen(s->path) + 1);
-	SL_ENSURE(bind(s->lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0, SL_E_SYSTEM,
-	          "%s: bind: %s", s->path, strerror(errno));
+	if (bind(s->lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		int e = errno;
+		if (!s->made_dir)
+			s->path[0] = '\0'; /* not ours to unlink */
+		SL_FAIL(e == EADDRINUSE ? SL_E_EXISTS : SL_E_SYSTEM, "%s: bind: %s",
+		        o->path != NULL ? o->path : s->path, strerror(e));
+	}
 	SL_ENSURE(listen(s->lfd, 64) == 0, SL_E_SYSTEM, "%s: listen: %s", s->path, strerror(errno));
 	/* the folder keeps everyone but the job's user out; the peer check
 	 * keeps out the user's other processes */
-	SL_ENSURE(chmod(s->path, 0600) == 0 && chmod(s->dir, 0700) == 0, SL_E_SYSTEM,
-	          "%s: chmod: %s", s->dir, strerror(errno));
+	SL_ENSURE(chmod(s->path, 0600) == 0 && (!s->made_dir || chmod(s->dir, 0700) == 0),
+	          SL_E_SYSTEM, "%s: chmod: %s", s->path, strerror(errno));
 	if (o->job_uid != getuid())
-		SL_ENSURE(chown(s->dir, o->job_uid, o->job_gid) == 0 &&
+		SL_ENSURE((!s->made_dir || chown(s->dir, o->job_uid, o->job_gid) == 0) &&
 		              chown(s->path, o->job_uid, o->job_gid) == 0,
-		          SL_E_SYSTEM, "%s: chown to uid %u: %s", s->dir, (unsigned)o->job_uid,
+		          SL_E_SYSTEM, "%s: chown to uid %u: %s", s->path, (unsigned)o->job_uid,
 		          strerror(errno));
 	SL_ENSURE(pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) == 0, SL_E_SYSTEM, "pipe: %s",
 	          strerror(errno));
@@ -197,6 +222,8 @@ static const char *check_peer(const sl_dsvc *s, const struct ucred *c)
 {
 	if (c->uid != s->o.job_uid)
 		return "not the job's user";
+	if (s->token != NULL)
+		return NULL; /* the token in each request decides */
 	pid_t p = c->pid;
 	for (int depth = 0; depth < 4096 && p > 1; depth++) {
 		p = parent_of(p);
@@ -346,16 +373,32 @@ static void answer_shard(sl_dsvc *s, int fd, struct conn *c, struct dataset *d, 
 /* One request: {"op": "list"}, {"op": "open", "dataset": ID}, or for a
  * stream dataset {"op": "open_shard" | "release_shard", "dataset": ID,
  * "shard": N}. */
-static void answer(sl_dsvc *s, int fd, struct conn *c, const char *msg, size_t len)
+static const char *check_token(const sl_dsvc *s, const char *token)
+{
+	if (s->token == NULL)
+		return token == NULL ? NULL : "a token was given, but this service takes none";
+	if (token == NULL)
+		return "no token (SECLAUNCH_DATA_TOKEN) in the request";
+	if (strlen(token) != TOKEN_HEX || !sl_ct_eq(token, sl_secret_data(s->token), TOKEN_HEX))
+		return "wrong token";
+	return NULL;
+}
+
+/* Returns why the request is refused (the peer is then cut off), or NULL. */
+static const char *answer(sl_dsvc *s, int fd, struct conn *c, const char *msg, size_t len)
 {
 	json_error_t e;
 	json_t *rq = json_loadb(msg, len, JSON_REJECT_DUPLICATES, &e), *ans;
-	const char *op = NULL, *id = NULL;
+	const char *op = NULL, *id = NULL, *token = NULL, *why = NULL;
 	json_int_t shard = -1;
 
 	if (rq == NULL || !json_is_object(rq) ||
-	    json_unpack_ex(rq, &e, JSON_STRICT, "{s:s,s?:s,s?:I}", "op", &op, "dataset", &id,
-	                   "shard", &shard) != 0) {
+	    json_unpack_ex(rq, &e, JSON_STRICT, "{s:s,s?:s,s?:I,s?:s}", "op", &op, "dataset", &id,
+	                   "shard", &shard, "token", &token) != 0) {
+		if (s->token != NULL) {
+			why = "a malformed request (no token read)";
+			goto out;
+		}
 		send_json(fd,
 		          error_json("bad-request",
 		                     "expected {\"op\": \"list\"|\"open\"|"
@@ -364,6 +407,9 @@ static void answer(sl_dsvc *s, int fd, struct conn *c, const char *msg, size_t l
 		          -1);
 		goto out;
 	}
+	why = check_token(s, token);
+	if (why != NULL)
+		goto out;
 	if (strcmp(op, "list") == 0) {
 		ans = json_object();
 		json_t *all = json_object();
@@ -392,16 +438,19 @@ static void answer(sl_dsvc *s, int fd, struct conn *c, const char *msg, size_t l
 	}
 out:
 	json_decref(rq);
+	return why;
 }
 
+/* Counted and reported (audited) before the peer is answered, so that
+ * whoever reads the refusal finds it recorded already. */
 static void refuse(sl_dsvc *s, int fd, const struct ucred *c, const char *why)
 {
-	send_json(fd, error_json("refused", why), -1);
 	pthread_mutex_lock(&s->mu);
 	s->refused++;
 	pthread_mutex_unlock(&s->mu);
 	if (s->o.refused != NULL)
 		s->o.refused(s->o.refused_ctx, c->pid, c->uid, why);
+	send_json(fd, error_json("refused", why), -1);
 }
 
 static void *serve(void *arg)
@@ -435,8 +484,19 @@ static void *serve(void *arg)
 			if (got < 0 && (errno == EAGAIN || errno == EINTR))
 				continue;
 			if (got > 0) {
-				if (!shut[i])
-					answer(s, pf[i].fd, &conns[i], msg, (size_t)got);
+				const char *why =
+				    shut[i] ? NULL
+				            : answer(s, pf[i].fd, &conns[i], msg, (size_t)got);
+				if (why != NULL) {
+					struct ucred cr = {0};
+					socklen_t cl = sizeof(cr);
+					(void)getsockopt(pf[i].fd, SOL_SOCKET, SO_PEERCRED, &cr,
+					                 &cl);
+					refuse(s, pf[i].fd, &cr, why);
+					(void)shutdown(pf[i].fd, SHUT_WR);
+					shut[i] = true;
+					n_shut++;
+				}
 				continue;
 			}
 			close(pf[i].fd);
@@ -516,6 +576,7 @@ void sl_dsvc_free(sl_dsvc *s)
 		json_decref(s->ds[i].info);
 	}
 	free(s->ds);
+	sl_secret_free(s->token);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }

@@ -6,8 +6,9 @@
  * id, and receives a descriptor of its memory file by SCM_RIGHTS. Each peer
  * is checked by SO_PEERCRED before it is answered: the job's uid, and a
  * process that descends from this seclaunch (the job and everything it
- * started, also when reparented to seclaunch as subreaper). Anyone else gets
- * an error and is reported through the refusal hook (to the audit log).
+ * started, also when reparented to seclaunch as subreaper); under `seclaunch
+ * serve`, the job's uid and the step's token in every request. Anyone else
+ * gets an error and is reported through the refusal hook (to the audit log).
  */
 #ifndef SECLAUNCH_LAUNCHER_DATA_SERVICE_H
 #define SECLAUNCH_LAUNCHER_DATA_SERVICE_H
@@ -27,9 +28,16 @@ typedef struct sl_dsvc sl_dsvc;
 typedef void (*sl_dsvc_refused_fn)(void *ctx, pid_t pid, uid_t uid, const char *why);
 
 typedef struct sl_dsvc_opts {
-	uid_t job_uid;   /* the uid every peer must have */
-	gid_t job_gid;   /* owner group of the socket folder */
-	const char *dir; /* parent of the private socket folder (NULL: $XDG_RUNTIME_DIR or /tmp) */
+	uid_t job_uid;    /* the uid every peer must have */
+	gid_t job_gid;    /* owner group of the socket folder */
+	const char *dir;  /* parent of the private socket folder (NULL: $XDG_RUNTIME_DIR or /tmp) */
+	const char *path; /* the socket's exact path instead (serve --socket; must not exist) */
+	/* serve's admission (docs/job-interface.md): every request carries this
+	 * token (64 hex digits), compared in constant time, and the peer need not
+	 * descend from this process (the tasks of a Slurm step or torchrun are
+	 * not seclaunch's children); the uid check stays. NULL: run's check
+	 * (the job's uid and a descendant of this process). */
+	const char *token;
 	sl_dsvc_refused_fn refused;
 	void *refused_ctx;
 } sl_dsvc_opts;

@@ -8,6 +8,8 @@
 static const struct sl_cmd commands[] = {
     {"version", cmd_version, "print the version"},
     {"run", cmd_run, "attest, fetch keys under the policy, stage data in memory, run a job"},
+    {"serve", cmd_serve,
+     "the attested launch once for a node, then its data for every local rank or task"},
     {"keygen", cmd_keygen, "make a 32-byte data key file (mode 0600)"},
     {"encrypt", cmd_encrypt, "encrypt a file into an SLD dataset file"},
     {"decrypt", cmd_decrypt, "decrypt an SLD file (authenticated bytes only; never to a tty)"},

@@ -21,7 +21,8 @@
 #include "seclaunch/util.h"
 #include "seclaunch/json.h"
 
-static int g_sig; /* a termination signal that arrived before the job */
+static int g_sig;                 /* a termination signal that arrived before the job */
+static const char *g_cmd = "run"; /* "serve" under seclaunch serve: names every message */
 
 static int poll_sig(void)
 {
@@ -39,7 +40,7 @@ void sl_run_say(const char *fmt, ...)
 	va_list ap;
 	if (sl_cli_quiet)
 		return;
-	fputs("seclaunch run: ", stderr);
+	fprintf(stderr, "seclaunch %s: ", g_cmd);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -62,7 +63,15 @@ sl_err sl_run_record(struct sl_run_st *s, const char *event, const char *ds, con
 		    .claims_digest = s->claims_digest[0] != '\0' ? s->claims_digest : NULL,
 		    .details = details,
 		};
-		rc = sl_audit_append(s->audit, &rec);
+		/* before the job starts, what the run did stays in this process:
+		 * its records are written at once and fsync'd together just before
+		 * the job (sl_audit_sync in step_job); a refusal or an error is
+		 * durable at once */
+		bool lazy =
+		    s->audit_defer && (decision == NULL || (strcmp(decision, SL_AUDIT_DENY) != 0 &&
+		                                            strcmp(decision, SL_AUDIT_ERROR) != 0));
+		rc = lazy ? sl_audit_append_deferred(s->audit, &rec)
+		          : sl_audit_append(s->audit, &rec);
 		if (rc != SL_OK)
 			rc = sl_err_wrap(rc, "audit log %s", s->o->audit_log);
 	}
@@ -106,16 +115,19 @@ static SL_RESULT step_audit_open(struct sl_run_st *s)
 	if (s->o->audit_log == NULL)
 		sl_run_say("WARNING: no audit log (no --audit-log, $SECLAUNCH_AUDIT_LOG or $HOME)");
 	else
-		SL_GUARD(
-		    sl_audit_open(s->o->audit_log, s->o->audit_key, "seclaunch run", 0, &s->audit));
+		SL_GUARD(sl_audit_open(s->o->audit_log, s->o->audit_key,
+		                       s->o->serve.on ? "seclaunch serve" : "seclaunch run", 0,
+		                       &s->audit));
 	for (size_t i = 0; i < s->o->ndatasets; i++)
 		json_array_append_new(files, json_string(s->o->datasets[i]));
-	argv0 = json_pack("{s:s, s:o, s:s, s:s, s:s, s:s?}", "command", s->o->cmd[0], "datasets",
-	                  files, "kms", s->o->kms_url, "policy", s->o->policy_path, "stage",
+	argv0 = json_pack("{s:s?, s:o, s:s, s:s, s:s, s:s?, s:s, s:O?}", "command",
+	                  s->o->cmd != NULL ? s->o->cmd[0] : NULL, "datasets", files, "kms",
+	                  s->o->kms_url, "policy", s->o->policy_path, "stage",
 	                  s->o->where == SL_STAGE_HOST  ? "host"
 	                  : s->o->where == SL_STAGE_GPU ? "gpu"
 	                                                : "auto",
-	                  "user", s->o->user);
+	                  "user", s->o->user, "mode", s->o->serve.on ? "serve" : "run", "context",
+	                  s->context);
 	files = NULL;
 	SL_GUARD(sl_run_record(s, SL_AUDIT_EV_RUN_START, NULL, NULL, NULL, NULL, argv0));
 	argv0 = NULL;
@@ -138,8 +150,12 @@ static SL_RESULT step_command(struct sl_run_st *s)
 
 	if (s->o->user != NULL) {
 		SL_GUARD(sl_job_user_parse(s->o->user, &s->user));
-		if (s->user.set)
+		if (s->user.set && s->o->env != NULL)
 			SL_GUARD(sl_job_env_user(s->o->env, s->user.name, s->user.home));
+	}
+	if (s->o->serve.on) { /* serve starts no command: its user is the peers' */
+		rc = SL_OK;
+		goto out;
 	}
 	SL_GUARD(sl_job_env_build(s->o->env, environ, NULL, &envp));
 	s->cmd_status = sl_job_resolve(s->o->cmd[0], envp, &s->user, s->exe, sizeof(s->exe));
@@ -305,8 +321,8 @@ static SL_RESULT step_preflight(struct sl_run_st *s)
 		reasons = details = NULL;
 		if (!ok) {
 			fprintf(stderr,
-			        "seclaunch run: the policy denies dataset %s (key %s) here:\n", ds,
-			        key);
+			        "seclaunch %s: the policy denies dataset %s (key %s) here:\n",
+			        g_cmd, ds, key);
 			for (size_t j = 0; j < sl_decision_reason_count(d); j++)
 				fprintf(stderr, "  - %s\n", sl_decision_reason(d, j));
 			fprintf(stderr, "  nothing was fetched from the KMS\n");
@@ -336,7 +352,7 @@ static SL_RESULT explain_refusal(struct sl_run_st *s)
 	size_t i;
 
 	snprintf(detail, sizeof(detail), "%s", sl_err_detail());
-	fprintf(stderr, "seclaunch run: the KMS refused to release the keys:\n");
+	fprintf(stderr, "seclaunch %s: the KMS refused to release the keys:\n", g_cmd);
 	json_array_foreach (reasons, i, r) {
 		const char *c = sl_json_getstr(r, "code");
 		const char *d = sl_json_getstr(r, "detail");
@@ -350,6 +366,22 @@ static SL_RESULT explain_refusal(struct sl_run_st *s)
 	    code, "%s%s",
 	    code == SL_E_ATTEST ? "the KMS did not accept this machine's attestation: " : "",
 	    detail);
+}
+
+/* -v: each step's wall time, so where a launch spends its time shows
+ * (scripts/bench/55-lease.sh prints them beside the peer) */
+static void step_time(const struct sl_run_st *s, const char *name, uint64_t t)
+{
+	double ms = (double)(sl_now_ns() - t) / 1e6;
+	if (!s->o->verbose)
+		return;
+	if (strcmp(name, "challenge") != 0)
+		sl_run_say("time: %s %.2f ms", name, ms);
+	else if (s->ch_async.started)
+		sl_run_say("time: challenge sent %.2f ms", ms);
+	else
+		sl_run_say("time: challenge wait %.2f ms (round trip %.2f ms, beside the workload)",
+		           ms, (double)s->ch_async.ns / 1e6);
 }
 
 static SL_RESULT step_release(struct sl_run_st *s)
@@ -371,8 +403,9 @@ static SL_RESULT step_release(struct sl_run_st *s)
 	}
 	/* each dataset's root: a manifest's authenticated digest, an SLD
 	 * file's header digest (either names every byte of the dataset) */
-	job = json_pack("{s:s, s:s, s:o, s:o}", "id", s->job_id, "command", s->o->cmd[0],
-	                "datasets", ds, "roots", roots);
+	job = json_pack("{s:s, s:s, s:o, s:o, s:O?}", "id", s->job_id, "command",
+	                s->o->cmd != NULL ? s->o->cmd[0] : "seclaunch serve", "datasets", ds,
+	                "roots", roots, "context", s->context);
 	ds = roots = NULL;
 	SL_ENSURE(job != NULL, SL_E_NOMEM, "job description");
 	sl_kms_release_req req = {.nonce = s->ch.nonce,
@@ -511,7 +544,7 @@ static void data_refused(void *ctx, pid_t pid, uid_t uid, const char *why)
 	                          json_pack("[s]", why),
 	                          json_pack("{s:i, s:i}", "pid", (int)pid, "uid", (int)uid));
 	if (rc != SL_OK)
-		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
+		fprintf(stderr, "seclaunch %s: warning: %s\n", g_cmd, sl_err_detail());
 }
 
 static SL_RESULT stream_acquire(void *ctx, uint32_t shard, int *fd, uint64_t *len, int *not_ready)
@@ -546,12 +579,14 @@ static json_t *stream_entry(const struct sl_run_st *s, size_t i)
 
 /* The data service: every host-staged dataset, for the job and every
  * process it starts (SECLAUNCH_DATA_SOCKET). */
-static SL_RESULT start_data_service(struct sl_run_st *s, json_t *data)
+sl_err sl_run_data_service(struct sl_run_st *s, json_t *data, const char *token)
 {
 	sl_err rc = SL_E_INTERNAL;
 	char *kv = NULL;
 	sl_dsvc_opts o = {.job_uid = s->user.set ? s->user.uid : geteuid(),
 	                  .job_gid = s->user.set ? s->user.gid : getegid(),
+	                  .path = s->o->serve.socket,
+	                  .token = token,
 	                  .refused = data_refused,
 	                  .refused_ctx = s};
 	SL_GUARD(sl_dsvc_new(&o, &s->dsvc));
@@ -577,6 +612,10 @@ static SL_RESULT start_data_service(struct sl_run_st *s, json_t *data)
 		SL_GUARD(rc);
 	}
 	SL_GUARD(sl_dsvc_serve(s->dsvc));
+	if (s->o->env == NULL) { /* serve: no job environment of its own */
+		rc = SL_OK;
+		goto out;
+	}
 	SL_ENSURE(asprintf(&kv, "%s=%s", SL_DSVC_ENV, sl_dsvc_path(s->dsvc)) > 0, SL_E_NOMEM,
 	          "job environment");
 	SL_GUARD(sl_job_env_own(s->o->env, kv));
@@ -589,16 +628,19 @@ out:
 static void job_started(pid_t pid, void *ctx)
 {
 	struct sl_run_st *s = ctx;
+	if (s->o->verbose)
+		sl_run_say("time: job started %.2f ms after the run began",
+		           (double)(sl_now_ns() - s->t0) / 1e6);
 	sl_err rc =
 	    sl_run_record(s, SL_AUDIT_EV_RUN_JOB_START, NULL, NULL, NULL, NULL,
 	                  json_pack("{s:i, s:s}", "pid", (int)pid, "command", s->o->cmd[0]));
 	if (rc != SL_OK)
-		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
+		fprintf(stderr, "seclaunch %s: warning: %s\n", g_cmd, sl_err_detail());
 	sl_run_lease_start(s);
 	sl_out_job_started(s, pid);
 }
 
-static SL_RESULT step_job(struct sl_run_st *s, int *exit_code)
+static SL_RESULT step_job(struct sl_run_st *s, int *exit_code, const char **why)
 {
 	sl_err rc = SL_E_INTERNAL;
 	json_t *data = json_object(), *e = NULL;
@@ -628,7 +670,18 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code)
 		          SL_E_NOMEM, "SECLAUNCH_DATA");
 		e = NULL;
 	}
-	SL_GUARD(start_data_service(s, data));
+	/* every record of the launch is on disk before a job (or serve's
+	 * clients) can see any data */
+	rc = sl_audit_sync(s->audit);
+	if (rc != SL_OK)
+		SL_GUARD(sl_err_wrap(rc, "audit log %s", s->o->audit_log));
+	s->audit_defer = false;
+	if (s->o->serve.on) {
+		SL_GUARD(sl_run_step_serve(s, data, why, exit_code));
+		rc = SL_OK;
+		goto out;
+	}
+	SL_GUARD(sl_run_data_service(s, data, NULL));
 	text = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
 	SL_ENSURE(text != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
 	SL_GUARD(sl_job_env_build(s->o->env, environ, text, &envp));
@@ -729,9 +782,9 @@ static SL_RESULT wipe_all(struct sl_run_st *s, const char *why)
 	s->eph_sk = NULL;
 	return sl_run_record(
 	    s, SL_AUDIT_EV_RUN_WIPE, NULL, NULL, all ? SL_AUDIT_ALLOW : SL_AUDIT_ERROR, NULL,
-	    json_pack("{s:s, s:o, s:s?, s:i, s:b, s:b}", "after", why, "staged", list,
+	    json_pack("{s:s, s:o, s:s?, s:i, s:b, s:b, s:O?}", "after", why, "staged", list,
 	              "partly_staged_wiped", s->partial, "deks_wiped_unused", (int)deks,
-	              "ephemeral_key_wiped_now", eph, "all_zeroed", all));
+	              "ephemeral_key_wiped_now", eph, "all_zeroed", all, "context", s->context));
 }
 
 static void cleanup(struct sl_run_st *s)
@@ -746,10 +799,13 @@ static void cleanup(struct sl_run_st *s)
 	json_decref(s->evidence);
 	json_decref(s->identity);
 	sl_claims_free(s->claims);
+	/* a run that failed while the challenge was on its way */
+	sl_run_challenge_join(s);
 	sl_kms_free(s->kms);
 	sl_policy_free(s->policy);
 	sl_run_lease_free(s);
 	sl_wl_free(&s->wl);
+	json_decref(s->context);
 }
 
 int sl_run_execute(struct sl_run *o)
@@ -758,19 +814,29 @@ int sl_run_execute(struct sl_run *o)
 	sl_err rc;
 	int job_code = -1, run_code;
 	char detail[1024];
+	const char *why = "job exit", *cmd = o->serve.on ? "serve" : "run";
 
 	memset(&s, 0, sizeof(s));
+	s.t0 = sl_now_ns();
+	s.audit_defer = true;
 	s.o = o;
 	for (size_t i = 0; i < SL_RUN_MAX_DATASETS; i++)
 		s.fd[i] = -1;
 	sl_wl_init(&s.wl);
+	g_cmd = cmd;
+	if (o->serve.on)
+		s.context = sl_run_serve_context();
 	rc = sl_supervise_init();
-	if (rc != SL_OK)
-		return sl_cli_fail("run", rc);
+	if (rc != SL_OK) {
+		json_decref(s.context);
+		return sl_cli_fail(cmd, rc);
+	}
 #define STEP(name, call)                                                                           \
 	do {                                                                                       \
+		uint64_t t_ = sl_now_ns();                                                         \
 		s.step = name;                                                                     \
 		rc = (call);                                                                       \
+		step_time(&s, name, t_);                                                           \
 		if (rc == SL_OK && poll_sig() != 0)                                                \
 			rc = sl_err_set(SL_E_SYSTEM,                                               \
 			                "interrupted by signal %d before the job started", g_sig); \
@@ -782,8 +848,11 @@ int sl_run_execute(struct sl_run *o)
 	STEP("datasets", step_datasets(&s));
 	STEP("policy", step_policy(&s));
 	STEP("gpu", sl_run_step_gpu(&s));
-	STEP("workload", sl_run_step_workload(&s));
-	STEP("challenge", sl_run_step_challenge(&s));
+	STEP("challenge", sl_run_challenge_begin(&s));
+	/* serve starts no command: it has no workload of its own to measure */
+	if (!o->serve.on)
+		STEP("workload", sl_run_step_workload(&s));
+	STEP("challenge", sl_run_challenge_end(&s));
 	STEP("evidence", sl_run_step_evidence(&s));
 	STEP("identity", sl_run_step_identity(&s));
 	STEP("claims", sl_run_step_claims(&s));
@@ -792,8 +861,8 @@ int sl_run_execute(struct sl_run *o)
 	STEP("release", step_release(&s));
 	STEP("stage", step_stage(&s));
 	STEP("output keys", sl_out_prepare(&s));
-	s.step = "job";
-	rc = step_job(&s, &job_code);
+	s.step = o->serve.on ? "serve" : "job";
+	rc = step_job(&s, &job_code, &why);
 	if (rc != SL_OK)
 		goto failed;
 	/* a shard that failed to stage while the job ran is not lost in a
@@ -801,8 +870,8 @@ int sl_run_execute(struct sl_run *o)
 	for (size_t i = 0; i < s.n; i++) {
 		sl_err se = s.stream[i] != NULL ? sl_stream_error(s.stream[i]) : SL_OK;
 		if (se != SL_OK) {
-			fprintf(stderr, "seclaunch run: streaming %s failed while the job ran\n",
-			        ds_id(&s, i));
+			fprintf(stderr, "seclaunch %s: streaming %s failed while the job ran\n",
+			        cmd, ds_id(&s, i));
 			sl_err a = sl_run_record(
 			    &s, SL_AUDIT_EV_RUN_ERROR, ds_id(&s, i), NULL, SL_AUDIT_ERROR, NULL,
 			    json_pack("{s:s, s:s, s:i}", "step", "stream", "error", sl_err_name(se),
@@ -814,13 +883,15 @@ int sl_run_execute(struct sl_run *o)
 	}
 	/* outputs sealed and uploaded (or not): the run's status */
 	run_code = sl_out_finish(&s, job_code);
-	rc = wipe_all(&s, "job exit");
+	rc = wipe_all(&s, why);
 	if (rc != SL_OK)
-		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
+		fprintf(stderr, "seclaunch %s: warning: %s\n", cmd, sl_err_detail());
+	else if (!sl_cli_quiet && o->serve.on)
+		fprintf(stderr, "seclaunch serve: stopped (%s); data and keys wiped\n", why);
 	else if (!sl_cli_quiet)
 		fprintf(stderr, "seclaunch run: job exited %d; data and keys wiped\n", job_code);
 	if (s.audit != NULL && sl_audit_close(s.audit) != SL_OK)
-		fprintf(stderr, "seclaunch run: warning: closing the audit log: %s\n",
+		fprintf(stderr, "seclaunch %s: warning: closing the audit log: %s\n", cmd,
 		        sl_err_detail());
 	cleanup(&s);
 	return run_code;
@@ -843,12 +914,15 @@ failed:
 		/* a refusal whose reasons are printed already is not printed again
 		 * (under --json the one error object is still due) */
 		if (!s.explained || sl_cli_json)
-			sl_cli_report("run", rc, code, detail);
+			sl_cli_report(cmd, rc, code, detail);
+		if (o->serve.on)
+			sl_run_serve_failed(&s, rc, code, detail);
 		if ((a != SL_OK || w != SL_OK) && s.audit != NULL)
 			fprintf(stderr,
-			        "seclaunch run: warning: the audit log could not record this\n");
+			        "seclaunch %s: warning: the audit log could not record this\n",
+			        cmd);
 		if (s.audit != NULL && sl_audit_close(s.audit) != SL_OK)
-			fprintf(stderr, "seclaunch run: warning: closing the audit log: %s\n",
+			fprintf(stderr, "seclaunch %s: warning: closing the audit log: %s\n", cmd,
 			        sl_err_detail());
 		cleanup(&s);
 		return code;

@@ -2,6 +2,7 @@
 #ifndef SECLAUNCH_LAUNCHER_RUN_INT_H
 #define SECLAUNCH_LAUNCHER_RUN_INT_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -32,7 +33,7 @@ struct sl_run {
 	const char *user;      /* --user USER[:GROUP] (NULL: seclaunch's own) */
 	unsigned kill_grace_s; /* --kill-grace (kill_grace_set: given) */
 	bool kill_grace_set;
-	bool verbose;             /* -v: the probes' own messages (CUDA) */
+	bool verbose;             /* -v: the probes' own messages (CUDA), step times */
 	const char *image_digest; /* --image-digest sha256:... (container jobs) */
 	const char *workload_log; /* --workload-log (NULL: $SECLAUNCH_WORKLOAD_LOG, default) */
 	unsigned workload_pcr;    /* --workload-pcr (default SL_WORKLOAD_PCR_DEFAULT) */
@@ -43,8 +44,15 @@ struct sl_run {
 	uint64_t window;       /* --window: stream staging's limit (0: the default) */
 	char **datasets;
 	size_t ndatasets;
-	char **cmd;
+	char **cmd;               /* NULL under serve */
 	struct sl_out_cfg outcfg; /* --output, --resume, --preempt-* (outputs.c) */
+	struct sl_run_serve {
+		bool on;            /* `seclaunch serve`: no job; serve until stopped */
+		const char *socket; /* --socket PATH (NULL: a private folder) */
+		int ready_fd;       /* --ready-fd N (-1: none) */
+		const char *ready_file;
+		pid_t until_pid; /* --until-pid (0: none) */
+	} serve;
 };
 
 /* The state of one run (run_exec.c, run_attest.c). */
@@ -84,6 +92,18 @@ struct sl_run_st {
 	struct sl_run_lease *lease; /* the keys' lease (run_lease.c); NULL: none */
 	/* sealed outputs (outputs.c; NULL: none) */
 	struct sl_outputs *out;
+	/* the challenge, asked for on its own thread while the job is measured
+	 * (run_attest.c): set by that thread, read after the join */
+	struct {
+		pthread_t thread;
+		bool started;
+		sl_err rc;
+		char detail[1024];
+		uint64_t ns;
+	} ch_async;
+	uint64_t t0;      /* sl_now_ns() when the run began (-v prints step times) */
+	bool audit_defer; /* until the job starts: records fsync'd together (run_exec.c) */
+	json_t *context;  /* serve: node, Slurm job/step (in run.start and run.wipe) */
 };
 
 /* run_measure.c: the job's identity, extended into the workload register
@@ -113,6 +133,13 @@ SL_MUST_USE sl_err sl_run_record(struct sl_run_st *s, const char *event, const c
                                  json_t *details);
 SL_MUST_USE sl_err sl_run_step_gpu(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_challenge(struct sl_run_st *s);
+/* The challenge round trip overlapped with the measurement: begin starts
+ * sl_run_step_challenge on a thread, end joins it and returns its result
+ * (the thread's error detail carried over), SL_OK when begin was not
+ * called; join only waits for the thread (cleanup), harmless twice. */
+SL_MUST_USE sl_err sl_run_challenge_begin(struct sl_run_st *s);
+SL_MUST_USE sl_err sl_run_challenge_end(struct sl_run_st *s);
+void sl_run_challenge_join(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_evidence(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_identity(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_claims(struct sl_run_st *s);
@@ -122,6 +149,65 @@ SL_MUST_USE sl_err sl_run_step_claims(struct sl_run_st *s);
 
 /* The default of --kill-grace, in seconds. */
 #define SL_RUN_KILL_GRACE_DEFAULT 10
+
+/* The data service over the staged datasets (data: SECLAUNCH_DATA's
+ * object); token: serve's admission token (NULL: run's). */
+SL_MUST_USE sl_err sl_run_data_service(struct sl_run_st *s, json_t *data, const char *token);
+/* serve: the data service until SIGTERM/SIGINT/SIGHUP, --until-pid's end or
+ * the end of the keys' lease (run_serve.c); *why says which, *exit_code is
+ * 0 but after a lease that ended. */
+SL_MUST_USE sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why,
+                                     int *exit_code);
+/* serve: a failure before serving, as one JSON line on --ready-fd
+ * ({"error": {"code", "exit", "message"}}) for the caller that waits there. */
+void sl_run_serve_failed(struct sl_run_st *s, sl_err rc, int exit_code, const char *message);
+/* serve: who and where, for the audit records (run_serve.c). */
+json_t *sl_run_serve_context(void);
+
+/* The options run and serve share (cmd_run.c): the attested launch's. */
+enum {
+	SL_RUN_O_POLICY = 256,
+	SL_RUN_O_POLICY_SIG,
+	SL_RUN_O_POLICY_PUB,
+	SL_RUN_O_TEE,
+	SL_RUN_O_COLLATERAL,
+	SL_RUN_O_STAGE,
+	SL_RUN_O_ENV,
+	SL_RUN_O_ENV_PASS,
+	SL_RUN_O_TIMEOUT,
+	SL_RUN_O_THREADS,
+	SL_RUN_O_AUDIT_KEY,
+	SL_RUN_O_USER,
+	SL_RUN_O_KILL_GRACE,
+	SL_RUN_O_CLEAN_ENV,
+	SL_RUN_O_WINDOW,
+	SL_RUN_O_GPU_DECRYPT,
+	SL_RUN_O_IMAGE_DIGEST,
+	SL_RUN_O_WORKLOAD_PCR,
+	SL_RUN_O_WORKLOAD_LOG,
+	SL_RUN_O_LEASE_GRACE,
+	SL_RUN_O_LAST, /* a command's own keys start here */
+};
+#define SL_RUN_LAUNCH_OPTS                                                                         \
+	{"policy", required_argument, SL_RUN_O_POLICY, NULL},                                      \
+	    {"policy-sig", required_argument, SL_RUN_O_POLICY_SIG, NULL},                          \
+	    {"policy-pubkey", required_argument, SL_RUN_O_POLICY_PUB, NULL},                       \
+	    {"tee", required_argument, SL_RUN_O_TEE, NULL},                                        \
+	    {"collateral", required_argument, SL_RUN_O_COLLATERAL, NULL},                          \
+	    {"stage", required_argument, SL_RUN_O_STAGE, NULL}, SL_REGION_ID_OPTS,                 \
+	    {"threads", required_argument, SL_RUN_O_THREADS, NULL},                                \
+	    {"audit-key", required_argument, SL_RUN_O_AUDIT_KEY, NULL},                            \
+	    {"user", required_argument, SL_RUN_O_USER, NULL},                                      \
+	    {"window", required_argument, SL_RUN_O_WINDOW, NULL},                                  \
+	    {"lease-grace", required_argument, SL_RUN_O_LEASE_GRACE, NULL}, SL_REMOTE_OPTS,        \
+	{                                                                                          \
+		"verbose", no_argument, 'v', NULL                                                  \
+	}
+/* One of the shared options (cmd names the messages); 0 or an exit code. */
+int sl_run_option(struct sl_run *r, const char *cmd, int key, char *arg);
+struct sl_cli_shared;
+/* The shared options agree and the defaults are filled in; 0 or an exit code. */
+int sl_run_check(struct sl_run *r, const struct sl_cli_shared *sh, const char *cmd);
 
 /* Runs the whole launch; returns the exit code. */
 int sl_run_execute(struct sl_run *r);

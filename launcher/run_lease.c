@@ -172,7 +172,8 @@ static SL_RESULT renew_once(struct sl_run_lease *L, json_t **lease)
 		    m != NULL ? sl_sldm_wrapped_dek(m, &keys[i].wrapped_dek_len)
 		              : sl_sld_header_wrapped_dek(s->hdr[i], &keys[i].wrapped_dek_len);
 	}
-	job = json_pack("{s:s, s:s, s:i}", "id", s->job_id, "command", s->o->cmd[0], "renewal",
+	job = json_pack("{s:s, s:s, s:i}", "id", s->job_id, "command",
+	                s->o->cmd != NULL ? s->o->cmd[0] : "seclaunch serve", "renewal",
 	                (int)L->renewals + 1);
 	SL_ENSURE(job != NULL, SL_E_NOMEM, "job");
 	sl_kms_release_req rq = {.nonce = ch.nonce,

@@ -55,6 +55,11 @@ for f in usr/bin/seclaunch usr/bin/seclaunchd lib/systemd/system/seclaunchd.serv
 	usr/lib/seclaunch/libseclaunch_data.so usr/include/seclaunch_data.h; do
 	assert "the package holds /$f" test -e "$R/$f"
 done
+MA=$(${CC:-cc} -print-multiarch 2>/dev/null)
+assert "the package holds the Slurm SPANK plugin in Slurm's plugin folder" \
+	test -e "$R/usr/lib/$MA/slurm-wlm/spank_seclaunch.so"
+assert "... and a plugstack.conf example" \
+	test -e "$R/usr/share/doc/seclaunch/examples/plugstack.conf.d/seclaunch.conf"
 assert "the system user is _seclaunchd (sysusers.d)" grep -q '^u _seclaunchd ' "$R/usr/lib/sysusers.d/seclaunch.conf"
 dpkg-deb -f "$DEB" Depends >"$T/depends"
 assert "it depends on the shared libraries it links (shlibs)" grep -q libsodium "$T/depends"

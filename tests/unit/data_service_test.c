@@ -2,7 +2,8 @@
  * reads its bytes through the descriptor it received; a process that does
  * not descend from this one, and one of another user, are refused (and the
  * refusal hook hears of it); malformed and unknown requests get errors;
- * the socket and its folder are gone after free. */
+ * the socket and its folder are gone after free. Under serve's token:
+ * any process of the user with the token is served, everyone else refused. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -23,6 +24,7 @@
 #include <cmocka.h>
 
 #include "../../launcher/data_service.h"
+#include "seclaunch/secret.h"
 #include "seclaunch/util.h"
 
 static const char payload[] = "the plaintext of dataset one, staged in memory";
@@ -267,12 +269,118 @@ static void test_other_user_is_refused(void **state)
 	sl_dsvc_free(s);
 }
 
+#define TOKEN "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+/* serve's admission: a process that does not descend from the service (here
+ * the service's own process) is answered when each request carries the
+ * token; no token, a wrong token (one digit off), a token of the wrong
+ * length and a malformed request are refused, the connection cut, the hook
+ * told; a socket at a given path is used as given and removed at free. */
+static void test_token_admission(void **state)
+{
+	(void)state;
+	struct refusals r = {0};
+	sl_dsvc *s = NULL;
+	char path[128], wrong[sizeof(TOKEN)], req[256];
+	snprintf(path, sizeof(path), "/tmp/sl-dsvc-test-%d.sock", (int)getpid());
+	sl_dsvc_opts o = {.job_uid = getuid(),
+	                  .job_gid = getgid(),
+	                  .path = path,
+	                  .token = TOKEN,
+	                  .refused = on_refused,
+	                  .refused_ctx = &r};
+	int fd = staged_fd(), got = -1;
+	json_t *info =
+	    json_pack("{s:I,s:s}", "size", (json_int_t)sizeof(payload), "method", "memfd");
+	assert_int_equal(sl_dsvc_new(&o, &s), SL_OK);
+	assert_string_equal(sl_dsvc_path(s), path);
+	assert_int_equal(sl_dsvc_add(s, "one", fd, info), SL_OK);
+	json_decref(info);
+	close(fd);
+	assert_int_equal(sl_dsvc_serve(s), SL_OK);
+
+	/* the right token: served, from this very process */
+	int c = dial(path);
+	assert_true(c >= 0);
+	snprintf(req, sizeof(req), "{\"op\":\"open\",\"dataset\":\"one\",\"token\":\"%s\"}", TOKEN);
+	json_t *a = ask(c, req, &got);
+	assert_non_null(a);
+	assert_true(json_is_true(json_object_get(a, "ok")));
+	assert_true(got >= 0);
+	close(got);
+	json_decref(a);
+	close(c);
+	assert_int_equal(r.n, 0);
+
+	memcpy(wrong, TOKEN, sizeof(TOKEN));
+	wrong[63] = 'e';
+	const char *bad[] = {
+	    "{\"op\":\"open\",\"dataset\":\"one\"}",
+	    NULL, /* wrong token, filled below */
+	    "{\"op\":\"list\",\"token\":\"0123\"}",
+	    "not json",
+	};
+	char wreq[256];
+	snprintf(wreq, sizeof(wreq), "{\"op\":\"open\",\"dataset\":\"one\",\"token\":\"%s\"}",
+	         wrong);
+	bad[1] = wreq;
+	const char *why[] = {"no token", "wrong token", "wrong token", "malformed"};
+	for (size_t i = 0; i < 4; i++) {
+		c = dial(path);
+		assert_true(c >= 0);
+		got = -1;
+		a = ask(c, bad[i], &got);
+		assert_non_null(a);
+		assert_string_equal(json_string_value(json_object_get(a, "error")), "refused");
+		assert_int_equal(got, -1);
+		json_decref(a);
+		assert_int_equal(r.n, (int)i + 1);
+		assert_non_null(strstr(r.why, why[i]));
+		/* the connection is cut: a right request after it gets nothing */
+		a = ask(c, req, &got);
+		assert_null(a);
+		assert_int_equal(got, -1);
+		close(c);
+	}
+	sl_dsvc_free(s);
+	struct stat sb;
+	assert_int_not_equal(stat(path, &sb), 0);
+}
+
+/* A token of the wrong length is a programming error, refused at once; a
+ * socket path that exists is not replaced. */
+static void test_token_and_path_checked(void **state)
+{
+	(void)state;
+	sl_dsvc *s = NULL;
+	char path[128];
+	snprintf(path, sizeof(path), "/tmp/sl-dsvc-test-exists-%d", (int)getpid());
+	sl_dsvc_opts o = {.job_uid = getuid(), .job_gid = getgid(), .token = "abc"};
+	assert_int_equal(sl_dsvc_new(&o, &s), SL_E_INTERNAL);
+	assert_null(s);
+	int f = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	assert_true(f >= 0);
+	close(f);
+	o.token = TOKEN;
+	o.path = path;
+	assert_int_not_equal(sl_dsvc_new(&o, &s), SL_OK);
+	struct stat sb;
+	assert_int_equal(stat(path, &sb), 0); /* left alone */
+	assert_true(S_ISREG(sb.st_mode));
+	unlink(path);
+}
+
 int main(void)
 {
+	/* serve's token lives in guarded memory */
+	if (sl_crypto_init() != SL_OK)
+		return 1;
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_child_is_served),
 	    cmocka_unit_test(test_stranger_is_refused),
 	    cmocka_unit_test(test_other_user_is_refused),
+	    cmocka_unit_test(test_token_admission),
+	    cmocka_unit_test(test_token_and_path_checked),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -456,6 +456,53 @@ static void test_from_data_service(void **state)
 	free(plain);
 }
 
+/* Under `seclaunch serve` the service wants the step's token: the library
+ * sends SECLAUNCH_DATA_TOKEN with its request, and without it is refused. */
+static void test_from_serve_with_token(void **state)
+{
+	(void)state;
+	NEED_LIB();
+	static const char tok[] =
+	    "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+	size_t n = 3 * MIB;
+	uint8_t *plain = random_bytes(n);
+	int fd = memfd_with(plain, n);
+	sl_dsvc *svc = NULL;
+	sl_dsvc_opts o = {.job_uid = getuid(), .job_gid = getgid(), .token = tok};
+	json_t *info =
+	    json_pack("{s:s,s:I,s:s}", "kind", "host", "size", (json_int_t)n, "method", "memfd");
+	assert_int_equal(sl_dsvc_new(&o, &svc), SL_OK);
+	assert_int_equal(sl_dsvc_add(svc, "tok-ds", fd, info), SL_OK);
+	json_decref(info);
+	assert_int_equal(sl_dsvc_serve(svc), SL_OK);
+	pid_t p = fork();
+	if (p == 0) {
+		sldata *d = NULL;
+		uint64_t dptr = 0;
+		setenv("SECLAUNCH_DATA", "{\"tok-ds\":{\"kind\":\"host\",\"size\":1}}", 1);
+		setenv("SECLAUNCH_DATA_SOCKET", sl_dsvc_path(svc), 1);
+		unsetenv("SECLAUNCH_DATA_TOKEN");
+		if (L.open("tok-ds", &d) == SLDATA_OK || strstr(L.error(), "no token") == NULL)
+			_exit(10);
+		setenv("SECLAUNCH_DATA_TOKEN", tok, 1);
+		if (L.open("tok-ds", &d) != SLDATA_OK)
+			_exit(11);
+		if (L.to_device(d, 0, 0, &dptr) != SLDATA_OK ||
+		    memcmp((const void *)(uintptr_t)dptr, plain, n) != 0)
+			_exit(12);
+		_exit(0);
+	}
+	int st = 0;
+	assert_int_equal(waitpid(p, &st, 0), p);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(sl_dsvc_served(svc), 1);
+	assert_int_equal(sl_dsvc_refusals(svc), 1);
+	sl_dsvc_free(svc);
+	close(fd);
+	free(plain);
+}
+
 static void test_unknown_dataset(void **state)
 {
 	(void)state;
@@ -481,6 +528,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_gpu_decrypt, each_setup),
 	    cmocka_unit_test_setup(test_gpu_decrypt_tamper, each_setup),
 	    cmocka_unit_test_setup(test_from_data_service, each_setup),
+	    cmocka_unit_test_setup(test_from_serve_with_token, each_setup),
 	    cmocka_unit_test_setup(test_unknown_dataset, each_setup),
 	};
 	return cmocka_run_group_tests(tests, group_setup, NULL);

@@ -1,0 +1,147 @@
+/* seclaunch serve: the node-level form of `seclaunch run`. The same attested
+ * launch (run_exec.c: policy, challenge, evidence, pre-flight, release,
+ * stage), once for the node; then the data service answers every process
+ * of the job's user that presents the step's token, until it is told to
+ * stop; then the same wipe and audit records as after a job. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "region_id.h"
+#include "run_int.h"
+
+static void usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "Usage: seclaunch serve --policy P --policy-pubkey K --kms URL [options] DATA...\n\n"
+	    "The attested launch of `seclaunch run`, once for this node, for every process\n"
+	    "of a job that runs here (torchrun ranks, the tasks of a Slurm step): attests\n"
+	    "the machine, asks the KMS for the datasets' keys under the signed policy,\n"
+	    "decrypts and stages the data in memory, then serves it over the data service\n"
+	    "socket. It starts no command. A process is answered when it runs as the job's\n"
+	    "user (--user, else serve's own) and sends the step's token, a random 256-bit\n"
+	    "value serve makes at start, with every request (SECLAUNCH_DATA_TOKEN for the\n"
+	    "Python helper); every other peer is refused and the refusal audited.\n"
+	    "When the socket is up, serve writes one JSON line to --ready-fd and/or\n"
+	    "--ready-file: {\"data\": SECLAUNCH_DATA, \"socket\": PATH, \"token\": HEX}.\n"
+	    "It stops on SIGTERM, SIGINT or SIGHUP, when the --until-pid process ends, or\n"
+	    "when the keys' lease (the policy's key_ttl) is refused or missed;\n"
+	    "it then wipes every key and all staged plaintext, and appends run.wipe to the\n"
+	    "audit log with its context (node, SLURM_JOB_ID, SLURM_STEP_ID).\n\n"
+	    "  --socket PATH          the socket's path (it must not exist; default: a new\n"
+	    "                         private folder under $XDG_RUNTIME_DIR or /tmp)\n"
+	    "  --ready-fd N           write the ready line to descriptor N, then close it\n"
+	    "  --ready-file F         write it to the new file F (mode 0600, the job's user)\n"
+	    "  --until-pid PID        stop when process PID ends\n"
+	    "  --user USER[:GROUP]    the job's user (root only; default: serve's own)\n"
+	    "  --policy P, --policy-sig F, --policy-pubkey K, --kms URL, --kms-ca F,\n"
+	    "  --kms-pin PIN, --tcti T, --tee KIND, --collateral DIR, --stage WHERE,\n"
+	    "  --window SIZE, --threads N, --lease-grace S, --audit-log F, --audit-key F,\n"
+	    "  -q, -v, --json         as for `seclaunch run` (see its --help)\n" SL_REGION_ID_HELP
+	        SL_REMOTE_HELP "  -h, --help             this text\n\n"
+	    "serve measures no workload identity (it starts no command), and it takes\n"
+	    "none of run's job options (--env, --timeout, --output...).\n"
+	    "Exit: 0 after a stop; before serving: 1 usage, 2 input, 3 attestation,\n"
+	    "4 policy denied, 5 KMS, 6 integrity, 7 system; see docs/exit-codes.md.\n"
+	    "See docs/job-interface.md and docs/distributed.md.\n");
+}
+
+enum {
+	O_SOCKET = SL_RUN_O_LAST,
+	O_READY_FD,
+	O_READY_FILE,
+	O_UNTIL_PID,
+};
+
+static const struct sl_cli_opt serve_opts[] = {
+    SL_RUN_LAUNCH_OPTS,
+    {"socket", required_argument, O_SOCKET, NULL},
+    {"ready-fd", required_argument, O_READY_FD, NULL},
+    {"ready-file", required_argument, O_READY_FILE, NULL},
+    {"until-pid", required_argument, O_UNTIL_PID, NULL},
+    {NULL, 0, 0, NULL},
+};
+
+static bool parse_long(const char *s, long lo, long hi, long *out)
+{
+	char *end = NULL;
+	long v = strtol(s, &end, 10);
+	if (s[0] < '0' || s[0] > '9' || *end != '\0' || v < lo || v > hi)
+		return false;
+	*out = v;
+	return true;
+}
+
+static int on_option(void *ctx, int key, char *arg)
+{
+	struct sl_run *r = ctx;
+	long v;
+	switch (key) {
+	case O_SOCKET:
+		if (arg[0] != '/' || strlen(arg) > 107)
+			return sl_cli_usage("serve",
+			                    "--socket %s: an absolute path of at most "
+			                    "107 bytes",
+			                    arg);
+		r->serve.socket = arg;
+		return 0;
+	case O_READY_FD:
+		if (!parse_long(arg, 3, 1 << 20, &v) || fcntl((int)v, F_GETFD) < 0)
+			return sl_cli_usage(
+			    "serve", "--ready-fd %s: not an open descriptor (3 or more)", arg);
+		r->serve.ready_fd = (int)v;
+		(void)fcntl((int)v, F_SETFD, FD_CLOEXEC);
+		return 0;
+	case O_READY_FILE:
+		r->serve.ready_file = arg;
+		return 0;
+	case O_UNTIL_PID:
+		if (!parse_long(arg, 2, 1 << 22, &v))
+			return sl_cli_usage("serve", "--until-pid %s: not a process id", arg);
+		r->serve.until_pid = (pid_t)v;
+		return 0;
+	default:
+		return sl_run_option(r, "serve", key, arg);
+	}
+}
+
+static int on_args(void *ctx, int argc, char **argv)
+{
+	struct sl_run *r = ctx;
+	r->datasets = argv;
+	r->ndatasets = (size_t)argc;
+	return 0;
+}
+
+static const struct sl_cli_spec spec = {
+    .name = "serve",
+    .shared = SL_SH_QUIET | SL_SH_JSON | SL_SH_KMS_ALL | SL_SH_TCTI | SL_SH_AUDIT_LOG,
+    .shortopts = "v",
+    .opts = serve_opts,
+    .help = usage,
+    .on_option = on_option,
+    .on_args = on_args,
+};
+
+int cmd_serve(int argc, char **argv)
+{
+	struct sl_run r;
+	struct sl_cli_shared sh;
+	int code;
+
+	memset(&r, 0, sizeof(r));
+	r.serve.on = true;
+	r.serve.ready_fd = -1;
+	r.lease_grace_s = SL_RUN_LEASE_GRACE_DEFAULT;
+	code = sl_cli_parse(&spec, &r, &sh, argc, argv);
+	if (code >= 0)
+		return code;
+	code = sl_run_check(&r, &sh, "serve");
+	if (code != 0)
+		return code;
+	setenv("TSS2_LOG", "all+NONE", 0);
+	return sl_run_execute(&r);
+}

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# seclaunch serve (real swtpm, real seclaunchd over TLS): one attested launch
+# for the node, then the data service for processes that are not its
+# children, as long as they run as the job's user and send the step's token;
+# no token, a wrong token, a malformed request and another uid are refused
+# and audited; SIGTERM and the end of --until-pid stop it with a wipe record
+# that names the node and the Slurm job and step; a policy denial exits 4
+# with nothing served; usage mistakes exit 1.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/run_lib.bash"
+
+for tool in swtpm python3 setpriv; do
+	if ! command -v "$tool" >/dev/null; then
+		skip serve_node "$tool not installed"
+		finish
+	fi
+done
+cd "$T" || exit 1
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(python3 -c "import sys; print(sys.executable)")
+
+start_tpm tpm || exit 1
+minisign -G -W -p "$T/policy.pub" -s "$T/policy.key" >/dev/null 2>&1
+cat >"$T/policy.json" <<'EOF2'
+{
+  "version": 1,
+  "description": "serve_node test policy (development: unverified regions)",
+  "allow_unverified_region": true,
+  "keys": {"ds-key": ["node-*"]},
+  "datasets": [{"id": "node-1", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"]}]
+}
+EOF2
+minisign -S -s "$T/policy.key" -m "$T/policy.json" -t serve >/dev/null 2>&1
+start_kms "$T/kms" --policy "$T/policy.json" --policy-pubkey "$T/policy.pub" || exit 1
+KMSA=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
+check "enroll the TPM" 0 "$SL" enroll "${KMSA[@]}" --tcti "$SWTPM_TCTI" -q
+check "create a key" 0 "$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ds-key -q
+mkdir src
+for i in $(seq 0 11); do head -c $((20000 + i * 3000)) /dev/urandom >"src/s$i.bin"; done
+(cd src && sha256sum ./*.bin | sed 's# \./# #') >want.sums
+check "encrypt a sharded dataset" 0 "$SL" encrypt "${KMSA[@]}" --key-id ds-key \
+	--admin-token-file "$KMS_TOKEN" --dataset-id node-1 --shard-size 64K -q src -o ds
+
+SA=(--policy "$T/policy.json" --policy-pubkey "$T/policy.pub" "${KMSA[@]}"
+	--tcti "$SWTPM_TCTI" --stage host --region gcp:europe-west4)
+releases() { grep -c '"event":"kms.release"' "$KMS_STATE/audit.log"; }
+
+# ---- usage -----------------------------------------------------------------
+check_err "serve without a dataset: exit 1" 1 "no dataset" "$SL" serve "${SA[@]}"
+check_err "serve --ready-fd of a closed descriptor: exit 1" 1 "ready-fd" \
+	"$SL" serve "${SA[@]}" --ready-fd 57 ds
+check_err "serve --socket of a relative path: exit 1" 1 "absolute path" \
+	"$SL" serve "${SA[@]}" --socket rel.sock ds
+check_err "serve takes no job options (--env): exit 1" 1 "env" \
+	"$SL" serve "${SA[@]}" --env A=b ds
+check "serve --help says what it does" 0 "$SL" serve --help
+assert "... the token and the stop conditions" grep -q "SIGTERM" "$T/out"
+cp "$T/out" "$T/help"
+missing=
+for opt in $(sed -n 's/^[[:space:]]*{"\([a-z-]*\)", [a-z_]*, [A-Z_]*, NULL}.*/\1/p' \
+	"$SL_ROOT/launcher/cmd_serve.c" "$SL_ROOT/launcher/run_int.h" "$SL_ROOT/launcher/region_id.h"); do
+	grep -q -- "--$opt" "$T/help" || missing="$missing --$opt"
+done
+assert "serve --help names every option of its parser${missing:+ (missing:$missing)}" test -z "$missing"
+
+# ---- one serve, many processes -----------------------------------------------
+before=$(releases)
+SLURM_JOB_ID=77 SLURM_STEP_ID=3 SLURMD_NODENAME=node-a \
+	"$SL" serve "${SA[@]}" --audit-log "$T/audit.log" --socket "$T/data.sock" \
+	--ready-file "$T/ready.json" ds 2>"$T/serve.err" &
+sp=$!
+_PIDS+=("$sp")
+for _ in $(seq 300); do [ -s "$T/ready.json" ] && break; sleep 0.05; done
+assert "serve writes its ready line when the socket is up" test -S "$T/data.sock" -a -s "$T/ready.json"
+assert "the ready file is private (0600)" test "$(stat -c %a "$T/ready.json")" = 600
+TOKEN=$("$PY" -c "import json; print(json.load(open('$T/ready.json'))['token'])")
+"$PY" -c "import json; print(json.dumps(json.load(open('$T/ready.json'))['data']))" >data.json
+assert "the token is 64 hex digits" test "${#TOKEN}" = 64
+assert "the tasks' SECLAUNCH_DATA carries no inherited descriptor" \
+	"$PY" -c "import json,sys; d=json.load(open('data.json'))['node-1']; sys.exit('fd' in d or 'path' in d)"
+
+cat >reader.py <<'EOF2'
+import hashlib, json, sys
+import seclaunch_data as sd
+ds = sd.get("node-1")
+print(json.dumps({p: hashlib.sha256(bytes(ds.view(p))).hexdigest() for p in ds.files()}))
+EOF2
+reader() { # reader OUT [env...]: a process that is not serve's child
+	local out=$1
+	shift
+	env -i PATH=/usr/bin:/bin PYTHONPATH="$SL_ROOT/launcher/python" PYTHONDONTWRITEBYTECODE=1 \
+		SECLAUNCH_DATA_SOCKET="$T/data.sock" "$@" "$PY" reader.py >"$out" 2>"$out.err"
+}
+sums_ok() {
+	"$PY" - "$1" want.sums <<'EOF2'
+import json, sys
+got = json.load(open(sys.argv[1]))
+want = dict(reversed(l.split()) for l in open(sys.argv[2]))
+sys.exit(0 if got == want else 1)
+EOF2
+}
+reader r1.json SECLAUNCH_DATA_TOKEN="$TOKEN" SECLAUNCH_DATA="$(cat data.json)"
+assert "a process with the token and SECLAUNCH_DATA reads every file exactly" sums_ok r1.json
+reader r2.json SECLAUNCH_DATA_TOKEN="$TOKEN"
+assert "a second process with the socket and token only (list) reads them too" sums_ok r2.json
+reader r3.json SECLAUNCH_DATA="$(cat data.json)"
+assert "no token: refused" grep -q "refused: no token" r3.json.err
+reader r4.json SECLAUNCH_DATA_TOKEN="${TOKEN:0:63}0" SECLAUNCH_DATA="$(cat data.json)"
+[ "${TOKEN:63:1}" = 0 ] && reader r4.json SECLAUNCH_DATA_TOKEN="${TOKEN:0:63}1" SECLAUNCH_DATA="$(cat data.json)"
+assert "a wrong token (one digit off): refused" grep -q "refused: wrong token" r4.json.err
+"$PY" - "$T/data.sock" >raw.txt <<'EOF2'
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+s.send(b"{not json")
+msg, fds, _, _ = socket.recv_fds(s, 4096, 1)
+print(json.loads(msg).get("error"), len(fds))
+EOF2
+assert "a malformed request (no token readable): refused, no descriptor" test "$(cat raw.txt)" = "refused 0"
+setpriv --reuid=65534 --regid=65534 --clear-groups "$PY" - "$T/data.sock" "$TOKEN" >other.txt 2>&1 <<'EOF2'
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+try:
+    s.connect(sys.argv[1])
+    s.send(json.dumps({"op": "open", "dataset": "node-1", "token": sys.argv[2]}).encode())
+    msg, fds, _, _ = socket.recv_fds(s, 4096, 1)
+    print(json.loads(msg).get("error"), len(fds))
+except OSError as e:
+    print("os-error", e.errno)
+EOF2
+assert "another uid, with the token: cannot reach the socket (0600, EACCES)" \
+	test "$(cat other.txt)" = "os-error 13"
+assert "one release for the node, however many processes read" test "$(releases)" = $((before + 1))
+kill -TERM "$sp"
+wait "$sp"
+rc=$?
+assert "SIGTERM stops serve: exit 0" test "$rc" = 0
+assert "... it says it wiped" grep -q "stopped (signal 15); data and keys wiped" "$T/serve.err"
+assert "... the socket is gone" test ! -e "$T/data.sock"
+assert "the refusals are audited" test "$(grep -c '"event":"run.data.refused"' "$T/audit.log")" -ge 3
+"$PY" - "$T/audit.log" >wipe.txt <<'EOF2'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r["event"] == "run.wipe":
+        d = r["details"]
+        c = d.get("context", {})
+        print(d["after"], d["all_zeroed"], c.get("node"), c.get("slurm_job_id"), c.get("slurm_step_id"))
+    if r["event"] == "run.start":
+        print("start", r["details"].get("mode"))
+EOF2
+assert "run.start says mode serve" grep -q "^start serve$" wipe.txt
+assert "run.wipe: after the signal, all zeroed, node, Slurm job and step" \
+	grep -q "^signal 15 True node-a 77 3$" wipe.txt
+assert "the KMS's release record carries the Slurm context" \
+	grep -q '"slurm_job_id":"77"' "$KMS_STATE/audit.log"
+
+# ---- --user: the uid check -----------------------------------------------------
+"$SL" serve "${SA[@]}" --audit-log "$T/audit-u.log" --user nobody --ready-file "$T/ready-u.json" \
+	-q ds 2>"$T/serve-u.err" &
+sp=$!
+_PIDS+=("$sp")
+for _ in $(seq 300); do [ -s "$T/ready-u.json" ] && break; sleep 0.05; done
+read -r usock utok < <("$PY" -c "import json; r=json.load(open('$T/ready-u.json')); print(r['socket'], r['token'])")
+assert "--user: the ready file belongs to the job's user" test "$(stat -c %U "$T/ready-u.json")" = nobody
+env -i PATH=/usr/bin:/bin PYTHONPATH="$SL_ROOT/launcher/python" PYTHONDONTWRITEBYTECODE=1 SECLAUNCH_DATA_SOCKET="$usock" \
+	SECLAUNCH_DATA_TOKEN="$utok" "$PY" reader.py >u1.json 2>u1.err
+assert "--user nobody: root with the right token is refused (not the job's user)" \
+	grep -q "not the job's user" u1.err
+chmod 0755 "$T"
+env -i PATH=/usr/bin:/bin PYTHONPATH="$SL_ROOT/launcher/python" PYTHONDONTWRITEBYTECODE=1 \
+	SECLAUNCH_DATA_SOCKET="$usock" SECLAUNCH_DATA_TOKEN="$utok" \
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$PY" "$T/reader.py" >u2.json 2>u2.err
+chmod 0700 "$T"
+assert "--user nobody: nobody with the token reads every file" sums_ok u2.json
+kill -INT "$sp"
+wait "$sp"
+assert "SIGINT stops it too: exit 0" test $? = 0
+
+# ---- --until-pid -----------------------------------------------------------------
+sleep 600 &
+slp=$!
+_PIDS+=("$slp")
+"$SL" serve "${SA[@]}" --audit-log "$T/audit-p.log" --until-pid "$slp" --ready-file "$T/ready-p.json" \
+	-q ds 2>"$T/serve-p.err" &
+sp=$!
+_PIDS+=("$sp")
+for _ in $(seq 300); do [ -s "$T/ready-p.json" ] && break; sleep 0.05; done
+kill "$slp"
+wait "$slp" 2>/dev/null
+for _ in $(seq 50); do kill -0 "$sp" 2>/dev/null || break; sleep 0.1; done
+assert "--until-pid: serve stops when that process ends" bash -c "! kill -0 $sp 2>/dev/null"
+wait "$sp"
+assert "... exit 0" test $? = 0
+assert "... and the wipe record says why" grep -q '"after":"--until-pid ended"' "$T/audit-p.log"
+
+# ---- a policy denial: exit 4, nothing served ----------------------------------------
+before=$(releases)
+check_err "a region the policy does not allow: exit 4, the reasons on stderr" 4 "us-east-1" \
+	"$SL" serve "${SA[@]}" --region aws:us-east-1 --audit-log "$T/audit-d.log" \
+	--ready-file "$T/ready-d.json" ds
+assert "... no ready line, nothing released" test ! -e "$T/ready-d.json" -a "$(releases)" = "$before"
+finish
