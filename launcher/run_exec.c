@@ -819,6 +819,9 @@ static SL_RESULT wipe_all(struct sl_run_st *s, const char *why)
 	json_t *list = json_array();
 	size_t deks = 0;
 	bool all = true;
+	/* a run that failed while the challenge was on its way: the thread may
+	 * still make the ephemeral key, which is wiped below */
+	sl_run_challenge_join(s);
 
 	/* no descriptor is handed out once the wipe starts */
 	sl_dsvc_free(s->dsvc);
@@ -879,6 +882,8 @@ static void cleanup(struct sl_run_st *s)
 	sl_claims_free(s->claims);
 	/* a run that failed while the challenge was on its way */
 	sl_run_challenge_join(s);
+	sl_secret_free(s->eph_sk);
+	s->eph_sk = NULL;
 	sl_kms_free(s->kms);
 	sl_policy_free(s->policy);
 	sl_run_lease_free(s);

@@ -39,8 +39,9 @@ json_t *sl_run_serve_context(void)
 	for (size_t i = 0; i < sizeof(slurm) / sizeof(slurm[0]); i++) {
 		const char *v = getenv(slurm[i][1]);
 		/* a value that is not printable text is left out, not audited */
-		if (v != NULL && v[0] != '\0' && strlen(v) < 64 && json_string(v) != NULL)
-			json_object_set_new(c, slurm[i][0], json_string(v));
+		json_t *js = v != NULL && v[0] != '\0' && strlen(v) < 64 ? json_string(v) : NULL;
+		if (js != NULL)
+			json_object_set_new(c, slurm[i][0], js);
 	}
 	return c;
 }
