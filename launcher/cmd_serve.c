@@ -26,10 +26,12 @@ static void usage(FILE *f)
 	    "value serve makes at start, with every request (SECLAUNCH_DATA_TOKEN for the\n"
 	    "Python helper); every other peer is refused and the refusal audited.\n"
 	    "When the socket is up, serve writes one JSON line to --ready-fd and/or\n"
-	    "--ready-file: {\"data\": SECLAUNCH_DATA, \"socket\": PATH, \"token\": HEX}.\n"
+	    "--ready-file: {\"data\": SECLAUNCH_DATA, \"socket\": PATH, \"token\": HEX}\n"
+	    "(and \"output_dir\": SECLAUNCH_OUTPUT_DIR with --output).\n"
 	    "It stops on SIGTERM, SIGINT or SIGHUP, when the --until-pid process ends, or\n"
 	    "when the keys' lease (the policy's key_ttl) is refused or missed;\n"
-	    "it then wipes every key and all staged plaintext, and appends run.wipe to the\n"
+	    "it then seals and uploads the outputs (--output), wipes every key, all staged\n"
+	    "plaintext and the output folder, and appends run.wipe to the\n"
 	    "audit log with its context (node, SLURM_JOB_ID, SLURM_STEP_ID).\n\n"
 	    "  --socket PATH          the socket's path (it must not exist; default: a new\n"
 	    "                         private folder under $XDG_RUNTIME_DIR or /tmp)\n"
@@ -41,9 +43,13 @@ static void usage(FILE *f)
 	    "  --kms-pin PIN, --tcti T, --tee KIND, --collateral DIR, --stage WHERE,\n"
 	    "  --window SIZE, --threads N, --lease-grace S, --audit-log F, --audit-key F,\n"
 	    "  -q, -v, --json         as for `seclaunch run` (see its --help)\n" SL_REGION_ID_HELP
-	        SL_REMOTE_HELP "  -h, --help             this text\n\n"
-	    "serve measures no workload identity (it starts no command), and it takes\n"
-	    "none of run's job options (--env, --timeout, --output...).\n"
+	        SL_REMOTE_HELP SL_OUT_HELP
+	    "  under serve the output folder is a private folder (0700, the job's user) in\n"
+	    "  /dev/shm or $XDG_RUNTIME_DIR, as the tasks are not serve's children; the\n"
+	    "  tasks write $SECLAUNCH_OUTPUT_DIR/NAME/, serve seals it when it stops (a\n"
+	    "  preemption notice of --preempt-watch gce|aws stops serve too)\n"
+	    "  -h, --help             this text\n\n"
+	    "serve takes none of run's job options (--env, --timeout, --kill-grace...).\n"
 	    "Exit: 0 after a stop; before serving: 1 usage, 2 input, 3 attestation,\n"
 	    "4 policy denied, 5 KMS, 6 integrity, 7 system; see docs/exit-codes.md.\n"
 	    "See docs/job-interface.md and docs/distributed.md.\n");
@@ -62,6 +68,7 @@ static const struct sl_cli_opt serve_opts[] = {
     {"ready-fd", required_argument, O_READY_FD, NULL},
     {"ready-file", required_argument, O_READY_FILE, NULL},
     {"until-pid", required_argument, O_UNTIL_PID, NULL},
+    SL_OUT_OPTS,
     {NULL, 0, 0, NULL},
 };
 
@@ -143,5 +150,9 @@ int cmd_serve(int argc, char **argv)
 	if (code != 0)
 		return code;
 	setenv("TSS2_LOG", "all+NONE", 0);
+	/* no private mount namespace (sl_out_early): the tasks that write the
+	 * outputs are not serve's children and must see the folder */
+	snprintf(r.outcfg.ns_why, sizeof(r.outcfg.ns_why),
+	         "serve's tasks are not its children (no private mount namespace)");
 	return sl_run_execute(&r);
 }
