@@ -224,8 +224,8 @@ static void checkpoint(struct sl_outputs *O, const char *how)
 	sl_err rc = seal_all(O, "checkpoint");
 	O->requests++;
 	if (rc != SL_OK)
-		fprintf(stderr, "seclaunch %s: checkpoint (%s) failed: %s\n", SL_OUT_CMD(O->s),
-		        how, sl_err_detail());
+		fprintf(stderr, "seclaunch %s: checkpoint (%s) failed: %s\n", SL_OUT_CMD(O->s), how,
+		        sl_err_detail());
 	/* the job's answer: "N ok" or "N error: ..." (N counts requests) */
 	int n = snprintf(text, sizeof(text), "%llu %s%s\n", (unsigned long long)O->requests,
 	                 rc == SL_OK ? "ok" : "error: ", rc == SL_OK ? "" : sl_err_detail());

@@ -140,8 +140,8 @@ sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why, in
 	sl_random(raw, sizeof(raw));
 	sl_hex_encode(raw, sizeof(raw), token);
 	SL_GUARD(sl_run_data_service(s, data, token));
-	ready = json_pack("{s:s, s:s, s:O, s:s?}", "socket", sl_dsvc_path(s->dsvc), "token",
-	                  token, "data", td, "output_dir", sl_out_dir(s));
+	ready = json_pack("{s:s, s:s, s:O, s:s?}", "socket", sl_dsvc_path(s->dsvc), "token", token,
+	                  "data", td, "output_dir", sl_out_dir(s));
 	SL_ENSURE(ready != NULL, SL_E_NOMEM, "ready line");
 	text = json_dumps(ready, JSON_COMPACT | JSON_SORT_KEYS);
 	SL_ENSURE(text != NULL && asprintf(&line, "%s\n", text) > 0, SL_E_NOMEM, "ready line");

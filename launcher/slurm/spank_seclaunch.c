@@ -4,11 +4,12 @@
  * In slurmstepd (the remote context), after the step's options are known and
  * before any task starts, it starts `seclaunch serve` as root with the job's
  * user, waits for its ready line (socket, token, SECLAUNCH_DATA) and puts
- * SECLAUNCH_DATA, SECLAUNCH_DATA_SOCKET and SECLAUNCH_DATA_TOKEN into the
- * tasks' environment. serve runs in a session of its own, outside the step's
- * process tracking, and stops itself if this slurmstepd goes away
+ * SECLAUNCH_DATA, SECLAUNCH_DATA_SOCKET, SECLAUNCH_DATA_TOKEN (and, with
+ * --seclaunch-output, SECLAUNCH_OUTPUT_DIR) into the tasks' environment. serve runs in a session of
+ * its own, outside the step's process tracking, and stops itself if this slurmstepd goes away
  * (--until-pid). At the step's end (slurm_spank_exit) it is sent SIGTERM: it
- * wipes, and writes run.wipe with the node, job and step to the audit log.
+ * seals the outputs, wipes, and writes run.wipe with the node, job and step
+ * to the audit log.
  * When serve fails (attestation, policy, KMS), every task of the step on
  * this node prints serve's message on its stderr and exits with serve's exit
  * code before running anything; nothing was staged.
@@ -20,7 +21,8 @@
  *   kms=URL kms_ca=F policy=P pubkey=K   defaults for the user's options
  *   stage=WHERE      default --stage
  *   timeout=S        how long to wait for serve's ready line (default 600)
- *   stop_timeout=S   how long serve may take to wipe at step end (default 60)
+ *   stop_timeout=S   how long serve may take to seal the outputs and wipe at
+ *                    step end (default 60)
  *   required=1       every step must use seclaunch (no --seclaunch-policy: fail)
  */
 #include <errno.h>
@@ -165,8 +167,10 @@ static struct spank_option opts[] = {
     {"seclaunch-window", "SIZE", "seclaunch: stream staging's window", 1, OPT_WINDOW, opt_cb},
     {"seclaunch-region", "CLOUD:REGION", "seclaunch: an UNSIGNED region (development policies)", 1,
      OPT_REGION, opt_cb},
-    {"seclaunch-output", "DEST", "seclaunch: sealed outputs (not available under Slurm yet)", 1,
-     OPT_OUTPUT, opt_cb},
+    {"seclaunch-output", "NAME=DEST[,NAME=DEST...]",
+     "seclaunch: sealed outputs: tasks write $SECLAUNCH_OUTPUT_DIR/NAME/, sealed to DEST at step "
+     "end",
+     1, OPT_OUTPUT, opt_cb},
     SPANK_OPTIONS_TABLE_END,
 };
 
@@ -400,11 +404,15 @@ static int start_serve(spank_t sp)
 	OPTARG("--audit-log",
 	       cfg.audit_log != NULL ? cfg.audit_log : "/var/log/seclaunch/audit.log");
 #undef OPTARG
+	/* NAME=DEST[,NAME=DEST...]: serve seals each when the step ends */
 	if (cfg.output != NULL) {
-		fail(1, "--seclaunch-output: sealed outputs are not available under Slurm yet "
-		        "(seclaunch serve has no --output); run `seclaunch run --output ...` "
-		        "inside the step instead");
-		return -1;
+		char *save = NULL;
+		for (char *t = strtok_r(cfg.output, ",", &save); t != NULL;
+		     t = strtok_r(NULL, ",", &save))
+			if (add_arg(argv, &n, "--output") != 0 || add_arg(argv, &n, t) != 0) {
+				fail(1, "too many arguments for seclaunch serve");
+				return -1;
+			}
 	}
 	if (cfg.ndata == 0) {
 		fail(1, "--seclaunch-data names no dataset");
@@ -516,7 +524,7 @@ static int start_serve(spank_t sp)
 		goto out;
 	}
 	json_t *sock = json_object_get(j, "socket"), *tok = json_object_get(j, "token"),
-	       *data = json_object_get(j, "data");
+	       *data = json_object_get(j, "data"), *odir = json_object_get(j, "output_dir");
 	char *dtext = data != NULL ? json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	if (!json_is_string(sock) || !json_is_string(tok) || dtext == NULL ||
 	    spank_setenv(sp, "SECLAUNCH_DATA_SOCKET", json_string_value(sock), 1) !=
@@ -525,7 +533,9 @@ static int start_serve(spank_t sp)
 	    /* a dataset of many files makes a long SECLAUNCH_DATA; past what one
 	     * environment string may hold the tasks ask the service ("list") */
 	    (strlen(dtext) < DATA_ENV_MAX &&
-	     spank_setenv(sp, "SECLAUNCH_DATA", dtext, 1) != ESPANK_SUCCESS)) {
+	     spank_setenv(sp, "SECLAUNCH_DATA", dtext, 1) != ESPANK_SUCCESS) ||
+	    (json_is_string(odir) && spank_setenv(sp, "SECLAUNCH_OUTPUT_DIR",
+	                                          json_string_value(odir), 1) != ESPANK_SUCCESS)) {
 		free(dtext);
 		fail(7, "cannot export the data service to the tasks");
 		kill(serve_pid, SIGTERM);

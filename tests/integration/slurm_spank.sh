@@ -33,13 +33,19 @@ chmod 0755 "$T"
 
 start_tpm tpm || exit 1
 minisign -G -W -p "$T/policy.pub" -s "$T/policy.key" >/dev/null 2>&1
-cat >"$T/policy.json" <<'EOF2'
+DESTS="{\"url\": \"file://$T/dest*\", \"region\": \"gcp:europe-west4\"}"
+cat >"$T/policy.json" <<EOF2
 {
   "version": 1,
   "description": "slurm_spank test policy (development: unverified regions)",
   "allow_unverified_region": true,
-  "keys": {"ds-key": ["step-*"]},
-  "datasets": [{"id": "step-1", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"]}]
+  "keys": {"ds-key": ["step-*"], "ckpt-key": ["model:*"]},
+  "datasets": [
+    {"id": "step-1", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
+     "output_destinations": [$DESTS]},
+    {"id": "model:*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
+     "output_destinations": [$DESTS]}
+  ]
 }
 EOF2
 minisign -S -s "$T/policy.key" -m "$T/policy.json" -t slurm >/dev/null 2>&1
@@ -47,6 +53,7 @@ start_kms "$T/kms" --policy "$T/policy.json" --policy-pubkey "$T/policy.pub" || 
 KMSA=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
 check "enroll the TPM" 0 "$SL" enroll "${KMSA[@]}" --tcti "$SWTPM_TCTI" -q
 check "create a key" 0 "$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ds-key -q
+check "create the outputs' key" 0 "$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ckpt-key -q
 mkdir src
 for i in $(seq 0 9); do head -c $((30000 + i * 1000)) /dev/urandom >"src/part-$i.bin"; done
 (cd src && sha256sum ./*.bin | sed 's# \./# #') >want.sums
@@ -174,8 +181,30 @@ check_err "no --seclaunch-pubkey: exit 1 naming it" 1 "seclaunch-pubkey" \
 	srun -n 1 --seclaunch-policy="$T/policy.json" --seclaunch-kms="$KMS_URL" \
 	--seclaunch-data="$T/ds" true
 
-check_err "--seclaunch-output: refused for now, saying so (exit 1)" 1 "not available under Slurm yet" \
-	srun -n 1 "${SA[@]}" --seclaunch-output=out=/tmp/x true
+
+# ---- --seclaunch-output: the tasks write, serve seals at the step's end ------------
+head -c 50000 /dev/urandom >weights.bin
+check "srun --seclaunch-output=model=DEST: a task writes \$SECLAUNCH_OUTPUT_DIR/model/, exit 0" 0 \
+	srun -n 1 "${SA[@]}" --seclaunch-output="model=$T/dest" \
+	sh -c 'test -d "$SECLAUNCH_OUTPUT_DIR/model" && cp weights.bin "$SECLAUNCH_OUTPUT_DIR/model/"'
+for _ in $(seq 100); do [ -s "$T/dest/LATEST" ] && break; sleep 0.1; done
+assert "... sealed at DEST when the step ended (LATEST 1, a sharded dataset)" \
+	test "$(cat "$T/dest/LATEST" 2>/dev/null)" = 1 -a -f "$T/dest/ckpt-00000001/manifest.sldm"
+# read back by serve --resume (what a later step's --seclaunch-resume would do)
+"$SL" serve --policy "$T/policy.json" --policy-pubkey "$T/policy.pub" "${KMSA[@]}" \
+	--tcti "$TCTI_OK" --stage host --region gcp:europe-west4 --audit-log "$T/resume.log" \
+	--resume "model=$T/dest" --output "model=$T/dest2" --until-pid $$ --ready-file "$T/ready-r.json" -q "$T/ds" 2>"$T/resume.err" &
+sp=$!
+_PIDS+=("$sp")
+for _ in $(seq 300); do [ -s "$T/ready-r.json" ] && break; sleep 0.05; done
+odir=$("$PY" -c "import json; print(json.load(open('$T/ready-r.json')).get('output_dir', ''))")
+assert "... serve --resume: the sealed file is byte for byte the task's" cmp -s weights.bin "$odir/model/weights.bin"
+kill -TERM "$sp"
+wait "$sp" 2>/dev/null
+rel1=$(releases)
+check_err "--seclaunch-output to a destination the policy does not allow: exit 4" 4 \
+	"denies output model" srun -n 1 "${SA[@]}" --seclaunch-output="model=$T/elsewhere" true
+assert "... nothing released, nothing written" test "$(releases)" = "$rel1" -a ! -e "$T/elsewhere"
 # ---- scancel mid-step ---------------------------------------------------------------
 mkdir r3
 srun -n 2 "${JOBENV[@]}" "${SA[@]}" "$PY" job.py "$T/r3" 300 >srun3.out 2>&1 &
