@@ -128,6 +128,8 @@ JOBSIDE_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -fvisibility=hidden
 JOBSIDE_LDFLAGS = -shared -Wl,-z,relro,-z,now,-z,noexecstack -Wl,-soname,libseclaunch_data.so
 # A CPU stand-in for libcuda.so.1, for tests only (tests/fakecuda/fakecuda.c).
 FAKECUDA := $(BUILD)/tests/fakecuda/libcuda.so.1
+# A stand-in for libnvidia-ml.so.1's CC settings (tests/fakecuda/fakenvml.c).
+FAKENVML := $(BUILD)/tests/fakecuda/libnvidia-ml.so.1
 
 .PHONY: print-flags print-libs print-pkgs print-test-pkgs all deps build build-tests check unit-build asan fuzz \
 	lint bench demo install uninstall clean stress
@@ -191,6 +193,11 @@ $(FAKECUDA): tests/fakecuda/fakecuda.c crypto/gcm_arith.h
 	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -fvisibility=hidden -shared \
 		-Wl,-soname,libcuda.so.1 -o $@ $< -lpthread
 
+$(FAKENVML): tests/fakecuda/fakenvml.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -fvisibility=hidden -shared \
+		-Wl,-soname,libnvidia-ml.so.1 -o $@ $<
+
 # Unit tests: cmocka, the shared helpers of tests/testlib/ linked into each.
 $(TESTLIB): tests/testlib/testlib.c
 	@mkdir -p $(dir $@)
@@ -207,7 +214,7 @@ $(GPU_CHECK): tests/gpu/gpu_check.c jobside/seclaunch_data.h crypto/gcm_arith.h 
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -MMD -MP -o $@ $< $(LIB) $(LIBS)
 
-unit-build: $(UNIT_BINS) $(FAKECUDA) $(JOBSIDE_SO) $(GPU_CHECK)
+unit-build: $(UNIT_BINS) $(FAKECUDA) $(FAKENVML) $(JOBSIDE_SO) $(GPU_CHECK)
 
 # Every test: unit tests (cmocka) then integration scripts against real
 # swtpm / SoftHSM2 / seclaunchd on loopback. Prints "N passed, N failed".

@@ -208,16 +208,16 @@ out:
 }
 
 /* Adds NV index idx to the evidence as key (and key_nv) when defined. */
-static SL_RESULT add_nv(sl_tpm2_conn *c, json_t *ev, uint32_t idx, const char *key)
+static SL_RESULT add_nv(sl_tpm2_conn *c, json_t *ev, uint32_t idx, bool defined, const char *key)
 {
 	sl_err rc;
 	uint8_t *p = NULL;
 	size_t len = 0;
 	char k[32], v[16];
 
-	if (json_object_get(ev, key) != NULL)
+	if (!defined || json_object_get(ev, key) != NULL)
 		return SL_OK;
-	rc = sl_tpm2_nv_read(c, idx, &p, &len);
+	rc = sl_tpm2_nv_read_defined(c, idx, &p, &len);
 	if (rc == SL_E_TPM) {
 		/* A certificate the TPM will not hand out (e.g. an index readable
 		 * only with an owner password) is left out, not fatal: the
@@ -333,12 +333,15 @@ sl_err sl_tpm2_collect_evidence(const sl_collect_opts *o, json_t **out)
 	SL_ENSURE(json_object_set_new(ev, "ak_name", json_string(hex)) == 0 &&
 	              json_object_set_new(ev, "ak_handle", json_string(hs)) == 0,
 	          SL_E_NOMEM, "evidence");
-	SL_GUARD(add_nv(&c, ev,
-	                akpub->publicArea.type == TPM2_ALG_ECC ? SL_TPM2_NV_AK_CERT_ECC
-	                                                       : SL_TPM2_NV_AK_CERT_RSA,
-	                "ak_cert"));
-	SL_GUARD(add_nv(&c, ev, SL_TPM2_NV_EK_CERT_RSA, "ek_cert"));
-	SL_GUARD(add_nv(&c, ev, SL_TPM2_NV_EK_CERT_ECC, "ek_cert"));
+	/* which certificates the TPM holds: one listing, not one per index */
+	const uint32_t nvs[3] = {akpub->publicArea.type == TPM2_ALG_ECC ? SL_TPM2_NV_AK_CERT_ECC
+	                                                                : SL_TPM2_NV_AK_CERT_RSA,
+	                         SL_TPM2_NV_EK_CERT_RSA, SL_TPM2_NV_EK_CERT_ECC};
+	bool defined[3];
+	SL_GUARD(sl_tpm2_nv_present(&c, nvs, 3, defined));
+	SL_GUARD(add_nv(&c, ev, nvs[0], defined[0], "ak_cert"));
+	SL_GUARD(add_nv(&c, ev, nvs[1], defined[1], "ek_cert"));
+	SL_GUARD(add_nv(&c, ev, nvs[2], defined[2], "ek_cert"));
 	SL_GUARD(add_eventlog(ev));
 	if (o->export_ak_pem != NULL) {
 		char *pem = NULL;

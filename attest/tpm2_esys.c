@@ -264,14 +264,22 @@ sl_err sl_tpm2_ak_load(sl_tpm2_conn *c, const sl_tpm2_key_opts *o, bool create, 
 	*ak = ESYS_TR_NONE;
 	*ak_pub = NULL;
 	SL_GUARD(sl_tpm2_ak_handle(o, handle));
-	SL_GUARD(handle_exists(c, *handle, &present));
+	/* the AK is there on every quote but the first: opened straight away
+	 * (one TPM command fewer on each launch and renewal), the handle listed
+	 * only when that fails */
+	TSS2_RC opened =
+	    Esys_TR_FromTPMPublic(c->esys, *handle, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ak);
+	if (opened == TSS2_RC_SUCCESS) {
+		present = true;
+	} else {
+		*ak = ESYS_TR_NONE;
+		SL_GUARD(handle_exists(c, *handle, &present));
+		SL_GUARD_TSS(present ? opened : TSS2_RC_SUCCESS, SL_E_TPM,
+		             "opening the AK at 0x%08x", *handle);
+	}
 	SL_ENSURE(present || create, SL_E_TPM, "no AK at persistent handle 0x%08x (enroll first)",
 	          *handle);
-	if (present) {
-		SL_GUARD_TSS(Esys_TR_FromTPMPublic(c->esys, *handle, ESYS_TR_NONE, ESYS_TR_NONE,
-		                                   ESYS_TR_NONE, ak),
-		             SL_E_TPM, "opening the AK at 0x%08x", *handle);
-	} else if ((rc = ak_create(c, o, *handle, ak)) != SL_OK) {
+	if (!present && (rc = ak_create(c, o, *handle, ak)) != SL_OK) {
 		/* Another process may have made it persistent first: use that one. */
 		SL_GUARD(handle_exists(c, *handle, &present));
 		if (!present)
@@ -308,10 +316,52 @@ out:
 
 #define NV_CHUNK 512u
 
-sl_err sl_tpm2_nv_read(sl_tpm2_conn *c, uint32_t index, uint8_t **out, size_t *len)
+sl_err sl_tpm2_nv_present(sl_tpm2_conn *c, const uint32_t *idx, size_t n, bool *present)
 {
 	sl_err rc = SL_E_TPM;
+	TPMI_YES_NO more = TPM2_NO;
+	TPMS_CAPABILITY_DATA *cap = NULL;
+	uint32_t lo = UINT32_MAX, last = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		present[i] = false;
+		lo = idx[i] < lo ? idx[i] : lo;
+	}
+	if (n == 0)
+		return SL_OK;
+	/* one listing from the lowest index covers them all unless the TPM has
+	 * more defined indices in between than one answer holds */
+	SL_GUARD_TSS(Esys_GetCapability(c->esys, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE,
+	                                TPM2_CAP_HANDLES, lo, TPM2_MAX_CAP_HANDLES, &more, &cap),
+	             SL_E_TPM, "listing NV indices from 0x%08x", lo);
+	for (UINT32 k = 0; k < cap->data.handles.count; k++) {
+		last = cap->data.handles.handle[k];
+		for (size_t i = 0; i < n; i++)
+			present[i] |= last == idx[i];
+	}
+	for (size_t i = 0; i < n; i++)
+		if (more == TPM2_YES && idx[i] > last)
+			SL_GUARD(handle_exists(c, idx[i], &present[i]));
+	rc = SL_OK;
+out:
+	Esys_Free(cap);
+	return rc;
+}
+
+sl_err sl_tpm2_nv_read(sl_tpm2_conn *c, uint32_t index, uint8_t **out, size_t *len)
+{
 	bool present = false;
+	*out = NULL;
+	*len = 0;
+	sl_err rc = handle_exists(c, index, &present);
+	if (rc != SL_OK || !present)
+		return rc;
+	return sl_tpm2_nv_read_defined(c, index, out, len);
+}
+
+sl_err sl_tpm2_nv_read_defined(sl_tpm2_conn *c, uint32_t index, uint8_t **out, size_t *len)
+{
+	sl_err rc = SL_E_TPM;
 	ESYS_TR nv = ESYS_TR_NONE, auth;
 	TPM2B_NV_PUBLIC *pub = NULL;
 	TPM2B_NAME *name = NULL;
@@ -321,11 +371,6 @@ sl_err sl_tpm2_nv_read(sl_tpm2_conn *c, uint32_t index, uint8_t **out, size_t *l
 
 	*out = NULL;
 	*len = 0;
-	SL_GUARD(handle_exists(c, index, &present));
-	if (!present) {
-		rc = SL_OK;
-		goto out;
-	}
 	SL_GUARD_TSS(
 	    Esys_TR_FromTPMPublic(c->esys, index, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &nv),
 	    SL_E_TPM, "opening NV index 0x%08x", index);

@@ -70,6 +70,13 @@ SL_MUST_USE sl_err sl_tpm2_ak_load(sl_tpm2_conn *c, const sl_tpm2_key_opts *o, b
                                    ESYS_TR *ak, TPM2B_PUBLIC **ak_pub, uint32_t *handle);
 /* Reads an NV index whole; *out = NULL when the index is not defined. */
 SL_MUST_USE sl_err sl_tpm2_nv_read(sl_tpm2_conn *c, uint32_t index, uint8_t **out, size_t *len);
+/* The same for an index known to be defined (sl_tpm2_nv_present). */
+SL_MUST_USE sl_err sl_tpm2_nv_read_defined(sl_tpm2_conn *c, uint32_t index, uint8_t **out,
+                                           size_t *len);
+/* present[i]: whether NV index idx[i] is defined, for all n with one
+ * TPM2_GetCapability as a rule. */
+SL_MUST_USE sl_err sl_tpm2_nv_present(sl_tpm2_conn *c, const uint32_t *idx, size_t n,
+                                      bool *present);
 SL_MUST_USE sl_err sl_tpm2_ak_handle(const sl_tpm2_key_opts *o, uint32_t *handle);
 
 /* ---- event log (tpm2_eventlog.c) */

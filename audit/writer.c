@@ -19,6 +19,7 @@ struct pending {
 	const sl_audit_record *r; /* NULL: a checkpoint request */
 	char *body;               /* r's fields from host to details, rendered (prepare_body) */
 	const char *cp_reason;    /* forced checkpoint reason, or NULL */
+	bool deferred;            /* written now, fsync'd by a later durable batch */
 	bool done;                /* set (under mu) once the batch that held it is durable */
 	sl_err rc;
 	char detail[512];
@@ -49,6 +50,7 @@ struct sl_audit {
 	unsigned every;
 	unsigned since_cp;
 	bool appended;
+	bool unsynced; /* lines of deferred appends written to fd, not yet fsync'd */
 	uint64_t rotate_bytes;
 	/* The chain's end as this process left it after its last write: valid
 	 * only while the live file is still the same inode with the size and
@@ -187,6 +189,18 @@ static SL_RESULT fsync_dir(const char *path)
 	return SL_OK;
 }
 
+/* Deferred lines still in the page cache go to disk before their
+ * descriptor is closed (rotation, a file replaced by another process). */
+static SL_RESULT sync_pending(sl_audit *a)
+{
+	if (!a->unsynced || a->fd < 0)
+		return SL_OK;
+	if (fsync(a->fd) != 0)
+		return sl_err_set(SL_E_IO, "%s: fsync: %s", a->path, strerror(errno));
+	a->unsynced = false;
+	return SL_OK;
+}
+
 /* Makes a->fd the file now at a->path (it may have been rotated away by
  * another process since the last append). Called under the lock. */
 static SL_RESULT open_live(sl_audit *a)
@@ -198,6 +212,7 @@ static SL_RESULT open_live(sl_audit *a)
 	if (a->fd >= 0) {
 		if (stat(a->path, &st) == 0 && st.st_dev == a->dev && st.st_ino == a->ino)
 			return SL_OK;
+		SL_GUARD(sync_pending(a));
 		close(a->fd);
 		a->fd = -1;
 	}
@@ -476,6 +491,7 @@ static SL_RESULT rotate(sl_audit *a)
 	SL_ENSURE(rename(a->path, name) == 0, SL_E_IO, "rotating %s to %s: %s", a->path, name,
 	          strerror(errno));
 	SL_GUARD(fsync_dir(a->path));
+	SL_GUARD(sync_pending(a));
 	close(a->fd);
 	a->fd = -1;
 	rc = SL_OK;
@@ -587,7 +603,7 @@ static void write_batch(sl_audit *a, struct pending *batch)
 	sl_writer w;
 	char *cp_line = NULL;
 	struct stat st;
-	bool locked = false, closed = false;
+	bool locked = false, closed = false, sync = false;
 	static const sl_audit_record cp = {.event = SL_AUDIT_EV_CHECKPOINT};
 
 	sl_writer_init(&w, 0);
@@ -608,10 +624,19 @@ static void write_batch(sl_audit *a, struct pending *batch)
 		sl_err qrc = emit_entry(a, &t, q, &w, &cp_line, &closed);
 		if (qrc != SL_OK)
 			fail_entry(q, qrc);
+		sync |= !q->deferred;
 	}
+	/* a checkpoint is synced at once whatever asked for it: the anchor
+	 * written next must never name lines a crash could take away */
+	sync |= cp_line != NULL;
 	if (w.len > 0) {
 		SL_GUARD(sl_write_all(a->fd, w.data, w.len, a->path));
+		if (!sync)
+			a->unsynced = true;
+	}
+	if (sync && (w.len > 0 || a->unsynced)) {
 		SL_ENSURE(fsync(a->fd) == 0, SL_E_IO, "%s: fsync: %s", a->path, strerror(errno));
+		a->unsynced = false;
 	}
 	if (cp_line != NULL && a->anchor_path != NULL)
 		SL_GUARD(write_anchor(a, cp_line));
@@ -654,9 +679,9 @@ out:
  * leader takes the whole queue and writes it as one batch while later
  * arrivals wait for the next one. Every caller returns only once the batch
  * holding its entry is durable (or failed). */
-static SL_RESULT submit(sl_audit *a, const sl_audit_record *r, const char *cp_reason)
+static SL_RESULT submit(sl_audit *a, const sl_audit_record *r, const char *cp_reason, bool deferred)
 {
-	struct pending me = {.r = r, .cp_reason = cp_reason};
+	struct pending me = {.r = r, .cp_reason = cp_reason, .deferred = deferred};
 
 	if (r != NULL) {
 		sl_err rc = prepare_body(a, r, &me.body);
@@ -699,7 +724,7 @@ static SL_RESULT submit(sl_audit *a, const sl_audit_record *r, const char *cp_re
 	return SL_OK;
 }
 
-sl_err sl_audit_append(sl_audit *a, const sl_audit_record *r)
+static SL_RESULT append(sl_audit *a, const sl_audit_record *r, bool deferred)
 {
 	if (a == NULL || r == NULL || r->event == NULL)
 		return sl_err_set(SL_E_USAGE, "audit: append needs a log and an event");
@@ -707,7 +732,28 @@ sl_err sl_audit_append(sl_audit *a, const sl_audit_record *r)
 	    strcmp(r->event, SL_AUDIT_EV_RECOVERED) == 0)
 		return sl_err_set(SL_E_USAGE, "audit: event '%s' is written by the log itself",
 		                  r->event);
-	return submit(a, r, NULL);
+	return submit(a, r, NULL, deferred);
+}
+
+sl_err sl_audit_append(sl_audit *a, const sl_audit_record *r)
+{
+	return append(a, r, false);
+}
+
+sl_err sl_audit_append_deferred(sl_audit *a, const sl_audit_record *r)
+{
+	return append(a, r, true);
+}
+
+sl_err sl_audit_sync(sl_audit *a)
+{
+	sl_err rc = SL_OK;
+	if (a == NULL)
+		return SL_OK;
+	pthread_mutex_lock(&a->io);
+	rc = sync_pending(a);
+	pthread_mutex_unlock(&a->io);
+	return rc;
 }
 
 sl_err sl_audit_event(sl_audit *a, const char *event, const char *job_id, const char *decision,
@@ -722,7 +768,7 @@ sl_err sl_audit_checkpoint(sl_audit *a)
 {
 	if (a == NULL || a->sk == NULL)
 		return SL_OK;
-	return submit(a, NULL, "request");
+	return submit(a, NULL, "request", false);
 }
 
 sl_err sl_audit_close(sl_audit *a)
@@ -734,7 +780,10 @@ sl_err sl_audit_close(sl_audit *a)
 	bool appended = a->appended;
 	pthread_mutex_unlock(&a->io);
 	if (a->sk != NULL && appended)
-		rc = submit(a, NULL, "close");
+		rc = submit(a, NULL, "close", false);
+	sl_err srx = sl_audit_sync(a); /* deferred lines without a closing checkpoint */
+	if (rc == SL_OK)
+		rc = srx;
 	if (a->fd >= 0)
 		close(a->fd);
 	if (a->lockfd >= 0)

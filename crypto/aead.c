@@ -247,3 +247,48 @@ sl_err sld_gcm_open_final(sl_aead *a, const uint8_t tag[static SL_AEAD_TAG_LEN])
 out:
 	return rc;
 }
+
+/* Streaming AES-256-GCM sealing (sld_internal.h): SLD encryption reads a
+ * chunk's plaintext in pieces and seals each piece while it is in cache. */
+sl_err sld_gcm_seal_begin(sl_aead *a, const uint8_t *nonce, const uint8_t *aad, size_t aad_len)
+{
+	sl_err rc = SL_E_INTERNAL;
+
+	SL_ENSURE(a->id == SL_AEAD_AES_256_GCM, SL_E_INTERNAL,
+	          "streaming seal is AES-256-GCM only");
+	SL_GUARD(gcm_run(a->enc, nonce, aad, aad_len, NULL, 0, NULL));
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+sl_err sld_gcm_seal_update(sl_aead *a, const uint8_t *in, size_t len, uint8_t *out)
+{
+	sl_err rc = SL_E_CRYPTO;
+	int n;
+
+	for (size_t off = 0; off < len; off += UPDATE_MAX) {
+		size_t k = len - off < UPDATE_MAX ? len - off : UPDATE_MAX;
+		SL_GUARD_OSSL(EVP_EncryptUpdate(a->enc, out + off, &n, in + off, (int)k) == 1 &&
+		                  (size_t)n == k,
+		              SL_E_CRYPTO, "AES-256-GCM: update");
+	}
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+sl_err sld_gcm_seal_final(sl_aead *a, uint8_t tag[static SL_AEAD_TAG_LEN])
+{
+	sl_err rc = SL_E_CRYPTO;
+	uint8_t none[16];
+	int n;
+
+	SL_GUARD_OSSL(EVP_EncryptFinal_ex(a->enc, none, &n) == 1 && n == 0, SL_E_CRYPTO,
+	              "AES-256-GCM: final");
+	SL_GUARD_OSSL(EVP_CIPHER_CTX_ctrl(a->enc, EVP_CTRL_GCM_GET_TAG, SL_AEAD_TAG_LEN, tag) == 1,
+	              SL_E_CRYPTO, "AES-256-GCM: tag");
+	rc = SL_OK;
+out:
+	return rc;
+}

@@ -81,6 +81,13 @@ SL_MUST_USE sl_err sld_gcm_open_begin(sl_aead *a, const uint8_t *nonce, const ui
 SL_MUST_USE sl_err sld_gcm_open_update(sl_aead *a, const uint8_t *in, size_t len, uint8_t *out);
 SL_MUST_USE sl_err sld_gcm_open_final(sl_aead *a, const uint8_t tag[static SL_AEAD_TAG_LEN]);
 
+/* Streaming AES-256-GCM sealing, the counterpart of the above: the
+ * ciphertext and tag equal sl_aead_seal's over the concatenated pieces. */
+SL_MUST_USE sl_err sld_gcm_seal_begin(sl_aead *a, const uint8_t *nonce, const uint8_t *aad,
+                                      size_t aad_len);
+SL_MUST_USE sl_err sld_gcm_seal_update(sl_aead *a, const uint8_t *in, size_t len, uint8_t *out);
+SL_MUST_USE sl_err sld_gcm_seal_final(sl_aead *a, uint8_t tag[static SL_AEAD_TAG_LEN]);
+
 /* An ordered pool: count items; fill (optional, calling thread, index
  * order), work (worker threads, any order), emit (calling thread, index
  * order). At most 2 x threads buffers of buf_size bytes exist; they are

@@ -343,6 +343,27 @@ static int run_tree(struct encrypt_opts *o)
 	return 0;
 }
 
+static SL_RESULT read_input_at(void *ctx, void **tls, uint32_t file, uint64_t off, uint8_t *buf,
+                               size_t len)
+{
+	const int *fd = ctx;
+	(void)tls;
+	(void)file;
+	while (len > 0) {
+		ssize_t m = pread(*fd, buf, len, (off_t)off);
+		if (m < 0 && errno == EINTR)
+			continue;
+		if (m <= 0)
+			return sl_err_set(SL_E_IO,
+			                  "input ended at byte %llu (did it shrink while "
+			                  "being read?)%s%s",
+			                  (unsigned long long)off, m < 0 ? ": " : "",
+			                  m < 0 ? strerror(errno) : "");
+		buf += m, off += (uint64_t)m, len -= (size_t)m;
+	}
+	return SL_OK;
+}
+
 static int run(struct encrypt_opts *op)
 {
 	struct encrypt_opts o = *op;
@@ -386,7 +407,18 @@ static int run(struct encrypt_opts *op)
 	sl_progress_init(&prog, "encrypt");
 	o.p.progress = sl_progress_update;
 	o.p.progress_ctx = &prog;
-	rc = sl_sld_encrypt(dek, &o.p, in, (uint64_t)st.st_size, out_fd);
+	{
+		/* workers read the input at their chunks' offsets; a file goes out
+		 * by pwrite (and is written behind for the final fsync), standard
+		 * output in order */
+		uint64_t len = (uint64_t)st.st_size;
+		sl_sld_source src = {.ctx = &in, .read_at = read_input_at};
+		rc = sl_sld_encrypt_files(dek, &o.p, 1, &len, &out_fd, &src,
+		                          of != NULL ? SL_SLD_WRITE_BEHIND : SL_SLD_IN_ORDER, NULL);
+		if (rc == SL_OK && (fstat(in, &st) != 0 || (uint64_t)st.st_size != len))
+			rc = sl_err_set(SL_E_IO, "%s: changed size while it was being encrypted",
+			                o.in);
+	}
 	sl_progress_end(&prog);
 	if (rc == SL_OK && of != NULL)
 		rc = sl_sld_outfile_commit(of);

@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sched.h>
+#include <stdint.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -108,6 +111,8 @@ static bool try_cgroup(sl_contain *c, const char *name)
 		snprintf(c->why, sizeof(c->why), "%s: %s", p, strerror(errno));
 		goto undo;
 	}
+	/* for clone3 into the cgroup; without it, the child writes cgroup.procs */
+	c->dir_fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	return true;
 undo:
 	(void)rmdir(c->dir);
@@ -119,6 +124,7 @@ sl_err sl_contain_init(sl_contain *c, const char *name, bool allow_cgroup)
 {
 	memset(c, 0, sizeof(*c));
 	c->procs_fd = -1;
+	c->dir_fd = -1;
 	/* always: an orphan of the job is reparented to seclaunch, not to init,
 	 * so it can be reaped (and, without a cgroup, found) */
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
@@ -139,6 +145,26 @@ int sl_contain_enter(const sl_contain *c)
 		return 0;
 	/* "0": the writing process itself */
 	return write(c->procs_fd, "0", 1) == 1 ? 0 : -1;
+}
+
+pid_t sl_contain_fork(const sl_contain *c, bool *entered)
+{
+	*entered = false;
+	if (c->kind == SL_CONTAIN_CGROUP && c->dir_fd >= 0) {
+		struct clone_args a;
+		memset(&a, 0, sizeof(a));
+		a.flags = CLONE_INTO_CGROUP;
+		a.exit_signal = SIGCHLD;
+		a.cgroup = (uint64_t)c->dir_fd;
+		long pid = syscall(SYS_clone3, &a, sizeof(a));
+		if (pid >= 0) {
+			*entered = true;
+			return (pid_t)pid;
+		}
+		/* a kernel before 5.7, or a seccomp filter that refuses clone3
+		 * (ENOSYS), or a cgroup clone3 may not use: fork and migrate */
+	}
+	return fork();
 }
 
 const char *sl_contain_name(const sl_contain *c)
@@ -276,6 +302,9 @@ void sl_contain_free(sl_contain *c)
 	if (c->procs_fd >= 0)
 		close(c->procs_fd);
 	c->procs_fd = -1;
+	if (c->dir_fd >= 0)
+		close(c->dir_fd);
+	c->dir_fd = -1;
 	if (c->kind == SL_CONTAIN_CGROUP && c->dir[0] != '\0') {
 		/* the last member may still be leaving */
 		for (int i = 0; i < 100 && rmdir(c->dir) != 0 && errno == EBUSY; i++)

@@ -250,6 +250,7 @@ out:
 struct piece {
 	size_t entry;
 	uint64_t off, len;
+	uint64_t at; /* where it starts in its shard */
 };
 
 struct plan {
@@ -286,7 +287,7 @@ out:
 	return rc;
 }
 
-static SL_RESULT plan_piece(struct plan *pl, size_t e, uint64_t off, uint64_t len)
+static SL_RESULT plan_piece(struct plan *pl, size_t e, uint64_t off, uint64_t len, uint64_t at)
 {
 	if (pl->n == pl->cap) {
 		size_t cap = pl->cap ? 2 * pl->cap : 64;
@@ -296,7 +297,7 @@ static SL_RESULT plan_piece(struct plan *pl, size_t e, uint64_t off, uint64_t le
 		pl->p = v;
 		pl->cap = cap;
 	}
-	pl->p[pl->n++] = (struct piece){e, off, len};
+	pl->p[pl->n++] = (struct piece){e, off, len, at};
 	return SL_OK;
 }
 
@@ -342,7 +343,7 @@ static SL_RESULT make_plan(const struct entries *l, uint64_t S, struct plan *pl)
 				room = S;
 			}
 			uint64_t take = size < room ? size : room;
-			SL_GUARD(plan_piece(pl, i, off, take));
+			SL_GUARD(plan_piece(pl, i, off, take, cur));
 			cur += take, off += take, size -= take;
 		}
 	}
@@ -466,109 +467,162 @@ out:
 
 /* ---- encryption ------------------------------------------------------- */
 
-struct feeder {
+/* Shards encrypted side by side: enough to keep every worker writing to a
+ * different file, few enough to bound open descriptors and key state. */
+#define GROUP_SHARDS 8
+
+/* The plaintext of a group of shards, read straight from the input files
+ * by each worker (sl_sld_source). */
+struct tree_src {
 	const struct entries *l;
 	const struct plan *pl;
-	size_t from, to; /* pieces */
-	int wfd;
-	sl_err rc;
-	char detail[512];
+	uint32_t shard0; /* the group's first shard */
 	bool follow;
 };
 
-/* Writes the shard's pieces into the pipe; a file that changed size since it
- * was listed fails the shard. */
-static void *feed(void *arg)
-{
-	struct feeder *f = arg;
-	sigset_t set;
-	uint8_t *buf = malloc(1 << 20);
-	int fd = -1;
-	size_t open_entry = SIZE_MAX;
+struct tree_tls {
+	size_t entry; /* open file's entry; SIZE_MAX: none */
+	int fd;
+};
 
-	/* the reader may stop early: EPIPE, not a process-wide SIGPIPE */
-	sigemptyset(&set);
-	sigaddset(&set, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	f->rc = SL_OK;
-	if (buf == NULL) {
-		f->rc = sl_err_set(SL_E_NOMEM, "read buffer");
-		goto out;
-	}
-	for (size_t k = f->from; k < f->to && f->rc == SL_OK; k++) {
-		const struct piece *p = &f->pl->p[k];
-		const struct entry *e = &f->l->v[p->entry];
-		struct stat st;
-		if (open_entry != p->entry) {
-			if (fd >= 0)
-				close(fd);
-			fd = open(e->src, O_RDONLY | O_CLOEXEC | (f->follow ? 0 : O_NOFOLLOW));
-			if (fd < 0 || fstat(fd, &st) != 0 || (uint64_t)st.st_size != e->size) {
-				f->rc = sl_err_set(
-				    SL_E_IO, "%s: %s", e->src,
-				    fd < 0 ? strerror(errno)
-				           : "changed size while it was being encrypted");
-				break;
-			}
-			open_entry = p->entry;
-		}
-		uint64_t done = 0;
-		while (done < p->len) {
-			size_t want =
-			    p->len - done < (1 << 20) ? (size_t)(p->len - done) : (1 << 20);
-			ssize_t n = pread(fd, buf, want, (off_t)(p->off + done));
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0) {
-				f->rc = sl_err_set(SL_E_IO, "%s: %s", e->src,
-				                   n < 0 ? strerror(errno)
-				                         : "shorter than when it was listed");
-				break;
-			}
-			if (sl_write_all(f->wfd, buf, (size_t)n, "pipe") != SL_OK) {
-				f->rc = sl_err_set(SL_E_IO, "encryption stopped");
-				break;
-			}
-			done += (uint64_t)n;
-		}
-	}
-out:
-	if (f->rc != SL_OK)
-		snprintf(f->detail, sizeof(f->detail), "%s", sl_err_detail());
-	if (fd >= 0)
-		close(fd);
-	if (buf != NULL)
-		sl_wipe(buf, 1 << 20);
-	free(buf);
-	close(f->wfd);
-	return NULL;
+static void tree_tls_free(void *ctx, void *tls)
+{
+	struct tree_tls *t = tls;
+	(void)ctx;
+	if (t->fd >= 0)
+		close(t->fd);
+	free(t);
 }
 
-/* Encrypts plaintext_len bytes from in into dir/name; adds it to the manifest. */
-static SL_RESULT write_shard(sl_secret *dek, const sl_sld_encrypt_params *p, int in,
-                             uint64_t plaintext_len, const char *dir, uint32_t index,
-                             sl_sldm_builder *b)
+/* Opens entry e (a file that changed size since it was listed fails). */
+static SL_RESULT tls_open(const struct tree_src *s, struct tree_tls *t, size_t e)
+{
+	const struct entry *en = &s->l->v[e];
+	struct stat st;
+
+	if (t->entry == e)
+		return SL_OK;
+	if (t->fd >= 0)
+		close(t->fd);
+	t->entry = SIZE_MAX;
+	t->fd = open(en->src, O_RDONLY | O_CLOEXEC | (s->follow ? 0 : O_NOFOLLOW));
+	if (t->fd < 0)
+		return sl_err_set(SL_E_IO, "%s: %s", en->src, strerror(errno));
+	if (fstat(t->fd, &st) != 0 || (uint64_t)st.st_size != en->size)
+		return sl_err_set(SL_E_IO, "%s: changed size while it was being encrypted",
+		                  en->src);
+	t->entry = e;
+	return SL_OK;
+}
+
+static SL_RESULT tree_read_at(void *ctx, void **tlsp, uint32_t file, uint64_t off, uint8_t *buf,
+                              size_t len)
 {
 	sl_err rc = SL_E_IO;
-	char name[32], path[PATH_MAX];
-	sl_sld_header *h = NULL;
-	struct stat st;
-	int fd = -1;
+	const struct tree_src *s = ctx;
+	const struct plan *pl = s->pl;
+	uint32_t shard = s->shard0 + file;
+	size_t lo = pl->first[shard], hi = pl->first[shard + 1];
+	struct tree_tls *t = *tlsp;
 
-	snprintf(name, sizeof(name), "shard-%05u.sld", index);
-	SL_ENSURE(snprintf(path, sizeof(path), "%s/%s", dir, name) < (int)sizeof(path), SL_E_INPUT,
-	          "%s: path too long", dir);
-	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	SL_ENSURE(fd >= 0, SL_E_IO, "%s: %s", path, strerror(errno));
-	SL_GUARD(sl_sld_encrypt(dek, p, in, plaintext_len, fd));
-	SL_ENSURE(fsync(fd) == 0 && fstat(fd, &st) == 0, SL_E_IO, "%s: %s", path, strerror(errno));
-	SL_GUARD(sl_sld_header_read_fd(fd, path, &h));
-	SL_GUARD(sl_sldm_builder_add_shard(b, name, h, (uint64_t)st.st_size));
+	if (t == NULL) {
+		t = calloc(1, sizeof(*t));
+		SL_ENSURE(t != NULL, SL_E_NOMEM, "read state");
+		t->entry = SIZE_MAX;
+		t->fd = -1;
+		*tlsp = t;
+	}
+	/* the last piece that starts at or before off */
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (pl->p[mid].at <= off)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	for (size_t k = lo; len > 0; k++) {
+		SL_ENSURE(k < pl->first[shard + 1], SL_E_INTERNAL, "shard %u: read past its end",
+		          shard);
+		const struct piece *pc = &pl->p[k];
+		if (off >= pc->at + pc->len)
+			continue;
+		uint64_t in = off - pc->at, avail = pc->len - in;
+		size_t want = avail < len ? (size_t)avail : len;
+		SL_GUARD(tls_open(s, t, pc->entry));
+		size_t got = 0;
+		while (got < want) {
+			ssize_t m =
+			    pread(t->fd, buf + got, want - got, (off_t)(pc->off + in + got));
+			if (m < 0 && errno == EINTR)
+				continue;
+			SL_ENSURE(m > 0, SL_E_IO, "%s: %s", s->l->v[pc->entry].src,
+			          m < 0 ? strerror(errno) : "shorter than when it was listed");
+			got += (size_t)m;
+		}
+		buf += want, off += want, len -= want;
+	}
 	rc = SL_OK;
 out:
-	sl_sld_header_free(h);
-	if (fd >= 0)
-		close(fd);
+	return rc;
+}
+
+/* The plaintext of one shard held in a memory file (a stream's shard). */
+static SL_RESULT fd_read_at(void *ctx, void **tls, uint32_t file, uint64_t off, uint8_t *buf,
+                            size_t len)
+{
+	const int *fd = ctx;
+	(void)tls;
+	(void)file;
+	while (len > 0) {
+		ssize_t m = pread(*fd, buf, len, (off_t)off);
+		if (m < 0 && errno == EINTR)
+			continue;
+		if (m <= 0)
+			return sl_err_set(SL_E_IO, "stream buffer: %s",
+			                  m < 0 ? strerror(errno) : "shorter than written");
+		buf += m, off += (uint64_t)m, len -= (size_t)m;
+	}
+	return SL_OK;
+}
+
+/* Encrypts shards index .. index + n - 1 (plaintext lengths lens) from src
+ * into dir, side by side; fsyncs them (durable outputs) and adds them to
+ * the manifest in order. */
+static SL_RESULT write_shards(sl_secret *dek, const sl_tree_encrypt_opts *o,
+                              const sl_sld_encrypt_params *p, const sl_sld_source *src,
+                              const uint64_t *lens, uint32_t n, const char *dir, uint32_t index,
+                              sl_sldm_builder *b)
+{
+	sl_err rc = SL_E_IO;
+	char name[GROUP_SHARDS][32], path[PATH_MAX];
+	sl_sld_header *h[GROUP_SHARDS] = {0};
+	int fd[GROUP_SHARDS];
+
+	SL_ENSURE(n > 0 && n <= GROUP_SHARDS, SL_E_INTERNAL, "shard group of %u", n);
+	for (uint32_t k = 0; k < n; k++)
+		fd[k] = -1;
+	for (uint32_t k = 0; k < n; k++) {
+		snprintf(name[k], sizeof(name[k]), "shard-%05u.sld", index + k);
+		SL_ENSURE(snprintf(path, sizeof(path), "%s/%s", dir, name[k]) < (int)sizeof(path),
+		          SL_E_INPUT, "%s: path too long", dir);
+		fd[k] = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		SL_ENSURE(fd[k] >= 0, SL_E_IO, "%s: %s", path, strerror(errno));
+	}
+	SL_GUARD(sl_sld_encrypt_files(dek, p, n, lens, fd, src,
+	                              o->no_fsync ? 0 : SL_SLD_WRITE_BEHIND, h));
+	for (uint32_t k = 0; k < n && !o->no_fsync; k++)
+		SL_ENSURE(fsync(fd[k]) == 0, SL_E_IO, "%s/%s: fsync: %s", dir, name[k],
+		          strerror(errno));
+	for (uint32_t k = 0; k < n; k++)
+		SL_GUARD(
+		    sl_sldm_builder_add_shard(b, name[k], h[k], sl_sld_header_file_size(h[k])));
+	rc = SL_OK;
+out:
+	for (uint32_t k = 0; k < n; k++) {
+		sl_sld_header_free(h[k]);
+		if (fd[k] >= 0)
+			close(fd[k]);
+	}
 	return rc;
 }
 
@@ -581,31 +635,22 @@ static SL_RESULT encrypt_files(sl_secret *dek, const sl_tree_encrypt_opts *o,
 	uint64_t S = o->shard_size ? o->shard_size : SL_TREE_SHARD_DEFAULT;
 
 	SL_GUARD(make_plan(l, S, &pl));
-	for (uint32_t s = 0; s < pl.n_shards; s++) {
-		int fds[2];
-		pthread_t t;
-		struct feeder f = {.l = l,
-		                   .pl = &pl,
-		                   .from = pl.first[s],
-		                   .to = pl.first[s + 1],
-		                   .follow = o->follow_symlinks};
-		SL_ENSURE(pipe2(fds, O_CLOEXEC) == 0, SL_E_SYSTEM, "pipe: %s", strerror(errno));
-		(void)fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);
-		f.wfd = fds[1];
-		if (pthread_create(&t, NULL, feed, &f) != 0) {
-			close(fds[0]);
-			close(fds[1]);
-			SL_FAIL(SL_E_SYSTEM, "cannot start a reader thread");
-		}
-		rc = write_shard(dek, p, fds[0], pl.shard_len[s], tmp, s, b);
-		close(fds[0]);
-		pthread_join(t, NULL);
-		/* the reader's own failure says more than the encryption's "short input" */
-		if (f.rc != SL_OK)
-			SL_FAIL(f.rc, "%s", f.detail);
-		if (rc != SL_OK)
-			goto out;
-		st->bytes += pl.shard_len[s];
+	for (uint32_t s = 0; s < pl.n_shards; s += GROUP_SHARDS) {
+		uint32_t n = pl.n_shards - s < GROUP_SHARDS ? pl.n_shards - s : GROUP_SHARDS;
+		struct tree_src ts = {.l = l, .pl = &pl, .shard0 = s, .follow = o->follow_symlinks};
+		sl_sld_source src = {
+		    .ctx = &ts, .read_at = tree_read_at, .tls_free = tree_tls_free};
+		SL_GUARD(write_shards(dek, o, p, &src, pl.shard_len + s, n, tmp, s, b));
+		for (uint32_t k = 0; k < n; k++)
+			st->bytes += pl.shard_len[s + k];
+	}
+	/* a file that grew after it was listed: its new bytes would be lost */
+	for (size_t i = 0; i < l->n; i++) {
+		struct stat sb;
+		SL_ENSURE((o->follow_symlinks ? stat(l->v[i].src, &sb) : lstat(l->v[i].src, &sb)) ==
+		                  0 &&
+		              (uint64_t)sb.st_size == l->v[i].size,
+		          SL_E_IO, "%s: changed size while it was being encrypted", l->v[i].src);
 	}
 	for (size_t i = 0; i < l->n; i++)
 		SL_GUARD(sl_sldm_builder_add_file(b, l->v[i].rel, l->v[i].mode, l->v[i].size,
@@ -652,8 +697,8 @@ static SL_RESULT encrypt_stream(sl_secret *dek, const sl_tree_encrypt_opts *o,
 		}
 		if (got == 0 && s > 0)
 			break;
-		SL_ENSURE(lseek(mfd, 0, SEEK_SET) == 0, SL_E_SYSTEM, "stream buffer");
-		SL_GUARD(write_shard(dek, p, mfd, got, tmp, s, b));
+		sl_sld_source src = {.ctx = &mfd, .read_at = fd_read_at};
+		SL_GUARD(write_shards(dek, o, p, &src, &got, 1, tmp, s, b));
 		st->bytes += got;
 		st->shards = s + 1;
 	}

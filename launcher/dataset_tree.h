@@ -25,6 +25,9 @@ typedef struct sl_tree_encrypt_opts {
 	uint64_t shard_size;     /* 0 = SL_TREE_SHARD_DEFAULT */
 	const char *stream_name; /* path of "-" in the dataset (default "stdin") */
 	uint64_t sequence;       /* the manifest's sequence (0 for encrypt; outputs count up) */
+	/* no fsync of the shards: a copy that only lives until it is uploaded
+	 * (the default writes each chunk behind and fsyncs each shard once) */
+	bool no_fsync;
 	/* dataset id, AEAD, chunk size, threads; its key reference goes into
 	 * the manifest, never into a shard */
 	sl_sld_encrypt_params p;

@@ -81,6 +81,7 @@ typedef enum { SL_CONTAIN_NONE, SL_CONTAIN_CGROUP, SL_CONTAIN_SUBREAPER } sl_con
 typedef struct sl_contain {
 	sl_contain_kind kind;
 	int procs_fd; /* the job cgroup's cgroup.procs, written by the child */
+	int dir_fd;   /* the job cgroup's directory (clone3 CLONE_INTO_CGROUP) */
 	char dir[512];
 	char why[256]; /* why no cgroup (when kind is SUBREAPER) */
 } sl_contain;
@@ -90,6 +91,13 @@ typedef struct sl_contain {
 SL_MUST_USE sl_err sl_contain_init(sl_contain *c, const char *name, bool allow_cgroup);
 /* In the child, before exec (async-signal-safe): joins the job's cgroup. */
 int sl_contain_enter(const sl_contain *c);
+/* fork(), but with a cgroup the child starts in it (clone3 with
+ * CLONE_INTO_CGROUP: no migration through cgroup.procs, which waits for an
+ * RCU grace period, ~10 ms); *entered tells the child whether it is in the
+ * cgroup already (false: fork's fallback, sl_contain_enter still due). The
+ * child of clone3 is single-threaded like fork's but glibc was not told:
+ * it may use only raw system calls before exec. */
+pid_t sl_contain_fork(const sl_contain *c, bool *entered);
 /* Sends sig to every process of the job still running (pgid: its group). */
 void sl_contain_signal(const sl_contain *c, pid_t pgid, int sig);
 /* Kills every process of the job still running, waits until they are gone

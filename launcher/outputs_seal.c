@@ -157,6 +157,8 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	    .force = true,
 	    .quiet = true,
 	    .sequence = seq,
+	    /* a staged copy lives only until it is uploaded: nothing to fsync */
+	    .no_fsync = o->remote,
 	    .p = {.dataset_id = o->id,
 	          .kms_url = s->o->kms_url,
 	          .key_id = o->key.key_id,

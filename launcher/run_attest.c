@@ -37,6 +37,49 @@ out:
 	return rc;
 }
 
+static void *challenge_thread(void *arg)
+{
+	struct sl_run_st *s = arg;
+	uint64_t t = sl_now_ns();
+	s->ch_async.rc = sl_run_step_challenge(s);
+	if (s->ch_async.rc != SL_OK)
+		snprintf(s->ch_async.detail, sizeof(s->ch_async.detail), "%s", sl_err_detail());
+	s->ch_async.ns = sl_now_ns() - t;
+	return NULL;
+}
+
+/* The challenge needs nothing the measurement makes and the measurement
+ * needs no nonce (the register is extended before the quote, which is what
+ * the nonce binds): the KMS round trip and the hashing, TPM extend and log
+ * write overlap. The thread touches only s->kms, s->ch, s->eph_* and
+ * s->binding until the join; signals stay blocked in it as in the rest. */
+sl_err sl_run_challenge_begin(struct sl_run_st *s)
+{
+	int e = pthread_create(&s->ch_async.thread, NULL, challenge_thread, s);
+	if (e != 0)
+		return sl_err_set(SL_E_SYSTEM, "starting the challenge thread: %s", strerror(e));
+	s->ch_async.started = true;
+	return SL_OK;
+}
+
+void sl_run_challenge_join(struct sl_run_st *s)
+{
+	if (!s->ch_async.started)
+		return;
+	(void)pthread_join(s->ch_async.thread, NULL);
+	s->ch_async.started = false;
+}
+
+sl_err sl_run_challenge_end(struct sl_run_st *s)
+{
+	if (!s->ch_async.started)
+		return SL_OK;
+	sl_run_challenge_join(s);
+	if (s->ch_async.rc != SL_OK)
+		return sl_err_set(s->ch_async.rc, "%s", s->ch_async.detail);
+	return SL_OK;
+}
+
 /* A GPU in CC mode is attested with the same binding before it is set ready
  * and before any plaintext reaches it; the KMS verifies this evidence too. */
 static SL_RESULT gpu_evidence(struct sl_run_st *s)

@@ -63,7 +63,15 @@ sl_err sl_run_record(struct sl_run_st *s, const char *event, const char *ds, con
 		    .claims_digest = s->claims_digest[0] != '\0' ? s->claims_digest : NULL,
 		    .details = details,
 		};
-		rc = sl_audit_append(s->audit, &rec);
+		/* before the job starts, what the run did stays in this process:
+		 * its records are written at once and fsync'd together just before
+		 * the job (sl_audit_sync in step_job); a refusal or an error is
+		 * durable at once */
+		bool lazy =
+		    s->audit_defer && (decision == NULL || (strcmp(decision, SL_AUDIT_DENY) != 0 &&
+		                                            strcmp(decision, SL_AUDIT_ERROR) != 0));
+		rc = lazy ? sl_audit_append_deferred(s->audit, &rec)
+		          : sl_audit_append(s->audit, &rec);
 		if (rc != SL_OK)
 			rc = sl_err_wrap(rc, "audit log %s", s->o->audit_log);
 	}
@@ -360,6 +368,22 @@ static SL_RESULT explain_refusal(struct sl_run_st *s)
 	    detail);
 }
 
+/* -v: each step's wall time, so where a launch spends its time shows
+ * (scripts/bench/55-lease.sh prints them beside the peer) */
+static void step_time(const struct sl_run_st *s, const char *name, uint64_t t)
+{
+	double ms = (double)(sl_now_ns() - t) / 1e6;
+	if (!s->o->verbose)
+		return;
+	if (strcmp(name, "challenge") != 0)
+		sl_run_say("time: %s %.2f ms", name, ms);
+	else if (s->ch_async.started)
+		sl_run_say("time: challenge sent %.2f ms", ms);
+	else
+		sl_run_say("time: challenge wait %.2f ms (round trip %.2f ms, beside the workload)",
+		           ms, (double)s->ch_async.ns / 1e6);
+}
+
 static SL_RESULT step_release(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
@@ -604,6 +628,9 @@ out:
 static void job_started(pid_t pid, void *ctx)
 {
 	struct sl_run_st *s = ctx;
+	if (s->o->verbose)
+		sl_run_say("time: job started %.2f ms after the run began",
+		           (double)(sl_now_ns() - s->t0) / 1e6);
 	sl_err rc =
 	    sl_run_record(s, SL_AUDIT_EV_RUN_JOB_START, NULL, NULL, NULL, NULL,
 	                  json_pack("{s:i, s:s}", "pid", (int)pid, "command", s->o->cmd[0]));
@@ -643,6 +670,12 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code, const char **why)
 		          SL_E_NOMEM, "SECLAUNCH_DATA");
 		e = NULL;
 	}
+	/* every record of the launch is on disk before a job (or serve's
+	 * clients) can see any data */
+	rc = sl_audit_sync(s->audit);
+	if (rc != SL_OK)
+		SL_GUARD(sl_err_wrap(rc, "audit log %s", s->o->audit_log));
+	s->audit_defer = false;
 	if (s->o->serve.on) {
 		SL_GUARD(sl_run_step_serve(s, data, why, exit_code));
 		rc = SL_OK;
@@ -766,6 +799,8 @@ static void cleanup(struct sl_run_st *s)
 	json_decref(s->evidence);
 	json_decref(s->identity);
 	sl_claims_free(s->claims);
+	/* a run that failed while the challenge was on its way */
+	sl_run_challenge_join(s);
 	sl_kms_free(s->kms);
 	sl_policy_free(s->policy);
 	sl_run_lease_free(s);
@@ -782,6 +817,8 @@ int sl_run_execute(struct sl_run *o)
 	const char *why = "job exit", *cmd = o->serve.on ? "serve" : "run";
 
 	memset(&s, 0, sizeof(s));
+	s.t0 = sl_now_ns();
+	s.audit_defer = true;
 	s.o = o;
 	for (size_t i = 0; i < SL_RUN_MAX_DATASETS; i++)
 		s.fd[i] = -1;
@@ -796,8 +833,10 @@ int sl_run_execute(struct sl_run *o)
 	}
 #define STEP(name, call)                                                                           \
 	do {                                                                                       \
+		uint64_t t_ = sl_now_ns();                                                         \
 		s.step = name;                                                                     \
 		rc = (call);                                                                       \
+		step_time(&s, name, t_);                                                           \
 		if (rc == SL_OK && poll_sig() != 0)                                                \
 			rc = sl_err_set(SL_E_SYSTEM,                                               \
 			                "interrupted by signal %d before the job started", g_sig); \
@@ -809,10 +848,11 @@ int sl_run_execute(struct sl_run *o)
 	STEP("datasets", step_datasets(&s));
 	STEP("policy", step_policy(&s));
 	STEP("gpu", sl_run_step_gpu(&s));
+	STEP("challenge", sl_run_challenge_begin(&s));
 	/* serve starts no command: it has no workload of its own to measure */
 	if (!o->serve.on)
 		STEP("workload", sl_run_step_workload(&s));
-	STEP("challenge", sl_run_step_challenge(&s));
+	STEP("challenge", sl_run_challenge_end(&s));
 	STEP("evidence", sl_run_step_evidence(&s));
 	STEP("identity", sl_run_step_identity(&s));
 	STEP("claims", sl_run_step_claims(&s));

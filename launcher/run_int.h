@@ -2,6 +2,7 @@
 #ifndef SECLAUNCH_LAUNCHER_RUN_INT_H
 #define SECLAUNCH_LAUNCHER_RUN_INT_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -32,7 +33,7 @@ struct sl_run {
 	const char *user;      /* --user USER[:GROUP] (NULL: seclaunch's own) */
 	unsigned kill_grace_s; /* --kill-grace (kill_grace_set: given) */
 	bool kill_grace_set;
-	bool verbose;             /* -v: the probes' own messages (CUDA) */
+	bool verbose;             /* -v: the probes' own messages (CUDA), step times */
 	const char *image_digest; /* --image-digest sha256:... (container jobs) */
 	const char *workload_log; /* --workload-log (NULL: $SECLAUNCH_WORKLOAD_LOG, default) */
 	unsigned workload_pcr;    /* --workload-pcr (default SL_WORKLOAD_PCR_DEFAULT) */
@@ -91,7 +92,18 @@ struct sl_run_st {
 	struct sl_run_lease *lease; /* the keys' lease (run_lease.c); NULL: none */
 	/* sealed outputs (outputs.c; NULL: none) */
 	struct sl_outputs *out;
-	json_t *context; /* serve: node, Slurm job/step (in run.start and run.wipe) */
+	/* the challenge, asked for on its own thread while the job is measured
+	 * (run_attest.c): set by that thread, read after the join */
+	struct {
+		pthread_t thread;
+		bool started;
+		sl_err rc;
+		char detail[1024];
+		uint64_t ns;
+	} ch_async;
+	uint64_t t0;      /* sl_now_ns() when the run began (-v prints step times) */
+	bool audit_defer; /* until the job starts: records fsync'd together (run_exec.c) */
+	json_t *context;  /* serve: node, Slurm job/step (in run.start and run.wipe) */
 };
 
 /* run_measure.c: the job's identity, extended into the workload register
@@ -121,6 +133,13 @@ SL_MUST_USE sl_err sl_run_record(struct sl_run_st *s, const char *event, const c
                                  json_t *details);
 SL_MUST_USE sl_err sl_run_step_gpu(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_challenge(struct sl_run_st *s);
+/* The challenge round trip overlapped with the measurement: begin starts
+ * sl_run_step_challenge on a thread, end joins it and returns its result
+ * (the thread's error detail carried over), SL_OK when begin was not
+ * called; join only waits for the thread (cleanup), harmless twice. */
+SL_MUST_USE sl_err sl_run_challenge_begin(struct sl_run_st *s);
+SL_MUST_USE sl_err sl_run_challenge_end(struct sl_run_st *s);
+void sl_run_challenge_join(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_evidence(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_identity(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_claims(struct sl_run_st *s);

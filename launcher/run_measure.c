@@ -76,7 +76,8 @@ sl_err sl_run_step_workload(struct sl_run_st *s)
 		                         ed, "register", s->wl.reg[0] ? s->wl.reg : "none", "event",
 		                         s->wl.event),
 		};
-		rc = sl_audit_append(s->audit, &rec);
+		rc = s->audit_defer ? sl_audit_append_deferred(s->audit, &rec)
+		                    : sl_audit_append(s->audit, &rec);
 		json_decref(rec.details);
 		SL_GUARD(rc);
 	}

@@ -101,10 +101,13 @@ static int drop_to(const sl_job_user *u, pid_t parent)
 {
 	if (u == NULL || !u->set)
 		return 0;
-	if (setgroups((size_t)u->ngroups, u->groups) != 0 || setgid(u->gid) != 0 ||
-	    setuid(u->uid) != 0)
+	/* raw system calls: glibc's wrappers would signal the parent's other
+	 * threads, which a clone3 child (sl_contain_fork) does not have */
+	if (syscall(SYS_setgroups, (size_t)u->ngroups, u->groups) != 0 ||
+	    syscall(SYS_setgid, u->gid) != 0 || syscall(SYS_setuid, u->uid) != 0)
 		return -1;
-	if (u->uid != 0 && (setuid(0) == 0 || seteuid(0) == 0)) {
+	if (u->uid != 0 &&
+	    (syscall(SYS_setuid, 0) == 0 || syscall(SYS_setresuid, -1, 0, -1) == 0)) {
 		errno = EPERM;
 		return -1;
 	}
@@ -120,15 +123,15 @@ static int drop_to(const sl_job_user *u, pid_t parent)
 enum child_step { STEP_CONTAIN = 1, STEP_FDS, STEP_USER, STEP_EXEC };
 
 /* In the child between fork and exec: async-signal-safe calls only. */
-static void child(const sl_job_spec *sp, const sl_contain *ct, const int *sorted, int errpipe,
-                  pid_t parent)
+static void child(const sl_job_spec *sp, const sl_contain *ct, bool entered, const int *sorted,
+                  int errpipe, pid_t parent)
 {
 	int err[2] = {0, 0}; /* what failed (enum child_step), errno */
 	setpgid(0, 0);
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != parent)
 		_exit(127); /* seclaunch is gone already: no job without its supervisor */
 	err[0] = STEP_CONTAIN;
-	if (sl_contain_enter(ct) != 0)
+	if (!entered && sl_contain_enter(ct) != 0)
 		goto fail;
 	err[0] = STEP_FDS;
 	/* only 0, 1, 2, the staged descriptors, the exec-error pipe and the
@@ -192,7 +195,7 @@ sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 {
 	sl_err rc = SL_E_SYSTEM;
 	int sfd = -1, pipefd[2] = {-1, -1}, *sorted = NULL, status = 0, err[2] = {0, 0}, first = 0;
-	bool tty = false, reaped = false, contained = false;
+	bool tty = false, reaped = false, contained = false, entered = false;
 	pid_t pid = -1, self = getpid();
 	sigset_t mask;
 	uint64_t deadline = 0, kill_at = 0;
@@ -220,11 +223,11 @@ sl_err sl_job_run(const sl_job_spec *sp, sl_job_result *res)
 	contained = true;
 	res->containment = sl_contain_name(&ct);
 
-	pid = fork();
+	pid = sl_contain_fork(&ct, &entered);
 	SL_ENSURE(pid >= 0, SL_E_SYSTEM, "fork: %s", strerror(errno));
 	if (pid == 0) {
 		close(pipefd[0]);
-		child(sp, &ct, sorted, pipefd[1], self);
+		child(sp, &ct, entered, sorted, pipefd[1], self);
 	}
 	res->pid = pid;
 	(void)setpgid(pid, pid); /* both sides set it: no window where it is ours */

@@ -111,6 +111,17 @@ SL_MUST_USE sl_err sl_audit_set_anchor(sl_audit *a, const char *anchor_path);
  * multi-process safe; returns only after the record is fsync'd (concurrent
  * callers share one write and fsync). */
 SL_MUST_USE sl_err sl_audit_append(sl_audit *a, const sl_audit_record *r);
+/* The same, but returns once the record is written (chained, in order)
+ * without waiting for its fsync: the next durable append, checkpoint,
+ * sl_audit_sync or sl_audit_close makes it durable. For records of steps
+ * whose effects stay inside the process until a later durable record (a
+ * crash of the process loses nothing; a power loss before the sync can
+ * lose the deferred tail, never leave a gap, since all lines go out in
+ * order through one descriptor). */
+SL_MUST_USE sl_err sl_audit_append_deferred(sl_audit *a, const sl_audit_record *r);
+/* fsyncs what deferred appends of this handle wrote (no-op when nothing is
+ * pending). NULL-safe. */
+SL_MUST_USE sl_err sl_audit_sync(sl_audit *a);
 /* Shorthand for append with only event, job_id, decision and details set. */
 SL_MUST_USE sl_err sl_audit_event(sl_audit *a, const char *event, const char *job_id,
                                   const char *decision, json_t *details);

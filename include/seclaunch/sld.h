@@ -97,6 +97,39 @@ typedef struct sl_sld_encrypt_params {
 SL_MUST_USE sl_err sl_sld_encrypt(sl_secret *dek, const sl_sld_encrypt_params *p, int in_fd,
                                   uint64_t plaintext_len, int out_fd);
 
+/* Plaintext for sl_sld_encrypt_files: fills buf with the len bytes of
+ * file's plaintext at offset off. Called from several worker threads at
+ * once; *tls is the calling thread's own slot (NULL at first), released
+ * with tls_free when that thread is done. */
+typedef struct sl_sld_source {
+	void *ctx;
+	sl_err (*read_at)(void *ctx, void **tls, uint32_t file, uint64_t off, uint8_t *buf,
+	                  size_t len);
+	void (*tls_free)(void *ctx, void *tls); /* may be NULL */
+} sl_sld_source;
+
+/* Start the kernel's write-back of each chunk as soon as it is written
+ * (sync_file_range), so that a final fsync finds little left to write. */
+#define SL_SLD_WRITE_BEHIND 1u
+/* Write in order with write(2) even to a regular file (n must be 1): for a
+ * descriptor whose offset is not ours to choose, such as standard output. */
+#define SL_SLD_IN_ORDER 2u
+
+/* Encrypts n SLD files at once, byte for byte what sl_sld_encrypt writes
+ * for the same salt: file k has plaintext_len[k] bytes read from src and
+ * goes to out_fd[k]. Each of p->threads workers (the calling thread is
+ * one) reads a chunk's plaintext into private memory, seals it in place
+ * and writes it at its own offset (pwrite: every out_fd must be a regular
+ * file; with n == 1 any other descriptor, or SL_SLD_IN_ORDER, is written
+ * in order from the calling thread).
+ * Chunks are taken round-robin across the files, so that writes to several
+ * files proceed side by side. headers (optional) receives each file's
+ * parsed header; the caller frees them. Nothing is fsynced. */
+SL_MUST_USE sl_err sl_sld_encrypt_files(sl_secret *dek, const sl_sld_encrypt_params *p, uint32_t n,
+                                        const uint64_t *plaintext_len, const int *out_fd,
+                                        const sl_sld_source *src, unsigned flags,
+                                        sl_sld_header **headers);
+
 /* ---- decryption ------------------------------------------------------- */
 
 typedef struct sl_sld_reader sl_sld_reader;

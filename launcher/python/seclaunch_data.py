@@ -40,7 +40,8 @@ import struct
 
 __all__ = ["Dataset", "DeviceBuffer", "datasets", "get", "files", "open", "load_npy",
            "MemFile", "SeclaunchDataError", "SeclaunchDataIntegrityError", "TorchFiles",
-           "TorchIterableFiles"]
+           "TorchIterableFiles", "output_dir", "create", "OutputFile", "save", "load",
+           "checkpoint"]
 
 ENV = "SECLAUNCH_DATA"
 SOCKET_ENV = "SECLAUNCH_DATA_SOCKET"
@@ -778,6 +779,98 @@ def output_dir(name=None):
     if not root:
         raise SeclaunchDataError("SECLAUNCH_OUTPUT_DIR is not set (no --output)")
     return root if name is None else os.path.join(root, name)
+
+
+def _output_path(name, path):
+    """NAME's folder (a declared output) and PATH checked inside it."""
+    folder = output_dir(name)
+    if not name or "/" in name or name.startswith(".") or not os.path.isdir(folder):
+        have = sorted(e for e in os.listdir(output_dir())
+                      if not e.startswith(".") and os.path.isdir(os.path.join(output_dir(), e)))
+        raise SeclaunchDataError("output %r was not declared (run --output NAME=DEST; have: %s)"
+                                 % (name, ", ".join(have) or "none"))
+    parts = path.split("/") if isinstance(path, str) else []
+    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts) \
+            or "\0" in path:
+        raise SeclaunchDataError("output %s: path %r must be relative, without '.', '..' or "
+                                 "empty parts" % (name, path))
+    return folder, os.path.join(folder, *parts)
+
+
+class OutputFile(io.BufferedWriter):
+    """A file being written into an output: it lives in the output folder's
+    memory (a tmpfs, never a disk) under a hidden name outside every output,
+    and becomes NAME/PATH only when closed, so a checkpoint never seals half
+    of it. Leaving a `with` block by an exception discards it."""
+
+    def __init__(self, raw, tmp, final):
+        super().__init__(raw, buffer_size=1 << 20)
+        self._tmp, self._final, self._discarded = tmp, final, False
+
+    @property
+    def path(self):
+        return self._final
+
+    def close(self):
+        if self.closed:
+            return
+        try:
+            super().close()
+        finally:
+            if not self._discarded:
+                os.makedirs(os.path.dirname(self._final), exist_ok=True)
+                os.replace(self._tmp, self._final)
+
+    def discard(self):
+        """Drops what was written; nothing reaches the output."""
+        self._discarded = True
+        try:
+            super().close()
+        finally:
+            try:
+                os.unlink(self._tmp)
+            except FileNotFoundError:
+                pass
+
+    def __exit__(self, kind, value, tb):
+        if kind is not None:
+            self.discard()
+        else:
+            self.close()
+        return False
+
+
+def create(name, path):
+    """A new writable binary file that becomes PATH in output NAME (a
+    declared --output) once closed; sealed at the next checkpoint, at exit
+    or on preemption. Its bytes are in memory only (the in-memory output
+    folder). An existing PATH is replaced when the new file is closed."""
+    import secrets
+    _, final = _output_path(name, path)
+    tmp = os.path.join(output_dir(), ".seclaunch-partial-%s" % secrets.token_hex(8))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
+                 0o600)
+    return OutputFile(io.FileIO(fd, "wb", closefd=True), tmp, final)
+
+
+def save(obj, name, path, checkpoint_now=False):
+    """torch.save(obj) into output NAME as PATH (create()); with
+    checkpoint_now, seals every output right after (checkpoint())."""
+    import torch
+    with create(name, path) as f:
+        torch.save(obj, f)
+    if checkpoint_now:
+        return checkpoint()
+    return None
+
+
+def load(name, path, **kwargs):
+    """torch.load of PATH in output NAME: what --resume restored, or what
+    this job saved; kwargs go to torch.load (map_location, weights_only)."""
+    import torch
+    _, p = _output_path(name, path)
+    with _builtin_open(p, "rb") as f:
+        return torch.load(f, **kwargs)
 
 
 def checkpoint(timeout=600.0):

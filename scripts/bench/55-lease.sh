@@ -5,11 +5,14 @@
 # cost of a renewal on the server (seclaunchd's utime+stime) and the client
 # (seclaunch run's), beside a release; (3) launch latency with the workload
 # measurement on, against tpm2_quote + tpm2_checkquote (goal <= 1.0x).
-# SL_BENCH_LEASE_TRIALS overrides the 20 trials. Prints figures; asserts nothing.
+# SL_BENCH_LEASE_TRIALS overrides the 20 trials, SL_BENCH_LAUNCH_PAIRS the 11
+# launch pairs; SL_BENCH_LEASE_PARTS (default 123) picks the parts; with
+# SL_BENCH_BASE_BIN (an earlier build of seclaunch) part 3 times it in the same
+# pairs. Prints figures; asserts nothing.
 set -uo pipefail
 ROOT=${SL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 BIN=${SL_BIN:-$ROOT/bin}
-SL_ROOT=$ROOT SL_BIN=$BIN
+export SL_ROOT=$ROOT SL_BIN=$BIN
 . "$ROOT/tests/integration/lib.sh"
 W=$T
 die() {
@@ -20,6 +23,7 @@ for t in swtpm tpm2_quote tpm2_checkquote tpm2_createek tpm2_createak python3; d
 	command -v "$t" >/dev/null || die "$t not installed"
 done
 TRIALS=${SL_BENCH_LEASE_TRIALS:-20}
+PARTS=${SL_BENCH_LEASE_PARTS:-123}
 TTL=2 # renewal every TTL/2 = 1 s
 export SECLAUNCH_WORKLOAD_LOG=$W/wl.json
 
@@ -44,6 +48,7 @@ RUN=(run --policy "$W/policy.json" --policy-pubkey "$W/p.pub" "${K[@]}" --stage 
 	--region gcp:europe-west4 --audit-log "$W/audit.log" -q --kill-grace 1)
 
 # ---- (1) revocation -> stopped and zeroed ----------------------------------
+if [[ $PARTS == *1* ]]; then
 python3 - "$SL" "$W" "$TRIALS" "$TTL" "$TOK" "${K[@]}" -- "${RUN[@]}" <<'EOF' || die "revocation trials"
 import json, os, statistics, subprocess, sys, time
 sl, w, trials, ttl, tok = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
@@ -95,18 +100,29 @@ print("AK revoked -> job stopped, data zeroed (%d trials, renewal interval %.1f 
 print("  p50 %.2f s (%.2fx interval)   p99 %.2f s (%.2fx interval)   goal p99 <= interval + 2 s = %.1f s"
       % (p(0.5), p(0.5) / iv, p(0.99), p(0.99) / iv, iv + 2))
 EOF
+fi
 
 # ---- (2) CPU of a renewal beside a release ---------------------------------
 start_swtpm tpmcpu || die "swtpm"
 "$SL" enroll "${K[@]}" >/dev/null 2>&1 || die "enroll"
+if [[ $PARTS == *2* ]]; then
 python3 - "$SL" "$KMS_PID" "$W" -- "${RUN[@]}" <<'EOF' || die "cpu"
 import os, resource, subprocess, sys, time
 sl, kpid, w = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 run = sys.argv[sys.argv.index("--") + 1:]
 tck = os.sysconf("SC_CLK_TCK")
-def kms_cpu():
-    f = open("/proc/%d/stat" % kpid).read().rsplit(")", 1)[1].split()
+def proc_cpu(pid):
+    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
     return (int(f[11]) + int(f[12])) / tck
+def kms_cpu():
+    # seclaunchd and its key process (KEK operations run there)
+    kids = []
+    for t in os.listdir("/proc/%d/task" % kpid):
+        try:
+            kids += open("/proc/%d/task/%s/children" % (kpid, t)).read().split()
+        except OSError:
+            pass
+    return proc_cpu(kpid) + sum(proc_cpu(int(k)) for k in kids)
 def child_cpu():
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
@@ -124,53 +140,73 @@ k1, c1 = kms_cpu() - k0, child_cpu() - c0
 n = audit_count("run.lease_renewed") - r0
 # the leased run is one release plus n renewals (plus the idle sleep's nothing)
 k_ren, c_ren = (k1 - k_rel) / max(n, 1), (c1 - c_rel) / max(n, 1)
-print("CPU per operation (seclaunchd: utime+stime; client: seclaunch run's own):")
+print("CPU per operation (seclaunchd and its key process: utime+stime; client: seclaunch run's own):")
 print("  release (whole run of `true`):   server %.1f ms   client %.1f ms" % (k_rel * 1e3, c_rel * 1e3))
 print("  renewal (%d in a 10.5 s job):    server %.1f ms   client %.1f ms   (%.2fx / %.2fx a release)"
       % (n, k_ren * 1e3, c_ren * 1e3, k_ren / k_rel if k_rel else 0, c_ren / c_rel if c_rel else 0))
 EOF
+fi
 
 # ---- (3) launch latency with the measurement on ----------------------------
-launch=$(python3 - "$SL" "$W" "$SWTPM_TCTI" "${RUN[@]}" <<'EOF'
-import os, statistics, subprocess, sys, time
-sl, w, tcti, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-marker = os.path.join(w, "first")
-ts = []
-for _ in range(5):
-    if os.path.exists(marker):
-        os.unlink(marker)
-    t0 = time.time_ns()
-    r = subprocess.run([sl] + args + ["--tcti", tcti, os.path.join(w, "bench-once.sld"), "--", "touch", marker],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    if r.returncode != 0:
-        sys.exit("seclaunch run failed: " + r.stderr.decode(errors="replace"))
-    ts.append((os.stat(marker).st_mtime_ns - t0) / 1e9)
-print("%.4f" % statistics.median(ts))
-EOF
-) || die "launch timing"
+[[ $PARTS == *3* ]] || exit 0
+# Pairs alternate (seclaunch run, the peer, seclaunch run, ...) so that load
+# from other work on a shared machine falls on both alike. SL_BENCH_BASE_BIN
+# (a seclaunch built from an earlier commit) is timed in the same pairs:
+# before and after in one run.
 tpm2_createek -c "$W/ek.ctx" -G rsa -u "$W/ek.pub" >/dev/null 2>&1 || die "tpm2_createek"
 tpm2_createak -C "$W/ek.ctx" -c "$W/ak.ctx" -G rsa -g sha256 -s rsassa -u "$W/ak.pub" -f pem \
 	>/dev/null 2>&1 || die "tpm2_createak"
 tpm2_flushcontext -t >/dev/null 2>&1
-nonce=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
-peer=$(python3 - "$W" "$nonce" <<'EOF'
-import statistics, subprocess, sys, time
-w, n = sys.argv[1], sys.argv[2]
-ts = []
-for _ in range(5):
+LAUNCH_RUN=()
+for a in "${RUN[@]}"; do
+	[ "$a" = -q ] || LAUNCH_RUN+=("$a")
+done
+python3 - "$SL" "${SL_BENCH_BASE_BIN:-}" "$W" "$SWTPM_TCTI" "${SL_BENCH_LAUNCH_PAIRS:-11}" \
+	"${LAUNCH_RUN[@]}" <<'EOF' || die "launch timing"
+import os, re, statistics, subprocess, sys, time
+sl, base, w, tcti, pairs, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6:]
+marker = os.path.join(w, "first")
+nonce = os.urandom(32).hex()
+env = dict(os.environ, TPM2TOOLS_TCTI=tcti)
+def launch(binary, phases):
+    if os.path.exists(marker):
+        os.unlink(marker)
+    t0 = time.time_ns()
+    r = subprocess.run([binary] + args + ["-v", "--tcti", tcti, os.path.join(w, "bench-once.sld"), "--",
+                        "touch", marker], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    if r.returncode != 0:
+        sys.exit("seclaunch run failed: " + r.stderr.decode(errors="replace"))
+    for name, ms in re.findall(r"time: (.+?) ([0-9.]+) ms", r.stderr.decode(errors="replace")):
+        phases.setdefault(name, []).append(float(ms))
+    return (os.stat(marker).st_mtime_ns - t0) / 1e9
+def peer():
     t0 = time.perf_counter()
-    subprocess.run(["tpm2_quote", "-c", w + "/ak.ctx", "-l", "sha256:0,1,2,3,4,5,6,7,15", "-q", n,
+    subprocess.run(["tpm2_quote", "-c", w + "/ak.ctx", "-l", "sha256:0,1,2,3,4,5,6,7,15", "-q", nonce,
                     "-m", w + "/msg", "-s", w + "/sig", "-o", w + "/pcrs", "-g", "sha256"],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    subprocess.run(["tpm2_flushcontext", "-t"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    subprocess.run(["tpm2_flushcontext", "-t"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     subprocess.run(["tpm2_checkquote", "-u", w + "/ak.pub", "-m", w + "/msg", "-s", w + "/sig",
-                    "-f", w + "/pcrs", "-g", "sha256", "-q", n],
+                    "-f", w + "/pcrs", "-g", "sha256", "-q", nonce],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    ts.append(time.perf_counter() - t0)
-print("%.4f" % statistics.median(ts))
+    return time.perf_counter() - t0
+launch(sl, {})  # warm-up: page cache, the AK in place
+ts, ps, bs, ph, bph = [], [], [], {}, {}
+for _ in range(pairs):
+    ts.append(launch(sl, ph))
+    ps.append(peer())
+    if base:
+        bs.append(launch(base, bph))
+med = statistics.median
+print("launch latency with the workload measurement on (1 MiB, start -> job's first instruction,")
+print("median of %d alternating pairs):" % pairs)
+print("  seclaunch run (identity, PCR 15 extend, challenge, quote incl. PCR 15, replay, release, stage): %.4f s" % med(ts))
+print("  tpm2_quote + tpm2_flushcontext + tpm2_checkquote (PCRs 0-7, 15) on the same swtpm:           %.4f s" % med(ps))
+print("  ratio: %.2fx (goal <= 1.0x)" % (med(ts) / med(ps)))
+if base:
+    print("  before (SL_BENCH_BASE_BIN=%s): %.4f s, ratio %.2fx" % (base, med(bs), med(bs) / med(ps)))
+print("  where the time goes (seclaunch run -v, median ms%s):" % (", after / before" if base else ""))
+for name in list(ph) + [n for n in bph if n not in ph]:
+    a = "%8.2f" % med(ph[name]) if name in ph else "%8s" % "-"
+    b = " / %.2f" % med(bph[name]) if name in bph else (" / -" if base else "")
+    print("    %-56s %s%s" % (name, a, b))
 EOF
-) || die "tpm2_quote+checkquote"
-echo "launch latency with the workload measurement on (1 MiB, start -> job's first instruction, median of 5):"
-echo "  seclaunch run (identity, PCR 15 extend, challenge, quote incl. PCR 15, replay, release, stage): ${launch} s"
-echo "  tpm2_quote + tpm2_checkquote (PCRs 0-7, 15) on the same swtpm:                               ${peer} s"
-python3 -c "print('  ratio: %.2fx (goal <= 1.0x)' % ($launch / $peer))"

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Sealed outputs: (1) sealing throughput of `seclaunch encrypt` (the code a
-# checkpoint goes through: sharded, AEAD chunks, parallel) of 1 GiB into a
-# tmpfs against openssl speed -evp aes-256-gcm (one core x threads, and all
-# cores at once), and into a folder on disk against dd conv=fsync of the same
-# size; (2) preemption: GCE notice -> job signalled -> a 1 GiB checkpoint
-# sealed and PUT to a local HTTPS store -> seclaunch exits, in seconds and as
-# a fraction of GCE's 30 s. Prints figures; asserts nothing.
+# checkpoint goes through: sharded, AEAD chunks, parallel) of 1 GiB to
+# /dev/null and into a tmpfs against openssl speed -evp aes-256-gcm (one core
+# x threads, and all cores at once) and against dd into the same tmpfs, and
+# into a folder on disk against dd conv=fsync of the same size, with the
+# CPU split (user: the AEAD; system: the kernel's copies and page
+# allocation) that says where the time goes; (2) preemption: GCE notice ->
+# job signalled -> a 1 GiB checkpoint sealed and PUT to the local
+# S3-compatible server (s3rver; a Python HTTPS store when s3rver cannot be
+# installed) -> seclaunch exits, in seconds and as a fraction of GCE's 30 s.
+# Prints figures; asserts nothing.
 # SL_BENCH_OUT_MB overrides the 1024 MiB size.
 set -uo pipefail
 ROOT=${SL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -37,51 +41,91 @@ mkdir -p "$S/in"
 head -c $((MB << 20)) /dev/urandom >"$S/in/ckpt.bin"
 bytes=$((MB << 20))
 "$SL" keygen -q -o "$S/key"
-t0=$(now)
-"$SL" encrypt -q --key-file "$S/key" --dataset-id model:bench "$S/in" -o "$S/sealed" || die "encrypt to tmpfs"
-t1=$(now)
+# cpu CMD...: runs CMD; prints "WALL_NS USER_S SYS_S" (the CPU time of CMD
+# and its children, from the subshell's `times`)
+cpu() {
+	local a b t
+	a=$(now)
+	t=$( (
+		"$@" >&2 || exit 1
+		times
+	) | sed -n 2p) || return 1
+	b=$(now)
+	python3 -c 'import re, sys
+m = [int(x) * 60 + float(y) for x, y in re.findall(r"(\d+)m([\d.]+)s", sys.argv[2])]
+print(sys.argv[1], m[0], m[1])' "$((b - a))" "$t"
+}
+E=(encrypt -q --key-file "$S/key" --dataset-id model:bench)
+to_null() { "$SL" "${E[@]}" "$S/in/ckpt.bin" -o - >/dev/null; }
+to_disk() { "$SL" "${E[@]}" "$S/in" -o "$DISK/sealed" && sync -f "$DISK"; }
+read -r null_ns null_u null_s < <(cpu to_null)
+[ -n "${null_ns:-}" ] || die "encrypt to /dev/null"
+read -r tmpfs_ns tmpfs_u tmpfs_s < <(cpu "$SL" "${E[@]}" "$S/in" -o "$S/sealed")
+[ -n "${tmpfs_ns:-}" ] || die "encrypt to tmpfs"
 rm -rf "$S/sealed"
-t2=$(now)
-"$SL" encrypt -q --key-file "$S/key" --dataset-id model:bench "$S/in" -o "$DISK/sealed" || die "encrypt to disk"
-sync -f "$DISK" 2>/dev/null
-t3=$(now)
+sync
+read -r disk_ns disk_u disk_s < <(cpu to_disk)
+[ -n "${disk_ns:-}" ] || die "encrypt to disk"
 rm -rf "$DISK/sealed"
-t4=$(now)
-dd if="$S/in/ckpt.bin" of="$DISK/dd.bin" bs=4M conv=fsync status=none
-t5=$(now)
+sync
+read -r dd_ns _ < <(cpu dd if="$S/in/ckpt.bin" of="$DISK/dd.bin" bs=4M conv=fsync status=none)
 rm -f "$DISK/dd.bin"
 # the tmpfs's own ceiling: a plain copy into it (page allocation + copy)
-t6=$(now)
-dd if="$S/in/ckpt.bin" of="$S/dd.bin" bs=4M status=none
-t7=$(now)
+read -r ddshm_ns ddshm_u ddshm_s < <(cpu dd if="$S/in/ckpt.bin" of="$S/dd.bin" bs=4M status=none)
 rm -f "$S/dd.bin"
 openssl speed -evp aes-256-gcm -bytes 16384 -seconds 3 2>/dev/null >"$W/speed1"
 openssl speed -evp aes-256-gcm -bytes 16384 -seconds 3 -multi "$THREADS" 2>/dev/null >"$W/speedN"
-python3 - "$bytes" "$THREADS" "$((t1 - t0))" "$((t3 - t2))" "$((t5 - t4))" "$W/speed1" "$W/speedN" "$(stat -f -c %T "$DISK")" "$((t7 - t6))" <<'PY'
+python3 - "$bytes" "$THREADS" "$W/speed1" "$W/speedN" "$(stat -f -c %T "$DISK")" \
+	"$null_ns $null_u $null_s" "$tmpfs_ns $tmpfs_u $tmpfs_s" "$disk_ns $disk_u $disk_s" \
+	"$dd_ns" "$ddshm_ns $ddshm_u $ddshm_s" <<'PY'
 import re, sys
-n, th, tmpfs_ns, disk_ns, dd_ns = (int(x) for x in sys.argv[1:6])
-ddshm_ns = int(sys.argv[9])
+n, th = int(sys.argv[1]), int(sys.argv[2])
 def rate(path):  # bytes/s of the 16384-byte column
     for line in open(path):
         if line.lower().startswith("aes-256-gcm"):
             return float(re.findall(r"([\d.]+)k", line)[-1]) * 1000
     return float("nan")
-one, multi = rate(sys.argv[6]), rate(sys.argv[7])
+one, multi = rate(sys.argv[3]), rate(sys.argv[4])
+fs = sys.argv[5]
+null, tmpfs, disk, ddshm = ([float(x) for x in sys.argv[i].split()] for i in (6, 7, 8, 10))
+dd_ns = float(sys.argv[9])
 g = lambda ns: n / (ns / 1e9) / 1e9
-print("seal to tmpfs : %.3f GB/s   (%.2f s for %d MiB)" % (g(tmpfs_ns), tmpfs_ns / 1e9, n >> 20))
+lim = one * th
 print("openssl 1 core: %.3f GB/s; x %d threads = %.3f GB/s; all cores at once %.3f GB/s"
-      % (one / 1e9, th, one * th / 1e9, multi / 1e9))
+      % (one / 1e9, th, lim / 1e9, multi / 1e9))
+def line(what, v):
+    ns, u, s = v
+    print("%-14s: %.3f GB/s (%.2f s for %d MiB; CPU user %.2f s, system %.2f s)"
+          % (what, g(ns), ns / 1e9, n >> 20, u, s))
+line("seal to null", null)
+print("  ratio /dev/null / (1 core x threads) = %.2f (goal >= 0.8); / all cores at once = %.2f"
+      % (g(null[0]) * 1e9 / lim, g(null[0]) * 1e9 / multi))
+line("seal to tmpfs", tmpfs)
 print("  ratio tmpfs / (1 core x threads) = %.2f (goal >= 0.8); / all cores at once = %.2f"
-      % (g(tmpfs_ns) * 1e9 / (one * th), g(tmpfs_ns) * 1e9 / multi))
-print("dd into tmpfs : %.3f GB/s (the tmpfs's own ceiling); ratio seal / dd = %.2f"
-      % (g(ddshm_ns), g(tmpfs_ns) / g(ddshm_ns)))
-print("seal to disk  : %.3f GB/s (%s; includes the fsyncs of the atomic write)" % (g(disk_ns), sys.argv[8]))
+      % (g(tmpfs[0]) * 1e9 / lim, g(tmpfs[0]) * 1e9 / multi))
+line("dd into tmpfs", ddshm)
+print("  (the tmpfs's own ceiling); ratio seal / dd = %.2f" % (g(tmpfs[0]) / g(ddshm[0])))
+line("seal to disk", disk)
+print("  (%s; each chunk written behind, one fsync per shard at the end)" % fs)
 print("dd conv=fsync : %.3f GB/s" % g(dd_ns))
-print("  ratio disk / dd = %.2f (goal >= 0.8)" % (g(disk_ns) / g(dd_ns)))
+print("  ratio disk / dd = %.2f (goal >= 0.8)" % (g(disk[0]) / g(dd_ns)))
+# where the time goes: the AEAD is the user time (libcrypto); the system
+# time is the kernel reading the input (one copy) and, into a tmpfs, the
+# copy and page allocation of the write, which dd pays as well
+aead_s = n / one
+print("CPU efficiency (AEAD CPU needed / CPU used, independent of other load): "
+      "/dev/null %.2f, tmpfs %.2f, disk %.2f" % (aead_s / (null[1] + null[2]),
+      aead_s / (tmpfs[1] + tmpfs[2]), aead_s / (disk[1] + disk[2])))
+print("where the time goes (CPU seconds over all threads): the AEAD alone needs %.2f s "
+      "(1 core at openssl's rate);" % aead_s)
+print("  to /dev/null: user %.2f s (AEAD), system %.2f s (reading the input: one copy)"
+      % (null[1], null[2]))
+print("  to tmpfs:     user %.2f s, system %.2f s (read copy + write copy + tmpfs page "
+      "allocation; dd alone: %.2f s)" % (tmpfs[1], tmpfs[2], ddshm[1] + ddshm[2]))
 PY
 rm -rf "$S/in"
 
-# ---- (2) preemption notice -> exit, 1 GiB to a local HTTPS store -------------
+# ---- (2) preemption notice -> exit, 1 GiB to the local S3-compatible server ----
 start_swtpm tpm || die "swtpm did not start"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=127.0.0.1 \
 	-addext subjectAltName=IP:127.0.0.1 -keyout "$W/srv.key" -out "$W/srv.pem" >/dev/null 2>&1 ||
@@ -119,19 +163,34 @@ class H(http.server.BaseHTTPRequestHandler):
         self.end_headers(); self.wfile.write(body)
 http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 EOF
-SP=$(free_port)
 MP=$(free_port)
-mkdir -p "$DISK/store"
-python3 "$W/store.py" "$DISK/store" "$SP" "$W/srv.pem" "$W/srv.key" &
-_PIDS+=($!)
 python3 "$W/meta.py" "$MP" "$W/flip" &
 _PIDS+=($!)
-wait_port "$SP" 10 && wait_port "$MP" 10 || die "store or metadata server"
+# s3rver (SigV4 PUTs, as to S3), else the Python HTTPS store
+if start_s3rver "$DISK/s3data" "$W" bkt 2>/dev/null; then
+	STORE="s3rver"
+	DEST="s3://bkt/run/"
+	POLICY_URL="s3://bkt/*"
+	STORE_ARGS=(--s3-endpoint "https://127.0.0.1:$S3RVER_PORT")
+	export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
+else
+	echo "70-outputs: s3rver unavailable (${S3RVER_SKIP:-it did not start}); a Python HTTPS store instead" >&2
+	SP=$(free_port)
+	mkdir -p "$DISK/store"
+	python3 "$W/store.py" "$DISK/store" "$SP" "$W/srv.pem" "$W/srv.key" &
+	_PIDS+=($!)
+	wait_port "$SP" 10 || die "store"
+	STORE="a Python HTTPS store"
+	DEST="https://127.0.0.1:$SP/run/"
+	POLICY_URL="https://127.0.0.1:$SP/*"
+	STORE_ARGS=()
+fi
+wait_port "$MP" 10 || die "metadata server"
 minisign -G -W -p "$W/p.pub" -s "$W/p.key" >/dev/null 2>&1
 cat >"$W/policy.json" <<EOF
 {"version": 1, "allow_unverified_region": true, "keys": {"ckpt": ["model:*"]},
  "datasets": [{"id": "model:*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
-   "output_destinations": [{"url": "https://127.0.0.1:$SP/*", "region": "gcp:europe-west4"}]}]}
+   "output_destinations": [{"url": "$POLICY_URL", "region": "gcp:europe-west4"}]}]}
 EOF
 minisign -S -s "$W/p.key" -m "$W/policy.json" >/dev/null 2>&1
 start_kms "$W/kms" --policy "$W/policy.json" --policy-pubkey "$W/p.pub" || die "seclaunchd"
@@ -154,7 +213,7 @@ EOF
 rm -f "$W/flip" "$W/ready"
 "$SL" run --policy "$W/policy.json" --policy-pubkey "$W/p.pub" "${K[@]}" --stage host \
 	--region gcp:europe-west4 --audit-log "$W/audit.log" -q --ca-file "$W/srv.pem" \
-	--output "model=https://127.0.0.1:$SP/run/" --preempt-watch "gce=http://127.0.0.1:$MP" -- \
+	"${STORE_ARGS[@]}" --output "model=$DEST" --preempt-watch "gce=http://127.0.0.1:$MP" -- \
 	python3 "$W/job.py" "$MB" "$W/ready" &
 RP=$!
 for ((i = 0; i < 6000; i++)); do [ -e "$W/ready" ] && break; sleep 0.05; done
@@ -164,10 +223,28 @@ touch "$W/flip"
 wait "$RP"
 rc=$?
 t1=$(now)
-python3 - "$((t1 - t0))" "$rc" "$MB" <<'PY'
+sealed=$(grep -o '"notice_to_sealed_s":[0-9.]*' "$W/audit.log" | tail -1 | cut -d: -f2)
+# the store's own ceiling: one curl PUT of as many bytes, nothing sealed
+head -c $((MB << 20)) /dev/urandom >"$DISK/put.bin"
+CURL=(curl -sf --cacert "$W/srv.pem" -T "$DISK/put.bin" -o /dev/null)
+if [ "$STORE" = s3rver ]; then
+	CURL+=(--aws-sigv4 aws:amz:us-east-1:s3 --user S3RVER:S3RVER -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD'
+		"https://127.0.0.1:$S3RVER_PORT/bkt/put.bin")
+else
+	CURL+=("https://127.0.0.1:$SP/put.bin")
+fi
+p0=$(now)
+"${CURL[@]}" || echo "70-outputs: the reference PUT failed" >&2
+p1=$(now)
+rm -f "$DISK/put.bin"
+python3 - "$((t1 - t0))" "$rc" "$MB" "$STORE" "${sealed:-nan}" "$((p1 - p0))" <<'PY'
 import sys
 ns, rc, mb = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-print("preemption: notice -> job signalled -> %d MiB sealed and PUT over TLS -> exit %d: %.2f s"
-      " (%.0f%% of GCE's 30 s)" % (mb, rc, ns / 1e9, ns / 1e9 / 30 * 100))
+put_ns = int(sys.argv[6])
+print("preemption: notice -> job signalled -> %d MiB sealed and PUT over TLS to %s -> exit %d:"
+      " %.2f s (%.0f%% of GCE's 30 s); seclaunch's own notice -> sealed and uploaded: %s s"
+      % (mb, sys.argv[4], rc, ns / 1e9, ns / 1e9 / 30 * 100, sys.argv[5]))
+print("  where it goes: one curl PUT of %d MiB to the same store takes %.2f s (%.0f%% of the"
+      " total); the rest is the job's exit, sealing and the manifest/LATEST requests"
+      % (mb, put_ns / 1e9, put_ns / ns * 100))
 PY
-grep -o '"notice_to_sealed_s":[0-9.]*' "$W/audit.log" | tail -1

@@ -8,7 +8,9 @@
 # with exit 6; the policy's `gpu_decrypt: false` refuses --gpu-decrypt before
 # any key is released; `--stage gpu-ipc` is refused, naming CUDA IPC, where
 # the driver cannot export handles, and otherwise stages and wipes (every
-# device buffer zero when freed). Proves the pipeline's logic, not CUDA's.
+# device buffer zero when freed); a lease ends the job when the GPU's
+# confidential-computing mode changes (an NVML stand-in). Proves the
+# pipeline's logic, not CUDA's.
 . "$(dirname "$0")/lib.sh"
 
 for tool in swtpm minisign python3; do
@@ -33,10 +35,12 @@ start_swtpm tpm || { echo "not ok - no swtpm"; exit 1; }
 minisign -G -W -p "$T/p.pub" -s "$T/p.key" >/dev/null 2>&1
 cat >"$T/policy.json" <<'JSON'
 {"version": 1, "description": "gpu_fake test policy", "allow_unverified_region": true,
- "keys": {"gpu-key": ["gpu-ds", "no-gpu-dec"]},
+ "keys": {"gpu-key": ["gpu-ds", "no-gpu-dec", "gpu-lease"]},
  "datasets": [{"id": "gpu-ds", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"]},
               {"id": "no-gpu-dec", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
-               "gpu_decrypt": false}]}
+               "gpu_decrypt": false},
+              {"id": "gpu-lease", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
+               "key_ttl": 2}]}
 JSON
 minisign -S -s "$T/p.key" -m "$T/policy.json" -t gpu >/dev/null 2>&1
 start_kms "$T/kms" --policy "$T/policy.json" --policy-pubkey "$T/p.pub" || exit 1
@@ -49,6 +53,8 @@ check "encrypt" 0 "$SL" encrypt "${K[@]}" --key-id gpu-key --admin-token-file "$
 	--dataset-id gpu-ds --chunk-size 1M -q "$T/plain" -o "$T/gpu.sld"
 check "encrypt (gpu_decrypt: false)" 0 "$SL" encrypt "${K[@]}" --key-id gpu-key \
 	--admin-token-file "$KMS_TOKEN" --dataset-id no-gpu-dec -q "$T/plain" -o "$T/nogpu.sld"
+check "encrypt (key_ttl: a lease)" 0 "$SL" encrypt "${K[@]}" --key-id gpu-key \
+	--admin-token-file "$KMS_TOKEN" --dataset-id gpu-lease -q "$T/plain" -o "$T/lease.sld"
 sldhash=$(sha256sum <"$T/gpu.sld" | cut -d' ' -f1)
 rm -f "$T/plain"
 
@@ -131,4 +137,36 @@ check "--stage gpu-ipc: staged by seclaunch, handle in SECLAUNCH_DATA" 0 \
 assert "--stage gpu-ipc: the job sees a gpu-ipc entry" grep -q "^gpu gpu-ipc 128\$" "$T/out"
 assert "--stage gpu-ipc: seclaunch's device buffer zero when freed, pinned buffers too" \
 	grep -qzE 'allocs=[1-9].*live=0.*freed_nonzero=0.*live_pinned=0.*pinned_freed_nonzero=0' "$T/run.report"
+
+# The GPU's confidential-computing mode is read again at every renewal of
+# the lease (NVML: here the stand-in, whose mode a file sets): when it is no
+# longer what it was at the release, the job is stopped and its data wiped
+# as after a refused renewal (exit 3).
+FAKENVML=$SL_BUILD/tests/fakecuda/libnvidia-ml.so.1
+if [ ! -f "$FAKENVML" ]; then
+	skip "lease: GPU CC mode changed -> stopped" "the NVML stand-in is not built"
+else
+	echo off >"$T/cc"
+	rm -f "$T/gl.mark"
+	LD_LIBRARY_PATH=$(dirname "$FAKENVML") FAKENVML_CC=$T/cc "$SL" run "${RUNA[@]}" --stage gpu \
+		--kill-grace 1 "$T/lease.sld" -- python3 -c \
+		"import os, time; open('$T/gl.mark', 'w').write(str(os.getpid())); time.sleep(60)" \
+		>"$T/gl.out" 2>&1 &
+	GL=$!
+	for _ in $(seq 300); do [ -s "$T/gl.mark" ] && break; sleep 0.05; done
+	assert "lease: the job started on the GPU (CC off)" test -s "$T/gl.mark"
+	grep -q '"run.lease_renewed"' "$T/audit.log" || sleep 1.5
+	assert "lease: renewed while the GPU's mode stays" grep -q '"run.lease_renewed"' "$T/audit.log"
+	echo on >"$T/cc"
+	rc=124
+	for _ in $(seq 100); do
+		kill -0 "$GL" 2>/dev/null || { wait "$GL"; rc=$?; break; }
+		sleep 0.1
+	done
+	[ "$rc" = 124 ] && kill "$GL"
+	assert "lease: GPU CC mode changed -> the job stopped, exit 3 (rc $rc)" test "$rc" -eq 3
+	assert "lease: the job is gone" bash -c "! kill -0 $(cat "$T/gl.mark" 2>/dev/null || echo 0) 2>/dev/null"
+	assert "lease: run.lease_ended names the GPU's mode change, then the wipe" \
+		bash -c "grep '\"run.lease_ended\"' '$T/audit.log' | tail -1 | grep -q 'confidential-computing mode changed from off to on' && tail -n 1 '$T/audit.log' | grep -q '\"run.wipe\".*\"all_zeroed\":true'"
+fi
 finish

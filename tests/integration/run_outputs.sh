@@ -297,6 +297,59 @@ check "read the final weights back (resume)" 0 \
 	"$SL" run "${RUN[@]}" --tcti "$TCTI_B" --resume "model=$T/dest_full" --output "model=$T/dest_full" -- \
 	"$PY" "$T/digest.py" "$T/hash_full"
 
+# ---- the helper's create(): whole files only, inside a declared output -----------
+cat >"$T/create.py" <<'EOF'
+import os, sys
+import seclaunch_data as sd
+mark = sys.argv[1][::-1].encode()
+final = os.path.join(sd.output_dir("model"), "sub", "weights.bin")
+with open(os.path.join(sd.output_dir("model"), "first.txt"), "wb") as f0:
+    f0.write(mark)  # so that checkpoint 1 has something to seal
+f = sd.create("model", "sub/weights.bin")
+f.write(mark * 1000)
+f.flush()
+assert not os.path.exists(final), "visible before close"
+sd.checkpoint()  # checkpoint 1: taken while the file is open
+f.close()
+assert open(final, "rb").read() == mark * 1000
+try:
+    with sd.create("model", "half.bin") as g:
+        g.write(mark)
+        raise KeyError("the job failed mid-write")
+except KeyError:
+    pass
+assert not os.path.exists(os.path.join(sd.output_dir("model"), "half.bin")), "half.bin kept"
+for bad in ["../escape", "/abs", "a/../b", "a//b", "", "."]:
+    try:
+        sd.create("model", bad)
+        sys.exit("path accepted: %r" % bad)
+    except sd.SeclaunchDataError:
+        pass
+try:
+    sd.create("nosuch", "x")
+    sys.exit("an undeclared output accepted")
+except sd.SeclaunchDataError as e:
+    assert "not declared" in str(e), str(e)
+left = [e for e in os.listdir(sd.output_dir()) if e.startswith(".seclaunch-partial")]
+assert not left, left
+print("create-ok")
+EOF
+ck_holds() { "$SL" inspect "$T/dest_create/ckpt-0000000$1" | grep -q 'sub/weights.bin'; }
+check "create(): whole files in the output; a failed write, escaping paths, an undeclared output refused" \
+	0 "$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=$T/dest_create" -- \
+	"$PY" "$T/create.py" "$RMARK"
+assert "create(): the job's checks all ran" grep -qx create-ok "$T/out"
+ck_first() { "$SL" inspect "$T/dest_create/ckpt-00000001" | grep -q 'first.txt'; }
+assert "create(): checkpoint 1 was sealed while the file was open" ck_first
+assert "create(): checkpoint 1, taken while the file was open, does not hold it" \
+	eval '! ck_holds 1'
+assert "create(): the final seal holds it" ck_holds 2
+check "create(): read back by a resumed run on TPM B" 0 \
+	"$SL" run "${RUN[@]}" --tcti "$TCTI_B" --resume "model=$T/dest_create" --output "model=$T/dest_create" -- \
+	"$PY" -c "import os, sys, seclaunch_data as sd; d = sd.output_dir('model')
+assert open(d + '/sub/weights.bin', 'rb').read() == sys.argv[1][::-1].encode() * 1000
+assert not os.path.exists(d + '/half.bin')" "$RMARK"
+
 # ---- checkpoints by SIGUSR2, preempted by GCE, resumed on TPM B ----------------
 rm -f "$T/flip" "$T/prog_pre"
 "$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=$T/dest" \

@@ -75,7 +75,9 @@ done
 # ---- the jobs ---------------------------------------------------------------
 cp "$(type -P true)" "$T/jobbin"
 cat >"$T/job.py" <<'EOF'
-import os, sys, time
+import os, signal, sys, time
+if "--ignore-term" in sys.argv:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 if len(sys.argv) > 1 and sys.argv[1].startswith("--sleep="):
     open(os.environ.get("WL_MARK", "/dev/null"), "w").write(str(os.getpid()))
     time.sleep(float(sys.argv[1].split("=")[1]))
@@ -137,6 +139,17 @@ start_kms "$T/kms" --listen "127.0.0.1:$KMS_PORT" --policy "$T/kms-policy.json" 
 
 RUNA=(--policy "$T/p1.json" --policy-pubkey "$T/policy.pub" "${KMSA[@]}" --tcti "$SWTPM_TCTI"
 	--region gcp:europe-west4 --audit-log "$AUDIT" --stage host "${ENVA[@]}")
+# the challenge is asked for while the job is measured: a failure on either
+# side is reported as before (the thread's own message), and nothing runs
+SKEWA=("${RUNA[@]}")
+SKEWA[1]=$T/p0.json # --policy: not the one seclaunchd enforces
+check_err "measured while the challenge is out: policy skew named (exit 5)" 5 \
+	"policy skew: .*p0.json has sha256 .* enforces sha256" \
+	"$SL" run "${SKEWA[@]}" "$T/wl-plain.sld" -- touch "$T/skew.ran"
+check_err "challenge out while the measurement fails: argv not UTF-8 (exit 2)" 2 \
+	"argv\\[2\\]: not valid UTF-8" \
+	"$SL" run "${RUNA[@]}" "$T/wl-plain.sld" -- touch "$T/skew.ran" $'\xff'
+assert "neither failure started the job" test ! -e "$T/skew.ran"
 
 # ---- predicted == measured: allowed by the predicted identity alone ------
 check "binary: the predicted identity is the measured one (released, exit 0)" 0 \
@@ -235,13 +248,15 @@ renewed=$(grep -c '"run.lease_renewed"' "$AUDIT")
 assert "lease: the audit log shows each renewal (>= 3, got $renewed)" test "$renewed" -ge 3
 assert "lease: seclaunchd recorded the renewals" bash -c "grep -c '\"kms.renew\"' '$KMS_STATE/audit.log' | grep -qv '^0$'"
 
-lease_job() { # NAME: starts a long job in the background
-	rm -f "$T/$1.mark"
-	WL_MARK=$T/$1.mark "$SL" run "${LEASEA[@]}" --env-pass WL_MARK "$T/wl-lease.sld" -- \
-		"$PY" job.py --sleep=60 >"$T/$1.out" 2>&1 &
+lease_job() { # NAME [JOB ARGS]: starts a long job in the background
+	local name=$1
+	shift
+	rm -f "$T/$name.mark"
+	WL_MARK=$T/$name.mark "$SL" run "${LEASEA[@]}" --env-pass WL_MARK "$T/wl-lease.sld" -- \
+		"$PY" job.py --sleep=60 "$@" >"$T/$name.out" 2>&1 &
 	LPID=$!
-	for _ in $(seq 200); do [ -s "$T/$1.mark" ] && break; sleep 0.05; done
-	JOBPID=$(cat "$T/$1.mark" 2>/dev/null || echo 0)
+	for _ in $(seq 200); do [ -s "$T/$name.mark" ] && break; sleep 0.05; done
+	JOBPID=$(cat "$T/$name.mark" 2>/dev/null || echo 0)
 }
 wait_lease() { # seconds: the run's exit status (124: still running)
 	local i
@@ -293,6 +308,23 @@ assert "policy now denies: the reason names the rule" \
 cp "$T/p1.json" "$T/kms-policy.json"
 cp "$T/p1.json.minisig" "$T/kms-policy.json.minisig"
 assert "policy reload: back to the allowing policy" hup
+
+# the key disabled while the job runs, and a job that ignores SIGTERM: the
+# renewal is refused naming the key, the job gets SIGTERM, then SIGKILL after
+# --kill-grace 1, its data is wiped
+lease_job disable --ignore-term
+assert "key disabled: the job started" test "$JOBPID" -gt 0
+check "key disable" 0 "$SL" key disable "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id wl-key
+wait_lease 12
+rc=$?
+assert "key disabled: stopped at the next renewal, exit 4 (rc $rc)" test "$rc" -eq 4
+assert "key disabled: the reason names the disabled key" \
+	bash -c "grep '\"run.lease_ended\"' '$AUDIT' | tail -1 | grep -q 'key_disabled'"
+assert "key disabled: the job ignoring SIGTERM was killed after --kill-grace" \
+	bash -c "! kill -0 $JOBPID 2>/dev/null && grep '\"run.job.exit\"' '$AUDIT' | tail -1 | grep -q '\"killed\":true.*\"signal\":9\|\"signal\":9.*\"killed\":true'"
+assert "key disabled: then the wipe" \
+	bash -c "tail -n 1 '$AUDIT' | grep -q '\"run.wipe\".*\"all_zeroed\":true'"
+check "key enable" 0 "$SL" key enable "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id wl-key
 
 # AK revoked while the job runs (last: the AK stays revoked)
 check "enroll list shows the AK" 0 "$SL" enroll list "${KMSA[@]}" --admin-token-file "$KMS_TOKEN"

@@ -4,7 +4,8 @@
  * bad record fails alone; another handle writing between batches is noticed
  * (the writer re-reads the tail instead of trusting its own); and a writer
  * killed with SIGKILL in the middle of a burst leaves a log that verifies
- * and that the next writer continues. */
+ * and that the next writer continues; deferred appends are written at once,
+ * in order, and survive their writer's death. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -249,12 +250,70 @@ static void test_kill9_mid_burst(void **state)
 	free(seen);
 }
 
+/* Deferred appends (seclaunch run's launch records, fsync'd together before
+ * the job starts): each is written at once, in order and chained, also
+ * between another handle's durable appends and across a checkpoint falling
+ * due in a deferred batch; a process that dies before syncing leaves them
+ * all in the file (only a power loss could take the unsynced tail); sync
+ * and close with nothing pending are no-ops. */
+static void test_deferred(void **state)
+{
+	fixture *f = *state;
+	sl_audit *a = NULL, *b = NULL;
+	sl_audit_report rep;
+
+	assert_int_equal(sl_audit_sync(NULL), SL_OK);
+	assert_int_equal(sl_audit_open(f->log, f->sk, "a", 3, &a), SL_OK);
+	assert_int_equal(sl_audit_open(f->log, f->sk, "b", 0, &b), SL_OK);
+	assert_int_equal(sl_audit_sync(a), SL_OK); /* nothing written yet */
+	for (int i = 0; i < 7; i++) {
+		sl_audit_record r = {.event = SL_AUDIT_EV_RUN_STAGE, .job_id = "d"};
+		if (i == 4)
+			assert_int_equal(sl_audit_append(b, &r), SL_OK);
+		else
+			assert_int_equal(sl_audit_append_deferred(a, &r), SL_OK);
+		/* on file at once (an interval checkpoint after every 3rd of a's) */
+		assert_int_equal(verify1(f->log, f->pk, false, &rep), SL_OK);
+		assert_int_equal(rep.records - rep.checkpoints, (uint64_t)i + 1);
+	}
+	assert_true(rep.checkpoints >= 2);
+	assert_int_equal(sl_audit_sync(a), SL_OK);
+	assert_int_equal(sl_audit_sync(a), SL_OK);
+	assert_int_equal(sl_audit_close(b), SL_OK);
+	assert_int_equal(sl_audit_close(a), SL_OK);
+	assert_int_equal(verify1(f->log, f->pk, true, &rep), SL_OK);
+	assert_int_equal(rep.records - rep.checkpoints, 7);
+
+	/* a writer that dies with deferred records unsynced loses none */
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		sl_audit *ca = NULL;
+		if (sl_audit_open(f->log, f->sk, "dies", 0, &ca) != SL_OK)
+			_exit(2);
+		for (int i = 0; i < 5; i++) {
+			sl_audit_record r = {.event = SL_AUDIT_EV_RUN_START, .job_id = "dies"};
+			if (sl_audit_append_deferred(ca, &r) != SL_OK)
+				_exit(3);
+		}
+		kill(getpid(), SIGKILL);
+		_exit(4);
+	}
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	assert_int_equal(verify1(f->log, f->pk, false, &rep), SL_OK);
+	assert_int_equal(rep.records - rep.checkpoints, 12);
+	assert_int_equal(rep.torn_lines, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_many_threads, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_other_writer_between, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_kill9_mid_burst, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_deferred, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -295,12 +295,76 @@ static void test_tar_shards_and_collisions(void **state)
 	sl_secret_free(k);
 }
 
+/* A file that changes size while the tree is encrypted fails the run,
+ * whether it changes before a worker opens it (a later shard group) or
+ * after its bytes were read; nothing appears at the target. */
+struct grow {
+	const char *path;
+	uint64_t at_done; /* grow once done reaches this (UINT64_MAX: at the end) */
+	bool grown;
+};
+
+static void grow_progress(void *ctx, uint64_t done, uint64_t total)
+{
+	struct grow *g = ctx;
+	if (g->grown || done < (g->at_done == UINT64_MAX ? total : g->at_done))
+		return;
+	int fd = open(g->path, O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "more", 4), 4);
+	close(fd);
+	g->grown = true;
+}
+
+static void test_changed_while_encrypting(void **state)
+{
+	(void)state;
+	sl_secret *k = dek();
+	sl_tree_stats st;
+	char in[512], out[512], victim[512];
+	uint64_t when[2] = {1, UINT64_MAX};
+	const char *file[2] = {"grow/f19", "grow/f00"};
+
+	mkd("grow");
+	for (int i = 0; i < 20; i++) {
+		char rel[64];
+		snprintf(rel, sizeof(rel), "grow/f%02d", i);
+		put(rel, 64 << 10, 0644, (uint8_t)i); /* one shard each: 3 groups of 8 */
+	}
+	for (int c = 0; c < 2; c++) {
+		snprintf(in, sizeof(in), "%s/grow", base);
+		snprintf(out, sizeof(out), "%s/grown-%d", base, c);
+		snprintf(victim, sizeof(victim), "%s/%s", base, file[c]);
+		struct grow g = {.path = victim, .at_done = when[c]};
+		const char *paths[] = {in};
+		sl_tree_encrypt_opts o = {.paths = paths,
+		                          .n_paths = 1,
+		                          .out_dir = out,
+		                          .quiet = true,
+		                          .shard_size = 64 << 10,
+		                          .p = {.dataset_id = "grow",
+		                                .chunk_size = 64 << 10,
+		                                .threads = 2,
+		                                .progress = grow_progress,
+		                                .progress_ctx = &g}};
+		sl_err rc = sl_tree_encrypt(k, &o, &st);
+		assert_true(g.grown);
+		if (rc != SL_E_IO || strstr(sl_err_detail(), "changed size") == NULL ||
+		    strstr(sl_err_detail(), file[c]) == NULL)
+			fail_msg("case %d: got %s (%s)", c, sl_err_name(rc), sl_err_detail());
+		assert_false(exists(c == 0 ? "grown-0" : "grown-1"));
+		assert_no_partials();
+	}
+	sl_secret_free(k);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_tree_round_trip),
 	    cmocka_unit_test(test_tampering),
 	    cmocka_unit_test(test_tar_shards_and_collisions),
+	    cmocka_unit_test(test_changed_while_encrypting),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -442,6 +442,27 @@ static void test_escaped_descendant_killed(void **state)
 	escape_case(true);
 }
 
+/* The job starts inside its own cgroup (created in it by clone3, or moved
+ * into it by the child before exec where clone3 cannot): its first
+ * instruction already runs there. */
+static void test_job_starts_in_its_cgroup(void **state)
+{
+	(void)state;
+	char *const argv[] = {"/bin/sh", "-c", "cat /proc/self/cgroup > \"$1/cg\"",
+	                      "sh",      dir,  NULL};
+	sl_job_spec sp = {.argv = argv, .envp = job_env, .grace_s = 1, .name = "cgtest"};
+	sl_job_result r;
+	assert_int_equal(sl_job_run(&sp, &r), SL_OK);
+	assert_int_equal(r.exit_code, 0);
+	if (strcmp(r.containment, "cgroup") != 0) {
+		fprintf(stderr, "# skip: no writable cgroup v2 here (%s)\n", r.containment);
+		return;
+	}
+	const char *cg = strstr(slurp("cg"), "0::");
+	assert_non_null(cg);
+	assert_non_null(strstr(cg, "/seclaunch-cgtest\n"));
+}
+
 static void test_resolve(void **state)
 {
 	(void)state;
@@ -512,6 +533,7 @@ int main(void)
 	    cmocka_unit_test(test_pending_before_start),
 	    cmocka_unit_test(test_second_signal_escalates),
 	    cmocka_unit_test(test_escaped_descendant_killed),
+	    cmocka_unit_test(test_job_starts_in_its_cgroup),
 	    cmocka_unit_test(test_resolve),
 	    cmocka_unit_test(test_user_parse),
 	};

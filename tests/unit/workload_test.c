@@ -255,11 +255,52 @@ static void test_policy_workloads(void **state)
 	assert_non_null(strstr(sl_err_detail(), "$.datasets[0].workloads[0].exe_sha256"));
 }
 
+/* A container job allowed by its image digest: the measured digest is
+ * allowed, another (or none, a job run outside the image) is denied
+ * naming the image digest. */
+static void test_policy_image_digest(void **state)
+{
+	(void)state;
+	const char *doc =
+	    "{\"version\": 1, \"allow_unverified_region\": true, \"keys\": {\"k\": [\"d1\"]},"
+	    " \"datasets\": [{\"id\": \"d1\", \"allowed_regions\": [\"gcp:europe-west4\"],"
+	    " \"tee_kinds\": [\"tpm2\"], \"workloads\": [{\"image_digest\": [\"sha256:" H64(
+	        "e") "\"]}]}]}";
+	static const char *const digests[] = {"sha256:" H64("e"), "sha256:" H64("f"), ""};
+	sl_policy *p = NULL;
+	sl_policy_request req = {.dataset_id = "d1", .key_id = "k"};
+	assert_int_equal(sl_policy_load((const uint8_t *)doc, strlen(doc), &p), SL_OK);
+	for (size_t k = 0; k < 3; k++) {
+		sl_claims *c = NULL;
+		sl_decision *d = NULL;
+		json_t *e = event("train.py", H64("c"));
+		json_object_set_new(e, "image_digest", json_string(digests[k]));
+		assert_int_equal(sl_claims_new(&c), SL_OK);
+		assert_int_equal(sl_claims_set(c, "tee.kind", "tpm2"), SL_OK);
+		assert_int_equal(sl_claims_set(c, "cloud.region", "europe-west4"), SL_OK);
+		assert_int_equal(sl_claims_set(c, "cloud.provider", "gcp"), SL_OK);
+		assert_int_equal(sl_claims_set(c, "binding", "verified"), SL_OK);
+		assert_int_equal(sl_workload_claims(e, c), SL_OK);
+		assert_int_equal(sl_policy_evaluate(p, c, &req, &d), SL_OK);
+		bool named = false;
+		for (size_t i = 0; i < sl_decision_reason_count(d); i++)
+			named = named ||
+			        strstr(sl_decision_reason(d, i), "image digest differs") != NULL;
+		assert_int_equal(sl_decision_allowed(d), k == 0);
+		assert_int_equal(named, k != 0);
+		sl_decision_free(d);
+		sl_claims_free(c);
+		json_decref(e);
+	}
+	sl_policy_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_event_checks),
 	    cmocka_unit_test(test_identity_leaves_out_policy),
+	    cmocka_unit_test(test_policy_image_digest),
 	    cmocka_unit_test(test_replay),
 	    cmocka_unit_test(test_tdx_rtmr3),
 	    cmocka_unit_test(test_policy_workloads),
