@@ -48,7 +48,10 @@ struct sl_outputs {
  * as the KMS and the audit log see it (serve: the tasks' measured command,
  * else "seclaunch serve"). */
 #define SL_OUT_CMD(s) ((s)->o->serve.on ? "serve" : "run")
-#define SL_OUT_JOB_CMD(s) ((s)->o->cmd != NULL ? (s)->o->cmd[0] : "seclaunch serve")
+#define SL_OUT_JOB_CMD(s)                                                                          \
+	((s)->o->cmd != NULL             ? (s)->o->cmd[0]                                            \
+	 : (s)->o->serve.measure != NULL ? (s)->o->serve.measure[0]                                  \
+	                                 : "seclaunch serve")
 
 /* outputs.c */
 void sl_out_audit(struct sl_run_st *s, const char *event, const char *ds, const char *key,

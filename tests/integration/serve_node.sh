@@ -21,6 +21,8 @@ PY=/usr/bin/python3
 
 start_tpm tpm || exit 1
 minisign -G -W -p "$T/policy.pub" -s "$T/policy.key" >/dev/null 2>&1
+cp /bin/true "$T/jobbin"
+JOBSHA=$(sha256sum "$T/jobbin" | cut -d' ' -f1)
 DESTS="{\"url\": \"file://$T/dest*\", \"region\": \"gcp:europe-west4\"}"
 cat >"$T/policy.json" <<EOF2
 {
@@ -32,7 +34,9 @@ cat >"$T/policy.json" <<EOF2
     {"id": "node-1", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
      "output_destinations": [$DESTS]},
     {"id": "model:*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
-     "output_destinations": [$DESTS]}
+     "output_destinations": [$DESTS]},
+    {"id": "node-wl", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
+     "workloads": [{"exe_sha256": ["$JOBSHA"], "argv": ["$T/jobbin", "--epochs=*"]}]}
   ]
 }
 EOF2
@@ -270,4 +274,35 @@ check_err "--output to a destination the policy does not allow: exit 4" 4 "denie
 	--ready-file "$T/ready-od.json" ds
 assert "... no ready line, nothing released, nothing written" \
 	test ! -e "$T/ready-od.json" -a "$(releases)" = "$before" -a ! -e "$T/elsewhere"
+
+# ---- -- CMD: the tasks' command measured; a workloads rule decides -----------------
+head -c 5000 /dev/urandom >wl.bin
+check "encrypt a dataset whose rule names its workload" 0 "$SL" encrypt "${KMSA[@]}" --key-id ds-key \
+	--admin-token-file "$KMS_TOKEN" --dataset-id node-wl -q wl.bin -o wl.sld
+WLA=(--workload-log "$T/wl.log")
+check_err "serve ... -- with no command: exit 1" 1 "no command after --" \
+	"$SL" serve "${SA[@]}" "${WLA[@]}" wl.sld --
+"$SL" serve "${SA[@]}" "${WLA[@]}" --audit-log "$T/audit-w.log" --ready-file "$T/ready-w.json" \
+	wl.sld -- "$T/jobbin" --epochs=3 2>"$T/serve-w.err" &
+sp=$!
+_PIDS+=("$sp")
+wait_ready "$T/ready-w.json"
+assert "the measured command the rule allows: serve starts (ready line)" test -s "$T/ready-w.json"
+kill -TERM "$sp"
+wait "$sp"
+assert "... exit 0" test $? = 0
+assert "... run.measure audited with the command's argv" \
+	grep -q "\"event\":\"run.measure\".*\"argv\":\[\"$T/jobbin\",\"--epochs=3\"\]" "$T/audit-w.log"
+assert "... the workload log holds the event" grep -q -- "--epochs=3" "$T/wl.log"
+before=$(releases)
+check_err "another command (/bin/true): refused, exit 4, the rule named" 4 "workloads" \
+	"$SL" serve "${SA[@]}" "${WLA[@]}" --audit-log "$T/audit-w2.log" --ready-file "$T/ready-w2.json" \
+	wl.sld -- /bin/true --epochs=3
+assert "... no ready line, nothing released" test ! -e "$T/ready-w2.json" -a "$(releases)" = "$before"
+check_err "the allowed file with other arguments: refused, exit 4" 4 "argv" \
+	"$SL" serve "${SA[@]}" "${WLA[@]}" --audit-log "$T/audit-w3.log" wl.sld -- "$T/jobbin" --evil
+check_err "no command given (nothing measured): refused, exit 4" 4 "no measured workload" \
+	"$SL" serve "${SA[@]}" "${WLA[@]}" --audit-log "$T/audit-w4.log" wl.sld
+check_err "a command that does not exist: exit 2, named" 2 "nosuchcmd" \
+	"$SL" serve "${SA[@]}" "${WLA[@]}" --audit-log "$T/audit-w5.log" wl.sld -- nosuchcmd-xyz
 finish

@@ -33,6 +33,7 @@ chmod 0755 "$T"
 
 start_tpm tpm || exit 1
 minisign -G -W -p "$T/policy.pub" -s "$T/policy.key" >/dev/null 2>&1
+TRUESHA=$(sha256sum /usr/bin/true | cut -d' ' -f1)
 DESTS="{\"url\": \"file://$T/dest*\", \"region\": \"gcp:europe-west4\"}"
 cat >"$T/policy.json" <<EOF2
 {
@@ -44,7 +45,9 @@ cat >"$T/policy.json" <<EOF2
     {"id": "step-1", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
      "output_destinations": [$DESTS]},
     {"id": "model:*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
-     "output_destinations": [$DESTS]}
+     "output_destinations": [$DESTS]},
+    {"id": "step-wl", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
+     "workloads": [{"exe_sha256": ["$TRUESHA"], "argv": ["/usr/bin/true", "--ok"]}]}
   ]
 }
 EOF2
@@ -64,8 +67,10 @@ start_swtpm tpm-stranger || exit 1
 TCTI_STRANGER=$SWTPM_TCTI
 
 plugstack() { # TCTI
-	printf 'required %s seclaunch=%s tcti=%s audit_log=%s timeout=120 required=1\n' \
-		"$SO" "$SL" "$1" "$T/serve-audit.log" >"$SLURM_DIR/plugstack.conf"
+	# a workload log per TPM: each replays to its own PCR 15
+	printf 'required %s seclaunch=%s tcti=%s audit_log=%s workload_log=%s timeout=120 required=1\n' \
+		"$SO" "$SL" "$1" "$T/serve-audit.log" "$T/wl-$(printf %s "$1" | md5sum | cut -c1-8).log" \
+		>"$SLURM_DIR/plugstack.conf"
 }
 start_slurm "" || exit 1
 plugstack "$TCTI_OK"
@@ -205,6 +210,21 @@ rel1=$(releases)
 check_err "--seclaunch-output to a destination the policy does not allow: exit 4" 4 \
 	"denies output model" srun -n 1 "${SA[@]}" --seclaunch-output="model=$T/elsewhere" true
 assert "... nothing released, nothing written" test "$(releases)" = "$rel1" -a ! -e "$T/elsewhere"
+# ---- the step's command is measured; a workloads rule allows or refuses the step -------
+head -c 3000 /dev/urandom >wl.bin
+check "encrypt a dataset whose rule names its workload" 0 "$SL" encrypt "${KMSA[@]}" --key-id ds-key \
+	--admin-token-file "$KMS_TOKEN" --dataset-id step-wl -q wl.bin -o wl.sld
+SAW=(--seclaunch-policy="$T/policy.json" --seclaunch-pubkey="$T/policy.pub"
+	--seclaunch-kms="$KMS_URL" --seclaunch-kms-ca="$KMS_CA" --seclaunch-data="$T/wl.sld"
+	--seclaunch-stage=host --seclaunch-region=gcp:europe-west4)
+check "a step running the command the rule allows: exit 0" 0 \
+	srun -n 1 "${SAW[@]}" /usr/bin/true --ok
+assert "... serve measured the step's argv (run.measure)" \
+	grep -q '"event":"run.measure".*"argv":\["/usr/bin/true","--ok"\]' "$T/serve-audit.log"
+rel2=$(releases)
+check_err "a step running another command: refused on the node, exit 4, the rule named" 4 \
+	"workloads" srun -n 1 "${SAW[@]}" /usr/bin/echo --ok
+assert "... nothing released" test "$(releases)" = "$rel2"
 # ---- scancel mid-step ---------------------------------------------------------------
 mkdir r3
 srun -n 2 "${JOBENV[@]}" "${SA[@]}" "$PY" job.py "$T/r3" 300 >srun3.out 2>&1 &
