@@ -49,8 +49,8 @@ struct sl_outputs {
  * else "seclaunch serve"). */
 #define SL_OUT_CMD(s) ((s)->o->serve.on ? "serve" : "run")
 #define SL_OUT_JOB_CMD(s)                                                                          \
-	((s)->o->cmd != NULL             ? (s)->o->cmd[0]                                            \
-	 : (s)->o->serve.measure != NULL ? (s)->o->serve.measure[0]                                  \
+	((s)->o->cmd != NULL             ? (s)->o->cmd[0]                                          \
+	 : (s)->o->serve.measure != NULL ? (s)->o->serve.measure[0]                                \
 	                                 : "seclaunch serve")
 
 /* outputs.c */

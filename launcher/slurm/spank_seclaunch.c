@@ -72,7 +72,8 @@ enum {
 
 /* What the user and the administrator asked for (strdup'ed). */
 static struct {
-	char *bin, *tcti, *audit_log, *workload_log, *kms, *kms_ca, *policy, *pubkey, *policy_sig, *stage;
+	char *bin, *tcti, *audit_log, *workload_log, *kms, *kms_ca, *policy, *pubkey, *policy_sig,
+	    *stage;
 	char *window, *region, *output;
 	char *data[MAX_DATA];
 	int ndata;
@@ -449,9 +450,10 @@ static int start_serve(spank_t sp)
 		}
 		for (int i = 0; i < jargc; i++)
 			if (add_arg(argv, &n, jargv[i]) != 0) {
-				fail(1, "the step's command has too many arguments (at most %d with "
-				        "seclaunch serve's own)",
-				        MAX_ARGS - 1);
+				fail(1,
+				     "the step's command has too many arguments (at most %d with "
+				     "seclaunch serve's own)",
+				     MAX_ARGS - 1);
 				return -1;
 			}
 		/* where the tasks start: a relative script is measured there */
