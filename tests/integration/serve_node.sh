@@ -268,6 +268,19 @@ kill -TERM "$sp"
 wait "$sp"
 assert "... exit 0; what the folder holds at the stop is sealed again (LATEST 2)" \
 	test $? = 0 -a "$(cat "$T/dest/LATEST")" = 2
+# --preempt-watch sigterm: the platform's SIGTERM is a preemption (sealed, exit 143)
+"$SL" serve "${SA[@]}" --audit-log "$T/audit-pre.log" --output "model=$T/dest-pre" \
+	--preempt-watch sigterm --ready-file "$T/ready-pre.json" -q ds 2>"$T/serve-pre.err" &
+sp=$!
+_PIDS+=("$sp")
+wait_ready "$T/ready-pre.json"
+OUTDIR=$(field "$T/ready-pre.json" output_dir)
+cp weights.bin "$OUTDIR/model/"
+kill -TERM "$sp"
+wait "$sp"
+assert "--preempt-watch sigterm, then SIGTERM: sealed, exit 143" \
+	test $? = 143 -a "$(cat "$T/dest-pre/LATEST" 2>/dev/null)" = 1
+assert "... run.preempted audited, all saved" grep -q '"event":"run.preempted".*"all_saved":true' "$T/audit-pre.log"
 before=$(releases)
 check_err "--output to a destination the policy does not allow: exit 4" 4 "denies output model" \
 	"$SL" serve "${SA[@]}" --audit-log "$T/audit-od.log" --output "model=$T/elsewhere" \
