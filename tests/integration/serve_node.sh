@@ -281,6 +281,54 @@ wait "$sp"
 assert "--preempt-watch sigterm, then SIGTERM: sealed, exit 143" \
 	test $? = 143 -a "$(cat "$T/dest-pre/LATEST" 2>/dev/null)" = 1
 assert "... run.preempted audited, all saved" grep -q '"event":"run.preempted".*"all_saved":true' "$T/audit-pre.log"
+# --preempt-watch gce: a notice from the metadata server stops serve (sealed, exit 143)
+cat >meta.py <<'EOF2'
+import http.server, os, sys, time
+port, flip = int(sys.argv[1]), sys.argv[2]
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_GET(self):
+        if self.headers.get("Metadata-Flavor") != "Google" or "/instance/preempted" not in self.path:
+            self.send_response(404); self.send_header("Content-Length", "0"); self.end_headers(); return
+        if "wait_for_change" in self.path:
+            end = time.time() + 2
+            while time.time() < end and not os.path.exists(flip): time.sleep(0.05)
+        body = b"TRUE" if os.path.exists(flip) else b"FALSE"
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+EOF2
+META_PORT=$(free_port)
+"$PY" meta.py "$META_PORT" "$T/flip" &
+_PIDS+=($!)
+wait_port "$META_PORT" 10
+"$SL" serve "${SA[@]}" --audit-log "$T/audit-gce.log" --output "model=$T/dest-gce" \
+	--preempt-watch "gce=http://127.0.0.1:$META_PORT" --ready-file "$T/ready-gce.json" -q ds \
+	2>"$T/serve-gce.err" &
+sp=$!
+_PIDS+=("$sp")
+wait_ready "$T/ready-gce.json"
+OUTDIR=$(field "$T/ready-gce.json" output_dir)
+cp weights.bin "$OUTDIR/model/"
+touch "$T/flip"
+for _ in $(seq 100); do kill -0 "$sp" 2>/dev/null || break; sleep 0.1; done
+assert "--preempt-watch gce: the notice stops serve by itself" bash -c "! kill -0 $sp 2>/dev/null"
+wait "$sp"
+assert "... sealed, exit 143" test $? = 143 -a "$(cat "$T/dest-gce/LATEST" 2>/dev/null)" = 1
+assert "... run.wipe says why" grep -q '"after":"preemption notice"' "$T/audit-gce.log"
+
+# outputs only, no dataset: the folder and the seal, nothing to serve but that
+"$SL" serve "${SA[@]}" --audit-log "$T/audit-oo.log" --output "model=$T/dest-only" \
+	--ready-file "$T/ready-oo.json" -q 2>"$T/serve-oo.err" &
+sp=$!
+_PIDS+=("$sp")
+wait_ready "$T/ready-oo.json"
+OUTDIR=$(field "$T/ready-oo.json" output_dir)
+assert "--output without a dataset: serve gets ready with an output folder" test -d "$OUTDIR/model"
+cp weights.bin "$OUTDIR/model/" 2>/dev/null
+kill -TERM "$sp"
+wait "$sp"
+assert "... stopped: exit 0, sealed" test $? = 0 -a "$(cat "$T/dest-only/LATEST" 2>/dev/null)" = 1
 before=$(releases)
 check_err "--output to a destination the policy does not allow: exit 4" 4 "denies output model" \
 	"$SL" serve "${SA[@]}" --audit-log "$T/audit-od.log" --output "model=$T/elsewhere" \
