@@ -6,10 +6,12 @@
 #include <openssl/param_build.h>
 #include <openssl/pem.h>
 #include <openssl/rsa.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <tss2/tss2_mu.h>
 
+#include "seclaunch/util.h"
 #include "tpm2_int.h"
 
 /* Runs a Tss2_MU unmarshaller over exactly the bytes the reader holds: the
@@ -280,15 +282,86 @@ out:
 	return rc;
 }
 
+/* Keys already built, by the digest of what they were built from: a
+ * verifier sees the same few AKs over and over (seclaunchd, one per
+ * release), and building an OpenSSL key costs about as much as checking
+ * the signature with it. A hit needs the same type, parameters and public
+ * value, so it is the key that would have been built. */
+#define PKEY_CACHE 32
+static struct {
+	uint8_t id[SL_SHA256_LEN];
+	EVP_PKEY *key;
+} g_pkeys[PKEY_CACHE];
+static size_t g_pkey_next;
+static pthread_mutex_t g_pkey_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* What a key is built from: type, parameters and public value, each field
+ * at a fixed place (no padding or unused union bytes). */
+static bool pkey_id(const TPMT_PUBLIC *pub, uint8_t id[static SL_SHA256_LEN])
+{
+	uint8_t buf[16 + sizeof(pub->unique)];
+	size_t n = 0;
+	memcpy(buf, &pub->type, sizeof(pub->type));
+	n += sizeof(pub->type);
+	if (pub->type == TPM2_ALG_RSA) {
+		const TPM2B_PUBLIC_KEY_RSA *u = &pub->unique.rsa;
+		if (u->size > sizeof(u->buffer))
+			return false;
+		memcpy(buf + n, &pub->parameters.rsaDetail.keyBits, 2);
+		memcpy(buf + n + 2, &pub->parameters.rsaDetail.exponent, 4);
+		memcpy(buf + n + 6, &u->size, 2);
+		memcpy(buf + n + 8, u->buffer, u->size);
+		n += 8 + u->size;
+	} else if (pub->type == TPM2_ALG_ECC) {
+		const TPMS_ECC_POINT *u = &pub->unique.ecc;
+		if (u->x.size > sizeof(u->x.buffer) || u->y.size > sizeof(u->y.buffer))
+			return false;
+		memcpy(buf + n, &pub->parameters.eccDetail.curveID, 2);
+		memcpy(buf + n + 2, &u->x.size, 2);
+		memcpy(buf + n + 4, u->x.buffer, u->x.size);
+		n += 4 + u->x.size;
+		memcpy(buf + n, &u->y.size, 2);
+		memcpy(buf + n + 2, u->y.buffer, u->y.size);
+		n += 2 + u->y.size;
+	} else {
+		return false;
+	}
+	sl_sha256(buf, n, id);
+	return true;
+}
+
 sl_err sl_tpm2_public_pkey(const TPMT_PUBLIC *pub, EVP_PKEY **out)
 {
+	uint8_t id[SL_SHA256_LEN];
+	bool cacheable = pkey_id(pub, id);
+	sl_err rc;
 	*out = NULL;
+	if (cacheable) {
+		pthread_mutex_lock(&g_pkey_mu);
+		for (size_t i = 0; i < PKEY_CACHE && *out == NULL; i++)
+			if (g_pkeys[i].key != NULL && memcmp(g_pkeys[i].id, id, sizeof(id)) == 0 &&
+			    EVP_PKEY_up_ref(g_pkeys[i].key) == 1)
+				*out = g_pkeys[i].key;
+		pthread_mutex_unlock(&g_pkey_mu);
+		if (*out != NULL)
+			return SL_OK;
+	}
 	if (pub->type == TPM2_ALG_RSA)
-		return rsa_pkey(pub, out);
-	if (pub->type == TPM2_ALG_ECC)
-		return ecc_pkey(pub, out);
-	return sl_err_set(SL_E_ATTEST_FORMAT, "public area: key type 0x%04x is not RSA or ECC",
-	                  pub->type);
+		rc = rsa_pkey(pub, out);
+	else if (pub->type == TPM2_ALG_ECC)
+		rc = ecc_pkey(pub, out);
+	else
+		return sl_err_set(SL_E_ATTEST_FORMAT,
+		                  "public area: key type 0x%04x is not RSA or ECC", pub->type);
+	if (rc == SL_OK && cacheable && EVP_PKEY_up_ref(*out) == 1) {
+		pthread_mutex_lock(&g_pkey_mu);
+		size_t i = g_pkey_next++ % PKEY_CACHE;
+		EVP_PKEY_free(g_pkeys[i].key);
+		memcpy(g_pkeys[i].id, id, sizeof(id));
+		g_pkeys[i].key = *out;
+		pthread_mutex_unlock(&g_pkey_mu);
+	}
+	return rc;
 }
 
 sl_err sl_tpm2_public_to_pem(const uint8_t *pub, size_t pub_len, char **pem)

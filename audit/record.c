@@ -231,19 +231,74 @@ static SL_RESULT check_recovered(json_t *rec)
 	return SL_OK;
 }
 
+/* What the reader's parser would refuse in a tree the writer built: nesting
+ * deeper than jansson's parser limit, a NUL in a string or an object key
+ * (rendered as \u0000, which the parser refuses). depth: the level of v (the
+ * record itself is 1). */
+static SL_RESULT check_tree(const json_t *v, size_t depth)
+{
+	const char *k;
+	size_t klen, i;
+	json_t *m;
+	if (json_is_string(v))
+		return memchr(json_string_value(v), '\0', json_string_length(v)) == NULL
+		           ? SL_OK
+		           : sl_err_set(SL_E_FORMAT, "a string holds a NUL byte");
+	if (!json_is_object(v) && !json_is_array(v))
+		return SL_OK;
+	if (depth > JSON_PARSER_MAX_DEPTH)
+		return sl_err_set(SL_E_FORMAT, "nested deeper than %d levels",
+		                  JSON_PARSER_MAX_DEPTH);
+	if (json_is_array(v)) {
+		json_array_foreach (v, i, m)
+			if (check_tree(m, depth + 1) != SL_OK)
+				return SL_E_FORMAT;
+		return SL_OK;
+	}
+	json_object_keylen_foreach((json_t *)v, k, klen, m)
+	{
+		if (memchr(k, '\0', klen) != NULL)
+			return sl_err_set(SL_E_FORMAT, "an object key holds a NUL byte");
+		if (check_tree(m, depth + 1) != SL_OK)
+			return SL_E_FORMAT;
+	}
+	return SL_OK;
+}
+
+sl_err audit_check_built(json_t *rec)
+{
+	sl_err rc = check_tree(rec, 1);
+	return rc != SL_OK ? rc : audit_check_record(rec);
+}
+
 sl_err sl_audit_parse_line(const uint8_t *line, size_t len, json_t **out)
 {
 	sl_err rc = SL_E_FORMAT;
 	json_error_t jerr;
 	json_t *rec = NULL;
-	const char *key;
-	json_t *v;
-	int64_t ms;
 
 	SL_ENSURE(len <= SL_AUDIT_MAX_LINE, SL_E_TOO_LARGE, "line of %zu bytes (at most %u)", len,
 	          SL_AUDIT_MAX_LINE);
 	rec = json_loadb((const char *)line, len, JSON_REJECT_DUPLICATES, &jerr);
 	SL_ENSURE(rec != NULL, SL_E_FORMAT, "not JSON: %s at column %d", jerr.text, jerr.column);
+	SL_GUARD(audit_check_record(rec));
+	if (out != NULL) {
+		*out = rec;
+		rec = NULL;
+	}
+	rc = SL_OK;
+out:
+	json_decref(rec);
+	return rc;
+}
+
+sl_err audit_check_record(json_t *rec)
+{
+	sl_err rc = SL_E_FORMAT;
+	const char *key;
+	json_t *v;
+	int64_t ms;
+
 	SL_ENSURE(json_is_object(rec), SL_E_FORMAT, "not a JSON object");
 	key = sl_json_unknown(rec, record_keys);
 	SL_ENSURE(key == NULL, SL_E_FORMAT, "unknown field '%.64s'", key);
@@ -273,13 +328,8 @@ sl_err sl_audit_parse_line(const uint8_t *line, size_t len, json_t **out)
 		SL_GUARD(check_checkpoint(rec));
 	else if (strcmp(audit_str(rec, "event"), SL_AUDIT_EV_RECOVERED) == 0)
 		SL_GUARD(check_recovered(rec));
-	if (out != NULL) {
-		*out = rec;
-		rec = NULL;
-	}
 	rc = SL_OK;
 out:
-	json_decref(rec);
 	return rc;
 }
 

@@ -289,7 +289,7 @@ static void add_body_fields(json_t *o, const sl_audit *a, const sl_audit_record 
 	json_object_set_new(o, "policy_digest", str_or_null(r->policy_digest));
 	json_object_set_new(o, "decision", str_or_null(r->decision));
 	json_object_set_new(o, "reasons",
-	                    r->reasons != NULL ? json_deep_copy(r->reasons) : json_null());
+	                    r->reasons != NULL ? json_incref(r->reasons) : json_null());
 	json_object_set_new(o, "claims_digest", str_or_null(r->claims_digest));
 	json_object_set_new(o, "details", details);
 }
@@ -360,19 +360,24 @@ out:
  * (host ... details, without the braces), rendered and checked by the
  * appending thread itself, outside the lock, so the one thread that writes
  * a batch only has to put seq, time and prev around each. The check is the
- * readers' parser run on the line with stand-in seq, time and prev (which
- * the writer makes itself, always well-formed). */
+ * readers' rules on the record with stand-in seq, time and prev (which the
+ * writer makes itself, always well-formed), without rendering and parsing
+ * it again. */
+/* the stand-in line, {"seq":1,"time":"NOW",BODY,"prev":"GENESIS"}, less
+ * NOW, BODY and GENESIS */
+#define STANDIN_FRAME "{\"seq\":1,\"time\":\"\",,\"prev\":\"\"}"
 static SL_RESULT prepare_body(sl_audit *a, const sl_audit_record *r, char **out)
 {
 	sl_err rc = SL_E_NOMEM;
 	json_t *o = json_object();
-	char *obj = NULL, *line = NULL, now[40], gen[AUDIT_HEX_LEN + 1];
-	size_t n;
+	char *obj = NULL, now[40], gen[AUDIT_HEX_LEN + 1];
+	size_t n, line_len;
 
 	*out = NULL;
 	SL_ENSURE(o != NULL, SL_E_NOMEM, "audit: building a record");
 	/* insertion order is the documented field order */
-	add_body_fields(o, a, r, r->details != NULL ? json_deep_copy(r->details) : json_null());
+	/* details only read here (rendered once): shared, not copied */
+	add_body_fields(o, a, r, r->details != NULL ? json_incref(r->details) : json_null());
 	obj = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	SL_ENSURE(obj != NULL, SL_E_INPUT,
 	          "audit: record for event '%s' cannot be encoded (invalid UTF-8?)", r->event);
@@ -381,11 +386,19 @@ static SL_RESULT prepare_body(sl_audit *a, const sl_audit_record *r, char **out)
 	          "audit: unexpected encoding of a record");
 	audit_now(now, sizeof(now));
 	audit_genesis_hex(gen);
-	SL_ENSURE(asprintf(&line, "{\"seq\":1,\"time\":\"%s\",%.*s,\"prev\":\"%s\"}", now,
-	                   (int)(n - 2), obj + 1, gen) > 0,
-	          SL_E_NOMEM, "audit: building a record");
-	/* a writer never writes what a reader would refuse */
-	rc = sl_audit_parse_line((const uint8_t *)line, strlen(line), NULL);
+	/* a writer never writes what a reader would refuse: the reader's rules
+	 * on the record as built, with stand-in seq, time and prev (the tree
+	 * walk stands for the reader's JSON parser: jansson renders any other
+	 * tree to text it parses back), and the reader's line limit on the
+	 * stand-in line's length */
+	json_object_set_new(o, "seq", json_integer(1));
+	json_object_set_new(o, "time", json_string(now));
+	json_object_set_new(o, "prev", json_string(gen));
+	rc = audit_check_built(o);
+	line_len = sizeof(STANDIN_FRAME) - 1 + strlen(now) + n - 2 + strlen(gen);
+	if (rc == SL_OK && line_len > SL_AUDIT_MAX_LINE)
+		rc = sl_err_set(SL_E_TOO_LARGE, "line of %zu bytes (at most %u)", line_len,
+		                SL_AUDIT_MAX_LINE);
 	if (rc != SL_OK) {
 		rc = sl_err_wrap(rc, "audit: refusing to write event '%s'", r->event);
 		goto out;
@@ -396,7 +409,6 @@ static SL_RESULT prepare_body(sl_audit *a, const sl_audit_record *r, char **out)
 	obj = NULL;
 	rc = SL_OK;
 out:
-	free(line);
 	free(obj);
 	json_decref(o);
 	return rc;

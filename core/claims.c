@@ -239,16 +239,21 @@ out:
 	return rc;
 }
 
-void sl_claims_digest(const sl_claims *c, uint8_t out[static 32])
+void sl_claims_json_digest(const json_t *claims, uint8_t out[static 32])
 {
-	json_t *o = NULL;
-	char *s = NULL;
-	if (sl_claims_to_json(c, &o) == SL_OK)
-		s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	char *s = json_is_object(claims) ? json_dumps(claims, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	if (s != NULL)
 		sl_sha256(s, strlen(s), out);
 	else
 		memset(out, 0, 32);
 	free(s);
+}
+
+void sl_claims_digest(const sl_claims *c, uint8_t out[static 32])
+{
+	json_t *o = NULL;
+	if (sl_claims_to_json(c, &o) != SL_OK)
+		o = NULL;
+	sl_claims_json_digest(o, out);
 	json_decref(o);
 }

@@ -15,7 +15,10 @@ void kmsd_config_defaults(kmsd_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->threads = 2;
-	c->workers = 16;
+	/* handlers mostly wait (the audit fsync, the store, the key process):
+	 * the group commit's batch can only be as large as the number of
+	 * handlers waiting at once */
+	c->workers = 64;
 	c->max_body = 256 * 1024;
 	c->max_connections = 512;
 	c->idle_timeout_s = 30;

@@ -276,16 +276,21 @@ static bool audit_release(struct rel *r, bool allowed)
 		json_array_append_new(keys,
 		                      json_pack("{s:s, s:s}", "key_id", r->req->keys[i].key_id,
 		                                "dataset_id", r->req->keys[i].dataset_id));
-	sl_claims_digest(r->claims, digest);
-	sl_hex_encode(digest, sizeof(digest), cd);
 	const kmsd_key_entry *one = r->req->nkeys == 1 ? &r->req->keys[0] : NULL;
 	json_t *details = json_pack("{s:o, s:O}", "keys", keys, "job", r->req->job);
+	json_t *subject = kmsd_audit_subject(r->claims, r->req->evidence, r->source, r->ak_hex);
+	/* the digest of the claim set the subject carries (rendered once) */
+	if (subject != NULL && json_is_object(json_object_get(subject, "claims")))
+		sl_claims_json_digest(json_object_get(subject, "claims"), digest);
+	else
+		sl_claims_digest(r->claims, digest);
+	sl_hex_encode(digest, sizeof(digest), cd);
 	if (details != NULL && r->source != NULL)
 		json_object_set_new(details, "source", json_string(r->source));
-	if (details != NULL)
-		json_object_set_new(
-		    details, "subject",
-		    kmsd_audit_subject(r->claims, r->req->evidence, r->source, r->ak_hex));
+	if (details != NULL && subject != NULL)
+		json_object_set_new(details, "subject", subject);
+	else
+		json_decref(subject);
 	const char *job_id = sl_json_getstr(r->req->job, "id");
 	return kmsd_audit_job(r->ctx, SL_AUDIT_EV_RELEASE, job_id, one ? one->key_id : NULL,
 	                      one ? one->dataset_id : NULL,

@@ -199,10 +199,14 @@ void kmsd_store_close(kmsd_store *s)
 	free(s);
 }
 
+/* Connections per process: one per handler up to KMSD_STORE_POOL_MAX (a
+ * statement holds one for well under a millisecond; handlers beyond it
+ * queue). Bounded so that replicas fit PostgreSQL's default
+ * max_connections of 100: each takes this many plus the key process's 8. */
 unsigned kmsd_store_pool(const kmsd_config *c)
 {
 	unsigned n = c->workers > 0 ? c->workers : c->threads;
-	return n < 1 ? 1 : n > 64 ? 64 : n;
+	return n < 1 ? 1 : n > KMSD_STORE_POOL_MAX ? KMSD_STORE_POOL_MAX : n;
 }
 
 sl_err kmsd_store_backup(kmsd_store *s, const char *dest)

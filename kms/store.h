@@ -39,6 +39,7 @@ SL_MUST_USE sl_err kmsd_store_open(const char *spec, unsigned pool, kmsd_store *
 void kmsd_store_close(kmsd_store *s);
 /* Connections for the service: one per request worker, at most 64. */
 struct kmsd_config;
+#define KMSD_STORE_POOL_MAX 24
 unsigned kmsd_store_pool(const struct kmsd_config *c);
 /* "sqlite" or "postgresql" */
 const char *kmsd_store_kind(const kmsd_store *s);

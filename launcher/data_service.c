@@ -370,9 +370,50 @@ static void answer_shard(sl_dsvc *s, int fd, struct conn *c, struct dataset *d, 
 	count_served(s);
 }
 
-/* One request: {"op": "list"}, {"op": "open", "dataset": ID}, or for a
- * stream dataset {"op": "open_shard" | "release_shard", "dataset": ID,
- * "shard": N}. */
+/* An entry as "list" gives it: without the lists that may not fit one
+ * message ("files", "shards"; a reader pages them), with their counts. */
+static json_t *list_entry(const json_t *info)
+{
+	json_t *e = json_deep_copy(info);
+	if (e == NULL)
+		return NULL;
+	static const char *const lists[] = {"files", "shards"};
+	static const char *const counts[] = {"file_count", "shard_count"};
+	bool cut = false;
+	for (size_t i = 0; i < 2; i++) {
+		const json_t *a = json_object_get(e, lists[i]);
+		if (json_is_array(a)) {
+			json_object_set_new(e, counts[i],
+			                    json_integer((json_int_t)json_array_size(a)));
+			json_object_del(e, lists[i]);
+			cut = true;
+		}
+	}
+	if (cut)
+		json_object_set_new(e, "files_from", json_string("service"));
+	return e;
+}
+
+/* files / shards: a page of the dataset's list from req->start. */
+static void answer_page(int fd, const struct dataset *d, const sl_dsvc_req *rq)
+{
+	const char *key = rq->op == SL_DSVC_OP_FILES ? "files" : "shards";
+	const json_t *all = json_object_get(d->info, key);
+	size_t total = json_is_array(all) ? json_array_size(all) : 0;
+	uint64_t next = 0;
+	json_t *page = all != NULL ? sl_dsvc_page(all, rq->start, SL_DSVC_PAGE_MAX - 256, &next)
+	                           : json_array();
+	if (page == NULL) {
+		send_json(fd, error_json("busy", "out of memory"), -1);
+		return;
+	}
+	json_t *ans = json_pack("{s:b,s:s,s:I,s:I,s:o}", "ok", 1, "dataset", d->id, "total",
+	                        (json_int_t)total, "start", (json_int_t)rq->start, key, page);
+	if (ans != NULL && next != 0)
+		json_object_set_new(ans, "next", json_integer((json_int_t)next));
+	send_json(fd, ans, -1);
+}
+
 static const char *check_token(const sl_dsvc *s, const char *token)
 {
 	if (s->token == NULL)
@@ -384,60 +425,56 @@ static const char *check_token(const sl_dsvc *s, const char *token)
 	return NULL;
 }
 
-/* Returns why the request is refused (the peer is then cut off), or NULL. */
+/* One request (sl_dsvc_parse): list, open, open_shard / release_shard of a
+ * stream dataset, files / shards (a page of a dataset's lists). Returns why
+ * the request is refused (the peer is then cut off), or NULL. */
 static const char *answer(sl_dsvc *s, int fd, struct conn *c, const char *msg, size_t len)
 {
-	json_error_t e;
-	json_t *rq = json_loadb(msg, len, JSON_REJECT_DUPLICATES, &e), *ans;
-	const char *op = NULL, *id = NULL, *token = NULL, *why = NULL;
-	json_int_t shard = -1;
+	sl_dsvc_req rq;
+	json_t *ans;
+	const char *why = NULL;
 
-	if (rq == NULL || !json_is_object(rq) ||
-	    json_unpack_ex(rq, &e, JSON_STRICT, "{s:s,s?:s,s?:I,s?:s}", "op", &op, "dataset", &id,
-	                   "shard", &shard, "token", &token) != 0) {
+	if (sl_dsvc_parse(msg, len, &rq) != SL_OK) {
 		if (s->token != NULL) {
 			why = "a malformed request (no token read)";
 			goto out;
 		}
-		send_json(fd,
-		          error_json("bad-request",
-		                     "expected {\"op\": \"list\"|\"open\"|"
-		                     "\"open_shard\"|\"release_shard\", \"dataset\": "
-		                     "ID, \"shard\": N}"),
-		          -1);
+		send_json(fd, error_json("bad-request", sl_err_detail()), -1);
 		goto out;
 	}
-	why = check_token(s, token);
+	why = check_token(s, rq.has_token ? rq.token : NULL);
 	if (why != NULL)
 		goto out;
-	if (strcmp(op, "list") == 0) {
+	if (rq.op == SL_DSVC_OP_LIST) {
 		ans = json_object();
 		json_t *all = json_object();
 		for (size_t i = 0; i < s->n_ds; i++)
-			json_object_set(all, s->ds[i].id, s->ds[i].info);
+			json_object_set_new(all, s->ds[i].id, list_entry(s->ds[i].info));
 		json_object_set_new(ans, "ok", json_true());
 		json_object_set_new(ans, "datasets", all);
 		send_json(fd, ans, -1);
 		goto out;
 	}
-	struct dataset *d = id != NULL ? (struct dataset *)find(s, id) : NULL;
-	if (id != NULL && d == NULL) {
-		send_json(fd, error_json("unknown-dataset", id), -1);
-	} else if (strcmp(op, "open") == 0 && d != NULL && d->fd >= 0) {
-		ans = json_pack("{s:b,s:s,s:O}", "ok", 1, "dataset", id, "info", d->info);
+	struct dataset *d = (struct dataset *)find(s, rq.dataset);
+	if (d == NULL) {
+		send_json(fd, error_json("unknown-dataset", rq.dataset), -1);
+	} else if (rq.op == SL_DSVC_OP_FILES || rq.op == SL_DSVC_OP_SHARDS) {
+		answer_page(fd, d, &rq);
+	} else if (rq.op == SL_DSVC_OP_OPEN && d->fd >= 0) {
+		ans = json_pack("{s:b,s:s,s:o}", "ok", 1, "dataset", d->id, "info",
+		                list_entry(d->info));
 		send_json(fd, ans, d->fd);
 		count_served(s);
-	} else if ((strcmp(op, "open_shard") == 0 || strcmp(op, "release_shard") == 0) &&
-	           d != NULL) {
-		answer_shard(s, fd, c, d, op, shard);
+	} else if (rq.op == SL_DSVC_OP_OPEN_SHARD || rq.op == SL_DSVC_OP_RELEASE_SHARD) {
+		answer_shard(s, fd, c, d,
+		             rq.op == SL_DSVC_OP_OPEN_SHARD ? "open_shard" : "release_shard",
+		             rq.shard);
 	} else {
-		send_json(fd,
-		          error_json("bad-request", "unknown op, a dataset missing, or open of a "
-		                                    "stream dataset (use open_shard)"),
-		          -1);
+		send_json(
+		    fd, error_json("bad-request", "open of a stream dataset (use open_shard)"), -1);
 	}
 out:
-	json_decref(rq);
+	sl_wipe(&rq, sizeof(rq));
 	return why;
 }
 

@@ -14,6 +14,7 @@
 #define SECLAUNCH_LAUNCHER_DATA_SERVICE_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -21,6 +22,10 @@
 
 #define SL_DSVC_ENV "SECLAUNCH_DATA_SOCKET"
 #define SL_DSVC_MSG_MAX 4096
+/* The most bytes of JSON one "files" / "shards" answer carries (a page):
+ * well under a SOCK_SEQPACKET message's limit and the 64 KiB the Python
+ * helper reads at once. */
+#define SL_DSVC_PAGE_MAX 32768
 
 typedef struct sl_dsvc sl_dsvc;
 
@@ -60,6 +65,37 @@ typedef struct sl_dsvc_stream_ops {
 } sl_dsvc_stream_ops;
 SL_MUST_USE sl_err sl_dsvc_add_stream(sl_dsvc *s, const char *dataset_id, json_t *info,
                                       const sl_dsvc_stream_ops *ops);
+
+/* One request, as sl_dsvc_parse reads it (docs/job-interface.md, "The
+ * data service"). */
+typedef enum sl_dsvc_op {
+	SL_DSVC_OP_LIST,
+	SL_DSVC_OP_OPEN,
+	SL_DSVC_OP_OPEN_SHARD,
+	SL_DSVC_OP_RELEASE_SHARD,
+	SL_DSVC_OP_FILES,
+	SL_DSVC_OP_SHARDS,
+} sl_dsvc_op;
+
+typedef struct sl_dsvc_req {
+	sl_dsvc_op op;
+	char dataset[256]; /* "" for list */
+	uint32_t shard;    /* open_shard, release_shard */
+	uint64_t start;    /* files, shards: the first entry of the page (default 0) */
+	bool has_token;    /* "token": the step's token (seclaunch serve); wipe the request */
+	char token[129];
+} sl_dsvc_req;
+
+/* Parses one request message from a peer (untrusted bytes): a JSON object
+ * with exactly the members its op takes, and optionally "token" (at most
+ * 128 characters; whether one is needed is the service's to check). SL_E_INPUT naming the member or
+ * rule at fault otherwise. Pure: no service state, no I/O. */
+SL_MUST_USE sl_err sl_dsvc_parse(const char *msg, size_t len, sl_dsvc_req *out);
+/* A page of arr (a JSON array) from index start: the entries whose compact
+ * JSON fits in budget bytes in all (at least one, so a page always moves
+ * on), as a new array; *next is the index after the page, or 0 when the
+ * page reaches the end. NULL when out of memory. */
+json_t *sl_dsvc_page(const json_t *arr, uint64_t start, size_t budget, uint64_t *next);
 
 /* Starts the service thread. */
 SL_MUST_USE sl_err sl_dsvc_serve(sl_dsvc *s);

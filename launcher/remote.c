@@ -28,6 +28,7 @@ struct sl_remote {
 
 #define DEFAULT_RANGE ((size_t)8 << 20)
 #define MAX_CONNS 64
+#define CREDS_FILE_MAX (1 << 20)
 
 bool sl_remote_is_url(const char *s)
 {
@@ -368,13 +369,16 @@ out:
 
 /* ---- credentials ------------------------------------------------------ */
 
-/* The AWS shared credentials file: [profile] then key = value lines. */
+/* The AWS shared credentials file: [profile] then key = value lines
+ * (sl_remote_parse_aws_file), read whole (at most 1 MiB) and wiped. */
 static SL_RESULT aws_credentials_file(char **id, char **secret, char **token)
 {
+	sl_err rc = SL_E_INPUT;
 	const char *path = getenv("AWS_SHARED_CREDENTIALS_FILE"), *home = getenv("HOME");
 	const char *profile = getenv("AWS_PROFILE");
-	char def[1024], line[4096], want[300];
-	bool in = false;
+	char def[1024], *text = NULL;
+	size_t len = 0;
+	sl_remote_creds c = {0};
 	FILE *f;
 
 	if (path == NULL) {
@@ -386,38 +390,26 @@ static SL_RESULT aws_credentials_file(char **id, char **secret, char **token)
 	f = fopen(path, "re");
 	if (f == NULL)
 		return SL_OK;
-	snprintf(want, sizeof(want), "[%s]", profile != NULL ? profile : "default");
-	while (fgets(line, sizeof(line), f) != NULL) {
-		char *s = line, *e = line + strlen(line);
-		while (e > s && isspace((unsigned char)e[-1]))
-			*--e = '\0';
-		while (isspace((unsigned char)*s))
-			s++;
-		if (*s == '[') {
-			in = strcmp(s, want) == 0;
-			continue;
-		}
-		char *eq = strchr(s, '=');
-		if (!in || eq == NULL)
-			continue;
-		char *k = s, *v = eq + 1, *ke = eq;
-		while (ke > k && isspace((unsigned char)ke[-1]))
-			ke--;
-		*ke = '\0';
-		while (isspace((unsigned char)*v))
-			v++;
-		char **dst = strcmp(k, "aws_access_key_id") == 0       ? id
-		             : strcmp(k, "aws_secret_access_key") == 0 ? secret
-		             : strcmp(k, "aws_session_token") == 0     ? token
-		                                                       : NULL;
-		if (dst != NULL) {
-			free(*dst);
-			*dst = strdup(v);
-		}
-	}
-	sl_wipe(line, sizeof(line));
+	text = malloc(CREDS_FILE_MAX);
+	SL_ENSURE(text != NULL, SL_E_NOMEM, "%s", path);
+	len = fread(text, 1, CREDS_FILE_MAX, f);
+	SL_ENSURE(!ferror(f), SL_E_INPUT, "%s: cannot read: %s", path, strerror(errno));
+	SL_ENSURE(len < CREDS_FILE_MAX, SL_E_INPUT, "%s: over %d bytes", path, CREDS_FILE_MAX);
+	rc = sl_remote_parse_aws_file(text, len, profile != NULL ? profile : "default", &c);
+	if (rc != SL_OK)
+		SL_FAIL(rc, "%s: %s", path, sl_err_detail());
+	*id = c.id;
+	*secret = c.secret;
+	*token = c.token;
+	c = (sl_remote_creds){0};
+	rc = SL_OK;
+out:
+	sl_remote_creds_wipe(&c);
+	if (text != NULL)
+		sl_wipe(text, CREDS_FILE_MAX);
+	free(text);
 	fclose(f);
-	return SL_OK;
+	return rc;
 }
 
 /* IMDSv2: a session token by PUT, the role's name, then its credentials. */
@@ -429,7 +421,6 @@ static SL_RESULT aws_imds(const sl_remote *r, char **id, char **secret, char **t
 	char url[1024], hdr[2048];
 	uint8_t *tok = NULL, *role = NULL, *cred = NULL;
 	size_t tl = 0, rl = 0, cl = 0;
-	json_t *j = NULL;
 	const char *ttl[] = {"X-aws-ec2-metadata-token-ttl-seconds: 300", NULL};
 
 	snprintf(url, sizeof(url), "%s/latest/api/token", base);
@@ -448,19 +439,13 @@ static SL_RESULT aws_imds(const sl_remote *r, char **id, char **secret, char **t
 	snprintf(url, sizeof(url), "%s/latest/meta-data/iam/security-credentials/%s", base,
 	         (char *)role);
 	SL_GUARD(simple_request(NULL, url, false, "GET", h, 65536, url, &cred, &cl));
-	json_error_t e;
-	const char *a = NULL, *s = NULL, *t = NULL;
-	j = json_loadb((char *)cred, cl, 0, &e);
-	SL_ENSURE(j != NULL && json_unpack(j, "{s:s,s:s,s?:s}", "AccessKeyId", &a,
-	                                   "SecretAccessKey", &s, "Token", &t) == 0,
-	          SL_E_REMOTE_UNREACHABLE,
-	          "AWS instance metadata: credentials without AccessKeyId / SecretAccessKey");
-	*id = strdup(a);
-	*secret = strdup(s);
-	*token = t != NULL ? strdup(t) : NULL;
+	sl_remote_creds c = {0};
+	SL_GUARD(sl_remote_parse_imds(cred, cl, &c));
+	*id = c.id;
+	*secret = c.secret;
+	*token = c.token;
 	rc = SL_OK;
 out:
-	json_decref(j);
 	if (tok != NULL)
 		sl_wipe(tok, tl);
 	if (cred != NULL)
@@ -532,12 +517,12 @@ static SL_RESULT gcs_credentials(sl_remote *r)
 {
 	sl_err rc = SL_E_REMOTE_REFUSED;
 	const char *tok = getenv("GOOGLE_OAUTH_ACCESS_TOKEN");
+	char *md_tok = NULL;
 	const char *hid = getenv("SECLAUNCH_GCS_HMAC_ID"),
 	           *hsec = getenv("SECLAUNCH_GCS_HMAC_SECRET");
 	char *hdr = NULL, *up = NULL;
 	uint8_t *ans = NULL;
 	size_t al = 0;
-	json_t *j = NULL;
 
 	if (hid != NULL && hsec != NULL) {
 		snprintf(r->sigv4, sizeof(r->sigv4), "aws:amz:auto:s3");
@@ -560,20 +545,18 @@ static SL_RESULT gcs_credentials(sl_remote *r)
 			        "%s: no GCS credentials (GOOGLE_OAUTH_ACCESS_TOKEN, "
 			        "SECLAUNCH_GCS_HMAC_ID/SECRET, or the metadata server: %s)",
 			        r->name, sl_err_detail());
-		json_error_t e;
-		j = json_loadb((char *)ans, al, 0, &e);
-		SL_ENSURE(j != NULL && json_unpack(j, "{s:s}", "access_token", &tok) == 0,
-		          SL_E_REMOTE_REFUSED, "GCP metadata token: no access_token");
+		SL_GUARD(sl_remote_parse_gcp_token(ans, al, &md_tok));
+		tok = md_tok;
 	}
 	SL_ENSURE(strpbrk(tok, "\r\n") == NULL, SL_E_INPUT, "GCS token: holds a line break");
 	SL_ENSURE(asprintf(&hdr, "Authorization: Bearer %s", tok) > 0, SL_E_NOMEM, "GCS token");
 	SL_GUARD(secret_str(hdr, &r->header));
 	rc = SL_OK;
 out:
-	json_decref(j);
 	if (ans != NULL)
 		sl_wipe(ans, al);
 	free(ans);
+	free_wiped(md_tok);
 	free_wiped(hdr);
 	free_wiped(up);
 	return rc;
@@ -826,8 +809,7 @@ static SL_RESULT judge(const sl_remote *r, const char *what, struct xfer *x, CUR
                        uint64_t size, bool *retry)
 {
 	long st = 0;
-	unsigned long long a = 0, b = 0, t = 0;
-	char slash_total[32] = "";
+	uint64_t a = 0, b = 0, t = 0;
 
 	*retry = false;
 	(void)curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &st);
@@ -875,9 +857,8 @@ static SL_RESULT judge(const sl_remote *r, const char *what, struct xfer *x, CUR
 			                  what, x->range);
 		return SL_OK;
 	}
-	if (sscanf(x->content_range, " bytes %llu-%llu/%31s", &a, &b, slash_total) != 3 ||
-	    sscanf(slash_total, "%llu", &t) != 1 || a != x->off || b != x->off + x->len - 1 ||
-	    t != size)
+	if (!sl_remote_content_range(x->content_range, &a, &b, &t) || a != x->off ||
+	    b != x->off + x->len - 1 || t != size)
 		return sl_err_set(SL_E_REMOTE_UNREACHABLE,
 		                  "%s: Content-Range \"%s\" is not bytes %s/%llu as asked", what,
 		                  x->content_range[0] ? x->content_range + 1 : "", x->range,

@@ -81,4 +81,26 @@ enum { SL_REMOTE_O_CA_FILE = 0x2100, SL_REMOTE_O_S3_ENDPOINT, SL_REMOTE_O_CONNEC
  * value (the message in sl_err_detail()); 0 when not one of them. */
 int sl_remote_option(sl_remote_opts *o, int key, const char *arg);
 
+/* The parsers of what a server or a credentials source sends (pure, so
+ * they can be fuzzed alone; remote_parse.c). */
+
+/* A Content-Range header value (after the colon): "bytes A-B/TOTAL",
+ * spaces around it allowed, nothing else; A <= B < TOTAL. */
+bool sl_remote_content_range(const char *v, uint64_t *a, uint64_t *b, uint64_t *total);
+/* AWS credentials, each a NUL-free string or NULL (free with wiping). */
+typedef struct sl_remote_creds {
+	char *id, *secret, *token;
+} sl_remote_creds;
+void sl_remote_creds_wipe(sl_remote_creds *c);
+/* The shared credentials file's text (len bytes): the key = value lines
+ * of section [profile]. Keys not found stay NULL. */
+SL_MUST_USE sl_err sl_remote_parse_aws_file(const char *text, size_t len, const char *profile,
+                                            sl_remote_creds *c);
+/* The instance metadata service's credentials JSON: AccessKeyId,
+ * SecretAccessKey and optional Token. */
+SL_MUST_USE sl_err sl_remote_parse_imds(const uint8_t *json, size_t len, sl_remote_creds *c);
+/* The GCP metadata server's token JSON: access_token, no line break in it.
+ * *token is a new string (wipe it). */
+SL_MUST_USE sl_err sl_remote_parse_gcp_token(const uint8_t *json, size_t len, char **token);
+
 #endif

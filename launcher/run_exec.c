@@ -399,12 +399,13 @@ static SL_RESULT step_release(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	sl_kms_key_req keys[SL_RUN_MAX_DATASETS];
-	json_t *job = NULL, *ds = json_array(), *roots = json_object();
+	json_t *job = NULL, *ds = NULL, *roots = NULL;
 
-	if (s->n == 0) { /* outputs only: their keys come in sl_out_prepare */
-		json_decref(ds);
+	if (s->n == 0) /* outputs only: their keys come in sl_out_prepare */
 		return SL_OK;
-	}
+	ds = json_array();
+	roots = json_object();
+	SL_ENSURE(ds != NULL && roots != NULL, SL_E_NOMEM, "job description");
 	for (size_t i = 0; i < s->n; i++) {
 		keys[i].key_id = ds_key(s, i);
 		keys[i].dataset_id = ds_id(s, i);
@@ -606,8 +607,11 @@ sl_err sl_run_data_service(struct sl_run_st *s, json_t *data, const char *token)
 			sl_dsvc_stream_ops ops = {.acquire = stream_acquire,
 			                          .release = stream_release,
 			                          .ctx = s->stream[i]};
-			SL_GUARD(sl_dsvc_add_stream(s->dsvc, ds_id(s, i),
-			                            json_object_get(data, ds_id(s, i)), &ops));
+			json_t *info = json_deep_copy(json_object_get(data, ds_id(s, i)));
+			SL_ENSURE(info != NULL, SL_E_NOMEM, "data service");
+			rc = sl_dsvc_add_stream(s->dsvc, ds_id(s, i), info, &ops);
+			json_decref(info);
+			SL_GUARD(rc);
 			continue;
 		}
 		int fd = sl_stage_fd(s->stage[i]);
@@ -633,6 +637,81 @@ sl_err sl_run_data_service(struct sl_run_st *s, json_t *data, const char *token)
 	rc = SL_OK;
 out:
 	free(kv);
+	return rc;
+}
+
+/* SECLAUNCH_DATA as the job gets it. One environment string may hold at
+ * most 128 KiB (the kernel's MAX_ARG_STRLEN; exec fails with E2BIG past
+ * it), and a dataset of a few thousand files lists more than that. Past
+ * SL_RUN_DATA_ENV_MAX, each entry's "files" and "shards" are left out, with
+ * their counts and "files_from": "service": the job pages them from the data
+ * service ("files" / "shards" requests). */
+sl_err sl_run_data_slim(json_t *data, size_t max, bool *cut_any)
+{
+	sl_err rc = SL_E_NOMEM;
+	char *text = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
+	const char *id;
+	json_t *e;
+
+	*cut_any = false;
+	SL_ENSURE(text != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
+	size_t full = strlen(text);
+	sl_wipe(text, full);
+	free(text);
+	text = NULL;
+	if (full <= max)
+		return SL_OK;
+	json_object_foreach (data, id, e) {
+		static const char *const lists[] = {"files", "shards"};
+		static const char *const counts[] = {"file_count", "shard_count"};
+		bool cut = false;
+		for (size_t k = 0; k < 2; k++) {
+			const json_t *a = json_object_get(e, lists[k]);
+			if (!json_is_array(a))
+				continue;
+			SL_ENSURE(json_object_set_new(
+			              e, counts[k], json_integer((json_int_t)json_array_size(a))) ==
+			                  0 &&
+			              json_object_del(e, lists[k]) == 0,
+			          SL_E_NOMEM, "SECLAUNCH_DATA");
+			cut = true;
+		}
+		if (cut)
+			SL_ENSURE(json_object_set_new(e, "files_from", json_string("service")) == 0,
+			          SL_E_NOMEM, "SECLAUNCH_DATA");
+		*cut_any |= cut;
+	}
+	text = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
+	SL_ENSURE(text != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
+	SL_ENSURE(strlen(text) <= max, SL_E_TOO_LARGE,
+	          "SECLAUNCH_DATA: %zu bytes even without the file lists (at most %zu)",
+	          strlen(text), max);
+	sl_run_say("SECLAUNCH_DATA lists no files (%zu bytes with them, over %zu): the job "
+	           "pages them from the data service",
+	           full, max);
+	rc = SL_OK;
+out:
+	if (text != NULL) {
+		sl_wipe(text, strlen(text));
+		free(text);
+	}
+	return rc;
+}
+
+/* SECLAUNCH_DATA as the job gets it (sl_run_data_slim). */
+static SL_RESULT data_env_text(const json_t *data, char **out)
+{
+	sl_err rc = SL_E_NOMEM;
+	json_t *slim = json_deep_copy(data);
+	bool cut;
+
+	SL_ENSURE(slim != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
+	SL_GUARD(sl_run_data_slim(slim, SL_RUN_DATA_ENV_MAX, &cut));
+	*out = json_dumps(slim, JSON_COMPACT | JSON_SORT_KEYS);
+	SL_ENSURE(*out != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
+	rc = SL_OK;
+out:
+	json_decref(slim);
 	return rc;
 }
 
@@ -693,8 +772,7 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code, const char **why)
 		goto out;
 	}
 	SL_GUARD(sl_run_data_service(s, data, NULL));
-	text = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
-	SL_ENSURE(text != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
+	SL_GUARD(data_env_text(data, &text));
 	SL_GUARD(sl_job_env_build(s->o->env, environ, text, &envp));
 	CHECK_SIGNAL();
 	const char *nocg = getenv("SECLAUNCH_NO_CGROUP");

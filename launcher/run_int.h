@@ -147,6 +147,9 @@ SL_MUST_USE sl_err sl_run_step_claims(struct sl_run_st *s);
 
 /* The default of --window. */
 #define SL_RUN_WINDOW_DEFAULT ((uint64_t)1 << 30)
+/* The most bytes of SECLAUNCH_DATA with its file lists in it (the kernel
+ * takes at most 128 KiB per environment string). */
+#define SL_RUN_DATA_ENV_MAX 65536
 
 /* The default of --kill-grace, in seconds. */
 #define SL_RUN_KILL_GRACE_DEFAULT 10
@@ -157,6 +160,13 @@ SL_MUST_USE sl_err sl_run_data_service(struct sl_run_st *s, json_t *data, const 
 /* serve: the data service until SIGTERM/SIGINT/SIGHUP, --until-pid's end or
  * the end of the keys' lease (run_serve.c); *why says which, *exit_code is
  * 0 but after a lease that ended. */
+/* SECLAUNCH_DATA past max bytes (SL_RUN_DATA_ENV_MAX: the kernel takes at
+ * most 128 KiB per environment string, and a dataset of a few thousand
+ * files lists more): each entry's "files" and "shards" are taken out, their
+ * counts and "files_from": "service" put in (the job pages them from the
+ * data service). *cut_any says whether anything was. SL_E_TOO_LARGE when
+ * it is still over max. */
+SL_MUST_USE sl_err sl_run_data_slim(json_t *data, size_t max, bool *cut_any);
 SL_MUST_USE sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why,
                                      int *exit_code);
 /* serve: a failure before serving, as one JSON line on --ready-fd

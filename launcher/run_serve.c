@@ -136,7 +136,11 @@ sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why, in
 	json_t *td = tasks_data(data), *ready = NULL;
 	static char sigwhy[32];
 
+	bool cut;
 	SL_ENSURE(td != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
+	/* the tasks' SECLAUNCH_DATA is this; past the limit they page the
+	 * file lists from the service */
+	SL_GUARD(sl_run_data_slim(td, SL_RUN_DATA_ENV_MAX, &cut));
 	sl_random(raw, sizeof(raw));
 	sl_hex_encode(raw, sizeof(raw), token);
 	SL_GUARD(sl_run_data_service(s, data, token));

@@ -36,5 +36,8 @@ SL_MUST_USE sl_err sl_claims_to_json(const sl_claims *c, json_t **out);
 SL_MUST_USE sl_err sl_claims_from_json(const json_t *obj, sl_claims **out);
 /* SHA-256 of the canonical JSON text (sorted keys, compact). */
 void sl_claims_digest(const sl_claims *c, uint8_t out[static 32]);
+/* The same digest of claims already rendered by sl_claims_to_json (a caller
+ * that needs both renders them once). */
+void sl_claims_json_digest(const json_t *claims, uint8_t out[static 32]);
 
 #endif

@@ -19,7 +19,9 @@ multiprocessing spawn, DataLoader workers, torchrun ranks), from a descriptor
 the data service hands over (SECLAUNCH_DATA_SOCKET). Map the descriptor, not
 the path: a memfd_secret file cannot be reopened through /proc/self/fd.
 A sharded dataset's files: files(), open() (a zero-copy file object),
-load_npy(), TorchFiles / TorchIterableFiles for torch.utils.data. Standard
+load_npy(), TorchFiles / TorchIterableFiles for torch.utils.data. A dataset
+of many files has no file list in SECLAUNCH_DATA ("files_from": "service"):
+the list is paged from the data service once per process. Standard
 library only; numpy, cupy and torch are used when installed. See
 docs/job-interface.md.
 
@@ -30,6 +32,7 @@ docs/job-interface.md.
 """
 
 import ast
+import bisect
 import ctypes
 import io
 import json
@@ -68,6 +71,10 @@ class Dataset:
             raise SeclaunchDataError("%s: bad size %r" % (dataset_id, self.size))
         self._map = None
         self._held = {}  # stream: shard -> (mmap, fd)
+        self._files = None  # the file list, from the entry or the data service
+        self._index = None  # path -> file entry
+        self._shards = None
+        self._shard_starts = None
 
     def __repr__(self):
         return "Dataset(%r, kind=%r, size=%d, method=%r)" % (
@@ -121,16 +128,37 @@ class Dataset:
         return numpy.frombuffer(self.memoryview(), dtype=dtype)
 
     # ---- files of a sharded dataset -------------------------------------
+    def _list(self, key):
+        """entry[key] ("files" or "shards"), or, when SECLAUNCH_DATA left it
+        out ("files_from": "service", a dataset of many files), the list
+        paged from the data service."""
+        if key in self.entry:
+            v = self.entry[key]
+        elif self.entry.get("files_from") == "service":
+            v = _ask_pages(self.id, key)
+        else:
+            v = []
+        if not isinstance(v, list):
+            raise SeclaunchDataError("%s: %s is not a list" % (self.id, key))
+        return v
+
+    def _file_list(self):
+        if self._files is None:
+            self._files = self._list("files")
+        return self._files
+
     def files(self):
         """The dataset's file paths, in the manifest's order ([] for a
         single-file dataset: the whole dataset is one blob)."""
-        return [f["path"] for f in self.entry.get("files", [])]
+        return [f["path"] for f in self._file_list()]
 
     def file_info(self, path):
-        for f in self.entry.get("files", []):
-            if f.get("path") == path:
-                return f
-        raise SeclaunchDataError("dataset %r has no file %r" % (self.id, path))
+        if self._index is None:
+            self._index = {f.get("path"): f for f in self._file_list()}
+        f = self._index.get(path)
+        if f is None:
+            raise SeclaunchDataError("dataset %r has no file %r" % (self.id, path))
+        return f
 
     def view(self, path=None):
         """A read-only, zero-copy memoryview of one file (or of everything).
@@ -148,10 +176,17 @@ class Dataset:
         return mv[off:off + size]
 
     def read(self, path):
-        """A copy of one file's bytes; a streamed shard is given back at once."""
+        """A copy of one file's bytes; a streamed shard is given back at once,
+        unless this process held it already (iter_files, view): giving that
+        back would zero the pages under the views it handed out."""
+        if self.kind != "stream":
+            return bytes(self.view(path))
+        shards = [sh["index"] for sh in self._shards_of(path)[1]]
+        held = {i for i in shards if i in self._held}
         b = bytes(self.view(path))
-        if self.kind == "stream":
-            self.release_file(path)
+        for i in shards:
+            if i not in held:
+                self.release_shard(i)
         return b
 
     # ---- stream staging ---------------------------------------------------
@@ -160,9 +195,17 @@ class Dataset:
             raise SeclaunchDataError("%s: streamed; name a file" % self.id)
         f = self.file_info(path)
         lo, hi = f["offset"], f["offset"] + f["size"]
+        if self._shards is None:
+            self._shards = sorted(self._list("shards"), key=lambda sh: sh["offset"])
+            self._shard_starts = [sh["offset"] for sh in self._shards]
         out = []
-        for sh in self.entry.get("shards", []):
+        # the shards are back to back: start at the last one that begins at
+        # or before the file
+        k = max(0, bisect.bisect_right(self._shard_starts, lo) - 1)
+        for sh in self._shards[k:]:
             a, b = sh["offset"], sh["offset"] + sh["size"]
+            if a >= hi and not (f["size"] == 0 and a <= lo):
+                break
             if a < hi and lo < b or (f["size"] == 0 and a <= lo < b):
                 out.append(sh)
         return f, out
@@ -541,6 +584,47 @@ def _ask(req):
     return ans, fds
 
 
+def _ask_pages(dataset_id, key):
+    """Every entry of a dataset's "files" or "shards" list, page by page on
+    one connection (the list of a dataset of many files does not fit one
+    message, nor SECLAUNCH_DATA)."""
+    path = os.environ.get(SOCKET_ENV)
+    if not path:
+        raise SeclaunchDataError("%s: its %s are listed by the data service, and %s is not "
+                                 "set" % (dataset_id, key, SOCKET_ENV))
+    out, start = [], 0
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        s.connect(path)
+        while True:
+            s.send(json.dumps(_with_token({"op": key, "dataset": dataset_id,
+                                           "start": start})).encode())
+            ans = json.loads(s.recv(1 << 17).decode())
+            if not isinstance(ans, dict) or not ans.get("ok"):
+                raise SeclaunchDataError("data service: %s of %s: %s" % (
+                    key, dataset_id, ans.get("message") if isinstance(ans, dict) else ans))
+            page = ans.get(key)
+            if not isinstance(page, list):
+                raise SeclaunchDataError("data service: %s of %s: no list" % (key, dataset_id))
+            out.extend(page)
+            nxt = ans.get("next")
+            if nxt is None:
+                break
+            if not isinstance(nxt, int) or nxt <= start:
+                raise SeclaunchDataError("data service: %s of %s: bad next %r" % (
+                    key, dataset_id, nxt))
+            start = nxt
+    except (OSError, ValueError) as e:
+        raise SeclaunchDataError("data service %s: %s" % (path, e))
+    finally:
+        s.close()
+    total = ans.get("total")
+    if total != len(out):
+        raise SeclaunchDataError("data service: %s of %s: %d of %r entries" % (
+            key, dataset_id, len(out), total))
+    return out
+
+
 _stream_sock = {}
 
 
@@ -745,15 +829,33 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
+_cache = {}
+
+
 def datasets():
-    """Every staged dataset, by dataset id."""
-    raw = os.environ.get(ENV)
-    if raw is None and os.environ.get(SOCKET_ENV):
-        # a process given only the socket (and token) of `seclaunch serve`
-        ans, _fds = _ask({"op": "list"})
-        return {k: Dataset(k, v) for k, v in ans.get("datasets", {}).items()}
-    if raw is None:
-        raise SeclaunchDataError("%s is not set: run this job with `seclaunch run`" % ENV)
+    """Every staged dataset, by dataset id (made once per process: each keeps
+    its mapping and file index, so opening a file is a dictionary look-up
+    and a view into a mapping that is already there)."""
+    # SECLAUNCH_DATA is read once per process: reading os.environ decodes
+    # the whole value again, and a job opening many files would pay for it
+    # on every open
+    pid = os.getpid()
+    if pid not in _cache:
+        raw = os.environ.get(ENV)
+        if raw is None and os.environ.get(SOCKET_ENV):
+            # a process given only the socket (and token) of `seclaunch serve`
+            ans, _fds = _ask({"op": "list"})
+            parsed = {k: Dataset(k, v) for k, v in ans.get("datasets", {}).items()}
+        elif raw is None:
+            raise SeclaunchDataError("%s is not set: run this job with `seclaunch run`" % ENV)
+        else:
+            parsed = _parse(raw)
+        _cache.clear()
+        _cache[pid] = parsed
+    return dict(_cache[pid])
+
+
+def _parse(raw):
     try:
         doc = json.loads(raw)
     except ValueError as e:

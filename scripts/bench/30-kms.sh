@@ -47,7 +47,7 @@ for i in range(64):
     c.request("POST", "/v1/keys/bench/wrap", body=json.dumps({"dataset_id": f"ds-{i}", "dek": base64.b64encode(dek).decode()}), headers={"Authorization": "Bearer " + token})
     print("bench", f"ds-{i}", json.loads(c.getresponse().read())["wrapped_dek"], hashlib.sha256(dek).hexdigest())
 EOP
-echo "seclaunchd: $(nproc) CPUs, default threads (2 connection threads, 16 workers), local keystore, dev policy, RSA-2048 AK, audit log on $(df --output=source "$T" | tail -1) ($(findmnt -no FSTYPE -T "$T")), $N releases per level"
+echo "seclaunchd: $(nproc) CPUs, default threads (2 connection threads, 64 workers), local keystore, dev policy, RSA-2048 AK, audit log on $(df --output=source "$T" | tail -1) ($(findmnt -no FSTYPE -T "$T")), $N releases per level"
 # CPU seconds seclaunchd has used (user + system), from /proc
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15) / hz }' "/proc/$KMS_PID/stat"; }
 for c in 1 16 64; do

@@ -10,7 +10,12 @@
 #     against `curl --aws-sigv4`.
 # (3) The data service: 4 processes of a job reading 10,000 small files
 #     (SL_BENCH_DS_FILES) through the Python helper against the same
-#     plaintext files read from the page cache.
+#     plaintext files read from the page cache, staged whole (host) and
+#     streamed (in order, iter_files). SECLAUNCH_DATA then lists no files:
+#     each process pages the list from the data service once, maps the
+#     staged memory once, and opens each file as a view into it.
+# SL_BENCH_REMOTE_PARTS picks parts (default "https s3 service");
+# SL_BENCH_PYTHONPATH runs (3) with another copy of the helper.
 set -uo pipefail
 ROOT=${SL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 BIN=${SL_BIN:-$ROOT/bin}
@@ -43,6 +48,8 @@ print("%.4f" % statistics.median(ts))
 EOF
 }
 ratio() { python3 -c "import sys; print('%.2f' % (float(sys.argv[1]) / float(sys.argv[2])))" "$@"; }
+parts=" ${SL_BENCH_REMOTE_PARTS:-https s3 service} "
+want() { [[ $parts == *" $1 "* ]]; }
 mibs() { python3 -c "import sys; print('%.0f' % (int(sys.argv[1]) / float(sys.argv[2]) / 2**20))" "$@"; }
 
 # the range reader alone: every object of a dataset URL into memory files
@@ -99,10 +106,14 @@ objs() { # DIR: OBJECT:SIZE of every file
 # ---- (1) HTTPS from nginx -------------------------------------------------
 mib=${SL_BENCH_REMOTE_MIB:-2048}
 mkdir -p "$W/www"
-mkds "$mib" "$W/www/ds"
-cat "$W/www/ds"/* >/dev/null
-bytes=$(du -cb "$W/www/ds"/shard-* | tail -1 | cut -f1)
-if start_nginx "$W/www" "$W/tls" 2; then
+if want https; then
+	mkds "$mib" "$W/www/ds"
+	cat "$W/www/ds"/* >/dev/null
+	bytes=$(du -cb "$W/www/ds"/shard-* | tail -1 | cut -f1)
+fi
+if ! want https; then
+	:
+elif start_nginx "$W/www" "$W/tls" 2; then
 	U=https://127.0.0.1:$NGINX_PORT/ds/
 	mapfile -t O < <(objs "$W/www/ds")
 	curl_args=()
@@ -139,8 +150,10 @@ rm -rf "$W/www"
 
 # ---- (2) S3 against s3rver -------------------------------------------------
 mib=${SL_BENCH_S3_MIB:-512}
-mkds "$mib" "$W/s3ds"
-if start_s3rver "$W/s3data" "$W/tls" bkt; then
+want s3 && mkds "$mib" "$W/s3ds"
+if ! want s3; then
+	:
+elif start_s3rver "$W/s3data" "$W/tls" bkt; then
 	S=https://127.0.0.1:$S3RVER_PORT
 	for f in "$W/s3ds"/*; do
 		s3_put "$W/tls/ca.pem" "$S/bkt/ds/$(basename "$f")" "$f" || die "upload $f"
@@ -165,6 +178,7 @@ rm -rf "$W/s3ds" "$W/s3data"
 
 # ---- (3) the data service ---------------------------------------------------
 nf=${SL_BENCH_DS_FILES:-10000}
+want service || exit 0
 command -v swtpm >/dev/null || {
 	echo "data service: skipped (swtpm not installed)"
 	exit 0
@@ -195,11 +209,19 @@ def work(args):
             n += 1
     else:
         import seclaunch_data as sd
-        ds = sorted(sd.datasets())[0]
-        for p in sorted(sd.files(ds))[i::4]:
-            with sd.open(ds, p) as f:
-                b += len(f.read())
-            n += 1
+        ds = sd.get(sorted(sd.datasets())[0])
+        mine = sorted(ds.files())[i::4]
+        if ds.kind == "stream":
+            # in order: a shard is held while its files are read
+            for p, v in ds.iter_files(mine):
+                with sd.MemFile(v, p) as f:
+                    b += len(f.read())
+                n += 1
+        else:
+            for p in mine:
+                with sd.open(ds.id, p) as f:
+                    b += len(f.read())
+                n += 1
     return n, b
 
 if __name__ == "__main__":
@@ -222,22 +244,30 @@ KMSA=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
 	-q "$W/small" -o "$W/smallds" || die "encrypt small files"
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3)
-"$SL" run --policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" "${KMSA[@]}" \
-	--tcti "$SWTPM_TCTI" --stage host --env "PYTHONPATH=$ROOT/launcher/python" \
-	--env PYTHONDONTWRITEBYTECODE=1 --audit-log "$W/audit.log" -q "$W/smallds" -- \
-	"$PY" "$W/readers.py" "$W/svc.json" 2>"$W/err" || {
-	echo "data service: seclaunch run failed: $(tail -3 "$W/err")"
-	exit 1
-}
-cat "$(find "$W/small" -type f | head -1)" >/dev/null
+for stage in ${SL_BENCH_DS_STAGES:-host stream}; do
+	"$SL" run --policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" "${KMSA[@]}" \
+		--tcti "$SWTPM_TCTI" --stage "$stage" \
+		--env "PYTHONPATH=${SL_BENCH_PYTHONPATH:-$ROOT/launcher/python}" \
+		--env PYTHONDONTWRITEBYTECODE=1 --audit-log "$W/audit.log" -q "$W/smallds" -- \
+		"$PY" "$W/readers.py" "$W/svc-$stage.json" 2>"$W/err" || {
+		echo "data service: seclaunch run --stage $stage failed: $(tail -3 "$W/err")"
+		exit 1
+	}
+done
 find "$W/small" -type f -exec cat {} + >/dev/null
 "$PY" "$W/readers.py" "$W/disk.json" "$W/small" || die "page-cache readers"
-python3 - "$W/svc.json" "$W/disk.json" <<'EOF'
-import json, sys
-s, d = (json.load(open(p)) for p in sys.argv[1:3])
+python3 - "$W/disk.json" "$W"/svc-*.json <<'EOF'
+import json, os, sys
+d = json.load(open(sys.argv[1]))
 f = lambda r: (r["files"] / r["s"], r["bytes"] / r["s"] / 2**20)
-print("data service: 4 spawned processes reading %d small files (%.1f MiB):" % (s["files"], s["bytes"] / 2**20))
-print("  through seclaunch_data (data service, sealed memory): %8.0f files/s %7.1f MiB/s" % f(s))
-print("  plain open/read from the page cache:                  %8.0f files/s %7.1f MiB/s" % f(d))
-print("  ratio data service / page cache: %.2fx" % (f(s)[0] / f(d)[0]))
+print("data service: 4 spawned processes reading %d small files (%.1f MiB):" % (d["files"], d["bytes"] / 2**20))
+names = {"host": "staged whole (--stage host), open() per file:",
+         "stream": "streamed (--stage stream), iter_files():"}
+for p in sys.argv[2:]:
+    r = json.load(open(p))
+    name = names[os.path.basename(p)[4:-5]]
+    if r["files"] != d["files"] or r["bytes"] != d["bytes"]:
+        sys.exit("  %s read %d files, %d bytes; want %d, %d" % (name, r["files"], r["bytes"], d["files"], d["bytes"]))
+    print("  %-50s %8.0f files/s %7.1f MiB/s  ratio %.2fx" % ((name,) + f(r) + (f(r)[0] / f(d)[0],)))
+print("  %-50s %8.0f files/s %7.1f MiB/s" % (("plain open/read from the page cache:",) + f(d)))
 EOF

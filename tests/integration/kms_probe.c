@@ -20,6 +20,11 @@
  *     multi, one client thread per CPU, at most 2); checks every DEK after
  *     the timed phase; prints releases/s, p50, p99 and the client's own CPU
  *     time per request.
+ *     $KMS_PROBE_RATE=R: open loop instead: request i is due at i/R s after
+ *     the start and goes out as soon as it is due and a connection is free;
+ *     its latency counts from when it was due (waiting for a connection
+ *     included), so a server that falls behind shows in p99 rather than
+ *     in a slower request stream.
  */
 #include <curl/curl.h>
 #include <pthread.h>
@@ -234,6 +239,15 @@ static char **g_bodies;
 static char **g_answers;
 static size_t *g_answer_len;
 
+/* open loop (KMS_PROBE_RATE): request i is due at g_t0 + i * g_gap_ns */
+static double g_gap_ns;
+static uint64_t g_t0;
+
+static uint64_t due(size_t job)
+{
+	return g_t0 + (uint64_t)((double)job * g_gap_ns);
+}
+
 static size_t on_data(char *p, size_t size, size_t n, void *ctx)
 {
 	struct slot *s = ctx;
@@ -286,7 +300,7 @@ static void start(CURLM *m, struct slot *s, size_t job)
 		curl_easy_setopt(s->h, CURLOPT_POSTFIELDS, g_bodies[job]);
 		curl_easy_setopt(s->h, CURLOPT_POSTFIELDSIZE, (long)strlen(g_bodies[job]));
 	}
-	s->t0 = sl_now_ns();
+	s->t0 = g_gap_ns > 0 ? due(job) : sl_now_ns();
 	curl_multi_add_handle(m, s->h);
 }
 
@@ -299,6 +313,21 @@ static int cmp_u64(const void *a, const void *b)
 static uint64_t *g_lat;
 static atomic_size_t g_next;
 static atomic_int g_fails;
+
+/* The next job number, if one is left (and, in the open loop, due). */
+static bool take(size_t *job)
+{
+	size_t j = atomic_load(&g_next);
+	while (j < g_njobs) {
+		if (g_gap_ns > 0 && due(j) > sl_now_ns())
+			return false;
+		if (atomic_compare_exchange_weak(&g_next, &j, j + 1)) {
+			*job = j;
+			return true;
+		}
+	}
+	return false;
+}
 
 static pthread_barrier_t g_barrier;
 
@@ -328,6 +357,14 @@ static void warm_up(CURLM *m, struct slot *slots, size_t conc)
 		;
 }
 
+/* Moves *i to the next free connection at or after it; false if none. */
+static bool take_free(const bool *busy, size_t conc, size_t *i)
+{
+	while (*i < conc && busy[*i])
+		(*i)++;
+	return *i < conc;
+}
+
 /* One client thread: conc connections on one curl multi handle, taking job
  * numbers from the shared counter until none are left. */
 static void *drive(void *arg)
@@ -351,16 +388,21 @@ static void *drive(void *arg)
 	}
 	warm_up(m, slots, conc);
 	pthread_barrier_wait(&g_barrier);
-	for (size_t i = 0; i < conc; i++) {
-		size_t j = atomic_fetch_add(&g_next, 1);
-		if (j < g_njobs) {
+	pthread_barrier_wait(&g_barrier); /* g_t0 is set */
+	bool *busy = calloc(conc, sizeof(*busy));
+	for (;;) {
+		size_t j;
+		/* every free connection takes a request, if one is due */
+		for (size_t i = 0; i < conc && take_free(busy, conc, &i) && take(&j); i++) {
+			busy[i] = true;
 			start(m, &slots[i], j);
 			active++;
 		}
-	}
-	while (active > 0) {
+		if (active == 0 && atomic_load(&g_next) >= g_njobs)
+			break;
 		int running, q;
 		CURLMsg *msg;
+		bool freed = false;
 		curl_multi_perform(m, &running);
 		while ((msg = curl_multi_info_read(m, &q)) != NULL) {
 			struct slot *sl;
@@ -387,15 +429,23 @@ static void *drive(void *arg)
 			}
 			curl_multi_remove_handle(m, sl->h);
 			active--;
-			size_t j = atomic_fetch_add(&g_next, 1);
-			if (j < g_njobs) {
-				start(m, sl, j);
-				active++;
-			}
+			busy[sl - slots] = false;
+			freed = true;
 		}
-		if (active > 0)
-			curl_multi_poll(m, NULL, 0, 100, NULL);
+		if (freed)
+			continue; /* the free connections take the next requests first */
+		/* closed loop: poll until an answer; open loop: at most until the
+		 * next request is due */
+		int wait_ms = 100;
+		size_t nx = atomic_load(&g_next);
+		if (g_gap_ns > 0 && nx < g_njobs && active < conc) {
+			uint64_t now = sl_now_ns(), d = due(nx);
+			wait_ms = d <= now ? 0 : (int)((d - now + 999999u) / 1000000u);
+		}
+		if (wait_ms > 0)
+			curl_multi_poll(m, NULL, 0, wait_ms, NULL);
 	}
+	free(busy);
 	for (size_t i = 0; i < conc; i++) {
 		curl_easy_cleanup(slots[i].h);
 		free(slots[i].buf);
@@ -422,6 +472,7 @@ static int run_multi(size_t n, size_t conc, const char *what)
 	size_t nth = conc >= 2 ? 2 : 1, share[2] = {conc - conc / 2, conc / 2};
 	pthread_t th[2];
 	uint64_t t0, wall, cpu0, cpu;
+	int mixups = 0;
 	if (nth == 1)
 		share[0] = conc;
 	g_njobs = n;
@@ -435,7 +486,9 @@ static int run_multi(size_t n, size_t conc, const char *what)
 		pthread_create(&th[i], NULL, drive, &share[i]);
 	pthread_barrier_wait(&g_barrier);
 	t0 = sl_now_ns();
+	g_t0 = t0;
 	cpu0 = cpu_ns();
+	pthread_barrier_wait(&g_barrier);
 	for (size_t i = 0; i < nth; i++)
 		pthread_join(th[i], NULL);
 	wall = sl_now_ns() - t0;
@@ -444,15 +497,18 @@ static int run_multi(size_t n, size_t conc, const char *what)
 	 * failure) */
 	for (size_t i = 0; !g_health && i < n; i++) {
 		if (g_answers[i] != NULL && !check_answer(i, g_answers[i], g_answer_len[i]))
-			atomic_fetch_add(&g_fails, 1);
+			mixups++;
 		free(g_answers[i]);
 	}
 	pthread_barrier_destroy(&g_barrier);
 	qsort(g_lat, n, sizeof(*g_lat), cmp_u64);
-	printf("%s concurrency=%zu requests=%zu failed=%d wall_s=%.3f per_s=%.0f p50_ms=%.2f "
-	       "p99_ms=%.2f client_cpu_ms_per_request=%.3f\n",
-	       what, conc, n, atomic_load(&g_fails), (double)wall / 1e9,
-	       (double)n / ((double)wall / 1e9), (double)g_lat[n / 2] / 1e6,
+	int errors = atomic_load(&g_fails);
+	atomic_fetch_add(&g_fails, mixups);
+	printf("%s concurrency=%zu offered_per_s=%.0f requests=%zu errors=%d mixups=%d failed=%d "
+	       "wall_s=%.3f per_s=%.0f p50_ms=%.2f p99_ms=%.2f client_cpu_ms_per_request=%.3f\n",
+	       what, conc, g_gap_ns > 0 ? 1e9 / g_gap_ns : 0.0, n, errors, mixups,
+	       atomic_load(&g_fails), (double)wall / 1e9, (double)n / ((double)wall / 1e9),
+	       (double)g_lat[n / 2] / 1e6,
 	       (double)g_lat[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / 1e6,
 	       (double)cpu / 1e6 / (double)n);
 	free(g_lat);
@@ -536,6 +592,8 @@ static int cmd_burst(sl_kms *k, char **argv)
 	const char *go = getenv("KMS_PROBE_GO");
 	while (go != NULL && access(go, F_OK) != 0)
 		usleep(2000);
+	const char *rate = getenv("KMS_PROBE_RATE");
+	g_gap_ns = rate != NULL && strtod(rate, NULL) > 0 ? 1e9 / strtod(rate, NULL) : 0;
 	ret = run_multi(n, conc, "release");
 	for (size_t i = 0; i < n; i++) {
 		free(g_bodies[i]);

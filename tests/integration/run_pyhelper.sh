@@ -44,6 +44,29 @@ print(sorted(sd.datasets()))
 sys.exit(subprocess.call([sys.executable, "-c", code], env=env, pass_fds=(fd,)))
 '
 
+py "one Dataset and one mapping per process: opening a file neither re-reads SECLAUNCH_DATA nor maps again" 0 '
+import json, os, subprocess, sys
+data = b"".join(bytes([i]) * 100 for i in range(50))
+fd = os.memfd_create("stage")
+os.write(fd, data)
+files = [{"path": "f%02d" % i, "offset": 100 * i, "size": 100, "mode": 420} for i in range(50)]
+env = dict(os.environ, SECLAUNCH_DATA=json.dumps({"ds": {"kind": "host", "size": len(data),
+    "fd": fd, "path": "", "method": "memfd", "files": files}}))
+code = """
+import os, seclaunch_data as sd
+a = sd.get("ds")
+first = a.view("f01")
+os.environ["SECLAUNCH_DATA"] = "not read again"
+b = sd.get("ds")
+assert a is b, "a new Dataset per get()"
+assert sd.open("ds", "f07").read() == bytes([7]) * 100, "bytes"
+assert sd.open("ds", "f49").getbuffer().obj is first.obj, "a new mapping per file"
+print("ok")
+"""
+r = subprocess.run([sys.executable, "-c", code], env=env, pass_fds=(fd,))
+sys.exit(r.returncode)
+'
+
 expect_error() { # name SECLAUNCH_DATA-value code pattern
 	local name=$1 val=$2 code=$3 pat=$4
 	check_err "$name" 1 "$pat" env SECLAUNCH_DATA="$val" python3 -c "import seclaunch_data as sd; $code"

@@ -522,6 +522,108 @@ static void test_parse_line_bad(void **state)
 	free(b);
 }
 
+/* details nested `levels` arrays deep under details.x: the innermost array
+ * is at level 2 + levels of the record. */
+static json_t *nested(size_t levels)
+{
+	json_t *v = json_array();
+	for (size_t i = 1; i < levels; i++) {
+		json_t *outer = json_array();
+		json_array_append_new(outer, v);
+		v = outer;
+	}
+	return json_pack("{s:o}", "x", v);
+}
+
+/* The line a reader would see for a record with these details. */
+static char *line_with(json_t *details)
+{
+	json_t *o =
+	    json_pack("{s:i, s:s, s:s, s:s, s:s, s:n, s:n, s:n, s:n, s:n, s:n, s:n, s:O, "
+	              "s:s}",
+	              "seq", 1, "time", "2026-11-29T18:55:04.123Z", "host", "h", "actor", "a",
+	              "event", SL_AUDIT_EV_RELEASE, "job_id", "dataset_id", "key_id",
+	              "policy_digest", "decision", "reasons", "claims_digest", "details", details,
+	              "prev", "0000000000000000000000000000000000000000000000000000000000000000");
+	char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	return line;
+}
+
+/* The writer checks a record with the reader's rules without parsing it
+ * back: what it accepts, the reader accepts, and what the reader's parser
+ * would refuse (too deep, a NUL in a string or a key) it refuses. */
+static void test_writer_matches_reader(void **state)
+{
+	fixture *f = *state;
+	sl_audit *a = NULL;
+	sl_audit_record r = {.event = SL_AUDIT_EV_RELEASE};
+	char *line = NULL;
+	assert_int_equal(sl_audit_open(f->log, NULL, NULL, 0, &a), SL_OK);
+	/* at the parser's depth limit: written, and the reader takes the line */
+	r.details = nested(2046);
+	line = line_with(r.details);
+	assert_int_equal(sl_audit_parse_line((const uint8_t *)line, strlen(line), NULL), SL_OK);
+	free(line);
+	assert_int_equal(sl_audit_append(a, &r), SL_OK);
+	json_decref(r.details);
+	/* one level more: the reader refuses the line, so the writer refuses it */
+	r.details = nested(2047);
+	line = line_with(r.details);
+	assert_int_equal(sl_audit_parse_line((const uint8_t *)line, strlen(line), NULL),
+	                 SL_E_FORMAT);
+	free(line);
+	assert_int_equal(sl_audit_append(a, &r), SL_E_FORMAT);
+	assert_non_null(strstr(sl_err_detail(), "deeper"));
+	json_decref(r.details);
+	/* a NUL in a string value */
+	r.details = json_pack("{s:s#}", "s", "a\0b", (size_t)3);
+	line = line_with(r.details);
+	assert_int_equal(sl_audit_parse_line((const uint8_t *)line, strlen(line), NULL),
+	                 SL_E_FORMAT);
+	free(line);
+	assert_int_equal(sl_audit_append(a, &r), SL_E_FORMAT);
+	assert_non_null(strstr(sl_err_detail(), "NUL"));
+	json_decref(r.details);
+	/* a NUL in an object key */
+	r.details = json_object();
+	assert_int_equal(json_object_setn_new(r.details, "k\0x", 3, json_true()), 0);
+	line = line_with(r.details);
+	assert_int_equal(sl_audit_parse_line((const uint8_t *)line, strlen(line), NULL),
+	                 SL_E_FORMAT);
+	free(line);
+	assert_int_equal(sl_audit_append(a, &r), SL_E_FORMAT);
+	json_decref(r.details);
+	/* over the line limit */
+	char *big = malloc(SL_AUDIT_MAX_LINE);
+	memset(big, 'x', SL_AUDIT_MAX_LINE - 1);
+	big[SL_AUDIT_MAX_LINE - 1] = '\0';
+	r.details = json_pack("{s:s}", "big", big);
+	free(big);
+	assert_int_equal(sl_audit_append(a, &r), SL_E_TOO_LARGE);
+	json_decref(r.details);
+	/* a field the reader's rules refuse, inside an otherwise good record */
+	r.details = NULL;
+	r.claims_digest = "ABC";
+	assert_int_equal(sl_audit_append(a, &r), SL_E_FORMAT);
+	assert_non_null(strstr(sl_err_detail(), "claims_digest"));
+	assert_int_equal(sl_audit_close(a), SL_OK);
+	/* the one record written reads back: every line of the log parses */
+	FILE *fp = fopen(f->log, "r");
+	assert_non_null(fp);
+	size_t cap = 0, lines = 0;
+	ssize_t n;
+	char *buf = NULL;
+	while ((n = getline(&buf, &cap, fp)) > 0) {
+		assert_int_equal(sl_audit_parse_line((const uint8_t *)buf, (size_t)n - 1, NULL),
+		                 SL_OK);
+		lines++;
+	}
+	assert_int_equal(lines, 1);
+	free(buf);
+	fclose(fp);
+}
+
 static void test_time_parse(void **state)
 {
 	(void)state;
@@ -571,6 +673,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_processes_rotating, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_event_and_export, setup, teardown),
 	    cmocka_unit_test(test_parse_line_bad),
+	    cmocka_unit_test_setup_teardown(test_writer_matches_reader, setup, teardown),
 	    cmocka_unit_test(test_time_parse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

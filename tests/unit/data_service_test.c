@@ -370,12 +370,113 @@ static void test_token_and_path_checked(void **state)
 	unlink(path);
 }
 
+/* The request parser: each op with exactly its members; anything else
+ * refused naming what is wrong. */
+static void test_parse(void **state)
+{
+	(void)state;
+	sl_dsvc_req rq;
+	const char *good[] = {
+	    "{\"op\":\"list\"}",
+	    "{\"op\":\"open\",\"dataset\":\"a\"}",
+	    "{\"op\":\"open_shard\",\"dataset\":\"a\",\"shard\":4294967295}",
+	    "{\"op\":\"release_shard\",\"dataset\":\"a\",\"shard\":0}",
+	    "{\"op\":\"files\",\"dataset\":\"a\"}",
+	    "{\"op\":\"shards\",\"dataset\":\"a\",\"start\":7}",
+	};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		assert_int_equal(sl_dsvc_parse(good[i], strlen(good[i]), &rq), SL_OK);
+	assert_int_equal(rq.op, SL_DSVC_OP_SHARDS);
+	assert_string_equal(rq.dataset, "a");
+	assert_int_equal(rq.start, 7);
+	const char *s = "{\"op\":\"open_shard\",\"dataset\":\"a\",\"shard\":9}";
+	assert_int_equal(sl_dsvc_parse(s, strlen(s), &rq), SL_OK);
+	assert_int_equal(rq.op, SL_DSVC_OP_OPEN_SHARD);
+	assert_int_equal(rq.shard, 9);
+	assert_false(rq.has_token);
+	const char *t = "{\"op\":\"list\",\"token\":\"abc\"}";
+	assert_int_equal(sl_dsvc_parse(t, strlen(t), &rq), SL_OK);
+	assert_true(rq.has_token);
+	assert_string_equal(rq.token, "abc");
+	const struct {
+		const char *in, *why;
+	} bad[] = {
+	    {"not json", "not JSON"},
+	    {"[1]", "not a JSON object"},
+	    {"{\"op\":\"list\",\"op\":\"list\"}", "duplicate"},
+	    {"{\"op\":\"delete\",\"dataset\":\"a\"}", "unknown op \"delete\""},
+	    {"{\"op\":\"list\",\"dataset\":\"a\"}", "takes no \"dataset\""},
+	    {"{\"op\":\"open\"}", "needs \"dataset\""},
+	    {"{\"op\":\"open\",\"dataset\":\"\"}", "empty \"dataset\""},
+	    {"{\"op\":\"open\",\"dataset\":\"a\\u0000b\"}", "not JSON"},
+	    {"{\"op\":\"open\",\"dataset\":7}", "dataset"},
+	    {"{\"op\":\"open_shard\",\"dataset\":\"a\"}", "needs \"shard\""},
+	    {"{\"op\":\"open\",\"dataset\":\"a\",\"shard\":1}", "takes no \"shard\""},
+	    {"{\"op\":\"open_shard\",\"dataset\":\"a\",\"shard\":4294967296}", "\"shard\""},
+	    {"{\"op\":\"open_shard\",\"dataset\":\"a\",\"shard\":-1}", "\"shard\""},
+	    {"{\"op\":\"files\",\"dataset\":\"a\",\"start\":-1}", "\"start\""},
+	    {"{\"op\":\"files\",\"dataset\":\"a\",\"start\":1.5}", "\"start\""},
+	    {"{\"op\":\"open\",\"dataset\":\"a\",\"start\":1}", "takes no \"start\""},
+	    {"{\"op\":\"open\",\"dataset\":\"a\",\"x\":1}", "\"x\""},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(sl_dsvc_parse(bad[i].in, strlen(bad[i].in), &rq), SL_E_INPUT);
+		if (strstr(sl_err_detail(), bad[i].why) == NULL)
+			fail_msg("%s: \"%s\" does not say %s", bad[i].in, sl_err_detail(),
+			         bad[i].why);
+	}
+	char big[300];
+	snprintf(big, sizeof(big), "{\"op\":\"open\",\"dataset\":\"%0256d\"}", 0);
+	assert_int_equal(sl_dsvc_parse(big, strlen(big), &rq), SL_E_INPUT);
+}
+
+/* Pages: within the budget, at least one entry each, next where the
+ * following page starts, 0 at the end; every entry exactly once. */
+static void test_page(void **state)
+{
+	(void)state;
+	json_t *a = json_array();
+	for (int i = 0; i < 1000; i++)
+		json_array_append_new(a, json_pack("{s:i}", "n", i));
+	uint64_t start = 0, next = 0;
+	int seen = 0, pages = 0;
+	do {
+		json_t *p = sl_dsvc_page(a, start, 200, &next);
+		assert_non_null(p);
+		char *t = json_dumps(p, JSON_COMPACT);
+		assert_true(strlen(t) <= 200);
+		free(t);
+		for (size_t i = 0; i < json_array_size(p); i++)
+			assert_int_equal(
+			    json_integer_value(json_object_get(json_array_get(p, i), "n")), seen++);
+		json_decref(p);
+		pages++;
+		assert_true(next == 0 || next > start);
+		start = next;
+	} while (next != 0);
+	assert_int_equal(seen, 1000);
+	assert_true(pages > 1);
+	/* an entry larger than the budget still makes a page of one */
+	json_t *p = sl_dsvc_page(a, 5, 1, &next);
+	assert_int_equal(json_array_size(p), 1);
+	assert_int_equal(next, 6);
+	json_decref(p);
+	/* past the end: empty, no next */
+	p = sl_dsvc_page(a, 5000, 200, &next);
+	assert_int_equal(json_array_size(p), 0);
+	assert_int_equal(next, 0);
+	json_decref(p);
+	json_decref(a);
+}
+
 int main(void)
 {
 	/* serve's token lives in guarded memory */
 	if (sl_crypto_init() != SL_OK)
 		return 1;
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_parse),
+	    cmocka_unit_test(test_page),
 	    cmocka_unit_test(test_child_is_served),
 	    cmocka_unit_test(test_stranger_is_refused),
 	    cmocka_unit_test(test_other_user_is_refused),

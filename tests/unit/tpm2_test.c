@@ -593,6 +593,46 @@ static void test_ek_certificate(void **state)
 	assert_int_equal(tl_rmtree(dir), 0);
 }
 
+/* Verifiers keep the keys they built from AK public areas: a kept key is
+ * used again only for the very same public area. An AK verified once (its
+ * key kept) must not lend that key to another AK: a quote signed with the
+ * first AK's key but naming the second's public area fails, and the second
+ * AK's own quote verifies. */
+static void test_ak_key_cache(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *kind;
+		TPMI_ALG_SIG_SCHEME s;
+	} v[] = {{"rsa", TPM2_ALG_RSASSA}, {"p256", TPM2_ALG_ECDSA}};
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		forge a, b, c;
+		forge_init(&a, v[i].kind, v[i].s, TPM2_ALG_SHA256);
+		forge_init(&b, v[i].kind, v[i].s, TPM2_ALG_SHA256);
+		forge_set_nonce(&a, nonce, sizeof(nonce));
+		forge_quote_info(&a);
+		forge_set_nonce(&b, nonce, sizeof(nonce));
+		forge_quote_info(&b);
+		assert_int_equal(verify_enrolled(forge_evidence(&a)), SL_OK);
+		assert_int_equal(verify_enrolled(forge_evidence(&a)), SL_OK); /* a's key kept */
+		/* signed by a's key, naming b's public area */
+		c = a;
+		c.pub = b.pub;
+		c.att.qualifiedSigner = b.att.qualifiedSigner;
+		expect_fail(verify_enrolled(forge_evidence(&c)), SL_E_ATTEST_SIG,
+		            "does not verify");
+		assert_int_equal(verify_enrolled(forge_evidence(&b)), SL_OK);
+		/* and the other way round, b's key now kept too */
+		c = b;
+		c.pub = a.pub;
+		c.att.qualifiedSigner = a.att.qualifiedSigner;
+		expect_fail(verify_enrolled(forge_evidence(&c)), SL_E_ATTEST_SIG,
+		            "does not verify");
+		forge_free(&a);
+		forge_free(&b);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -601,6 +641,7 @@ int main(void)
 	    cmocka_unit_test(test_unmarshal_strict),       cmocka_unit_test(test_eventlog),
 	    cmocka_unit_test(test_make_credential_inputs), cmocka_unit_test(test_credential_rsa_ek),
 	    cmocka_unit_test(test_credential_ecc_ek),      cmocka_unit_test(test_ek_certificate),
+	    cmocka_unit_test(test_ak_key_cache),
 	};
 	if (sl_crypto_init() != SL_OK)
 		return 1;

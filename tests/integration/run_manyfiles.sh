@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# A sharded dataset of 10,000 small files through `seclaunch run` (real swtpm,
+# real seclaunchd over TLS). Listing every file in SECLAUNCH_DATA would pass
+# the kernel's 128 KiB limit on one environment string (exec fails with
+# E2BIG): the entry then carries no file list, says so ("files_from":
+# "service") and the helper pages the list from the data service. Staged
+# whole and streamed; read by the job, by a subprocess started with
+# close_fds and by spawned workers, each file's bytes checked (streamed: a
+# read() of a file whose shard iter_files holds leaves the view intact);
+# the paged request's bad inputs answered bad-request.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/run_lib.bash"
+
+for tool in swtpm python3; do
+	if ! command -v "$tool" >/dev/null; then
+		skip run_manyfiles "$tool not installed"
+		finish
+	fi
+done
+cd "$T" || exit 1
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(python3 -c "import sys; print(sys.executable)")
+NF=${SL_TEST_MANY_FILES:-10000}
+
+"$PY" - src "$NF" <<'EOF'
+import hashlib, os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+with open("want.sums", "w") as sums:
+    for i in range(n):
+        p = "dir-%03d/sample-%05d.bin" % (i // 100, i)
+        os.makedirs(os.path.join(d, os.path.dirname(p)), exist_ok=True)
+        b = os.urandom(1 + (i * 7919) % 300)
+        with open(os.path.join(d, p), "wb") as f:
+            f.write(b)
+        sums.write("%s %s\n" % (hashlib.sha256(b).hexdigest(), p))
+EOF
+
+start_tpm tpm || {
+	echo "not ok - no swtpm"
+	exit 1
+}
+start_kms "$T/kms" || exit 1
+KMSA=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
+check "enroll the TPM" 0 "$SL" enroll "${KMSA[@]}" --tcti "$SWTPM_TCTI" -q
+check "create a key" 0 "$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ds-key -q
+check "encrypt $NF small files as a sharded dataset (3 shards)" 0 \
+	"$SL" encrypt "${KMSA[@]}" --key-id ds-key --admin-token-file "$KMS_TOKEN" \
+	--dataset-id many-1 --shard-size 600K -q src -o ds
+
+cat >job.py <<'EOF'
+import hashlib, json, multiprocessing, os, subprocess, sys
+import seclaunch_data as sd
+
+
+def sums_of(paths):
+    import seclaunch_data as sd2
+    ds = sd2.get("many-1")
+    if ds.kind == "stream":
+        # in order, each shard held while its files are read (read() per
+        # file gives the shard back, and the next read stages it again);
+        # a read() of a file whose shard iter_files holds must not give
+        # that shard back under the view in hand
+        out = {}
+        for k, (p, v) in enumerate(ds.iter_files(paths)):
+            if k == 0 and len(paths) > 1:
+                ds.read(paths[1])
+            out[p] = hashlib.sha256(v).hexdigest()
+        return out
+    return {p: hashlib.sha256(ds.read(p)).hexdigest() for p in paths}
+
+
+def main():
+    out = sys.argv[1]
+    raw = os.environ["SECLAUNCH_DATA"]
+    entry = json.loads(raw)["many-1"]
+    paths = sd.files("many-1")
+    sums = sums_of(paths)
+    # a process started with close_fds: no inherited descriptor, and it
+    # pages the file list from the data service too
+    sub = subprocess.run([sys.executable, "-c",
+        "import hashlib, json, seclaunch_data as s\n"
+        "ds = s.get('many-1')\n"
+        "ps = ds.files()\n"
+        "print(json.dumps([len(ps), hashlib.sha256(ds.read(ps[-1])).hexdigest(), ps[-1]]))"],
+        capture_output=True, text=True, close_fds=True)
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        parts = pool.map(sums_of, [paths[0::2], paths[1::2]])
+    spawned = {}
+    for p in parts:
+        spawned.update(p)
+    json.dump({"env_len": len(raw), "files_from": entry.get("files_from"),
+               "file_count": entry.get("file_count"), "in_env": "files" in entry,
+               "kind": entry.get("kind"), "n": len(paths), "sums": sums,
+               "sub": sub.stdout.strip(), "sub_err": sub.stderr[-400:],
+               "spawned": spawned}, open(out, "w"))
+
+
+if __name__ == "__main__":
+    main()
+EOF
+RUNA=(--policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" "${KMSA[@]}"
+	--tcti "$SWTPM_TCTI" --env "PYTHONPATH=$SL_ROOT/launcher/python"
+	--env PYTHONDONTWRITEBYTECODE=1 --audit-log "$T/audit.log")
+"$PY" - want.sums >last.want <<'EOF'
+import sys
+l = open(sys.argv[1]).read().split("\n")[-2].split()
+print(l[0], l[1])
+EOF
+read -r last_sum last_path <last.want
+
+verify() { # stage result.json
+	local st=$1 r=$2
+	ok() { "$PY" -c "import json,sys; r=json.load(open('$r')); sys.exit(0 if ($1) else 1)"; }
+	assert "$st: SECLAUNCH_DATA stays small ($(ok_len "$r") bytes < 64 KiB)" \
+		ok "r['env_len'] < 65536"
+	assert "$st: the entry says the file list comes from the data service" \
+		ok "r['files_from'] == 'service' and not r['in_env'] and r['file_count'] == $NF"
+	assert "$st: the helper lists all $NF files, in the manifest's order" \
+		ok "r['n'] == $NF"
+	"$PY" - "$r" want.sums >"$r.check" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+want = dict(reversed(l.split()) for l in open(sys.argv[2]))
+print("job" if r["sums"] == want else "job-bad", "spawned" if r["spawned"] == want else "spawned-bad")
+EOF
+	assert "$st: the job read every file exactly" grep -q '^job ' "$r.check"
+	assert "$st: two spawned workers read every file exactly" grep -q ' spawned$' "$r.check"
+	assert "$st: a close_fds subprocess listed $NF files and read the last one exactly" \
+		ok "r['sub'] == json.dumps([$NF, '$last_sum', '$last_path'])"
+}
+ok_len() { "$PY" -c "import json,sys; print(json.load(open('$1'))['env_len'])" 2>/dev/null; }
+
+check "run --stage host over $NF files: exit 0 (no E2BIG)" 0 \
+	"$SL" run "${RUNA[@]}" --stage host -q ds -- "$PY" job.py "$T/h.json"
+[ -s "$T/h.json" ] && verify host "$T/h.json"
+check "run --stage stream over $NF files: exit 0" 0 \
+	"$SL" run "${RUNA[@]}" --stage stream --window 2M -q ds -- "$PY" job.py "$T/s.json"
+[ -s "$T/s.json" ] && verify stream "$T/s.json"
+
+# seclaunch serve: the ready line's data (the tasks' SECLAUNCH_DATA) stays
+# small too, and a task that is not serve's child, given the data, or only
+# the socket and the token, pages the list with the token
+"$SL" serve --policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" \
+	"${KMSA[@]}" --tcti "$SWTPM_TCTI" --stage host --audit-log "$T/serve-audit.log" \
+	--socket "$T/data.sock" --ready-file "$T/ready.json" -q ds 2>"$T/serve.err" &
+sp=$!
+_PIDS+=("$sp")
+for _ in $(seq 600); do [ -s "$T/ready.json" ] && break; sleep 0.05; done
+assert "serve over $NF files writes its ready line" test -s "$T/ready.json"
+"$PY" - "$T/ready.json" >serve.env <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(r.get("token", ""))
+print(json.dumps(r.get("data", {})))
+EOF
+{
+	read -r stok
+	read -r sdata
+} <serve.env
+assert "serve: the ready line's data stays under 64 KiB and says files_from" \
+	"$PY" -c "import json,sys; d=sys.argv[1]; sys.exit(not (len(d) < 65536 and json.loads(d)['many-1']['files_from'] == 'service'))" "$sdata"
+cat >task.py <<'EOF'
+import hashlib, json
+import seclaunch_data as sd
+ds = sd.get("many-1")
+ps = ds.files()
+print(json.dumps([len(ps), hashlib.sha256(ds.read(ps[-1])).hexdigest(), ps[-1]]))
+EOF
+task() { # OUT [env...]
+	local out=$1
+	shift
+	env -i PATH=/usr/bin:/bin PYTHONPATH="$SL_ROOT/launcher/python" PYTHONDONTWRITEBYTECODE=1 \
+		SECLAUNCH_DATA_SOCKET="$T/data.sock" SECLAUNCH_DATA_TOKEN="$stok" "$@" "$PY" task.py \
+		>"$out" 2>"$out.err"
+}
+want_task="[$NF, \"$last_sum\", \"$last_path\"]"
+task t1.json SECLAUNCH_DATA="$sdata"
+assert "serve: a task with the ready line's SECLAUNCH_DATA lists $NF files and reads the last" \
+	test "$(cat t1.json)" = "$want_task"
+task t2.json
+assert "serve: a task with only the socket and the token does the same" \
+	test "$(cat t2.json)" = "$want_task"
+stop_pid "$sp"
+
+# the paged request's bad inputs, asked from inside a job
+cat >bad.py <<'EOF'
+import json, socket, os, sys
+out = {}
+def ask(req):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(os.environ["SECLAUNCH_DATA_SOCKET"])
+    s.send(req if isinstance(req, bytes) else json.dumps(req).encode())
+    a = json.loads(s.recv(1 << 20))
+    s.close()
+    return a
+out["neg"] = ask({"op": "files", "dataset": "many-1", "start": -1}).get("error")
+out["past"] = ask({"op": "files", "dataset": "many-1", "start": 10 ** 9})
+out["noid"] = ask({"op": "files"}).get("error")
+out["unknown"] = ask({"op": "files", "dataset": "nope", "start": 0}).get("error")
+out["extra"] = ask({"op": "files", "dataset": "many-1", "start": 0, "x": 1}).get("error")
+out["type"] = ask({"op": "files", "dataset": "many-1", "start": "0"}).get("error")
+p = ask({"op": "files", "dataset": "many-1", "start": 0})
+out["page"] = [p.get("ok"), p.get("total"), len(p.get("files", [])), p.get("next")]
+lst = ask({"op": "list"})
+out["list"] = [lst.get("ok"), "files" in lst["datasets"]["many-1"],
+               lst["datasets"]["many-1"].get("file_count")]
+json.dump(out, open(sys.argv[1], "w"))
+EOF
+check "a job asks the data service bad paged requests: exit 0" 0 \
+	"$SL" run "${RUNA[@]}" --stage host -q ds -- "$PY" bad.py "$T/b.json"
+okb() { "$PY" -c "import json,sys; r=json.load(open('$T/b.json')); sys.exit(0 if ($1) else 1)"; }
+assert "files with a negative start: bad-request" okb "r['neg'] == 'bad-request'"
+assert "files past the end: ok, no files, no next" \
+	okb "r['past']['ok'] and r['past']['files'] == [] and r['past'].get('next') is None"
+assert "files without a dataset: bad-request" okb "r['noid'] == 'bad-request'"
+assert "files of an unknown dataset: unknown-dataset" okb "r['unknown'] == 'unknown-dataset'"
+assert "files with an unknown field: bad-request" okb "r['extra'] == 'bad-request'"
+assert "files with a string start: bad-request" okb "r['type'] == 'bad-request'"
+assert "a page is part of the list and names where the next starts" \
+	okb "r['page'][0] and r['page'][1] == $NF and 0 < r['page'][2] < $NF and r['page'][3] == r['page'][2]"
+assert "list gives the entry without its file list, with the count" \
+	okb "r['list'] == [True, False, $NF]"
+finish
