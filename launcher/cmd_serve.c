@@ -11,12 +11,14 @@
 #include "cli.h"
 #include "region_id.h"
 #include "run_int.h"
+#include "seclaunch/workload.h"
 
 static void usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "Usage: seclaunch serve --policy P --policy-pubkey K --kms URL [options] DATA...\n\n"
+	    "Usage: seclaunch serve --policy P --policy-pubkey K --kms URL [options] DATA...\n"
+	    "                       [-- CMD [ARG...]]\n\n"
 	    "The attested launch of `seclaunch run`, once for this node, for every process\n"
 	    "of a job that runs here (torchrun ranks, the tasks of a Slurm step): attests\n"
 	    "the machine, asks the KMS for the datasets' keys under the signed policy,\n"
@@ -26,10 +28,12 @@ static void usage(FILE *f)
 	    "value serve makes at start, with every request (SECLAUNCH_DATA_TOKEN for the\n"
 	    "Python helper); every other peer is refused and the refusal audited.\n"
 	    "When the socket is up, serve writes one JSON line to --ready-fd and/or\n"
-	    "--ready-file: {\"data\": SECLAUNCH_DATA, \"socket\": PATH, \"token\": HEX}.\n"
+	    "--ready-file: {\"data\": SECLAUNCH_DATA, \"socket\": PATH, \"token\": HEX}\n"
+	    "(and \"output_dir\": SECLAUNCH_OUTPUT_DIR with --output).\n"
 	    "It stops on SIGTERM, SIGINT or SIGHUP, when the --until-pid process ends, or\n"
 	    "when the keys' lease (the policy's key_ttl) is refused or missed;\n"
-	    "it then wipes every key and all staged plaintext, and appends run.wipe to the\n"
+	    "it then seals and uploads the outputs (--output), wipes every key, all staged\n"
+	    "plaintext and the output folder, and appends run.wipe to the\n"
 	    "audit log with its context (node, SLURM_JOB_ID, SLURM_STEP_ID).\n\n"
 	    "  --socket PATH          the socket's path (it must not exist; default: a new\n"
 	    "                         private folder under $XDG_RUNTIME_DIR or /tmp)\n"
@@ -41,9 +45,26 @@ static void usage(FILE *f)
 	    "  --kms-pin PIN, --tcti T, --tee KIND, --collateral DIR, --stage WHERE,\n"
 	    "  --window SIZE, --threads N, --lease-grace S, --audit-log F, --audit-key F,\n"
 	    "  -q, -v, --json         as for `seclaunch run` (see its --help)\n" SL_REGION_ID_HELP
-	        SL_REMOTE_HELP "  -h, --help             this text\n\n"
-	    "serve measures no workload identity (it starts no command), and it takes\n"
-	    "none of run's job options (--env, --timeout, --output...).\n"
+	        SL_REMOTE_HELP SL_OUT_HELP
+	    "  under serve the output folder is a private folder (0700, the job's user) in\n"
+	    "  /dev/shm or $XDG_RUNTIME_DIR, as the tasks are not serve's children; the\n"
+	    "  tasks write $SECLAUNCH_OUTPUT_DIR/NAME/, serve seals it when it stops (a\n"
+	    "  preemption notice of --preempt-watch gce|aws stops serve too)\n"
+	    "Workload identity (docs/distributed.md, \"What serve measures\"):\n"
+	    "  -- CMD [ARG...]        the command the tasks will run (the SPANK plugin passes\n"
+	    "                         the step's): serve resolves CMD as run does, hashes the\n"
+	    "                         file (and a script it names) and extends the same\n"
+	    "                         workload event as run into the workload register\n"
+	    "                         before the quote, so a policy's `workloads` rule can\n"
+	    "                         allow or refuse the step. The environment is measured\n"
+	    "                         as empty (Slurm makes the tasks' own). Slurm, not\n"
+	    "                         seclaunch, executes the tasks: this proves which file\n"
+	    "                         CMD resolved to when serve started, not that the tasks\n"
+	    "                         ran that file; any process of the job's user with the\n"
+	    "                         token is served. Without CMD nothing is measured.\n"
+	    "  --image-digest D, --workload-pcr N, --workload-log F   as for `seclaunch run`\n"
+	    "  -h, --help             this text\n\n"
+	    "serve takes none of run's job options (--env, --timeout, --kill-grace...).\n"
 	    "Exit: 0 after a stop; before serving: 1 usage, 2 input, 3 attestation,\n"
 	    "4 policy denied, 5 KMS, 6 integrity, 7 system; see docs/exit-codes.md.\n"
 	    "See docs/job-interface.md and docs/distributed.md.\n");
@@ -62,6 +83,10 @@ static const struct sl_cli_opt serve_opts[] = {
     {"ready-fd", required_argument, O_READY_FD, NULL},
     {"ready-file", required_argument, O_READY_FILE, NULL},
     {"until-pid", required_argument, O_UNTIL_PID, NULL},
+    SL_OUT_OPTS,
+    {"image-digest", required_argument, SL_RUN_O_IMAGE_DIGEST, NULL},
+    {"workload-pcr", required_argument, SL_RUN_O_WORKLOAD_PCR, NULL},
+    {"workload-log", required_argument, SL_RUN_O_WORKLOAD_LOG, NULL},
     {NULL, 0, 0, NULL},
 };
 
@@ -132,16 +157,35 @@ int cmd_serve(int argc, char **argv)
 	struct sl_cli_shared sh;
 	int code;
 
+	int dd = argc;
 	memset(&r, 0, sizeof(r));
 	r.serve.on = true;
 	r.serve.ready_fd = -1;
 	r.lease_grace_s = SL_RUN_LEASE_GRACE_DEFAULT;
-	code = sl_cli_parse(&spec, &r, &sh, argc, argv);
+	r.workload_pcr = SL_WORKLOAD_PCR_DEFAULT;
+	/* options and datasets before the first "--", the tasks' command after it */
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			dd = i;
+			break;
+		}
+	}
+	code = sl_cli_parse(&spec, &r, &sh, dd, argv);
 	if (code >= 0)
 		return code;
 	code = sl_run_check(&r, &sh, "serve");
 	if (code != 0)
 		return code;
+	if (dd < argc) {
+		if (dd + 1 >= argc || argv[dd + 1][0] == '\0')
+			return sl_cli_usage("serve", "no command after --: give the tasks' "
+			                             "CMD [ARG...], or leave out the --");
+		r.serve.measure = argv + dd + 1;
+	}
 	setenv("TSS2_LOG", "all+NONE", 0);
+	/* no private mount namespace (sl_out_early): the tasks that write the
+	 * outputs are not serve's children and must see the folder */
+	snprintf(r.outcfg.ns_why, sizeof(r.outcfg.ns_why),
+	         "serve's tasks are not its children (no private mount namespace)");
 	return sl_run_execute(&r);
 }

@@ -233,7 +233,7 @@ void sl_out_audit(struct sl_run_st *s, const char *event, const char *ds, const 
                   const char *decision, json_t *reasons, json_t *details)
 {
 	if (sl_run_record(s, event, ds, key, decision, reasons, details) != SL_OK)
-		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
+		fprintf(stderr, "seclaunch %s: warning: %s\n", SL_OUT_CMD(s), sl_err_detail());
 }
 
 /* A new challenge, ephemeral key and bound evidence: every attested call
@@ -445,8 +445,8 @@ sl_err sl_out_preflight(struct sl_run_st *s)
 		if (!ok) {
 			size_t k;
 			json_t *r;
-			fprintf(stderr, "seclaunch run: the policy denies output %s -> %s:\n",
-			        o->name, o->policy_dest);
+			fprintf(stderr, "seclaunch %s: the policy denies output %s -> %s:\n",
+			        SL_OUT_CMD(s), o->name, o->policy_dest);
 			json_array_foreach (reasons, k, r) {
 				fprintf(stderr, "  - %s\n", json_string_value(r));
 			}
@@ -485,7 +485,7 @@ sl_err sl_out_keys(struct sl_run_st *s, struct sl_outputs *O)
 		                                      "output_id", O->o[i].id, "destination",
 		                                      O->o[i].policy_dest));
 	}
-	job = json_pack("{s:s, s:s}", "id", s->job_id, "command", s->o->cmd[0]);
+	job = json_pack("{s:s, s:s}", "id", s->job_id, "command", SL_OUT_JOB_CMD(s));
 	sl_kms_output_req req = {.nonce = s->ch.nonce,
 	                         .eph_pub = s->eph_pub,
 	                         .policy_digest = sl_policy_digest(s->policy),
@@ -504,7 +504,8 @@ sl_err sl_out_keys(struct sl_run_st *s, struct sl_outputs *O)
 		json_t *reasons = prob != NULL ? json_object_get(prob, "reasons") : NULL, *r;
 		size_t i;
 		if (json_array_size(reasons) > 0) {
-			fprintf(stderr, "seclaunch run: the KMS refused the output keys:\n");
+			fprintf(stderr, "seclaunch %s: the KMS refused the output keys:\n",
+			        SL_OUT_CMD(s));
 			json_array_foreach (reasons, i, r) {
 				fprintf(stderr, "  - [%s] %s\n", sl_json_getstr(r, "code") ?: "?",
 				        sl_json_getstr(r, "detail") ?: "?");

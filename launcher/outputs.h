@@ -96,6 +96,10 @@ void sl_out_job_exited(struct sl_run_st *s, const struct sl_job_result *res);
  * due. Returns the exit status of the run (job_code, 143 after a saved
  * preemption, or the failure's exit code, reported on stderr). */
 int sl_out_finish(struct sl_run_st *s, int job_code);
+/* serve: the output folder ($SECLAUNCH_OUTPUT_DIR; NULL: no --output), and
+ * whether a --preempt-watch gce|aws notice came (serve then stops). */
+const char *sl_out_dir(const struct sl_run_st *s);
+bool sl_out_preempt_noticed(struct sl_run_st *s);
 /* Any failure: stop the watchers, wipe the folder, seal nothing. */
 void sl_out_abort(struct sl_run_st *s);
 

@@ -44,6 +44,15 @@ struct sl_outputs {
 	int forwarded;
 };
 
+/* The command that names messages ("run" or "serve") and the job's command
+ * as the KMS and the audit log see it (serve: the tasks' measured command,
+ * else "seclaunch serve"). */
+#define SL_OUT_CMD(s) ((s)->o->serve.on ? "serve" : "run")
+#define SL_OUT_JOB_CMD(s)                                                                          \
+	((s)->o->cmd != NULL             ? (s)->o->cmd[0]                                          \
+	 : (s)->o->serve.measure != NULL ? (s)->o->serve.measure[0]                                \
+	                                 : "seclaunch serve")
+
 /* outputs.c */
 void sl_out_audit(struct sl_run_st *s, const char *event, const char *ds, const char *key,
                   const char *decision, json_t *reasons, json_t *details);

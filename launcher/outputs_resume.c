@@ -119,7 +119,7 @@ sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *
 		k.wrapped_dek = sl_sldm_wrapped_dek(m, &k.wrapped_dek_len);
 		SL_ENSURE(k.wrapped_dek_len > 0, SL_E_INPUT, "%s: no KMS key reference", dir);
 		json_t *job = json_pack("{s:s, s:s, s:[s]}", "id", s->job_id, "command",
-		                        s->o->cmd[0], "datasets", k.dataset_id);
+		                        SL_OUT_JOB_CMD(s), "datasets", k.dataset_id);
 		sl_kms_release_req req = {.nonce = s->ch.nonce,
 		                          .eph_pub = s->eph_pub,
 		                          .policy_digest = sl_policy_digest(s->policy),

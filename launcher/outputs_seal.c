@@ -226,7 +226,7 @@ static void checkpoint(struct sl_outputs *O, const char *how)
 	sl_err rc = seal_all(O, "checkpoint");
 	O->requests++;
 	if (rc != SL_OK)
-		fprintf(stderr, "seclaunch run: checkpoint (%s) failed: %s\n", how,
+		fprintf(stderr, "seclaunch %s: checkpoint (%s) failed: %s\n", SL_OUT_CMD(O->s), how,
 		        sl_err_detail());
 	/* the job's answer: "N ok" or "N error: ..." (N counts requests) */
 	int n = snprintf(text, sizeof(text), "%llu %s%s\n", (unsigned long long)O->requests,
@@ -343,10 +343,14 @@ sl_err sl_out_prepare(struct sl_run_st *s)
 		SL_ENSURE(chown(path, uid, gid) == 0, SL_E_SYSTEM, "%s: chown: %s", path,
 		          strerror(errno));
 	}
-	snprintf(env, sizeof(env), "%s=%s", SL_OUT_ENV, O->dir.path);
-	SL_GUARD(sl_job_env_own(s->o->env, env));
-	snprintf(env, sizeof(env), "SECLAUNCH_PID=%d", (int)getpid());
-	SL_GUARD(sl_job_env_own(s->o->env, env));
+	/* serve has no job environment: the folder goes to the tasks in its
+	 * ready line (run_serve.c) */
+	if (s->o->env != NULL) {
+		snprintf(env, sizeof(env), "%s=%s", SL_OUT_ENV, O->dir.path);
+		SL_GUARD(sl_job_env_own(s->o->env, env));
+		snprintf(env, sizeof(env), "SECLAUNCH_PID=%d", (int)getpid());
+		SL_GUARD(sl_job_env_own(s->o->env, env));
+	}
 	SL_ENSURE(pipe2(O->stop, O_CLOEXEC) == 0, SL_E_SYSTEM, "pipe: %s", strerror(errno));
 	SL_ENSURE(pthread_create(&O->th, NULL, watch_requests, O) == 0, SL_E_SYSTEM,
 	          "starting the checkpoint watcher");
@@ -398,7 +402,7 @@ static void free_all(struct sl_run_st *s)
 		O->o[i].key.dek = NULL;
 	}
 	if (sl_memdir_wipe(&O->dir) != SL_OK)
-		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
+		fprintf(stderr, "seclaunch %s: warning: %s\n", SL_OUT_CMD(s), sl_err_detail());
 	pthread_mutex_destroy(&O->mu);
 	free(O);
 	s->out = NULL;
@@ -445,9 +449,22 @@ int sl_out_finish(struct sl_run_st *s, int job_code)
 	free_all(s);
 	if (rc != SL_OK) {
 		code = sl_err_exit_code(rc);
-		sl_cli_report("run", rc, code, msg);
+		sl_cli_report(SL_OUT_CMD(s), rc, code, msg);
 	}
 	return code;
+}
+
+const char *sl_out_dir(const struct sl_run_st *s)
+{
+	return s->out != NULL && s->out->dir.path[0] != '\0' ? s->out->dir.path : NULL;
+}
+
+bool sl_out_preempt_noticed(struct sl_run_st *s)
+{
+	char source[16];
+	double when;
+	return s->out != NULL && s->out->pre != NULL &&
+	       sl_preempt_noticed(s->out->pre, source, sizeof(source), &when);
 }
 
 void sl_out_abort(struct sl_run_st *s)

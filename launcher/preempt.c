@@ -144,10 +144,14 @@ static void notice(sl_preempt *p, const char *source)
 		p->noticed = true;
 		p->when = sl_preempt_now();
 		snprintf(p->source, sizeof(p->source), "%s", source);
-		fprintf(stderr,
-		        "seclaunch run: preemption notice (%s): signalling the job (%s), "
-		        "%u s to finish\n",
-		        source, strsignal(p->o.signo), p->o.grace_s);
+		if (p->pgid > 0)
+			fprintf(stderr,
+			        "seclaunch run: preemption notice (%s): signalling the job (%s), "
+			        "%u s to finish\n",
+			        source, strsignal(p->o.signo), p->o.grace_s);
+		else /* serve: no job of its own; it stops and seals */
+			fprintf(stderr, "seclaunch: preemption notice (%s): sealing the outputs\n",
+			        source);
 		if (p->pgid > 0 && !p->signalled) {
 			(void)kill(-p->pgid, p->o.signo);
 			p->signalled = true;

@@ -154,6 +154,17 @@ static SL_RESULT step_command(struct sl_run_st *s)
 			SL_GUARD(sl_job_env_user(s->o->env, s->user.name, s->user.home));
 	}
 	if (s->o->serve.on) { /* serve starts no command: its user is the peers' */
+		/* -- CMD: the tasks' command, resolved with serve's own PATH as
+		 * the file the workload event names (run_measure.c) */
+		if (s->o->serve.measure != NULL) {
+			s->cmd_status = sl_job_resolve(s->o->serve.measure[0], environ, &s->user,
+			                               s->exe, sizeof(s->exe));
+			if (s->cmd_status != 0) {
+				s->cmd_status = 0; /* serve's usage: the input's exit code */
+				rc = SL_E_INPUT;
+				goto out;
+			}
+		}
 		rc = SL_OK;
 		goto out;
 	}
@@ -932,8 +943,8 @@ int sl_run_execute(struct sl_run *o)
 	STEP("policy", step_policy(&s));
 	STEP("gpu", sl_run_step_gpu(&s));
 	STEP("challenge", sl_run_challenge_begin(&s));
-	/* serve starts no command: it has no workload of its own to measure */
-	if (!o->serve.on)
+	/* serve starts no command: it measures the tasks' command when given */
+	if (!o->serve.on || o->serve.measure != NULL)
 		STEP("workload", sl_run_step_workload(&s));
 	STEP("challenge", sl_run_challenge_end(&s));
 	STEP("evidence", sl_run_step_evidence(&s));

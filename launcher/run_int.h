@@ -52,6 +52,7 @@ struct sl_run {
 		int ready_fd;       /* --ready-fd N (-1: none) */
 		const char *ready_file;
 		pid_t until_pid; /* --until-pid (0: none) */
+		char **measure;  /* -- CMD ARG...: the tasks' command, measured (NULL: none) */
 	} serve;
 };
 

@@ -46,9 +46,11 @@ sl_err sl_run_step_workload(struct sl_run_st *s)
 	}
 	SL_ENSURE(outs != NULL, SL_E_NOMEM, "outputs");
 	SL_GUARD(sl_wl_output_entries(s->o->outcfg.spec, s->o->outcfg.n, outs));
-	/* the environment the job will receive, before SECLAUNCH_DATA */
-	SL_GUARD(sl_job_env_build(s->o->env, environ, NULL, &envp));
-	sl_wl_in in = {.argv = s->o->cmd,
+	/* the environment the job will receive, before SECLAUNCH_DATA; serve
+	 * does not make the tasks' environment (Slurm does): measured empty */
+	if (s->o->env != NULL)
+		SL_GUARD(sl_job_env_build(s->o->env, environ, NULL, &envp));
+	sl_wl_in in = {.argv = s->o->serve.on ? s->o->serve.measure : s->o->cmd,
 	               .exe = s->exe,
 	               .envp = envp,
 	               .image_digest = s->o->image_digest,

@@ -145,8 +145,8 @@ sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why, in
 	sl_random(raw, sizeof(raw));
 	sl_hex_encode(raw, sizeof(raw), token);
 	SL_GUARD(sl_run_data_service(s, data, token));
-	ready = json_pack("{s:s, s:s, s:O}", "socket", sl_dsvc_path(s->dsvc), "token", token,
-	                  "data", td);
+	ready = json_pack("{s:s, s:s, s:O, s:s?}", "socket", sl_dsvc_path(s->dsvc), "token", token,
+	                  "data", td, "output_dir", sl_out_dir(s));
 	SL_ENSURE(ready != NULL, SL_E_NOMEM, "ready line");
 	text = json_dumps(ready, JSON_COMPACT | JSON_SORT_KEYS);
 	SL_ENSURE(text != NULL && asprintf(&line, "%s\n", text) > 0, SL_E_NOMEM, "ready line");
@@ -158,11 +158,16 @@ sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why, in
 	*exit_code = 0;
 	sl_run_lease_start(s);
 	const int *lease_fd = sl_run_lease_stop_fd(s);
+	int sig = 0;
 	for (;;) {
-		int sig = sl_supervise_take_pending();
+		sig = sl_supervise_take_pending();
 		if (sig != 0) {
 			snprintf(sigwhy, sizeof(sigwhy), "signal %d", sig);
 			*why = sigwhy;
+			break;
+		}
+		if (sl_out_preempt_noticed(s)) {
+			*why = "preemption notice";
 			break;
 		}
 		if (s->o->serve.until_pid > 0 && !alive(s->o->serve.until_pid)) {
@@ -176,6 +181,10 @@ sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why, in
 		}
 	}
 	sl_run_lease_stop(s);
+	/* the outputs as after a job: no checkpoint from here on; a SIGTERM
+	 * under --preempt-watch sigterm is a preemption (outputs.c) */
+	sl_job_result res = {.forwarded = sig};
+	sl_out_job_exited(s, &res);
 	if (strcmp(*why, "lease ended") == 0)
 		(void)sl_run_lease_end(s, exit_code);
 	rc = SL_OK;

@@ -3,12 +3,16 @@
  *
  * In slurmstepd (the remote context), after the step's options are known and
  * before any task starts, it starts `seclaunch serve` as root with the job's
- * user, waits for its ready line (socket, token, SECLAUNCH_DATA) and puts
- * SECLAUNCH_DATA, SECLAUNCH_DATA_SOCKET and SECLAUNCH_DATA_TOKEN into the
- * tasks' environment. serve runs in a session of its own, outside the step's
- * process tracking, and stops itself if this slurmstepd goes away
+ * user and the step's command after "--" (serve measures it: the workload
+ * identity a policy's `workloads` rule judges), waits for its ready line
+ * (socket, token, SECLAUNCH_DATA) and puts SECLAUNCH_DATA,
+ * SECLAUNCH_DATA_SOCKET, SECLAUNCH_DATA_TOKEN (and, with --seclaunch-output,
+ * SECLAUNCH_OUTPUT_DIR) into the tasks' environment. serve runs in a session
+ * of its own, outside the step's process tracking, and stops itself if this
+ * slurmstepd goes away
  * (--until-pid). At the step's end (slurm_spank_exit) it is sent SIGTERM: it
- * wipes, and writes run.wipe with the node, job and step to the audit log.
+ * seals the outputs, wipes, and writes run.wipe with the node, job and step
+ * to the audit log.
  * When serve fails (attestation, policy, KMS), every task of the step on
  * this node prints serve's message on its stderr and exits with serve's exit
  * code before running anything; nothing was staged.
@@ -17,10 +21,12 @@
  *   seclaunch=PATH   the seclaunch binary (default /usr/bin/seclaunch)
  *   tcti=T           the TPM to quote with (default: seclaunch's)
  *   audit_log=F      serve's audit log (default /var/log/seclaunch/audit.log)
+ *   workload_log=F   the workload register's event log (default seclaunch's)
  *   kms=URL kms_ca=F policy=P pubkey=K   defaults for the user's options
  *   stage=WHERE      default --stage
  *   timeout=S        how long to wait for serve's ready line (default 600)
- *   stop_timeout=S   how long serve may take to wipe at step end (default 60)
+ *   stop_timeout=S   how long serve may take to seal the outputs and wipe at
+ *                    step end (default 60)
  *   required=1       every step must use seclaunch (no --seclaunch-policy: fail)
  */
 #include <errno.h>
@@ -45,7 +51,8 @@
 
 SPANK_PLUGIN(seclaunch, 1);
 
-#define MAX_ARGS 64
+#define MAX_ARGS 256
+#define ENV_LEN 4096
 #define MAX_DATA 32
 #define ERR_MAX 4096
 #define DATA_ENV_MAX (64 * 1024)
@@ -65,7 +72,8 @@ enum {
 
 /* What the user and the administrator asked for (strdup'ed). */
 static struct {
-	char *bin, *tcti, *audit_log, *kms, *kms_ca, *policy, *pubkey, *policy_sig, *stage;
+	char *bin, *tcti, *audit_log, *workload_log, *kms, *kms_ca, *policy, *pubkey, *policy_sig,
+	    *stage;
 	char *window, *region, *output;
 	char *data[MAX_DATA];
 	int ndata;
@@ -165,8 +173,10 @@ static struct spank_option opts[] = {
     {"seclaunch-window", "SIZE", "seclaunch: stream staging's window", 1, OPT_WINDOW, opt_cb},
     {"seclaunch-region", "CLOUD:REGION", "seclaunch: an UNSIGNED region (development policies)", 1,
      OPT_REGION, opt_cb},
-    {"seclaunch-output", "DEST", "seclaunch: sealed outputs (not available under Slurm yet)", 1,
-     OPT_OUTPUT, opt_cb},
+    {"seclaunch-output", "NAME=DEST[,NAME=DEST...]",
+     "seclaunch: sealed outputs: tasks write $SECLAUNCH_OUTPUT_DIR/NAME/, sealed to DEST at step "
+     "end",
+     1, OPT_OUTPUT, opt_cb},
     SPANK_OPTIONS_TABLE_END,
 };
 
@@ -187,6 +197,8 @@ static int parse_args(int ac, char **av)
 			set_str(&cfg.tcti, v);
 		else if (KEY("audit_log"))
 			set_str(&cfg.audit_log, v);
+		else if (KEY("workload_log"))
+			set_str(&cfg.workload_log, v);
 		else if (KEY("kms"))
 			set_str(&cfg.kms, v);
 		else if (KEY("kms_ca"))
@@ -296,7 +308,7 @@ static int add_arg(char **argv, int *n, const char *a)
 }
 
 /* serve's environment: the step's identity for its audit records. */
-static int build_env(spank_t sp, char **envp, char store[][256], int max)
+static int build_env(spank_t sp, char **envp, char store[][ENV_LEN], int max)
 {
 	uint32_t job = 0, step = 0, ajob = 0, atask = 0;
 	char host[128] = "";
@@ -304,30 +316,36 @@ static int build_env(spank_t sp, char **envp, char store[][256], int max)
 	(void)gethostname(host, sizeof(host) - 1);
 	spank_get_item(sp, S_JOB_ID, &job);
 	spank_get_item(sp, S_JOB_STEPID, &step);
-	snprintf(store[n++], 256, "PATH=/usr/sbin:/usr/bin:/sbin:/bin");
-	snprintf(store[n++], 256, "HOME=/root");
-	snprintf(store[n++], 256, "SLURM_JOB_ID=%u", job);
-	if (step == SLURM_BATCH_SCRIPT)
-		snprintf(store[n++], 256, "SLURM_STEP_ID=batch");
+	/* the job's PATH: serve resolves the step's command (measured) as the
+	 * tasks' exec would; serve itself executes nothing by PATH */
+	char path[ENV_LEN - 8];
+	if (spank_getenv(sp, "PATH", path, sizeof(path)) == ESPANK_SUCCESS && path[0] != '\0')
+		snprintf(store[n++], ENV_LEN, "PATH=%s", path);
 	else
-		snprintf(store[n++], 256, "SLURM_STEP_ID=%u", step);
+		snprintf(store[n++], ENV_LEN, "PATH=/usr/sbin:/usr/bin:/sbin:/bin");
+	snprintf(store[n++], ENV_LEN, "HOME=/root");
+	snprintf(store[n++], ENV_LEN, "SLURM_JOB_ID=%u", job);
+	if (step == SLURM_BATCH_SCRIPT)
+		snprintf(store[n++], ENV_LEN, "SLURM_STEP_ID=batch");
+	else
+		snprintf(store[n++], ENV_LEN, "SLURM_STEP_ID=%u", step);
 	/* Slurm's name of this node: slurmstepd's own environment has it where
 	 * the job's does not yet (the tasks' is made later) */
 	char node[128] = "";
 	const char *own = getenv("SLURMD_NODENAME");
 	if (spank_getenv(sp, "SLURMD_NODENAME", node, sizeof(node)) != ESPANK_SUCCESS)
 		snprintf(node, sizeof(node), "%s", own != NULL && own[0] != '\0' ? own : host);
-	snprintf(store[n++], 256, "SLURMD_NODENAME=%s", node);
+	snprintf(store[n++], ENV_LEN, "SLURMD_NODENAME=%s", node);
 	if (spank_get_item(sp, S_JOB_ARRAY_ID, &ajob) == ESPANK_SUCCESS && ajob != 0 &&
 	    spank_get_item(sp, S_JOB_ARRAY_TASK_ID, &atask) == ESPANK_SUCCESS) {
-		snprintf(store[n++], 256, "SLURM_ARRAY_JOB_ID=%u", ajob);
-		snprintf(store[n++], 256, "SLURM_ARRAY_TASK_ID=%u", atask);
+		snprintf(store[n++], ENV_LEN, "SLURM_ARRAY_JOB_ID=%u", ajob);
+		snprintf(store[n++], ENV_LEN, "SLURM_ARRAY_TASK_ID=%u", atask);
 	}
 	char rc[32];
 	if (spank_getenv(sp, "SLURM_RESTART_COUNT", rc, sizeof(rc)) == ESPANK_SUCCESS)
-		snprintf(store[n++], 256, "SLURM_RESTART_COUNT=%s", rc);
+		snprintf(store[n++], ENV_LEN, "SLURM_RESTART_COUNT=%s", rc);
 	if (cfg.tcti != NULL)
-		snprintf(store[n++], 256, "SECLAUNCH_TCTI=%s", cfg.tcti);
+		snprintf(store[n++], ENV_LEN, "SECLAUNCH_TCTI=%s", cfg.tcti);
 	if (n >= max)
 		return -1;
 	for (int i = 0; i < n; i++)
@@ -342,7 +360,8 @@ static int start_serve(spank_t sp)
 {
 	char *argv[MAX_ARGS];
 	int n = 0, ready[2] = {-1, -1}, errp[2] = {-1, -1}, pidp[2] = {-1, -1};
-	char envstore[12][256], *envp[13];
+	static char envstore[12][ENV_LEN];
+	char *envp[13], cwd[ENV_LEN] = "";
 	char until[32], uidbuf[32], *line = NULL;
 	size_t line_len = 0, line_cap = 1 << 20, err_len = 0;
 	char err[ERR_MAX] = "";
@@ -397,14 +416,19 @@ static int start_serve(spank_t sp)
 	OPTARG("--stage", cfg.stage);
 	OPTARG("--window", cfg.window);
 	OPTARG("--region", cfg.region);
+	OPTARG("--workload-log", cfg.workload_log);
 	OPTARG("--audit-log",
 	       cfg.audit_log != NULL ? cfg.audit_log : "/var/log/seclaunch/audit.log");
 #undef OPTARG
+	/* NAME=DEST[,NAME=DEST...]: serve seals each when the step ends */
 	if (cfg.output != NULL) {
-		fail(1, "--seclaunch-output: sealed outputs are not available under Slurm yet "
-		        "(seclaunch serve has no --output); run `seclaunch run --output ...` "
-		        "inside the step instead");
-		return -1;
+		char *save = NULL;
+		for (char *t = strtok_r(cfg.output, ",", &save); t != NULL;
+		     t = strtok_r(NULL, ",", &save))
+			if (add_arg(argv, &n, "--output") != 0 || add_arg(argv, &n, t) != 0) {
+				fail(1, "too many arguments for seclaunch serve");
+				return -1;
+			}
 	}
 	if (cfg.ndata == 0) {
 		fail(1, "--seclaunch-data names no dataset");
@@ -415,6 +439,27 @@ static int start_serve(spank_t sp)
 			fail(1, "too many arguments for seclaunch serve");
 			return -1;
 		}
+	/* the step's command, for serve to measure (its workload identity) */
+	int jargc = 0;
+	char **jargv = NULL;
+	if (spank_get_item(sp, S_JOB_ARGV, &jargc, &jargv) == ESPANK_SUCCESS && jargc > 0 &&
+	    jargv != NULL && jargv[0] != NULL && jargv[0][0] != '\0') {
+		if (add_arg(argv, &n, "--") != 0) {
+			fail(1, "too many arguments for seclaunch serve");
+			return -1;
+		}
+		for (int i = 0; i < jargc; i++)
+			if (add_arg(argv, &n, jargv[i]) != 0) {
+				fail(1,
+				     "the step's command has too many arguments (at most %d with "
+				     "seclaunch serve's own)",
+				     MAX_ARGS - 1);
+				return -1;
+			}
+		/* where the tasks start: a relative script is measured there */
+		if (spank_getenv(sp, "PWD", cwd, sizeof(cwd)) != ESPANK_SUCCESS)
+			cwd[0] = '\0';
+	}
 	if (cfg.audit_log == NULL)
 		(void)mkdir("/var/log/seclaunch", 0700);
 
@@ -446,6 +491,8 @@ static int start_serve(spank_t sp)
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (cwd[0] == '/')
+			(void)!chdir(cwd);
 		execve(argv[0], argv, envp);
 		dprintf(2, "cannot execute %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
@@ -516,7 +563,7 @@ static int start_serve(spank_t sp)
 		goto out;
 	}
 	json_t *sock = json_object_get(j, "socket"), *tok = json_object_get(j, "token"),
-	       *data = json_object_get(j, "data");
+	       *data = json_object_get(j, "data"), *odir = json_object_get(j, "output_dir");
 	char *dtext = data != NULL ? json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	if (!json_is_string(sock) || !json_is_string(tok) || dtext == NULL ||
 	    spank_setenv(sp, "SECLAUNCH_DATA_SOCKET", json_string_value(sock), 1) !=
@@ -525,7 +572,9 @@ static int start_serve(spank_t sp)
 	    /* a dataset of many files makes a long SECLAUNCH_DATA; past what one
 	     * environment string may hold the tasks ask the service ("list") */
 	    (strlen(dtext) < DATA_ENV_MAX &&
-	     spank_setenv(sp, "SECLAUNCH_DATA", dtext, 1) != ESPANK_SUCCESS)) {
+	     spank_setenv(sp, "SECLAUNCH_DATA", dtext, 1) != ESPANK_SUCCESS) ||
+	    (json_is_string(odir) && spank_setenv(sp, "SECLAUNCH_OUTPUT_DIR",
+	                                          json_string_value(odir), 1) != ESPANK_SUCCESS)) {
 		free(dtext);
 		fail(7, "cannot export the data service to the tasks");
 		kill(serve_pid, SIGTERM);

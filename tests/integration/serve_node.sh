@@ -21,13 +21,23 @@ PY=/usr/bin/python3
 
 start_tpm tpm || exit 1
 minisign -G -W -p "$T/policy.pub" -s "$T/policy.key" >/dev/null 2>&1
-cat >"$T/policy.json" <<'EOF2'
+cp /bin/true "$T/jobbin"
+JOBSHA=$(sha256sum "$T/jobbin" | cut -d' ' -f1)
+DESTS="{\"url\": \"file://$T/dest*\", \"region\": \"gcp:europe-west4\"}"
+cat >"$T/policy.json" <<EOF2
 {
   "version": 1,
   "description": "serve_node test policy (development: unverified regions)",
   "allow_unverified_region": true,
-  "keys": {"ds-key": ["node-*"]},
-  "datasets": [{"id": "node-1", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"]}]
+  "keys": {"ds-key": ["node-*"], "ckpt-key": ["model:*"]},
+  "datasets": [
+    {"id": "node-1", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
+     "output_destinations": [$DESTS]},
+    {"id": "model:*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
+     "output_destinations": [$DESTS]},
+    {"id": "node-wl", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
+     "workloads": [{"exe_sha256": ["$JOBSHA"], "argv": ["$T/jobbin", "--epochs=*"]}]}
+  ]
 }
 EOF2
 minisign -S -s "$T/policy.key" -m "$T/policy.json" -t serve >/dev/null 2>&1
@@ -35,6 +45,7 @@ start_kms "$T/kms" --policy "$T/policy.json" --policy-pubkey "$T/policy.pub" || 
 KMSA=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
 check "enroll the TPM" 0 "$SL" enroll "${KMSA[@]}" --tcti "$SWTPM_TCTI" -q
 check "create a key" 0 "$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ds-key -q
+check "create the outputs' key" 0 "$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ckpt-key -q
 mkdir src
 for i in $(seq 0 11); do head -c $((20000 + i * 3000)) /dev/urandom >"src/s$i.bin"; done
 (cd src && sha256sum ./*.bin | sed 's# \./# #') >want.sums
@@ -200,4 +211,160 @@ check_err "a region the policy does not allow: exit 4, the reasons on stderr" 4 
 	"$SL" serve "${SA[@]}" --region aws:us-east-1 --audit-log "$T/audit-d.log" \
 	--ready-file "$T/ready-d.json" ds
 assert "... no ready line, nothing released" test ! -e "$T/ready-d.json" -a "$(releases)" = "$before"
+
+# ---- --output: the tasks write, serve seals when it stops -------------------------
+wait_ready() { for _ in $(seq 300); do [ -s "$1" ] && break; sleep 0.05; done; }
+field() { "$PY" -c "import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], ''))" "$1" "$2"; }
+head -c 70000 /dev/urandom >weights.bin
+SLURM_JOB_ID=78 SLURM_STEP_ID=0 SLURMD_NODENAME=node-a \
+	"$SL" serve "${SA[@]}" --audit-log "$T/audit-o.log" --output "model=$T/dest" \
+	--ready-file "$T/ready-o.json" ds 2>"$T/serve-o.err" &
+sp=$!
+_PIDS+=("$sp")
+wait_ready "$T/ready-o.json"
+OUTDIR=$(field "$T/ready-o.json" output_dir)
+assert "--output: the ready line names the output folder, NAME/ in it" test -n "$OUTDIR" -a -d "$OUTDIR/model"
+assert "... the folder is private (0700) and in memory" \
+	bash -c "test \"\$(stat -c %a '$OUTDIR')\" = 700 && test \"\$(stat -f -c %T '$OUTDIR')\" = tmpfs"
+# a task (not serve's child) writes its model
+env -i PATH=/usr/bin:/bin SECLAUNCH_OUTPUT_DIR="$OUTDIR" sh -c 'cp weights.bin "$SECLAUNCH_OUTPUT_DIR/model/"'
+kill -TERM "$sp"
+wait "$sp"
+assert "serve --output, stopped by SIGTERM: exit 0" test $? = 0
+assert "... the output is sealed at DEST (LATEST 1, a sharded dataset)" \
+	test "$(cat "$T/dest/LATEST" 2>/dev/null)" = 1 -a -f "$T/dest/ckpt-00000001/manifest.sldm"
+assert "... no plaintext at DEST (no 64-byte piece of the file in any file there)" \
+	"$PY" - weights.bin "$T/dest" <<'EOF2'
+import os, sys
+w = open(sys.argv[1], "rb").read()
+pieces = [w[i:i + 64] for i in range(0, len(w) - 64, 4096)]
+for d, _, fs in os.walk(sys.argv[2]):
+    for f in fs:
+        b = open(os.path.join(d, f), "rb").read()
+        if any(p in b for p in pieces):
+            sys.exit(1)
+EOF2
+assert "... the output folder is wiped and gone" test ! -e "$OUTDIR"
+assert "... audited: run.output (trigger exit), then run.wipe" \
+	"$PY" - "$T/audit-o.log" <<'EOF2'
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+names = [r["event"] for r in ev]
+sealed = [i for i, r in enumerate(ev) if r["event"] == "run.output" and r["details"].get("trigger") == "exit"
+          and r.get("decision") == "allow"]
+sys.exit(0 if sealed and names.index("run.wipe") > sealed[0] else 1)
+EOF2
+assert "the KMS issued the output key for that destination" \
+	grep -q "\"event\":\"kms.output\".*file://$T/dest/" "$KMS_STATE/audit.log"
+# read back: a second serve resumes it into its own output folder
+"$SL" serve "${SA[@]}" --audit-log "$T/audit-r.log" --resume "model=$T/dest" --output "model=$T/dest" \
+	--ready-file "$T/ready-r.json" -q ds 2>"$T/serve-r.err" &
+sp=$!
+_PIDS+=("$sp")
+wait_ready "$T/ready-r.json"
+OUTDIR=$(field "$T/ready-r.json" output_dir)
+assert "--resume: the tasks find the sealed file back, byte for byte" cmp -s weights.bin "$OUTDIR/model/weights.bin"
+kill -TERM "$sp"
+wait "$sp"
+assert "... exit 0; what the folder holds at the stop is sealed again (LATEST 2)" \
+	test $? = 0 -a "$(cat "$T/dest/LATEST")" = 2
+# --preempt-watch sigterm: the platform's SIGTERM is a preemption (sealed, exit 143)
+"$SL" serve "${SA[@]}" --audit-log "$T/audit-pre.log" --output "model=$T/dest-pre" \
+	--preempt-watch sigterm --ready-file "$T/ready-pre.json" -q ds 2>"$T/serve-pre.err" &
+sp=$!
+_PIDS+=("$sp")
+wait_ready "$T/ready-pre.json"
+OUTDIR=$(field "$T/ready-pre.json" output_dir)
+cp weights.bin "$OUTDIR/model/"
+kill -TERM "$sp"
+wait "$sp"
+assert "--preempt-watch sigterm, then SIGTERM: sealed, exit 143" \
+	test $? = 143 -a "$(cat "$T/dest-pre/LATEST" 2>/dev/null)" = 1
+assert "... run.preempted audited, all saved" grep -q '"event":"run.preempted".*"all_saved":true' "$T/audit-pre.log"
+# --preempt-watch gce: a notice from the metadata server stops serve (sealed, exit 143)
+cat >meta.py <<'EOF2'
+import http.server, os, sys, time
+port, flip = int(sys.argv[1]), sys.argv[2]
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_GET(self):
+        if self.headers.get("Metadata-Flavor") != "Google" or "/instance/preempted" not in self.path:
+            self.send_response(404); self.send_header("Content-Length", "0"); self.end_headers(); return
+        if "wait_for_change" in self.path:
+            end = time.time() + 2
+            while time.time() < end and not os.path.exists(flip): time.sleep(0.05)
+        body = b"TRUE" if os.path.exists(flip) else b"FALSE"
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+EOF2
+META_PORT=$(free_port)
+"$PY" meta.py "$META_PORT" "$T/flip" &
+_PIDS+=($!)
+wait_port "$META_PORT" 10
+"$SL" serve "${SA[@]}" --audit-log "$T/audit-gce.log" --output "model=$T/dest-gce" \
+	--preempt-watch "gce=http://127.0.0.1:$META_PORT" --ready-file "$T/ready-gce.json" -q ds \
+	2>"$T/serve-gce.err" &
+sp=$!
+_PIDS+=("$sp")
+wait_ready "$T/ready-gce.json"
+OUTDIR=$(field "$T/ready-gce.json" output_dir)
+cp weights.bin "$OUTDIR/model/"
+touch "$T/flip"
+for _ in $(seq 100); do kill -0 "$sp" 2>/dev/null || break; sleep 0.1; done
+assert "--preempt-watch gce: the notice stops serve by itself" bash -c "! kill -0 $sp 2>/dev/null"
+kill -KILL "$sp" 2>/dev/null # (a serve that did not stop fails the next check, not the run)
+wait "$sp"
+assert "... sealed, exit 143" test $? = 143 -a "$(cat "$T/dest-gce/LATEST" 2>/dev/null)" = 1
+assert "... run.wipe says why" grep -q '"after":"preemption notice"' "$T/audit-gce.log"
+
+# outputs only, no dataset: the folder and the seal, nothing to serve but that
+"$SL" serve "${SA[@]}" --audit-log "$T/audit-oo.log" --output "model=$T/dest-only" \
+	--ready-file "$T/ready-oo.json" -q 2>"$T/serve-oo.err" &
+sp=$!
+_PIDS+=("$sp")
+wait_ready "$T/ready-oo.json"
+OUTDIR=$(field "$T/ready-oo.json" output_dir)
+assert "--output without a dataset: serve gets ready with an output folder" test -d "$OUTDIR/model"
+cp weights.bin "$OUTDIR/model/" 2>/dev/null
+kill -TERM "$sp"
+wait "$sp"
+assert "... stopped: exit 0, sealed" test $? = 0 -a "$(cat "$T/dest-only/LATEST" 2>/dev/null)" = 1
+before=$(releases)
+check_err "--output to a destination the policy does not allow: exit 4" 4 "denies output model" \
+	"$SL" serve "${SA[@]}" --audit-log "$T/audit-od.log" --output "model=$T/elsewhere" \
+	--ready-file "$T/ready-od.json" ds
+assert "... no ready line, nothing released, nothing written" \
+	test ! -e "$T/ready-od.json" -a "$(releases)" = "$before" -a ! -e "$T/elsewhere"
+
+# ---- -- CMD: the tasks' command measured; a workloads rule decides -----------------
+head -c 5000 /dev/urandom >wl.bin
+check "encrypt a dataset whose rule names its workload" 0 "$SL" encrypt "${KMSA[@]}" --key-id ds-key \
+	--admin-token-file "$KMS_TOKEN" --dataset-id node-wl -q wl.bin -o wl.sld
+WLA=(--workload-log "$T/wl.log")
+check_err "serve ... -- with no command: exit 1" 1 "no command after --" \
+	"$SL" serve "${SA[@]}" "${WLA[@]}" wl.sld --
+"$SL" serve "${SA[@]}" "${WLA[@]}" --audit-log "$T/audit-w.log" --ready-file "$T/ready-w.json" \
+	wl.sld -- "$T/jobbin" --epochs=3 2>"$T/serve-w.err" &
+sp=$!
+_PIDS+=("$sp")
+wait_ready "$T/ready-w.json"
+assert "the measured command the rule allows: serve starts (ready line)" test -s "$T/ready-w.json"
+kill -TERM "$sp"
+wait "$sp"
+assert "... exit 0" test $? = 0
+assert "... run.measure audited with the command's argv" \
+	grep -q "\"event\":\"run.measure\".*\"argv\":\[\"$T/jobbin\",\"--epochs=3\"\]" "$T/audit-w.log"
+assert "... the workload log holds the event" grep -q -- "--epochs=3" "$T/wl.log"
+before=$(releases)
+check_err "another command (/bin/true): refused, exit 4, the rule named" 4 "workloads" \
+	"$SL" serve "${SA[@]}" "${WLA[@]}" --audit-log "$T/audit-w2.log" --ready-file "$T/ready-w2.json" \
+	wl.sld -- /bin/true --epochs=3
+assert "... no ready line, nothing released" test ! -e "$T/ready-w2.json" -a "$(releases)" = "$before"
+check_err "the allowed file with other arguments: refused, exit 4" 4 "argv" \
+	"$SL" serve "${SA[@]}" "${WLA[@]}" --audit-log "$T/audit-w3.log" wl.sld -- "$T/jobbin" --evil
+check_err "no command given (nothing measured): refused, exit 4" 4 "no measured workload" \
+	"$SL" serve "${SA[@]}" "${WLA[@]}" --audit-log "$T/audit-w4.log" wl.sld
+check_err "a command that does not exist: exit 2, named" 2 "nosuchcmd" \
+	"$SL" serve "${SA[@]}" "${WLA[@]}" --audit-log "$T/audit-w5.log" wl.sld -- nosuchcmd-xyz
 finish

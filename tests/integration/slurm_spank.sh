@@ -33,13 +33,22 @@ chmod 0755 "$T"
 
 start_tpm tpm || exit 1
 minisign -G -W -p "$T/policy.pub" -s "$T/policy.key" >/dev/null 2>&1
-cat >"$T/policy.json" <<'EOF2'
+TRUESHA=$(sha256sum /usr/bin/true | cut -d' ' -f1)
+DESTS="{\"url\": \"file://$T/dest*\", \"region\": \"gcp:europe-west4\"}"
+cat >"$T/policy.json" <<EOF2
 {
   "version": 1,
   "description": "slurm_spank test policy (development: unverified regions)",
   "allow_unverified_region": true,
-  "keys": {"ds-key": ["step-*"]},
-  "datasets": [{"id": "step-1", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"]}]
+  "keys": {"ds-key": ["step-*"], "ckpt-key": ["model:*"]},
+  "datasets": [
+    {"id": "step-1", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
+     "output_destinations": [$DESTS]},
+    {"id": "model:*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
+     "output_destinations": [$DESTS]},
+    {"id": "step-wl", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
+     "workloads": [{"exe_sha256": ["$TRUESHA"], "argv": ["/usr/bin/true", "--ok"]}]}
+  ]
 }
 EOF2
 minisign -S -s "$T/policy.key" -m "$T/policy.json" -t slurm >/dev/null 2>&1
@@ -47,6 +56,7 @@ start_kms "$T/kms" --policy "$T/policy.json" --policy-pubkey "$T/policy.pub" || 
 KMSA=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
 check "enroll the TPM" 0 "$SL" enroll "${KMSA[@]}" --tcti "$SWTPM_TCTI" -q
 check "create a key" 0 "$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ds-key -q
+check "create the outputs' key" 0 "$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ckpt-key -q
 mkdir src
 for i in $(seq 0 9); do head -c $((30000 + i * 1000)) /dev/urandom >"src/part-$i.bin"; done
 (cd src && sha256sum ./*.bin | sed 's# \./# #') >want.sums
@@ -57,8 +67,10 @@ start_swtpm tpm-stranger || exit 1
 TCTI_STRANGER=$SWTPM_TCTI
 
 plugstack() { # TCTI
-	printf 'required %s seclaunch=%s tcti=%s audit_log=%s timeout=120 required=1\n' \
-		"$SO" "$SL" "$1" "$T/serve-audit.log" >"$SLURM_DIR/plugstack.conf"
+	# a workload log per TPM: each replays to its own PCR 15
+	printf 'required %s seclaunch=%s tcti=%s audit_log=%s workload_log=%s timeout=120 required=1\n' \
+		"$SO" "$SL" "$1" "$T/serve-audit.log" "$T/wl-$(printf %s "$1" | md5sum | cut -c1-8).log" \
+		>"$SLURM_DIR/plugstack.conf"
 }
 start_slurm "" || exit 1
 plugstack "$TCTI_OK"
@@ -174,8 +186,45 @@ check_err "no --seclaunch-pubkey: exit 1 naming it" 1 "seclaunch-pubkey" \
 	srun -n 1 --seclaunch-policy="$T/policy.json" --seclaunch-kms="$KMS_URL" \
 	--seclaunch-data="$T/ds" true
 
-check_err "--seclaunch-output: refused for now, saying so (exit 1)" 1 "not available under Slurm yet" \
-	srun -n 1 "${SA[@]}" --seclaunch-output=out=/tmp/x true
+
+# ---- --seclaunch-output: the tasks write, serve seals at the step's end ------------
+head -c 50000 /dev/urandom >weights.bin
+check "srun --seclaunch-output=model=DEST: a task writes \$SECLAUNCH_OUTPUT_DIR/model/, exit 0" 0 \
+	srun -n 1 "${SA[@]}" --seclaunch-output="model=$T/dest" \
+	sh -c 'test -d "$SECLAUNCH_OUTPUT_DIR/model" && cp weights.bin "$SECLAUNCH_OUTPUT_DIR/model/"'
+for _ in $(seq 100); do [ -s "$T/dest/LATEST" ] && break; sleep 0.1; done
+assert "... sealed at DEST when the step ended (LATEST 1, a sharded dataset)" \
+	test "$(cat "$T/dest/LATEST" 2>/dev/null)" = 1 -a -f "$T/dest/ckpt-00000001/manifest.sldm"
+# read back by serve --resume (what a later step's --seclaunch-resume would do)
+"$SL" serve --policy "$T/policy.json" --policy-pubkey "$T/policy.pub" "${KMSA[@]}" \
+	--tcti "$TCTI_OK" --stage host --region gcp:europe-west4 --audit-log "$T/resume.log" \
+	--resume "model=$T/dest" --output "model=$T/dest2" --until-pid $$ --ready-file "$T/ready-r.json" -q "$T/ds" 2>"$T/resume.err" &
+sp=$!
+_PIDS+=("$sp")
+for _ in $(seq 300); do [ -s "$T/ready-r.json" ] && break; sleep 0.05; done
+odir=$("$PY" -c "import json; print(json.load(open('$T/ready-r.json')).get('output_dir', ''))")
+assert "... serve --resume: the sealed file is byte for byte the task's" cmp -s weights.bin "$odir/model/weights.bin"
+kill -TERM "$sp"
+wait "$sp" 2>/dev/null
+rel1=$(releases)
+check_err "--seclaunch-output to a destination the policy does not allow: exit 4" 4 \
+	"denies output model" srun -n 1 "${SA[@]}" --seclaunch-output="model=$T/elsewhere" true
+assert "... nothing released, nothing written" test "$(releases)" = "$rel1" -a ! -e "$T/elsewhere"
+# ---- the step's command is measured; a workloads rule allows or refuses the step -------
+head -c 3000 /dev/urandom >wl.bin
+check "encrypt a dataset whose rule names its workload" 0 "$SL" encrypt "${KMSA[@]}" --key-id ds-key \
+	--admin-token-file "$KMS_TOKEN" --dataset-id step-wl -q wl.bin -o wl.sld
+SAW=(--seclaunch-policy="$T/policy.json" --seclaunch-pubkey="$T/policy.pub"
+	--seclaunch-kms="$KMS_URL" --seclaunch-kms-ca="$KMS_CA" --seclaunch-data="$T/wl.sld"
+	--seclaunch-stage=host --seclaunch-region=gcp:europe-west4)
+check "a step running the command the rule allows: exit 0" 0 \
+	srun -n 1 "${SAW[@]}" /usr/bin/true --ok
+assert "... serve measured the step's argv (run.measure)" \
+	grep -q '"event":"run.measure".*"argv":\["/usr/bin/true","--ok"\]' "$T/serve-audit.log"
+rel2=$(releases)
+check_err "a step running another command: refused on the node, exit 4, the rule named" 4 \
+	"workloads" srun -n 1 "${SAW[@]}" /usr/bin/echo --ok
+assert "... nothing released" test "$(releases)" = "$rel2"
 # ---- scancel mid-step ---------------------------------------------------------------
 mkdir r3
 srun -n 2 "${JOBENV[@]}" "${SA[@]}" "$PY" job.py "$T/r3" 300 >srun3.out 2>&1 &
