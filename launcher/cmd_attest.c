@@ -180,9 +180,6 @@ static int run(struct attest_ctx *a)
 	json_t *ev = NULL;
 	sl_err rc;
 
-	/* The TSS logs every failure it sees on stderr; our own message names
-	 * the failure (with the TPM's code), so its log stays off unless asked. */
-	setenv("TSS2_LOG", "all+NONE", 0);
 	/* the tpm2 collector reads its key type and event log from here */
 	if (a->ak_alg != NULL)
 		setenv("SECLAUNCH_AK_ALG", a->ak_alg, 1);

@@ -94,8 +94,6 @@ static int obtain_key(const struct decrypt_opts *o, const sl_sld_header *h, sl_s
 	if (o->sh.kms != NULL) {
 		sl_kms_opts ko = {
 		    .url = o->sh.kms, .ca_file = o->sh.kms_ca, .pinned_pubkey = o->sh.kms_pin};
-		/* the TSS's own log lines would bury the one line that names the cause */
-		setenv("TSS2_LOG", "all+NONE", 0);
 		rc = sl_kms_cli_release_dek(&ko, o->sh.tcti, &o->rid, h, dek);
 		return rc == SL_OK ? 0 : sl_cli_fail("decrypt", rc);
 	}
@@ -126,7 +124,6 @@ static int obtain_tree_key(const struct decrypt_opts *o, const sl_sldm *m, sl_se
 		                     .dataset_id = sl_sldm_dataset_id(m),
 		                     .wrapped_dek = w,
 		                     .wrapped_dek_len = wl};
-		setenv("TSS2_LOG", "all+NONE", 0);
 		rc = sl_kms_cli_release_ref(&ko, o->sh.tcti, &o->rid, &kr, dek);
 		return rc == SL_OK ? 0 : sl_cli_fail("decrypt", rc);
 	}

@@ -350,9 +350,6 @@ int cmd_run(int argc, char **argv)
 		sl_job_env_free(r.env);
 		return code;
 	}
-	/* the TSS library's own log lines would bury the one line that names
-	 * the cause; its failures reach that line through our error detail */
-	setenv("TSS2_LOG", "all+NONE", 0);
 	/* while this process has one thread: the outputs' mount namespace */
 	sl_out_early(&r.outcfg);
 	code = sl_run_execute(&r);

@@ -182,7 +182,6 @@ int cmd_serve(int argc, char **argv)
 			                             "CMD [ARG...], or leave out the --");
 		r.serve.measure = argv + dd + 1;
 	}
-	setenv("TSS2_LOG", "all+NONE", 0);
 	/* no private mount namespace (sl_out_early): the tasks that write the
 	 * outputs are not serve's children and must see the folder */
 	snprintf(r.outcfg.ns_why, sizeof(r.outcfg.ns_why),

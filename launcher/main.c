@@ -98,6 +98,11 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "--version") == 0)
 		return cmd_version(argc - 1, argv + 1);
+	/* the TSS library's own log lines (a probed handle that is not there
+	 * is an ERROR to it) would bury the one line that names the cause; its
+	 * failures reach that line through the error detail. TSS2_LOG set by
+	 * the user still wins. */
+	setenv("TSS2_LOG", "all+NONE", 0);
 	for (size_t i = 0; i < NCOMMANDS; i++) {
 		if (strcmp(argv[1], commands[i].name) == 0)
 			return commands[i].fn(argc - 1, argv + 1);
