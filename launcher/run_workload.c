@@ -251,7 +251,8 @@ sl_err sl_wl_build(const sl_wl_in *in, sl_wl *w)
 		n++;
 	sorted = calloc(n + 1, sizeof(char *));
 	SL_ENSURE(sorted != NULL, SL_E_NOMEM, "env");
-	memcpy(sorted, in->envp, n * sizeof(char *));
+	if (n > 0) /* serve measures an empty environment: envp may be NULL */
+		memcpy(sorted, in->envp, n * sizeof(char *));
 	qsort(sorted, n, sizeof(char *), cmp_str);
 	for (size_t i = 0; i < n; i++) {
 		/* seclaunch's own variables say where staged data is, not what runs */
