@@ -291,7 +291,8 @@ if [ "$(id -u)" -eq 0 ] && [ -z "${ASAN_OPTIONS:-}" ] && python3 -c 'import cryp
 	check "no output DEK (nor KEK, nor master key) in seclaunchd's network process" 0 \
 		python3 "$SL_ROOT/tests/integration/kms_memscan.py" "$KMS_STATE" "$T/ckpt3.json" "$KMS_PID" none
 else
-	skip "memory scan of seclaunchd (needs root, python3-cryptography and a build without AddressSanitizer)"
+	skip "no output DEK in seclaunchd's network process" \
+		"the memory scan needs root, python3-cryptography and a build without AddressSanitizer"
 fi
 check "read the final weights back (resume)" 0 \
 	"$SL" run "${RUN[@]}" --tcti "$TCTI_B" --resume "model=$T/dest_full" --output "model=$T/dest_full" -- \
