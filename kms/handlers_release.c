@@ -452,6 +452,16 @@ out:
 	kmsd_release_req_free(r.req);
 }
 
+void kmsd_release_judge(kmsd_ctx *ctx, const kmsd_release_req *req, json_t *reasons,
+                        sl_claims *claims, uint64_t *ttl, bool *store_failed)
+{
+	struct rel r = {
+	    .ctx = ctx, .req = (kmsd_release_req *)req, .reasons = reasons, .claims = claims};
+	check_policy(&r);
+	*ttl = r.ttl;
+	*store_failed = r.store_failed;
+}
+
 void kmsd_release_attest(kmsd_ctx *ctx, const kmsd_release_req *req, json_t *reasons,
                          sl_claims *claims, const kmsd_attest_opts *o)
 {

@@ -28,19 +28,6 @@ struct ren {
 	uint64_t ttl;
 };
 
-static void deny(struct ren *r, enum kmsd_denial d, const char *fmt, ...) SL_PRINTF(3, 4);
-static void deny(struct ren *r, enum kmsd_denial d, const char *fmt, ...)
-{
-	char detail[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(detail, sizeof(detail), fmt, ap);
-	va_end(ap);
-	json_array_append_new(
-	    r->reasons, json_pack("{s:s, s:s}", "code", kmsd_denial_code(d), "detail", detail));
-	kmsd_metrics_denial(r->ctx->metrics, d);
-}
-
 json_t *kmsd_lease_json(uint64_t ttl_s)
 {
 	char when[32];
@@ -48,37 +35,6 @@ json_t *kmsd_lease_json(uint64_t ttl_s)
 	sl_time_rfc3339(exp, when, sizeof(when));
 	return json_pack("{s:I, s:I, s:s}", "ttl", (json_int_t)ttl_s, "expires_unix",
 	                 (json_int_t)exp, "expires", when);
-}
-
-static void judge(struct ren *r)
-{
-	for (size_t i = 0; i < r->req->nkeys; i++) {
-		const kmsd_key_entry *k = &r->req->keys[i];
-		sl_policy_request pr = {.dataset_id = k->dataset_id, .key_id = k->key_id};
-		sl_decision *d = NULL;
-		char why[300];
-		int use = kmsd_kek_usable(r->ctx->kek, k->key_id, why, sizeof(why));
-		if (use == KMSD_KEY_STORE_DOWN) {
-			r->store_failed = true;
-			return;
-		}
-		if (use != KMSD_KEY_USABLE) {
-			deny(r, (enum kmsd_denial)use, "keys[%zu]: %s", i, why);
-			continue;
-		}
-		if (sl_policy_evaluate(r->ctx->policy, r->claims, &pr, &d) != SL_OK) {
-			deny(r, KMSD_D_POLICY, "keys[%zu]: policy evaluation failed: %s", i,
-			     sl_err_detail());
-			continue;
-		}
-		for (size_t j = 0; j < sl_decision_reason_count(d); j++)
-			deny(r, KMSD_D_POLICY, "keys[%zu]: %s", i, sl_decision_reason(d, j));
-		if (!sl_decision_allowed(d) && sl_decision_reason_count(d) == 0)
-			deny(r, KMSD_D_POLICY, "keys[%zu]: denied by policy", i);
-		if (sl_decision_key_ttl(d) != 0 && (r->ttl == 0 || sl_decision_key_ttl(d) < r->ttl))
-			r->ttl = sl_decision_key_ttl(d);
-		sl_decision_free(d);
-	}
 }
 
 void kmsd_handle_renew(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
@@ -103,7 +59,7 @@ void kmsd_handle_renew(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *re
 	                                        .verified = &verified,
 	                                        .store_failed = &r.store_failed});
 	if (!r.store_failed && json_array_size(r.reasons) == 0)
-		judge(&r);
+		kmsd_release_judge(ctx, r.req, r.reasons, r.claims, &r.ttl, &r.store_failed);
 	if (r.store_failed) {
 		/* nothing decided: the client retries until its lease's grace ends */
 		kmsd_store_failed(ctx, res, "lease renewal");

@@ -524,6 +524,12 @@ typedef struct kmsd_attest_opts {
  * filled; *verified says whether evidence was looked at. */
 void kmsd_release_attest(kmsd_ctx *ctx, const kmsd_release_req *req, json_t *reasons,
                          sl_claims *claims, const kmsd_attest_opts *o);
+/* Each key of req as a release judges it: usable (not unknown, not
+ * disabled) and allowed by the policy in force for these claims; reasons
+ * appended, *ttl the smallest key_ttl (0: none), *store_failed when the state
+ * store could not answer. */
+void kmsd_release_judge(kmsd_ctx *ctx, const kmsd_release_req *req, json_t *reasons,
+                        sl_claims *claims, uint64_t *ttl, bool *store_failed);
 void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 /* POST /v1/enroll/tokens {"ttl_s"?} (admin): a single-use enrollment token. */
