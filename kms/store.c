@@ -651,11 +651,11 @@ sl_err kmsd_store_challenge_use(kmsd_store *s, const uint8_t nonce[static 32], i
 	return rc;
 }
 
-sl_err kmsd_store_challenge_purge(kmsd_store *s, int64_t before, size_t *live)
+/* Deletes the expired rows (del, one time argument), then counts the rest. */
+static SL_RESULT purge_count(kmsd_store *s, const char *del, const char *cnt, int64_t t,
+                             size_t *live)
 {
-	static const char del[] = "DELETE FROM challenges WHERE expires < ?";
-	static const char cnt[] = "SELECT count(*) FROM challenges";
-	kmsd_sqlv a[] = {V_INT(before)};
+	kmsd_sqlv a[] = {V_INT(t)};
 	int64_t v = 0;
 	sl_err rc;
 	if ((rc = exec1(s, del, a, 1, NULL, NULL, NULL)) != SL_OK)
@@ -664,6 +664,12 @@ sl_err kmsd_store_challenge_purge(kmsd_store *s, int64_t before, size_t *live)
 		return rc;
 	*live = (size_t)v;
 	return SL_OK;
+}
+
+sl_err kmsd_store_challenge_purge(kmsd_store *s, int64_t before, size_t *live)
+{
+	return purge_count(s, "DELETE FROM challenges WHERE expires < ?",
+	                   "SELECT count(*) FROM challenges", before, live);
 }
 
 /* ---- pending enrollments -------------------------------------------------- */
@@ -716,17 +722,8 @@ sl_err kmsd_store_pending_take(kmsd_store *s, const uint8_t session[static 16],
 
 sl_err kmsd_store_pending_purge(kmsd_store *s, int64_t now, size_t *live)
 {
-	static const char del[] = "DELETE FROM pending WHERE expires <= ?";
-	static const char cnt[] = "SELECT count(*) FROM pending";
-	kmsd_sqlv a[] = {V_INT(now)};
-	int64_t v = 0;
-	sl_err rc;
-	if ((rc = exec1(s, del, a, 1, NULL, NULL, NULL)) != SL_OK)
-		return rc;
-	if ((rc = exec1(s, cnt, NULL, 0, one_int, &v, NULL)) != SL_OK)
-		return rc;
-	*live = (size_t)v;
-	return SL_OK;
+	return purge_count(s, "DELETE FROM pending WHERE expires <= ?",
+	                   "SELECT count(*) FROM pending", now, live);
 }
 
 sl_err kmsd_store_count(kmsd_store *s, enum kmsd_store_table t, size_t *n)
