@@ -10,8 +10,6 @@
 #include "seclaunch/audit.h"
 #include "seclaunch/json.h"
 
-#define NAME_MAX_BYTES 66
-
 static bool admin(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
 	if (kmsd_admin_ok(ctx, req, res))
@@ -36,37 +34,15 @@ void kmsd_handle_aks_list(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response 
 	res->json = json_pack("{s:o}", "aks", l);
 }
 
-static SL_RESULT parse(const uint8_t *body, size_t len, uint8_t *name, size_t *nlen, char *hex)
-{
-	static const char *const fields[] = {"name", NULL};
-	sl_err rc = SL_E_INPUT;
-	json_error_t je;
-	const char *s = NULL;
-	uint8_t *raw = NULL;
-	json_t *j = json_loadb((const char *)body, len, JSON_REJECT_DUPLICATES, &je);
-	SL_ENSURE(json_is_object(j), SL_E_INPUT, "request body: must be a JSON object");
-	SL_GUARD(sl_json_only(j, fields, SL_E_INPUT, "revoke request"));
-	SL_GUARD(sl_json_str(j, "name", 2 * NAME_MAX_BYTES, SL_E_INPUT, "revoke request", &s));
-	SL_GUARD(sl_hex_decode_alloc(s, NAME_MAX_BYTES, &raw, nlen, "name"));
-	SL_ENSURE(*nlen > 0, SL_E_INPUT, "name: empty");
-	memcpy(name, raw, *nlen);
-	sl_hex_encode(name, *nlen, hex);
-	rc = SL_OK;
-out:
-	free(raw);
-	json_decref(j);
-	return rc;
-}
-
 void kmsd_handle_aks_revoke(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
-	uint8_t name[NAME_MAX_BYTES];
-	char hex[2 * NAME_MAX_BYTES + 1];
+	uint8_t name[KMSD_AK_NAME_MAX];
+	char hex[2 * KMSD_AK_NAME_MAX + 1];
 	size_t len = 0;
 	bool was = false;
 	if (!admin(ctx, req, res))
 		return;
-	if (parse(req->body, req->len, name, &len, hex) != SL_OK) {
+	if (kmsd_parse_ak_revoke(req->body, req->len, name, &len, hex) != SL_OK) {
 		kmsd_bad_request(res);
 		return;
 	}

@@ -14,6 +14,7 @@
 #include "seclaunch/kms.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/util.h"
+#include "store.h"
 
 /* ---- configuration (config.c) ----------------------------------------- */
 
@@ -345,6 +346,11 @@ SL_MUST_USE sl_err kmsd_parse_activate(const uint8_t *body, size_t len, kmsd_act
 
 /* parse_admin.c: {} or {"force": bool}; {"dataset_id", "wrapped_dek"}. */
 SL_MUST_USE sl_err kmsd_parse_key_action(const uint8_t *body, size_t len, bool *force);
+/* POST /v1/aks/revoke {"name": HEX}: the AK's TPM name (1..KMSD_AK_NAME_MAX
+ * bytes) and its hex; SL_E_INPUT otherwise. */
+SL_MUST_USE sl_err kmsd_parse_ak_revoke(const uint8_t *body, size_t len,
+                                        uint8_t name[static KMSD_AK_NAME_MAX], size_t *nlen,
+                                        char hex[static 2 * KMSD_AK_NAME_MAX + 1]);
 SL_MUST_USE sl_err kmsd_parse_rewrap(const uint8_t *body, size_t len,
                                      char dataset_id[static SL_KMS_DATASET_ID_MAX + 1],
                                      uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN]);

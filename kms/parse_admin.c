@@ -61,3 +61,27 @@ out:
 	json_decref(root);
 	return rc;
 }
+
+/* POST /v1/aks/revoke {"name": HEX}. */
+sl_err kmsd_parse_ak_revoke(const uint8_t *body, size_t len, uint8_t name[static KMSD_AK_NAME_MAX],
+                            size_t *nlen, char hex[static 2 * KMSD_AK_NAME_MAX + 1])
+{
+	static const char *const fields[] = {"name", NULL};
+	sl_err rc = SL_E_INPUT;
+	json_error_t je;
+	const char *s = NULL;
+	uint8_t *raw = NULL;
+	json_t *j = json_loadb((const char *)body, len, JSON_REJECT_DUPLICATES, &je);
+	SL_ENSURE(json_is_object(j), SL_E_INPUT, "request body: must be a JSON object");
+	SL_GUARD(sl_json_only(j, fields, SL_E_INPUT, "revoke request"));
+	SL_GUARD(sl_json_str(j, "name", 2 * KMSD_AK_NAME_MAX, SL_E_INPUT, "revoke request", &s));
+	SL_GUARD(sl_hex_decode_alloc(s, KMSD_AK_NAME_MAX, &raw, nlen, "name"));
+	SL_ENSURE(*nlen > 0, SL_E_INPUT, "name: empty");
+	memcpy(name, raw, *nlen);
+	sl_hex_encode(name, *nlen, hex);
+	rc = SL_OK;
+out:
+	free(raw);
+	json_decref(j);
+	return rc;
+}

@@ -82,7 +82,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	case 6: {
 		bool force = true;
+		uint8_t name[KMSD_AK_NAME_MAX];
+		char hex[2 * KMSD_AK_NAME_MAX + 1];
+		size_t n = 0;
 		if (kmsd_parse_key_action(body, len, &force) != SL_OK && force)
+			abort();
+		/* the same bytes as an AK revocation */
+		if (kmsd_parse_ak_revoke(body, len, name, &n, hex) == SL_OK &&
+		    (n == 0 || n > KMSD_AK_NAME_MAX || strlen(hex) != 2 * n))
 			abort();
 		break;
 	}
