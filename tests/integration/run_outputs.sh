@@ -56,7 +56,7 @@ openssl x509 -req -in "$T/srv.csr" -CA "$T/ca.pem" -CAkey "$T/ca.key" -CAcreates
 
 # PUT/GET store; FAIL_FILE holds "N name": fail the next N PUTs of that object with 503
 cat >"$T/store.py" <<'EOF'
-import http.server, os, ssl, sys
+import http.server, os, ssl, sys, time
 root, port, cert, key, failf = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 class H(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a): pass
@@ -65,7 +65,14 @@ class H(http.server.BaseHTTPRequestHandler):
         return None if p.startswith("..") else os.path.join(root, p)
     def do_PUT(self):
         n = int(self.headers.get("Content-Length", "0"))
-        body = self.rfile.read(n)
+        if os.path.exists(failf + ".slow"):
+            # a slow store: 1 MiB every 0.3 s, so a long upload keeps moving
+            body = b""
+            while len(body) < n:
+                body += self.rfile.read(min(1 << 20, n - len(body)))
+                time.sleep(0.3)
+        else:
+            body = self.rfile.read(n)
         if os.path.exists(failf):
             cnt, name = open(failf).read().split()
             if self.path.endswith("/" + name) and int(cnt) > 0:
@@ -462,6 +469,23 @@ check_err "an upload that keeps failing: exit 5" 5 "manifest.sldm" \
 rm -f "$T/fail"
 assert "failed upload: no LATEST, so no checkpoint is presented as complete" test ! -e "$T/store/ok/run3/LATEST"
 assert "failed upload audited" ev_has run.output '"error":"SL_E_REMOTE_UNREACHABLE"'
+
+# ---- a long upload to a slow store is not a stall ----------------------------------
+# 36 MiB read at about 3 MiB/s takes 12 s, past a 4 s stall timeout: the
+# bytes going up count as progress (they once did not, and the PUT was cut
+# off). 4 s leaves room for the socket buffers' tail, which the store drains
+# after the last byte has left seclaunch.
+touch "$T/fail.slow"
+cat >"$T/bigrand.py" <<'EOP'
+import os, seclaunch_data as sd
+with open(sd.output_dir("model") + "/weights.bin", "wb") as f:
+    f.write(os.urandom(36 << 20))
+EOP
+check "a 36 MiB upload to a slow store outlives a 4 s stall timeout (progress is bytes sent)" 0 \
+	env SECLAUNCH_REMOTE_STALL_S=4 "$SL" run "${RUN[@]}" --tcti "$TCTI_A" --ca-file "$T/ca.pem" \
+	--output "model=$STORE/ok/slow/" -- "$PY" "$T/bigrand.py"
+rm -f "$T/fail.slow"
+assert "the slow upload completed" grep -qx 1 "$T/store/ok/slow/LATEST"
 
 # ---- tampered checkpoints -------------------------------------------------------
 N=$(cat "$T/dest/LATEST")
