@@ -108,7 +108,7 @@ assert "--gpu-decrypt: the audit log says the file key went to the job" \
 cp "$T/gpu.sld" "$T/bad.sld"
 hl=$("$SL" inspect "$T/bad.sld" | python3 -c 'import json,sys; print(json.load(sys.stdin)["header_len"])')
 off=$((hl + 3 * (1048576 + 16) + 1000))
-printf '\x5a' | dd of="$T/bad.sld" bs=1 seek="$off" conv=notrunc status=none
+flip "$T/bad.sld" "$T/bad.sld" "$off" 0x5a
 check_err "--gpu-decrypt: a tampered chunk fails the job with exit 6" 6 \
 	"chunk 3: authentication failed on the GPU" \
 	"$SL" run "${RUNA[@]}" --stage gpu --gpu-decrypt "$T/bad.sld" -- python3 "$T/job.py" gpu-ds

@@ -86,3 +86,18 @@ int tl_rmtree(const char *dir)
 {
 	return nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
+
+void tl_flip_byte(const char *path, long off, unsigned char mask)
+{
+	FILE *f = fopen(path, "r+b");
+	int c = EOF;
+
+	if (f && fseek(f, off, SEEK_SET) == 0)
+		c = fgetc(f);
+	if (c == EOF || mask == 0 || fseek(f, off, SEEK_SET) != 0 || fputc(c ^ mask, f) == EOF) {
+		if (f)
+			fclose(f);
+		fail_msg("cannot flip byte %ld of %s", off, path);
+	}
+	assert_int_equal(fclose(f), 0);
+}

@@ -44,4 +44,8 @@ char *tl_tmpdir(char *buf, size_t n, const char *tag);
 /* Removes dir and everything under it (no links followed); 0 on success. */
 int tl_rmtree(const char *dir);
 
+/* XORs the byte at off of path with mask (non-zero, so the byte always
+ * changes); fails the test when the file cannot be opened or is shorter. */
+void tl_flip_byte(const char *path, long off, unsigned char mask);
+
 #endif
