@@ -256,16 +256,13 @@ out:
 	sl_secret_free(ar.secret);
 }
 
-/* POST /v1/enroll/tokens (admin): {"ttl_s": 1..604800, default 3600} ->
+/* POST /v1/enroll/tokens (admin): kmsd_parse_enroll_token's body ->
  * {"token", "expires"}. The store keeps only the token's SHA-256. */
 void kmsd_handle_enroll_token(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
-	static const char *const allowed[] = {"ttl_s", NULL};
 	uint8_t raw[32], h[32];
 	char tok[64], when[32];
-	json_t *root = NULL, *ttl;
-	json_error_t je;
-	int64_t t = 3600;
+	int64_t t = KMSD_ETOKEN_TTL_DEFAULT;
 	size_t n = 0;
 	if (!kmsd_admin_ok(ctx, req, res)) {
 		json_t *why = json_pack("[s]", "admin authentication failed");
@@ -275,20 +272,10 @@ void kmsd_handle_enroll_token(kmsd_ctx *ctx, const kmsd_request *req, kmsd_respo
 		json_decref(why);
 		return;
 	}
-	root = req->len ? json_loadb((const char *)req->body, req->len, JSON_REJECT_DUPLICATES, &je)
-	                : json_object();
-	ttl = json_object_get(root, "ttl_s");
-	if (!json_is_object(root) || sl_json_unknown(root, allowed) != NULL ||
-	    (ttl != NULL && (!json_is_integer(ttl) || json_integer_value(ttl) < 1 ||
-	                     json_integer_value(ttl) > 604800))) {
-		kmsd_problem(res, 400, "bad-request", "Bad Request",
-		             "body: {} or {\"ttl_s\": 1..604800}", NULL);
-		json_decref(root);
+	if (kmsd_parse_enroll_token(req->body, req->len, &t) != SL_OK) {
+		kmsd_bad_request(res);
 		return;
 	}
-	if (ttl != NULL)
-		t = json_integer_value(ttl);
-	json_decref(root);
 	sl_random(raw, sizeof(raw));
 	/* URL-safe, no padding: 43 characters */
 	n = sodium_bin2base64(tok, sizeof(tok), raw, sizeof(raw),

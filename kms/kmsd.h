@@ -351,6 +351,11 @@ SL_MUST_USE sl_err kmsd_parse_key_action(const uint8_t *body, size_t len, bool *
 SL_MUST_USE sl_err kmsd_parse_ak_revoke(const uint8_t *body, size_t len,
                                         uint8_t name[static KMSD_AK_NAME_MAX], size_t *nlen,
                                         char hex[static 2 * KMSD_AK_NAME_MAX + 1]);
+/* POST /v1/enroll/tokens {} or {"ttl_s": N}: the token's lifetime in
+ * seconds (default one hour, at most a week); SL_E_INPUT naming the field. */
+#define KMSD_ETOKEN_TTL_DEFAULT 3600
+#define KMSD_ETOKEN_TTL_MAX 604800
+SL_MUST_USE sl_err kmsd_parse_enroll_token(const uint8_t *body, size_t len, int64_t *ttl_s);
 SL_MUST_USE sl_err kmsd_parse_rewrap(const uint8_t *body, size_t len,
                                      char dataset_id[static SL_KMS_DATASET_ID_MAX + 1],
                                      uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN]);

@@ -40,6 +40,27 @@ out:
 	return rc;
 }
 
+/* POST /v1/enroll/tokens: {} or {"ttl_s": 1..KMSD_ETOKEN_TTL_MAX}. */
+sl_err kmsd_parse_enroll_token(const uint8_t *body, size_t len, int64_t *ttl_s)
+{
+	static const char *const allowed[] = {"ttl_s", NULL};
+	sl_err rc = SL_E_INPUT;
+	json_t *root = NULL, *t;
+	*ttl_s = KMSD_ETOKEN_TTL_DEFAULT;
+	SL_GUARD(load(body, len, &root));
+	SL_GUARD(sl_json_only(root, allowed, SL_E_INPUT, "enrollment token request"));
+	t = json_object_get(root, "ttl_s");
+	SL_ENSURE(t == NULL || (json_is_integer(t) && json_integer_value(t) >= 1 &&
+	                        json_integer_value(t) <= KMSD_ETOKEN_TTL_MAX),
+	          SL_E_INPUT, "ttl_s: must be an integer from 1 to %d", KMSD_ETOKEN_TTL_MAX);
+	if (t != NULL)
+		*ttl_s = json_integer_value(t);
+	rc = SL_OK;
+out:
+	json_decref(root);
+	return rc;
+}
+
 sl_err kmsd_parse_rewrap(const uint8_t *body, size_t len,
                          char dataset_id[static SL_KMS_DATASET_ID_MAX + 1],
                          uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN])

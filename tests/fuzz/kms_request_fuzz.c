@@ -1,6 +1,7 @@
-/* Every seclaunchd request body parser (kms/parse.c). The first byte picks
+/* Every seclaunchd request body parser (kms/parse*.c). The first byte picks
  * the parser, the rest is the body: challenge, release, key create, wrap,
- * enroll, activate. Each must return cleanly (accept or SL_E_INPUT) on any
+ * enroll, key actions and AK revocation, rewrap and enrollment tokens,
+ * activate. Each must return cleanly (accept or SL_E_INPUT) on any
  * bytes, and what it accepts must satisfy the checked invariants. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -95,8 +96,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	case 7: {
 		char ds[SL_KMS_DATASET_ID_MAX + 1];
+		int64_t ttl = 0;
 		uint8_t w[SL_KMS_WRAPPED_DEK_LEN];
 		if (kmsd_parse_rewrap(body, len, ds, w) == SL_OK && !kmsd_valid_dataset_id(ds))
+			abort();
+		/* the same bytes as an enrollment token request */
+		if (kmsd_parse_enroll_token(body, len, &ttl) == SL_OK &&
+		    (ttl < 1 || ttl > KMSD_ETOKEN_TTL_MAX))
 			abort();
 		break;
 	}

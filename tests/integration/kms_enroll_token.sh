@@ -17,6 +17,17 @@ check_err "issuing a token needs the admin token" 1 "admin-token-file" "$SL" enr
 head -c 24 /dev/urandom | base64 >wrong.token
 chmod 600 wrong.token
 check_err "issuing with a wrong admin token: 401" 5 "401|token" "$SL" enroll "${K[@]}" --issue-token --admin-token-file wrong.token
+# a bad token request body: 400, the detail naming the field at fault
+bad_body() { # body expected-detail
+	curl -s --cacert "$KMS_CA" -H "Authorization: Bearer $(cat "$KMS_TOKEN")" -X POST -d "$1" \
+		"$KMS_URL/v1/enroll/tokens" >bad.json
+	python3 -c 'import json,sys; r=json.load(open("bad.json")); sys.exit(not (r["status"] == 400 and sys.argv[1] in r["detail"]))' "$2"
+}
+check "token request ttl_s 0: 400" 0 bad_body '{"ttl_s": 0}' "ttl_s: must be an integer from 1 to 604800"
+check "token request ttl_s over a week: 400" 0 bad_body '{"ttl_s": 604801}' "ttl_s: must be"
+check "token request ttl_s a string: 400" 0 bad_body '{"ttl_s": "60"}' "ttl_s: must be"
+check "token request with an unknown field: 400 naming it" 0 bad_body '{"ttl": 60}' 'unknown field "ttl"'
+check "token request malformed JSON: 400" 0 bad_body '{"ttl_s": 1' "body: not a JSON object"
 check "an admin issues a token" 0 "$SL" enroll "${K[@]}" --issue-token --admin-token-file "$KMS_TOKEN"
 cp "$T/out" tok1 && chmod 600 tok1
 assert "the token is 43 URL-safe characters" grep -Eqx '[A-Za-z0-9_-]{43}' tok1

@@ -203,6 +203,34 @@ static void test_parse_admin(void **state)
 	assert_int_equal(kmsd_parse_challenge(B("[]")), SL_E_INPUT);
 }
 
+static void test_parse_enroll_token(void **state)
+{
+	int64_t t = 0;
+	(void)state;
+	assert_int_equal(kmsd_parse_enroll_token(B(""), &t), SL_OK);
+	assert_int_equal(t, 3600);
+	assert_int_equal(kmsd_parse_enroll_token(B("{}"), &t), SL_OK);
+	assert_int_equal(t, 3600);
+	assert_int_equal(kmsd_parse_enroll_token(B("{\"ttl_s\":1}"), &t), SL_OK);
+	assert_int_equal(t, 1);
+	assert_int_equal(kmsd_parse_enroll_token(B("{\"ttl_s\":604800}"), &t), SL_OK);
+	assert_int_equal(t, 604800);
+	const char *bad[] = {"{\"ttl_s\":0}",
+	                     "{\"ttl_s\":604801}",
+	                     "{\"ttl_s\":-5}",
+	                     "{\"ttl_s\":1.5}",
+	                     "{\"ttl_s\":\"60\"}",
+	                     "{\"ttl_s\":1,\"x\":1}",
+	                     "{\"ttl_s\":1,\"ttl_s\":2}",
+	                     "[]",
+	                     "{",
+	                     "null"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(kmsd_parse_enroll_token(B(bad[i]), &t), SL_E_INPUT);
+	assert_int_equal(kmsd_parse_enroll_token(B("{\"ttl_s\":0}"), &t), SL_E_INPUT);
+	assert_non_null(strstr(sl_err_detail(), "ttl_s: must be an integer from 1 to 604800"));
+}
+
 static void test_parse_enroll(void **state)
 {
 	kmsd_enroll_req e;
@@ -886,6 +914,7 @@ int main(void)
 	    cmocka_unit_test(test_devpolicy),
 	    cmocka_unit_test(test_policy_key_check),
 	    cmocka_unit_test(test_parse_admin),
+	    cmocka_unit_test(test_parse_enroll_token),
 	    cmocka_unit_test(test_parse_enroll),
 	    cmocka_unit_test(test_aad_unambiguous),
 	    cmocka_unit_test(test_gcm),
