@@ -55,6 +55,10 @@ static void usage(FILE *f)
 	    "job)\n" SL_REGION_ID_HELP SL_REMOTE_HELP
 	    "  --window SIZE          stream staging: plaintext staged at most (default 1G;\n"
 	    "                         K, M, G); it must hold a dataset's largest shard\n"
+	    "  --linger S             stream staging: a shard every reader released stays\n"
+	    "                         staged (sealed, within --window) up to S seconds for\n"
+	    "                         a reader that asks for it again, unless its room is\n"
+	    "                         needed (default 2; 0: wiped at once)\n"
 	    "  --env K=V              set K in the job's environment (repeatable)\n"
 	    "  --env-pass K           pass K from this environment to the job (repeatable;\n"
 	    "                         a shell pattern such as 'NCCL_*' passes every match)\n"
@@ -238,6 +242,11 @@ int sl_run_option(struct sl_run *r, const char *cmd, int key, char *arg)
 		break;
 	case SL_RUN_O_WORKLOAD_LOG:
 		r->workload_log = arg;
+		break;
+	case SL_RUN_O_LINGER:
+		if (!parse_uint(arg, 600, &r->linger_s))
+			return sl_cli_usage(cmd, "--linger: '%s' is not 0..600 (seconds)", arg);
+		r->linger_set = true;
 		break;
 	case SL_RUN_O_LEASE_GRACE:
 		if (!parse_uint(arg, 3600, &r->lease_grace_s))

@@ -43,7 +43,8 @@ static void usage(FILE *f)
 	    "  --user USER[:GROUP]    the job's user (root only; default: serve's own)\n"
 	    "  --policy P, --policy-sig F, --policy-pubkey K, --kms URL, --kms-ca F,\n"
 	    "  --kms-pin PIN, --tcti T, --tee KIND, --collateral DIR, --stage WHERE,\n"
-	    "  --window SIZE, --threads N, --lease-grace S, --audit-log F, --audit-key F,\n"
+	    "  --window SIZE, --linger S, --threads N, --lease-grace S, --audit-log F,\n"
+	    "  --audit-key F,\n"
 	    "  -q, -v, --json         as for `seclaunch run` (see its --help)\n" SL_REGION_ID_HELP
 	        SL_REMOTE_HELP SL_OUT_HELP
 	    "  under serve the output folder is a private folder (0700, the job's user) in\n"

@@ -459,6 +459,8 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 			rc = sl_stream_new(s->rem[i] != NULL ? NULL : s->o->datasets[i], s->rem[i],
 			                   s->man[i], s->dek[i],
 			                   s->o->window ? s->o->window : SL_RUN_WINDOW_DEFAULT,
+			                   s->o->linger_set ? s->o->linger_s * 1000u
+			                                    : SL_RUN_LINGER_DEFAULT_S * 1000u,
 			                   s->o->threads, &s->stream[i]);
 			sl_secret_free(s->dek[i]);
 			s->dek[i] = NULL;
@@ -845,11 +847,12 @@ static SL_RESULT wipe_all(struct sl_run_st *s, const char *why)
 			all &= w == SL_OK;
 			json_array_append_new(
 			    list,
-			    json_pack("{s:s, s:s, s:b, s:I, s:I, s:I, s:I}", "dataset", ds_id(s, i),
-			              "method", "stream", "zeroed", w == SL_OK, "window",
-			              (json_int_t)st.window, "peak_staged", (json_int_t)st.peak,
-			              "shards_staged", (json_int_t)st.staged, "shards_wiped",
-			              (json_int_t)st.wiped));
+			    json_pack("{s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I}", "dataset",
+			              ds_id(s, i), "method", "stream", "zeroed", w == SL_OK,
+			              "window", (json_int_t)st.window, "peak_staged",
+			              (json_int_t)st.peak, "shards_staged", (json_int_t)st.staged,
+			              "shards_wiped", (json_int_t)st.wiped, "shards_reused",
+			              (json_int_t)st.reused));
 			sl_stream_free(s->stream[i]);
 			s->stream[i] = NULL;
 		}

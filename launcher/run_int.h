@@ -42,6 +42,8 @@ struct sl_run {
 	sl_job_env *env;
 	sl_remote_opts remote; /* --ca-file, --s3-endpoint, --connections */
 	uint64_t window;       /* --window: stream staging's limit (0: the default) */
+	unsigned linger_s;     /* --linger (linger_set: given) */
+	bool linger_set;
 	char **datasets;
 	size_t ndatasets;
 	char **cmd;               /* NULL under serve */
@@ -147,6 +149,9 @@ SL_MUST_USE sl_err sl_run_step_claims(struct sl_run_st *s);
 
 /* The default of --window. */
 #define SL_RUN_WINDOW_DEFAULT ((uint64_t)1 << 30)
+/* The default of --linger, in seconds: how long a released streamed shard
+ * stays staged for a reader that asks for it again. */
+#define SL_RUN_LINGER_DEFAULT_S 2
 /* The most bytes of SECLAUNCH_DATA with its file lists in it (the kernel
  * takes at most 128 KiB per environment string). */
 #define SL_RUN_DATA_ENV_MAX 65536
@@ -197,6 +202,7 @@ enum {
 	SL_RUN_O_WORKLOAD_PCR,
 	SL_RUN_O_WORKLOAD_LOG,
 	SL_RUN_O_LEASE_GRACE,
+	SL_RUN_O_LINGER,
 	SL_RUN_O_LAST, /* a command's own keys start here */
 };
 #define SL_RUN_LAUNCH_OPTS                                                                         \
@@ -210,6 +216,7 @@ enum {
 	    {"audit-key", required_argument, SL_RUN_O_AUDIT_KEY, NULL},                            \
 	    {"user", required_argument, SL_RUN_O_USER, NULL},                                      \
 	    {"window", required_argument, SL_RUN_O_WINDOW, NULL},                                  \
+	    {"linger", required_argument, SL_RUN_O_LINGER, NULL},                                  \
 	    {"lease-grace", required_argument, SL_RUN_O_LEASE_GRACE, NULL}, SL_REMOTE_OPTS,        \
 	{                                                                                          \
 		"verbose", no_argument, 'v', NULL                                                  \

@@ -1,6 +1,7 @@
 /* Stream staging (stream.h): one thread decrypts shards ahead of the
  * readers into sealed memory files while they fit in the window; a shard
- * the job released is wiped at once. */
+ * the job released lingers (still sealed, in the window) until the linger
+ * ends or its room is needed, then is wiped. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -8,18 +9,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dataset_tree.h"
 #include "seclaunch/stage.h"
+#include "seclaunch/util.h"
 #include "stream.h"
 
 struct slot {
-	sl_stage *stage; /* staged and sealed, or NULL */
-	int refs;        /* readers holding it */
-	bool demanded;   /* a reader asked for it before it was staged */
-	bool consumed;   /* read and released: not staged again unless asked */
+	sl_stage *stage;            /* staged and sealed, or NULL */
+	int refs;                   /* readers holding it */
+	bool demanded;              /* a reader asked for it before it was staged */
+	bool consumed;              /* read and released: not staged again unless asked */
+	bool lingering;             /* released by every holder, still staged until idle_end */
+	bool reused;                /* asked for again while it lingered */
+	uint64_t idle_at, idle_end; /* when the last holder released it; its wipe */
 };
+
+/* A lingering shard that no reader took back gives way to staging ahead
+ * once it has been idle this long (a reader going file by file with read()
+ * takes it back within micro- to milliseconds). */
+#define STREAM_REUSE_NS (100 * 1000000ull)
+/* The staging thread looks at lingering shards at least this often. */
+#define STREAM_TICK_NS (50 * 1000000ull)
 
 struct sl_stream {
 	pthread_mutex_t mu;
@@ -33,6 +46,7 @@ struct sl_stream {
 	struct slot *slots;
 	uint32_t next_seq; /* the next shard to stage ahead */
 	uint64_t reserved; /* plaintext bytes staged or being staged */
+	uint64_t linger_ns;
 	atomic_bool stop;
 	sl_err err;
 	char errmsg[512];
@@ -66,23 +80,74 @@ static uint32_t pick(sl_stream *s)
 	return s->next_seq;
 }
 
-/* A reader waits for shard `want`: shards staged ahead that no one holds
- * yet give way, the farthest ahead first (they are staged again when their
- * turn comes). Called locked. */
+/* Wipes and frees slot k's stage (no holder). Called locked. */
+static void drop(sl_stream *s, uint32_t k)
+{
+	struct slot *sl = &s->slots[k];
+	s->reserved -= sl_stage_size(sl->stage);
+	/* zeroed before the pages go back: a reader still mapping it sees zeros */
+	if (sl_stage_wipe(sl->stage) != SL_OK)
+		s->st.wipe_failed++;
+	else if (sl->consumed)
+		s->st.wiped++;
+	sl_stage_free(sl->stage);
+	sl->stage = NULL;
+	sl->lingering = false;
+	if (!sl->consumed && k < s->next_seq)
+		s->next_seq = k;
+}
+
+/* Lingering shards whose linger ended are wiped; so are those idle past
+ * STREAM_REUSE_NS and never taken back, when `ahead` (bytes staging ahead
+ * waits to fit) does not fit. Returns whether any shard still lingers.
+ * Called locked. */
+static bool expire(sl_stream *s, uint64_t ahead)
+{
+	uint64_t now = sl_now_ns();
+	bool any = false;
+	for (uint32_t k = 0; k < s->n; k++) {
+		struct slot *sl = &s->slots[k];
+		if (!sl->lingering)
+			continue;
+		if (now >= sl->idle_end || (ahead > 0 && s->reserved + ahead > s->st.window &&
+		                            !sl->reused && now - sl->idle_at >= STREAM_REUSE_NS))
+			drop(s, k);
+		else
+			any = true;
+	}
+	return any;
+}
+
+/* A reader waits for shard `want`: lingering shards give way first, then
+ * shards staged ahead that no one holds yet, the farthest ahead first (they
+ * are staged again when their turn comes). Called locked. */
 static void make_room(sl_stream *s, uint64_t need, uint32_t want)
 {
+	for (uint32_t k = 0; k < s->n && s->reserved + need > s->st.window; k++)
+		if (k != want && s->slots[k].lingering)
+			drop(s, k);
 	for (uint32_t k = s->n; k-- > 0 && s->reserved + need > s->st.window;) {
 		struct slot *sl = &s->slots[k];
 		if (k == want || sl->stage == NULL || sl->refs > 0)
 			continue;
-		s->reserved -= sl_stage_size(sl->stage);
-		if (sl_stage_wipe(sl->stage) != SL_OK)
-			s->st.wipe_failed++;
-		sl_stage_free(sl->stage);
-		sl->stage = NULL;
-		if (k < s->next_seq)
-			s->next_seq = k;
+		drop(s, k);
 	}
+}
+
+/* Waits on the stream's condition, at most STREAM_TICK_NS while a shard
+ * lingers. Called locked. */
+static void wait_for_work(sl_stream *s, bool lingering)
+{
+	if (!lingering) {
+		pthread_cond_wait(&s->cv, &s->mu);
+		return;
+	}
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t ns = (uint64_t)ts.tv_nsec + STREAM_TICK_NS;
+	ts.tv_sec += (time_t)(ns / 1000000000ull);
+	ts.tv_nsec = (long)(ns % 1000000000ull);
+	(void)pthread_cond_timedwait(&s->cv, &s->mu, &ts);
 }
 
 static void *stage_thread(void *arg)
@@ -96,8 +161,9 @@ static void *stage_thread(void *arg)
 		uint32_t i = pick(s);
 		if (i < s->n && s->slots[i].demanded)
 			make_room(s, shard_len(s, i), i);
+		bool lingering = expire(s, i < s->n ? shard_len(s, i) : 0);
 		if (i >= s->n || s->reserved + shard_len(s, i) > s->st.window) {
-			pthread_cond_wait(&s->cv, &s->mu);
+			wait_for_work(s, lingering);
 			continue;
 		}
 		uint64_t len = shard_len(s, i);
@@ -137,16 +203,21 @@ static void *stage_thread(void *arg)
 }
 
 sl_err sl_stream_new(const char *dir, sl_remote *remote, const sl_sldm *m, sl_secret *dek,
-                     uint64_t window, unsigned threads, sl_stream **out)
+                     uint64_t window, unsigned linger_ms, unsigned threads, sl_stream **out)
 {
 	sl_err rc = SL_E_NOMEM;
 	sl_stream *s = calloc(1, sizeof(*s));
 	uint64_t largest = 0;
+	pthread_condattr_t ca;
 
 	*out = NULL;
 	SL_ENSURE(s != NULL, SL_E_NOMEM, "stream staging");
 	pthread_mutex_init(&s->mu, NULL);
-	pthread_cond_init(&s->cv, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	s->linger_ns = (uint64_t)linger_ms * 1000000ull;
 	s->dir = dir;
 	s->remote = remote;
 	s->m = m;
@@ -185,6 +256,11 @@ sl_err sl_stream_acquire(sl_stream *s, uint32_t i, int *fd, uint64_t *len, int *
 	} else if (i >= s->n) {
 		rc = sl_err_set(SL_E_INPUT, "shard %u: the dataset has %u", i, s->n);
 	} else if (s->slots[i].stage != NULL) {
+		if (s->slots[i].lingering) {
+			s->slots[i].lingering = false;
+			s->slots[i].reused = true;
+			s->st.reused++;
+		}
 		s->slots[i].refs++;
 		*fd = sl_stage_fd(s->slots[i].stage);
 		*len = sl_stage_size(s->slots[i].stage);
@@ -204,14 +280,14 @@ void sl_stream_release(sl_stream *s, uint32_t i)
 	if (i < s->n && s->slots[i].refs > 0 && --s->slots[i].refs == 0 &&
 	    s->slots[i].stage != NULL) {
 		struct slot *sl = &s->slots[i];
-		s->reserved -= sl_stage_size(sl->stage);
-		/* zeroed before the pages go back: a reader still mapping it sees zeros */
-		if (sl_stage_wipe(sl->stage) != SL_OK)
-			s->st.wipe_failed++;
-		sl_stage_free(sl->stage);
-		sl->stage = NULL;
 		sl->consumed = true;
-		s->st.wiped++;
+		if (s->linger_ns == 0) {
+			drop(s, i);
+		} else {
+			sl->lingering = true;
+			sl->idle_at = sl_now_ns();
+			sl->idle_end = sl->idle_at + s->linger_ns;
+		}
 		pthread_cond_broadcast(&s->cv);
 	}
 	pthread_mutex_unlock(&s->mu);

@@ -1,9 +1,13 @@
 /* Stream staging (`run --stage stream`): a sharded dataset of any size with
  * bounded memory. Shards are decrypted, each into a sealed memory file of
  * its own, by one thread that works ahead of the readers while the staged
- * shards fit in the window; a shard the job has released (every holder let
- * go of it) is wiped and unmapped at once. Readers reach the shards through
- * the data service ("open_shard" / "release_shard"). */
+ * shards fit in the window. A shard the job has released (every holder let
+ * go of it) lingers, sealed, for the linger time so that a reader going
+ * file by file (open, read, release) does not have it decrypted again for
+ * every file; it is wiped and unmapped when the linger ends, when a reader
+ * needs its room, or (never taken back within 100 ms) when staging ahead
+ * does. Linger 0: wiped at once. Readers reach the shards through the data
+ * service ("open_shard" / "release_shard"). */
 #ifndef SECLAUNCH_LAUNCHER_STREAM_H
 #define SECLAUNCH_LAUNCHER_STREAM_H
 
@@ -20,6 +24,7 @@ typedef struct sl_stream_stats {
 	uint64_t peak;        /* most plaintext bytes staged at once */
 	uint64_t staged;      /* shards decrypted (a shard read twice counts twice) */
 	uint64_t wiped;       /* shards wiped after release */
+	uint64_t reused;      /* shards taken back while they lingered */
 	uint64_t not_ready;   /* acquires answered "not ready yet" */
 	uint64_t wipe_failed; /* wipes that could not be confirmed */
 } sl_stream_stats;
@@ -27,10 +32,11 @@ typedef struct sl_stream_stats {
 /* Authenticates the manifest with dek (copied: the caller may free its
  * own), then starts the staging thread. dir: the dataset folder, or NULL
  * with remote (both, and m, must outlive the stream). window: bytes of
- * plaintext staged at most; it must hold the largest shard. */
+ * plaintext staged at most; it must hold the largest shard. linger_ms: how
+ * long a released shard stays staged (0: wiped at once). */
 SL_MUST_USE sl_err sl_stream_new(const char *dir, sl_remote *remote, const sl_sldm *m,
-                                 sl_secret *dek, uint64_t window, unsigned threads,
-                                 sl_stream **out);
+                                 sl_secret *dek, uint64_t window, unsigned linger_ms,
+                                 unsigned threads, sl_stream **out);
 
 /* Shard i for a reader: its sealed memory file (owned by the stream, valid
  * until the matching release) and length. *not_ready = 1 (and SL_OK) when

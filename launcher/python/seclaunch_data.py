@@ -178,7 +178,9 @@ class Dataset:
     def read(self, path):
         """A copy of one file's bytes; a streamed shard is given back at once,
         unless this process held it already (iter_files, view): giving that
-        back would zero the pages under the views it handed out."""
+        back would zero the pages under the views it handed out. seclaunch
+        keeps a given-back shard staged for --linger seconds, so reading
+        file by file does not decrypt the shard again for each file."""
         if self.kind != "stream":
             return bytes(self.view(path))
         shards = [sh["index"] for sh in self._shards_of(path)[1]]

@@ -56,10 +56,9 @@ def sums_of(paths):
     import seclaunch_data as sd2
     ds = sd2.get("many-1")
     if ds.kind == "stream":
-        # in order, each shard held while its files are read (read() per
-        # file gives the shard back, and the next read stages it again);
-        # a read() of a file whose shard iter_files holds must not give
-        # that shard back under the view in hand
+        # in order, each shard held while its files are read; a read() of
+        # a file whose shard iter_files holds must not give that shard
+        # back under the view in hand
         out = {}
         for k, (p, v) in enumerate(ds.iter_files(paths)):
             if k == 0 and len(paths) > 1:
@@ -137,6 +136,47 @@ check "run --stage host over $NF files: exit 0 (no E2BIG)" 0 \
 check "run --stage stream over $NF files: exit 0" 0 \
 	"$SL" run "${RUNA[@]}" --stage stream --window 2M -q ds -- "$PY" job.py "$T/s.json"
 [ -s "$T/s.json" ] && verify stream "$T/s.json"
+
+# streamed, read() file by file (open, read, give back): the shard lingers
+# after each release and the next read() takes it back, so each of the 3
+# shards is decrypted once, with room for only two; --linger 0 wipes it at
+# every release and decrypts it again for the next file
+cat >readjob.py <<'EOF'
+import hashlib, json, sys
+import seclaunch_data as sd
+ds = sd.get("many-1")
+ps = ds.files()[:int(sys.argv[2])]
+json.dump({p: hashlib.sha256(ds.read(p)).hexdigest() for p in ps}, open(sys.argv[1], "w"))
+EOF
+stream_rec() { # audit-log: shards_staged shards_reused of the stream's run.wipe
+	"$PY" - "$1" <<'EOF'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("event") == "run.wipe":
+        for d in r["details"]["staged"]:
+            if d.get("method") == "stream":
+                print(d["shards_staged"], d["shards_reused"])
+EOF
+}
+check "streamed, read() file by file over $NF files: exit 0" 0 \
+	"$SL" run "${RUNA[@]/$T\/audit.log/$T/rd.log}" --stage stream --window 1300K --linger 30 -q \
+	ds -- "$PY" readjob.py "$T/rd.json" "$NF"
+assert "read() file by file: every file's bytes" "$PY" -c "
+import json, sys
+want = dict(reversed(l.split()) for l in open('want.sums'))
+sys.exit(json.load(open('$T/rd.json')) != want)"
+read -r nst nre < <(stream_rec "$T/rd.log")
+assert "read() file by file: each of the 3 shards decrypted once (staged $nst, taken back $nre times)" \
+	test "${nst:-0}" = 3 -a "${nre:-0}" -gt $((NF / 2))
+check "streamed with --linger 0, read() of 200 files: exit 0" 0 \
+	"$SL" run "${RUNA[@]/$T\/audit.log/$T/rd0.log}" --stage stream --window 1300K --linger 0 -q \
+	ds -- "$PY" readjob.py "$T/rd0.json" 200
+read -r nst0 nre0 < <(stream_rec "$T/rd0.log")
+assert "--linger 0: the shard wiped at every release, decrypted again for the next file (staged $nst0)" \
+	test "${nst0:-0}" -ge 150 -a "${nre0:-1}" = 0
+check_err "--linger over 600: usage error" 1 "--linger: '601' is not 0..600" \
+	"$SL" run "${RUNA[@]}" --stage stream --linger 601 ds -- true
 
 # seclaunch serve: the ready line's data (the tasks' SECLAUNCH_DATA) stays
 # small too, and a task that is not serve's child, given the data, or only

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "../../launcher/dataset_tree.h"
+#include "../../launcher/stream.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/util.h"
 #include "testlib.h"
@@ -362,6 +363,110 @@ static void test_changed_while_encrypting(void **state)
 	sl_secret_free(k);
 }
 
+/* Stream staging's linger: a shard every reader released stays staged
+ * (taken back without decrypting it again) until the linger ends or its
+ * room is needed; a lingering shard nobody took back gives way to staging
+ * ahead, one taken back does not; a reader's demand evicts either; linger 0
+ * wipes at once. */
+static sl_stream_stats stats_of(sl_stream *s)
+{
+	sl_stream_stats st;
+	sl_stream_stats_get(s, &st);
+	return st;
+}
+
+/* Polls until shard i is served (SL_OK, not_ready 0), at most 10 s. */
+static void acquire_ready(sl_stream *s, uint32_t i)
+{
+	int fd = -1, nr = 1;
+	uint64_t len = 0;
+	for (int k = 0; k < 1000 && nr; k++) {
+		assert_int_equal(sl_stream_acquire(s, i, &fd, &len, &nr), SL_OK);
+		if (nr)
+			usleep(10000);
+	}
+	assert_int_equal(nr, 0);
+	assert_true(fd >= 0 && len > 0);
+}
+
+#define WAIT_UNTIL(cond)                                                                           \
+	do {                                                                                       \
+		for (int k_ = 0; k_ < 1000 && !(cond); k_++)                                       \
+			usleep(10000);                                                             \
+		assert_true(cond);                                                                 \
+	} while (0)
+
+static void test_stream_linger(void **state)
+{
+	(void)state;
+	sl_secret *k = dek();
+	sl_tree_stats ts;
+	sl_sldm *m = NULL;
+	sl_stream *s = NULL;
+	char ds[512];
+	int fd = -1, nr = 0;
+	uint64_t len = 0;
+
+	mkd("lg");
+	put("lg/a", 100000, 0644, 1);
+	put("lg/b", 100000, 0644, 2);
+	put("lg/c", 100000, 0644, 3);
+	assert_int_equal(enc(k, "lg", "lg-ds", "lg-1", 120000, &ts), SL_OK);
+	snprintf(ds, sizeof(ds), "%s/lg-ds", base);
+	assert_int_equal(sl_tree_manifest(ds, NULL, &m), SL_OK);
+	assert_int_equal(sl_sldm_shard_count(m), 3);
+
+	/* room for two shards; a long linger */
+	assert_int_equal(sl_stream_new(ds, NULL, m, k, 250000, 60000, 2, &s), SL_OK);
+	WAIT_UNTIL(stats_of(s).staged == 2);
+	acquire_ready(s, 0);
+	sl_stream_release(s, 0);
+	assert_int_equal(stats_of(s).wiped, 0);
+	/* taken back while it lingers: served at once, not decrypted again */
+	assert_int_equal(sl_stream_acquire(s, 0, &fd, &len, &nr), SL_OK);
+	assert_int_equal(nr, 0);
+	assert_int_equal(stats_of(s).reused, 1);
+	assert_int_equal(stats_of(s).staged, 2);
+	sl_stream_release(s, 0);
+	/* shard 1 released and never taken back gives way to staging shard 2
+	 * ahead; shard 0, taken back before, keeps its place */
+	acquire_ready(s, 1);
+	sl_stream_release(s, 1);
+	WAIT_UNTIL(stats_of(s).staged == 3);
+	assert_int_equal(stats_of(s).wiped, 1);
+	assert_int_equal(sl_stream_acquire(s, 0, &fd, &len, &nr), SL_OK);
+	assert_int_equal(nr, 0);
+	assert_int_equal(stats_of(s).reused, 2);
+	sl_stream_release(s, 0);
+	/* a reader's demand evicts a lingering shard whatever its history */
+	acquire_ready(s, 1);
+	assert_int_equal(stats_of(s).staged, 4);
+	assert_true(stats_of(s).peak <= 250000);
+	sl_stream_release(s, 1);
+	assert_int_equal(sl_stream_wipe_all(s), SL_OK);
+	sl_stream_free(s);
+
+	/* the linger ends: the shard is wiped with nobody asking */
+	assert_int_equal(sl_stream_new(ds, NULL, m, k, 1 << 20, 200, 2, &s), SL_OK);
+	acquire_ready(s, 0);
+	sl_stream_release(s, 0);
+	WAIT_UNTIL(stats_of(s).wiped == 1);
+	assert_int_equal(sl_stream_acquire(s, 0, &fd, &len, &nr), SL_OK);
+	assert_int_equal(nr, 1); /* decrypted again */
+	sl_stream_free(s);
+
+	/* linger 0: wiped at the release */
+	assert_int_equal(sl_stream_new(ds, NULL, m, k, 1 << 20, 0, 2, &s), SL_OK);
+	acquire_ready(s, 0);
+	sl_stream_release(s, 0);
+	assert_int_equal(stats_of(s).wiped, 1);
+	assert_int_equal(stats_of(s).reused, 0);
+	sl_stream_free(s);
+
+	sl_sldm_free(m);
+	sl_secret_free(k);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -369,6 +474,7 @@ int main(void)
 	    cmocka_unit_test(test_tampering),
 	    cmocka_unit_test(test_tar_shards_and_collisions),
 	    cmocka_unit_test(test_changed_while_encrypting),
+	    cmocka_unit_test(test_stream_linger),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
