@@ -172,16 +172,21 @@ int cmd_serve(int argc, char **argv)
 		}
 	}
 	code = sl_cli_parse(&spec, &r, &sh, dd, argv);
-	if (code >= 0)
+	if (code == 0) /* --help */
 		return code;
-	code = sl_run_check(&r, &sh, "serve");
-	if (code != 0)
-		return code;
-	if (dd < argc) {
+	if (code < 0)
+		code = sl_run_check(&r, &sh, "serve");
+	if (code == 0 && dd < argc) {
 		if (dd + 1 >= argc || argv[dd + 1][0] == '\0')
-			return sl_cli_usage("serve", "no command after --: give the tasks' "
+			code = sl_cli_usage("serve", "no command after --: give the tasks' "
 			                             "CMD [ARG...], or leave out the --");
 		r.serve.measure = argv + dd + 1;
+	}
+	if (code != 0) {
+		/* whoever waits on --ready-fd (the SPANK plugin) learns the exit
+		 * code too; the message went to stderr */
+		sl_run_serve_failed(&r, SL_E_USAGE, code, "usage error (see stderr)");
+		return code;
 	}
 	/* no private mount namespace (sl_out_early): the tasks that write the
 	 * outputs are not serve's children and must see the folder */

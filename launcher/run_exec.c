@@ -1013,7 +1013,7 @@ failed:
 		if (!s.explained || sl_cli_json)
 			sl_cli_report(cmd, rc, code, detail);
 		if (o->serve.on)
-			sl_run_serve_failed(&s, rc, code, detail);
+			sl_run_serve_failed(s.o, rc, code, detail);
 		if ((a != SL_OK || w != SL_OK) && s.audit != NULL)
 			fprintf(stderr,
 			        "seclaunch %s: warning: the audit log could not record this\n",

@@ -176,7 +176,7 @@ SL_MUST_USE sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const ch
                                      int *exit_code);
 /* serve: a failure before serving, as one JSON line on --ready-fd
  * ({"error": {"code", "exit", "message"}}) for the caller that waits there. */
-void sl_run_serve_failed(struct sl_run_st *s, sl_err rc, int exit_code, const char *message);
+void sl_run_serve_failed(struct sl_run *o, sl_err rc, int exit_code, const char *message);
 /* serve: who and where, for the audit records (run_serve.c). */
 json_t *sl_run_serve_context(void);
 

@@ -208,9 +208,9 @@ out:
 	return rc;
 }
 
-void sl_run_serve_failed(struct sl_run_st *s, sl_err rc, int exit_code, const char *message)
+void sl_run_serve_failed(struct sl_run *o, sl_err rc, int exit_code, const char *message)
 {
-	int fd = s->o->serve.ready_fd;
+	int fd = o->serve.ready_fd;
 	json_t *j;
 	char *text;
 	if (fd < 0)
@@ -224,5 +224,5 @@ void sl_run_serve_failed(struct sl_run_st *s, sl_err rc, int exit_code, const ch
 	}
 	json_decref(j);
 	close(fd);
-	s->o->serve.ready_fd = -1;
+	o->serve.ready_fd = -1;
 }

@@ -68,13 +68,15 @@ enum {
 	OPT_WINDOW,
 	OPT_REGION,
 	OPT_OUTPUT,
+	OPT_RESUME,
+	OPT_LINGER,
 };
 
 /* What the user and the administrator asked for (strdup'ed). */
 static struct {
 	char *bin, *tcti, *audit_log, *workload_log, *kms, *kms_ca, *policy, *pubkey, *policy_sig,
 	    *stage;
-	char *window, *region, *output;
+	char *window, *region, *output, *resume, *linger;
 	char *data[MAX_DATA];
 	int ndata;
 	unsigned timeout_s, stop_timeout_s;
@@ -151,6 +153,12 @@ static int opt_cb(int val, const char *optarg, int remote)
 	case OPT_OUTPUT:
 		set_str(&cfg.output, optarg);
 		break;
+	case OPT_RESUME:
+		set_str(&cfg.resume, optarg);
+		break;
+	case OPT_LINGER:
+		set_str(&cfg.linger, optarg);
+		break;
 	default:
 		return -1;
 	}
@@ -177,6 +185,12 @@ static struct spank_option opts[] = {
      "seclaunch: sealed outputs: tasks write $SECLAUNCH_OUTPUT_DIR/NAME/, sealed to DEST at step "
      "end",
      1, OPT_OUTPUT, opt_cb},
+    {"seclaunch-resume", "NAME=SOURCE[,NAME=SOURCE...]",
+     "seclaunch: put the newest sealed checkpoint of each output NAME from SOURCE back into "
+     "$SECLAUNCH_OUTPUT_DIR/NAME/ before the tasks start (a requeued job's resume)",
+     1, OPT_RESUME, opt_cb},
+    {"seclaunch-linger", "S", "seclaunch: stream staging: seconds a released shard stays staged", 1,
+     OPT_LINGER, opt_cb},
     SPANK_OPTIONS_TABLE_END,
 };
 
@@ -307,6 +321,18 @@ static int add_arg(char **argv, int *n, const char *a)
 	return 0;
 }
 
+/* FLAG V for each V of a comma-separated list (cut in place; NULL: none). */
+static int add_list(char **argv, int *n, const char *flag, char *list)
+{
+	char *save = NULL;
+	if (list == NULL)
+		return 0;
+	for (char *t = strtok_r(list, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save))
+		if (add_arg(argv, n, flag) != 0 || add_arg(argv, n, t) != 0)
+			return -1;
+	return 0;
+}
+
 /* serve's environment: the step's identity for its audit records. */
 static int build_env(spank_t sp, char **envp, char store[][ENV_LEN], int max)
 {
@@ -415,20 +441,18 @@ static int start_serve(spank_t sp)
 	OPTARG("--kms-ca", cfg.kms_ca);
 	OPTARG("--stage", cfg.stage);
 	OPTARG("--window", cfg.window);
+	OPTARG("--linger", cfg.linger);
 	OPTARG("--region", cfg.region);
 	OPTARG("--workload-log", cfg.workload_log);
 	OPTARG("--audit-log",
 	       cfg.audit_log != NULL ? cfg.audit_log : "/var/log/seclaunch/audit.log");
 #undef OPTARG
-	/* NAME=DEST[,NAME=DEST...]: serve seals each when the step ends */
-	if (cfg.output != NULL) {
-		char *save = NULL;
-		for (char *t = strtok_r(cfg.output, ",", &save); t != NULL;
-		     t = strtok_r(NULL, ",", &save))
-			if (add_arg(argv, &n, "--output") != 0 || add_arg(argv, &n, t) != 0) {
-				fail(1, "too many arguments for seclaunch serve");
-				return -1;
-			}
+	/* NAME=DEST[,NAME=DEST...]: serve seals each when the step ends;
+	 * NAME=SOURCE[,...]: serve stages each output's newest checkpoint back */
+	if (add_list(argv, &n, "--output", cfg.output) != 0 ||
+	    add_list(argv, &n, "--resume", cfg.resume) != 0) {
+		fail(1, "too many arguments for seclaunch serve");
+		return -1;
 	}
 	if (cfg.ndata == 0) {
 		fail(1, "--seclaunch-data names no dataset");

@@ -60,6 +60,12 @@ releases() { grep -c '"event":"kms.release"' "$KMS_STATE/audit.log"; }
 check_err "serve without a dataset: exit 1" 1 "no dataset" "$SL" serve "${SA[@]}"
 check_err "serve --ready-fd of a closed descriptor: exit 1" 1 "ready-fd" \
 	"$SL" serve "${SA[@]}" --ready-fd 57 ds
+# a usage error after --ready-fd: whoever waits there (the SPANK plugin)
+# gets the exit code on it, the message on stderr
+check_err "serve --ready-fd 3 with a --resume no --output names: exit 1" 1 "no --output model" \
+	"$SL" serve "${SA[@]}" --ready-fd 3 --resume model=/nowhere ds 3>"$T/usage.ready"
+assert "... the ready line is the error, exit 1" \
+	python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; sys.exit(not (e["exit"] == 1 and e["code"] == "SL_E_USAGE"))' "$T/usage.ready"
 check_err "serve --socket of a relative path: exit 1" 1 "absolute path" \
 	"$SL" serve "${SA[@]}" --socket rel.sock ds
 check_err "serve takes no job options (--env): exit 1" 1 "env" \

@@ -162,7 +162,7 @@ read -r _ bstep ssock < <(grep '^step ' batch.out)
 assert "the batch script reads through a serve of its own" test -n "$bsock" -a "$bsock" != none
 assert "an srun inside inherits the options: its step has another serve" \
 	test -n "$ssock" -a "$ssock" != none -a "$ssock" != "$bsock"
-for _ in $(seq 100); do [ -n "$(wipe_of "$bjob" batch)" ] && break; sleep 0.1; done
+for _ in $(seq 100); do [ -n "$(wipe_of "$bjob" batch)" ] && [ -n "$(wipe_of "$bjob" "$bstep")" ] && break; sleep 0.1; done
 assert "both wiped with their step ids (batch, $bstep)" \
 	test -n "$(wipe_of "$bjob" batch)" -a -n "$(wipe_of "$bjob" "$bstep")"
 
@@ -195,17 +195,23 @@ check "srun --seclaunch-output=model=DEST: a task writes \$SECLAUNCH_OUTPUT_DIR/
 for _ in $(seq 100); do [ -s "$T/dest/LATEST" ] && break; sleep 0.1; done
 assert "... sealed at DEST when the step ended (LATEST 1, a sharded dataset)" \
 	test "$(cat "$T/dest/LATEST" 2>/dev/null)" = 1 -a -f "$T/dest/ckpt-00000001/manifest.sldm"
-# read back by serve --resume (what a later step's --seclaunch-resume would do)
-"$SL" serve --policy "$T/policy.json" --policy-pubkey "$T/policy.pub" "${KMSA[@]}" \
-	--tcti "$TCTI_OK" --stage host --region gcp:europe-west4 --audit-log "$T/resume.log" \
-	--resume "model=$T/dest" --output "model=$T/dest2" --until-pid $$ --ready-file "$T/ready-r.json" -q "$T/ds" 2>"$T/resume.err" &
-sp=$!
-_PIDS+=("$sp")
-for _ in $(seq 300); do [ -s "$T/ready-r.json" ] && break; sleep 0.05; done
-odir=$("$PY" -c "import json; print(json.load(open('$T/ready-r.json')).get('output_dir', ''))")
-assert "... serve --resume: the sealed file is byte for byte the task's" cmp -s weights.bin "$odir/model/weights.bin"
-kill -TERM "$sp"
-wait "$sp" 2>/dev/null
+# a later step (a requeued job's) resumes: its tasks find the sealed file in
+# $SECLAUNCH_OUTPUT_DIR/model/, and the step's end seals it again
+check "srun --seclaunch-resume=model=DEST: the task finds the sealed file back, byte for byte" 0 \
+	srun -n 1 "${SA[@]}" --seclaunch-output="model=$T/dest" --seclaunch-resume="model=$T/dest" \
+	sh -c 'cmp weights.bin "$SECLAUNCH_OUTPUT_DIR/model/weights.bin" && echo more >>"$SECLAUNCH_OUTPUT_DIR/model/weights.bin"'
+for _ in $(seq 100); do [ "$(cat "$T/dest/LATEST" 2>/dev/null)" = 2 ] && break; sleep 0.1; done
+assert "... the resumed step's end sealed checkpoint 2" \
+	test "$(cat "$T/dest/LATEST" 2>/dev/null)" = 2 -a -f "$T/dest/ckpt-00000002/manifest.sldm"
+assert "... the resume was audited (checkpoint 1) by the serve whose run.wipe names the Slurm job" \
+	"$PY" -c '
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+res = [r["job_id"] for r in recs if r["event"] == "run.resume" and r["details"]["sequence"] == 1]
+slurm = [r["job_id"] for r in recs if r["event"] == "run.wipe" and "slurm_job_id" in r["details"].get("context", {})]
+sys.exit(not (res and res[-1] in slurm))' "$T/serve-audit.log"
+check_err "--seclaunch-resume of a name no --seclaunch-output declares: exit 1 naming it" 1 \
+	"resume.*model" srun -n 1 "${SA[@]}" --seclaunch-resume="model=$T/dest" true
 rel1=$(releases)
 check_err "--seclaunch-output to a destination the policy does not allow: exit 4" 4 \
 	"denies output model" srun -n 1 "${SA[@]}" --seclaunch-output="model=$T/elsewhere" true
