@@ -19,11 +19,12 @@ enum kind { K_HTTPS, K_S3, K_GCS };
 struct sl_remote {
 	sl_remote_opts o;
 	enum kind kind;
-	char name[1024];    /* as given */
-	char base[2048];    /* object URL prefix, ends with '/' */
-	char sigv4[128];    /* CURLOPT_AWS_SIGV4 provider string, "" for none */
-	sl_secret *userpwd; /* "KEYID:SECRET" for SigV4 */
-	sl_secret *header;  /* one extra header: session token or bearer token */
+	char name[1024];          /* as given */
+	char base[2048];          /* object URL prefix, ends with '/' */
+	char sigv4[128];          /* CURLOPT_AWS_SIGV4 provider string, "" for none */
+	sl_secret *userpwd;       /* "KEYID:SECRET" for SigV4 */
+	sl_secret *header;        /* one extra header: session token or bearer token */
+	const atomic_bool *abort; /* set: a fetch stops within a second */
 };
 
 #define DEFAULT_RANGE ((size_t)8 << 20)
@@ -66,6 +67,11 @@ int sl_remote_option(sl_remote_opts *o, int key, const char *arg)
 	default:
 		return 0;
 	}
+}
+
+void sl_remote_set_abort(sl_remote *r, const atomic_bool *flag)
+{
+	r->abort = flag;
 }
 
 void sl_remote_free(sl_remote *r)
@@ -899,6 +905,9 @@ sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd)
 	(void)curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, (long)conns);
 	for (;;) {
 		bool added = false;
+		/* checked at least once a second (the poll below) */
+		SL_ENSURE(r->abort == NULL || !atomic_load(r->abort), SL_E_SYSTEM,
+		          "%s: fetch stopped (the staging is ending)", what);
 		for (unsigned i = 0; i < conns && next < n_ranges; i++) {
 			if (xs[i].h != NULL)
 				continue;

@@ -11,6 +11,7 @@
 #define SECLAUNCH_LAUNCHER_REMOTE_H
 
 #include <getopt.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -54,6 +55,9 @@ SL_MUST_USE sl_err sl_remote_get(sl_remote *r, const char *object, size_t max, u
  * parallel range requests; the store's Content-Range must name exactly
  * the range asked for and the object's total size must be size. */
 SL_MUST_USE sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd);
+/* While *flag is set, sl_remote_fetch stops within a second (SL_E_SYSTEM);
+ * NULL: never. The flag must outlive its use (set NULL before freeing it). */
+void sl_remote_set_abort(sl_remote *r, const atomic_bool *flag);
 
 /* PUTs exactly size bytes of fd (read with pread from offset 0) as object;
  * retried with backoff on connection errors, 429 and 5xx (never on other

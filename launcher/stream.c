@@ -150,12 +150,86 @@ static void wait_for_work(sl_stream *s, bool lingering)
 	(void)pthread_cond_timedwait(&s->cv, &s->mu, &ts);
 }
 
+/* A remote dataset's next shard, fetched (ciphertext, into a memory file)
+ * on a thread of its own while the staging thread decrypts the current one,
+ * so that the network and the decryption overlap. Only one thread uses the
+ * remote reader at a time: the staging thread joins this one first. */
+struct prefetch {
+	sl_stream *s;
+	bool running;
+	pthread_t thr;
+	uint32_t i;
+	int fd;
+	sl_err rc;
+	char errmsg[512];
+	char name[4096];
+};
+
+static void *prefetch_main(void *arg)
+{
+	struct prefetch *p = arg;
+	p->fd = -1;
+	p->rc = sl_tree_open_shard(p->s->dir, p->s->remote, p->s->m, p->i, &p->fd, p->name,
+	                           sizeof(p->name));
+	if (p->rc != SL_OK)
+		snprintf(p->errmsg, sizeof(p->errmsg), "%s", sl_err_detail());
+	return NULL;
+}
+
+static void prefetch_start(struct prefetch *p, uint32_t i)
+{
+	p->i = i;
+	p->running = pthread_create(&p->thr, NULL, prefetch_main, p) == 0;
+}
+
+/* Waits for the prefetch; the shard's descriptor when it is shard i (and
+ * fetched), else -1 (a prefetch of another shard is closed). */
+static SL_RESULT prefetch_take(struct prefetch *p, uint32_t i, int *fd, char *name, size_t cap)
+{
+	sl_err rc = SL_OK;
+	*fd = -1;
+	if (!p->running)
+		return SL_OK;
+	pthread_join(p->thr, NULL);
+	p->running = false;
+	if (p->i != i) {
+		if (p->fd >= 0)
+			close(p->fd);
+		return SL_OK;
+	}
+	if (p->rc != SL_OK)
+		return sl_err_set(p->rc, "%s", p->errmsg);
+	*fd = p->fd;
+	snprintf(name, cap, "%s", p->name);
+	return rc;
+}
+
+/* The shard to fetch ahead of shard i: the next one, when nothing staged
+ * or read it yet; n when none. Called locked. */
+static uint32_t fetch_ahead(const sl_stream *s, uint32_t i)
+{
+	uint32_t j = i + 1;
+	return s->remote != NULL && j < s->n && s->slots[j].stage == NULL && !s->slots[j].consumed
+	           ? j
+	           : s->n;
+}
+
 static void *stage_thread(void *arg)
 {
 	sl_stream *s = arg;
 	char name[4096];
+	struct prefetch *pf = calloc(1, sizeof(*pf));
 
 	tl_stream = s;
+	if (pf == NULL) {
+		pthread_mutex_lock(&s->mu);
+		s->err = sl_err_set(SL_E_NOMEM, "stream staging");
+		snprintf(s->errmsg, sizeof(s->errmsg), "%s", sl_err_detail());
+		pthread_cond_broadcast(&s->cv);
+		pthread_mutex_unlock(&s->mu);
+		return NULL;
+	}
+	pf->s = s;
 	pthread_mutex_lock(&s->mu);
 	while (!atomic_load(&s->stop)) {
 		uint32_t i = pick(s);
@@ -167,6 +241,7 @@ static void *stage_thread(void *arg)
 			continue;
 		}
 		uint64_t len = shard_len(s, i);
+		uint32_t ahead = fetch_ahead(s, i);
 		s->reserved += len;
 		if (s->reserved > s->st.peak)
 			s->st.peak = s->reserved;
@@ -174,7 +249,12 @@ static void *stage_thread(void *arg)
 
 		sl_stage *st = NULL;
 		int fd = -1;
-		sl_err rc = sl_tree_open_shard(s->dir, s->remote, s->m, i, &fd, name, sizeof(name));
+		sl_err rc = prefetch_take(pf, i, &fd, name, sizeof(name));
+		if (rc == SL_OK && fd < 0)
+			rc =
+			    sl_tree_open_shard(s->dir, s->remote, s->m, i, &fd, name, sizeof(name));
+		if (rc == SL_OK && ahead < s->n)
+			prefetch_start(pf, ahead);
 		if (rc == SL_OK)
 			rc = sl_stage_sld(fd, name, s->dek, NULL, s->threads, false,
 			                  stream_interrupted, &st);
@@ -199,6 +279,9 @@ static void *stage_thread(void *arg)
 		pthread_cond_broadcast(&s->cv);
 	}
 	pthread_mutex_unlock(&s->mu);
+	int fd = -1;
+	(void)!prefetch_take(pf, s->n, &fd, name, sizeof(name)); /* closes it */
+	free(pf);
 	return NULL;
 }
 
@@ -234,6 +317,8 @@ sl_err sl_stream_new(const char *dir, sl_remote *remote, const sl_sldm *m, sl_se
 	s->slots = calloc(s->n, sizeof(*s->slots));
 	SL_ENSURE(s->slots != NULL, SL_E_NOMEM, "stream staging");
 	SL_GUARD(sl_secret_from(sl_secret_data(dek), sl_secret_len(dek), &s->dek));
+	if (remote != NULL)
+		sl_remote_set_abort(remote, &s->stop);
 	SL_ENSURE(pthread_create(&s->thr, NULL, stage_thread, s) == 0, SL_E_SYSTEM,
 	          "cannot start the staging thread");
 	s->running = true;
@@ -341,6 +426,8 @@ void sl_stream_free(sl_stream *s)
 	if (s == NULL)
 		return;
 	(void)!sl_stream_wipe_all(s);
+	if (s->remote != NULL)
+		sl_remote_set_abort(s->remote, NULL);
 	free(s->slots);
 	sl_secret_free(s->dek);
 	pthread_cond_destroy(&s->cv);

@@ -287,7 +287,7 @@ class Dataset:
         if shard in self._held:
             return self._held[shard][0]
         import time
-        delay, waited = 0.01, 0.0
+        delay, waited = 0.002, 0.0
         while True:
             ans, fds = _stream_ask({"op": "open_shard", "dataset": self.id, "shard": shard})
             if ans.get("ok"):
@@ -302,7 +302,7 @@ class Dataset:
                                          "--window held by other readers?)" % (self.id, shard))
             time.sleep(delay)
             waited += delay
-            delay = min(delay * 2, 0.2)
+            delay = min(delay * 2, 0.02)  # the shard is usually a few ms away
         if len(fds) != 1:
             raise SeclaunchDataError("%s shard %d: no descriptor" % (self.id, shard))
         size = ans.get("size", 0)

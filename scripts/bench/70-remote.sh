@@ -6,6 +6,11 @@
 #     memory files (what staging does) against `curl -s -o /dev/null` of the
 #     same shards from the same server (goal >= 0.8), and `seclaunch decrypt
 #     URL -o DIR` (DIR on /dev/shm) with its peak RSS (/usr/bin/time -v).
+#     Then `seclaunch run --stage stream URL` itself (attested launch, the
+#     KMS, a job that reads every byte with iter_files): the same bytes
+#     (SL_BENCH_REMOTE_MIB of 1 MiB files) against curl, the launch of a
+#     1-file dataset taken off, and seclaunch's peak RSS (VmHWM, read by the
+#     job at its end; goal <= 64 MiB + the window).
 # (2) S3 (s3rver from npm, TLS, path-style; SL_BENCH_S3_MIB, default 512)
 #     against `curl --aws-sigv4`.
 # (3) The data service: 4 processes of a job reading 10,000 small files
@@ -92,6 +97,19 @@ cc -std=c11 -D_GNU_SOURCE -O2 -I"$ROOT/include" -I"$ROOT/launcher" "$W/fetch.c" 
 	-o "$W/fetch" || die "cannot build the fetch helper (make build first)"
 
 make_tls_ca "$W/tls" || die "test CA"
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(command -v python3)
+# swtpm and seclaunchd (--dev, its development policy), started once
+kms_up() {
+	[ -n "${KMSA:-}" ] && return 0
+	command -v swtpm >/dev/null || return 1
+	start_tpm tpm || die "swtpm did not start"
+	start_kms "$W/kms" || die "seclaunchd did not start"
+	KMSA=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
+	"$SL" enroll "${KMSA[@]}" --tcti "$SWTPM_TCTI" -q || die enroll
+	"$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ds-key -q || die "key create"
+}
+KMSA=()
 "$SL" keygen -o "$W/key" -q || die keygen
 mkds() { # MIB DIR
 	mkdir -p "$W/plain"
@@ -103,6 +121,85 @@ mkds() { # MIB DIR
 objs() { # DIR: OBJECT:SIZE of every file
 	local f
 	for f in "$1"/*; do printf '%s:%s\n' "$(basename "$f")" "$(stat -c %s "$f")"; done
+}
+
+# `seclaunch run --stage stream` over HTTPS: MIB files of 1 MiB (sealed
+# under the KMS key, 256 MiB shards) served from $W/www/sds; a job reads
+# every byte with iter_files and reads seclaunch's VmHWM at its end.
+stream_bench() { # URL-of-www/ds/ MIB
+	local base=${1%ds/} n=$2
+	mkdir -p "$W/files"
+	"$PY" - "$W/files" "$n" <<'EOF'
+import os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    with open(os.path.join(d, "f%05d.bin" % i), "wb") as f:
+        f.write(os.urandom(1 << 20))
+EOF
+	"$SL" encrypt "${KMSA[@]}" --key-id ds-key --admin-token-file "$KMS_TOKEN" --dataset-id bench-stream \
+		--shard-size 256M -q "$W/files" -o "$W/www/sds" || die "encrypt the stream dataset"
+	head -c 1024 /dev/urandom >"$W/files/one.bin"
+	"$SL" encrypt "${KMSA[@]}" --key-id ds-key --admin-token-file "$KMS_TOKEN" --dataset-id bench-one --sharded \
+		-q "$W/files/one.bin" -o "$W/www/one" || die "encrypt the 1-file dataset"
+	rm -rf "$W/files"
+	cat "$W/www/sds"/* >/dev/null
+	local sbytes
+	sbytes=$(du -cb "$W/www/sds"/shard-* | tail -1 | cut -f1)
+	cat >"$W/streamjob.py" <<'EOF'
+import json, os, sys
+import seclaunch_data as sd
+ds = sd.get(sorted(sd.datasets())[0])
+b = 0
+for p, v in ds.iter_files():
+    b += len(bytes(v))  # every byte read (copied once)
+pid, hwm = os.getppid(), None
+while pid > 1 and hwm is None:
+    comm = open("/proc/%d/comm" % pid).read().strip()
+    st = open("/proc/%d/status" % pid).read()
+    if comm == "seclaunch":
+        hwm = int(st.split("VmHWM:")[1].split()[0])
+    pid = int(st.split("PPid:")[1].split()[0])
+json.dump({"bytes": b, "hwm_kib": hwm}, open(sys.argv[1], "w"))
+EOF
+	local RS=(run --policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" "${KMSA[@]}"
+		--tcti "$SWTPM_TCTI" --ca-file "$W/tls/ca.pem" --stage stream --audit-log "$W/audit.log"
+		--env "PYTHONPATH=$ROOT/launcher/python" --env PYTHONDONTWRITEBYTECODE=1 -q)
+	local c_args=() o
+	mapfile -t SO < <(objs "$W/www/sds")
+	for o in "${SO[@]}"; do c_args+=("$base""sds/${o%%:*}" -o /dev/null); done
+	local t_c t_s t_1
+	t_c=$(median_of 3 curl -s --cacert "$W/tls/ca.pem" "${c_args[@]}") || die "curl sds"
+	t_s=$(median_of 3 "$SL" "${RS[@]}" "$base""sds/" -- "$PY" "$W/streamjob.py" "$W/stream.json") ||
+		die "run --stage stream"
+	t_1=$(median_of 3 "$SL" "${RS[@]}" "$base""one/" -- "$PY" "$W/streamjob.py" "$W/one.json") ||
+		die "run, 1-file dataset"
+	# CPU seconds (user + system) of each side once more: curl, and seclaunch
+	# with its job (the server's own CPU is in neither)
+	/usr/bin/time -f "%U %S" -o "$W/cpu-curl" curl -s --cacert "$W/tls/ca.pem" "${c_args[@]}" ||
+		die "curl sds"
+	/usr/bin/time -f "%U %S" -o "$W/cpu-run" "$SL" "${RS[@]}" "$base""sds/" -- "$PY" "$W/streamjob.py" \
+		"$W/stream.json" || die "run --stage stream"
+	"$PY" - "$sbytes" "$t_c" "$t_s" "$t_1" "$W/stream.json" "$n" "$W/cpu-curl" "$W/cpu-run" <<'EOF'
+import json, sys
+b, tc, ts, t1 = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+cpu = lambda f: sum(map(float, open(f).read().split()[-2:]))
+r = json.load(open(sys.argv[5]))
+if r["bytes"] != int(sys.argv[6]) << 20:
+    sys.exit("  the job read %d bytes, want %d" % (r["bytes"], int(sys.argv[6]) << 20))
+st = max(ts - t1, 1e-9)
+mib = lambda t: b / t / 2**20
+print("  seclaunch run --stage stream URL, a job reading every byte (iter_files), median of 3:")
+print("    curl -s -o /dev/null, the same shards:   %.3f s  %.0f MiB/s" % (tc, mib(tc)))
+print("    run in all:                             %.3f s (the launch with a 1-file dataset: %.3f s)" % (ts, t1))
+print("    streaming part (run minus launch):      %.3f s  %.0f MiB/s" % (st, mib(st)))
+print("    ratio stream / curl throughput: %.2fx (goal >= 0.8x)" % (tc / st))
+gib = b / 2**30
+print("    CPU per GiB (user + system): curl %.2f s; seclaunch run and its job %.2f s (TLS,"
+      " AES-GCM, memory files, the job's reads)" % (cpu(sys.argv[7]) / gib, cpu(sys.argv[8]) / gib))
+w = 1 << 30
+print("    seclaunch peak RSS (VmHWM): %.0f MiB with a %d MiB window (goal <= 64 MiB + window)"
+      % (r["hwm_kib"] / 1024, w >> 20))
+EOF
 }
 
 # ---- (1) HTTPS from nginx -------------------------------------------------
@@ -144,6 +241,11 @@ elif start_nginx "$W/www" "$W/tls" 2; then
 	echo "  seclaunch decrypt URL -o /dev/shm/DIR:       ${t_dec} s  $(mibs "$bytes" "$t_dec") MiB/s, peak RSS $((rss / 1024)) MiB"
 	echo "  seclaunch decrypt FOLDER -o /dev/shm/DIR:    ${t_loc} s  (the same without the network)"
 	echo "  ratio decrypt URL / curl throughput: $(ratio "$t_curl" "$t_dec")x"
+	if kms_up; then
+		stream_bench "$U" "$mib"
+	else
+		echo "  seclaunch run --stage stream URL: skipped (swtpm not installed)"
+	fi
 	stop_pid "$NGINX_PID"
 else
 	echo "HTTPS: skipped (${NGINX_SKIP:-nginx did not start})"
@@ -241,15 +343,9 @@ if __name__ == "__main__":
     n, b = sum(x[0] for x in r), sum(x[1] for x in r)
     json.dump({"files": n, "bytes": b, "s": t}, open(sys.argv[1], "w"))
 EOF
-start_tpm tpm || die "swtpm did not start"
-start_kms "$W/kms" || die "seclaunchd did not start"
-KMSA=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
-"$SL" enroll "${KMSA[@]}" --tcti "$SWTPM_TCTI" -q || die enroll
-"$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ds-key -q || die "key create"
+kms_up || die "swtpm did not start"
 "$SL" encrypt "${KMSA[@]}" --key-id ds-key --admin-token-file "$KMS_TOKEN" --dataset-id small-files \
 	-q "$W/small" -o "$W/smallds" || die "encrypt small files"
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=$(command -v python3)
 for stage in ${SL_BENCH_DS_STAGES:-host stream stream-read}; do
 	"$SL" run --policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" "${KMSA[@]}" \
 		--tcti "$SWTPM_TCTI" --stage "${stage%-read}" --env "READ_MODE=${stage##*-}" \

@@ -26,6 +26,7 @@ misbehave, the manifest is served as is unless the mode says otherwise:
              given by --secret (403 SignatureDoesNotMatch otherwise)
   sigv4t     the same, and x-amz-security-token must be --token
   gcsauth    requires "Authorization: Bearer T" (--token)
+  stalllate  as stall, for every shard but shard-00000
 
 Metadata services (plain HTTP instance): PUT /latest/api/token and
 /latest/meta-data/iam/security-credentials/[ROLE] (IMDSv2: the token is
@@ -169,6 +170,8 @@ class H(http.server.BaseHTTPRequestHandler):
         mode, rel = parts
         name = os.path.basename(rel)
         shard = name.startswith("shard-")
+        if mode == "stalllate":
+            mode = "stall" if shard and name != "shard-00000.sld" else "good"
         rng = self.headers.get("Range")
         key = (mode, rel, rng)
         with lock:

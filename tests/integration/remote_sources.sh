@@ -129,6 +129,66 @@ assert "... byte for byte" same
 check_err "inspect through a store that answers 403: exit 5" 5 "HTTP 403" \
 	"$SL" inspect --ca-file tls/ca.pem "$F/deny403/ds/"
 
+# ---- run --stage stream from the store: every file through the job -----------
+# (the next shard fetched while the current one is decrypted); a later
+# shard swapped in from another dataset fails the run naming it; a store
+# that stalls on a later shard does not hold the run's end past the job
+if command -v swtpm >/dev/null; then
+	start_swtpm tpm || exit 1
+	start_kms "$T/kms" || exit 1
+	KMSA=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
+	"$SL" enroll "${KMSA[@]}" --tcti "$SWTPM_TCTI" -q
+	"$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ds-key -q
+	mkdir -p ksrc/d
+	for i in $(seq 10 29); do head -c 50000 /dev/urandom >"ksrc/d/f$i.bin"; done
+	check "encrypt 20 files under a KMS key (256 KiB shards: 5 files each)" 0 "$SL" encrypt \
+		"${KMSA[@]}" --key-id ds-key --admin-token-file "$KMS_TOKEN" --dataset-id remote-kds \
+		--shard-size 256K -q ksrc -o www/kds
+	# the same tree sealed again (another salt, another key): its shard 1 is
+	# the same size as ours, and put in place of ours
+	"$SL" encrypt "${KMSA[@]}" --key-id ds-key --admin-token-file "$KMS_TOKEN" \
+		--dataset-id remote-kds --shard-size 256K -q ksrc -o kds-other
+	cp -a www/kds www/kdsx && cp kds-other/shard-00001.sld www/kdsx/
+	chmod -R a+rX www
+	(cd ksrc && sha256sum d/*.bin) | awk '{print $1, $2}' >want.sums
+	same_sums() { sort -k2 "$1" | cmp -s - want.sums; }
+	cat >sjob.py <<'EOF'
+import hashlib, sys
+import seclaunch_data as sd
+ds = sd.get("remote-kds")
+with open(sys.argv[1], "w") as out:
+    try:
+        for p, v in ds.iter_files():
+            out.write("%s %s\n" % (hashlib.sha256(v).hexdigest(), p))
+            if sys.argv[2] == "first":
+                break
+    except sd.SeclaunchDataError as e:
+        print("job:", e, file=sys.stderr)  # seclaunch fails the run
+EOF
+	srun() { # MODE OUT WHICH [FOLDER [env...]]
+		local mode=$1 out=$2 which=$3 ds=${4:-kds}
+		shift 3
+		shift || true
+		env "$@" "$SL" run --policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" \
+			"${KMSA[@]}" --tcti "$SWTPM_TCTI" --ca-file tls/ca.pem --stage stream --window 600K \
+			--env "PYTHONPATH=$SL_ROOT/launcher/python" --env PYTHONDONTWRITEBYTECODE=1 -q \
+			"$F/$mode/$ds/" -- python3 sjob.py "$out" "$which"
+	}
+	check "run --stage stream from the store: exit 0" 0 srun good "$T/s.sums" all
+	assert "... every file through the job, byte for byte" same_sums "$T/s.sums"
+	check_err "a later shard of another copy of the dataset: exit 6 naming it" 6 \
+		"shard 1 \(shard-00001.sld\)" srun good "$T/w.sums" all kdsx
+	t0=$(date +%s)
+	check "a store stalling on later shards, a job that reads one file: exit 0" 0 \
+		srun stalllate "$T/f.sums" first kds SECLAUNCH_REMOTE_STALL_S=30
+	assert "... the run ends with the job, not after the 30 s stall timeout ($(($(date +%s) - t0)) s)" \
+		test $(($(date +%s) - t0)) -lt 15
+	assert "... the job read its file" test "$(wc -l <"$T/f.sums")" = 1
+	stop_kms
+else
+	skip "run --stage stream from the store" "swtpm not installed"
+fi
+
 # ---- S3 SigV4 and GCS bearer tokens against the fake store ------------------
 DEC_OPTS=(--s3-endpoint "$F")
 KEYS=(AWS_ACCESS_KEY_ID=AKIDTEST AWS_SECRET_ACCESS_KEY=right-secret)
