@@ -40,6 +40,8 @@ import mmap
 import os
 import socket
 import struct
+import threading
+import time
 
 __all__ = ["Dataset", "DeviceBuffer", "datasets", "get", "files", "open", "load_npy",
            "MemFile", "SeclaunchDataError", "SeclaunchDataIntegrityError", "TorchFiles",
@@ -50,6 +52,10 @@ ENV = "SECLAUNCH_DATA"
 SOCKET_ENV = "SECLAUNCH_DATA_SOCKET"
 TOKEN_ENV = "SECLAUNCH_DATA_TOKEN"
 _builtin_open = open
+# read() of a streamed file keeps its shard held this long after the last
+# read (one shard per dataset and process), so reading file by file costs a
+# look-up, not a round trip to the data service; then it is given back
+_SOFT_HOLD_S = 0.25
 
 
 class SeclaunchDataError(RuntimeError):
@@ -71,6 +77,10 @@ class Dataset:
             raise SeclaunchDataError("%s: bad size %r" % (dataset_id, self.size))
         self._map = None
         self._held = {}  # stream: shard -> (mmap, fd)
+        self._soft = {}  # stream: shard held by read() alone -> last use
+        self._pid = os.getpid()
+        self._lock = threading.RLock()
+        self._reaper = None
         self._files = None  # the file list, from the entry or the data service
         self._index = None  # path -> file entry
         self._shards = None
@@ -176,20 +186,80 @@ class Dataset:
         return mv[off:off + size]
 
     def read(self, path):
-        """A copy of one file's bytes; a streamed shard is given back at once,
-        unless this process held it already (iter_files, view): giving that
-        back would zero the pages under the views it handed out. seclaunch
-        keeps a given-back shard staged for --linger seconds, so reading
-        file by file does not decrypt the shard again for each file."""
+        """A copy of one file's bytes. Streamed: the file's shard stays held
+        for a quarter of a second after the read (the next read() in it is
+        a look-up), then is given back, as it is at once when a read()
+        moves to another shard; a shard view() or iter_files() holds is
+        left as it is (giving it back would zero the pages under their
+        views). seclaunch keeps a given-back shard staged for --linger
+        seconds, so coming back to it later does not decrypt it again."""
         if self.kind != "stream":
             return bytes(self.view(path))
-        shards = [sh["index"] for sh in self._shards_of(path)[1]]
-        held = {i for i in shards if i in self._held}
-        b = bytes(self.view(path))
-        for i in shards:
-            if i not in held:
-                self.release_shard(i)
-        return b
+        self._own()
+        with self._lock:
+            f, shards = self._shards_of(path)
+            if len(shards) != 1 or (shards[0]["index"] in self._held and
+                                    shards[0]["index"] not in self._soft):
+                # spread over shards (one at a time, as view() reads it), or
+                # held by view()/iter_files: not read()'s to give back
+                idx = [sh["index"] for sh in shards]
+                held = {i for i in idx if i in self._held}
+                b = bytes(self.view(path))
+                for i in idx:
+                    if i not in held:
+                        self.release_shard(i)
+                return b
+            sh = shards[0]
+            i = sh["index"]
+            for j in list(self._soft):
+                if j != i:
+                    self.release_shard(j)
+            m = self._acquire(i)
+            self._soft[i] = time.monotonic()
+            a = f["offset"] - sh["offset"]
+            with memoryview(m) as mv:
+                b = bytes(mv[a:a + f["size"]])
+            if self._reaper is None:
+                self._reaper = threading.Thread(target=self._reap, daemon=True,
+                                                name="seclaunch-data-release")
+                self._reaper.start()
+            return b
+
+    def _reap(self):
+        """Gives back the shards read() holds once unused for _SOFT_HOLD_S."""
+        while True:
+            time.sleep(_SOFT_HOLD_S / 2)
+            with self._lock:
+                if os.getpid() != self._pid:
+                    return
+                now = time.monotonic()
+                for i, t in list(self._soft.items()):
+                    if now - t >= _SOFT_HOLD_S:
+                        self.release_shard(i)
+                if not self._soft:
+                    self._reaper = None
+                    return
+
+    def _own(self):
+        """In a forked child, forget the shards the parent held: its
+        connection holds them, not ours, and the parent giving one back
+        zeroes the pages under the mapping the child inherited."""
+        if self._pid == os.getpid():
+            return
+        for m, fd in self._held.values():
+            try:
+                if hasattr(m, "close"):
+                    m.close()
+            except BufferError:
+                pass
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._held, self._soft = {}, {}
+        self._pid = os.getpid()
+        self._lock = threading.RLock()
+        self._reaper = None
 
     # ---- stream staging ---------------------------------------------------
     def _shards_of(self, path):
@@ -213,6 +283,7 @@ class Dataset:
         return f, out
 
     def _acquire(self, shard):
+        self._own()
         if shard in self._held:
             return self._held[shard][0]
         import time
@@ -240,7 +311,14 @@ class Dataset:
         return m
 
     def release_shard(self, shard):
-        """Gives a streamed shard back: seclaunch wipes it once every reader has."""
+        """Gives a streamed shard back: seclaunch wipes it once every reader
+        has (after --linger)."""
+        self._own()
+        with self._lock:
+            self._release_locked(shard)
+
+    def _release_locked(self, shard):
+        self._soft.pop(shard, None)
         held = self._held.pop(shard, None)
         if held is None:
             return
@@ -260,12 +338,19 @@ class Dataset:
             self.release_shard(sh["index"])
 
     def _stream_view(self, path):
+        self._own()
+        with self._lock:
+            return self._stream_view_locked(path)
+
+    def _stream_view_locked(self, path):
         f, shards = self._shards_of(path)
         if f["size"] == 0:
             return memoryview(b"")
         if len(shards) == 1:
             sh = shards[0]
             m = self._acquire(sh["index"])
+            # a view keeps its shard held until release_file / release_shard
+            self._soft.pop(sh["index"], None)
             a = f["offset"] - sh["offset"]
             return memoryview(m)[a:a + f["size"]]
         # a file spread over shards: one shard at a time, so the window
@@ -630,9 +715,26 @@ def _ask_pages(dataset_id, key):
 _stream_sock = {}
 
 
+_stream_lock = threading.Lock()
+
+
 def _stream_ask(req):
     """A request on this process's own connection to the data service: the
-    shards it holds are tied to the connection (given back when it closes)."""
+    shards it holds are tied to the connection (given back when it closes).
+    One request at a time (read()'s release thread shares the connection)."""
+    with _stream_lock:
+        return _stream_ask_locked(req)
+
+
+def _stream_locks_after_fork():
+    global _stream_lock
+    _stream_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_stream_locks_after_fork)
+
+
+def _stream_ask_locked(req):
     req = _with_token(req)
     pid = os.getpid()
     s = _stream_sock.get(pid)

@@ -11,7 +11,9 @@
 # (3) The data service: 4 processes of a job reading 10,000 small files
 #     (SL_BENCH_DS_FILES) through the Python helper against the same
 #     plaintext files read from the page cache, staged whole (host) and
-#     streamed (in order, iter_files). SECLAUNCH_DATA then lists no files:
+#     streamed (in order, iter_files), and streamed read() file by file
+#     (each read gives its shard back; the shard lingers for the next
+#     read: --linger's default). SECLAUNCH_DATA then lists no files:
 #     each process pages the list from the data service once, maps the
 #     staged memory once, and opens each file as a view into it.
 # SL_BENCH_REMOTE_PARTS picks parts (default "https s3 service");
@@ -211,7 +213,11 @@ def work(args):
         import seclaunch_data as sd
         ds = sd.get(sorted(sd.datasets())[0])
         mine = sorted(ds.files())[i::4]
-        if ds.kind == "stream":
+        if ds.kind == "stream" and os.environ.get("READ_MODE") == "read":
+            for p in mine:
+                b += len(ds.read(p))
+                n += 1
+        elif ds.kind == "stream":
             # in order: a shard is held while its files are read
             for p, v in ds.iter_files(mine):
                 with sd.MemFile(v, p) as f:
@@ -244,9 +250,9 @@ KMSA=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
 	-q "$W/small" -o "$W/smallds" || die "encrypt small files"
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3)
-for stage in ${SL_BENCH_DS_STAGES:-host stream}; do
+for stage in ${SL_BENCH_DS_STAGES:-host stream stream-read}; do
 	"$SL" run --policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" "${KMSA[@]}" \
-		--tcti "$SWTPM_TCTI" --stage "$stage" \
+		--tcti "$SWTPM_TCTI" --stage "${stage%-read}" --env "READ_MODE=${stage##*-}" \
 		--env "PYTHONPATH=${SL_BENCH_PYTHONPATH:-$ROOT/launcher/python}" \
 		--env PYTHONDONTWRITEBYTECODE=1 --audit-log "$W/audit.log" -q "$W/smallds" -- \
 		"$PY" "$W/readers.py" "$W/svc-$stage.json" 2>"$W/err" || {
@@ -262,7 +268,8 @@ d = json.load(open(sys.argv[1]))
 f = lambda r: (r["files"] / r["s"], r["bytes"] / r["s"] / 2**20)
 print("data service: 4 spawned processes reading %d small files (%.1f MiB):" % (d["files"], d["bytes"] / 2**20))
 names = {"host": "staged whole (--stage host), open() per file:",
-         "stream": "streamed (--stage stream), iter_files():"}
+         "stream": "streamed (--stage stream), iter_files():",
+         "stream-read": "streamed (--stage stream), read() per file:"}
 for p in sys.argv[2:]:
     r = json.load(open(p))
     name = names[os.path.basename(p)[4:-5]]

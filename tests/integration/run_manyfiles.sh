@@ -126,16 +126,40 @@ check "run --stage stream over $NF files: exit 0" 0 \
 	"$SL" run "${RUNA[@]}" --stage stream --window 2M -q ds -- "$PY" job.py "$T/s.json"
 [ -s "$T/s.json" ] && verify stream "$T/s.json"
 
-# streamed, read() file by file (open, read, give back): the shard lingers
-# after each release and the next read() takes it back, so each of the 3
-# shards is decrypted once, with room for only two; --linger 0 wipes it at
-# every release and decrypts it again for the next file
+# streamed, read() file by file: read() keeps the file's shard for the next
+# read and gives it back when it moves to another shard (or a quarter of a
+# second after its last read), so each of the 3 shards is decrypted once,
+# with room for only two. A shard given back lingers at seclaunch
+# (--linger): a read after a pause takes it back without decrypting it
+# again; with --linger 0 it is decrypted again. A child forked after a
+# read() does not use the parent's hold (the parent giving the shard back
+# would zero the pages under it).
 cat >readjob.py <<'EOF'
-import hashlib, json, sys
+import hashlib, json, multiprocessing, sys, time
 import seclaunch_data as sd
+sha = lambda b: hashlib.sha256(b).hexdigest()
 ds = sd.get("many-1")
-ps = ds.files()[:int(sys.argv[2])]
-json.dump({p: hashlib.sha256(ds.read(p)).hexdigest() for p in ps}, open(sys.argv[1], "w"))
+mode, n = sys.argv[2], int(sys.argv[3])
+ps = ds.files()[:n]
+out = {}
+if mode == "pause":
+    out[ps[0]] = sha(ds.read(ps[0]))
+    time.sleep(0.8)  # past read()'s hold: given back, lingering at seclaunch
+    ps = ps[1:]
+elif mode == "fork":
+    out[ps[0]] = sha(ds.read(ps[0]))
+    def child(q):
+        time.sleep(2.5)  # the parent gave the shard back; --linger 1 ended
+        q.put(sha(ds.read(ps[1])))
+    q = multiprocessing.get_context("fork").Queue()
+    pr = multiprocessing.get_context("fork").Process(target=child, args=(q,))
+    pr.start()
+    out[ps[1]] = q.get(timeout=60)
+    pr.join()
+    ps = []
+for p in ps:
+    out[p] = sha(ds.read(p))
+json.dump(out, open(sys.argv[1], "w"))
 EOF
 stream_rec() { # audit-log: shards_staged shards_reused of the stream's run.wipe
 	"$PY" - "$1" <<'EOF'
@@ -148,22 +172,33 @@ for line in open(sys.argv[1]):
                 print(d["shards_staged"], d["shards_reused"])
 EOF
 }
-check "streamed, read() file by file over $NF files: exit 0" 0 \
-	"$SL" run "${RUNA[@]/$T\/audit.log/$T/rd.log}" --stage stream --window 1300K --linger 30 -q \
-	ds -- "$PY" readjob.py "$T/rd.json" "$NF"
-assert "read() file by file: every file's bytes" "$PY" -c "
+same_bytes() { # result.json: every file in it read with its bytes
+	"$PY" -c "
 import json, sys
 want = dict(reversed(l.split()) for l in open('want.sums'))
-sys.exit(json.load(open('$T/rd.json')) != want)"
+got = json.load(open(sys.argv[1]))
+sys.exit(not got or any(want[p] != s for p, s in got.items()))" "$1"
+}
+readrun() { # name window linger mode n
+	"$SL" run "${RUNA[@]/$T\/audit.log/$T/$1.log}" --stage stream --window "$2" --linger "$3" -q \
+		ds -- "$PY" readjob.py "$T/$1.json" "$4" "$5"
+}
+check "streamed, read() file by file over $NF files: exit 0" 0 readrun rd 1300K 30 all "$NF"
+assert "read() file by file: every file's bytes" same_bytes "$T/rd.json"
 read -r nst nre < <(stream_rec "$T/rd.log")
-assert "read() file by file: each of the 3 shards decrypted once (staged $nst, taken back $nre times)" \
-	test "${nst:-0}" = 3 -a "${nre:-0}" -gt $((NF / 2))
-check "streamed with --linger 0, read() of 200 files: exit 0" 0 \
-	"$SL" run "${RUNA[@]/$T\/audit.log/$T/rd0.log}" --stage stream --window 1300K --linger 0 -q \
-	ds -- "$PY" readjob.py "$T/rd0.json" 200
+assert "read() file by file: each of the 3 shards decrypted once (staged $nst)" test "${nst:-0}" = 3
+check "streamed, read() with a pause: exit 0" 0 readrun rdp 2M 30 pause 200
+assert "read() with a pause: every file's bytes" same_bytes "$T/rdp.json"
+read -r nst nre < <(stream_rec "$T/rdp.log")
+assert "read() after a pause takes the lingering shard back (staged $nst, taken back $nre)" \
+	test "${nst:-0}" = 3 -a "${nre:-0}" -ge 1
+check "streamed with --linger 0, read() with a pause: exit 0" 0 readrun rd0 2M 0 pause 200
+assert "--linger 0: every file's bytes" same_bytes "$T/rd0.json"
 read -r nst0 nre0 < <(stream_rec "$T/rd0.log")
-assert "--linger 0: the shard wiped at every release, decrypted again for the next file (staged $nst0)" \
-	test "${nst0:-0}" -ge 150 -a "${nre0:-1}" = 0
+assert "--linger 0: the shard given back is wiped and decrypted again after the pause (staged $nst0)" \
+	test "${nst0:-0}" -ge 4 -a "${nre0:-1}" = 0
+check "streamed, a child forked after a read(): exit 0" 0 readrun rdf 2M 1 fork 2
+assert "the forked child reads its own copy of the shard, not the parent's wiped one" same_bytes "$T/rdf.json"
 check_err "--linger over 600: usage error" 1 "--linger: '601' is not 0..600" \
 	"$SL" run "${RUNA[@]}" --stage stream --linger 601 ds -- true
 
