@@ -109,6 +109,49 @@ static SL_RESULT one_int(void *ctx, const kmsd_sqlv *cols, size_t n)
 	return SL_OK;
 }
 
+/* A SELECT count(*): its one integer into *n. */
+static SL_RESULT count1(kmsd_store *s, const char *sql, const kmsd_sqlv *args, size_t nargs,
+                        size_t *n)
+{
+	int64_t v = 0;
+	sl_err rc = exec1(s, sql, args, nargs, one_int, &v, NULL);
+	*n = (size_t)v;
+	return rc;
+}
+
+/* Ends a transaction opened by txn_begin: commits when rc is SL_OK, else
+ * (or when the commit fails) rolls back; leaves synchronous mode and gives
+ * the connection back. Returns the outcome. */
+static SL_RESULT txn_end(kmsd_store *s, void *c, sl_err rc)
+{
+	if (rc == SL_OK)
+		rc = s->drv->commit(c);
+	if (rc != SL_OK)
+		s->drv->rollback(c);
+	if (durable(s, c, false) != SL_OK && rc == SL_OK)
+		rc = sl_err_set(SL_E_SYSTEM, "state store: synchronous mode");
+	release(s, c, rc);
+	return rc;
+}
+
+/* Several statements that commit together and survive a crash of the
+ * machine: a pooled connection in synchronous mode with a write
+ * transaction open. On failure nothing is held (*c is NULL). */
+static SL_RESULT txn_begin(kmsd_store *s, void **c)
+{
+	sl_err rc = acquire(s, c);
+	if (rc != SL_OK)
+		return rc;
+	rc = durable(s, *c, true);
+	if (rc == SL_OK)
+		rc = s->drv->begin(*c);
+	if (rc != SL_OK) {
+		rc = txn_end(s, *c, rc);
+		*c = NULL;
+	}
+	return rc;
+}
+
 static const char SQL_SCHEMA_GET[] = "SELECT v FROM meta WHERE k = 'schema'";
 static const char SQL_SCHEMA_PUT[] = "INSERT INTO meta (k, v) VALUES ('schema', ?) "
                                      "ON CONFLICT (k) DO UPDATE SET v = excluded.v";
@@ -333,26 +376,17 @@ sl_err kmsd_store_key_create(kmsd_store *s, const char *id, const char *backend,
 	                  wrapped ? V_BLOB(wrapped, wlen) : (kmsd_sqlv){.t = KMSD_SQLV_NULL},
 	                  V_INT(now)};
 	void *c = NULL;
-	sl_err rc = acquire(s, &c);
+	sl_err rc = txn_begin(s, &c);
 	if (rc != SL_OK)
 		return rc;
-	SL_GUARD(durable(s, c, true));
-	SL_GUARD(s->drv->begin(c));
 	rc = s->drv->exec(c, k_sql, ka, NARGS(ka), NULL, NULL, NULL);
 	if (rc == SL_E_EXISTS)
 		rc = sl_err_set(SL_E_EXISTS, "key '%s' already exists", id);
 	if (rc != SL_OK)
 		goto out;
 	SL_GUARD(s->drv->exec(c, v_sql, va, NARGS(va), NULL, NULL, NULL));
-	SL_GUARD(s->drv->commit(c));
-	rc = SL_OK;
 out:
-	if (rc != SL_OK)
-		s->drv->rollback(c);
-	if (durable(s, c, false) != SL_OK && rc == SL_OK)
-		rc = sl_err_set(SL_E_SYSTEM, "state store: synchronous mode");
-	release(s, c, rc);
-	return rc;
+	return txn_end(s, c, rc);
 }
 
 struct key_get {
@@ -433,24 +467,15 @@ sl_err kmsd_store_kek_add(kmsd_store *s, const char *id, unsigned version, const
 	kmsd_sqlv ka[] = {V_INT(version), V_TEXT(id), V_INT(version - 1)};
 	int64_t ch = 0;
 	void *c = NULL;
-	sl_err rc = acquire(s, &c);
+	sl_err rc = txn_begin(s, &c);
 	if (rc != SL_OK)
 		return rc;
-	SL_GUARD(durable(s, c, true));
-	SL_GUARD(s->drv->begin(c));
 	SL_GUARD(s->drv->exec(c, v_sql, va, NARGS(va), NULL, NULL, NULL));
 	SL_GUARD(s->drv->exec(c, k_sql, ka, NARGS(ka), NULL, NULL, &ch));
 	SL_ENSURE(ch == 1, SL_E_EXISTS, "key '%s': another rotation made version %u first", id,
 	          version);
-	SL_GUARD(s->drv->commit(c));
-	rc = SL_OK;
 out:
-	if (rc != SL_OK)
-		s->drv->rollback(c);
-	if (durable(s, c, false) != SL_OK && rc == SL_OK)
-		rc = sl_err_set(SL_E_SYSTEM, "state store: synchronous mode");
-	release(s, c, rc);
-	return rc;
+	return txn_end(s, c, rc);
 }
 
 sl_err kmsd_store_kek_retire(kmsd_store *s, const char *id, unsigned below, size_t *n)
@@ -482,23 +507,16 @@ sl_err kmsd_store_key_delete(kmsd_store *s, const char *id, bool *found)
 	kmsd_sqlv a[] = {V_TEXT(id)};
 	int64_t ch = 0;
 	void *c = NULL;
-	sl_err rc = acquire(s, &c);
+	sl_err rc = txn_begin(s, &c);
 	if (rc != SL_OK)
 		return rc;
-	SL_GUARD(durable(s, c, true));
-	SL_GUARD(s->drv->begin(c));
 	SL_GUARD(s->drv->exec(c, r_sql, a, 1, NULL, NULL, NULL));
 	SL_GUARD(s->drv->exec(c, v_sql, a, 1, NULL, NULL, NULL));
 	SL_GUARD(s->drv->exec(c, k_sql, a, 1, NULL, NULL, &ch));
-	SL_GUARD(s->drv->commit(c));
-	*found = ch > 0;
-	rc = SL_OK;
 out:
-	if (rc != SL_OK)
-		s->drv->rollback(c);
-	if (durable(s, c, false) != SL_OK && rc == SL_OK)
-		rc = sl_err_set(SL_E_SYSTEM, "state store: synchronous mode");
-	release(s, c, rc);
+	rc = txn_end(s, c, rc);
+	if (rc == SL_OK)
+		*found = ch > 0;
 	return rc;
 }
 
@@ -598,10 +616,7 @@ sl_err kmsd_store_ref_count(kmsd_store *s, const char *id, size_t *n)
 {
 	static const char sql[] = "SELECT count(*) FROM key_refs WHERE key_id = ?";
 	kmsd_sqlv a[] = {V_TEXT(id)};
-	int64_t v = 0;
-	sl_err rc = exec1(s, sql, a, 1, one_int, &v, NULL);
-	*n = (size_t)v;
-	return rc;
+	return count1(s, sql, a, 1, n);
 }
 
 /* ---- challenges ---------------------------------------------------------- */
@@ -656,14 +671,10 @@ static SL_RESULT purge_count(kmsd_store *s, const char *del, const char *cnt, in
                              size_t *live)
 {
 	kmsd_sqlv a[] = {V_INT(t)};
-	int64_t v = 0;
-	sl_err rc;
-	if ((rc = exec1(s, del, a, 1, NULL, NULL, NULL)) != SL_OK)
+	sl_err rc = exec1(s, del, a, 1, NULL, NULL, NULL);
+	if (rc != SL_OK)
 		return rc;
-	if ((rc = exec1(s, cnt, NULL, 0, one_int, &v, NULL)) != SL_OK)
-		return rc;
-	*live = (size_t)v;
-	return SL_OK;
+	return count1(s, cnt, NULL, 0, live);
 }
 
 sl_err kmsd_store_challenge_purge(kmsd_store *s, int64_t before, size_t *live)
@@ -734,10 +745,7 @@ sl_err kmsd_store_count(kmsd_store *s, enum kmsd_store_table t, size_t *n)
 	    [KMSD_T_CHALLENGES] = "SELECT count(*) FROM challenges",
 	    [KMSD_T_PENDING] = "SELECT count(*) FROM pending",
 	};
-	int64_t v = 0;
-	sl_err rc = exec1(s, sql[t], NULL, 0, one_int, &v, NULL);
-	*n = (size_t)v;
-	return rc;
+	return count1(s, sql[t], NULL, 0, n);
 }
 
 struct key_use {
@@ -784,32 +792,20 @@ sl_err kmsd_store_ref_move(kmsd_store *s, const char *id, unsigned version, cons
 	kmsd_sqlv da[] = {V_TEXT(id), V_TEXT(dataset_id), V_INT(version)};
 	kmsd_sqlv ia[] = {V_TEXT(id), V_INT(version), V_TEXT(dataset_id), V_INT(now)};
 	void *c = NULL;
-	sl_err rc = acquire(s, &c);
+	sl_err rc = txn_begin(s, &c);
 	if (rc != SL_OK)
 		return rc;
-	SL_GUARD(durable(s, c, true));
-	SL_GUARD(s->drv->begin(c));
 	SL_GUARD(s->drv->exec(c, del, da, NARGS(da), NULL, NULL, NULL));
 	SL_GUARD(s->drv->exec(c, ins, ia, NARGS(ia), NULL, NULL, NULL));
-	SL_GUARD(s->drv->commit(c));
-	rc = SL_OK;
 out:
-	if (rc != SL_OK)
-		s->drv->rollback(c);
-	if (durable(s, c, false) != SL_OK && rc == SL_OK)
-		rc = sl_err_set(SL_E_SYSTEM, "state store: synchronous mode");
-	release(s, c, rc);
-	return rc;
+	return txn_end(s, c, rc);
 }
 
 sl_err kmsd_store_ref_count_below(kmsd_store *s, const char *id, unsigned below, size_t *n)
 {
 	static const char sql[] = "SELECT count(*) FROM key_refs WHERE key_id = ? AND version < ?";
 	kmsd_sqlv a[] = {V_TEXT(id), V_INT(below)};
-	int64_t v = 0;
-	sl_err rc = exec1(s, sql, a, NARGS(a), one_int, &v, NULL);
-	*n = (size_t)v;
-	return rc;
+	return count1(s, sql, a, NARGS(a), n);
 }
 
 sl_err kmsd_store_etoken_put(kmsd_store *s, const uint8_t hash[static 32], int64_t expires)

@@ -66,6 +66,33 @@ int sl_cli_fail(const char *cmd, sl_err rc)
 	return sl_err_exit_code(rc);
 }
 
+int sl_cli_run(const struct sl_cli_spec *s, void *ctx, struct sl_cli_shared *sh, int argc,
+               char **argv, int (*check)(void *ctx), int (*run)(void *ctx))
+{
+	int ret = sl_cli_parse(s, ctx, sh, argc, argv);
+	if (ret >= 0)
+		return ret;
+	ret = check != NULL ? check(ctx) : 0;
+	return ret != 0 ? ret : run(ctx);
+}
+
+int sl_cli_need_out(const char *cmd, const struct sl_cli_shared *sh, const char *missing)
+{
+	if (sh->out == NULL)
+		return sl_cli_usage(cmd, "%s", missing);
+	if (sl_cli_json && strcmp(sh->out, "-") == 0)
+		return sl_cli_usage(cmd, "--json and -o - both want stdout");
+	return 0;
+}
+
+int sl_cli_dashdash(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--") == 0)
+			return i;
+	return argc;
+}
+
 int sl_cli_usage(const char *cmd, const char *fmt, ...)
 {
 	char msg[1024];

@@ -72,6 +72,18 @@ struct sl_cli_spec {
 int sl_cli_parse(const struct sl_cli_spec *s, void *ctx, struct sl_cli_shared *sh, int argc,
                  char **argv);
 
+/* A command's whole course: sl_cli_parse, then check(ctx) (NULL: none) and,
+ * when that returns 0, run(ctx). Returns the exit code. */
+int sl_cli_run(const struct sl_cli_spec *s, void *ctx, struct sl_cli_shared *sh, int argc,
+               char **argv, int (*check)(void *ctx), int (*run)(void *ctx));
+/* -o was given (else a usage error saying `missing`) and, under --json, is
+ * not "-" (both would want stdout). 0 or the usage exit code. */
+int sl_cli_need_out(const char *cmd, const struct sl_cli_shared *sh, const char *missing);
+
+/* The index of the first "--" in argv[1..argc) (argc when there is none):
+ * the options end there and a command to run follows. */
+int sl_cli_dashdash(int argc, char **argv);
+
 /* A command with sub-verbs (policy, audit, key, evidence): the verb table. */
 struct sl_cli_verb {
 	const char *name;

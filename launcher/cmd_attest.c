@@ -118,16 +118,16 @@ static const struct sl_cli_spec spec = {
 static const char *const tools_ext[] = {".msg", ".sig", ".pcrs", ".ak.pem", ".ak.pub"};
 
 /* Everything that can be refused before the TPM is touched. */
-static int check(struct attest_ctx *a)
+static int check(void *ctx)
 {
+	struct attest_ctx *a = ctx;
 	sl_tpm2_alg alg;
 	size_t nonce_len = 0;
 	sl_err rc;
+	int ret = sl_cli_need_out("attest", &a->sh, "-o EVIDENCE.json is required");
 
-	if (a->sh.out == NULL)
-		return sl_cli_usage("attest", "-o EVIDENCE.json is required");
-	if (sl_cli_json && strcmp(a->sh.out, "-") == 0)
-		return sl_cli_usage("attest", "--json and -o - both want stdout");
+	if (ret != 0)
+		return ret;
 	if (a->ak_alg != NULL && sl_tpm2_alg_parse(a->ak_alg, &alg) != SL_OK)
 		return sl_cli_usage("attest", "--ak-alg: want rsa or ecc");
 	if (a->nonce_hex != NULL) {
@@ -175,8 +175,9 @@ out:
 	return rc;
 }
 
-static int run(struct attest_ctx *a)
+static int run(void *ctx)
 {
+	struct attest_ctx *a = ctx;
 	json_t *ev = NULL;
 	sl_err rc;
 
@@ -218,12 +219,7 @@ static int run(struct attest_ctx *a)
 int cmd_attest(int argc, char **argv)
 {
 	struct attest_ctx a = {.tee = "auto"};
-	int ret = sl_cli_parse(&spec, &a, &a.sh, argc, argv);
-	if (ret >= 0)
-		return ret;
-	ret = check(&a);
-	if (ret == 0)
-		ret = run(&a);
+	int ret = sl_cli_run(&spec, &a, &a.sh, argc, argv, check, run);
 	free(a.nonce);
 	return ret;
 }

@@ -239,20 +239,19 @@ static const struct sl_cli_spec spec = {
 };
 
 /* The checks that need no file: the options agree with each other. */
-static int check(struct decrypt_opts *o)
+static int check(void *ctx)
 {
+	const struct decrypt_opts *o = ctx;
 	bool kms = o->sh.kms != NULL;
-	if ((o->key_file == NULL) == !kms)
-		return sl_cli_usage("decrypt", "give exactly one of --key-file F and --kms URL");
+	int ret = sl_kms_cli_key_source("decrypt", o->key_file, o->sh.kms);
+	if (ret != 0)
+		return ret;
 	if (!kms && (o->rid.cloud_identity != NULL || o->rid.region != NULL ||
 	             o->rid.gcp_jwks != NULL || o->rid.aws_trust != NULL))
 		return sl_cli_usage("decrypt", "--cloud-identity, --region, --gcp-jwks and "
 		                               "--aws-trust go with --kms");
-	if (o->sh.out == NULL)
-		return sl_cli_usage("decrypt", "-o OUT is required ('-o -' for stdout)");
-	if (sl_cli_json && strcmp(o->sh.out, "-") == 0)
-		return sl_cli_usage("decrypt", "--json and -o - both want stdout");
-	return sl_region_id_check(&o->rid, "decrypt");
+	ret = sl_cli_need_out("decrypt", &o->sh, "-o OUT is required ('-o -' for stdout)");
+	return ret != 0 ? ret : sl_region_id_check(&o->rid, "decrypt");
 }
 
 struct fd_sink {
@@ -267,20 +266,17 @@ static SL_RESULT write_sink(void *ctx, uint64_t i, const uint8_t *plain, size_t 
 	return sl_write_all(s->fd, plain, len, s->name);
 }
 
-static int run(struct decrypt_opts *o);
+static int run(void *ctx);
 
 int cmd_decrypt(int argc, char **argv)
 {
 	struct decrypt_opts o = {0};
-	int ret = sl_cli_parse(&spec, &o, &o.sh, argc, argv);
-	if (ret >= 0)
-		return ret;
-	ret = check(&o);
-	return ret != 0 ? ret : run(&o);
+	return sl_cli_run(&spec, &o, &o.sh, argc, argv, check, run);
 }
 
-static int run(struct decrypt_opts *op)
+static int run(void *ctx)
 {
+	struct decrypt_opts *op = ctx;
 	struct decrypt_opts o = *op;
 	const char *out_path = o.sh.out;
 	sl_sld_header *h = NULL;

@@ -266,10 +266,12 @@ static const struct sl_cli_spec spec = {
     .on_args = on_args,
 };
 
-static int check(const struct encrypt_opts *o)
+static int check(void *ctx)
 {
-	if ((o->key_file == NULL) == (o->sh.kms == NULL))
-		return sl_cli_usage("encrypt", "give exactly one of --key-file F and --kms URL");
+	const struct encrypt_opts *o = ctx;
+	int ret = sl_kms_cli_key_source("encrypt", o->key_file, o->sh.kms);
+	if (ret != 0)
+		return ret;
 	if (o->sh.kms == NULL && (o->key_id != NULL || o->admin_token_file != NULL))
 		return sl_cli_usage("encrypt", "--key-id and --admin-token-file go with --kms");
 	if (o->sh.kms != NULL && o->key_id == NULL)
@@ -278,23 +280,15 @@ static int check(const struct encrypt_opts *o)
 		return sl_cli_usage("encrypt", "--dataset-id D is required");
 	if (sl_dataset_id_check(o->p.dataset_id, false, "--dataset-id") != SL_OK)
 		return sl_cli_usage("encrypt", "%s", sl_err_detail());
-	if (o->sh.out == NULL)
-		return sl_cli_usage("encrypt", "-o OUT.sld is required");
-	if (sl_cli_json && strcmp(o->sh.out, "-") == 0)
-		return sl_cli_usage("encrypt", "--json and -o - both want stdout");
-	return 0;
+	return sl_cli_need_out("encrypt", &o->sh, "-o OUT.sld is required");
 }
 
-static int run(struct encrypt_opts *o);
+static int run(void *ctx);
 
 int cmd_encrypt(int argc, char **argv)
 {
 	struct encrypt_opts o = {0};
-	int ret = sl_cli_parse(&spec, &o, &o.sh, argc, argv);
-	if (ret >= 0)
-		return ret;
-	ret = check(&o);
-	return ret != 0 ? ret : run(&o);
+	return sl_cli_run(&spec, &o, &o.sh, argc, argv, check, run);
 }
 
 static int obtain_key(struct encrypt_opts *o, sl_secret **dek);
@@ -364,8 +358,9 @@ static SL_RESULT read_input_at(void *ctx, void **tls, uint32_t file, uint64_t of
 	return SL_OK;
 }
 
-static int run(struct encrypt_opts *op)
+static int run(void *ctx)
 {
+	struct encrypt_opts *op = ctx;
 	struct encrypt_opts o = *op;
 	if (wants_tree(op))
 		return run_tree(op);

@@ -321,14 +321,9 @@ int cmd_measure(int argc, char **argv)
 {
 	struct mctx m = {.pcr = SL_WORKLOAD_PCR_DEFAULT};
 	struct sl_cli_shared sh;
-	int dd = argc, ret;
+	int dd = sl_cli_dashdash(argc, argv), ret;
 	if (sl_job_env_new(&m.env) != SL_OK)
 		return sl_cli_fail("measure", SL_E_NOMEM);
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--") == 0) {
-			dd = i;
-			break;
-		}
 	ret = sl_cli_parse(&spec, &m, &sh, dd, argv);
 	if (ret < 0) {
 		if (m.predict == (m.verify != NULL))

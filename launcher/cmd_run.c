@@ -266,7 +266,7 @@ static int on_option(void *ctx, int key, char *arg)
 	return sl_run_option(ctx, "run", key, arg);
 }
 
-static int on_args(void *ctx, int argc, char **argv)
+int sl_run_on_args(void *ctx, int argc, char **argv)
 {
 	struct sl_run *r = ctx;
 	r->datasets = argv;
@@ -274,14 +274,21 @@ static int on_args(void *ctx, int argc, char **argv)
 	return 0;
 }
 
+void sl_run_init(struct sl_run *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->workload_pcr = SL_WORKLOAD_PCR_DEFAULT;
+	r->lease_grace_s = SL_RUN_LEASE_GRACE_DEFAULT;
+}
+
 static const struct sl_cli_spec spec = {
     .name = "run",
-    .shared = SL_SH_QUIET | SL_SH_JSON | SL_SH_KMS_ALL | SL_SH_TCTI | SL_SH_AUDIT_LOG,
+    .shared = SL_RUN_SHARED,
     .shortopts = "v",
     .opts = run_opts,
     .help = usage,
     .on_option = on_option,
-    .on_args = on_args,
+    .on_args = sl_run_on_args,
 };
 
 int sl_run_check(struct sl_run *r, const struct sl_cli_shared *sh, const char *cmd)
@@ -328,13 +335,7 @@ static int check(struct sl_run *r, const struct sl_cli_shared *sh, char **cmd)
 static int parse(struct sl_run *r, int argc, char **argv)
 {
 	struct sl_cli_shared sh;
-	int dd = argc, ret;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--") == 0) {
-			dd = i;
-			break;
-		}
-	}
+	int dd = sl_cli_dashdash(argc, argv), ret;
 	ret = sl_cli_parse(&spec, r, &sh, dd, argv);
 	if (ret >= 0)
 		return ret;
@@ -348,9 +349,7 @@ int cmd_run(int argc, char **argv)
 	int code;
 	sl_err rc;
 
-	memset(&r, 0, sizeof(r));
-	r.workload_pcr = SL_WORKLOAD_PCR_DEFAULT;
-	r.lease_grace_s = SL_RUN_LEASE_GRACE_DEFAULT;
+	sl_run_init(&r);
 	rc = sl_job_env_new(&r.env);
 	if (rc != SL_OK)
 		return sl_cli_fail("run", rc);

@@ -134,22 +134,14 @@ static int on_option(void *ctx, int key, char *arg)
 	}
 }
 
-static int on_args(void *ctx, int argc, char **argv)
-{
-	struct sl_run *r = ctx;
-	r->datasets = argv;
-	r->ndatasets = (size_t)argc;
-	return 0;
-}
-
 static const struct sl_cli_spec spec = {
     .name = "serve",
-    .shared = SL_SH_QUIET | SL_SH_JSON | SL_SH_KMS_ALL | SL_SH_TCTI | SL_SH_AUDIT_LOG,
+    .shared = SL_RUN_SHARED,
     .shortopts = "v",
     .opts = serve_opts,
     .help = usage,
     .on_option = on_option,
-    .on_args = on_args,
+    .on_args = sl_run_on_args,
 };
 
 int cmd_serve(int argc, char **argv)
@@ -158,19 +150,11 @@ int cmd_serve(int argc, char **argv)
 	struct sl_cli_shared sh;
 	int code;
 
-	int dd = argc;
-	memset(&r, 0, sizeof(r));
+	/* options and datasets before the first "--", the tasks' command after it */
+	int dd = sl_cli_dashdash(argc, argv);
+	sl_run_init(&r);
 	r.serve.on = true;
 	r.serve.ready_fd = -1;
-	r.lease_grace_s = SL_RUN_LEASE_GRACE_DEFAULT;
-	r.workload_pcr = SL_WORKLOAD_PCR_DEFAULT;
-	/* options and datasets before the first "--", the tasks' command after it */
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--") == 0) {
-			dd = i;
-			break;
-		}
-	}
 	code = sl_cli_parse(&spec, &r, &sh, dd, argv);
 	if (code == 0) /* --help */
 		return code;

@@ -213,8 +213,9 @@ static const struct sl_cli_spec spec = {
 };
 
 /* The options agree, and the binding and time parse. */
-static int check(args *a)
+static int check(void *ctx)
 {
+	args *a = ctx;
 	size_t expect_len = 0;
 	sl_err rc;
 	if (a->nfiles != (a->tools ? 3 : 1))
@@ -241,8 +242,9 @@ static int check(args *a)
 	return 0;
 }
 
-static int run(args *a)
+static int run(void *ctx)
 {
+	args *a = ctx;
 	json_t *ev = NULL;
 	sl_claims *claims = NULL;
 	sl_err rc;
@@ -263,12 +265,7 @@ static int run(args *a)
 int cmd_verify(int argc, char **argv)
 {
 	args a = {.repeat = 1};
-	int ret = sl_cli_parse(&spec, &a, &a.sh, argc, argv);
-	if (ret >= 0)
-		return ret;
-	ret = check(&a);
-	if (ret == 0)
-		ret = run(&a);
+	int ret = sl_cli_run(&spec, &a, &a.sh, argc, argv, check, run);
 	free(a.expect);
 	return ret;
 }

@@ -2,8 +2,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "kms_cli.h"
 #include "seclaunch/attest.h"
+
+int sl_kms_cli_key_source(const char *cmd, const char *key_file, const char *kms)
+{
+	if ((key_file == NULL) == (kms == NULL))
+		return sl_cli_usage(cmd, "give exactly one of --key-file F and --kms URL");
+	return 0;
+}
 
 sl_err sl_kms_cli_new_dek(const sl_kms_opts *ko, const char *key_id, const char *dataset_id,
                           sl_secret **dek, uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN])

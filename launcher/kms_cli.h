@@ -6,6 +6,10 @@
 #include "seclaunch/kms_client.h"
 #include "seclaunch/sld.h"
 
+/* encrypt / decrypt: the key comes from exactly one of --key-file and --kms
+ * (either may be NULL). 0 or the usage exit code (cmd names the message). */
+int sl_kms_cli_key_source(const char *cmd, const char *key_file, const char *kms);
+
 /* encrypt --kms: a fresh DEK made here (secret memory), wrapped by
  * seclaunchd under key_id for dataset_id. ko names the KMS (url, CA, pin,
  * admin token file). */

@@ -221,6 +221,12 @@ enum {
 	{                                                                                          \
 		"verbose", no_argument, 'v', NULL                                                  \
 	}
+/* The shared options (cli.h) that run and serve take. */
+#define SL_RUN_SHARED (SL_SH_QUIET | SL_SH_JSON | SL_SH_KMS_ALL | SL_SH_TCTI | SL_SH_AUDIT_LOG)
+/* Zeroes r and sets the defaults run and serve start from. */
+void sl_run_init(struct sl_run *r);
+/* The operands of run and serve: the datasets (sl_cli_spec.on_args). */
+int sl_run_on_args(void *ctx, int argc, char **argv);
 /* One of the shared options (cmd names the messages); 0 or an exit code. */
 int sl_run_option(struct sl_run *r, const char *cmd, int key, char *arg);
 struct sl_cli_shared;

@@ -24,7 +24,7 @@ for tool in swtpm python3 cc; do
 	command -v "$tool" >/dev/null || { echo "30-kms: $tool is not installed"; exit 1; }
 done
 [ -x "$SL_BIN/seclaunchd" ] || { echo "30-kms: $SL_BIN/seclaunchd not built"; exit 1; }
-. "$SL_ROOT/tests/integration/lib.sh"
+. "$(dirname "$0")/lib.bash"
 . "$SL_ROOT/tests/integration/tpm2_lib.bash"
 . "$SL_ROOT/tests/integration/kms_lib.bash"
 cd "$T" || exit 1
@@ -37,16 +37,7 @@ echo '{"challenge_ttl_s": 600, "max_challenges": 200000}' >bench.json
 start_kms "$T/kms" --config "$T/bench.json" || exit 1
 "$SL" enroll --kms "$KMS_URL" --kms-ca "$KMS_CA" -q || exit 1
 "$SL" key create --kms "$KMS_URL" --kms-ca "$KMS_CA" --admin-token-file "$KMS_TOKEN" --id bench -q || exit 1
-python3 - "$KMS_CA" "$KMS_URL" "$(cat "$KMS_TOKEN")" >keys.txt <<'EOP'
-import base64, hashlib, http.client, json, os, ssl, sys, urllib.parse
-ca, url, token = sys.argv[1:4]
-u = urllib.parse.urlparse(url)
-c = http.client.HTTPSConnection(u.hostname, u.port, context=ssl.create_default_context(cafile=ca))
-for i in range(64):
-    dek = os.urandom(32)
-    c.request("POST", "/v1/keys/bench/wrap", body=json.dumps({"dataset_id": f"ds-{i}", "dek": base64.b64encode(dek).decode()}), headers={"Authorization": "Bearer " + token})
-    print("bench", f"ds-{i}", json.loads(c.getresponse().read())["wrapped_dek"], hashlib.sha256(dek).hexdigest())
-EOP
+bench_wrap_keys "$KMS_CA" "$KMS_URL" "$KMS_TOKEN" >keys.txt
 echo "seclaunchd: $(nproc) CPUs, default threads (2 connection threads, 64 workers), local keystore, dev policy, RSA-2048 AK, audit log on $(df --output=source "$T" | tail -1) ($(findmnt -no FSTYPE -T "$T")), $N releases per level"
 # CPU seconds seclaunchd has used (user + system), from /proc
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15) / hz }' "/proc/$KMS_PID/stat"; }

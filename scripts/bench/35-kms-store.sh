@@ -32,7 +32,7 @@ OPEN=${SL_BENCH_OPEN_RATE:-500}
 # SL_BENCH_STORES: which stores to measure ("sqlite pg", the default, or one)
 STORES=${SL_BENCH_STORES:-sqlite pg}
 [ -x "$SL_BIN/seclaunchd" ] || { echo "35-kms-store: $SL_BIN/seclaunchd not built"; exit 1; }
-. "$SL_ROOT/tests/integration/lib.sh"
+. "$(dirname "$0")/lib.bash"
 . "$SL_ROOT/tests/integration/tpm2_lib.bash"
 . "$SL_ROOT/tests/integration/kms_lib.bash"
 . "$SL_ROOT/tests/testlib/pg.bash"
@@ -54,16 +54,7 @@ replica() {
 prepare() { # enroll, a key, 64 datasets' wrapped DEKs with their digests
 	"$SL" enroll --kms "$URL_A" --kms-ca "$CA_A" -q || return 1
 	"$SL" key create --kms "$URL_A" --kms-ca "$CA_A" --admin-token-file "$T/A/admin.token" --id bench -q || return 1
-	python3 - "$CA_A" "$URL_A" "$(cat "$T/A/admin.token")" >keys.txt <<'EOP'
-import base64, hashlib, http.client, json, os, ssl, sys, urllib.parse
-ca, url, token = sys.argv[1:4]
-u = urllib.parse.urlparse(url)
-c = http.client.HTTPSConnection(u.hostname, u.port, context=ssl.create_default_context(cafile=ca))
-for i in range(64):
-    dek = os.urandom(32)
-    c.request("POST", "/v1/keys/bench/wrap", body=json.dumps({"dataset_id": f"ds-{i}", "dek": base64.b64encode(dek).decode()}), headers={"Authorization": "Bearer " + token})
-    print("bench", f"ds-{i}", json.loads(c.getresponse().read())["wrapped_dek"], hashlib.sha256(dek).hexdigest())
-EOP
+	bench_wrap_keys "$CA_A" "$URL_A" "$T/A/admin.token" >keys.txt
 }
 
 # CPU seconds (user + system) of the running replicas and their key

@@ -10,18 +10,9 @@
 # SL_BENCH_BASE_BIN (an earlier build of seclaunch) part 3 times it in the same
 # pairs. Prints figures; asserts nothing.
 set -uo pipefail
-ROOT=${SL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-BIN=${SL_BIN:-$ROOT/bin}
-export SL_ROOT=$ROOT SL_BIN=$BIN
-. "$ROOT/tests/integration/lib.sh"
-W=$T
-die() {
-	echo "55-lease: $*" >&2
-	exit 1
-}
-for t in swtpm tpm2_quote tpm2_checkquote tpm2_createek tpm2_createak python3; do
-	command -v "$t" >/dev/null || die "$t not installed"
-done
+. "$(dirname "$0")/lib.bash"
+export SL_ROOT SL_BIN
+need_tools swtpm tpm2_quote tpm2_checkquote tpm2_createek tpm2_createak python3
 TRIALS=${SL_BENCH_LEASE_TRIALS:-20}
 PARTS=${SL_BENCH_LEASE_PARTS:-123}
 TTL=2 # renewal every TTL/2 = 1 s

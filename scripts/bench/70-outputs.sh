@@ -12,22 +12,10 @@
 # Prints figures; asserts nothing.
 # SL_BENCH_OUT_MB overrides the 1024 MiB size.
 set -uo pipefail
-ROOT=${SL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-BIN=${SL_BIN:-$ROOT/bin}
-SL=$BIN/seclaunch
-SLD=$BIN/seclaunchd
-SL_ROOT=$ROOT SL_BIN=$BIN
-. "$ROOT/tests/integration/lib.sh"
-W=$T
+. "$(dirname "$0")/lib.bash"
 MB=${SL_BENCH_OUT_MB:-1024}
 THREADS=$(nproc)
-die() {
-	echo "70-outputs: $*" >&2
-	exit 1
-}
-for t in swtpm openssl python3 minisign; do
-	command -v "$t" >/dev/null || die "$t not installed"
-done
+need_tools swtpm openssl python3 minisign
 SHM=/dev/shm
 [ "$(stat -f -c %T "$SHM" 2>/dev/null)" = tmpfs ] || die "/dev/shm is not a tmpfs"
 DISK=$(mktemp -d "${SL_BENCH_TMP:-/var/tmp}/sl-bench-out.XXXXXX")

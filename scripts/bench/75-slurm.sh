@@ -11,10 +11,7 @@
 #     node (--overcommit), median step time, time per task, and the KMS's
 #     release count per step (it stays 1).
 set -uo pipefail
-ROOT=${SL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-BIN=${SL_BIN:-$ROOT/bin}
-SL_ROOT=$ROOT SL_BIN=$BIN
-. "$ROOT/tests/integration/lib.sh"
+. "$(dirname "$0")/lib.bash"
 . "$ROOT/tests/integration/run_lib.bash"
 . "$ROOT/tests/integration/slurm_lib.bash"
 SO=${SL_BUILD:-$ROOT/build}/slurm/spank_seclaunch.so
@@ -27,29 +24,8 @@ if [ ! -e "$SO" ]; then
 	echo "75-slurm: skipped: $SO was not built (libslurm-dev)"
 	exit 0
 fi
-die() {
-	echo "75-slurm: $*" >&2
-	exit 1
-}
 cd "$T" || die "no temp dir"
 chmod 0755 "$T"
-median_of() { # N cmd...
-	local n=$1
-	shift
-	python3 - "$n" "$@" <<'EOF2'
-import statistics, subprocess, sys, time
-n, cmd = int(sys.argv[1]), sys.argv[2:]
-ts = []
-for _ in range(n):
-    t0 = time.perf_counter()
-    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    ts.append(time.perf_counter() - t0)
-    if r.returncode != 0:
-        sys.exit("command failed (%d): %s: %s" % (r.returncode, " ".join(cmd), r.stderr.decode()[-400:]))
-print("%.4f" % statistics.median(ts))
-EOF2
-}
-ratio() { python3 -c "import sys; print('%.1f' % (float(sys.argv[1]) / float(sys.argv[2])))" "$@"; }
 ms() { python3 -c "import sys; print('%.0f' % (float(sys.argv[1]) * 1000 / float(sys.argv[2] if len(sys.argv) > 2 else 1)))" "$@"; }
 
 start_swtpm tpm >/dev/null || die "swtpm did not start"
@@ -76,7 +52,7 @@ with=$(median_of "$N" srun -n 2 "${SA[@]}" true) || die "srun with the plugin fa
 r1=$(releases)
 printf '  %-44s %8s ms\n' "srun -n 2 true" "$(ms "$base")"
 printf '  %-44s %8s ms   (%s x; releases per step: %s)\n' "srun -n 2 --seclaunch-... true" \
-	"$(ms "$with")" "$(ratio "$with" "$base")" "$(python3 -c "print(($r1 - $r0) / $N)")"
+	"$(ms "$with")" "$(ratio "$with" "$base" 1)" "$(python3 -c "print(($r1 - $r0) / $N)")"
 printf '  %-44s %8s ms\n' "cost of the node's attested launch" \
 	"$(python3 -c "print('%.0f' % (($with - $base) * 1000))")"
 

@@ -11,26 +11,13 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_lib.bash"
 
-for tool in swtpm python3; do
-	if ! command -v "$tool" >/dev/null; then
-		skip run_dataset "$tool not installed"
-		finish
-	fi
-done
-cd "$T" || exit 1
-# Debian's python3 (with python3-numpy and python3-torch from install-deps)
-# when there is one, else the first on PATH
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=$(python3 -c "import sys; print(sys.executable)")
+job_prologue run_dataset swtpm python3
 
 start_tpm tpm || {
 	echo "not ok - no swtpm"
 	exit 1
 }
-start_kms "$T/kms" || exit 1
-KMSA=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
-check "enroll the TPM" 0 "$SL" enroll "${KMSA[@]}" --tcti "$SWTPM_TCTI" -q
-check "create a key" 0 "$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ds-key -q
+kms_enrolled
 
 # a tree: nested folders, an empty file, a file larger than a shard, a .npy
 mkdir -p src/img/cats src/tables

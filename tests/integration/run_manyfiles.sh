@@ -11,15 +11,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_lib.bash"
 
-for tool in swtpm python3; do
-	if ! command -v "$tool" >/dev/null; then
-		skip run_manyfiles "$tool not installed"
-		finish
-	fi
-done
-cd "$T" || exit 1
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=$(python3 -c "import sys; print(sys.executable)")
+job_prologue run_manyfiles swtpm python3
 NF=${SL_TEST_MANY_FILES:-10000}
 
 "$PY" - src "$NF" <<'EOF'
@@ -39,10 +31,7 @@ start_tpm tpm || {
 	echo "not ok - no swtpm"
 	exit 1
 }
-start_kms "$T/kms" || exit 1
-KMSA=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
-check "enroll the TPM" 0 "$SL" enroll "${KMSA[@]}" --tcti "$SWTPM_TCTI" -q
-check "create a key" 0 "$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ds-key -q
+kms_enrolled
 check "encrypt $NF small files as a sharded dataset (3 shards)" 0 \
 	"$SL" encrypt "${KMSA[@]}" --key-id ds-key --admin-token-file "$KMS_TOKEN" \
 	--dataset-id many-1 --shard-size 600K -q src -o ds

@@ -9,48 +9,13 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_lib.bash"
 
-for tool in swtpm python3 setpriv; do
-	if ! command -v "$tool" >/dev/null; then
-		skip serve_node "$tool not installed"
-		finish
-	fi
-done
-cd "$T" || exit 1
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=$(python3 -c "import sys; print(sys.executable)")
+job_prologue serve_node swtpm python3 setpriv
 
 start_tpm tpm || exit 1
-minisign -G -W -p "$T/policy.pub" -s "$T/policy.key" >/dev/null 2>&1
 cp /bin/true "$T/jobbin"
-JOBSHA=$(sha256sum "$T/jobbin" | cut -d' ' -f1)
-DESTS="{\"url\": \"file://$T/dest*\", \"region\": \"gcp:europe-west4\"}"
-cat >"$T/policy.json" <<EOF2
-{
-  "version": 1,
-  "description": "serve_node test policy (development: unverified regions)",
-  "allow_unverified_region": true,
-  "keys": {"ds-key": ["node-*"], "ckpt-key": ["model:*"]},
-  "datasets": [
-    {"id": "node-1", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
-     "output_destinations": [$DESTS]},
-    {"id": "model:*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
-     "output_destinations": [$DESTS]},
-    {"id": "node-wl", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
-     "workloads": [{"exe_sha256": ["$JOBSHA"], "argv": ["$T/jobbin", "--epochs=*"]}]}
-  ]
-}
-EOF2
-minisign -S -s "$T/policy.key" -m "$T/policy.json" -t serve >/dev/null 2>&1
-start_kms "$T/kms" --policy "$T/policy.json" --policy-pubkey "$T/policy.pub" || exit 1
-KMSA=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
-check "enroll the TPM" 0 "$SL" enroll "${KMSA[@]}" --tcti "$SWTPM_TCTI" -q
-check "create a key" 0 "$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ds-key -q
-check "create the outputs' key" 0 "$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ckpt-key -q
 mkdir src
 for i in $(seq 0 11); do head -c $((20000 + i * 3000)) /dev/urandom >"src/s$i.bin"; done
-(cd src && sha256sum ./*.bin | sed 's# \./# #') >want.sums
-check "encrypt a sharded dataset" 0 "$SL" encrypt "${KMSA[@]}" --key-id ds-key \
-	--admin-token-file "$KMS_TOKEN" --dataset-id node-1 --shard-size 64K -q src -o ds
+serve_setup serve_node node "$T/jobbin" "--epochs=*"
 
 SA=(--policy "$T/policy.json" --policy-pubkey "$T/policy.pub" "${KMSA[@]}"
 	--tcti "$SWTPM_TCTI" --stage host --region gcp:europe-west4)

@@ -32,36 +32,9 @@ cd "$T" || exit 1
 chmod 0755 "$T"
 
 start_tpm tpm || exit 1
-minisign -G -W -p "$T/policy.pub" -s "$T/policy.key" >/dev/null 2>&1
-TRUESHA=$(sha256sum /usr/bin/true | cut -d' ' -f1)
-DESTS="{\"url\": \"file://$T/dest*\", \"region\": \"gcp:europe-west4\"}"
-cat >"$T/policy.json" <<EOF2
-{
-  "version": 1,
-  "description": "slurm_spank test policy (development: unverified regions)",
-  "allow_unverified_region": true,
-  "keys": {"ds-key": ["step-*"], "ckpt-key": ["model:*"]},
-  "datasets": [
-    {"id": "step-1", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
-     "output_destinations": [$DESTS]},
-    {"id": "model:*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
-     "output_destinations": [$DESTS]},
-    {"id": "step-wl", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
-     "workloads": [{"exe_sha256": ["$TRUESHA"], "argv": ["/usr/bin/true", "--ok"]}]}
-  ]
-}
-EOF2
-minisign -S -s "$T/policy.key" -m "$T/policy.json" -t slurm >/dev/null 2>&1
-start_kms "$T/kms" --policy "$T/policy.json" --policy-pubkey "$T/policy.pub" || exit 1
-KMSA=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
-check "enroll the TPM" 0 "$SL" enroll "${KMSA[@]}" --tcti "$SWTPM_TCTI" -q
-check "create a key" 0 "$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ds-key -q
-check "create the outputs' key" 0 "$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ckpt-key -q
 mkdir src
 for i in $(seq 0 9); do head -c $((30000 + i * 1000)) /dev/urandom >"src/part-$i.bin"; done
-(cd src && sha256sum ./*.bin | sed 's# \./# #') >want.sums
-check "encrypt a sharded dataset" 0 "$SL" encrypt "${KMSA[@]}" --key-id ds-key \
-	--admin-token-file "$KMS_TOKEN" --dataset-id step-1 --shard-size 64K -q src -o ds
+serve_setup slurm_spank step /usr/bin/true --ok
 TCTI_OK=$SWTPM_TCTI
 start_swtpm tpm-stranger || exit 1
 TCTI_STRANGER=$SWTPM_TCTI

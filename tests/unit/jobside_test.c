@@ -140,25 +140,59 @@ static void assert_clean(void)
 	assert_int_equal(L.stat("hostregister"), 0);
 }
 
+/* n random bytes in a memory file, opened by the library. */
+struct plainfd {
+	size_t n;
+	uint8_t *plain;
+	int fd;
+	sldata *d;
+	uint64_t dptr;
+};
+
+static void plain_make(struct plainfd *p, size_t n)
+{
+	p->n = n;
+	p->plain = random_bytes(n);
+	p->fd = memfd_with(p->plain, n);
+	p->d = NULL;
+	p->dptr = 0;
+}
+
+static void plain_open(struct plainfd *p, size_t n)
+{
+	plain_make(p, n);
+	assert_int_equal(L.open_fd(p->fd, n, &p->d), SLDATA_OK);
+}
+
+static void plain_close(struct plainfd *p)
+{
+	if (p->d != NULL)
+		L.close(p->d);
+	close(p->fd);
+	free(p->plain);
+}
+
+/* The device holds exactly `plain`; freeing it leaves nothing behind. */
+static void assert_filled_then_free(uint64_t dptr, const uint8_t *plain, size_t n)
+{
+	assert_memory_equal((const void *)(uintptr_t)dptr, plain, n);
+	assert_int_equal(L.device_free(dptr, n), SLDATA_OK);
+	assert_clean();
+}
+
 /* ---- plaintext through the pinned pool ------------------------------------ */
 static void test_fill_pool(void **state)
 {
 	(void)state;
 	NEED_LIB();
-	size_t n = 20 * MIB + 5;
-	uint8_t *plain = random_bytes(n);
-	int fd = memfd_with(plain, n);
-	sldata *d = NULL;
-	uint64_t dptr = 0;
+	struct plainfd p;
 	sldata_stats s;
 	/* slow copies: a pinned buffer reused before its copy ran would be seen */
 	setenv("FAKECUDA_DELAY_US", "30000", 1);
-	assert_int_equal(L.open_fd(fd, n, &d), SLDATA_OK);
-	assert_int_equal(L.to_device(d, 0, 0, &dptr), SLDATA_OK);
-	assert_true(dptr != 0);
-	/* chunk order: the device buffer is the plaintext, byte for byte */
-	assert_memory_equal((const void *)(uintptr_t)dptr, plain, n);
-	L.stats(d, &s);
+	plain_open(&p, 20 * MIB + 5);
+	assert_int_equal(L.to_device(p.d, 0, 0, &p.dptr), SLDATA_OK);
+	assert_true(p.dptr != 0);
+	L.stats(p.d, &s);
 	assert_int_equal(s.copies, 3);
 	assert_int_equal(s.max_copy, 8 * MIB);
 	assert_int_equal(L.stat("htod"), 3);
@@ -168,11 +202,9 @@ static void test_fill_pool(void **state)
 	assert_int_equal(L.stat("pinned_allocs"), 4);
 	/* the pinned buffers are zeroed and freed once the fill is done */
 	assert_int_equal(L.stat("live_pinned"), 0);
-	assert_int_equal(L.device_free(dptr, n), SLDATA_OK);
-	assert_clean();
-	L.close(d);
-	close(fd);
-	free(plain);
+	/* chunk order: the device buffer is the plaintext, byte for byte */
+	assert_filled_then_free(p.dptr, p.plain, p.n);
+	plain_close(&p);
 }
 
 /* More copies than pinned buffers with slow copies: every buffer is reused,
@@ -181,22 +213,14 @@ static void test_pool_reuse_waits_for_event(void **state)
 {
 	(void)state;
 	NEED_LIB();
-	size_t n = 72 * MIB;
-	uint8_t *plain = random_bytes(n);
-	int fd = memfd_with(plain, n);
-	sldata *d = NULL;
-	uint64_t dptr = 0;
+	struct plainfd p;
 	setenv("FAKECUDA_DELAY_US", "150000", 1);
-	assert_int_equal(L.open_fd(fd, n, &d), SLDATA_OK);
-	assert_int_equal(L.to_device(d, 0, 0, &dptr), SLDATA_OK);
+	plain_open(&p, 72 * MIB);
+	assert_int_equal(L.to_device(p.d, 0, 0, &p.dptr), SLDATA_OK);
 	assert_int_equal(L.stat("htod"), 9);
 	assert_int_equal(L.stat("reuse_violations"), 0);
-	assert_memory_equal((const void *)(uintptr_t)dptr, plain, n);
-	assert_int_equal(L.device_free(dptr, n), SLDATA_OK);
-	assert_clean();
-	L.close(d);
-	close(fd);
-	free(plain);
+	assert_filled_then_free(p.dptr, p.plain, p.n);
+	plain_close(&p);
 }
 
 /* The third copy fails on the device: the fill fails naming it, the
@@ -205,14 +229,10 @@ static void test_copy_fails_midway(void **state)
 {
 	(void)state;
 	NEED_LIB();
-	size_t n = 40 * MIB;
-	uint8_t *plain = random_bytes(n);
-	int fd = memfd_with(plain, n);
-	sldata *d = NULL;
-	uint64_t dptr = 0;
-	assert_int_equal(L.open_fd(fd, n, &d), SLDATA_OK);
+	struct plainfd p;
+	plain_open(&p, 40 * MIB);
 	setenv("FAKECUDA_FAIL", "htod:3", 1);
-	assert_int_equal(L.to_device(d, 0, 0, &dptr), SLDATA_E_SYSTEM);
+	assert_int_equal(L.to_device(p.d, 0, 0, &p.dptr), SLDATA_E_SYSTEM);
 	assert_non_null(strstr(L.error(), "copy failed"));
 	assert_int_equal(L.stat("copy_failures"), 1);
 	assert_clean();
@@ -225,41 +245,33 @@ static void test_copy_fails_midway(void **state)
 	int (*freep)(uint64_t) = NULL;
 	*(void **)(&alloc) = dlsym(L.fake, "cuMemAlloc_v2");
 	*(void **)(&freep) = dlsym(L.fake, "cuMemFree_v2");
-	assert_int_equal(alloc(&dptr, n), 0);
-	memset((void *)(uintptr_t)dptr, 0x5a, n);
-	assert_int_equal(L.to_device(d, 0, dptr, NULL), SLDATA_E_SYSTEM);
-	assert_true(all_zero((const uint8_t *)(uintptr_t)dptr, n));
-	assert_int_equal(freep(dptr), 0);
+	assert_int_equal(alloc(&p.dptr, p.n), 0);
+	memset((void *)(uintptr_t)p.dptr, 0x5a, p.n);
+	assert_int_equal(L.to_device(p.d, 0, p.dptr, NULL), SLDATA_E_SYSTEM);
+	assert_true(all_zero((const uint8_t *)(uintptr_t)p.dptr, p.n));
+	assert_int_equal(freep(p.dptr), 0);
 	assert_clean();
-	L.close(d);
-	close(fd);
-	free(plain);
+	plain_close(&p);
 }
 
 static void test_alloc_fails(void **state)
 {
 	(void)state;
 	NEED_LIB();
-	size_t n = 9 * MIB;
-	uint8_t *plain = random_bytes(n);
-	int fd = memfd_with(plain, n);
-	sldata *d = NULL;
-	uint64_t dptr = 0;
-	assert_int_equal(L.open_fd(fd, n, &d), SLDATA_OK);
+	struct plainfd p;
+	plain_open(&p, 9 * MIB);
 	setenv("FAKECUDA_FAIL", "alloc:1", 1);
-	assert_int_equal(L.to_device(d, 0, 0, &dptr), SLDATA_E_SYSTEM);
+	assert_int_equal(L.to_device(p.d, 0, 0, &p.dptr), SLDATA_E_SYSTEM);
 	assert_non_null(strstr(L.error(), "allocating"));
 	assert_non_null(strstr(L.error(), "CUDA_ERROR_OUT_OF_MEMORY"));
 	assert_clean();
 	L.reset();
 	setenv("FAKECUDA_FAIL", "hostalloc:3", 1);
-	assert_int_equal(L.to_device(d, 0, 0, &dptr), SLDATA_E_SYSTEM);
+	assert_int_equal(L.to_device(p.d, 0, 0, &p.dptr), SLDATA_E_SYSTEM);
 	assert_non_null(strstr(L.error(), "cuMemHostAlloc"));
 	assert_int_equal(L.stat("pinned_allocs"), 2);
 	assert_clean();
-	L.close(d);
-	close(fd);
-	free(plain);
+	plain_close(&p);
 }
 
 static void on_alarm(int sig)
@@ -274,24 +286,18 @@ static void test_cancel_by_signal(void **state)
 {
 	(void)state;
 	NEED_LIB();
-	size_t n = 80 * MIB;
-	uint8_t *plain = random_bytes(n);
-	int fd = memfd_with(plain, n);
-	sldata *d = NULL;
-	uint64_t dptr = 0;
+	struct plainfd p;
 	struct sigaction sa = {.sa_handler = on_alarm};
 	struct itimerval it = {.it_value = {.tv_usec = 60000}};
 	sigaction(SIGALRM, &sa, NULL);
 	setenv("FAKECUDA_DELAY_US", "30000", 1);
-	assert_int_equal(L.open_fd(fd, n, &d), SLDATA_OK);
+	plain_open(&p, 80 * MIB);
 	setitimer(ITIMER_REAL, &it, NULL);
-	assert_int_equal(L.to_device(d, 0, 0, &dptr), SLDATA_E_CANCELLED);
+	assert_int_equal(L.to_device(p.d, 0, 0, &p.dptr), SLDATA_E_CANCELLED);
 	assert_true(L.stat("htod") < 10);
 	assert_clean();
 	signal(SIGALRM, SIG_DFL);
-	L.close(d);
-	close(fd);
-	free(plain);
+	plain_close(&p);
 }
 
 /* ---- GPU decryption ----------------------------------------------------------- */
@@ -364,15 +370,13 @@ static void test_gpu_decrypt(void **state)
 		set_entry(&f, "sld");
 		assert_int_equal(L.open("gpu-dec", &d), SLDATA_OK);
 		assert_int_equal(L.to_device(d, 0, 0, &dptr), SLDATA_OK);
-		assert_memory_equal((const void *)(uintptr_t)dptr, f.plain, f.n);
 		L.stats(d, &s);
 		assert_true(s.kernel_launches >= 3);
 		assert_int_equal(L.stat("launches"), s.kernel_launches);
 		/* ciphertext copies of at least 8 MiB where the file has that much */
 		if (f.n > 8 * MIB)
 			assert_true(L.stat("htod_max") >= 8 * MIB);
-		assert_int_equal(L.device_free(dptr, f.n), SLDATA_OK);
-		assert_clean();
+		assert_filled_then_free(dptr, f.plain, f.n);
 		L.close(d);
 		close(f.fd);
 		free(f.plain);
@@ -411,6 +415,40 @@ static void test_gpu_decrypt_tamper(void **state)
 	free(f.plain);
 }
 
+/* A data service (token NULL: none asked) serving p's memory file as `id`
+ * to a job of this uid/gid. */
+static sl_dsvc *serve_plain(const struct plainfd *p, const char *id, const char *token)
+{
+	sl_dsvc *svc = NULL;
+	sl_dsvc_opts o = {.job_uid = getuid(), .job_gid = getgid(), .token = token};
+	json_t *info =
+	    json_pack("{s:s,s:I,s:s}", "kind", "host", "size", (json_int_t)p->n, "method", "memfd");
+	assert_int_equal(sl_dsvc_new(&o, &svc), SL_OK);
+	assert_int_equal(sl_dsvc_add(svc, id, p->fd, info), SL_OK);
+	json_decref(info);
+	assert_int_equal(sl_dsvc_serve(svc), SL_OK);
+	return svc;
+}
+
+/* In the job's child: `id` is announced without a descriptor, so the
+ * library asks svc's socket for it. */
+static void child_env(const sl_dsvc *svc, const char *id)
+{
+	char env[256];
+	snprintf(env, sizeof(env), "{\"%s\":{\"kind\":\"host\",\"size\":1}}", id);
+	setenv("SECLAUNCH_DATA", env, 1);
+	setenv("SECLAUNCH_DATA_SOCKET", sl_dsvc_path(svc), 1);
+}
+
+/* The child p ran every check (exit 0; else its status names the one that failed). */
+static void assert_child_ok(pid_t p)
+{
+	int st = 0;
+	assert_int_equal(waitpid(p, &st, 0), p);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 /* A dataset not in SECLAUNCH_DATA with a descriptor comes from the data
  * service: a process of the job (a child here) asks for it by id over the
  * socket, gets the memory file by SCM_RIGHTS, and fills the device from it. */
@@ -418,42 +456,29 @@ static void test_from_data_service(void **state)
 {
 	(void)state;
 	NEED_LIB();
-	size_t n = 9 * MIB + 1;
-	uint8_t *plain = random_bytes(n);
-	int fd = memfd_with(plain, n);
-	sl_dsvc *svc = NULL;
-	sl_dsvc_opts o = {.job_uid = getuid(), .job_gid = getgid()};
-	json_t *info =
-	    json_pack("{s:s,s:I,s:s}", "kind", "host", "size", (json_int_t)n, "method", "memfd");
-	assert_int_equal(sl_dsvc_new(&o, &svc), SL_OK);
-	assert_int_equal(sl_dsvc_add(svc, "svc-ds", fd, info), SL_OK);
-	json_decref(info);
-	assert_int_equal(sl_dsvc_serve(svc), SL_OK);
+	struct plainfd f;
+	plain_make(&f, 9 * MIB + 1);
+	sl_dsvc *svc = serve_plain(&f, "svc-ds", NULL);
 	pid_t p = fork();
 	if (p == 0) {
 		sldata *d = NULL;
 		uint64_t dptr = 0;
-		setenv("SECLAUNCH_DATA", "{\"svc-ds\":{\"kind\":\"host\",\"size\":1}}", 1);
-		setenv("SECLAUNCH_DATA_SOCKET", sl_dsvc_path(svc), 1);
+		child_env(svc, "svc-ds");
 		if (L.open("svc-ds", &d) != SLDATA_OK)
 			_exit(10);
 		if (L.to_device(d, 0, 0, &dptr) != SLDATA_OK)
 			_exit(11);
-		if (memcmp((const void *)(uintptr_t)dptr, plain, n) != 0)
+		if (memcmp((const void *)(uintptr_t)dptr, f.plain, f.n) != 0)
 			_exit(12);
 		if (L.open("no-such", &d) != SLDATA_E_USAGE ||
 		    strstr(L.error(), "data service refused") == NULL)
 			_exit(13);
 		_exit(0);
 	}
-	int st = 0;
-	assert_int_equal(waitpid(p, &st, 0), p);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_child_ok(p);
 	assert_int_equal(sl_dsvc_served(svc), 1);
 	sl_dsvc_free(svc);
-	close(fd);
-	free(plain);
+	plain_close(&f);
 }
 
 /* Under `seclaunch serve` the service wants the step's token: the library
@@ -464,23 +489,14 @@ static void test_from_serve_with_token(void **state)
 	NEED_LIB();
 	static const char tok[] =
 	    "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
-	size_t n = 3 * MIB;
-	uint8_t *plain = random_bytes(n);
-	int fd = memfd_with(plain, n);
-	sl_dsvc *svc = NULL;
-	sl_dsvc_opts o = {.job_uid = getuid(), .job_gid = getgid(), .token = tok};
-	json_t *info =
-	    json_pack("{s:s,s:I,s:s}", "kind", "host", "size", (json_int_t)n, "method", "memfd");
-	assert_int_equal(sl_dsvc_new(&o, &svc), SL_OK);
-	assert_int_equal(sl_dsvc_add(svc, "tok-ds", fd, info), SL_OK);
-	json_decref(info);
-	assert_int_equal(sl_dsvc_serve(svc), SL_OK);
+	struct plainfd f;
+	plain_make(&f, 3 * MIB);
+	sl_dsvc *svc = serve_plain(&f, "tok-ds", tok);
 	pid_t p = fork();
 	if (p == 0) {
 		sldata *d = NULL;
 		uint64_t dptr = 0;
-		setenv("SECLAUNCH_DATA", "{\"tok-ds\":{\"kind\":\"host\",\"size\":1}}", 1);
-		setenv("SECLAUNCH_DATA_SOCKET", sl_dsvc_path(svc), 1);
+		child_env(svc, "tok-ds");
 		unsetenv("SECLAUNCH_DATA_TOKEN");
 		if (L.open("tok-ds", &d) == SLDATA_OK || strstr(L.error(), "no token") == NULL)
 			_exit(10);
@@ -488,19 +504,15 @@ static void test_from_serve_with_token(void **state)
 		if (L.open("tok-ds", &d) != SLDATA_OK)
 			_exit(11);
 		if (L.to_device(d, 0, 0, &dptr) != SLDATA_OK ||
-		    memcmp((const void *)(uintptr_t)dptr, plain, n) != 0)
+		    memcmp((const void *)(uintptr_t)dptr, f.plain, f.n) != 0)
 			_exit(12);
 		_exit(0);
 	}
-	int st = 0;
-	assert_int_equal(waitpid(p, &st, 0), p);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_child_ok(p);
 	assert_int_equal(sl_dsvc_served(svc), 1);
 	assert_int_equal(sl_dsvc_refusals(svc), 1);
 	sl_dsvc_free(svc);
-	close(fd);
-	free(plain);
+	plain_close(&f);
 }
 
 static void test_unknown_dataset(void **state)
