@@ -6,39 +6,8 @@
 # `seclaunch decrypt` to /dev/null. Prints figures; asserts nothing.
 # SL_BENCH_RUN_GIB overrides the size of (2) (default 1).
 set -uo pipefail
-ROOT=${SL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-BIN=${SL_BIN:-$ROOT/bin}
-SL=$BIN/seclaunch
-SLD=$BIN/seclaunchd
-# swtpm and seclaunchd on free loopback ports, a private temp dir $T, all
-# stopped and removed at exit (the integration tests' library)
-SL_ROOT=$ROOT SL_BIN=$BIN
-. "$ROOT/tests/integration/lib.sh"
-W=$T
-die() {
-	echo "50-run: $*" >&2
-	exit 1
-}
-for t in swtpm tpm2_quote tpm2_checkquote tpm2_createek tpm2_createak python3; do
-	command -v "$t" >/dev/null || die "$t not installed"
-done
-# median wall seconds of N runs of a command (stdout/stderr discarded)
-median_of() { # N cmd...
-	local n=$1
-	shift
-	python3 - "$n" "$@" <<'EOF'
-import statistics, subprocess, sys, time
-n, cmd = int(sys.argv[1]), sys.argv[2:]
-ts = []
-for _ in range(n):
-    t0 = time.perf_counter()
-    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    ts.append(time.perf_counter() - t0)
-    if r.returncode != 0:
-        sys.exit("command failed (%d): %s" % (r.returncode, " ".join(cmd)))
-print("%.4f" % statistics.median(ts))
-EOF
-}
+. "$(dirname "$0")/lib.bash"
+need_tools swtpm tpm2_quote tpm2_checkquote tpm2_createek tpm2_createak python3
 
 start_swtpm tpm || die "swtpm did not start"
 

@@ -24,37 +24,10 @@
 # SL_BENCH_REMOTE_PARTS picks parts (default "https s3 service");
 # SL_BENCH_PYTHONPATH runs (3) with another copy of the helper.
 set -uo pipefail
-ROOT=${SL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-BIN=${SL_BIN:-$ROOT/bin}
-SL_ROOT=$ROOT SL_BIN=$BIN
-. "$ROOT/tests/integration/lib.sh"
+. "$(dirname "$0")/lib.bash"
 . "$ROOT/tests/integration/run_lib.bash"
-W=$T
-die() {
-	echo "70-remote: $*" >&2
-	exit 1
-}
-for t in python3 curl openssl cc; do
-	command -v "$t" >/dev/null || die "$t not installed"
-done
+need_tools python3 curl openssl cc
 cd "$W" || die "no temp dir"
-median_of() { # N cmd...
-	local n=$1
-	shift
-	python3 - "$n" "$@" <<'EOF'
-import statistics, subprocess, sys, time
-n, cmd = int(sys.argv[1]), sys.argv[2:]
-ts = []
-for _ in range(n):
-    t0 = time.perf_counter()
-    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    ts.append(time.perf_counter() - t0)
-    if r.returncode != 0:
-        sys.exit("command failed (%d): %s: %s" % (r.returncode, " ".join(cmd), r.stderr.decode()[-400:]))
-print("%.4f" % statistics.median(ts))
-EOF
-}
-ratio() { python3 -c "import sys; print('%.2f' % (float(sys.argv[1]) / float(sys.argv[2])))" "$@"; }
 parts=" ${SL_BENCH_REMOTE_PARTS:-https s3 service} "
 want() { [[ $parts == *" $1 "* ]]; }
 mibs() { python3 -c "import sys; print('%.0f' % (int(sys.argv[1]) / float(sys.argv[2]) / 2**20))" "$@"; }
