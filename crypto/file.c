@@ -46,6 +46,25 @@ sl_err sl_read_full(int fd, void *p, size_t len, size_t *got, const char *what)
 	return SL_OK;
 }
 
+sl_err sl_pread_full(int fd, void *p, size_t len, uint64_t off, size_t *got, const char *what)
+{
+	uint8_t *b = p;
+	size_t have = 0;
+	while (have < len) {
+		ssize_t n = pread(fd, b + have, len - have, (off_t)(off + have));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return sl_err_set(SL_E_IO, "%s: read at byte %llu: %s", what,
+			                  (unsigned long long)(off + have), strerror(errno));
+		if (n == 0)
+			break;
+		have += (size_t)n;
+	}
+	*got = have;
+	return SL_OK;
+}
+
 sl_err sl_file_read(const char *path, size_t max, uint8_t **out, size_t *len)
 {
 	sl_err rc = SL_E_IO;

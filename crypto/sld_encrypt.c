@@ -80,15 +80,7 @@ sl_err sl_sld_encrypt(sl_secret *dek, const sl_sld_encrypt_params *p, int in_fd,
 	sl_sld_header *h = NULL;
 	uint8_t salt[SL_SLD_SALT_LEN];
 
-	if (q.aead == SL_AEAD_NONE)
-		q.aead = SL_AEAD_AES_256_GCM;
-	if (q.chunk_size == 0)
-		q.chunk_size = SL_SLD_CHUNK_DEFAULT;
-	if (q.threads == 0)
-		q.threads = sl_sld_default_threads();
-	SL_ENSURE(sl_aead_name(q.aead) != NULL, SL_E_INPUT, "unknown AEAD id %d", (int)q.aead);
-	SL_ENSURE(q.threads <= SL_SLD_THREADS_MAX, SL_E_INPUT, "threads: %u, at most %d", q.threads,
-	          SL_SLD_THREADS_MAX);
+	SL_GUARD(sld_params_resolve(p, &q));
 	sl_random(salt, sizeof(salt));
 	SL_GUARD(sld_derive_keys(dek, salt, &keys));
 	SL_GUARD(sld_header_build(&q, plaintext_len, salt, &keys, &h));

@@ -166,15 +166,7 @@ sl_err sl_sld_encrypt_files(sl_secret *dek, const sl_sld_encrypt_params *p, uint
 	uint64_t count = 0;
 
 	SL_ENSURE(n > 0, SL_E_INTERNAL, "no file to encrypt");
-	if (q.aead == SL_AEAD_NONE)
-		q.aead = SL_AEAD_AES_256_GCM;
-	if (q.chunk_size == 0)
-		q.chunk_size = SL_SLD_CHUNK_DEFAULT;
-	if (q.threads == 0)
-		q.threads = sl_sld_default_threads();
-	SL_ENSURE(sl_aead_name(q.aead) != NULL, SL_E_INPUT, "unknown AEAD id %d", (int)q.aead);
-	SL_ENSURE(q.threads <= SL_SLD_THREADS_MAX, SL_E_INPUT, "threads: %u, at most %d", q.threads,
-	          SL_SLD_THREADS_MAX);
+	SL_GUARD(sld_params_resolve(p, &q));
 	e.h = calloc(n, sizeof(*e.h));
 	e.keys = calloc(n, sizeof(*e.keys));
 	SL_ENSURE(e.h != NULL && e.keys != NULL, SL_E_NOMEM, "encryption state");

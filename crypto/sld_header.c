@@ -500,6 +500,25 @@ out:
 	return rc;
 }
 
+sl_err sld_params_resolve(const sl_sld_encrypt_params *p, sl_sld_encrypt_params *out)
+{
+	sl_err rc = SL_E_INPUT;
+	*out = *p;
+	if (out->aead == SL_AEAD_NONE)
+		out->aead = SL_AEAD_AES_256_GCM;
+	if (out->chunk_size == 0)
+		out->chunk_size = SL_SLD_CHUNK_DEFAULT;
+	if (out->threads == 0)
+		out->threads = sl_sld_default_threads();
+	SL_ENSURE(sl_aead_name(out->aead) != NULL, SL_E_INPUT, "unknown AEAD id %d",
+	          (int)out->aead);
+	SL_ENSURE(out->threads <= SL_SLD_THREADS_MAX, SL_E_INPUT, "threads: %u, at most %d",
+	          out->threads, SL_SLD_THREADS_MAX);
+	rc = SL_OK;
+out:
+	return rc;
+}
+
 sl_err sld_header_build(const sl_sld_encrypt_params *p, uint64_t plaintext_len,
                         const uint8_t salt[static SL_SLD_SALT_LEN], const struct sld_keys *keys,
                         sl_sld_header **out)

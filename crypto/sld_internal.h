@@ -62,6 +62,10 @@ SL_MUST_USE sl_err sld_derive_keys(sl_secret *dek, const uint8_t salt[static SL_
                                    struct sld_keys *out);
 void sld_keys_free(struct sld_keys *k);
 
+/* The encryption parameters with their defaults filled in (AEAD, chunk
+ * size, threads), checked: SL_E_INPUT naming the bad one. */
+SL_MUST_USE sl_err sld_params_resolve(const sl_sld_encrypt_params *p, sl_sld_encrypt_params *out);
+
 /* Serialises a header (everything but salt comes from p) with the key
  * check and MAC, and parses it back into *out. */
 SL_MUST_USE sl_err sld_header_build(const sl_sld_encrypt_params *p, uint64_t plaintext_len,

@@ -341,21 +341,15 @@ static SL_RESULT read_input_at(void *ctx, void **tls, uint32_t file, uint64_t of
                                size_t len)
 {
 	const int *fd = ctx;
+	size_t got = 0;
 	(void)tls;
 	(void)file;
-	while (len > 0) {
-		ssize_t m = pread(*fd, buf, len, (off_t)off);
-		if (m < 0 && errno == EINTR)
-			continue;
-		if (m <= 0)
-			return sl_err_set(SL_E_IO,
-			                  "input ended at byte %llu (did it shrink while "
-			                  "being read?)%s%s",
-			                  (unsigned long long)off, m < 0 ? ": " : "",
-			                  m < 0 ? strerror(errno) : "");
-		buf += m, off += (uint64_t)m, len -= (size_t)m;
-	}
-	return SL_OK;
+	sl_err rc = sl_pread_full(*fd, buf, len, off, &got, "input");
+	if (rc == SL_OK && got < len)
+		rc = sl_err_set(SL_E_IO,
+		                "input ended at byte %llu (did it shrink while being read?)",
+		                (unsigned long long)(off + got));
+	return rc;
 }
 
 static int run(void *ctx)

@@ -550,15 +550,10 @@ static SL_RESULT tree_read_at(void *ctx, void **tlsp, uint32_t file, uint64_t of
 		size_t want = avail < len ? (size_t)avail : len;
 		SL_GUARD(tls_open(s, t, pc->entry));
 		size_t got = 0;
-		while (got < want) {
-			ssize_t m =
-			    pread(t->fd, buf + got, want - got, (off_t)(pc->off + in + got));
-			if (m < 0 && errno == EINTR)
-				continue;
-			SL_ENSURE(m > 0, SL_E_IO, "%s: %s", s->l->v[pc->entry].src,
-			          m < 0 ? strerror(errno) : "shorter than when it was listed");
-			got += (size_t)m;
-		}
+		SL_GUARD(
+		    sl_pread_full(t->fd, buf, want, pc->off + in, &got, s->l->v[pc->entry].src));
+		SL_ENSURE(got == want, SL_E_IO, "%s: shorter than when it was listed",
+		          s->l->v[pc->entry].src);
 		buf += want, off += want, len -= want;
 	}
 	rc = SL_OK;
@@ -571,18 +566,13 @@ static SL_RESULT fd_read_at(void *ctx, void **tls, uint32_t file, uint64_t off, 
                             size_t len)
 {
 	const int *fd = ctx;
+	size_t got = 0;
 	(void)tls;
 	(void)file;
-	while (len > 0) {
-		ssize_t m = pread(*fd, buf, len, (off_t)off);
-		if (m < 0 && errno == EINTR)
-			continue;
-		if (m <= 0)
-			return sl_err_set(SL_E_IO, "stream buffer: %s",
-			                  m < 0 ? strerror(errno) : "shorter than written");
-		buf += m, off += (uint64_t)m, len -= (size_t)m;
-	}
-	return SL_OK;
+	sl_err rc = sl_pread_full(*fd, buf, len, off, &got, "stream buffer");
+	if (rc == SL_OK && got < len)
+		rc = sl_err_set(SL_E_IO, "stream buffer: shorter than written");
+	return rc;
 }
 
 /* Encrypts shards index .. index + n - 1 (plaintext lengths lens) from src

@@ -40,6 +40,9 @@ SL_MUST_USE sl_err sl_output_open_stream(const char *path, int *fd_out);
 SL_MUST_USE sl_err sl_write_all(int fd, const void *p, size_t len, const char *what);
 /* Reads exactly len bytes or until EOF; *got says how many. */
 SL_MUST_USE sl_err sl_read_full(int fd, void *p, size_t len, size_t *got, const char *what);
+/* The same at offset off (pread: the file position does not move). */
+SL_MUST_USE sl_err sl_pread_full(int fd, void *p, size_t len, uint64_t off, size_t *got,
+                                 const char *what);
 
 /* Lower-case hex. out must hold 2*len+1 chars. */
 void sl_hex_encode(const uint8_t *in, size_t len, char *out);
