@@ -11,9 +11,11 @@ check "keygen" 0 "$SL" keygen -o k
 check "encrypt" 0 "$SL" encrypt -q --key-file k --dataset-id outtest plain -o a.sld
 
 # reader FIFO: a background reader that copies what reaches FIFO into OUT
-# and gives up after 5 s (so a refused decrypt leaves no reader behind).
+# and gives up after 60 s (so a refused decrypt leaves no reader behind;
+# release below ends it at once where nothing is written). The limit is
+# only a backstop: a loaded machine may take seconds to start the decrypt.
 reader() { # fifo out
-	timeout 5 cat "$1" >"$2" 2>/dev/null &
+	timeout 60 cat "$1" >"$2" 2>/dev/null &
 	echo $!
 }
 # stop the reader of a FIFO nobody wrote to: open the FIFO for writing once
