@@ -237,6 +237,13 @@ static int count(const struct conn *conns, int n, enum conn_state st, pid_t pid)
 	return k;
 }
 
+/* Whether pid's share of the admitted slots is taken. A peer in a pid
+ * namespace this one cannot see has pid 0: no share of its own. */
+static bool pid_full(const struct conn *conns, int n, pid_t pid)
+{
+	return pid > 0 && count(conns, n, C_IN, pid) >= SL_DSVC_SLOTS_PER_PID;
+}
+
 /* Not a refusal (the peer may be served): no slot is free for it. */
 static void send_busy(int fd, int per_pid)
 {
@@ -254,7 +261,7 @@ static void send_busy(int fd, int per_pid)
 static bool admit(const struct conn *conns, int n, struct conn *c)
 {
 	bool all = count(conns, n, C_IN, 0) >= SL_DSVC_SLOTS;
-	if (all || count(conns, n, C_IN, c->pid) >= SL_DSVC_SLOTS_PER_PID) {
+	if (all || pid_full(conns, n, c->pid)) {
 		send_busy(c->fd, !all);
 		c->gone = true;
 		return false;
@@ -313,7 +320,8 @@ static void tell_held_back(sl_dsvc *s)
 	if (r->held_back == 0)
 		return;
 	snprintf(m, sizeof(m),
-	         "%llu more refused connections in %d s, not recorded one by one (the last: %s)",
+	         "%llu more refused connections within %d s, not recorded one by one (the "
+	         "last: %s)",
 	         (unsigned long long)r->held_back, REPORT_WINDOW_MS / 1000, r->why);
 	if (s->o.refused != NULL)
 		s->o.refused(s->o.refused_ctx, r->pid, r->uid, m);
@@ -521,7 +529,7 @@ static int on_accept(sl_dsvc *s, struct conn *conns, int n, int64_t now, int64_t
 	} else {
 		c.st = C_IN;
 		bool all = count(conns, n, C_IN, 0) >= SL_DSVC_SLOTS;
-		if (all || count(conns, n, C_IN, cr.pid) >= SL_DSVC_SLOTS_PER_PID) {
+		if (all || pid_full(conns, n, cr.pid)) {
 			send_busy(fd, !all);
 			close(fd);
 			return n;
