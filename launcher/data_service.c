@@ -1,6 +1,16 @@
 /* The data service (data_service.h): a SOCK_SEQPACKET Unix socket served by
  * one thread with poll(2). One request per message, one JSON answer per
- * message, a descriptor attached by SCM_RIGHTS to an "open" answer. */
+ * message, a descriptor attached by SCM_RIGHTS to an "open" answer.
+ *
+ * Admission (docs/job-interface.md, "Admission and limits"): a connection
+ * holds one of three bounded pools. Under serve it waits in the pre-auth
+ * pool until its first request shows the token (SL_DSVC_PREAUTH_SLOTS, for
+ * preauth_ms; when full, the oldest connection of the process holding most
+ * of it makes room), and only then takes an admitted slot (SL_DSVC_SLOTS, at
+ * most SL_DSVC_SLOTS_PER_PID from one process, closed after idle_ms without
+ * a request unless it holds a shard). Under run the peer check at accept is
+ * the admission. A refused peer lingers a moment in a pool of its own, so it
+ * reads its refusal rather than a reset, and is then closed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -12,48 +22,23 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "data_service.h"
+#include "dsvc_int.h"
 #include "seclaunch/secret.h"
 
-#define MAX_CONN 256
 #define MAX_DATASETS 4096
-
-struct dataset {
-	char *id;
-	int fd; /* -1 for a stream dataset */
-	json_t *info;
-	sl_dsvc_stream_ops ops;
-};
-
-/* A shard a connection holds (stream datasets). */
-struct hold {
-	size_t ds;
-	uint32_t shard;
-};
-
-struct conn {
-	struct hold *holds;
-	size_t n, cap;
-};
-
-struct sl_dsvc {
-	sl_dsvc_opts o;
-	char dir[108];
-	char path[108];
-	int lfd;
-	int wake[2]; /* stop pipe */
-	struct dataset *ds;
-	size_t n_ds;
-	pthread_t thread;
-	bool running;
-	bool made_dir;
-	pthread_mutex_t mu;
-	uint64_t served, refused;
-	pid_t self;
-	sl_secret *token; /* serve: the step's token (NULL: run's descendant check) */
-};
+/* refused peers kept until they hang up or LINGER_MS pass */
+#define LINGER_SLOTS 16
+#define LINGER_MS 2000
+#define CONN_CAP (SL_DSVC_SLOTS + SL_DSVC_PREAUTH_SLOTS + LINGER_SLOTS)
+/* out of descriptors: the listening socket rests this long */
+#define ACCEPT_PAUSE_MS 100
+/* refusals told one by one per window; past that, one summary per window */
+#define REPORT_BURST 16
+#define REPORT_WINDOW_MS 10000
 
 #define TOKEN_HEX 64
 
@@ -70,6 +55,8 @@ sl_err sl_dsvc_new(const sl_dsvc_opts *o, sl_dsvc **out)
 	s->o = *o;
 	s->self = getpid();
 	s->o.token = NULL; /* the copy below is the service's own */
+	s->preauth_ms = o->preauth_ms != 0 ? o->preauth_ms : SL_DSVC_PREAUTH_MS;
+	s->idle_ms = o->idle_ms != 0 ? o->idle_ms : SL_DSVC_IDLE_MS;
 	pthread_mutex_init(&s->mu, NULL);
 	if (o->token != NULL) {
 		SL_ENSURE(strlen(o->token) == TOKEN_HEX, SL_E_INTERNAL,
@@ -233,185 +220,54 @@ static const char *check_peer(const sl_dsvc *s, const struct ucred *c)
 	return "not a process of this job";
 }
 
-static void send_json(int fd, json_t *o, int pass_fd)
+static int64_t now_ms(void)
 {
-	char *text = json_dumps(o, JSON_COMPACT);
-	struct iovec iov;
-	struct msghdr mh = {0};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
-	json_decref(o);
-	if (text == NULL)
-		return;
-	iov.iov_base = text;
-	iov.iov_len = strlen(text);
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	if (pass_fd >= 0) {
-		memset(&u, 0, sizeof(u));
-		mh.msg_control = u.buf;
-		mh.msg_controllen = sizeof(u.buf);
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+/* Connections in state st (of pid, when pid > 0), not counting those
+ * closing this round. */
+static int count(const struct conn *conns, int n, enum conn_state st, pid_t pid)
+{
+	int k = 0;
+	for (int i = 0; i < n; i++)
+		k += !conns[i].gone && conns[i].st == st && (pid <= 0 || conns[i].pid == pid);
+	return k;
+}
+
+/* Whether pid's share of the admitted slots is taken. A peer in a pid
+ * namespace this one cannot see has pid 0: no share of its own. */
+static bool pid_full(const struct conn *conns, int n, pid_t pid)
+{
+	return pid > 0 && count(conns, n, C_IN, pid) >= SL_DSVC_SLOTS_PER_PID;
+}
+
+/* Not a refusal (the peer may be served): no slot is free for it. */
+static void send_busy(int fd, int per_pid)
+{
+	char m[160];
+	snprintf(m, sizeof(m),
+	         per_pid ? "this process holds %d connections to the data service already; close "
+	                   "one and retry"
+	                 : "the data service has %d connections already; retry",
+	         per_pid ? SL_DSVC_SLOTS_PER_PID : SL_DSVC_SLOTS);
+	sl_dsvc_send(fd, sl_dsvc_error("busy", m), -1);
+}
+
+/* A connection that showed the token takes an admitted slot, if one is
+ * free for it; else it is told "busy" and closed. */
+static bool admit(const struct conn *conns, int n, struct conn *c)
+{
+	bool all = count(conns, n, C_IN, 0) >= SL_DSVC_SLOTS;
+	if (all || pid_full(conns, n, c->pid)) {
+		send_busy(c->fd, !all);
+		c->gone = true;
+		return false;
 	}
-	(void)sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-	free(text);
-}
-
-static json_t *error_json(const char *code, const char *msg)
-{
-	return json_pack("{s:b,s:s,s:s}", "ok", 0, "error", code, "message", msg);
-}
-
-static const struct dataset *find(const sl_dsvc *s, const char *id)
-{
-	for (size_t i = 0; i < s->n_ds; i++)
-		if (strcmp(s->ds[i].id, id) == 0)
-			return &s->ds[i];
-	return NULL;
-}
-
-static size_t ds_index(const sl_dsvc *s, const struct dataset *d)
-{
-	return (size_t)(d - s->ds);
-}
-
-static void count_served(sl_dsvc *s)
-{
-	pthread_mutex_lock(&s->mu);
-	s->served++;
-	pthread_mutex_unlock(&s->mu);
-}
-
-static bool hold_add(struct conn *c, size_t ds, uint32_t shard)
-{
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? 2 * c->cap : 16;
-		struct hold *h = realloc(c->holds, cap * sizeof(*h));
-		if (h == NULL)
-			return false;
-		c->holds = h;
-		c->cap = cap;
-	}
-	c->holds[c->n++] = (struct hold){ds, shard};
+	c->st = C_IN;
 	return true;
-}
-
-static bool hold_drop(struct conn *c, size_t ds, uint32_t shard)
-{
-	for (size_t i = 0; i < c->n; i++) {
-		if (c->holds[i].ds == ds && c->holds[i].shard == shard) {
-			c->holds[i] = c->holds[--c->n];
-			return true;
-		}
-	}
-	return false;
-}
-
-/* A connection's holds go back when it closes. */
-static void conn_release_all(sl_dsvc *s, struct conn *c)
-{
-	for (size_t i = 0; i < c->n; i++) {
-		struct dataset *d = &s->ds[c->holds[i].ds];
-		d->ops.release(d->ops.ctx, c->holds[i].shard);
-	}
-	free(c->holds);
-	*c = (struct conn){0};
-}
-
-/* open_shard / release_shard of a stream dataset. */
-static void answer_shard(sl_dsvc *s, int fd, struct conn *c, struct dataset *d, const char *op,
-                         json_int_t shard)
-{
-	if (d->ops.acquire == NULL || shard < 0 || shard > UINT32_MAX) {
-		send_json(fd, error_json("bad-request", "not a stream dataset, or no such shard"),
-		          -1);
-		return;
-	}
-	if (strcmp(op, "release_shard") == 0) {
-		if (!hold_drop(c, ds_index(s, d), (uint32_t)shard)) {
-			send_json(
-			    fd, error_json("not-held", "this connection does not hold that shard"),
-			    -1);
-			return;
-		}
-		d->ops.release(d->ops.ctx, (uint32_t)shard);
-		send_json(fd, json_pack("{s:b}", "ok", 1), -1);
-		return;
-	}
-	int sfd = -1, not_ready = 0;
-	uint64_t len = 0;
-	sl_err rc = d->ops.acquire(d->ops.ctx, (uint32_t)shard, &sfd, &len, &not_ready);
-	if (rc != SL_OK) {
-		send_json(fd, error_json("stage-failed", sl_err_detail()), -1);
-		return;
-	}
-	if (not_ready) {
-		send_json(fd,
-		          json_pack("{s:b,s:s,s:i}", "ok", 0, "error", "not-ready", "retry_ms", 20),
-		          -1);
-		return;
-	}
-	if (!hold_add(c, ds_index(s, d), (uint32_t)shard)) {
-		d->ops.release(d->ops.ctx, (uint32_t)shard);
-		send_json(fd, error_json("busy", "out of memory"), -1);
-		return;
-	}
-	send_json(fd,
-	          json_pack("{s:b,s:s,s:I,s:I}", "ok", 1, "dataset", d->id, "shard", shard, "size",
-	                    (json_int_t)len),
-	          sfd);
-	count_served(s);
-}
-
-/* An entry as "list" gives it: without the lists that may not fit one
- * message ("files", "shards"; a reader pages them), with their counts. */
-static json_t *list_entry(const json_t *info)
-{
-	json_t *e = json_deep_copy(info);
-	if (e == NULL)
-		return NULL;
-	static const char *const lists[] = {"files", "shards"};
-	static const char *const counts[] = {"file_count", "shard_count"};
-	bool cut = false;
-	for (size_t i = 0; i < 2; i++) {
-		const json_t *a = json_object_get(e, lists[i]);
-		if (json_is_array(a)) {
-			json_object_set_new(e, counts[i],
-			                    json_integer((json_int_t)json_array_size(a)));
-			json_object_del(e, lists[i]);
-			cut = true;
-		}
-	}
-	if (cut)
-		json_object_set_new(e, "files_from", json_string("service"));
-	return e;
-}
-
-/* files / shards: a page of the dataset's list from req->start. */
-static void answer_page(int fd, const struct dataset *d, const sl_dsvc_req *rq)
-{
-	const char *key = rq->op == SL_DSVC_OP_FILES ? "files" : "shards";
-	const json_t *all = json_object_get(d->info, key);
-	size_t total = json_is_array(all) ? json_array_size(all) : 0;
-	uint64_t next = 0;
-	json_t *page = all != NULL ? sl_dsvc_page(all, rq->start, SL_DSVC_PAGE_MAX - 256, &next)
-	                           : json_array();
-	if (page == NULL) {
-		send_json(fd, error_json("busy", "out of memory"), -1);
-		return;
-	}
-	json_t *ans = json_pack("{s:b,s:s,s:I,s:I,s:o}", "ok", 1, "dataset", d->id, "total",
-	                        (json_int_t)total, "start", (json_int_t)rq->start, key, page);
-	if (ans != NULL && next != 0)
-		json_object_set_new(ans, "next", json_integer((json_int_t)next));
-	send_json(fd, ans, -1);
 }
 
 static const char *check_token(const sl_dsvc *s, const char *token)
@@ -425,13 +281,13 @@ static const char *check_token(const sl_dsvc *s, const char *token)
 	return NULL;
 }
 
-/* One request (sl_dsvc_parse): list, open, open_shard / release_shard of a
- * stream dataset, files / shards (a page of a dataset's lists). Returns why
- * the request is refused (the peer is then cut off), or NULL. */
-static const char *answer(sl_dsvc *s, int fd, struct conn *c, const char *msg, size_t len)
+/* One request (sl_dsvc_parse), of a peer admitted or being admitted: the
+ * token checked, a pre-auth connection given its slot, then answered.
+ * Returns why the request is refused (the peer is then cut off), or NULL. */
+static const char *answer(sl_dsvc *s, struct conn *conns, int n_conns, struct conn *c,
+                          const char *msg, size_t len)
 {
 	sl_dsvc_req rq;
-	json_t *ans;
 	const char *why = NULL;
 
 	if (sl_dsvc_parse(msg, len, &rq) != SL_OK) {
@@ -439,148 +295,301 @@ static const char *answer(sl_dsvc *s, int fd, struct conn *c, const char *msg, s
 			why = "a malformed request (no token read)";
 			goto out;
 		}
-		send_json(fd, error_json("bad-request", sl_err_detail()), -1);
+		sl_dsvc_send(c->fd, sl_dsvc_error("bad-request", sl_err_detail()), -1);
 		goto out;
 	}
 	why = check_token(s, rq.has_token ? rq.token : NULL);
 	if (why != NULL)
 		goto out;
-	if (rq.op == SL_DSVC_OP_LIST) {
-		ans = json_object();
-		json_t *all = json_object();
-		for (size_t i = 0; i < s->n_ds; i++)
-			json_object_set_new(all, s->ds[i].id, list_entry(s->ds[i].info));
-		json_object_set_new(ans, "ok", json_true());
-		json_object_set_new(ans, "datasets", all);
-		send_json(fd, ans, -1);
+	if (c->st == C_PRE && !admit(conns, n_conns, c))
 		goto out;
-	}
-	struct dataset *d = (struct dataset *)find(s, rq.dataset);
-	if (d == NULL) {
-		send_json(fd, error_json("unknown-dataset", rq.dataset), -1);
-	} else if (rq.op == SL_DSVC_OP_FILES || rq.op == SL_DSVC_OP_SHARDS) {
-		answer_page(fd, d, &rq);
-	} else if (rq.op == SL_DSVC_OP_OPEN && d->fd >= 0) {
-		ans = json_pack("{s:b,s:s,s:o}", "ok", 1, "dataset", d->id, "info",
-		                list_entry(d->info));
-		send_json(fd, ans, d->fd);
-		count_served(s);
-	} else if (rq.op == SL_DSVC_OP_OPEN_SHARD || rq.op == SL_DSVC_OP_RELEASE_SHARD) {
-		answer_shard(s, fd, c, d,
-		             rq.op == SL_DSVC_OP_OPEN_SHARD ? "open_shard" : "release_shard",
-		             rq.shard);
-	} else {
-		send_json(
-		    fd, error_json("bad-request", "open of a stream dataset (use open_shard)"), -1);
-	}
+	sl_dsvc_answer(s, c, &rq);
 out:
 	sl_wipe(&rq, sizeof(rq));
 	return why;
 }
 
-/* Counted and reported (audited) before the peer is answered, so that
- * whoever reads the refusal finds it recorded already. */
-static void refuse(sl_dsvc *s, int fd, const struct ucred *c, const char *why)
+/* The hook hears of the first REPORT_BURST refusals of a window one by one,
+ * of the rest in one summary at the window's end (or the service's); a
+ * window that needed a summary leaves the next one none to tell one by one,
+ * so a lasting flood writes one record per window. */
+static void tell_held_back(sl_dsvc *s)
 {
+	struct reports *r = &s->rep;
+	char m[256];
+	if (r->held_back == 0)
+		return;
+	snprintf(m, sizeof(m),
+	         "%llu more refused connections within %d s, not recorded one by one (the "
+	         "last: %s)",
+	         (unsigned long long)r->held_back, REPORT_WINDOW_MS / 1000, r->why);
+	if (s->o.refused != NULL)
+		s->o.refused(s->o.refused_ctx, r->pid, r->uid, m);
+	r->held_back = 0;
+}
+
+static void next_window(sl_dsvc *s, int64_t now)
+{
+	struct reports *r = &s->rep;
+	bool flooded = r->held_back > 0;
+	tell_held_back(s);
+	r->window_end = now + REPORT_WINDOW_MS;
+	r->told = flooded ? REPORT_BURST : 0;
+}
+
+/* Counted and reported (audited) before the peer is answered (fd >= 0), so
+ * that whoever reads the refusal finds it recorded already. */
+static void refuse(sl_dsvc *s, int fd, pid_t pid, uid_t uid, const char *why)
+{
+	struct reports *r = &s->rep;
+	int64_t now = now_ms();
+
 	pthread_mutex_lock(&s->mu);
 	s->refused++;
 	pthread_mutex_unlock(&s->mu);
-	if (s->o.refused != NULL)
-		s->o.refused(s->o.refused_ctx, c->pid, c->uid, why);
-	send_json(fd, error_json("refused", why), -1);
+	if (now >= r->window_end)
+		next_window(s, now);
+	if (r->told < REPORT_BURST) {
+		r->told++;
+		if (s->o.refused != NULL)
+			s->o.refused(s->o.refused_ctx, pid, uid, why);
+	} else {
+		r->held_back++;
+		r->pid = pid;
+		r->uid = uid;
+		r->why = why;
+	}
+	if (fd >= 0)
+		sl_dsvc_send(fd, sl_dsvc_error("refused", why), -1);
+}
+
+/* A refused connection lingers (its peer reads the refusal, not a reset)
+ * while the linger pool has room, else it is closed at once. */
+static void linger(struct conn *conns, int n, struct conn *c, int64_t now)
+{
+	if (count(conns, n, C_SHUT, 0) >= LINGER_SLOTS) {
+		c->gone = true;
+		return;
+	}
+	(void)shutdown(c->fd, SHUT_WR);
+	c->st = C_SHUT;
+	c->since = now;
+}
+
+static void conn_close(sl_dsvc *s, struct conn *c)
+{
+	close(c->fd);
+	sl_dsvc_release_all(s, c);
+}
+
+/* The connections closing this round go; the last takes each one's place. */
+static int compact(sl_dsvc *s, struct conn *conns, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (!conns[i].gone)
+			continue;
+		conn_close(s, &conns[i]);
+		conns[i] = conns[n - 1];
+		conns[n - 1] = (struct conn){0};
+		n--;
+		i--;
+	}
+	return n;
+}
+
+/* When c's time in its state is up (INT64_MAX: never). */
+static int64_t deadline(const sl_dsvc *s, const struct conn *c)
+{
+	switch (c->st) {
+	case C_PRE:
+		return c->since + s->preauth_ms;
+	case C_SHUT:
+		return c->since + LINGER_MS;
+	case C_IN:
+		/* a holder's shards would go back, and their pages be zeroed
+		 * under the reader's mapping */
+		return c->n == 0 ? c->since + s->idle_ms : INT64_MAX;
+	}
+	return INT64_MAX;
+}
+
+/* The connections whose time is up: pre-auth ones refused and closed,
+ * refused ones closed, idle admitted ones closed without a word. */
+static void expire(sl_dsvc *s, struct conn *conns, int n, int64_t now)
+{
+	for (int i = 0; i < n; i++) {
+		struct conn *c = &conns[i];
+		if (c->gone || now < deadline(s, c))
+			continue;
+		if (c->st == C_PRE)
+			refuse(s, c->fd, c->pid, c->uid,
+			       "no request with the token (SECLAUNCH_DATA_TOKEN) in time");
+		c->gone = true;
+	}
+}
+
+/* poll's timeout: until the next deadline, the listening socket's rest or
+ * the end of a window with refusals held back; -1 for none. */
+static int poll_timeout(const sl_dsvc *s, const struct conn *conns, int n, int64_t now,
+                        int64_t accept_after)
+{
+	int64_t next = INT64_MAX;
+	for (int i = 0; i < n; i++) {
+		int64_t d = deadline(s, &conns[i]);
+		next = d < next ? d : next;
+	}
+	if (accept_after > now && accept_after < next)
+		next = accept_after;
+	if (s->rep.held_back > 0 && s->rep.window_end < next)
+		next = s->rep.window_end;
+	if (next == INT64_MAX)
+		return -1;
+	return next <= now ? 0 : (next - now > 60000 ? 60000 : (int)(next - now));
+}
+
+/* One request or hang-up on c. */
+static void on_readable(sl_dsvc *s, struct conn *conns, int n, struct conn *c, char *msg,
+                        int64_t now)
+{
+	ssize_t got = recv(c->fd, msg, SL_DSVC_MSG_MAX, MSG_DONTWAIT);
+	if (got < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (got <= 0) {
+		c->gone = true;
+		return;
+	}
+	if (c->st == C_SHUT)
+		return; /* refused: read and dropped */
+	const char *why = answer(s, conns, n, c, msg, (size_t)got);
+	if (why != NULL) {
+		refuse(s, c->fd, c->pid, c->uid, why);
+		linger(conns, n, c, now);
+	} else if (c->st == C_IN) {
+		c->since = now;
+	}
+}
+
+/* The oldest pre-auth connection of the process holding most of the pool:
+ * one process flooding it only ever pushes out its own. */
+static struct conn *preauth_victim(struct conn *conns, int n)
+{
+	struct conn *v = NULL;
+	int most = 0;
+	for (int i = 0; i < n; i++) {
+		struct conn *c = &conns[i];
+		if (c->gone || c->st != C_PRE)
+			continue;
+		int k = count(conns, n, C_PRE, c->pid);
+		if (k > most || (k == most && v != NULL && c->since < v->since)) {
+			most = k;
+			v = c;
+		}
+	}
+	return v;
+}
+
+/* One new connection: checked (uid; under run the descendant check), then
+ * into the pool its state says. Returns the new count. */
+static int on_accept(sl_dsvc *s, struct conn *conns, int n, int64_t now, int64_t *accept_after)
+{
+	int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (fd < 0) {
+		/* the connection stays queued and the socket readable: rest
+		 * rather than spin */
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+			*accept_after = now + ACCEPT_PAUSE_MS;
+		return n;
+	}
+	struct ucred cr = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
+	socklen_t cl = sizeof(cr);
+	const char *why = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0
+	                      ? "no peer credentials"
+	                      : check_peer(s, &cr);
+	struct conn c = {.fd = fd, .pid = cr.pid, .uid = cr.uid, .since = now};
+	if (why != NULL) {
+		refuse(s, fd, cr.pid, cr.uid, why);
+		c.st = C_SHUT;
+		if (count(conns, n, C_SHUT, 0) >= LINGER_SLOTS) {
+			close(fd);
+			return n;
+		}
+		(void)shutdown(fd, SHUT_WR);
+	} else if (s->token != NULL) {
+		c.st = C_PRE;
+		if (count(conns, n, C_PRE, 0) >= SL_DSVC_PREAUTH_SLOTS) {
+			struct conn *v = preauth_victim(conns, n);
+			refuse(s, v->fd, v->pid, v->uid,
+			       "no request with the token yet, and the connections waiting for "
+			       "one are too many");
+			conn_close(s, v);
+			*v = conns[n - 1];
+			conns[n - 1] = (struct conn){0};
+			n--;
+		}
+	} else {
+		c.st = C_IN;
+		bool all = count(conns, n, C_IN, 0) >= SL_DSVC_SLOTS;
+		if (all || pid_full(conns, n, cr.pid)) {
+			send_busy(fd, !all);
+			close(fd);
+			return n;
+		}
+	}
+	if (n >= CONN_CAP) { /* cannot happen: each pool is bounded */
+		close(fd);
+		return n;
+	}
+	conns[n] = c;
+	return n + 1;
 }
 
 static void *serve(void *arg)
 {
 	sl_dsvc *s = arg;
-	struct pollfd pf[MAX_CONN + 2];
-	bool shut[MAX_CONN + 2] = {false}; /* refused: requests read and dropped */
-	struct conn *conns = calloc(MAX_CONN + 2, sizeof(*conns));
-	int n = 0, n_shut = 0;
+	struct pollfd *pf = calloc(CONN_CAP + 2, sizeof(*pf));
+	struct conn *conns = calloc(CONN_CAP, sizeof(*conns));
 	char *msg = malloc(SL_DSVC_MSG_MAX);
+	int n = 0;
+	int64_t accept_after = 0;
 
-	if (msg == NULL || conns == NULL) {
-		free(msg);
-		free(conns);
-		return NULL;
-	}
+	if (msg == NULL || conns == NULL || pf == NULL)
+		goto out;
+	s->rep.window_end = now_ms() + REPORT_WINDOW_MS;
 	for (;;) {
+		int64_t now = now_ms();
+		int timeout = poll_timeout(s, conns, n, now, accept_after);
 		pf[0] = (struct pollfd){.fd = s->wake[0], .events = POLLIN};
-		pf[1] = (struct pollfd){.fd = n < MAX_CONN ? s->lfd : -1, .events = POLLIN};
-		if (poll(pf, (nfds_t)n + 2, -1) < 0) {
+		pf[1] = (struct pollfd){.fd = now >= accept_after ? s->lfd : -1, .events = POLLIN};
+		for (int i = 0; i < n; i++)
+			pf[i + 2] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
+		if (poll(pf, (nfds_t)n + 2, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
 		if (pf[0].revents != 0)
 			break;
-		for (int i = 2; i < n + 2; i++) {
-			if (pf[i].revents == 0)
-				continue;
-			ssize_t got = recv(pf[i].fd, msg, SL_DSVC_MSG_MAX, MSG_DONTWAIT);
-			if (got < 0 && (errno == EAGAIN || errno == EINTR))
-				continue;
-			if (got > 0) {
-				const char *why =
-				    shut[i] ? NULL
-				            : answer(s, pf[i].fd, &conns[i], msg, (size_t)got);
-				if (why != NULL) {
-					struct ucred cr = {0};
-					socklen_t cl = sizeof(cr);
-					(void)getsockopt(pf[i].fd, SOL_SOCKET, SO_PEERCRED, &cr,
-					                 &cl);
-					refuse(s, pf[i].fd, &cr, why);
-					(void)shutdown(pf[i].fd, SHUT_WR);
-					shut[i] = true;
-					n_shut++;
-				}
-				continue;
-			}
-			close(pf[i].fd);
-			conn_release_all(s, &conns[i]);
-			n_shut -= shut[i];
-			pf[i] = pf[n + 1];
-			shut[i] = shut[n + 1];
-			conns[i] = conns[n + 1];
-			conns[n + 1] = (struct conn){0};
-			n--;
-			i--;
-		}
-		if (pf[1].fd >= 0 && (pf[1].revents & POLLIN)) {
-			int c = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-			if (c < 0)
-				continue;
-			struct ucred cr;
-			socklen_t cl = sizeof(cr);
-			const char *why = getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0
-			                      ? "no peer credentials"
-			                      : check_peer(s, &cr);
-			if (why != NULL) {
-				refuse(s, c, &cr, why);
-				/* closing at once would turn the refusal the peer has
-				 * not read yet into a connection reset: keep it until the
-				 * peer hangs up (a few at most) */
-				if (n_shut >= 16) {
-					close(c);
-					continue;
-				}
-				(void)shutdown(c, SHUT_WR);
-				n_shut++;
-			}
-			pf[n + 2] = (struct pollfd){.fd = c, .events = POLLIN};
-			shut[n + 2] = why != NULL;
-			n++;
-		}
+		now = now_ms();
+		/* conns[i] is pf[i + 2] until compact() moves them */
+		for (int i = 0; i < n; i++)
+			if (pf[i + 2].revents != 0 && !conns[i].gone)
+				on_readable(s, conns, n, &conns[i], msg, now);
+		expire(s, conns, n, now);
+		n = compact(s, conns, n);
+		if (pf[1].revents & POLLIN)
+			n = on_accept(s, conns, n, now, &accept_after);
+		if (s->rep.held_back > 0 && now >= s->rep.window_end)
+			next_window(s, now);
 	}
-	for (int i = 2; i < n + 2; i++) {
-		close(pf[i].fd);
-		conn_release_all(s, &conns[i]);
-	}
+	for (int i = 0; i < n; i++)
+		conn_close(s, &conns[i]);
+	tell_held_back(s);
+out:
+	free(pf);
 	free(conns);
 	free(msg);
 	return NULL;
 }
-
 sl_err sl_dsvc_serve(sl_dsvc *s)
 {
 	if (pthread_create(&s->thread, NULL, serve, s) != 0)

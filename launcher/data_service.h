@@ -27,6 +27,17 @@
  * helper reads at once. */
 #define SL_DSVC_PAGE_MAX 32768
 
+/* Admission (docs/job-interface.md, "Admission and limits"): the most
+ * admitted connections at once, of them from one process (pid at connect),
+ * and the connections serve holds while they have not yet sent a request
+ * with the token (a pool of their own: they never take an admitted slot). */
+#define SL_DSVC_SLOTS 256
+#define SL_DSVC_SLOTS_PER_PID 64
+#define SL_DSVC_PREAUTH_SLOTS 32
+/* Defaults of sl_dsvc_opts.preauth_ms and .idle_ms. */
+#define SL_DSVC_PREAUTH_MS 2000
+#define SL_DSVC_IDLE_MS 600000
+
 typedef struct sl_dsvc sl_dsvc;
 
 /* Called on the service thread for each refused peer. */
@@ -43,6 +54,14 @@ typedef struct sl_dsvc_opts {
 	 * not seclaunch's children); the uid check stays. NULL: run's check
 	 * (the job's uid and a descendant of this process). */
 	const char *token;
+	/* serve: a connection that has not sent a request with the token this
+	 * long after it connected is refused and closed (0: SL_DSVC_PREAUTH_MS) */
+	unsigned preauth_ms;
+	/* an admitted connection that holds no shard and has asked nothing this
+	 * long is closed (0: SL_DSVC_IDLE_MS); the Python helper reconnects */
+	unsigned idle_ms;
+	/* each refused peer, on the service thread; a burst past a few is told
+	 * as one summary (the count stays exact: sl_dsvc_refusals) */
 	sl_dsvc_refused_fn refused;
 	void *refused_ctx;
 } sl_dsvc_opts;

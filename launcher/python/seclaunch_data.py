@@ -734,26 +734,47 @@ def _stream_locks_after_fork():
 os.register_at_fork(after_in_child=_stream_locks_after_fork)
 
 
+def _stream_connect():
+    path = os.environ.get(SOCKET_ENV)
+    if not path:
+        raise SeclaunchDataError("%s is not set: no data service" % SOCKET_ENV)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        s.connect(path)
+    except OSError as e:
+        s.close()
+        raise SeclaunchDataError("data service %s: %s" % (path, e))
+    return s
+
+
 def _stream_ask_locked(req):
     req = _with_token(req)
     pid = os.getpid()
-    s = _stream_sock.get(pid)
-    if s is None:
-        path = os.environ.get(SOCKET_ENV)
-        if not path:
-            raise SeclaunchDataError("%s is not set: no data service" % SOCKET_ENV)
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    for attempt in (0, 1):
+        s = _stream_sock.get(pid)
+        if s is None:
+            s = _stream_connect()
+            _stream_sock.clear()
+            _stream_sock[pid] = s
         try:
-            s.connect(path)
+            s.send(json.dumps(req).encode())
+            msg, fds, _flags, _addr = socket.recv_fds(s, 65536, 1)
         except OSError as e:
-            raise SeclaunchDataError("data service %s: %s" % (path, e))
-        _stream_sock.clear()
-        _stream_sock[pid] = s
+            msg, fds, err = b"", [], e
+        else:
+            err = None
+        if msg or attempt == 1:
+            break
+        # the service closes a connection that held no shard and asked
+        # nothing for a long while (its idle timeout): the request never
+        # reached it, so it is asked again once on a new connection
+        _stream_sock.pop(pid, None)
+        s.close()
+    if not msg:
+        raise SeclaunchDataError("data service: %s" % (err or "connection closed"))
     try:
-        s.send(json.dumps(req).encode())
-        msg, fds, _flags, _addr = socket.recv_fds(s, 65536, 1)
         ans = json.loads(msg.decode())
-    except (OSError, ValueError) as e:
+    except ValueError as e:
         raise SeclaunchDataError("data service: %s" % e)
     if ans.get("error") == "refused":
         raise SeclaunchDataError("data service refused: %s" % ans.get("message"))

@@ -67,6 +67,37 @@ r = subprocess.run([sys.executable, "-c", code], env=env, pass_fds=(fd,))
 sys.exit(r.returncode)
 '
 
+py "stream connection: asked again on a new connection once the service closed the idle one" 0 '
+import json, os, socket, tempfile, threading
+import seclaunch_data as sd
+d = tempfile.mkdtemp()
+path = os.path.join(d, "data.sock")
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+srv.bind(path)
+srv.listen(4)
+seen = []
+def service():
+    # answers one request per connection, then closes it, as the data
+    # service closes a connection idle past its timeout
+    for _ in range(2):
+        c, _a = srv.accept()
+        seen.append(json.loads(c.recv(4096).decode()))
+        c.send(json.dumps({"ok": True, "n": len(seen)}).encode())
+        c.close()
+t = threading.Thread(target=service, daemon=True)
+t.start()
+os.environ["SECLAUNCH_DATA_SOCKET"] = path
+os.environ["SECLAUNCH_DATA_TOKEN"] = "ab" * 32
+a, _ = sd._stream_ask({"op": "release_shard", "dataset": "d", "shard": 0})
+import time
+time.sleep(0.2)
+b, _ = sd._stream_ask({"op": "release_shard", "dataset": "d", "shard": 1})
+t.join(5)
+assert (a["n"], b["n"]) == (1, 2), (a, b)
+assert [r["shard"] for r in seen] == [0, 1] and all(r["token"] == "ab" * 32 for r in seen), seen
+print("ok")
+'
+
 expect_error() { # name SECLAUNCH_DATA-value code pattern
 	local name=$1 val=$2 code=$3 pat=$4
 	check_err "$name" 1 "$pat" env SECLAUNCH_DATA="$val" python3 -c "import seclaunch_data as sd; $code"

@@ -15,10 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -469,6 +471,379 @@ static void test_page(void **state)
 	json_decref(a);
 }
 
+/* ---- admission under load ---------------------------------------------- */
+
+/* A serve-mode service (token) at a path of its own, with the limits given
+ * (0: defaults). */
+static sl_dsvc *start_serve(struct refusals *r, char *path, size_t cap, unsigned preauth_ms,
+                            unsigned idle_ms)
+{
+	sl_dsvc *s = NULL;
+	static int seq;
+	snprintf(path, cap, "/tmp/sl-dsvc-adm-%d-%d.sock", (int)getpid(), seq++);
+	sl_dsvc_opts o = {.job_uid = getuid(),
+	                  .job_gid = getgid(),
+	                  .path = path,
+	                  .token = TOKEN,
+	                  .preauth_ms = preauth_ms,
+	                  .idle_ms = idle_ms,
+	                  .refused = on_refused,
+	                  .refused_ctx = r};
+	int fd = staged_fd();
+	json_t *info =
+	    json_pack("{s:I,s:s}", "size", (json_int_t)sizeof(payload), "method", "memfd");
+	assert_int_equal(sl_dsvc_new(&o, &s), SL_OK);
+	assert_int_equal(sl_dsvc_add(s, "one", fd, info), SL_OK);
+	json_decref(info);
+	close(fd);
+	assert_int_equal(sl_dsvc_serve(s), SL_OK);
+	return s;
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A client that gives up after secs instead of hanging: connect (which
+ * waits while the listen queue is full) and every receive. */
+static int dial_within(const char *path, int secs)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct timeval tv = {.tv_sec = secs};
+	int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	assert_true(c >= 0);
+	assert_int_equal(setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
+	assert_int_equal(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (connect(c, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		close(c);
+		return -1;
+	}
+	return c;
+}
+
+/* The right token's request on a fresh connection: true when answered ok. */
+static bool served_with_token(const char *path, int secs)
+{
+	char req[256];
+	int c = dial_within(path, secs);
+	if (c < 0)
+		return false;
+	snprintf(req, sizeof(req), "{\"op\":\"list\",\"token\":\"%s\"}", TOKEN);
+	json_t *a = ask(c, req, NULL);
+	bool ok = a != NULL && json_is_true(json_object_get(a, "ok"));
+	json_decref(a);
+	close(c);
+	return ok;
+}
+
+/* A child that opens n connections to path (non-blocking, retried for up to
+ * 3 s while the listen queue is full) and keeps them open until *release is
+ * closed; with req it sends that on each (and never reads the answer).
+ * Returns its pid once it has opened them all (or given up). */
+static pid_t flood(const char *path, int n, const char *req, int release[2])
+{
+	int ready[2];
+	assert_int_equal(pipe(ready), 0);
+	assert_int_equal(pipe(release), 0);
+	pid_t p = fork();
+	assert_true(p >= 0);
+	if (p == 0) {
+		struct rlimit rl;
+		close(ready[0]);
+		close(release[1]);
+		/* the parent may have lowered its own limit (its service's) */
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+			rl.rlim_cur = rl.rlim_max;
+			(void)setrlimit(RLIMIT_NOFILE, &rl);
+		}
+		long long until = now_ms() + 3000;
+		int opened = 0;
+		for (int i = 0; i < n && now_ms() < until;) {
+			struct sockaddr_un sa = {.sun_family = AF_UNIX};
+			int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0);
+			if (c < 0)
+				break;
+			snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+			if (connect(c, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+				close(c);
+				usleep(1000);
+				continue;
+			}
+			if (req != NULL)
+				(void)send(c, req, strlen(req), MSG_NOSIGNAL);
+			opened++;
+			i++;
+		}
+		(void)!write(ready[1], &opened, sizeof(opened));
+		char b;
+		(void)!read(release[0], &b, 1);
+		_exit(0);
+	}
+	close(ready[1]);
+	close(release[0]);
+	int opened = 0;
+	assert_int_equal(read(ready[0], &opened, sizeof(opened)), (ssize_t)sizeof(opened));
+	close(ready[0]);
+	return p;
+}
+
+static void flood_end(pid_t p, int release[2])
+{
+	close(release[1]);
+	assert_int_equal(waitpid(p, NULL, 0), p);
+}
+
+/* More idle connections without a token than there are slots (a process of
+ * the job's user that does not have the step's token) do not lock the
+ * service: they wait in a pool of their own, the oldest of the biggest
+ * holder making room for the next, and a task with the token is served at
+ * once. The refusals are all counted, but the refusal hook (the audit log)
+ * hears of a burst as a few records and one summary. */
+static void test_idle_flood_does_not_lock_out(void **state)
+{
+	(void)state;
+	struct refusals r = {0};
+	char path[128];
+	int rel[2];
+	sl_dsvc *s = start_serve(&r, path, sizeof(path), 0, 0);
+	int n = SL_DSVC_SLOTS + SL_DSVC_PREAUTH_SLOTS + 33;
+
+	pid_t p = flood(path, n, NULL, rel);
+	long long t0 = now_ms();
+	assert_true(served_with_token(path, 5));
+	/* well before the pool's deadline freed anything */
+	assert_true(now_ms() - t0 < SL_DSVC_PREAUTH_MS);
+	assert_true(sl_dsvc_refusals(s) >= (uint64_t)(n - SL_DSVC_PREAUTH_SLOTS - 1));
+	flood_end(p, rel);
+	uint64_t refused = sl_dsvc_refusals(s);
+	sl_dsvc_free(s);
+	assert_true(r.n >= 2 && r.n <= 17);
+	assert_true(refused > (uint64_t)r.n);
+	/* the summary names how many it stands for */
+	assert_non_null(strstr(r.why, "more refused"));
+}
+
+/* Peers refused for a wrong token that then never hang up are not kept: a
+ * handful linger briefly (so the refusal is read, not reset), the rest are
+ * closed, and they never hold an admitted slot. */
+static void test_refused_peers_do_not_keep_slots(void **state)
+{
+	(void)state;
+	struct refusals r = {0};
+	char path[128], req[256];
+	int rel[2];
+	sl_dsvc *s = start_serve(&r, path, sizeof(path), 0, 0);
+	snprintf(req, sizeof(req), "{\"op\":\"list\",\"token\":\"%063d1\"}", 0);
+
+	pid_t p = flood(path, SL_DSVC_SLOTS + 40, req, rel);
+	assert_true(served_with_token(path, 5));
+	flood_end(p, rel);
+	sl_dsvc_free(s);
+}
+
+/* The pre-auth deadline: a connection that says nothing is told it is
+ * refused and closed, and the hook says why; one that sends the token in
+ * time is admitted and stays. */
+static void test_preauth_deadline(void **state)
+{
+	(void)state;
+	struct refusals r = {0};
+	char path[128], req[256];
+	sl_dsvc *s = start_serve(&r, path, sizeof(path), 200, 0);
+	int quiet = dial_within(path, 5), good = dial_within(path, 5);
+	assert_true(quiet >= 0 && good >= 0);
+	snprintf(req, sizeof(req), "{\"op\":\"list\",\"token\":\"%s\"}", TOKEN);
+	json_t *a = ask(good, req, NULL);
+	assert_true(a != NULL && json_is_true(json_object_get(a, "ok")));
+	json_decref(a);
+
+	char buf[SL_DSVC_MSG_MAX];
+	long long t0 = now_ms();
+	ssize_t got = recv(quiet, buf, sizeof(buf) - 1, 0);
+	assert_true(got > 0);
+	buf[got] = '\0';
+	assert_non_null(strstr(buf, "\"refused\""));
+	assert_int_equal(recv(quiet, buf, sizeof(buf), 0), 0); /* closed */
+	assert_true(now_ms() - t0 < 3000);
+	assert_int_equal(r.n, 1);
+	assert_non_null(strstr(r.why, "no request with the token"));
+	close(quiet);
+	/* the admitted one is still served after the deadline */
+	a = ask(good, req, NULL);
+	assert_true(a != NULL && json_is_true(json_object_get(a, "ok")));
+	json_decref(a);
+	close(good);
+	sl_dsvc_free(s);
+}
+
+/* One process holds at most SL_DSVC_SLOTS_PER_PID admitted connections:
+ * the next is told "busy" (not a refusal: it had the token) and closed; a
+ * slot given back admits it again. */
+static void test_slots_per_process(void **state)
+{
+	(void)state;
+	struct refusals r = {0};
+	char path[128], req[256];
+	int c[SL_DSVC_SLOTS_PER_PID];
+	sl_dsvc *s = start_serve(&r, path, sizeof(path), 0, 0);
+	snprintf(req, sizeof(req), "{\"op\":\"list\",\"token\":\"%s\"}", TOKEN);
+	for (int i = 0; i < SL_DSVC_SLOTS_PER_PID; i++) {
+		c[i] = dial_within(path, 5);
+		assert_true(c[i] >= 0);
+		json_t *a = ask(c[i], req, NULL);
+		assert_true(a != NULL && json_is_true(json_object_get(a, "ok")));
+		json_decref(a);
+	}
+	int extra = dial_within(path, 5);
+	assert_true(extra >= 0);
+	json_t *a = ask(extra, req, NULL);
+	assert_non_null(a);
+	assert_non_null(json_string_value(json_object_get(a, "error")));
+	assert_string_equal(json_string_value(json_object_get(a, "error")), "busy");
+	json_decref(a);
+	close(extra);
+	assert_int_equal(r.n, 0);
+	close(c[0]);
+	/* the service sees the hang-up before the next connection */
+	bool ok = false;
+	for (int t = 0; t < 100 && !ok; t++) {
+		ok = served_with_token(path, 5);
+		if (!ok)
+			usleep(10000);
+	}
+	assert_true(ok);
+	for (int i = 1; i < SL_DSVC_SLOTS_PER_PID; i++)
+		close(c[i]);
+	sl_dsvc_free(s);
+}
+
+/* A stream dataset whose shards are always staged: a memory file each. */
+struct fake_stream {
+	int held;
+};
+
+static sl_err fake_acquire(void *ctx, uint32_t shard, int *fd, uint64_t *len, int *not_ready)
+{
+	struct fake_stream *f = ctx;
+	(void)shard;
+	*not_ready = 0;
+	*fd = staged_fd();
+	*len = sizeof(payload);
+	__atomic_add_fetch(&f->held, 1, __ATOMIC_SEQ_CST);
+	return SL_OK;
+}
+
+static void fake_release(void *ctx, uint32_t shard)
+{
+	struct fake_stream *f = ctx;
+	(void)shard;
+	__atomic_sub_fetch(&f->held, 1, __ATOMIC_SEQ_CST);
+}
+
+/* The idle timeout: an admitted connection that holds nothing and asks
+ * nothing is closed; one that holds a shard is not (closing it would give
+ * the shard back and zero the pages under the reader's mapping). */
+static void test_idle_timeout_spares_holders(void **state)
+{
+	(void)state;
+	struct refusals r = {0};
+	struct fake_stream fs = {0};
+	char path[128], req[256];
+	sl_dsvc *s = NULL;
+	snprintf(path, sizeof(path), "/tmp/sl-dsvc-idle-%d.sock", (int)getpid());
+	sl_dsvc_opts o = {.job_uid = getuid(),
+	                  .job_gid = getgid(),
+	                  .path = path,
+	                  .token = TOKEN,
+	                  .idle_ms = 300,
+	                  .refused = on_refused,
+	                  .refused_ctx = &r};
+	sl_dsvc_stream_ops ops = {.acquire = fake_acquire, .release = fake_release, .ctx = &fs};
+	json_t *info = json_pack("{s:s}", "kind", "stream");
+	assert_int_equal(sl_dsvc_new(&o, &s), SL_OK);
+	assert_int_equal(sl_dsvc_add_stream(s, "st", info, &ops), SL_OK);
+	json_decref(info);
+	assert_int_equal(sl_dsvc_serve(s), SL_OK);
+
+	int idle = dial_within(path, 5), holder = dial_within(path, 5), fd = -1;
+	snprintf(req, sizeof(req), "{\"op\":\"list\",\"token\":\"%s\"}", TOKEN);
+	json_t *a = ask(idle, req, NULL);
+	assert_true(a != NULL && json_is_true(json_object_get(a, "ok")));
+	json_decref(a);
+	snprintf(req, sizeof(req),
+	         "{\"op\":\"open_shard\",\"dataset\":\"st\",\"shard\":0,\"token\":\"%s\"}", TOKEN);
+	a = ask(holder, req, &fd);
+	assert_true(a != NULL && json_is_true(json_object_get(a, "ok")) && fd >= 0);
+	json_decref(a);
+	close(fd);
+
+	char buf[64];
+	long long t0 = now_ms();
+	assert_int_equal(recv(idle, buf, sizeof(buf), 0), 0); /* closed, nothing said */
+	assert_true(now_ms() - t0 < 3000);
+	close(idle);
+	usleep(600 * 1000);
+	assert_int_equal(__atomic_load_n(&fs.held, __ATOMIC_SEQ_CST), 1);
+	snprintf(req, sizeof(req),
+	         "{\"op\":\"release_shard\",\"dataset\":\"st\",\"shard\":0,\"token\":\"%s\"}",
+	         TOKEN);
+	a = ask(holder, req, NULL);
+	assert_true(a != NULL && json_is_true(json_object_get(a, "ok")));
+	json_decref(a);
+	assert_int_equal(__atomic_load_n(&fs.held, __ATOMIC_SEQ_CST), 0);
+	close(holder);
+	assert_int_equal(r.n, 0);
+	sl_dsvc_free(s);
+}
+
+/* Out of descriptors (EMFILE) with connections waiting: the service backs
+ * off instead of spinning on a listening socket it cannot accept from, and
+ * serves again once descriptors are back. */
+static void test_out_of_descriptors_does_not_spin(void **state)
+{
+	(void)state;
+	struct refusals r = {0};
+	char path[128];
+	int rel[2];
+	sl_dsvc *s = start_serve(&r, path, sizeof(path), 0, 0);
+	struct rlimit old, low;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	/* fill the holes below the highest descriptor, so that the limit
+	 * below leaves exactly a few */
+	int top = 0, fillers[4096], n_fill = 0;
+	for (int fd = 0; fd < 4096; fd++)
+		if (fcntl(fd, F_GETFD) >= 0)
+			top = fd;
+	for (int f; n_fill < 4096 && (f = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) {
+		fillers[n_fill++] = f;
+		if (f >= top)
+			break;
+	}
+	/* room for the flood's pipes and a few accepts; the flood's child
+	 * raises its own limit back */
+	low = old;
+	low.rlim_cur = (rlim_t)fillers[n_fill - 1] + 9;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	pid_t p = flood(path, 40, NULL, rel);
+	struct timespec c0, c1;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+	usleep(1000 * 1000);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	for (int i = 0; i < n_fill; i++)
+		close(fillers[i]);
+	double cpu = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) / 1e9;
+	if (cpu > 0.1)
+		fail_msg("the service spun for %.2f s of CPU in 1 s while out of descriptors", cpu);
+	flood_end(p, rel);
+	assert_true(served_with_token(path, 5));
+	sl_dsvc_free(s);
+}
+
 int main(void)
 {
 	/* serve's token lives in guarded memory */
@@ -482,6 +857,12 @@ int main(void)
 	    cmocka_unit_test(test_other_user_is_refused),
 	    cmocka_unit_test(test_token_admission),
 	    cmocka_unit_test(test_token_and_path_checked),
+	    cmocka_unit_test(test_idle_flood_does_not_lock_out),
+	    cmocka_unit_test(test_refused_peers_do_not_keep_slots),
+	    cmocka_unit_test(test_preauth_deadline),
+	    cmocka_unit_test(test_slots_per_process),
+	    cmocka_unit_test(test_idle_timeout_spares_holders),
+	    cmocka_unit_test(test_out_of_descriptors_does_not_spin),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
