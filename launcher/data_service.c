@@ -72,7 +72,11 @@ sl_err sl_dsvc_new(const sl_dsvc_opts *o, sl_dsvc **out)
 		snprintf(s->path, sizeof(s->path), "%s", o->path);
 		goto bind_it;
 	}
-	if (parent == NULL)
+	/* the caller's own runtime folder only when the job runs as the
+	 * caller: root's $XDG_RUNTIME_DIR (/run/user/0, 0700) is a folder the
+	 * job's user cannot even pass through, and a folder the job's user
+	 * owns is one it could change under root's feet; /tmp is neither */
+	if (parent == NULL && o->job_uid == getuid())
 		parent = getenv("XDG_RUNTIME_DIR");
 	if (parent == NULL || parent[0] != '/' || strlen(parent) > 60)
 		parent = "/tmp";
@@ -94,12 +98,19 @@ bind_it:
 	}
 	SL_ENSURE(listen(s->lfd, 64) == 0, SL_E_SYSTEM, "%s: listen: %s", s->path, strerror(errno));
 	/* the folder keeps everyone but the job's user out; the peer check
-	 * keeps out the user's other processes */
-	SL_ENSURE(chmod(s->path, 0600) == 0 && (!s->made_dir || chmod(s->dir, 0700) == 0),
-	          SL_E_SYSTEM, "%s: chmod: %s", s->path, strerror(errno));
+	 * keeps out the user's other processes. The socket was made 0700 by
+	 * the umask (077, set at start); a --socket path may lie in a folder
+	 * the job's user can write, so nothing below follows a symlink there:
+	 * the socket is changed only inside the folder made here, and chowned
+	 * without following a link (a swapped name changes only the link).
+	 * The socket first: while the folder is still root's, its name cannot
+	 * be swapped. */
+	SL_ENSURE(!s->made_dir || chmod(s->path, 0600) == 0, SL_E_SYSTEM, "%s: chmod: %s",
+	          s->path, strerror(errno));
 	if (o->job_uid != getuid())
-		SL_ENSURE((!s->made_dir || chown(s->dir, o->job_uid, o->job_gid) == 0) &&
-		              chown(s->path, o->job_uid, o->job_gid) == 0,
+		SL_ENSURE(fchownat(AT_FDCWD, s->path, o->job_uid, o->job_gid,
+		                   AT_SYMLINK_NOFOLLOW) == 0 &&
+		              (!s->made_dir || chown(s->dir, o->job_uid, o->job_gid) == 0),
 		          SL_E_SYSTEM, "%s: chown to uid %u: %s", s->path, (unsigned)o->job_uid,
 		          strerror(errno));
 	SL_ENSURE(pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) == 0, SL_E_SYSTEM, "pipe: %s",

@@ -138,7 +138,11 @@ assert "the KMS's release record carries the Slurm context" \
 	grep -q '"slurm_job_id":"77"' "$KMS_STATE/audit.log"
 
 # ---- --user: the uid check -----------------------------------------------------
-"$SL" serve "${SA[@]}" --audit-log "$T/audit-u.log" --user nobody --ready-file "$T/ready-u.json" \
+# root's own runtime folder (as a root login has it: /run/user/0, 0700) is
+# one the job's user cannot pass through: serve must not put the socket there
+mkdir -m 0700 "$T/root-run"
+XDG_RUNTIME_DIR="$T/root-run" \
+	"$SL" serve "${SA[@]}" --audit-log "$T/audit-u.log" --user nobody --ready-file "$T/ready-u.json" \
 	-q ds 2>"$T/serve-u.err" &
 sp=$!
 _PIDS+=("$sp")
@@ -154,7 +158,10 @@ env -i PATH=/usr/bin:/bin PYTHONPATH="$SL_ROOT/launcher/python" PYTHONDONTWRITEB
 	SECLAUNCH_DATA_SOCKET="$usock" SECLAUNCH_DATA_TOKEN="$utok" \
 	setpriv --reuid=65534 --regid=65534 --clear-groups "$PY" "$T/reader.py" >u2.json 2>u2.err
 chmod 0700 "$T"
+assert "--user nobody: the socket is not under the caller's runtime folder" \
+	test "${usock#"$T/root-run/"}" = "$usock"
 assert "--user nobody: nobody with the token reads every file" sums_ok u2.json
+[ -s u2.json ] || sed 's/^/    /' u2.err
 kill -INT "$sp"
 wait "$sp"
 assert "SIGINT stops it too: exit 0" test $? = 0
