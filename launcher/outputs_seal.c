@@ -220,11 +220,13 @@ static SL_RESULT seal_all(struct sl_outputs *O, const char *trigger)
 
 /* ---- checkpoint requests -------------------------------------------------- */
 
-static void checkpoint(struct sl_outputs *O, const char *how)
+/* Seals every output and answers the nreq requests that asked (all those
+ * that arrived before it began). */
+static void checkpoint(struct sl_outputs *O, const char *how, uint64_t nreq)
 {
 	char path[400], text[1200];
 	sl_err rc = seal_all(O, "checkpoint");
-	O->requests++;
+	O->requests += nreq;
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch %s: checkpoint (%s) failed: %s\n", SL_OUT_CMD(O->s), how,
 		        sl_err_detail());
@@ -244,6 +246,11 @@ static void *watch_requests(void *arg)
 	sigset_t us;
 	int sfd, ifd;
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	/* requests not answered yet, what asked first, and when the last
+	 * checkpoint began: requests coalesce, at most one per interval */
+	uint64_t pending = 0, last_ns = 0, gap_ns = O->c->ckpt_min_interval_ms * 1000000ull;
+	const char *how = CKPT_REQ;
+	bool ever = false;
 
 	sigemptyset(&us);
 	sigaddset(&us, SIGUSR2);
@@ -253,7 +260,19 @@ static void *watch_requests(void *arg)
 		(void)inotify_add_watch(ifd, O->dir.path, IN_CLOSE_WRITE | IN_MOVED_TO);
 	for (;;) {
 		struct pollfd p[3] = {{O->stop[0], POLLIN, 0}, {sfd, POLLIN, 0}, {ifd, POLLIN, 0}};
-		if (poll(p, 3, -1) < 0) {
+		int wait_ms = -1;
+		if (pending > 0) {
+			uint64_t now = sl_now_ns(), due = ever ? last_ns + gap_ns : now;
+			if (due <= now) {
+				last_ns = now;
+				ever = true;
+				checkpoint(O, how, pending);
+				pending = 0;
+				continue;
+			}
+			wait_ms = (int)((due - now + 999999) / 1000000);
+		}
+		if (poll(p, 3, wait_ms) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
@@ -262,23 +281,27 @@ static void *watch_requests(void *arg)
 			break;
 		if (p[1].revents & POLLIN) {
 			struct signalfd_siginfo si;
-			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-				checkpoint(O, "SIGUSR2");
+			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+				if (pending++ == 0)
+					how = "SIGUSR2";
+			}
 		}
 		if (p[2].revents & POLLIN) {
 			ssize_t len = read(ifd, buf, sizeof(buf));
-			bool want = false;
+			uint64_t want = 0;
 			for (ssize_t off = 0; off < len;) {
 				const struct inotify_event *ev = (const void *)(buf + off);
 				if (ev->len > 0 && strcmp(ev->name, CKPT_REQ) == 0)
-					want = true;
+					want++;
 				off += (ssize_t)sizeof(*ev) + ev->len;
 			}
-			if (want) {
+			if (want > 0) {
 				char path[400];
 				snprintf(path, sizeof(path), "%s/" CKPT_REQ, O->dir.path);
 				(void)unlink(path);
-				checkpoint(O, CKPT_REQ);
+				if (pending == 0)
+					how = CKPT_REQ;
+				pending += want;
 			}
 		}
 	}
