@@ -114,6 +114,9 @@ void sl_out_abort(struct sl_run_st *s);
 
 typedef struct sl_memdir {
 	char path[256];
+	/* the folder, opened once when made: everything in it is reached
+	 * through this descriptor (the job's user owns what is inside) */
+	int fd;
 	bool mounted;     /* a tmpfs of its own (private mount namespace) */
 	bool noswap;      /* mounted with noswap (Linux 6.4+) */
 	char method[200]; /* what it is, for messages and the audit log */
@@ -124,10 +127,13 @@ typedef struct sl_memdir {
  * else a folder in a tmpfs that exists (/dev/shm, $XDG_RUNTIME_DIR);
  * SL_E_SYSTEM when there is none. */
 SL_MUST_USE sl_err sl_memdir_create(sl_memdir *d, bool ns, uint64_t limit, uid_t uid, gid_t gid);
-/* Zeroes and removes every file, unmounts, removes the folder. */
+/* Zeroes and removes every file, unmounts, removes the folder: a walk of
+ * descriptors (seclaunch/fsat.h) that never follows a link nor leaves the
+ * folder's file system, whatever the job renames meanwhile. */
 SL_MUST_USE sl_err sl_memdir_wipe(sl_memdir *d);
-/* Total bytes and regular files below dir (symbolic links not followed). */
-SL_MUST_USE sl_err sl_dir_usage(const char *dir, uint64_t *bytes, uint32_t *files);
+/* Total bytes and regular files below the folder dirfd (what names it),
+ * links not followed. */
+SL_MUST_USE sl_err sl_dir_usage(int dirfd, const char *what, uint64_t *bytes, uint32_t *files);
 /* Whether the kernel has swap space on (/proc/swaps lists any). */
 bool sl_swap_active(void);
 

