@@ -158,7 +158,8 @@ static SL_RESULT add_root(struct entries *l, int fd, const char *name, uint32_t 
 		close(fd);
 		return sl_err_set(SL_E_NOMEM, "listing the input files");
 	}
-	l->roots[l->n_roots] = (struct root){fd, n};
+	l->roots[l->n_roots].fd = fd;
+	l->roots[l->n_roots].name = n;
 	*idx = l->n_roots++;
 	return SL_OK;
 }
