@@ -16,31 +16,42 @@
 #include <unistd.h>
 
 #include "dataset_tree.h"
+#include "seclaunch/fsat.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/util.h"
 
 /* ---- what to encrypt -------------------------------------------------- */
 
 struct entry {
-	char *src; /* path to open; NULL for the stream */
-	char *rel; /* path in the dataset */
+	char *src; /* a file named as an input: its path; NULL for one found in a folder */
+	char *rel; /* path in the dataset; for a file found in a folder also its path
+	            * below that folder (root) */
+	uint32_t root;
 	uint64_t size;
 	uint32_t mode;
+};
+
+/* A folder given as an input, opened once: what was found in it is opened
+ * beneath this descriptor at read time (seclaunch/fsat.h). */
+struct root {
+	int fd;
+	char *name; /* for messages */
 };
 
 struct entries {
 	struct entry *v;
 	size_t n, cap;
+	struct root *roots;
+	uint32_t n_roots;
 	uint32_t skipped;
 	bool quiet;
-	bool follow;
-	dev_t anc_dev[128];
-	ino_t anc_ino[128];
-	unsigned depth;
+	unsigned how; /* sl_fsat_openat's, for files found in a folder */
+	bool owner_set;
+	uid_t owner;
 };
 
-static SL_RESULT add_entry(struct entries *l, const char *src, const char *rel, uint64_t size,
-                           uint32_t mode)
+static SL_RESULT add_entry(struct entries *l, const char *src, const char *rel, uint32_t root,
+                           uint64_t size, uint32_t mode)
 {
 	sl_err rc = SL_E_NOMEM;
 
@@ -58,6 +69,7 @@ static SL_RESULT add_entry(struct entries *l, const char *src, const char *rel, 
 	e->rel = strdup(rel);
 	SL_ENSURE(e->rel != NULL && (src == NULL || e->src != NULL), SL_E_NOMEM,
 	          "listing the input files");
+	e->root = root;
 	e->size = size;
 	e->mode = mode & 0777;
 	l->n++;
@@ -74,116 +86,82 @@ static void free_entries(struct entries *l)
 		free(l->v[i].rel);
 	}
 	free(l->v);
+	for (uint32_t i = 0; i < l->n_roots; i++) {
+		if (l->roots[i].fd >= 0)
+			close(l->roots[i].fd);
+		free(l->roots[i].name);
+	}
+	free(l->roots);
 }
 
-static void skip_note(struct entries *l, const char *path, const char *why)
+/* What to call entry e in messages: the path it was found at. */
+static const char *src_name(const struct entries *l, const struct entry *e, char *buf, size_t cap)
+{
+	if (e->src != NULL)
+		return e->src;
+	snprintf(buf, cap, "%s/%s", l->roots[e->root].name, e->rel);
+	return buf;
+}
+
+static void skip_note(struct entries *l, const char *what, const char *rel, const char *why)
 {
 	l->skipped++;
 	if (!l->quiet)
-		fprintf(stderr, "seclaunch encrypt: skipped %s (%s)\n", path, why);
+		fprintf(stderr, "seclaunch encrypt: skipped %s%s%s (%s)\n", what, rel ? "/" : "",
+		        rel ? rel : "", why);
 }
 
-static int cmp_str(const void *a, const void *b)
+struct collecting {
+	struct entries *l;
+	uint32_t root;
+};
+
+/* One entry of a folder given as an input (sl_fsat_walk: byte order, so
+ * the same tree always makes the same file table). */
+static sl_err collect_one(void *ctx, sl_fsat_ent *e)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
+	struct collecting *c = ctx;
+	struct entries *l = c->l;
+	const char *name = l->roots[c->root].name;
 
-static char *join(const char *a, const char *b)
-{
-	char *s = NULL;
-	if (a == NULL || a[0] == '\0')
-		return strdup(b);
-	if (asprintf(&s, "%s/%s", a, b) < 0)
-		return NULL;
-	return s;
-}
-
-static SL_RESULT walk(struct entries *l, const char *dir, const char *prefix);
-
-/* One path found in a folder (or given on the command line). */
-static SL_RESULT visit(struct entries *l, const char *src, const char *rel)
-{
-	sl_err rc = SL_E_IO;
-	struct stat st;
-
-	SL_ENSURE(lstat(src, &st) == 0, SL_E_IO, "%s: %s", src, strerror(errno));
-	if (S_ISLNK(st.st_mode)) {
-		if (!l->follow) {
-			skip_note(l, src, "a symbolic link; --follow-symlinks follows links");
+	switch (e->kind) {
+	case SL_FSAT_REG:
+		if (l->owner_set && e->st.st_uid != l->owner) {
+			skip_note(l, name, e->rel, "not owned by the tree's user");
 			return SL_OK;
 		}
-		SL_ENSURE(stat(src, &st) == 0, SL_E_IO, "%s: %s", src, strerror(errno));
+		return add_entry(l, NULL, e->rel, c->root, (uint64_t)e->st.st_size, e->st.st_mode);
+	case SL_FSAT_DIR:
+	case SL_FSAT_DIR_POST:
+		return SL_OK;
+	case SL_FSAT_LINK:
+		skip_note(l, name, e->rel, "a symbolic link; --follow-symlinks follows links");
+		return SL_OK;
+	case SL_FSAT_MOUNT:
+		skip_note(l, name, e->rel, "a folder on another file system");
+		return SL_OK;
+	case SL_FSAT_OTHER:
+		skip_note(l, name, e->rel, "not a regular file or folder");
+		return SL_OK;
 	}
-	if (S_ISREG(st.st_mode)) {
-		SL_GUARD(add_entry(l, src, rel, (uint64_t)st.st_size, st.st_mode));
-	} else if (S_ISDIR(st.st_mode)) {
-		for (unsigned i = 0; i < l->depth; i++)
-			SL_ENSURE(l->anc_dev[i] != st.st_dev || l->anc_ino[i] != st.st_ino,
-			          SL_E_INPUT, "%s: a link loop (the folder contains itself)", src);
-		SL_ENSURE(l->depth < sizeof(l->anc_dev) / sizeof(*l->anc_dev), SL_E_INPUT,
-		          "%s: folders nested deeper than %zu", src,
-		          sizeof(l->anc_dev) / sizeof(*l->anc_dev));
-		l->anc_dev[l->depth] = st.st_dev;
-		l->anc_ino[l->depth] = st.st_ino;
-		l->depth++;
-		rc = walk(l, src, rel);
-		l->depth--;
-		if (rc != SL_OK)
-			goto out;
-	} else {
-		skip_note(l, src, "not a regular file or folder");
-	}
-	rc = SL_OK;
-out:
-	return rc;
+	return SL_OK;
 }
 
-/* Folder entries in byte order, so the same tree always makes the same
- * file table. */
-static SL_RESULT walk(struct entries *l, const char *dir, const char *prefix)
+static SL_RESULT add_root(struct entries *l, int fd, const char *name, uint32_t *idx)
 {
-	sl_err rc = SL_E_IO;
-	DIR *d = opendir(dir);
-	char **names = NULL, *src = NULL, *rel = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *de;
-
-	SL_ENSURE(d != NULL, SL_E_IO, "%s: cannot open the folder: %s", dir, strerror(errno));
-	while ((errno = 0, de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (n == cap) {
-			cap = cap ? 2 * cap : 32;
-			char **v = realloc(names, cap * sizeof(*v));
-			SL_ENSURE(v != NULL, SL_E_NOMEM, "listing %s", dir);
-			names = v;
-		}
-		names[n] = strdup(de->d_name);
-		SL_ENSURE(names[n] != NULL, SL_E_NOMEM, "listing %s", dir);
-		n++;
+	struct root *v = realloc(l->roots, (l->n_roots + 1) * sizeof(*v));
+	char *n = strdup(name);
+	if (v != NULL)
+		l->roots = v;
+	if (v == NULL || n == NULL) {
+		free(n);
+		close(fd);
+		return sl_err_set(SL_E_NOMEM, "listing the input files");
 	}
-	SL_ENSURE(errno == 0, SL_E_IO, "%s: reading the folder: %s", dir, strerror(errno));
-	if (n > 1)
-		qsort(names, n, sizeof(*names), cmp_str);
-	for (size_t i = 0; i < n; i++) {
-		src = join(dir, names[i]);
-		rel = join(prefix, names[i]);
-		SL_ENSURE(src != NULL && rel != NULL, SL_E_NOMEM, "listing %s", dir);
-		SL_GUARD(visit(l, src, rel));
-		free(src);
-		free(rel);
-		src = rel = NULL;
-	}
-	rc = SL_OK;
-out:
-	free(src);
-	free(rel);
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-	if (d != NULL)
-		closedir(d);
-	return rc;
+	l->roots[l->n_roots].fd = fd;
+	l->roots[l->n_roots].name = n;
+	*idx = l->n_roots++;
+	return SL_OK;
 }
 
 static int cmp_entry_rel(const void *a, const void *b)
@@ -197,6 +175,7 @@ static SL_RESULT check_collisions(const struct entries *l)
 {
 	sl_err rc = SL_E_NOMEM;
 	const struct entry **s = malloc((l->n + 1) * sizeof(*s));
+	char a[PATH_MAX], b[PATH_MAX];
 
 	SL_ENSURE(s != NULL, SL_E_NOMEM, "sorting the input files");
 	for (size_t i = 0; i < l->n; i++)
@@ -204,7 +183,8 @@ static SL_RESULT check_collisions(const struct entries *l)
 	qsort(s, l->n, sizeof(*s), cmp_entry_rel);
 	for (size_t i = 0; i + 1 < l->n; i++)
 		SL_ENSURE(strcmp(s[i]->rel, s[i + 1]->rel) != 0, SL_E_INPUT,
-		          "%s and %s would both be \"%s\" in the dataset", s[i]->src, s[i + 1]->src,
+		          "%s and %s would both be \"%s\" in the dataset",
+		          src_name(l, s[i], a, sizeof(a)), src_name(l, s[i + 1], b, sizeof(b)),
 		          s[i]->rel);
 	rc = SL_OK;
 out:
@@ -212,28 +192,53 @@ out:
 	return rc;
 }
 
+/* An input folder of the caller's own, named on its command line. */
+static SL_RESULT open_input(const sl_tree_encrypt_opts *o, const char *p, struct stat *st, int *fd)
+{
+	*fd = -1;
+	if ((o->follow_symlinks ? stat(p, st) : lstat(p, st)) != 0) /* lint: trusted path (the
+	                                                               caller's own input) */
+		return sl_err_set(SL_E_IO, "%s: %s", p, strerror(errno));
+	if (!S_ISDIR(st->st_mode))
+		return SL_OK;
+	*fd = open(p, /* lint: trusted path (the caller's own input) */
+	           O_RDONLY | O_DIRECTORY | O_CLOEXEC | (o->follow_symlinks ? 0 : O_NOFOLLOW));
+	if (*fd < 0 || fstat(*fd, st) != 0)
+		return sl_err_set(SL_E_IO, "%s: cannot open the folder: %s", p, strerror(errno));
+	return SL_OK;
+}
+
 static SL_RESULT collect(const sl_tree_encrypt_opts *o, struct entries *l)
 {
 	sl_err rc = SL_E_INPUT;
+	char name[PATH_MAX];
 
 	for (size_t i = 0; i < o->n_paths; i++) {
 		const char *p = o->paths[i];
 		struct stat st;
+		int fd = -1;
+		uint32_t root = 0;
 		if (strcmp(p, "-") == 0)
 			continue;
-		SL_ENSURE((o->follow_symlinks ? stat(p, &st) : lstat(p, &st)) == 0, SL_E_IO,
-		          "%s: %s", p, strerror(errno));
+		if (o->beneath) {
+			snprintf(name, sizeof(name), "%s/%s", o->beneath_name, p);
+			SL_GUARD(sl_fsat_open_dir(o->beneath_fd, p, 0, o->beneath_name, &fd));
+			st.st_mode = S_IFDIR;
+		} else {
+			snprintf(name, sizeof(name), "%s", p);
+			SL_GUARD(open_input(o, p, &st, &fd));
+		}
 		if (S_ISDIR(st.st_mode)) {
 			/* a folder's contents, relative to the folder */
-			l->anc_dev[0] = st.st_dev;
-			l->anc_ino[0] = st.st_ino;
-			l->depth = 1;
-			SL_GUARD(walk(l, p, ""));
-			l->depth = 0;
+			struct collecting c = {.l = l};
+			SL_GUARD(add_root(l, fd, name, &root));
+			c.root = root;
+			SL_GUARD(sl_fsat_walk(l->roots[root].fd, l->how, 128, true, collect_one, &c,
+			                      name));
 		} else if (S_ISREG(st.st_mode)) {
 			const char *base = strrchr(p, '/');
 			base = base != NULL ? base + 1 : p;
-			SL_GUARD(add_entry(l, p, base, (uint64_t)st.st_size, st.st_mode));
+			SL_GUARD(add_entry(l, p, base, 0, (uint64_t)st.st_size, st.st_mode));
 		} else {
 			SL_FAIL(SL_E_INPUT, "%s: not a regular file or folder%s", p,
 			        S_ISLNK(st.st_mode) ? " (a symbolic link: --follow-symlinks)" : "");
@@ -406,7 +411,7 @@ static SL_RESULT check_target(const char *target, bool force)
 {
 	struct stat st;
 
-	if (lstat(target, &st) != 0)
+	if (lstat(target, &st) != 0) /* lint: trusted path (the caller's -o, DEST) */
 		return errno == ENOENT ? SL_OK
 		                       : sl_err_set(SL_E_IO, "%s: %s", target, strerror(errno));
 	if (!force)
@@ -421,7 +426,8 @@ static SL_RESULT check_target(const char *target, bool force)
 
 static SL_RESULT fsync_path(const char *path)
 {
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = open(path, /* lint: trusted path (a folder the output is made in) */
+	              O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || fsync(fd) != 0) {
 		int e = errno;
 		if (fd >= 0)
@@ -440,15 +446,15 @@ static SL_RESULT put_in_place(const char *tmp, const char *target, bool force)
 	char old[PATH_MAX + 32] = "", parent[PATH_MAX];
 	struct stat st;
 
-	if (force && lstat(target, &st) == 0) {
+	if (force && lstat(target, &st) == 0) { /* lint: trusted path (the caller's -o) */
 		SL_ENSURE(snprintf(old, sizeof(old), "%s.old-XXXXXX", target) < (int)sizeof(old),
 		          SL_E_INPUT, "%s: path too long", target);
 		SL_ENSURE(mkdtemp(old) != NULL, SL_E_IO, "%s: %s", target, strerror(errno));
-		SL_ENSURE(rename(target, old) == 0, SL_E_IO, "%s: cannot move aside: %s", target,
-		          strerror(errno));
+		SL_ENSURE(rename(target, old) == 0, /* lint: trusted path (the caller's -o) */
+		          SL_E_IO, "%s: cannot move aside: %s", target, strerror(errno));
 	}
-	SL_ENSURE(rename(tmp, target) == 0, SL_E_IO, "%s: cannot rename into place: %s", target,
-	          strerror(errno));
+	SL_ENSURE(rename(tmp, target) == 0, /* lint: trusted path (the caller's -o) */
+	          SL_E_IO, "%s: cannot rename into place: %s", target, strerror(errno));
 	snprintf(parent, sizeof(parent), "%s", target);
 	char *slash = strrchr(parent, '/');
 	if (slash == NULL)
@@ -480,6 +486,39 @@ struct tree_src {
 	bool follow;
 };
 
+/* Opens entry e for reading: a file found in a folder beneath that
+ * folder's descriptor (no link followed unless the caller's own tree says
+ * so); checked on the descriptor: a regular file, of the size listed, of
+ * the owner asked for. */
+static SL_RESULT entry_open(const struct entries *l, const struct entry *en, bool follow,
+                            int *fd_out)
+{
+	char nb[PATH_MAX];
+	struct stat st;
+	int fd;
+
+	*fd_out = -1;
+	if (en->src != NULL)
+		fd = open(en->src, /* lint: trusted path (a file the caller named) */
+		          O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW));
+	else
+		fd = sl_fsat_openat(l->roots[en->root].fd, en->rel, O_RDONLY | O_NONBLOCK, 0,
+		                    l->how);
+	if (fd < 0)
+		return sl_err_set(SL_E_IO, "%s: %s", src_name(l, en, nb, sizeof(nb)),
+		                  errno == ELOOP   ? "a symbolic link on the way (not followed)"
+		                  : errno == EXDEV ? "another file system on the way (not entered)"
+		                                   : strerror(errno));
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != en->size ||
+	    (l->owner_set && st.st_uid != l->owner)) {
+		close(fd);
+		return sl_err_set(SL_E_IO, "%s: changed size while it was being encrypted",
+		                  src_name(l, en, nb, sizeof(nb)));
+	}
+	*fd_out = fd;
+	return SL_OK;
+}
+
 struct tree_tls {
 	size_t entry; /* open file's entry; SIZE_MAX: none */
 	int fd;
@@ -498,21 +537,17 @@ static void tree_tls_free(void *ctx, void *tls)
 static SL_RESULT tls_open(const struct tree_src *s, struct tree_tls *t, size_t e)
 {
 	const struct entry *en = &s->l->v[e];
-	struct stat st;
 
 	if (t->entry == e)
 		return SL_OK;
 	if (t->fd >= 0)
 		close(t->fd);
 	t->entry = SIZE_MAX;
-	t->fd = open(en->src, O_RDONLY | O_CLOEXEC | (s->follow ? 0 : O_NOFOLLOW));
-	if (t->fd < 0)
-		return sl_err_set(SL_E_IO, "%s: %s", en->src, strerror(errno));
-	if (fstat(t->fd, &st) != 0 || (uint64_t)st.st_size != en->size)
-		return sl_err_set(SL_E_IO, "%s: changed size while it was being encrypted",
-		                  en->src);
-	t->entry = e;
-	return SL_OK;
+	t->fd = -1;
+	sl_err rc = entry_open(s->l, en, s->follow, &t->fd);
+	if (rc == SL_OK)
+		t->entry = e;
+	return rc;
 }
 
 static SL_RESULT tree_read_at(void *ctx, void **tlsp, uint32_t file, uint64_t off, uint8_t *buf,
@@ -550,10 +585,10 @@ static SL_RESULT tree_read_at(void *ctx, void **tlsp, uint32_t file, uint64_t of
 		size_t want = avail < len ? (size_t)avail : len;
 		SL_GUARD(tls_open(s, t, pc->entry));
 		size_t got = 0;
-		SL_GUARD(
-		    sl_pread_full(t->fd, buf, want, pc->off + in, &got, s->l->v[pc->entry].src));
-		SL_ENSURE(got == want, SL_E_IO, "%s: shorter than when it was listed",
-		          s->l->v[pc->entry].src);
+		char nb[PATH_MAX];
+		const char *nm = src_name(s->l, &s->l->v[pc->entry], nb, sizeof(nb));
+		SL_GUARD(sl_pread_full(t->fd, buf, want, pc->off + in, &got, nm));
+		SL_ENSURE(got == want, SL_E_IO, "%s: shorter than when it was listed", nm);
 		buf += want, off += want, len -= want;
 	}
 	rc = SL_OK;
@@ -595,7 +630,8 @@ static SL_RESULT write_shards(sl_secret *dek, const sl_tree_encrypt_opts *o,
 		snprintf(name[k], sizeof(name[k]), "shard-%05u.sld", index + k);
 		SL_ENSURE(snprintf(path, sizeof(path), "%s/%s", dir, name[k]) < (int)sizeof(path),
 		          SL_E_INPUT, "%s: path too long", dir);
-		fd[k] = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		fd[k] = open(path, /* lint: trusted path (the new dataset folder, -o or DEST) */
+		             O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 		SL_ENSURE(fd[k] >= 0, SL_E_IO, "%s: %s", path, strerror(errno));
 	}
 	SL_GUARD(sl_sld_encrypt_files(dek, p, n, lens, fd, src,
@@ -627,7 +663,8 @@ static SL_RESULT encrypt_files(sl_secret *dek, const sl_tree_encrypt_opts *o,
 	SL_GUARD(make_plan(l, S, &pl));
 	for (uint32_t s = 0; s < pl.n_shards; s += GROUP_SHARDS) {
 		uint32_t n = pl.n_shards - s < GROUP_SHARDS ? pl.n_shards - s : GROUP_SHARDS;
-		struct tree_src ts = {.l = l, .pl = &pl, .shard0 = s, .follow = o->follow_symlinks};
+		struct tree_src ts = {
+		    .l = l, .pl = &pl, .shard0 = s, .follow = o->follow_symlinks && !o->beneath};
 		sl_sld_source src = {
 		    .ctx = &ts, .read_at = tree_read_at, .tls_free = tree_tls_free};
 		SL_GUARD(write_shards(dek, o, p, &src, pl.shard_len + s, n, tmp, s, b));
@@ -636,11 +673,9 @@ static SL_RESULT encrypt_files(sl_secret *dek, const sl_tree_encrypt_opts *o,
 	}
 	/* a file that grew after it was listed: its new bytes would be lost */
 	for (size_t i = 0; i < l->n; i++) {
-		struct stat sb;
-		SL_ENSURE((o->follow_symlinks ? stat(l->v[i].src, &sb) : lstat(l->v[i].src, &sb)) ==
-		                  0 &&
-		              (uint64_t)sb.st_size == l->v[i].size,
-		          SL_E_IO, "%s: changed size while it was being encrypted", l->v[i].src);
+		int fd = -1;
+		SL_GUARD(entry_open(l, &l->v[i], o->follow_symlinks, &fd));
+		close(fd);
 	}
 	for (size_t i = 0; i < l->n; i++)
 		SL_GUARD(sl_sldm_builder_add_file(b, l->v[i].rel, l->v[i].mode, l->v[i].size,
@@ -707,7 +742,12 @@ out:
 sl_err sl_tree_encrypt(sl_secret *dek, const sl_tree_encrypt_opts *o, sl_tree_stats *st)
 {
 	sl_err rc = SL_E_INPUT;
-	struct entries l = {.quiet = o->quiet, .follow = o->follow_symlinks};
+	struct entries l = {.quiet = o->quiet,
+	                    .how = o->beneath           ? 0
+	                           : o->follow_symlinks ? SL_FSAT_CROSS_MOUNTS | SL_FSAT_FOLLOW
+	                                                : SL_FSAT_CROSS_MOUNTS,
+	                    .owner_set = o->owner_set,
+	                    .owner = o->owner};
 	sl_sldm_builder *b = NULL;
 	sl_sld_encrypt_params p = o->p;
 	char tmp[PATH_MAX] = "", mpath[PATH_MAX + 16];
@@ -763,11 +803,12 @@ bool sl_tree_is_dataset(const char *path)
 {
 	char m[PATH_MAX];
 	struct stat st;
-	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+	if (stat(path, &st) != 0 || /* lint: trusted path (a dataset the caller names) */
+	    !S_ISDIR(st.st_mode))
 		return false;
 	if (snprintf(m, sizeof(m), "%s/" SL_SLDM_NAME, path) >= (int)sizeof(m))
 		return false;
-	return stat(m, &st) == 0;
+	return stat(m, &st) == 0; /* lint: trusted path (a dataset the caller names) */
 }
 
 sl_err sl_tree_manifest(const char *dir, sl_remote *remote, sl_sldm **out)
@@ -946,7 +987,8 @@ sl_err sl_tree_open_shard(const char *dir, sl_remote *remote, const sl_sldm *m, 
 	} else {
 		SL_ENSURE(snprintf(name, name_cap, "%s/%s", dir, s.name) < (int)name_cap,
 		          SL_E_INPUT, "%s: path too long", dir);
-		fd = open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		fd = open(name, /* lint: trusted path (a dataset the caller names) */
+		          O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
 			SL_FAIL(errno == ENOENT ? SL_E_TRUNCATED : SL_E_IO, "shard %u (%s): %s", i,
 			        s.name,
@@ -1012,8 +1054,17 @@ sl_err sl_tree_decrypt(const char *dir, sl_remote *remote, const sl_sldm *m, sl_
 		r.start[i] = sstart[f.shard] + f.offset;
 	}
 	SL_GUARD(make_temp_dir(out_dir, tmp, sizeof(tmp)));
-	r.root = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* the folder mkdtemp made, checked on its descriptor to be that one
+	 * (--resume restores beside the job's files, in a folder it owns) */
+	r.root = open(tmp, /* lint: trusted path (ours, owner checked on the descriptor) */
+	              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	SL_ENSURE(r.root >= 0, SL_E_IO, "%s: %s", tmp, strerror(errno));
+	{
+		struct stat rs;
+		SL_ENSURE(fstat(r.root, &rs) == 0 && rs.st_uid == geteuid() &&
+		              (rs.st_mode & 07777) == 0700,
+		          SL_E_IO, "%s: replaced while it was being made; nothing restored", tmp);
+	}
 	for (uint32_t i = 0; i < ns; i++)
 		SL_GUARD(decrypt_shard(dir, remote, m, i, dek, threads, &r));
 	/* empty files at the very end */

@@ -28,6 +28,17 @@ typedef struct sl_tree_encrypt_opts {
 	/* no fsync of the shards: a copy that only lives until it is uploaded
 	 * (the default writes each chunk behind and fsyncs each shard once) */
 	bool no_fsync;
+	/* paths are folders beneath the folder beneath_fd (named beneath_name
+	 * in messages), opened without following any link or leaving its file
+	 * system, as is every file below them (follow_symlinks is ignored):
+	 * the tree of a less privileged user (sealed outputs) */
+	bool beneath;
+	int beneath_fd;
+	const char *beneath_name;
+	/* skip (said like a link) files not owned by owner: a hard link to
+	 * someone else's file is not the tree owner's to seal */
+	bool owner_set;
+	uid_t owner;
 	/* dataset id, AEAD, chunk size, threads; its key reference goes into
 	 * the manifest, never into a shard */
 	sl_sld_encrypt_params p;

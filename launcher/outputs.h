@@ -34,6 +34,8 @@ struct sl_out_cfg {
 	int preempt_signal;           /* --preempt-signal (default SIGTERM) */
 	unsigned preempt_grace_s;     /* --preempt-grace (default 25) */
 	bool preempt_signal_set, preempt_grace_set;
+	uint64_t ckpt_min_interval_ms; /* --checkpoint-min-interval (default 1 s) */
+	bool ckpt_min_interval_set;
 	bool ns;          /* a private mount namespace was made (sl_out_early) */
 	char ns_why[256]; /* why not */
 };
@@ -45,6 +47,7 @@ enum {
 	SL_OUT_O_PREEMPT_WATCH,
 	SL_OUT_O_PREEMPT_SIGNAL,
 	SL_OUT_O_PREEMPT_GRACE,
+	SL_OUT_O_CKPT_MIN_INTERVAL,
 };
 #define SL_OUT_OPTS                                                                                \
 	{"output", required_argument, SL_OUT_O_OUTPUT, NULL},                                      \
@@ -52,8 +55,9 @@ enum {
 	    {"output-limit", required_argument, SL_OUT_O_LIMIT, NULL},                             \
 	    {"preempt-watch", required_argument, SL_OUT_O_PREEMPT_WATCH, NULL},                    \
 	    {"preempt-signal", required_argument, SL_OUT_O_PREEMPT_SIGNAL, NULL},                  \
+	    {"preempt-grace", required_argument, SL_OUT_O_PREEMPT_GRACE, NULL},                    \
 	{                                                                                          \
-		"preempt-grace", required_argument, SL_OUT_O_PREEMPT_GRACE, NULL                   \
+		"checkpoint-min-interval", required_argument, SL_OUT_O_CKPT_MIN_INTERVAL, NULL     \
 	}
 #define SL_OUT_HELP                                                                                \
 	"Outputs (sealed; docs/job-interface.md, \"Outputs\"):\n"                                  \
@@ -66,7 +70,10 @@ enum {
 	"  --preempt-watch KIND[=URL]  sigterm, gce or aws (metadata base URL optional):\n"        \
 	"                         on notice signal the job, wait, seal, upload, exit 143\n"        \
 	"  --preempt-signal SIG   the signal the job gets on notice (default TERM)\n"              \
-	"  --preempt-grace S      seconds the job has before it is killed (default 25)\n"
+	"  --preempt-grace S      seconds the job has before it is killed (default 25)\n"          \
+	"  --checkpoint-min-interval S  at most one checkpoint every S seconds (default 1;\n"      \
+	"                         decimals allowed): requests that arrive while one is\n"          \
+	"                         sealed, or sooner, are answered by one checkpoint\n"
 
 /* Takes key/arg when it is one of SL_OUT_OPTS: 1, or -1
  * for a bad value (the message in sl_err_detail()); 0 when not one. */
@@ -107,6 +114,9 @@ void sl_out_abort(struct sl_run_st *s);
 
 typedef struct sl_memdir {
 	char path[256];
+	/* the folder, opened once when made: everything in it is reached
+	 * through this descriptor (the job's user owns what is inside) */
+	int fd;
 	bool mounted;     /* a tmpfs of its own (private mount namespace) */
 	bool noswap;      /* mounted with noswap (Linux 6.4+) */
 	char method[200]; /* what it is, for messages and the audit log */
@@ -117,10 +127,13 @@ typedef struct sl_memdir {
  * else a folder in a tmpfs that exists (/dev/shm, $XDG_RUNTIME_DIR);
  * SL_E_SYSTEM when there is none. */
 SL_MUST_USE sl_err sl_memdir_create(sl_memdir *d, bool ns, uint64_t limit, uid_t uid, gid_t gid);
-/* Zeroes and removes every file, unmounts, removes the folder. */
+/* Zeroes and removes every file, unmounts, removes the folder: a walk of
+ * descriptors (seclaunch/fsat.h) that never follows a link nor leaves the
+ * folder's file system, whatever the job renames meanwhile. */
 SL_MUST_USE sl_err sl_memdir_wipe(sl_memdir *d);
-/* Total bytes and regular files below dir (symbolic links not followed). */
-SL_MUST_USE sl_err sl_dir_usage(const char *dir, uint64_t *bytes, uint32_t *files);
+/* Total bytes and regular files below the folder dirfd (what names it),
+ * links not followed. */
+SL_MUST_USE sl_err sl_dir_usage(int dirfd, const char *what, uint64_t *bytes, uint32_t *files);
 /* Whether the kernel has swap space on (/proc/swaps lists any). */
 bool sl_swap_active(void);
 

@@ -1,7 +1,7 @@
 /* The job's output folder, in memory (outputs.h). */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
+#include <libgen.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "outputs.h"
+#include "seclaunch/fsat.h"
 
 #ifndef TMPFS_MAGIC
 #define TMPFS_MAGIC 0x01021994
@@ -63,10 +64,19 @@ static SL_RESULT shared_tmpfs(sl_memdir *d, uid_t uid, gid_t gid)
 		snprintf(d->path, sizeof(d->path), "%s/seclaunch-out.XXXXXX", cands[i]);
 		if (mkdtemp(d->path) == NULL)
 			continue;
-		if (chown(d->path, uid, gid) != 0) {
-			int e = errno;
-			(void)rmdir(d->path);
-			return sl_err_set(SL_E_SYSTEM, "%s: chown: %s", d->path, strerror(e));
+		/* root's own new 0700 folder in a sticky one: no one else can
+		 * rename it before it is open; from here on only the descriptor */
+		d->fd = open(d->path, /* lint: trusted path (made just now, root's) */
+		             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (d->fd < 0 || fchown(d->fd, uid, gid) != 0) {
+			sl_err rc =
+			    sl_err_set(SL_E_SYSTEM, "%s: chown: %s", d->path, strerror(errno));
+			if (d->fd >= 0)
+				close(d->fd);
+			d->fd = -1;
+			(void)rmdir(d->path); /* lint: trusted path (still root's) */
+			d->path[0] = '\0';
+			return rc;
 		}
 		snprintf(d->method, sizeof(d->method),
 		         "folder in the shared tmpfs %s (mode 0700; root and this user's other "
@@ -85,6 +95,7 @@ sl_err sl_memdir_create(sl_memdir *d, bool ns, uint64_t limit, uid_t uid, gid_t 
 	char opts[200];
 	const char *tmp = getenv("TMPDIR");
 	memset(d, 0, sizeof(*d));
+	d->fd = -1;
 	if (!ns)
 		return shared_tmpfs(d, uid, gid);
 	/* the mount point is an empty folder; its contents exist only in this
@@ -104,78 +115,180 @@ sl_err sl_memdir_create(sl_memdir *d, bool ns, uint64_t limit, uid_t uid, gid_t 
 		d->noswap = true;
 	} else if (mount("seclaunch-out", d->path, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0) {
 		/* no tmpfs of its own after all (a container without CAP_SYS_ADMIN) */
-		(void)rmdir(d->path);
+		(void)rmdir(d->path); /* lint: trusted path (root's mount point) */
 		d->path[0] = '\0';
 		return shared_tmpfs(d, uid, gid);
 	}
 	d->mounted = true;
+	/* the mount point is root's, in root's TMPDIR */
+	d->fd = open(d->path, /* lint: trusted path (root's mount point) */
+	             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (d->fd < 0) {
+		sl_err rc = sl_err_set(SL_E_SYSTEM, "%s: %s", d->path, strerror(errno));
+		(void)umount2(d->path, MNT_DETACH);
+		(void)rmdir(d->path); /* lint: trusted path (root's mount point) */
+		d->path[0] = '\0';
+		return rc;
+	}
 	snprintf(d->method, sizeof(d->method), "tmpfs of its own in a private mount namespace%s",
 	         d->noswap ? " (noswap)" : "");
 	return SL_OK;
 }
 
-static int zero_remove(const char *path, const struct stat *st, int flag, struct FTW *f)
+struct wipe {
+	const char *what;
+	sl_err first;
+	char msg[600];
+	unsigned seen;
+};
+
+static void wipe_err(struct wipe *w, const sl_fsat_ent *e, const char *op, int err)
 {
-	if (f->level == 0)
-		return 0; /* the folder itself (a mount point, maybe): after the unmount */
-	if (flag == FTW_F && S_ISREG(st->st_mode)) {
-		/* tmpfs frees pages without clearing them: clear them first */
-		int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (fd >= 0) {
-			static const char zeros[65536];
-			off_t left = st->st_size;
-			while (left > 0) {
-				size_t k =
-				    left > (off_t)sizeof(zeros) ? sizeof(zeros) : (size_t)left;
-				ssize_t w = write(fd, zeros, k);
-				if (w <= 0)
-					break;
-				left -= w;
-			}
-			close(fd);
+	if (err == ENOENT || w->first != SL_OK)
+		return;
+	w->first = SL_E_SYSTEM;
+	snprintf(w->msg, sizeof(w->msg), "%s/%s: %s: %s", w->what, e->rel, op, strerror(err));
+}
+
+/* tmpfs frees pages without clearing them: a file's bytes are overwritten
+ * first, through a descriptor opened beneath its folder. A file with
+ * another link is only unlinked: its bytes are not this folder's alone. */
+static void zero_file(const sl_fsat_ent *e)
+{
+	static const char zeros[65536];
+	struct stat st;
+	if (e->st.st_nlink != 1)
+		return;
+	int fd = sl_fsat_openat(e->dirfd, e->name, O_WRONLY | O_NONBLOCK, 0, 0);
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1) {
+		for (off_t at = 0; at < st.st_size;) {
+			size_t k = st.st_size - at > (off_t)sizeof(zeros)
+			               ? sizeof(zeros)
+			               : (size_t)(st.st_size - at);
+			ssize_t w = pwrite(fd, zeros, k, at);
+			if (w <= 0)
+				break;
+			at += w;
 		}
 	}
-	return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+	close(fd);
+}
+
+static sl_err wipe_one(void *ctx, sl_fsat_ent *e)
+{
+	struct wipe *w = ctx;
+	w->seen++;
+	switch (e->kind) {
+	case SL_FSAT_DIR:
+		return SL_OK;
+	case SL_FSAT_REG:
+		zero_file(e);
+		/* fall through */
+	case SL_FSAT_LINK:
+	case SL_FSAT_OTHER:
+		if (unlinkat(e->dirfd, e->name, 0) != 0)
+			wipe_err(w, e, "remove", errno);
+		return SL_OK;
+	case SL_FSAT_DIR_POST:
+	case SL_FSAT_MOUNT:
+		if (unlinkat(e->dirfd, e->name, AT_REMOVEDIR) != 0)
+			wipe_err(w, e, "remove", errno);
+		return SL_OK;
+	}
+	return SL_OK;
+}
+
+/* Removes the shared-tmpfs folder by its name in its parent, only while
+ * that name is still this folder (the job's user owns the name). */
+static int remove_named(const sl_memdir *d)
+{
+	char buf[sizeof(d->path)], nb[sizeof(d->path)];
+	struct stat mine, there;
+	snprintf(buf, sizeof(buf), "%s", d->path);
+	snprintf(nb, sizeof(nb), "%s", d->path);
+	int pfd = open(dirname(buf), /* lint: trusted path (/dev/shm or $XDG_RUNTIME_DIR) */
+	               O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	const char *name = basename(nb);
+	int r = -1, e = 0;
+	if (pfd < 0)
+		return -1;
+	if (fstat(d->fd, &mine) == 0 && fstatat(pfd, name, &there, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    mine.st_dev == there.st_dev && mine.st_ino == there.st_ino)
+		r = unlinkat(pfd, name, AT_REMOVEDIR);
+	else
+		errno = ENOENT; /* renamed away by its owner: nothing of ours by that name */
+	e = errno;
+	close(pfd);
+	errno = e;
+	return r;
 }
 
 sl_err sl_memdir_wipe(sl_memdir *d)
 {
 	sl_err rc = SL_OK;
+	struct wipe w = {.what = d->path};
+
 	if (d->path[0] == '\0')
 		return SL_OK;
-	if (nftw(d->path, zero_remove, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
-		rc = sl_err_set(SL_E_SYSTEM, "%s: wiping: %s", d->path, strerror(errno));
-	if (d->mounted && umount2(d->path, MNT_DETACH) != 0 && rc == SL_OK)
-		rc = sl_err_set(SL_E_SYSTEM, "%s: unmount: %s", d->path, strerror(errno));
-	if (rmdir(d->path) != 0 && rc == SL_OK)
-		rc = sl_err_set(SL_E_SYSTEM, "%s: %s", d->path, strerror(errno));
+	/* a name the job renamed while a pass listed its folder can escape
+	 * that pass: again until a pass finds nothing */
+	for (int pass = 0; pass < 4 && d->fd >= 0; pass++) {
+		w.seen = 0;
+		sl_err r = sl_fsat_walk(d->fd, 0, 0, false, wipe_one, &w, d->path);
+		if (r != SL_OK && w.first == SL_OK) {
+			w.first = r;
+			snprintf(w.msg, sizeof(w.msg), "%s", sl_err_detail());
+		}
+		if (w.seen == 0)
+			break;
+	}
+	if (w.first != SL_OK)
+		rc = sl_err_set(w.first, "%s: wiping: %s", d->path, w.msg);
+	if (d->mounted) {
+		if (d->fd >= 0)
+			close(d->fd);
+		d->fd = -1;
+		/* root's mount point in root's TMPDIR */
+		if (umount2(d->path, MNT_DETACH) != 0 && rc == SL_OK)
+			rc = sl_err_set(SL_E_SYSTEM, "%s: unmount: %s", d->path, strerror(errno));
+		if (rmdir(d->path) != 0 && rc == SL_OK) /* lint: trusted path (root's) */
+			rc = sl_err_set(SL_E_SYSTEM, "%s: %s", d->path, strerror(errno));
+	} else if (d->fd >= 0) {
+		if (remove_named(d) != 0 && errno != ENOENT && rc == SL_OK)
+			rc = sl_err_set(SL_E_SYSTEM, "%s: %s", d->path, strerror(errno));
+		close(d->fd);
+		d->fd = -1;
+	}
 	d->path[0] = '\0';
 	d->mounted = false;
 	return rc;
 }
 
-static uint64_t g_bytes;
-static uint32_t g_files;
+struct usage {
+	uint64_t bytes;
+	uint32_t files;
+};
 
-static int count(const char *path, const struct stat *st, int flag, struct FTW *f)
+static sl_err count(void *ctx, sl_fsat_ent *e)
 {
-	(void)path, (void)f;
-	if (flag == FTW_F && S_ISREG(st->st_mode)) {
-		g_bytes += (uint64_t)st->st_size;
-		g_files++;
+	struct usage *u = ctx;
+	if (e->kind == SL_FSAT_REG) {
+		u->bytes += (uint64_t)e->st.st_size;
+		u->files++;
 	}
-	return 0;
+	return SL_OK;
 }
 
-sl_err sl_dir_usage(const char *dir, uint64_t *bytes, uint32_t *files)
+sl_err sl_dir_usage(int dirfd, const char *what, uint64_t *bytes, uint32_t *files)
 {
-	/* one caller at a time: outputs.c holds its lock around this */
-	g_bytes = 0;
-	g_files = 0;
-	if (nftw(dir, count, 16, FTW_PHYS) != 0)
-		return sl_err_set(SL_E_IO, "%s: %s", dir, strerror(errno));
-	*bytes = g_bytes;
-	*files = g_files;
+	struct usage u = {0};
+	sl_err rc = sl_fsat_walk(dirfd, 0, 0, false, count, &u, what);
+	if (rc != SL_OK)
+		return rc;
+	*bytes = u.bytes;
+	*files = u.files;
 	return SL_OK;
 }
 

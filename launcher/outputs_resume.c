@@ -2,7 +2,7 @@
  * released by an attested release and restored into the output folder
  * before the job starts. */
 #include <errno.h>
-#include <ftw.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "dataset_tree.h"
 #include "outputs_int.h"
+#include "seclaunch/fsat.h"
 #include "seclaunch/json.h"
 #include "seclaunch/util.h"
 
@@ -60,12 +61,22 @@ static uint64_t audit_latest(const char *log, const char *name, const char *dest
 	return best;
 }
 
-static uid_t g_uid;
-static gid_t g_gid;
-static int chown_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+struct owner {
+	uid_t uid;
+	gid_t gid;
+};
+
+/* Each restored entry given to the job's user by its name in a folder
+ * opened beneath the output folder: never through a link. */
+static sl_err chown_one(void *ctx, sl_fsat_ent *e)
 {
-	(void)st, (void)flag, (void)f;
-	return lchown(p, g_uid, g_gid) == 0 ? 0 : -1;
+	const struct owner *w = ctx;
+	if (e->kind == SL_FSAT_DIR_POST || e->kind == SL_FSAT_MOUNT)
+		return SL_OK;
+	if (fchownat(e->dirfd, e->name, w->uid, w->gid, AT_SYMLINK_NOFOLLOW) != 0 &&
+	    errno != ENOENT)
+		return sl_err_set(SL_E_SYSTEM, "%s: chown: %s", e->rel, strerror(errno));
+	return SL_OK;
 }
 
 sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *o)
@@ -102,7 +113,7 @@ sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *
 	char abs[PATH_MAX], srcname[PATH_MAX + 16];
 	if (remote)
 		snprintf(srcname, sizeof(srcname), "%s", base);
-	else if (realpath(base, abs) != NULL)
+	else if (realpath(base, abs) != NULL) /* lint: trusted path (--resume SOURCE) */
 		snprintf(srcname, sizeof(srcname), "file://%s/", abs);
 	else
 		snprintf(srcname, sizeof(srcname), "%s", base);
@@ -142,11 +153,19 @@ sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *
 	snprintf(restore, sizeof(restore), "%s/" RESTORE, O->dir.path);
 	snprintf(final, sizeof(final), "%s/%s", O->dir.path, o->name);
 	SL_GUARD(sl_tree_decrypt(dir, r, m, dek, restore, true, s->o->threads, &st));
-	SL_ENSURE(rename(restore, final) == 0, SL_E_SYSTEM, "%s: %s", final, strerror(errno));
-	g_uid = s->user.set ? s->user.uid : geteuid();
-	g_gid = s->user.set ? s->user.gid : getegid();
-	SL_ENSURE(nftw(final, chown_one, 16, FTW_PHYS) == 0, SL_E_SYSTEM, "%s: chown: %s", final,
-	          strerror(errno));
+	SL_ENSURE(renameat(O->dir.fd, RESTORE, O->dir.fd, o->name) == 0, SL_E_SYSTEM, "%s: %s",
+	          final, strerror(errno));
+	{
+		struct owner w = {s->user.set ? s->user.uid : geteuid(),
+		                  s->user.set ? s->user.gid : getegid()};
+		int nfd = -1;
+		SL_GUARD(sl_fsat_open_dir(O->dir.fd, o->name, 0, O->dir.path, &nfd));
+		rc = fchown(nfd, w.uid, w.gid) == 0
+		         ? sl_fsat_walk(nfd, 0, 0, false, chown_one, &w, final)
+		         : sl_err_set(SL_E_SYSTEM, "%s: chown: %s", final, strerror(errno));
+		close(nfd);
+		SL_GUARD(rc);
+	}
 	sl_hex_encode(st.root, sizeof(st.root), root);
 	if (seq + 1 > o->next_seq)
 		o->next_seq = seq + 1;

@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "dataset_tree.h"
 #include "outputs_int.h"
+#include "seclaunch/fsat.h"
 #include "seclaunch/json.h"
 #include "seclaunch/util.h"
 
@@ -27,9 +28,10 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The staging folder under root's TMPDIR (ciphertext awaiting upload). */
 static void remove_dir(const char *dir)
 {
-	DIR *d = opendir(dir);
+	DIR *d = opendir(dir); /* lint: trusted path (root's staging folder) */
 	struct dirent *e;
 	char p[4200];
 	if (d != NULL) {
@@ -37,11 +39,11 @@ static void remove_dir(const char *dir)
 			if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 				continue;
 			snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
-			(void)unlink(p);
+			(void)unlink(p); /* lint: trusted path (root's staging folder) */
 		}
 		closedir(d);
 	}
-	(void)rmdir(dir);
+	(void)rmdir(dir); /* lint: trusted path (root's staging folder) */
 }
 
 /* Every shard of the sealed folder, then its manifest; LATEST is the
@@ -61,7 +63,7 @@ static SL_RESULT upload_dir(struct sl_outputs *O, struct out_one *o, const char 
 	snprintf(url, sizeof(url), "%s%s/", o->dest, ck);
 	O->s->o->remote.quiet = sl_cli_quiet;
 	SL_GUARD(sl_remote_open(url, &O->s->o->remote, &r));
-	d = opendir(dir);
+	d = opendir(dir); /* lint: trusted path (root's staging folder) */
 	SL_ENSURE(d != NULL, SL_E_IO, "%s: %s", dir, strerror(errno));
 	while ((e = readdir(d)) != NULL && n < sizeof(names) / sizeof(names[0])) {
 		if (e->d_name[0] == '.' || strcmp(e->d_name, SL_SLDM_NAME) == 0)
@@ -75,7 +77,7 @@ static SL_RESULT upload_dir(struct sl_outputs *O, struct out_one *o, const char 
 	for (size_t i = 0; i <= n; i++) {
 		struct stat st;
 		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
-		fd = open(p, O_RDONLY | O_CLOEXEC);
+		fd = open(p, O_RDONLY | O_CLOEXEC); /* lint: trusted path (root's staging folder) */
 		SL_ENSURE(fd >= 0 && fstat(fd, &st) == 0, SL_E_IO, "%s: %s", p, strerror(errno));
 		SL_GUARD(sl_remote_put(r, names[i], fd, (uint64_t)st.st_size));
 		close(fd);
@@ -124,14 +126,19 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	struct sl_run_st *s = O->s;
 	sl_err rc = SL_E_INTERNAL;
 	char src[400], ck[40], outdir[2300], stage[400] = "", root[65] = "", msg[1024];
-	const char *paths[1] = {src};
+	const char *paths[1] = {o->name};
 	uint64_t bytes = 0, seq = o->next_seq;
 	uint32_t files = 0;
 	sl_tree_stats st;
 	const char *tmp = getenv("TMPDIR");
+	int sfd = -1;
 
+	/* the job's tree, reached only beneath the folder's descriptor */
 	snprintf(src, sizeof(src), "%s/%s", O->dir.path, o->name);
-	SL_GUARD(sl_dir_usage(src, &bytes, &files));
+	SL_GUARD(sl_fsat_open_dir(O->dir.fd, o->name, 0, O->dir.path, &sfd));
+	SL_GUARD(sl_dir_usage(sfd, src, &bytes, &files));
+	close(sfd);
+	sfd = -1;
 	SL_ENSURE(O->c->limit == 0 || bytes <= O->c->limit, SL_E_TOO_LARGE,
 	          "output %s: the job wrote %llu bytes, over --output-limit %llu: not sealed",
 	          o->name, (unsigned long long)bytes, (unsigned long long)O->c->limit);
@@ -159,6 +166,12 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	    .sequence = seq,
 	    /* a staged copy lives only until it is uploaded: nothing to fsync */
 	    .no_fsync = o->remote,
+	    .beneath = true,
+	    .beneath_fd = O->dir.fd,
+	    .beneath_name = O->dir.path,
+	    /* under --user every file of the tree is that user's */
+	    .owner_set = s->user.set,
+	    .owner = s->user.uid,
 	    .p = {.dataset_id = o->id,
 	          .kms_url = s->o->kms_url,
 	          .key_id = o->key.key_id,
@@ -184,9 +197,11 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	           (unsigned long long)st.bytes, trigger, o->dest);
 	rc = SL_OK;
 out:
+	if (sfd >= 0)
+		close(sfd);
 	if (stage[0] != '\0') {
 		remove_dir(outdir);
-		(void)rmdir(stage);
+		(void)rmdir(stage); /* lint: trusted path (root's staging folder) */
 	}
 	if (rc != SL_OK) {
 		snprintf(msg, sizeof(msg), "%s", sl_err_detail());
@@ -220,22 +235,25 @@ static SL_RESULT seal_all(struct sl_outputs *O, const char *trigger)
 
 /* ---- checkpoint requests -------------------------------------------------- */
 
-static void checkpoint(struct sl_outputs *O, const char *how)
+/* Seals every output and answers the nreq requests that asked (all those
+ * that arrived before it began). */
+static void checkpoint(struct sl_outputs *O, const char *how, uint64_t nreq)
 {
-	char path[400], text[1200];
+	char text[1200];
 	sl_err rc = seal_all(O, "checkpoint");
-	O->requests++;
+	O->requests += nreq;
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch %s: checkpoint (%s) failed: %s\n", SL_OUT_CMD(O->s), how,
 		        sl_err_detail());
 	/* the job's answer: "N ok" or "N error: ..." (N counts requests) */
 	int n = snprintf(text, sizeof(text), "%llu %s%s\n", (unsigned long long)O->requests,
 	                 rc == SL_OK ? "ok" : "error: ", rc == SL_OK ? "" : sl_err_detail());
-	snprintf(path, sizeof(path), "%s/" CKPT_STATUS, O->dir.path);
-	if (sl_file_write_atomic(path, text, (size_t)n, 0644, true) != SL_OK)
-		fprintf(stderr, "seclaunch run: warning: %s\n", sl_err_detail());
-	else if (O->s->user.set && chown(path, O->s->user.uid, O->s->user.gid) != 0)
-		fprintf(stderr, "seclaunch run: warning: %s: chown: %s\n", path, strerror(errno));
+	/* in the job's folder: made beneath its descriptor and given the job's
+	 * user on the new file's own descriptor, before the rename shows it */
+	if (sl_fsat_write_atomic(O->dir.fd, CKPT_STATUS, text, (size_t)n, 0644,
+	                         O->s->user.set ? O->s->user.uid : (uid_t)-1,
+	                         O->s->user.set ? O->s->user.gid : (gid_t)-1, O->dir.path) != SL_OK)
+		fprintf(stderr, "seclaunch %s: warning: %s\n", SL_OUT_CMD(O->s), sl_err_detail());
 }
 
 static void *watch_requests(void *arg)
@@ -244,16 +262,37 @@ static void *watch_requests(void *arg)
 	sigset_t us;
 	int sfd, ifd;
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	/* requests not answered yet, what asked first, and when the last
+	 * checkpoint began: requests coalesce, at most one per interval */
+	uint64_t pending = 0, last_ns = 0, gap_ns = O->c->ckpt_min_interval_ms * 1000000ull;
+	const char *how = CKPT_REQ;
+	bool ever = false;
 
 	sigemptyset(&us);
 	sigaddset(&us, SIGUSR2);
 	sfd = signalfd(-1, &us, SFD_CLOEXEC);
 	ifd = inotify_init1(IN_CLOEXEC);
-	if (ifd >= 0)
-		(void)inotify_add_watch(ifd, O->dir.path, IN_CLOSE_WRITE | IN_MOVED_TO);
+	if (ifd >= 0) {
+		/* the folder itself, whatever its name in a shared tmpfs is by now */
+		char self[64];
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", O->dir.fd);
+		(void)inotify_add_watch(ifd, self, IN_CLOSE_WRITE | IN_MOVED_TO);
+	}
 	for (;;) {
 		struct pollfd p[3] = {{O->stop[0], POLLIN, 0}, {sfd, POLLIN, 0}, {ifd, POLLIN, 0}};
-		if (poll(p, 3, -1) < 0) {
+		int wait_ms = -1;
+		if (pending > 0) {
+			uint64_t now = sl_now_ns(), due = ever ? last_ns + gap_ns : now;
+			if (due <= now) {
+				last_ns = now;
+				ever = true;
+				checkpoint(O, how, pending);
+				pending = 0;
+				continue;
+			}
+			wait_ms = (int)((due - now + 999999) / 1000000);
+		}
+		if (poll(p, 3, wait_ms) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
@@ -262,23 +301,25 @@ static void *watch_requests(void *arg)
 			break;
 		if (p[1].revents & POLLIN) {
 			struct signalfd_siginfo si;
-			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-				checkpoint(O, "SIGUSR2");
+			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+				if (pending++ == 0)
+					how = "SIGUSR2";
+			}
 		}
 		if (p[2].revents & POLLIN) {
 			ssize_t len = read(ifd, buf, sizeof(buf));
-			bool want = false;
+			uint64_t want = 0;
 			for (ssize_t off = 0; off < len;) {
 				const struct inotify_event *ev = (const void *)(buf + off);
 				if (ev->len > 0 && strcmp(ev->name, CKPT_REQ) == 0)
-					want = true;
+					want++;
 				off += (ssize_t)sizeof(*ev) + ev->len;
 			}
-			if (want) {
-				char path[400];
-				snprintf(path, sizeof(path), "%s/" CKPT_REQ, O->dir.path);
-				(void)unlink(path);
-				checkpoint(O, CKPT_REQ);
+			if (want > 0) {
+				(void)unlinkat(O->dir.fd, CKPT_REQ, 0);
+				if (pending == 0)
+					how = CKPT_REQ;
+				pending += want;
 			}
 		}
 	}
@@ -311,7 +352,7 @@ sl_err sl_out_prepare(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	struct sl_outputs *O = s->out;
-	char env[600], path[400];
+	char env[600];
 	uid_t uid = s->user.set ? s->user.uid : geteuid();
 	gid_t gid = s->user.set ? s->user.gid : getegid();
 
@@ -336,13 +377,8 @@ sl_err sl_out_prepare(struct sl_run_st *s)
 	for (size_t i = 0; i < O->n; i++)
 		if (O->o[i].resume != NULL)
 			SL_GUARD(sl_out_resume(s, O, &O->o[i]));
-	for (size_t i = 0; i < O->n; i++) {
-		snprintf(path, sizeof(path), "%s/%s", O->dir.path, O->o[i].name);
-		if (mkdir(path, 0700) != 0 && errno != EEXIST)
-			SL_FAIL(SL_E_SYSTEM, "%s: %s", path, strerror(errno));
-		SL_ENSURE(chown(path, uid, gid) == 0, SL_E_SYSTEM, "%s: chown: %s", path,
-		          strerror(errno));
-	}
+	for (size_t i = 0; i < O->n; i++)
+		SL_GUARD(sl_fsat_mkdir(O->dir.fd, O->o[i].name, 0700, uid, gid, O->dir.path, NULL));
 	/* serve has no job environment: the folder goes to the tasks in its
 	 * ready line (run_serve.c) */
 	if (s->o->env != NULL) {
