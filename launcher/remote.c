@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -376,16 +377,20 @@ out:
 /* ---- credentials ------------------------------------------------------ */
 
 /* The AWS shared credentials file: [profile] then key = value lines
- * (sl_remote_parse_aws_file), read whole (at most 1 MiB) and wiped. */
+ * (sl_remote_parse_aws_file). It holds a secret key, so it follows the
+ * rule of every key file (sl_secret_read_file): a regular file, not a
+ * link, owned by this user or root, neither group nor others may read or
+ * write it; refused otherwise (exit 2), never used silently. A file that
+ * is not there is no credentials source. */
 static SL_RESULT aws_credentials_file(char **id, char **secret, char **token)
 {
 	sl_err rc = SL_E_INPUT;
 	const char *path = getenv("AWS_SHARED_CREDENTIALS_FILE"), *home = getenv("HOME");
 	const char *profile = getenv("AWS_PROFILE");
-	char def[1024], *text = NULL;
-	size_t len = 0;
+	char def[1024];
+	sl_secret *text = NULL;
 	sl_remote_creds c = {0};
-	FILE *f;
+	struct stat st;
 
 	if (path == NULL) {
 		if (home == NULL)
@@ -393,15 +398,13 @@ static SL_RESULT aws_credentials_file(char **id, char **secret, char **token)
 		snprintf(def, sizeof(def), "%s/.aws/credentials", home);
 		path = def;
 	}
-	f = fopen(path, "re");
-	if (f == NULL)
+	if (lstat(path, &st) != 0 && errno == ENOENT)
 		return SL_OK;
-	text = malloc(CREDS_FILE_MAX);
-	SL_ENSURE(text != NULL, SL_E_NOMEM, "%s", path);
-	len = fread(text, 1, CREDS_FILE_MAX, f);
-	SL_ENSURE(!ferror(f), SL_E_INPUT, "%s: cannot read: %s", path, strerror(errno));
-	SL_ENSURE(len < CREDS_FILE_MAX, SL_E_INPUT, "%s: over %d bytes", path, CREDS_FILE_MAX);
-	rc = sl_remote_parse_aws_file(text, len, profile != NULL ? profile : "default", &c);
+	rc = sl_secret_read_file(path, CREDS_FILE_MAX, &text);
+	if (rc != SL_OK)
+		SL_FAIL(rc, "AWS shared credentials file: %s", sl_err_detail());
+	rc = sl_remote_parse_aws_file((const char *)sl_secret_data(text), sl_secret_len(text),
+	                              profile != NULL ? profile : "default", &c);
 	if (rc != SL_OK)
 		SL_FAIL(rc, "%s: %s", path, sl_err_detail());
 	*id = c.id;
@@ -411,10 +414,7 @@ static SL_RESULT aws_credentials_file(char **id, char **secret, char **token)
 	rc = SL_OK;
 out:
 	sl_remote_creds_wipe(&c);
-	if (text != NULL)
-		sl_wipe(text, CREDS_FILE_MAX);
-	free(text);
-	fclose(f);
+	sl_secret_free(text);
 	return rc;
 }
 

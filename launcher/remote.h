@@ -39,7 +39,8 @@ bool sl_remote_is_url(const char *s);
 /* Parses the URL (which must end with '/'; one is added otherwise) and
  * obtains credentials: S3 from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
  * AWS_SESSION_TOKEN, the shared credentials file (AWS_SHARED_CREDENTIALS_FILE
- * or ~/.aws/credentials, profile AWS_PROFILE), or the instance metadata
+ * or ~/.aws/credentials, profile AWS_PROFILE; read as a key file is, so one
+ * that group or others may read is refused, SL_E_PERM), or the instance metadata
  * service (IMDSv2); GCS from GOOGLE_OAUTH_ACCESS_TOKEN, HMAC keys
  * (SECLAUNCH_GCS_HMAC_ID / SECLAUNCH_GCS_HMAC_SECRET), or the metadata
  * server. Nothing is fetched from the store yet. */

@@ -202,9 +202,31 @@ assert "... no output folder, no plaintext" gone
 check_err "... a wrong access key id: refused (exit 5)" 5 "s3://sigv4/ds/.*HTTP 403" \
 	dec s3://sigv4/ds/ AWS_ACCESS_KEY_ID=AKIDOTHER AWS_SECRET_ACCESS_KEY=right-secret
 printf '[default]\naws_access_key_id = nobody\n[ds-reader]\naws_access_key_id = AKIDTEST\naws_secret_access_key = right-secret\n' >creds
-check "... credentials from the shared file (AWS_SHARED_CREDENTIALS_FILE + AWS_PROFILE)" 0 \
+# the shared credentials file follows the key-file rule: owner only
+chmod 644 creds
+n0=$(grep -c '^GET /sigv4/' "$T/fake.log")
+check_err "... a world-readable shared credentials file (0644): refused, exit 2, naming it and the mode" 2 \
+	"AWS shared credentials file: .*creds: mode 0644 lets group or others" \
+	dec s3://sigv4/ds/ AWS_SHARED_CREDENTIALS_FILE="$T/creds" AWS_PROFILE=ds-reader
+assert "... no output folder, no plaintext" gone
+assert "... and nothing was asked of the store" test "$(grep -c '^GET /sigv4/' "$T/fake.log")" -eq "$n0"
+chmod 640 creds
+check_err "... group-readable (0640): refused, exit 2" 2 "mode 0640 lets group or others" \
+	dec s3://sigv4/ds/ AWS_SHARED_CREDENTIALS_FILE="$T/creds" AWS_PROFILE=ds-reader
+chmod 600 creds
+check "... credentials from the shared file (0600, AWS_SHARED_CREDENTIALS_FILE + AWS_PROFILE)" 0 \
 	dec s3://sigv4/ds/ AWS_SHARED_CREDENTIALS_FILE="$T/creds" AWS_PROFILE=ds-reader
 assert "... byte for byte" same
+if [ "$(id -u)" = 0 ]; then
+	cp creds creds-other && chown 65534 creds-other && chmod 600 creds-other
+	check_err "... owner-only but owned by another user: refused, exit 2" 2 \
+		"creds-other: owned by uid 65534, not by this user" \
+		dec s3://sigv4/ds/ AWS_SHARED_CREDENTIALS_FILE="$T/creds-other" AWS_PROFILE=ds-reader
+fi
+ln -s creds creds-link
+check_err "... a shared credentials file that is a symbolic link: refused, exit 2" 2 \
+	"AWS shared credentials file: .*creds-link: cannot open" \
+	dec s3://sigv4/ds/ AWS_SHARED_CREDENTIALS_FILE="$T/creds-link" AWS_PROFILE=ds-reader
 check_err "... that file's default profile has no secret: no credentials (exit 5)" 5 \
 	"no AWS credentials" dec s3://sigv4/ds/ AWS_SHARED_CREDENTIALS_FILE="$T/creds" \
 	SECLAUNCH_AWS_METADATA_URL=http://127.0.0.1:1
@@ -242,6 +264,7 @@ if start_s3rver "$T/s3data" "$T/tls" bkt; then
 		dec s3://bkt/ds/ AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
 	assert "... byte for byte" same
 	printf '[s3rver]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n' >creds2
+	chmod 600 creds2
 	check "... credentials from the shared file" 0 \
 		dec s3://bkt/ds/ AWS_SHARED_CREDENTIALS_FILE="$T/creds2" AWS_PROFILE=s3rver
 	assert "... byte for byte" same
