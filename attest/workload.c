@@ -213,7 +213,7 @@ sl_err sl_workload_claims(const json_t *ev, sl_claims *claims)
 	SL_GUARD(sl_claims_set(claims, "workload.script_path",
 	                       json_is_object(script) ? sl_json_getstr(script, "path") : ""));
 	SL_GUARD(sl_claims_set(claims, "workload.script_sha256",
-	                       json_is_object(script) ? sl_json_getstr(script, "sha256")
+	                       json_is_object(script)   ? sl_json_getstr(script, "sha256")
 	                       : json_is_string(script) ? "unknown"
 	                                                : "none"));
 	SL_GUARD(set_json(claims, "workload.argv", json_object_get(ev, "argv")));

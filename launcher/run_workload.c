@@ -212,7 +212,8 @@ sl_err sl_wl_build(const sl_wl_in *in, sl_wl *w)
 				SL_GUARD(hash_fd(sfd, script_path, script_hex));
 			} else {
 				snprintf(w->script_why, sizeof(w->script_why),
-				         "%s: the script %.200s is not a regular file seclaunch can open",
+				         "%s: the script %.200s is not a regular file seclaunch "
+				         "can open",
 				         in->exe, script_path);
 				unknown = true;
 			}
@@ -222,8 +223,9 @@ sl_err sl_wl_build(const sl_wl_in *in, sl_wl *w)
 	SL_GUARD(hash_fd(w->exe_fd, exe_path, exe_hex));
 	json_decref(script);
 	/* "unknown": a policy that pins script_sha256 denies it */
-	script = unknown ? json_string("unknown")
-	                 : script_path != NULL ? file_ref(script_path, script_hex) : json_null();
+	script = unknown               ? json_string("unknown")
+	         : script_path != NULL ? file_ref(script_path, script_hex)
+	                               : json_null();
 	SL_ENSURE(script != NULL, SL_E_NOMEM, "workload event");
 	if (!unknown)
 		w->script_why[0] = '\0';

@@ -36,18 +36,18 @@ enum cls {
 struct opt {
 	const char *name; /* short: one character; long: the name ("x*": a prefix) */
 	enum cls cls;
-	const char *why;                 /* C_STOP: the reason */
-	bool (*ok)(const char *value);   /* NULL: any value */
-	bool noenv;                      /* python -E, -I: PYTHON* variables are ignored */
+	const char *why;               /* C_STOP: the reason */
+	bool (*ok)(const char *value); /* NULL: any value */
+	bool noenv;                    /* python -E, -I: PYTHON* variables are ignored */
 };
 
 struct family {
 	const char *name;
 	const struct opt *shorts, *longs;
-	bool dash_ends;     /* "-" ends the options (sh) rather than naming stdin */
-	bool plus;          /* +x clusters (sh) */
+	bool dash_ends; /* "-" ends the options (sh) rather than naming stdin */
+	bool plus;      /* +x clusters (sh) */
 	enum { L1_NO, L1_YES, L1_AMBIGUOUS } single_long; /* -posix is --posix (bash) */
-	bool underscore;    /* --max_old_space_size is --max-old-space-size (node) */
+	bool underscore;            /* --max_old_space_size is --max-old-space-size (node) */
 	const char *const *env_bad; /* "NAME" or "PREFIX*" */
 	const char *const *env_ok;  /* exceptions to env_bad */
 };
@@ -133,14 +133,25 @@ static const struct opt py_long[] = {
 
 /* PYTHON* variables that run no other code and load nothing else */
 static const char *const py_env_bad[] = {"PYTHON*", NULL};
-static const char *const py_env_ok[] = {
-    "PYTHONUNBUFFERED",   "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED",
-    "PYTHONIOENCODING",   "PYTHONUTF8",              "PYTHONFAULTHANDLER",
-    "PYTHONNOUSERSITE",   "PYTHONSAFEPATH",          "PYTHONOPTIMIZE",
-    "PYTHONDEVMODE",      "PYTHONTRACEMALLOC",       "PYTHONCOERCECLOCALE",
-    "PYTHONWARNDEFAULTENCODING", "PYTHONNODEBUGRANGES", "PYTHONINTMAXSTRDIGITS",
-    "PYTHONMALLOC",       "PYTHONMALLOCSTATS",       "PYTHONVERBOSE",
-    NULL};
+static const char *const py_env_ok[] = {"PYTHONUNBUFFERED",
+                                        "PYTHONDONTWRITEBYTECODE",
+                                        "PYTHONHASHSEED",
+                                        "PYTHONIOENCODING",
+                                        "PYTHONUTF8",
+                                        "PYTHONFAULTHANDLER",
+                                        "PYTHONNOUSERSITE",
+                                        "PYTHONSAFEPATH",
+                                        "PYTHONOPTIMIZE",
+                                        "PYTHONDEVMODE",
+                                        "PYTHONTRACEMALLOC",
+                                        "PYTHONCOERCECLOCALE",
+                                        "PYTHONWARNDEFAULTENCODING",
+                                        "PYTHONNODEBUGRANGES",
+                                        "PYTHONINTMAXSTRDIGITS",
+                                        "PYTHONMALLOC",
+                                        "PYTHONMALLOCSTATS",
+                                        "PYTHONVERBOSE",
+                                        NULL};
 
 /* ---- bash, sh, dash (bash(1), dash(1)) ---------------------------------- */
 
@@ -151,17 +162,28 @@ static bool sh_shopt_ok(const char *v)
 }
 
 static const struct opt sh_short[] = {
-    {"a", C_FLAG, NULL, NULL, false}, {"b", C_FLAG, NULL, NULL, false},
-    {"e", C_FLAG, NULL, NULL, false}, {"f", C_FLAG, NULL, NULL, false},
-    {"h", C_FLAG, NULL, NULL, false}, {"k", C_FLAG, NULL, NULL, false},
-    {"m", C_FLAG, NULL, NULL, false}, {"n", C_FLAG, NULL, NULL, false},
-    {"p", C_FLAG, NULL, NULL, false}, {"r", C_FLAG, NULL, NULL, false},
-    {"t", C_FLAG, NULL, NULL, false}, {"u", C_FLAG, NULL, NULL, false},
-    {"v", C_FLAG, NULL, NULL, false}, {"x", C_FLAG, NULL, NULL, false},
-    {"B", C_FLAG, NULL, NULL, false}, {"C", C_FLAG, NULL, NULL, false},
-    {"E", C_FLAG, NULL, NULL, false}, {"H", C_FLAG, NULL, NULL, false},
-    {"I", C_FLAG, NULL, NULL, false}, {"P", C_FLAG, NULL, NULL, false},
-    {"T", C_FLAG, NULL, NULL, false}, {"V", C_FLAG, NULL, NULL, false},
+    {"a", C_FLAG, NULL, NULL, false},
+    {"b", C_FLAG, NULL, NULL, false},
+    {"e", C_FLAG, NULL, NULL, false},
+    {"f", C_FLAG, NULL, NULL, false},
+    {"h", C_FLAG, NULL, NULL, false},
+    {"k", C_FLAG, NULL, NULL, false},
+    {"m", C_FLAG, NULL, NULL, false},
+    {"n", C_FLAG, NULL, NULL, false},
+    {"p", C_FLAG, NULL, NULL, false},
+    {"r", C_FLAG, NULL, NULL, false},
+    {"t", C_FLAG, NULL, NULL, false},
+    {"u", C_FLAG, NULL, NULL, false},
+    {"v", C_FLAG, NULL, NULL, false},
+    {"x", C_FLAG, NULL, NULL, false},
+    {"B", C_FLAG, NULL, NULL, false},
+    {"C", C_FLAG, NULL, NULL, false},
+    {"E", C_FLAG, NULL, NULL, false},
+    {"H", C_FLAG, NULL, NULL, false},
+    {"I", C_FLAG, NULL, NULL, false},
+    {"P", C_FLAG, NULL, NULL, false},
+    {"T", C_FLAG, NULL, NULL, false},
+    {"V", C_FLAG, NULL, NULL, false},
     {"o", C_NEXT, NULL, NULL, false},
     {"O", C_NEXT, "-O extdebug runs the debugger profile first", sh_shopt_ok, false},
     {"c", C_STOP, CODE_CMD, NULL, false},
@@ -192,7 +214,7 @@ static const struct opt sh_long[] = {
     {NULL, C_NONE, NULL, NULL, false},
 };
 
-static const char *const sh_env_bad[] = {"BASH_ENV", "ENV",  "SHELLOPTS", "BASHOPTS",
+static const char *const sh_env_bad[] = {"BASH_ENV", "ENV",         "SHELLOPTS", "BASHOPTS",
                                          "PS4",      "BASH_FUNC_*", NULL};
 
 /* ---- perl (perlrun(1)) -------------------------------------------------- */
@@ -232,8 +254,7 @@ static const struct opt perl_short[] = {
     {"E", C_STOP, CODE_CMD, NULL, false},
     {"m", C_STOP, "loads a module named on the command line", NULL, false},
     {"M", C_STOP, "loads a module named on the command line", NULL, false},
-    {"d", C_STOP, "runs under the debugger (commands from the terminal or a module)", NULL,
-     false},
+    {"d", C_STOP, "runs under the debugger (commands from the terminal or a module)", NULL, false},
     {"D", C_STOP, "-D is not one seclaunch knows", NULL, false},
     {"S", C_STOP, "looks the script up in PATH", NULL, false},
     {"u", C_STOP, "dumps core instead of running", NULL, false},
@@ -359,8 +380,7 @@ static const struct opt node_long[] = {
     {"require", C_STOP, "loads a module named on the command line first", NULL, false},
     {"import", C_STOP, "loads a module named on the command line first", NULL, false},
     {"loader", C_STOP, "loads a module loader named on the command line", NULL, false},
-    {"experimental-loader", C_STOP, "loads a module loader named on the command line", NULL,
-     false},
+    {"experimental-loader", C_STOP, "loads a module loader named on the command line", NULL, false},
     {"inspect*", C_STOP, "opens a debugger port", NULL, false},
     {"interactive", C_STOP, "opens the REPL (commands from standard input)", NULL, false},
     {"help", C_STOP, EXITS, NULL, false},
@@ -599,7 +619,8 @@ static sl_wl_script_kind parse(const struct family *f, char *const *argv, size_t
 			/* bash reads -posix as --posix; dash reads it as -p -o six */
 			const struct opt *o = find_long(f->longs, a + 1, strlen(a + 1));
 			if (o != NULL && f->single_long == L1_AMBIGUOUS)
-				STOP("%s: option %s means --%s to bash and a cluster of short options "
+				STOP("%s: option %s means --%s to bash and a cluster of short "
+				     "options "
 				     "to dash",
 				     f->name, a, a + 1);
 			if (o != NULL) {
@@ -645,8 +666,8 @@ static bool simple(const struct family *f)
 	return f->shorts == no_short && f->longs == no_long;
 }
 
-sl_wl_script_kind sl_wl_script(const char *exe, char *const *argv, char *const *envp,
-                               size_t *index, char *why, size_t whyn)
+sl_wl_script_kind sl_wl_script(const char *exe, char *const *argv, char *const *envp, size_t *index,
+                               char *why, size_t whyn)
 {
 	const struct family *f = family_of(exe);
 	bool noenv = false;
@@ -664,7 +685,8 @@ sl_wl_script_kind sl_wl_script(const char *exe, char *const *argv, char *const *
 			a = argv[2];
 		if (a == NULL || a[0] == '-' || a[0] == '+')
 			STOP("%s: %s (seclaunch reads only `%s SCRIPT ARG...`)", f->name,
-			     a == NULL ? "no script on its command line" : "options before the script",
+			     a == NULL ? "no script on its command line"
+			               : "options before the script",
 			     f->name);
 		*index = a == argv[1] ? 1 : 2;
 	} else {

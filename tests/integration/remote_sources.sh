@@ -107,6 +107,32 @@ t0=$(date +%s)
 bad "a stalled body" 5 "shard-00000.sld bytes 0-[0-9]+: stalled \(no data for 1 s\)" stall \
 	SECLAUNCH_REMOTE_STALL_S=1
 assert "... given up within the stall timeout's 5 tries (< 15 s)" test $(($(date +%s) - t0)) -lt 15
+# a store that drips about 1.4 bytes a second: never a second-long stall,
+# so only the rate rule (or the deadline) ends it; retried, then given up,
+# naming the URL and the rule
+t0=$(date +%s)
+DEC_OPTS=(--remote-rate-window 1)
+bad "a slow-drip body: slower than the minimum rate" 5 \
+	"drip/ds/shard-00000.sld bytes 0-[0-9]+: slower than 65536 B/s over 1 s" drip \
+	SECLAUNCH_REMOTE_RETRIES=1
+assert "... retried once, then given up" test "$(nreq drip shard-00000.sld)" -eq 2
+assert "... within seconds, not the stall timeout's ($(($(date +%s) - t0)) s)" test $(($(date +%s) - t0)) -lt 10
+t0=$(date +%s)
+DEC_OPTS=(--remote-min-rate 0 --remote-deadline 2)
+bad "the same store, no rate rule: the request deadline ends it" 5 \
+	"drip/ds/shard-00000.sld bytes 0-[0-9]+: not done within its deadline of 2 s" drip \
+	SECLAUNCH_REMOTE_RETRIES=1
+assert "... within seconds ($(($(date +%s) - t0)) s)" test $(($(date +%s) - t0)) -lt 10
+DEC_OPTS=()
+bad "SECLAUNCH_REMOTE_MIN_RATE and _RATE_WINDOW_S set the rule too" 5 \
+	"slower than 100000 B/s over 1 s" drip SECLAUNCH_REMOTE_RETRIES=1 \
+	SECLAUNCH_REMOTE_MIN_RATE=100000 SECLAUNCH_REMOTE_RATE_WINDOW_S=1
+DEC_OPTS=(--remote-rate-window 1)
+check "a good store is not stopped by a strict rule (1 s window)" 0 dec "$F/good/ds/"
+assert "... byte for byte" same
+DEC_OPTS=()
+check_err "--remote-rate-window 0 is a usage error" 1 "remote-rate-window 0: must be 1\.\." \
+	"$SL" decrypt --key-file key --remote-rate-window 0 "$F/good/ds/" -o o/out
 bad "a redirect to another host is not followed" 5 "HTTP 302 \(redirects are not followed\)" redirect
 assert "... one request, not retried" test "$(grep -c '^GET /redirect/' "$T/fake.log")" -eq 1
 bad "a shard of another dataset" 6 "shard 0 \(shard-00000.sld\)" swap

@@ -150,10 +150,11 @@ static void test_table(void **state)
 		    sl_wl_script(c->argv[0], (char *const *)c->argv, NULL, &at, why, sizeof(why));
 		if (k != c->want || (k == F && strcmp(c->argv[at], c->script) != 0) ||
 		    (k == U && strstr(why, c->why) == NULL)) {
-			fprintf(stderr, "case %zu (%s %s %s): kind %d (want %d), at %zu, why '%s'\n",
-			        t, c->argv[0], c->argv[1] ? c->argv[1] : "",
-			        c->argv[1] && c->argv[2] ? c->argv[2] : "", (int)k, (int)c->want, at,
-			        why);
+			fprintf(stderr,
+			        "case %zu (%s %s %s): kind %d (want %d), at %zu, why '%s'\n", t,
+			        c->argv[0], c->argv[1] ? c->argv[1] : "",
+			        c->argv[1] && c->argv[2] ? c->argv[2] : "", (int)k, (int)c->want,
+			        at, why);
 			fail();
 		}
 	}

@@ -307,9 +307,12 @@ static void test_policy_script_unknown(void **state)
 	    " \"datasets\": [{\"id\": \"d1\", \"allowed_regions\": [\"gcp:europe-west4\"],"
 	    " \"tee_kinds\": [\"tpm2\"], \"workloads\": [{\"exe_sha256\": [\"" H64(
 	        "a") "\"], \"script_sha256\": [\"" H64("5") "\", \"none\"]}]},"
-	             " {\"id\": \"d2\", \"allowed_regions\": [\"gcp:europe-west4\"],"
-	             " \"tee_kinds\": [\"tpm2\"], \"workloads\": [{\"exe_sha256\": [\"" H64(
-	                 "a") "\"]}]}]}";
+	                                                    " {\"id\": \"d2\", "
+	                                                    "\"allowed_regions\": "
+	                                                    "[\"gcp:europe-west4\"],"
+	                                                    " \"tee_kinds\": [\"tpm2\"], "
+	                                                    "\"workloads\": [{\"exe_sha256\": "
+	                                                    "[\"" H64("a") "\"]}]}]}";
 	sl_policy *p = NULL;
 	sl_claims *c = NULL;
 	sl_decision *d = NULL;
@@ -333,9 +336,9 @@ static void test_policy_script_unknown(void **state)
 	assert_false(sl_decision_allowed(d));
 	bool said = false;
 	for (size_t i = 0; i < sl_decision_reason_count(d); i++)
-		said = said || strstr(sl_decision_reason(d, i),
-		                      "workloads[0]: script unknown: seclaunch could not tell") !=
-		                   NULL;
+		said = said ||
+		       strstr(sl_decision_reason(d, i),
+		              "workloads[0]: script unknown: seclaunch could not tell") != NULL;
 	assert_true(said);
 	sl_decision_free(d);
 	/* the same job under an entry that pins only the executable */
