@@ -81,7 +81,10 @@ sl_err sl_workload_event_check(const json_t *ev, const char *path)
 	v = json_object_get(ev, "script");
 	snprintf(p, sizeof(p), "%s.script", path);
 	SL_ENSURE(v != NULL, F, "%s: missing (null when there is none)", p);
-	if (!json_is_null(v))
+	if (json_is_string(v))
+		SL_ENSURE(strcmp(json_string_value(v), "unknown") == 0, F,
+		          "%s: a string must be \"unknown\" (the script could not be told)", p);
+	else if (!json_is_null(v))
 		SL_GUARD(file_ref(v, p));
 	snprintf(p, sizeof(p), "%s.argv", path);
 	SL_GUARD(str_array(json_object_get(ev, "argv"), p, SL_WORKLOAD_MAX_ARGS));
@@ -204,10 +207,15 @@ sl_err sl_workload_claims(const json_t *ev, sl_claims *claims)
 	                       sl_json_getstr(json_object_get(ev, "exe"), "path")));
 	SL_GUARD(sl_claims_set(claims, "workload.exe_sha256",
 	                       sl_json_getstr(json_object_get(ev, "exe"), "sha256")));
+	/* null: no interpreter, no script; "unknown": an interpreter whose
+	 * script could not be told (workload.script_sha256 "unknown", which no
+	 * policy pin matches) */
 	SL_GUARD(sl_claims_set(claims, "workload.script_path",
-	                       json_is_null(script) ? "" : sl_json_getstr(script, "path")));
+	                       json_is_object(script) ? sl_json_getstr(script, "path") : ""));
 	SL_GUARD(sl_claims_set(claims, "workload.script_sha256",
-	                       json_is_null(script) ? "none" : sl_json_getstr(script, "sha256")));
+	                       json_is_object(script)   ? sl_json_getstr(script, "sha256")
+	                       : json_is_string(script) ? "unknown"
+	                                                : "none"));
 	SL_GUARD(set_json(claims, "workload.argv", json_object_get(ev, "argv")));
 	SL_GUARD(set_json(claims, "workload.env", json_object_get(ev, "env")));
 	SL_GUARD(sl_claims_set(claims, "workload.cwd", sl_json_getstr(ev, "cwd")));

@@ -27,7 +27,11 @@ static void usage(FILE *f)
 	       "                         [--ak-pin PEM | --trust DIR]\n\n"
 	       "--predict prints the identity `seclaunch run` with the same job arguments\n"
 	       "would measure: the identity digest (what a policy's workloads.identity lists),\n"
-	       "the canonical event, its SHA-256, and the value a fresh PCR reaches with it.\n"
+	       "the canonical event, its SHA-256, the value a fresh PCR reaches with it, and\n"
+	       "the script an interpreter will read (python, sh/bash/dash, perl, ruby, node,\n"
+	       "zsh, ksh, Rscript: found by the interpreter's option grammar; \"unknown\" where\n"
+	       "that cannot be told: -c, -m, -e, stdin, an option or a variable such as\n"
+	       "PYTHONPATH it does not know; a policy entry that pins script_sha256 denies it).\n"
 	       "Nothing is run, nothing is extended.\n"
 	       "--verify checks the evidence and replays its workload log against the quoted\n"
 	       "register, printing every event; a log that does not replay is exit 3.\n\n"
@@ -239,13 +243,24 @@ static int predict(struct mctx *m, char **cmd)
 			rc = sl_claims_to_json(c, &cj);
 		sl_claims_free(c);
 		SL_GUARD(rc);
-		sl_cli_print_json(json_pack("{s:s, s:O, s:s, s:s, s:s, s:o}", "identity", id,
+		sl_cli_print_json(json_pack("{s:s, s:O, s:s, s:s, s:s, s:o, s:s}", "identity", id,
 		                            "event", w.event, "event_sha256", ed, "register",
-		                            regname, "fresh_value", pv, "claims", cj));
+		                            regname, "fresh_value", pv, "claims", cj,
+		                            "script_unknown", w.script_why));
 	} else {
 		printf("identity      %s\n", id);
 		printf("event_sha256  %s\n", ed);
 		printf("pcr%u fresh    %s  (sha256 bank, after this one event)\n", m->pcr, pv);
+		const json_t *sc = json_object_get(w.event, "script");
+		if (json_is_object(sc))
+			printf("script        %s  %s\n", sl_json_getstr(sc, "sha256"),
+			       sl_json_getstr(sc, "path"));
+		else if (json_is_string(sc))
+			printf("script        unknown: %s (a policy entry that pins script_sha256 "
+			       "denies this job)\n",
+			       w.script_why);
+		else
+			printf("script        none (not an interpreter seclaunch knows)\n");
 		printf("event         %s\n", text);
 	}
 	rc = SL_OK;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +31,7 @@ struct sl_remote {
 #define DEFAULT_RANGE ((size_t)8 << 20)
 #define MAX_CONNS 64
 #define CREDS_FILE_MAX (1 << 20)
+#define RATE_HIST 64 /* seconds of rate history, more than the longest window */
 
 bool sl_remote_is_url(const char *s)
 {
@@ -40,6 +42,46 @@ bool sl_remote_is_url(const char *s)
 const char *sl_remote_name(const sl_remote *r)
 {
 	return r->name;
+}
+
+/* The deadline, the minimum rate and its window, from an option (env
+ * NULL) or the variable env: a usage error naming either. */
+static SL_RESULT limit_option(sl_remote_opts *o, int key, const char *arg, const char *env)
+{
+	static const struct {
+		int key;
+		const char *opt, *var;
+		unsigned long long lo, hi;
+	} t[] = {
+	    {SL_REMOTE_O_DEADLINE, "--remote-deadline", "SECLAUNCH_REMOTE_DEADLINE_S", 1, 86400},
+	    {SL_REMOTE_O_MIN_RATE, "--remote-min-rate", "SECLAUNCH_REMOTE_MIN_RATE", 0,
+	     (unsigned long long)1 << 40},
+	    {SL_REMOTE_O_RATE_WINDOW, "--remote-rate-window", "SECLAUNCH_REMOTE_RATE_WINDOW_S", 1,
+	     RATE_HIST - 4},
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		if (t[i].key != key)
+			continue;
+		char *end;
+		errno = 0;
+		unsigned long long v = strtoull(arg, &end, 10);
+		if (errno != 0 || end == arg || *end != '\0' || arg[0] == '-' || v < t[i].lo ||
+		    v > t[i].hi)
+			return env != NULL ? sl_err_set(SL_E_USAGE, "%s=%s: must be %llu..%llu",
+			                                t[i].var, arg, t[i].lo, t[i].hi)
+			                   : sl_err_set(SL_E_USAGE, "%s %s: must be %llu..%llu",
+			                                t[i].opt, arg, t[i].lo, t[i].hi);
+		if (key == SL_REMOTE_O_DEADLINE)
+			o->deadline_s = (long)v;
+		else if (key == SL_REMOTE_O_RATE_WINDOW)
+			o->rate_window_s = (long)v;
+		else {
+			o->min_rate = v;
+			o->min_rate_set = true;
+		}
+		return SL_OK;
+	}
+	return sl_err_set(SL_E_INTERNAL, "limit option %d", key);
 }
 
 int sl_remote_option(sl_remote_opts *o, int key, const char *arg)
@@ -64,6 +106,10 @@ int sl_remote_option(sl_remote_opts *o, int key, const char *arg)
 		}
 		o->connections = (unsigned)v;
 		return 1;
+	case SL_REMOTE_O_DEADLINE:
+	case SL_REMOTE_O_MIN_RATE:
+	case SL_REMOTE_O_RATE_WINDOW:
+		return limit_option(o, key, arg, NULL) == SL_OK ? 1 : -1;
 	default:
 		return 0;
 	}
@@ -165,14 +211,29 @@ static size_t mem_write(char *data, size_t sz, size_t n, void *ctx)
 	return k;
 }
 
-/* The stall timeout: no new byte for stall_s seconds aborts a request
- * (libcurl's low-speed check averages over several seconds, so a trickle
- * of a few bytes would keep a dead transfer alive much longer). */
+/* What stops a request that is alive but not getting anywhere, checked at
+ * least once a second (libcurl's progress callback):
+ *   stall     no new byte for stall_s seconds (libcurl's low-speed check
+ *             averages over several seconds, so a trickle of a few bytes
+ *             would keep a dead transfer alive much longer);
+ *   rate      fewer than min_rate bytes a second on average over the last
+ *             window_s seconds (a store dripping a byte a second passes the
+ *             stall rule forever);
+ *   deadline  the request has run for deadline_s plus the time its own
+ *             bytes take at min_rate (a big range or upload is not cut
+ *             short by a deadline its rate already satisfies).
+ * A request stopped so is retried like a dropped connection. */
+
+enum why_stopped { W_NONE, W_STALL, W_SLOW, W_DEADLINE };
+
 struct watch {
-	long stall_s;
+	long stall_s, window_s, deadline_s;
+	uint64_t min_rate;
 	curl_off_t seen;
-	struct timespec last;
-	bool fired;
+	struct timespec start, last;
+	curl_off_t hist[RATE_HIST]; /* bytes seen by the end of second i (mod RATE_HIST) */
+	long hist_s;                /* the last second recorded */
+	enum why_stopped fired;
 };
 
 static int watch_cb(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
@@ -180,24 +241,79 @@ static int watch_cb(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t 
 {
 	struct watch *w = ctx;
 	struct timespec now;
-	(void)dltotal, (void)ultotal;
+	(void)dltotal;
 	clock_gettime(CLOCK_MONOTONIC, &now);
+	long el = (long)(now.tv_sec - w->start.tv_sec);
 	/* bytes either way: an upload (PUT of an output) moves too */
-	if (dlnow + ulnow != w->seen) {
-		w->seen = dlnow + ulnow;
-		w->last = now;
-		return 0;
-	}
-	if (now.tv_sec - w->last.tv_sec >= w->stall_s) {
-		w->fired = true;
+	curl_off_t total = dlnow + ulnow;
+	for (long s = w->hist_s + 1; s <= el; s++)
+		w->hist[s % RATE_HIST] = w->hist[w->hist_s % RATE_HIST];
+	w->hist_s = el > w->hist_s ? el : w->hist_s;
+	w->hist[el % RATE_HIST] = total;
+	if (el >= w->deadline_s) {
+		w->fired = W_DEADLINE;
 		return 1;
 	}
+	if (total != w->seen) {
+		w->seen = total;
+		w->last = now;
+	} else if (now.tv_sec - w->last.tv_sec >= w->stall_s) {
+		w->fired = W_STALL;
+		return 1;
+	}
+	/* an upload sent whole waits for the store's answer: only the stall
+	 * rule and the deadline apply then */
+	bool waiting = ultotal > 0 && ulnow >= ultotal;
+	if (w->min_rate > 0 && !waiting && el >= w->window_s) {
+		curl_off_t before = w->hist[(el - w->window_s) % RATE_HIST];
+		if ((uint64_t)(total - before) < w->min_rate * (uint64_t)w->window_s) {
+			w->fired = W_SLOW;
+			return 1;
+		}
+	}
 	return 0;
+}
+
+/* "stalled (no data for 30 s)", "slower than 65536 B/s over 10 s", ... */
+static const char *watch_why(const struct watch *w, char *buf, size_t n)
+{
+	switch (w->fired) {
+	case W_STALL:
+		snprintf(buf, n, "stalled (no data for %ld s)", w->stall_s);
+		break;
+	case W_SLOW:
+		snprintf(buf, n, "slower than %llu B/s over %ld s", (unsigned long long)w->min_rate,
+		         w->window_s);
+		break;
+	case W_DEADLINE:
+		snprintf(buf, n, "not done within its deadline of %ld s", w->deadline_s);
+		break;
+	case W_NONE:
+		snprintf(buf, n, "not stopped");
+		break;
+	}
+	return buf;
 }
 
 static long stall_of(const sl_remote *r)
 {
 	return r != NULL && r->o.stall_s > 0 ? r->o.stall_s : 30;
+}
+
+/* bytes: what the request moves (a range, an upload; 0: a small answer) */
+static void watch_init(const sl_remote *r, uint64_t bytes, struct watch *w)
+{
+	*w = (struct watch){.stall_s = stall_of(r),
+	                    .window_s =
+	                        r != NULL && r->o.rate_window_s > 0 ? r->o.rate_window_s : 10,
+	                    .deadline_s = r != NULL && r->o.deadline_s > 0 ? r->o.deadline_s : 120,
+	                    .min_rate = r == NULL ? SL_REMOTE_MIN_RATE_DEFAULT : r->o.min_rate};
+	if (r != NULL && !r->o.min_rate_set)
+		w->min_rate = SL_REMOTE_MIN_RATE_DEFAULT;
+	if (w->min_rate > 0)
+		w->deadline_s += (long)(bytes / w->min_rate);
+	clock_gettime(CLOCK_MONOTONIC, &w->start);
+	w->last = w->start;
 }
 
 static bool has_header(const struct curl_slist *l, const char *prefix)
@@ -209,13 +325,12 @@ static bool has_header(const struct curl_slist *l, const char *prefix)
 }
 
 static SL_RESULT common_setopts(const sl_remote *r, CURL *h, const char *url, bool tls_only,
-                                struct curl_slist **hdrs, struct watch *w)
+                                struct curl_slist **hdrs, struct watch *w, uint64_t bytes)
 {
 	sl_err rc = SL_E_INTERNAL;
 	long stall = stall_of(r);
 
-	*w = (struct watch){.stall_s = stall};
-	clock_gettime(CLOCK_MONOTONIC, &w->last);
+	watch_init(r, bytes, w);
 	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, watch_cb), SL_E_INTERNAL,
 	              "stall");
 	SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_XFERINFODATA, w), SL_E_INTERNAL, "stall");
@@ -295,22 +410,63 @@ static void backoff(unsigned attempt)
 	usleep((useconds_t)(base + jitter % (base + 1)) * 1000);
 }
 
-/* One GET (or PUT for the IMDSv2 token) of a small answer; 200 only. */
-static SL_RESULT simple_request(const sl_remote *r, const char *url, bool tls_only,
-                                const char *method, const char *const *headers, size_t max,
-                                const char *what, uint8_t **out, size_t *out_len)
+/* One request on one handle, with the retries every request has: backoff
+ * and jitter on connection errors, 429, 5xx and a stopped watch (never on
+ * other 4xx). A GET or PUT of a small answer (at most max bytes, kept),
+ * optionally uploading up->size bytes of up->fd; success is 200, or for an
+ * upload 200, 201 or 204 once every byte was sent. r == NULL: a metadata
+ * service (plain HTTP allowed, a short connect timeout, one retry). */
+struct upsrc {
+	int fd;
+	uint64_t off, size;
+	bool io_error;
+};
+
+static size_t up_read(char *buf, size_t sz, size_t n, void *ctx)
+{
+	struct upsrc *u = ctx;
+	size_t want = sz * n;
+	if (u->size - u->off < want)
+		want = (size_t)(u->size - u->off);
+	if (want == 0)
+		return 0;
+	ssize_t got = pread(u->fd, buf, want, (off_t)u->off);
+	if (got <= 0) {
+		u->io_error = true;
+		return CURL_READFUNC_ABORT;
+	}
+	u->off += (uint64_t)got;
+	return (size_t)got;
+}
+
+static const char *status_hint(long st)
+{
+	return st == 403               ? " (access denied: check the credentials)"
+	       : st == 404             ? " (not found)"
+	       : st >= 300 && st < 400 ? " (redirects are not followed)"
+	                               : "";
+}
+
+static SL_RESULT request(const sl_remote *r, const char *url, bool tls_only, const char *method,
+                         const char *const *headers, const struct upsrc *up, size_t max,
+                         const char *what, uint8_t **out, size_t *out_len)
 {
 	sl_err rc = SL_E_REMOTE_UNREACHABLE;
-	/* r == NULL: a metadata service, which answers at once or is not there
-	 * (off a cloud machine): one retry, not a minute of them */
+	/* a metadata service answers at once or is not there (off a cloud
+	 * machine): one retry, not a minute of them */
 	unsigned retries = r == NULL ? 1 : r->o.retries > 0 ? r->o.retries : 4;
 	struct curl_slist *hdrs = NULL;
 	struct membuf b = {.max = max};
 	struct watch w;
 	CURL *h = NULL;
+	char why[96];
 
 	for (unsigned attempt = 0;; attempt++) {
 		long st = 0;
+		struct upsrc u =
+		    up != NULL ? (struct upsrc){.fd = up->fd, .size = up->size} : (struct upsrc){0};
+		if (b.p != NULL)
+			sl_wipe(b.p, b.len);
 		free(b.p);
 		b = (struct membuf){.max = max};
 		curl_slist_free_all(hdrs);
@@ -323,46 +479,68 @@ static SL_RESULT simple_request(const sl_remote *r, const char *url, bool tls_on
 			SL_ENSURE(n != NULL, SL_E_NOMEM, "headers");
 			hdrs = n;
 		}
-		SL_GUARD(common_setopts(r, h, url, tls_only, &hdrs, &w));
+		SL_GUARD(common_setopts(r, h, url, tls_only, &hdrs, &w, up != NULL ? up->size : 0));
 		if (r == NULL)
 			SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 2L),
 			              SL_E_INTERNAL, "timeout");
 		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, mem_write), SL_E_INTERNAL,
 		              "write");
 		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_WRITEDATA, &b), SL_E_INTERNAL, "write");
-		if (strcmp(method, "PUT") == 0)
+		if (up != NULL) {
+			SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_UPLOAD, 1L), SL_E_INTERNAL,
+			              "upload");
+			SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_READFUNCTION, up_read),
+			              SL_E_INTERNAL, "read");
+			SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_READDATA, &u), SL_E_INTERNAL,
+			              "read");
+			SL_GUARD_CURL(
+			    curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)up->size),
+			    SL_E_INTERNAL, "size");
+		} else if (strcmp(method, "PUT") == 0) {
 			SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT"),
 			              SL_E_INTERNAL, "method");
+		}
 		CURLcode cc = curl_easy_perform(h);
 		(void)curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
+		SL_ENSURE(!u.io_error, SL_E_IO, "%s: reading the local file: %s", what,
+		          strerror(errno));
 		SL_ENSURE(!b.over, SL_E_TOO_LARGE, "%s (%s): the answer exceeds %zu bytes", what,
 		          url, max);
-		if (cc == CURLE_OK && st == 200)
+		bool done =
+		    cc == CURLE_OK && (st == 200 || (up != NULL && (st == 201 || st == 204)));
+		if (done) {
+			SL_ENSURE(up == NULL || u.off == up->size, SL_E_REMOTE_UNREACHABLE,
+			          "%s: the store answered %ld after %llu of %llu bytes", what, st,
+			          (unsigned long long)u.off, (unsigned long long)up->size);
 			break;
+		}
+		bool stopped = w.fired != W_NONE;
 		bool again =
-		    w.fired || (cc != CURLE_OK ? retryable_curl(cc) : retryable_status(st));
+		    stopped || (cc != CURLE_OK ? retryable_curl(cc) : retryable_status(st));
+		const char *ex = again ? " (retries exhausted)" : "";
 		if (!again || attempt >= retries) {
-			if (w.fired)
-				SL_FAIL(SL_E_REMOTE_UNREACHABLE,
-				        "%s: stalled (no data for %ld s; retries exhausted)", what,
-				        w.stall_s);
+			if (stopped)
+				SL_FAIL(SL_E_REMOTE_UNREACHABLE, "%s: %s%s", what,
+				        watch_why(&w, why, sizeof(why)), ex);
 			if (cc != CURLE_OK)
 				SL_FAIL(SL_E_REMOTE_UNREACHABLE, "%s: %s%s", what,
-				        curl_easy_strerror(cc),
-				        again ? " (retries exhausted)" : "");
+				        curl_easy_strerror(cc), ex);
 			SL_FAIL(st >= 400 && st < 500 && st != 429 ? SL_E_REMOTE_REFUSED
 			                                           : SL_E_REMOTE_UNREACHABLE,
-			        "%s: HTTP %ld%s", what, st,
-			        st == 403               ? " (access denied: check the credentials)"
-			        : st == 404             ? " (not found)"
-			        : st >= 300 && st < 400 ? " (redirects are not followed)"
-			                                : "");
+			        "%s: HTTP %ld%s%s", what, st, status_hint(st), ex);
 		}
+		if (r != NULL && !r->o.quiet)
+			fprintf(stderr, "seclaunch: %s: %s, retrying\n", what,
+			        stopped          ? watch_why(&w, why, sizeof(why))
+			        : cc != CURLE_OK ? curl_easy_strerror(cc)
+			                         : "server error");
 		backoff(attempt);
 	}
-	*out = b.p;
-	*out_len = b.len;
-	b.p = NULL;
+	if (out != NULL) {
+		*out = b.p;
+		*out_len = b.len;
+		b.p = NULL;
+	}
 	rc = SL_OK;
 out:
 	if (b.p != NULL)
@@ -373,19 +551,30 @@ out:
 	return rc;
 }
 
+static SL_RESULT simple_request(const sl_remote *r, const char *url, bool tls_only,
+                                const char *method, const char *const *headers, size_t max,
+                                const char *what, uint8_t **out, size_t *out_len)
+{
+	return request(r, url, tls_only, method, headers, NULL, max, what, out, out_len);
+}
+
 /* ---- credentials ------------------------------------------------------ */
 
 /* The AWS shared credentials file: [profile] then key = value lines
- * (sl_remote_parse_aws_file), read whole (at most 1 MiB) and wiped. */
+ * (sl_remote_parse_aws_file). It holds a secret key, so it follows the
+ * rule of every key file (sl_secret_read_file): a regular file, not a
+ * link, owned by this user or root, neither group nor others may read or
+ * write it; refused otherwise (exit 2), never used silently. A file that
+ * is not there is no credentials source. */
 static SL_RESULT aws_credentials_file(char **id, char **secret, char **token)
 {
 	sl_err rc = SL_E_INPUT;
 	const char *path = getenv("AWS_SHARED_CREDENTIALS_FILE"), *home = getenv("HOME");
 	const char *profile = getenv("AWS_PROFILE");
-	char def[1024], *text = NULL;
-	size_t len = 0;
+	char def[1024];
+	sl_secret *text = NULL;
 	sl_remote_creds c = {0};
-	FILE *f;
+	struct stat st;
 
 	if (path == NULL) {
 		if (home == NULL)
@@ -393,17 +582,19 @@ static SL_RESULT aws_credentials_file(char **id, char **secret, char **token)
 		snprintf(def, sizeof(def), "%s/.aws/credentials", home);
 		path = def;
 	}
-	f = fopen(path, "re");
-	if (f == NULL)
+	if (lstat(path, &st) != 0 && errno == ENOENT)
 		return SL_OK;
-	text = malloc(CREDS_FILE_MAX);
-	SL_ENSURE(text != NULL, SL_E_NOMEM, "%s", path);
-	len = fread(text, 1, CREDS_FILE_MAX, f);
-	SL_ENSURE(!ferror(f), SL_E_INPUT, "%s: cannot read: %s", path, strerror(errno));
-	SL_ENSURE(len < CREDS_FILE_MAX, SL_E_INPUT, "%s: over %d bytes", path, CREDS_FILE_MAX);
-	rc = sl_remote_parse_aws_file(text, len, profile != NULL ? profile : "default", &c);
-	if (rc != SL_OK)
-		SL_FAIL(rc, "%s: %s", path, sl_err_detail());
+	rc = sl_secret_read_file(path, CREDS_FILE_MAX, &text);
+	if (rc != SL_OK) {
+		rc = sl_err_wrap(rc, "AWS shared credentials file");
+		goto out;
+	}
+	rc = sl_remote_parse_aws_file((const char *)sl_secret_data(text), sl_secret_len(text),
+	                              profile != NULL ? profile : "default", &c);
+	if (rc != SL_OK) {
+		rc = sl_err_wrap(rc, "%s", path);
+		goto out;
+	}
 	*id = c.id;
 	*secret = c.secret;
 	*token = c.token;
@@ -411,10 +602,7 @@ static SL_RESULT aws_credentials_file(char **id, char **secret, char **token)
 	rc = SL_OK;
 out:
 	sl_remote_creds_wipe(&c);
-	if (text != NULL)
-		sl_wipe(text, CREDS_FILE_MAX);
-	free(text);
-	fclose(f);
+	sl_secret_free(text);
 	return rc;
 }
 
@@ -582,8 +770,9 @@ static bool host_is_address(const char *host, size_t n)
 	return n > 0;
 }
 
-/* Endpoints of the metadata services and of GCS, the stall timeout and the
- * range size, from the environment when the caller set none: for tests
+/* Endpoints of the metadata services and of GCS, the stall timeout, the
+ * deadline and the minimum rate, the retries and the range size, from the
+ * environment when the caller set none: for tests
  * against local servers (and for a metadata proxy), not options a user
  * needs. */
 static SL_RESULT env_overrides(sl_remote_opts *o)
@@ -603,6 +792,30 @@ static SL_RESULT env_overrides(sl_remote_opts *o)
 			return sl_err_set(SL_E_USAGE,
 			                  "SECLAUNCH_REMOTE_STALL_S=%s: must be 1..3600", v);
 		o->stall_s = n;
+	}
+	if (o->deadline_s == 0 && (v = getenv("SECLAUNCH_REMOTE_DEADLINE_S")) != NULL) {
+		sl_err e = limit_option(o, SL_REMOTE_O_DEADLINE, v, "env");
+		if (e != SL_OK)
+			return e;
+	}
+	if (!o->min_rate_set && (v = getenv("SECLAUNCH_REMOTE_MIN_RATE")) != NULL) {
+		sl_err e = limit_option(o, SL_REMOTE_O_MIN_RATE, v, "env");
+		if (e != SL_OK)
+			return e;
+	}
+	if (o->rate_window_s == 0 && (v = getenv("SECLAUNCH_REMOTE_RATE_WINDOW_S")) != NULL) {
+		sl_err e = limit_option(o, SL_REMOTE_O_RATE_WINDOW, v, "env");
+		if (e != SL_OK)
+			return e;
+	}
+	if (o->retries == 0 && (v = getenv("SECLAUNCH_REMOTE_RETRIES")) != NULL) {
+		char *end;
+		errno = 0;
+		unsigned long n = strtoul(v, &end, 10);
+		if (errno != 0 || end == v || *end != '\0' || n < 1 || n > 20)
+			return sl_err_set(SL_E_USAGE, "SECLAUNCH_REMOTE_RETRIES=%s: must be 1..20",
+			                  v);
+		o->retries = (unsigned)n;
 	}
 	if (o->range_size == 0 && (v = getenv("SECLAUNCH_REMOTE_RANGE")) != NULL) {
 		char *end;
@@ -780,7 +993,7 @@ static SL_RESULT start_xfer(sl_remote *r, CURLM *m, struct xfer *x, const char *
 	x->content_range[0] = '\0';
 	x->h = curl_easy_init();
 	SL_ENSURE(x->h != NULL, SL_E_NOMEM, "curl");
-	SL_GUARD(common_setopts(r, x->h, url, true, &x->hdrs, &x->w));
+	SL_GUARD(common_setopts(r, x->h, url, true, &x->hdrs, &x->w, x->len));
 	snprintf(x->range, sizeof(x->range), "%llu-%llu", (unsigned long long)x->off,
 	         (unsigned long long)(x->off + x->len - 1));
 	SL_GUARD_CURL(curl_easy_setopt(x->h, CURLOPT_RANGE, x->range), SL_E_INTERNAL, "range");
@@ -834,12 +1047,14 @@ static SL_RESULT judge(const sl_remote *r, const char *what, struct xfer *x, CUR
 		return sl_err_set(SL_E_SYSTEM, "%s: cannot write to memory: %s", what,
 		                  strerror(errno));
 	if (cc != CURLE_OK) {
+		char why[96];
 		*retry = retryable_curl(cc);
-		if (x->w.fired || cc == CURLE_OPERATION_TIMEDOUT) {
+		if (x->w.fired != W_NONE || cc == CURLE_OPERATION_TIMEDOUT) {
 			*retry = true;
-			return sl_err_set(SL_E_REMOTE_UNREACHABLE,
-			                  "%s bytes %s: stalled (no data for %ld s)", what,
-			                  x->range, stall_of(r));
+			if (x->w.fired == W_NONE)
+				x->w.fired = W_STALL; /* libcurl's low-speed backstop */
+			return sl_err_set(SL_E_REMOTE_UNREACHABLE, "%s bytes %s: %s", what,
+			                  x->range, watch_why(&x->w, why, sizeof(why)));
 		}
 		return sl_err_set(SL_E_REMOTE_UNREACHABLE, "%s bytes %s: %s", what, x->range,
 		                  curl_easy_strerror(cc));
@@ -848,11 +1063,7 @@ static SL_RESULT judge(const sl_remote *r, const char *what, struct xfer *x, CUR
 		*retry = retryable_status(st);
 		return sl_err_set(st >= 400 && st < 500 && st != 429 ? SL_E_REMOTE_REFUSED
 		                                                     : SL_E_REMOTE_UNREACHABLE,
-		                  "%s (%s): HTTP %ld%s", what, r->name, st,
-		                  st == 403   ? " (access denied: check the credentials)"
-		                  : st == 404 ? " (not found)"
-		                  : st >= 300 && st < 400 ? " (redirects are not followed)"
-		                                          : "");
+		                  "%s (%s): HTTP %ld%s", what, r->name, st, status_hint(st));
 	}
 	if (st == 200) {
 		/* the whole object: acceptable only when the whole object was asked */
@@ -967,103 +1178,20 @@ out:
 
 /* ---- upload ------------------------------------------------------------ */
 
-struct upsrc {
-	int fd;
-	uint64_t off, size;
-	bool io_error;
-};
-
-static size_t up_read(char *buf, size_t sz, size_t n, void *ctx)
-{
-	struct upsrc *u = ctx;
-	size_t want = sz * n;
-	if (u->size - u->off < want)
-		want = (size_t)(u->size - u->off);
-	if (want == 0)
-		return 0;
-	ssize_t got = pread(u->fd, buf, want, (off_t)u->off);
-	if (got <= 0) {
-		u->io_error = true;
-		return CURL_READFUNC_ABORT;
-	}
-	u->off += (uint64_t)got;
-	return (size_t)got;
-}
-
 sl_err sl_remote_put(sl_remote *r, const char *object, int fd, uint64_t size)
 {
 	sl_err rc = SL_E_INPUT;
-	unsigned retries = r->o.retries > 0 ? r->o.retries : 4;
 	char url[4096], what[1200];
-	struct curl_slist *hdrs = NULL;
-	struct membuf b = {.max = 64 * 1024};
-	struct watch w;
-	CURL *h = NULL;
+	/* the payload is ciphertext, authenticated by its own format; TLS
+	 * carries it, so S3 is not asked to hash it a second time */
+	const char *const sig[] = {"x-amz-content-sha256: UNSIGNED-PAYLOAD", NULL};
+	struct upsrc up = {.fd = fd, .size = size};
 
 	SL_GUARD(object_url(r, object, url, sizeof(url)));
 	snprintf(what, sizeof(what), "PUT %s%s", r->name, object);
-	for (unsigned attempt = 0;; attempt++) {
-		long st = 0;
-		struct upsrc u = {.fd = fd, .size = size};
-		free(b.p);
-		b = (struct membuf){.max = 64 * 1024};
-		curl_slist_free_all(hdrs);
-		hdrs = NULL;
-		curl_easy_cleanup(h);
-		h = curl_easy_init();
-		SL_ENSURE(h != NULL, SL_E_NOMEM, "curl");
-		/* the payload is ciphertext, authenticated by its own format; TLS
-		 * carries it, so S3 is not asked to hash it a second time */
-		if (r->sigv4[0] != '\0') {
-			hdrs = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-			SL_ENSURE(hdrs != NULL, SL_E_NOMEM, "headers");
-		}
-		SL_GUARD(common_setopts(r, h, url, true, &hdrs, &w));
-		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_UPLOAD, 1L), SL_E_INTERNAL, "upload");
-		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_READFUNCTION, up_read), SL_E_INTERNAL,
-		              "read");
-		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_READDATA, &u), SL_E_INTERNAL, "read");
-		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)size),
-		              SL_E_INTERNAL, "size");
-		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, mem_write), SL_E_INTERNAL,
-		              "write");
-		SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_WRITEDATA, &b), SL_E_INTERNAL, "write");
-		CURLcode cc = curl_easy_perform(h);
-		(void)curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
-		SL_ENSURE(!u.io_error, SL_E_IO, "%s: reading the local file: %s", what,
-		          strerror(errno));
-		if (cc == CURLE_OK && (st == 200 || st == 201 || st == 204)) {
-			SL_ENSURE(u.off == size, SL_E_REMOTE_UNREACHABLE,
-			          "%s: the store answered %ld after %llu of %llu bytes", what, st,
-			          (unsigned long long)u.off, (unsigned long long)size);
-			break;
-		}
-		bool again =
-		    w.fired || (cc != CURLE_OK ? retryable_curl(cc) : retryable_status(st));
-		if (!again || attempt >= retries) {
-			if (w.fired)
-				SL_FAIL(SL_E_REMOTE_UNREACHABLE,
-				        "%s: stalled (no progress for %ld s; retries exhausted)",
-				        what, w.stall_s);
-			if (cc != CURLE_OK)
-				SL_FAIL(SL_E_REMOTE_UNREACHABLE, "%s: %s%s", what,
-				        curl_easy_strerror(cc),
-				        again ? " (retries exhausted)" : "");
-			SL_FAIL(st >= 400 && st < 500 && st != 429 ? SL_E_REMOTE_REFUSED
-			                                           : SL_E_REMOTE_UNREACHABLE,
-			        "%s: HTTP %ld%s%s", what, st,
-			        st == 403 ? " (access denied: check the credentials)" : "",
-			        again ? " (retries exhausted)" : "");
-		}
-		if (!r->o.quiet)
-			fprintf(stderr, "seclaunch: %s: %s, retrying\n", what,
-			        cc != CURLE_OK ? curl_easy_strerror(cc) : "server error");
-		backoff(attempt);
-	}
+	SL_GUARD(request(r, url, true, "PUT", r->sigv4[0] != '\0' ? sig : NULL, &up, 64 * 1024,
+	                 what, NULL, NULL));
 	rc = SL_OK;
 out:
-	free(b.p);
-	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(h);
 	return rc;
 }

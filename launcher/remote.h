@@ -29,6 +29,12 @@ typedef struct sl_remote_opts {
 	unsigned connections;         /* parallel range requests (default 4, max 64) */
 	unsigned retries;             /* per range (default 4) */
 	long stall_s;                 /* no byte for this long fails a request (default 30) */
+	long deadline_s;              /* a request's deadline (default 120) plus the time its
+	                                 bytes take at min_rate */
+	uint64_t min_rate;            /* bytes/s averaged over rate_window_s, below which a
+	                                 request is stopped; 0: no rate rule */
+	bool min_rate_set;            /* min_rate was given (else SL_REMOTE_MIN_RATE_DEFAULT) */
+	long rate_window_s;           /* default 10 */
 	size_t range_size;            /* bytes per range request (default 8 MiB) */
 	bool quiet;
 } sl_remote_opts;
@@ -39,7 +45,8 @@ bool sl_remote_is_url(const char *s);
 /* Parses the URL (which must end with '/'; one is added otherwise) and
  * obtains credentials: S3 from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
  * AWS_SESSION_TOKEN, the shared credentials file (AWS_SHARED_CREDENTIALS_FILE
- * or ~/.aws/credentials, profile AWS_PROFILE), or the instance metadata
+ * or ~/.aws/credentials, profile AWS_PROFILE; read as a key file is, so one
+ * that group or others may read is refused, SL_E_PERM), or the instance metadata
  * service (IMDSv2); GCS from GOOGLE_OAUTH_ACCESS_TOKEN, HMAC keys
  * (SECLAUNCH_GCS_HMAC_ID / SECLAUNCH_GCS_HMAC_SECRET), or the metadata
  * server. Nothing is fetched from the store yet. */
@@ -65,21 +72,43 @@ void sl_remote_set_abort(sl_remote *r, const atomic_bool *flag);
  * HMAC requests are signed with SigV4 (payload UNSIGNED-PAYLOAD over TLS). */
 SL_MUST_USE sl_err sl_remote_put(sl_remote *r, const char *object, int fd, uint64_t size);
 
+#define SL_REMOTE_MIN_RATE_DEFAULT 65536u
+
 /* The options of every command that reads a dataset URL. */
-enum { SL_REMOTE_O_CA_FILE = 0x2100, SL_REMOTE_O_S3_ENDPOINT, SL_REMOTE_O_CONNECTIONS };
+enum {
+	SL_REMOTE_O_CA_FILE = 0x2100,
+	SL_REMOTE_O_S3_ENDPOINT,
+	SL_REMOTE_O_CONNECTIONS,
+	SL_REMOTE_O_DEADLINE,
+	SL_REMOTE_O_MIN_RATE,
+	SL_REMOTE_O_RATE_WINDOW
+};
+/* clang-format off */
 #define SL_REMOTE_OPTS                                                                             \
 	{"ca-file", required_argument, SL_REMOTE_O_CA_FILE, NULL},                                 \
-	    {"s3-endpoint", required_argument, SL_REMOTE_O_S3_ENDPOINT, NULL},                     \
-	{                                                                                          \
-		"connections", required_argument, SL_REMOTE_O_CONNECTIONS, NULL                    \
-	}
+	{"s3-endpoint", required_argument, SL_REMOTE_O_S3_ENDPOINT, NULL},                         \
+	{"connections", required_argument, SL_REMOTE_O_CONNECTIONS, NULL},                         \
+	{"remote-deadline", required_argument, SL_REMOTE_O_DEADLINE, NULL},                        \
+	{"remote-min-rate", required_argument, SL_REMOTE_O_MIN_RATE, NULL},                        \
+	{"remote-rate-window", required_argument, SL_REMOTE_O_RATE_WINDOW, NULL}
+/* clang-format on */
 #define SL_REMOTE_HELP                                                                             \
 	"Datasets in object storage (DATASET is https://HOST/PREFIX/, s3://BUCKET/PREFIX/\n"       \
 	"or gs://BUCKET/PREFIX/, the folder that holds manifest.sldm):\n"                          \
 	"  --ca-file FILE         CA bundle for the store's TLS certificate\n"                     \
 	"  --s3-endpoint URL      an S3-compatible store (https://HOST[:PORT]; path-style\n"       \
 	"                         when HOST is an address)\n"                                      \
-	"  --connections N        parallel range requests (default 4)\n"
+	"  --connections N        parallel range requests (default 4)\n"                           \
+	"  --remote-min-rate B    stop (and retry) a request slower than B bytes/s on\n"           \
+	"                         average over the window (default 65536; 0: no rate rule)\n"      \
+	"  --remote-rate-window S that window in seconds (default 10, 1..60)\n"                    \
+	"  --remote-deadline S    stop (and retry) a request still running after S seconds\n"      \
+	"                         plus its bytes at the minimum rate (default 120)\n"              \
+	"                         (also $SECLAUNCH_REMOTE_MIN_RATE, _RATE_WINDOW_S, "              \
+	"_DEADLINE_S;\n"                                                                           \
+	"                         a request with no new byte for 30 s, "                           \
+	"$SECLAUNCH_REMOTE_STALL_S,\n"                                                             \
+	"                         is stopped too)\n"
 
 /* Takes key/arg when it is one of SL_REMOTE_OPTS: 1, or -1 for a bad
  * value (the message in sl_err_detail()); 0 when not one of them. */

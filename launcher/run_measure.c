@@ -60,6 +60,10 @@ sl_err sl_run_step_workload(struct sl_run_st *s)
 	SL_GUARD(sl_wl_build(&in, &s->wl));
 	SL_GUARD(sl_wl_extend(&s->wl, kind, s->o->tcti, s->o->workload_pcr, s->o->workload_log));
 	sl_hex_encode(s->wl.identity, 32, hex);
+	if (s->wl.script_why[0] != '\0')
+		sl_run_say("workload script unknown: %s (a policy entry that pins script_sha256 "
+		           "denies it)",
+		           s->wl.script_why);
 	if (s->wl.reg[0] == '\0') {
 		sl_run_say("workload %.16s... not measured: %s evidence has no workload register",
 		           hex, kind);

@@ -8,7 +8,9 @@
  * file renamed or replaced by path after the measurement is not what runs.
  * A `#!` script is measured as its interpreter (opened and executed the same
  * way) plus the script; a script named on an interpreter's command line
- * (python3 train.py) is hashed too. The interpreter opens a script again by
+ * (python3 train.py) is hashed too, found by the interpreter's own option
+ * grammar (workload_script.c); where that cannot be told for certain the
+ * script is "unknown". The interpreter opens a script again by
  * its name, so a script changed in place between the measurement and that
  * open is a gap: keep scripts on read-only storage or in the image. What a
  * script imports afterwards (modules, shared libraries, data) is not
@@ -101,40 +103,6 @@ static json_t *file_ref(const char *path, const char *hex)
 	return json_pack("{s:s, s:s}", "path", path, "sha256", hex);
 }
 
-static const char *base(const char *p)
-{
-	const char *s = strrchr(p, '/');
-	return s != NULL ? s + 1 : p;
-}
-
-/* The script an interpreter will read, from its arguments; NULL: none
- * (-c CODE, -m MODULE, stdin) or not an interpreter seclaunch knows. */
-static const char *script_arg(const char *exe, char *const *argv)
-{
-	static const char *const shells[] = {"sh",   "bash", "dash", "zsh",     "ksh",
-	                                     "perl", "ruby", "node", "Rscript", NULL};
-	const char *b = base(exe);
-	bool py = strncmp(b, "python", 6) == 0 || strncmp(b, "pypy", 4) == 0;
-	bool known = py;
-	for (size_t i = 0; shells[i] != NULL && !known; i++)
-		known = strncmp(b, shells[i], strlen(shells[i])) == 0;
-	if (!known)
-		return NULL;
-	for (size_t i = 1; argv[i] != NULL; i++) {
-		const char *a = argv[i];
-		if (strcmp(a, "--") == 0)
-			return argv[i + 1];
-		if (a[0] != '-')
-			return a;
-		if (strcmp(a, "-") == 0 || strcmp(a, "-c") == 0 || strcmp(a, "-e") == 0 ||
-		    (py && strcmp(a, "-m") == 0))
-			return NULL;
-		if (py && (strcmp(a, "-W") == 0 || strcmp(a, "-X") == 0) && argv[i + 1] != NULL)
-			i++;
-	}
-	return NULL;
-}
-
 static char *xstrdup(const char *s)
 {
 	return s != NULL ? strdup(s) : NULL;
@@ -191,7 +159,7 @@ sl_err sl_wl_build(const sl_wl_in *in, sl_wl *w)
 	const char *exe_path = in->exe, *script_path = NULL;
 	json_t *argv = json_array(), *env = json_array(), *script = json_null(), *ev = NULL;
 	int sfd = -1;
-	bool is_sh = false;
+	bool is_sh = false, unknown = false;
 	size_t n = 0;
 	char **sorted = NULL;
 
@@ -227,23 +195,40 @@ sl_err sl_wl_build(const sl_wl_in *in, sl_wl *w)
 			w->exec_argv[k++] = xstrdup(in->argv[i]);
 		for (size_t i = 0; i < k; i++)
 			SL_ENSURE(w->exec_argv[i] != NULL, SL_E_NOMEM, "argv");
+		if (sl_wl_script_env(interp, in->envp, w->script_why, sizeof(w->script_why)) !=
+		    SL_WL_SCRIPT_FILE)
+			unknown = true;
 	} else {
-		script_path = script_arg(in->exe, in->argv);
-		if (script_path != NULL) {
+		size_t at = 0;
+		sl_wl_script_kind k = sl_wl_script(in->exe, in->argv, in->envp, &at, w->script_why,
+		                                   sizeof(w->script_why));
+		unknown = k == SL_WL_SCRIPT_UNKNOWN;
+		if (k == SL_WL_SCRIPT_FILE) {
+			script_path = in->argv[at];
 			rc = open_regular(script_path, &sfd);
-			/* a script that is not there fails in the interpreter; measured as none */
-			if (rc == SL_OK)
+			/* not there (or a folder, which python and node run too): what
+			 * the interpreter opens instead is not known */
+			if (rc == SL_OK) {
 				SL_GUARD(hash_fd(sfd, script_path, script_hex));
-			else
-				script_path = NULL;
+			} else {
+				snprintf(w->script_why, sizeof(w->script_why),
+				         "%s: the script %.200s is not a regular file seclaunch "
+				         "can open",
+				         in->exe, script_path);
+				unknown = true;
+			}
 			sl_err_clear();
 		}
 	}
 	SL_GUARD(hash_fd(w->exe_fd, exe_path, exe_hex));
-	if (script_path != NULL) {
-		json_decref(script);
-		script = file_ref(script_path, script_hex);
-	}
+	json_decref(script);
+	/* "unknown": a policy that pins script_sha256 denies it */
+	script = unknown               ? json_string("unknown")
+	         : script_path != NULL ? file_ref(script_path, script_hex)
+	                               : json_null();
+	SL_ENSURE(script != NULL, SL_E_NOMEM, "workload event");
+	if (!unknown)
+		w->script_why[0] = '\0';
 	for (size_t i = 0; in->argv[i] != NULL; i++)
 		SL_ENSURE(json_array_append_new(argv, json_string(in->argv[i])) == 0, SL_E_INPUT,
 		          "argv[%zu]: not valid UTF-8 (the workload event is JSON)", i);

@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "seclaunch/error.h"
@@ -14,9 +15,10 @@ typedef struct sl_wl {
 	json_t *events; /* the register's whole log since boot, this event last */
 	uint8_t identity[32];
 	uint8_t event_digest[32];
-	int exe_fd;       /* the measured executable, run with execveat(AT_EMPTY_PATH) */
-	char **exec_argv; /* #! script: interpreter [arg] script ARG...; else NULL */
-	int log_fd;       /* the workload log, locked for the job's life */
+	int exe_fd;           /* the measured executable, run with execveat(AT_EMPTY_PATH) */
+	char **exec_argv;     /* #! script: interpreter [arg] script ARG...; else NULL */
+	char script_why[256]; /* why the script is "unknown" ("" when it is known) */
+	int log_fd;           /* the workload log, locked for the job's life */
 	char log_path[512];
 	char reg[16];  /* "pcr15", "rtmr3"; "" when nothing was extended */
 	char pcrs[96]; /* the quote's PCR selection including the register */
@@ -59,6 +61,17 @@ SL_MUST_USE sl_err sl_wl_attach(const sl_wl *w, json_t *ev);
 SL_MUST_USE sl_err sl_wl_dataset_entry(const char *path, json_t *list);
 /* The PCR value a fresh register reaches with this one event. */
 void sl_wl_predict_pcr(const sl_wl *w, uint8_t out[static 32]);
+
+/* Which script an interpreter reads (workload_script.c): NONE, exe is no
+ * interpreter seclaunch knows (by its name, or the name a link to it
+ * resolves to); FILE, argv[*index] (for a #! script: envp does not change
+ * which code runs); UNKNOWN, the script cannot be told for certain from
+ * argv and envp, why says why (it names the option or variable). */
+typedef enum { SL_WL_SCRIPT_NONE, SL_WL_SCRIPT_FILE, SL_WL_SCRIPT_UNKNOWN } sl_wl_script_kind;
+sl_wl_script_kind sl_wl_script(const char *exe, char *const *argv, char *const *envp, size_t *index,
+                               char *why, size_t whyn);
+/* A #! script's interpreter: FILE, or UNKNOWN when envp makes it run other code. */
+sl_wl_script_kind sl_wl_script_env(const char *interp, char *const *envp, char *why, size_t whyn);
 
 /* Appends the workload form of each --output NAME=DEST, "NAME=" and the
  * destination the policy matches (sl_out_destination), to list. */

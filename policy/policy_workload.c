@@ -3,7 +3,8 @@
  * A list of alternatives; the job (its workload.* claims, replayed from the
  * workload event log of verified evidence) must match one of them. An
  * alternative allows by full identity digest ("identity": [hex]) or by
- * components, each a list: "exe_sha256", "script_sha256" (hex or "none"),
+ * components, each a list: "exe_sha256", "script_sha256" (hex or "none";
+ * a script the launcher could not tell is "unknown" and matches no pin),
  * "image_digest" ("sha256:hex"), "argv" (one glob per argument, positional:
  * the job has exactly as many arguments), "env" (globs: every variable of
  * the job's environment matches one of them). A deny names, per
@@ -139,6 +140,14 @@ static bool match_alt(const sl_claims *c, const json_t *alt, char *why, size_t n
 	for (size_t i = 0; i < sizeof(digests) / sizeof(digests[0]); i++) {
 		const json_t *l = json_object_get(alt, digests[i].field);
 		const char *have = sl_claims_get(c, digests[i].claim);
+		if (l != NULL && have != NULL && strcmp(have, "unknown") == 0) {
+			/* never a match, whatever the list holds */
+			WHY("%s unknown: seclaunch could not tell which script the interpreter "
+			    "runs (%s is \"unknown\"; see `seclaunch measure --predict`), and "
+			    "this entry pins it",
+			    digests[i].name, digests[i].claim);
+			continue;
+		}
 		if (l == NULL || in_list(l, have))
 			continue;
 		short_list(l, list, sizeof(list));

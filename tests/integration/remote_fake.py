@@ -27,6 +27,8 @@ misbehave, the manifest is served as is unless the mode says otherwise:
   sigv4t     the same, and x-amz-security-token must be --token
   gcsauth    requires "Authorization: Bearer T" (--token)
   stalllate  as stall, for every shard but shard-00000
+  drip       headers, then the shard body one byte every 0.7 s (about 1.4 B/s:
+             never a second without a byte for long, never anywhere)
 
 Metadata services (plain HTTP instance): PUT /latest/api/token and
 /latest/meta-data/iam/security-credentials/[ROLE] (IMDSv2: the token is
@@ -215,6 +217,15 @@ class H(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         log("%s %s %s -> 206" % (self.command, self.path, rng))
         cut = shard and (mode == "close" or mode == "closeonce" and n == 1)
+        if shard and mode == "drip":
+            try:
+                for i in range(len(body)):
+                    self.wfile.write(body[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(0.7)
+            except OSError:
+                pass  # the client gave up: what the test wants
+            return
         if shard and mode == "stall":
             self.wfile.write(body[:100])
             self.wfile.flush()

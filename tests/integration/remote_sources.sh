@@ -107,6 +107,32 @@ t0=$(date +%s)
 bad "a stalled body" 5 "shard-00000.sld bytes 0-[0-9]+: stalled \(no data for 1 s\)" stall \
 	SECLAUNCH_REMOTE_STALL_S=1
 assert "... given up within the stall timeout's 5 tries (< 15 s)" test $(($(date +%s) - t0)) -lt 15
+# a store that drips about 1.4 bytes a second: never a second-long stall,
+# so only the rate rule (or the deadline) ends it; retried, then given up,
+# naming the URL and the rule
+t0=$(date +%s)
+DEC_OPTS=(--remote-rate-window 1)
+bad "a slow-drip body: slower than the minimum rate" 5 \
+	"drip/ds/shard-00000.sld bytes 0-[0-9]+: slower than 65536 B/s over 1 s" drip \
+	SECLAUNCH_REMOTE_RETRIES=1
+assert "... retried once, then given up" test "$(nreq drip shard-00000.sld)" -eq 2
+assert "... within seconds, not the stall timeout's ($(($(date +%s) - t0)) s)" test $(($(date +%s) - t0)) -lt 10
+t0=$(date +%s)
+DEC_OPTS=(--remote-min-rate 0 --remote-deadline 2)
+bad "the same store, no rate rule: the request deadline ends it" 5 \
+	"drip/ds/shard-00000.sld bytes 0-[0-9]+: not done within its deadline of 2 s" drip \
+	SECLAUNCH_REMOTE_RETRIES=1
+assert "... within seconds ($(($(date +%s) - t0)) s)" test $(($(date +%s) - t0)) -lt 10
+DEC_OPTS=()
+bad "SECLAUNCH_REMOTE_MIN_RATE and _RATE_WINDOW_S set the rule too" 5 \
+	"slower than 100000 B/s over 1 s" drip SECLAUNCH_REMOTE_RETRIES=1 \
+	SECLAUNCH_REMOTE_MIN_RATE=100000 SECLAUNCH_REMOTE_RATE_WINDOW_S=1
+DEC_OPTS=(--remote-rate-window 1)
+check "a good store is not stopped by a strict rule (1 s window)" 0 dec "$F/good/ds/"
+assert "... byte for byte" same
+DEC_OPTS=()
+check_err "--remote-rate-window 0 is a usage error" 1 "remote-rate-window 0: must be 1\.\." \
+	"$SL" decrypt --key-file key --remote-rate-window 0 "$F/good/ds/" -o o/out
 bad "a redirect to another host is not followed" 5 "HTTP 302 \(redirects are not followed\)" redirect
 assert "... one request, not retried" test "$(grep -c '^GET /redirect/' "$T/fake.log")" -eq 1
 bad "a shard of another dataset" 6 "shard 0 \(shard-00000.sld\)" swap
@@ -202,9 +228,31 @@ assert "... no output folder, no plaintext" gone
 check_err "... a wrong access key id: refused (exit 5)" 5 "s3://sigv4/ds/.*HTTP 403" \
 	dec s3://sigv4/ds/ AWS_ACCESS_KEY_ID=AKIDOTHER AWS_SECRET_ACCESS_KEY=right-secret
 printf '[default]\naws_access_key_id = nobody\n[ds-reader]\naws_access_key_id = AKIDTEST\naws_secret_access_key = right-secret\n' >creds
-check "... credentials from the shared file (AWS_SHARED_CREDENTIALS_FILE + AWS_PROFILE)" 0 \
+# the shared credentials file follows the key-file rule: owner only
+chmod 644 creds
+n0=$(grep -c '^GET /sigv4/' "$T/fake.log")
+check_err "... a world-readable shared credentials file (0644): refused, exit 2, naming it and the mode" 2 \
+	"AWS shared credentials file: .*creds: mode 0644 lets group or others" \
+	dec s3://sigv4/ds/ AWS_SHARED_CREDENTIALS_FILE="$T/creds" AWS_PROFILE=ds-reader
+assert "... no output folder, no plaintext" gone
+assert "... and nothing was asked of the store" test "$(grep -c '^GET /sigv4/' "$T/fake.log")" -eq "$n0"
+chmod 640 creds
+check_err "... group-readable (0640): refused, exit 2" 2 "mode 0640 lets group or others" \
+	dec s3://sigv4/ds/ AWS_SHARED_CREDENTIALS_FILE="$T/creds" AWS_PROFILE=ds-reader
+chmod 600 creds
+check "... credentials from the shared file (0600, AWS_SHARED_CREDENTIALS_FILE + AWS_PROFILE)" 0 \
 	dec s3://sigv4/ds/ AWS_SHARED_CREDENTIALS_FILE="$T/creds" AWS_PROFILE=ds-reader
 assert "... byte for byte" same
+if [ "$(id -u)" = 0 ]; then
+	cp creds creds-other && chown 65534 creds-other && chmod 600 creds-other
+	check_err "... owner-only but owned by another user: refused, exit 2" 2 \
+		"creds-other: owned by uid 65534, not by this user" \
+		dec s3://sigv4/ds/ AWS_SHARED_CREDENTIALS_FILE="$T/creds-other" AWS_PROFILE=ds-reader
+fi
+ln -s creds creds-link
+check_err "... a shared credentials file that is a symbolic link: refused, exit 2" 2 \
+	"AWS shared credentials file: .*creds-link: cannot open" \
+	dec s3://sigv4/ds/ AWS_SHARED_CREDENTIALS_FILE="$T/creds-link" AWS_PROFILE=ds-reader
 check_err "... that file's default profile has no secret: no credentials (exit 5)" 5 \
 	"no AWS credentials" dec s3://sigv4/ds/ AWS_SHARED_CREDENTIALS_FILE="$T/creds" \
 	SECLAUNCH_AWS_METADATA_URL=http://127.0.0.1:1
@@ -242,6 +290,7 @@ if start_s3rver "$T/s3data" "$T/tls" bkt; then
 		dec s3://bkt/ds/ AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
 	assert "... byte for byte" same
 	printf '[s3rver]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n' >creds2
+	chmod 600 creds2
 	check "... credentials from the shared file" 0 \
 		dec s3://bkt/ds/ AWS_SHARED_CREDENTIALS_FILE="$T/creds2" AWS_PROFILE=s3rver
 	assert "... byte for byte" same

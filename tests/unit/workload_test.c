@@ -295,6 +295,68 @@ static void test_policy_image_digest(void **state)
 	sl_policy_free(p);
 }
 
+/* A script the launcher could not tell ("script": "unknown", claim
+ * workload.script_sha256 "unknown") matches no script_sha256 pin, neither
+ * a digest nor "none"; a policy cannot list "unknown"; an entry without a
+ * script pin is not affected. */
+static void test_policy_script_unknown(void **state)
+{
+	(void)state;
+	const char *doc =
+	    "{\"version\": 1, \"allow_unverified_region\": true, \"keys\": {\"k\": [\"d*\"]},"
+	    " \"datasets\": [{\"id\": \"d1\", \"allowed_regions\": [\"gcp:europe-west4\"],"
+	    " \"tee_kinds\": [\"tpm2\"], \"workloads\": [{\"exe_sha256\": [\"" H64(
+	        "a") "\"], \"script_sha256\": [\"" H64("5") "\", \"none\"]}]},"
+	                                                    " {\"id\": \"d2\", "
+	                                                    "\"allowed_regions\": "
+	                                                    "[\"gcp:europe-west4\"],"
+	                                                    " \"tee_kinds\": [\"tpm2\"], "
+	                                                    "\"workloads\": [{\"exe_sha256\": "
+	                                                    "[\"" H64("a") "\"]}]}]}";
+	sl_policy *p = NULL;
+	sl_claims *c = NULL;
+	sl_decision *d = NULL;
+	sl_policy_request req = {.dataset_id = "d1", .key_id = "k"};
+	assert_int_equal(sl_policy_load((const uint8_t *)doc, strlen(doc), &p), SL_OK);
+	json_t *e = event("evil.py", H64("c"));
+	/* the shape: "unknown" is the one string allowed */
+	json_object_set_new(e, "script", json_string("maybe"));
+	assert_int_equal(sl_workload_event_check(e, "ev"), SL_E_ATTEST_FORMAT);
+	assert_non_null(strstr(sl_err_detail(), "ev.script"));
+	json_object_set_new(e, "script", json_string("unknown"));
+	assert_int_equal(sl_workload_event_check(e, "ev"), SL_OK);
+	assert_int_equal(sl_claims_new(&c), SL_OK);
+	assert_int_equal(sl_claims_set(c, "tee.kind", "tpm2"), SL_OK);
+	assert_int_equal(sl_claims_set(c, "cloud.region", "gcp:europe-west4"), SL_OK);
+	assert_int_equal(sl_claims_set(c, "cloud.provider", "gcp"), SL_OK);
+	assert_int_equal(sl_workload_claims(e, c), SL_OK);
+	assert_string_equal(sl_claims_get(c, "workload.script_sha256"), "unknown");
+	assert_string_equal(sl_claims_get(c, "workload.script_path"), "");
+	assert_int_equal(sl_policy_evaluate(p, c, &req, &d), SL_OK);
+	assert_false(sl_decision_allowed(d));
+	bool said = false;
+	for (size_t i = 0; i < sl_decision_reason_count(d); i++)
+		said = said ||
+		       strstr(sl_decision_reason(d, i),
+		              "workloads[0]: script unknown: seclaunch could not tell") != NULL;
+	assert_true(said);
+	sl_decision_free(d);
+	/* the same job under an entry that pins only the executable */
+	req.dataset_id = "d2";
+	assert_int_equal(sl_policy_evaluate(p, c, &req, &d), SL_OK);
+	for (size_t i = 0; i < sl_decision_reason_count(d); i++)
+		assert_null(strstr(sl_decision_reason(d, i), "workloads"));
+	sl_decision_free(d);
+	sl_claims_free(c);
+	json_decref(e);
+	sl_policy_free(p);
+	const char *bad = "{\"version\": 1, \"keys\": {\"k\": [\"d1\"]}, \"datasets\": [{\"id\": "
+	                  "\"d1\", \"allowed_regions\": [\"gcp:europe-west4\"], \"tee_kinds\": "
+	                  "[\"tpm2\"], \"workloads\": [{\"script_sha256\": [\"unknown\"]}]}]}";
+	assert_int_equal(sl_policy_load((const uint8_t *)bad, strlen(bad), &p), SL_E_INPUT);
+	assert_non_null(strstr(sl_err_detail(), "$.datasets[0].workloads[0].script_sha256"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -304,6 +366,7 @@ int main(void)
 	    cmocka_unit_test(test_replay),
 	    cmocka_unit_test(test_tdx_rtmr3),
 	    cmocka_unit_test(test_policy_workloads),
+	    cmocka_unit_test(test_policy_script_unknown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
