@@ -327,19 +327,25 @@ sl_err sl_nitro_doc_parse(const uint8_t *p, size_t len, sl_nitro_doc *d)
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	cbor_item_t *top = NULL, *arr = NULL, *pl = NULL;
 	sl_nitro_bytes sig;
+	sl_reader r;
+	uint8_t major = 0;
+	uint64_t tag = 0;
 
 	memset(d, 0, sizeof(*d));
 	SL_ENSURE(len <= SL_NITRO_DOC_MAX, SL_E_ATTEST_FORMAT,
 	          "Nitro document: %zu bytes, more than %d", len, SL_NITRO_DOC_MAX);
-	SL_GUARD(decode(p, len, &top, "Nitro document"));
-	if (cbor_isa_tag(top)) {
-		SL_ENSURE(cbor_tag_value(top) == COSE_SIGN1_TAG, SL_E_ATTEST_FORMAT,
+	/* the tag is read here: libcbor 0.8 does not decode tags 6..20 */
+	sl_reader_init(&r, p, len, "Nitro document");
+	SL_GUARD(wf_head(&r, &major, &tag, "Nitro document"));
+	if (major == 6) {
+		SL_ENSURE(tag == COSE_SIGN1_TAG, SL_E_ATTEST_FORMAT,
 		          "Nitro document: CBOR tag %llu, want 18 (COSE_Sign1) or none",
-		          (unsigned long long)cbor_tag_value(top));
-		arr = cbor_tag_item(top);
-	} else {
-		arr = cbor_incref(top);
+		          (unsigned long long)tag);
+		p += sl_reader_offset(&r);
+		len -= sl_reader_offset(&r);
 	}
+	SL_GUARD(decode(p, len, &top, "Nitro document"));
+	arr = cbor_incref(top);
 	SL_ENSURE(cbor_isa_array(arr) && cbor_array_size(arr) == 4, SL_E_ATTEST_FORMAT,
 	          "Nitro document: not a COSE_Sign1 (an array of 4)");
 	cbor_item_t **it = cbor_array_handle(arr);
