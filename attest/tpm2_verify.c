@@ -378,8 +378,8 @@ sl_err sl_tpm2_verify_evidence(const json_t *ev, const sl_verify_opts *o, sl_cla
 	SL_GUARD(sl_tpm2_mu_signature(b.sig, b.sig_len, &sig));
 	SL_ENSURE(sig_hash(&sig) != TPM2_ALG_SHA1, SL_E_ATTEST_SIG,
 	          "SHA-1 quotes are refused: the quote is signed with SHA-1 (collisions are "
-	          "practical); quote with a SHA-256 (or stronger) signing scheme, e.g. "
-	          "tpm2_quote -g sha256");
+	          "practical; SHA-256/384/512 only); quote with an AK whose scheme uses "
+	          "SHA-256, e.g. tpm2_createak -g sha256, tpm2_quote -g sha256");
 	if (b.akspki != NULL) {
 		SL_GUARD(spki_key(&b, &key));
 	} else {
