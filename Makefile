@@ -16,7 +16,7 @@ INSTALL_DEPS ?= scripts/install-deps
 # The pkg-config modules the build needs. p11-kit-1 gives only the PKCS#11
 # header (kms/pkcs11.c dlopens the token's module), so it adds no library.
 PKGS      := libsodium libcrypto tss2-esys tss2-mu tss2-rc tss2-tctildr libcurl jansson \
-	libmicrohttpd p11-kit-1 sqlite3 libpq
+	libmicrohttpd p11-kit-1 sqlite3 libpq libcbor
 PKGS_HDR  := p11-kit-1
 TEST_PKGS := cmocka
 
@@ -35,6 +35,7 @@ DEB.libmicrohttpd := libmicrohttpd-dev
 DEB.p11-kit-1     := libp11-kit-dev
 DEB.sqlite3       := libsqlite3-dev
 DEB.libpq         := libpq-dev
+DEB.libcbor       := libcbor-dev
 DEB.cmocka        := libcmocka-dev
 
 # pkg-config runs when a flag is first needed, once, never while the Makefile

@@ -11,6 +11,7 @@ static const sl_evidence_kind *const kinds[] = {
     &sl_kind_snp,   &sl_kind_tdx,
     &sl_kind_tpm2,  &sl_kind_azure, /* verify only: never available for --tee auto */
     &sl_kind_nvgpu,                 /* accompanies CPU evidence: never available for --tee auto */
+    &sl_kind_nitro,                 /* collected inside an enclave only: never for --tee auto */
     NULL,
 };
 

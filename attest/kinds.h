@@ -11,5 +11,6 @@ extern const sl_evidence_kind sl_kind_tdx;
 extern const sl_evidence_kind sl_kind_tpm2;
 extern const sl_evidence_kind sl_kind_azure;
 extern const sl_evidence_kind sl_kind_nvgpu;
+extern const sl_evidence_kind sl_kind_nitro;
 
 #endif

@@ -5,10 +5,14 @@
 #include <string.h>
 
 #include "azure_hcl.h"
+#include "import_format.h"
+#include "nitro.h"
 #include "snp_report.h"
 #include "tdx_quote.h"
 #include "x509_util.h"
 #include "seclaunch/util.h"
+
+#define MAX_RAW (64 * 1024) /* a TDX quote with its PCK chain: ~5-8 KiB */
 
 /* The evidence key for an AMD certificate, from its subject CN. */
 static const char *amd_cert_key(const char *cn)
@@ -62,43 +66,37 @@ out:
 	return rc;
 }
 
-/* virtee/sev ships reports as hex text: accept that too. */
-static SL_RESULT maybe_hex(const uint8_t *p, size_t len, uint8_t **bin, size_t *blen)
+/* The raw bytes of a binary, hex or base64 report. */
+static SL_RESULT decode_report(const char *kind, const uint8_t *p, size_t len, uint8_t **bin,
+                               size_t *blen, const char **format)
 {
-	size_t n = len;
-	while (n > 0 && isspace(p[n - 1]))
-		n--;
-	*bin = NULL;
-	if (n != 2 * SL_SNP_REPORT_LEN)
-		return SL_OK;
-	char *s = malloc(n + 1);
-	if (s == NULL)
-		return sl_err_set(SL_E_NOMEM, "report");
-	for (size_t i = 0; i < n; i++)
-		s[i] = (char)tolower(p[i]);
-	s[n] = '\0';
-	sl_err rc = sl_hex_decode_alloc(s, SL_SNP_REPORT_LEN, bin, blen, "report (hex)");
-	free(s);
-	return rc;
+	const char *dummy = NULL;
+	return sl_import_decode(p, len, strcmp(kind, "aws-nitro") == 0 ? SL_NITRO_DOC_MAX : MAX_RAW,
+	                        bin, blen, format != NULL ? format : &dummy,
+	                        strcmp(kind, "tdx") == 0 ? "quote" : "report");
 }
 
 sl_err sl_evidence_import(const char *kind, const uint8_t *report, size_t len, const sl_blob *certs,
-                          size_t ncerts, json_t **out)
+                          size_t ncerts, json_t **out, const char **format)
 {
 	sl_err rc = SL_E_USAGE;
 	json_t *ev = NULL, *cj = NULL;
 	char *b64 = NULL;
 	uint8_t *bin = NULL;
 	size_t blen = 0;
+	const char *field = "report";
 
 	*out = NULL;
+	if (format != NULL)
+		*format = NULL;
+	if (strcmp(kind, "sev-snp") == 0 || strcmp(kind, "tdx") == 0 ||
+	    strcmp(kind, "aws-nitro") == 0) {
+		SL_GUARD(decode_report(kind, report, len, &bin, &blen, format));
+		report = bin;
+		len = blen;
+	}
 	if (strcmp(kind, "sev-snp") == 0) {
 		sl_snp_report r;
-		SL_GUARD(maybe_hex(report, len, &bin, &blen));
-		if (bin != NULL) {
-			report = bin;
-			len = blen;
-		}
 		SL_GUARD(sl_snp_report_parse(report, len, &r));
 		cj = json_object();
 		SL_ENSURE(cj != NULL, SL_E_NOMEM, "evidence");
@@ -109,6 +107,15 @@ sl_err sl_evidence_import(const char *kind, const uint8_t *report, size_t len, c
 		          "--certs: a TDX quote carries its own PCK chain; put collateral in "
 		          "the verifier's --collateral directory");
 		SL_GUARD(sl_tdx_quote_parse(report, len, &q));
+		field = "quote";
+	} else if (strcmp(kind, "aws-nitro") == 0) {
+		sl_nitro_doc d;
+		SL_ENSURE(ncerts == 0, SL_E_USAGE,
+		          "--certs: a Nitro attestation document carries its own certificate "
+		          "chain (cabundle)");
+		SL_GUARD(sl_nitro_doc_parse(report, len, &d));
+		sl_nitro_doc_free(&d);
+		field = "document";
 	} else if (strcmp(kind, "azure-cvm") == 0) {
 		json_t *in = json_loadb((const char *)report, len, 0, NULL);
 		SL_ENSURE(in != NULL, SL_E_ATTEST_FORMAT,
@@ -131,11 +138,10 @@ sl_err sl_evidence_import(const char *kind, const uint8_t *report, size_t len, c
 		rc = SL_OK;
 		goto out;
 	} else {
-		SL_FAIL(SL_E_USAGE, "--kind %s: want sev-snp, tdx or azure-cvm", kind);
+		SL_FAIL(SL_E_USAGE, "--kind %s: want sev-snp, tdx, azure-cvm or aws-nitro", kind);
 	}
 	SL_GUARD(sl_b64_encode(report, len, &b64));
-	ev = json_pack("{s:s, s:s}", "kind", kind, strcmp(kind, "tdx") == 0 ? "quote" : "report",
-	               b64);
+	ev = json_pack("{s:s, s:s}", "kind", kind, field, b64);
 	SL_ENSURE(ev != NULL, SL_E_NOMEM, "evidence");
 	if (cj != NULL && json_object_size(cj) > 0)
 		SL_ENSURE(json_object_set(ev, "certs", cj) == 0, SL_E_NOMEM, "evidence");

@@ -7,6 +7,9 @@
  *   u32 n               number of TPML_DIGEST that follow
  *   n x TPML_DIGEST     u32 count, 8 x {u16 size, u8 buffer[64]} (532 bytes)
  * The digests list the selected PCRs bank by bank, index ascending. */
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,8 +196,90 @@ static SL_RESULT read_into(json_t *ev, const char *path, const char *key, size_t
 	return sl_tpm2_json_put_b64(ev, key, *p, *len);
 }
 
+/* A DER SubjectPublicKeyInfo, the whole buffer. */
+static EVP_PKEY *spki_der(const uint8_t *p, size_t len)
+{
+	const unsigned char *q = p;
+	EVP_PKEY *k = len <= INT32_MAX ? d2i_PUBKEY(NULL, &q, (long)len) : NULL;
+	if (k != NULL && (size_t)(q - p) != len) {
+		EVP_PKEY_free(k);
+		k = NULL;
+	}
+	ERR_clear_error();
+	return k;
+}
+
+static EVP_PKEY *spki_pem(const uint8_t *p, size_t len)
+{
+	static const char marker[] = "-----BEGIN PUBLIC KEY-----";
+	bool found = false;
+	for (size_t i = 0; !found && i + sizeof(marker) - 1 <= len; i++)
+		found = memcmp(p + i, marker, sizeof(marker) - 1) == 0;
+	if (!found || len > INT32_MAX)
+		return NULL;
+	BIO *bio = BIO_new_mem_buf(p, (int)len);
+	EVP_PKEY *k = bio != NULL ? PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL) : NULL;
+	BIO_free(bio);
+	ERR_clear_error();
+	return k;
+}
+
+/* The AK file as tpm2-tools, keylime and the Azure vTPM tools write it: a
+ * TPM2B_PUBLIC (tpm2_createak -u, tpm2_readpublic -o), a bare TPMT_PUBLIC,
+ * or a PEM / DER SubjectPublicKeyInfo (tpm2_readpublic -f pem|der). The TPM
+ * forms go into "ak_public" (a TPMT_PUBLIC gets its size prefix), a key into
+ * "ak_spki" (DER). */
+static SL_RESULT put_ak(json_t *ev, const char *path, const uint8_t *p, size_t len,
+                        const char **format)
+{
+	sl_err rc = SL_E_ATTEST_FORMAT;
+	TPM2B_PUBLIC pub;
+	uint8_t *buf = NULL, *der = NULL;
+	EVP_PKEY *k = NULL;
+
+	if (len >= 2 && (size_t)(p[0] << 8 | p[1]) == len - 2 &&
+	    sl_tpm2_mu_public(p, len, &pub, path) == SL_OK) {
+		*format = "tpm2b_public";
+		SL_GUARD(sl_tpm2_json_put_b64(ev, "ak_public", p, len));
+		goto done;
+	}
+	sl_err_clear();
+	if (len > 0 && len <= SL_TPM2_BLOB_MAX - 2) {
+		buf = malloc(len + 2);
+		SL_ENSURE(buf != NULL, SL_E_NOMEM, "%s", path);
+		buf[0] = (uint8_t)(len >> 8);
+		buf[1] = (uint8_t)len;
+		memcpy(buf + 2, p, len);
+		if (sl_tpm2_mu_public(buf, len + 2, &pub, path) == SL_OK) {
+			*format = "tpmt_public";
+			SL_GUARD(sl_tpm2_json_put_b64(ev, "ak_public", buf, len + 2));
+			goto done;
+		}
+		sl_err_clear();
+	}
+	if ((k = spki_der(p, len)) != NULL)
+		*format = "der";
+	else if ((k = spki_pem(p, len)) != NULL)
+		*format = "pem";
+	SL_ENSURE(k != NULL, SL_E_INPUT,
+	          "--ak-public %s: not an AK public key in a form accepted: TPM2B_PUBLIC "
+	          "(tpm2_createak -u, tpm2_readpublic -o), TPMT_PUBLIC, or a PEM or DER "
+	          "SubjectPublicKeyInfo (tpm2_readpublic -f pem|der, tpm2_checkquote -u)",
+	          path);
+	int dl = i2d_PUBKEY(k, &der);
+	SL_GUARD_OSSL(dl > 0, SL_E_CRYPTO, "%s", path);
+	SL_GUARD(sl_tpm2_json_put_b64(ev, "ak_spki", der, (size_t)dl));
+done:
+	rc = SL_OK;
+out:
+	free(buf);
+	OPENSSL_free(der);
+	EVP_PKEY_free(k);
+	return rc;
+}
+
 sl_err sl_tpm2_tools_import(const char *msg, const char *sig, const char *pcrs,
-                            const char *ak_public, json_t **out)
+                            const char *ak_public, json_t **out, const char **ak_format)
 {
 	sl_err rc = SL_E_NOMEM;
 	json_t *ev = json_object(), *pj = NULL;
@@ -209,7 +294,8 @@ sl_err sl_tpm2_tools_import(const char *msg, const char *sig, const char *pcrs,
 	          SL_E_NOMEM, "evidence");
 	SL_GUARD(read_into(ev, msg, "tpms_attest", SL_TPM2_BLOB_MAX, &m, &ml));
 	SL_GUARD(read_into(ev, sig, "signature", SL_TPM2_BLOB_MAX, &s, &sl));
-	SL_GUARD(read_into(ev, ak_public, "ak_public", SL_TPM2_BLOB_MAX, &a, &al));
+	SL_GUARD(sl_file_read(ak_public, 65536, &a, &al));
+	SL_GUARD(put_ak(ev, ak_public, a, al, ak_format));
 	SL_GUARD(sl_file_read(pcrs, SEL_SIZE + 4 + MAX_LISTS * LIST_SIZE, &p, &pl));
 	rc = parse_pcr_file(p, pl, v);
 	if (rc != SL_OK) {

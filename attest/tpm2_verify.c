@@ -16,8 +16,8 @@
 #include "tpm2_int.h"
 
 typedef struct blobs {
-	uint8_t *attest, *sig, *akpub, *akcert, *ekcert, *log;
-	size_t attest_len, sig_len, akpub_len, akcert_len, ekcert_len, log_len;
+	uint8_t *attest, *sig, *akpub, *akspki, *akcert, *ekcert, *log;
+	size_t attest_len, sig_len, akpub_len, akspki_len, akcert_len, ekcert_len, log_len;
 } blobs;
 
 static void blobs_free(blobs *b)
@@ -25,6 +25,7 @@ static void blobs_free(blobs *b)
 	free(b->attest);
 	free(b->sig);
 	free(b->akpub);
+	free(b->akspki);
 	free(b->akcert);
 	free(b->ekcert);
 	free(b->log);
@@ -56,7 +57,12 @@ static SL_RESULT read_blobs(const json_t *ev, blobs *b)
 
 	SL_GUARD(b64_field(ev, "tpms_attest", true, SL_TPM2_BLOB_MAX, &b->attest, &b->attest_len));
 	SL_GUARD(b64_field(ev, "signature", true, SL_TPM2_BLOB_MAX, &b->sig, &b->sig_len));
-	SL_GUARD(b64_field(ev, "ak_public", true, SL_TPM2_BLOB_MAX, &b->akpub, &b->akpub_len));
+	/* ak_spki: an AK known only as a public key (tpm2_readpublic -f pem) */
+	SL_GUARD(b64_field(ev, "ak_spki", false, SL_TPM2_BLOB_MAX, &b->akspki, &b->akspki_len));
+	SL_GUARD(b64_field(ev, "ak_public", b->akspki == NULL, SL_TPM2_BLOB_MAX, &b->akpub,
+	                   &b->akpub_len));
+	SL_ENSURE(b->akpub == NULL || b->akspki == NULL, SL_E_ATTEST_FORMAT,
+	          "evidence: both ak_public and ak_spki given (one AK)");
 	SL_GUARD(b64_field(ev, "ak_cert", false, SL_TPM2_CERT_MAX, &b->akcert, &b->akcert_len));
 	SL_GUARD(b64_field(ev, "ek_cert", false, SL_TPM2_CERT_MAX, &b->ekcert, &b->ekcert_len));
 	SL_GUARD(b64_field(ev, "event_log", false, SL_TPM2_EVENTLOG_MAX, &b->log, &b->log_len));
@@ -234,12 +240,16 @@ static SL_RESULT check_trust(const sl_verify_opts *o, const blobs *b, EVP_PKEY *
 			*how = "certificate";
 			goto done;
 		}
-		if (o->ak_enrolled == NULL || !o->ak_enrolled(name, name_len, o->ak_enrolled_ctx))
+		if (name_len == 0 || o->ak_enrolled == NULL ||
+		    !o->ak_enrolled(name, name_len, o->ak_enrolled_ctx))
 			goto out;
 		sl_err_clear();
 		*how = "enrolled";
 		goto done;
 	}
+	SL_ENSURE(name_len > 0, SL_E_ATTEST_UNTRUSTED,
+	          "AK not trusted: an AK given only as a public key (ak_spki) has no TPM name "
+	          "to enroll; give --ak-pin PEM or --trust DIR with an AK certificate");
 	SL_ENSURE(o->ak_enrolled != NULL, SL_E_ATTEST_UNTRUSTED,
 	          "AK not trusted: give --ak-pin PEM or --trust DIR (or enroll the AK)");
 	SL_ENSURE(o->ak_enrolled(name, name_len, o->ak_enrolled_ctx), SL_E_ATTEST_UNTRUSTED,
@@ -310,6 +320,39 @@ static SL_RESULT scheme_matches(const TPMT_PUBLIC *p, const TPMT_SIGNATURE *s)
 	return SL_OK;
 }
 
+/* An AK given as a SubjectPublicKeyInfo: the key alone, sized as an AK must
+ * be. Its TPM attributes (restricted signing) cannot be seen. */
+static SL_RESULT spki_key(const blobs *b, EVP_PKEY **out)
+{
+	sl_err rc = SL_E_ATTEST_FORMAT;
+	const unsigned char *q = b->akspki;
+	char curve[32] = "";
+	size_t n = 0;
+
+	*out = d2i_PUBKEY(NULL, &q, (long)b->akspki_len);
+	ERR_clear_error();
+	SL_ENSURE(*out != NULL && (size_t)(q - b->akspki) == b->akspki_len, SL_E_ATTEST_FORMAT,
+	          "evidence.ak_spki: not a DER SubjectPublicKeyInfo");
+	if (EVP_PKEY_is_a(*out, "RSA")) {
+		SL_ENSURE(EVP_PKEY_get_bits(*out) >= 2048, SL_E_ATTEST_UNTRUSTED,
+		          "AK: RSA key of %d bits", EVP_PKEY_get_bits(*out));
+	} else {
+		SL_ENSURE(EVP_PKEY_is_a(*out, "EC") &&
+		              EVP_PKEY_get_utf8_string_param(*out, "group", curve, sizeof(curve),
+		                                             &n) == 1 &&
+		              (strcmp(curve, "prime256v1") == 0 ||
+		               strcmp(curve, "secp384r1") == 0 || strcmp(curve, "secp521r1") == 0),
+		          SL_E_ATTEST_UNTRUSTED, "AK: not an RSA or NIST P-256/384/521 key");
+	}
+	rc = SL_OK;
+out:
+	if (rc != SL_OK) {
+		EVP_PKEY_free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
 sl_err sl_tpm2_verify_evidence(const json_t *ev, const sl_verify_opts *o, sl_claims *claims)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
@@ -333,9 +376,17 @@ sl_err sl_tpm2_verify_evidence(const json_t *ev, const sl_verify_opts *o, sl_cla
 	SL_GUARD(check_header(b.attest, b.attest_len));
 	SL_GUARD(sl_tpm2_mu_attest(b.attest, b.attest_len, &a));
 	SL_GUARD(sl_tpm2_mu_signature(b.sig, b.sig_len, &sig));
-	SL_GUARD(sl_tpm2_mu_public(b.akpub, b.akpub_len, &ak, "evidence.ak_public"));
-	SL_GUARD(sl_tpm2_tpmt_name(&ak.publicArea, name, &name_len));
-	if ((s = sl_json_getstr(ev, "ak_name")) != NULL) {
+	SL_ENSURE(sig_hash(&sig) != TPM2_ALG_SHA1, SL_E_ATTEST_SIG,
+	          "SHA-1 quotes are refused: the quote is signed with SHA-1 (collisions are "
+	          "practical; SHA-256/384/512 only); quote with an AK whose scheme uses "
+	          "SHA-256, e.g. tpm2_createak -g sha256, tpm2_quote -g sha256");
+	if (b.akspki != NULL) {
+		SL_GUARD(spki_key(&b, &key));
+	} else {
+		SL_GUARD(sl_tpm2_mu_public(b.akpub, b.akpub_len, &ak, "evidence.ak_public"));
+		SL_GUARD(sl_tpm2_tpmt_name(&ak.publicArea, name, &name_len));
+	}
+	if (b.akspki == NULL && (s = sl_json_getstr(ev, "ak_name")) != NULL) {
 		SL_ENSURE(strlen(s) == 2 * name_len &&
 		              sl_hex_decode(s, want, name_len, "evidence.ak_name") == SL_OK &&
 		              memcmp(want, name, name_len) == 0,
@@ -343,7 +394,8 @@ sl_err sl_tpm2_verify_evidence(const json_t *ev, const sl_verify_opts *o, sl_cla
 		          "evidence.ak_name: does not match the AK name recomputed from "
 		          "ak_public");
 	}
-	SL_GUARD(sl_tpm2_ak_check_tpmt(&ak.publicArea));
+	if (b.akspki == NULL)
+		SL_GUARD(sl_tpm2_ak_check_tpmt(&ak.publicArea));
 
 	if (o->no_binding) {
 		SL_GUARD(sl_claims_set(claims, "binding", "unchecked"));
@@ -367,8 +419,10 @@ sl_err sl_tpm2_verify_evidence(const json_t *ev, const sl_verify_opts *o, sl_cla
 	SL_ENSURE(pcrs != NULL, SL_E_NOMEM, "pcrs");
 	SL_GUARD(check_pcrs(ev, &a.attested.quote, sig_hash(&sig), pcrs, claims));
 
-	SL_GUARD(sl_tpm2_public_pkey(&ak.publicArea, &key));
-	SL_GUARD(scheme_matches(&ak.publicArea, &sig));
+	if (b.akspki == NULL) {
+		SL_GUARD(sl_tpm2_public_pkey(&ak.publicArea, &key));
+		SL_GUARD(scheme_matches(&ak.publicArea, &sig));
+	}
 	SL_GUARD(sl_tpm2_sig_verify(key, &sig, b.attest, b.attest_len));
 	SL_GUARD(check_trust(o, &b, key, name, name_len, &how));
 
@@ -379,11 +433,19 @@ sl_err sl_tpm2_verify_evidence(const json_t *ev, const sl_verify_opts *o, sl_cla
 		SL_GUARD(sl_claims_set(claims, "tpm.secure_boot", "unknown"));
 	}
 	SL_GUARD(sl_claims_set(claims, "tee.kind", "tpm2"));
-	sl_hex_encode(name, name_len, hex);
-	SL_GUARD(sl_claims_set(claims, "tpm.ak.name", hex));
+	if (b.akspki == NULL) {
+		sl_hex_encode(name, name_len, hex);
+		SL_GUARD(sl_claims_set(claims, "tpm.ak.name", hex));
+	} else {
+		/* no TPM public area: restricted signing is the trust anchor's word */
+		SL_GUARD(sl_claims_set(claims, "tpm.ak.attributes", "unverified"));
+	}
 	SL_GUARD(sl_claims_set(claims, "tpm.ak.trust", how));
-	SL_GUARD(sl_claims_setf(claims, "tpm.ak.alg", "%s",
-	                        ak.publicArea.type == TPM2_ALG_RSA ? "rsa" : "ecc"));
+	SL_GUARD(sl_claims_setf(
+	    claims, "tpm.ak.alg", "%s",
+	    (b.akspki != NULL ? EVP_PKEY_is_a(key, "RSA") : ak.publicArea.type == TPM2_ALG_RSA)
+	        ? "rsa"
+	        : "ecc"));
 	SL_GUARD(sl_claims_set(claims, "tpm.quote.hash", sl_tpm2_hash_name(sig_hash(&sig))));
 	SL_GUARD(ek_cert_claim(o, &b, claims));
 	SL_GUARD(attest_claims(&a, claims));

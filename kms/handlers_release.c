@@ -231,7 +231,7 @@ static bool is_measurement(const char *k)
 		if (strcmp(k, exact[i]) == 0)
 			return true;
 	return strncmp(k, "tpm.pcr.", 8) == 0 || strncmp(k, "tdx.rtmr", 8) == 0 ||
-	       strncmp(k, "gpu.measurement", 15) == 0;
+	       strncmp(k, "gpu.measurement", 15) == 0 || strncmp(k, "nitro.pcr", 9) == 0;
 }
 
 /* Who asked, and what they proved (docs/audit.md, "Release records"): the

@@ -1,6 +1,6 @@
-/* seclaunch evidence import: wrap an SEV-SNP report or TDX quote collected
- * elsewhere (a cloud API, another tool) into evidence JSON that `seclaunch
- * verify` and seclaunchd accept. */
+/* seclaunch evidence import: wrap an SEV-SNP report, TDX quote or AWS Nitro
+ * Enclaves attestation document collected elsewhere (a cloud API, another tool) into evidence JSON
+ * that `seclaunch verify` and seclaunchd accept. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +9,7 @@
 #include "seclaunch/attest.h"
 #include "seclaunch/util.h"
 
-#define MAX_REPORT (64 * 1024)
+#define MAX_REPORT (256 * 1024) /* a 64 KiB quote as line-wrapped hex */
 #define MAX_CERT_FILE (1024 * 1024)
 #define MAX_CERT_FILES 8
 #define MAX_CCEL (4 * 1024 * 1024)
@@ -18,16 +18,20 @@ static void help(FILE *f)
 {
 	fprintf(
 	    f,
-	    "Usage: seclaunch evidence import --kind sev-snp|tdx|azure-cvm --report FILE\n"
+	    "Usage: seclaunch evidence import --kind sev-snp|tdx|aws-nitro|azure-cvm --report "
+	    "FILE\n"
 	    "                                 [--certs FILE]... [--ccel FILE] -o EVIDENCE.json\n\n"
 	    "Wraps a raw report collected elsewhere into evidence JSON for `seclaunch\n"
-	    "verify` (docs/evidence-sev-snp.md, docs/evidence-tdx.md). The report is\n"
-	    "parsed, not verified.\n\n"
-	    "  --kind KIND      sev-snp (an ATTESTATION_REPORT, 1184 bytes, or its hex)\n"
-	    "                   or tdx (a DCAP quote v4/v5), or azure-cvm (the JSON the\n"
-	    "                   CoCo attestation agent's az-snp-vtpm / az-tdx-vtpm\n"
-	    "                   attesters write: HCL report, VCEK or TD quote, vTPM quote)\n"
-	    "  --report FILE    the raw report or quote (\"-\": stdin)\n"
+	    "verify` (docs/evidence-sev-snp.md, docs/evidence-tdx.md,\n"
+	    "docs/evidence-aws-nitro.md). The report is parsed, not verified.\n\n"
+	    "  --kind KIND      sev-snp (an ATTESTATION_REPORT, 1184 bytes), tdx (a DCAP\n"
+	    "                   quote v4/v5), aws-nitro (a Nitro Enclaves attestation\n"
+	    "                   document, COSE_Sign1), or azure-cvm (the JSON the CoCo\n"
+	    "                   attestation agent's az-snp-vtpm / az-tdx-vtpm attesters\n"
+	    "                   write: HCL report, VCEK or TD quote, vTPM quote)\n"
+	    "  --report FILE    the report, quote or document (\"-\": stdin); for sev-snp,\n"
+	    "                   tdx and aws-nitro binary, hex or base64 (whitespace and\n"
+	    "                   line breaks allowed), detected and named on stderr\n"
 	    "  --certs FILE     sev-snp, azure-cvm; repeatable (at most %d): PEM bundles or DER\n"
 	    "                   certificates (VCEK/VLEK, ASK/ASVK, ARK), filed by subject\n"
 	    "  --ccel FILE      tdx only: the CCEL event log (ACPI CCEL table data, e.g.\n"
@@ -35,7 +39,8 @@ static void help(FILE *f)
 	    "                   to the quote's RTMRs\n"
 	    "  -o, --output F   where to write the evidence (\"-\": stdout)\n"
 	    "  --force          replace an existing output file\n"
-	    "  --json           print {\"kind\", \"output\"} on stdout (not with -o -)\n"
+	    "  --json           print {\"kind\", \"output\", \"format\"} on stdout (not with\n"
+	    "                   -o -)\n"
 	    "  -q, --quiet      print nothing on success\n"
 	    "  -h, --help       this text\n\n"
 	    "Exit codes (docs/exit-codes.md): 0 ok, 1 usage, 2 unreadable input or output\n"
@@ -98,12 +103,16 @@ static int import_check(const struct import_ctx *c)
 	if (c->kind == NULL || c->report == NULL || c->sh.out == NULL)
 		return sl_cli_usage("evidence import", "--kind, --report and -o are required");
 	if (strcmp(c->kind, "sev-snp") != 0 && strcmp(c->kind, "tdx") != 0 &&
-	    strcmp(c->kind, "azure-cvm") != 0)
-		return sl_cli_usage("evidence import", "--kind %s: want sev-snp, tdx or azure-cvm",
+	    strcmp(c->kind, "azure-cvm") != 0 && strcmp(c->kind, "aws-nitro") != 0)
+		return sl_cli_usage("evidence import",
+		                    "--kind %s: want sev-snp, tdx, aws-nitro or azure-cvm",
 		                    c->kind);
 	if (strcmp(c->kind, "tdx") == 0 && c->ncerts > 0)
 		return sl_cli_usage("evidence import",
 		                    "--certs: a TDX quote carries its own PCK chain");
+	if (strcmp(c->kind, "aws-nitro") == 0 && c->ncerts > 0)
+		return sl_cli_usage("evidence import", "--certs: a Nitro attestation document "
+		                                       "carries its own chain (cabundle)");
 	if (c->ccel != NULL && strcmp(c->kind, "tdx") != 0)
 		return sl_cli_usage("evidence import", "--ccel: only with --kind tdx");
 	if (sl_cli_json && strcmp(c->sh.out, "-") == 0)
@@ -112,7 +121,7 @@ static int import_check(const struct import_ctx *c)
 }
 
 /* Reads the report, certificates and event log; builds the evidence. */
-static SL_RESULT import_build(const struct import_ctx *c, json_t **ev)
+static SL_RESULT import_build(const struct import_ctx *c, json_t **ev, const char **format)
 {
 	sl_err rc = SL_E_IO;
 	sl_blob certs[MAX_CERT_FILES];
@@ -127,7 +136,7 @@ static SL_RESULT import_build(const struct import_ctx *c, json_t **ev)
 		certs[i].p = b;
 		certs[i].name = c->cert_paths[i];
 	}
-	SL_GUARD(sl_evidence_import(c->kind, rep, rlen, certs, c->ncerts, ev));
+	SL_GUARD(sl_evidence_import(c->kind, rep, rlen, certs, c->ncerts, ev, format));
 	if (c->ccel != NULL) {
 		SL_GUARD(sl_file_read(c->ccel, MAX_CCEL, &log, &loglen));
 		SL_GUARD(sl_evidence_add_ccel(*ev, log, loglen));
@@ -145,10 +154,11 @@ static int import_run(const struct import_ctx *c)
 {
 	json_t *ev = NULL;
 	char *text = NULL;
+	const char *format = NULL;
 	sl_err rc = sl_cli_check_new(c->sh.out, c->sh.force);
 
 	if (rc == SL_OK)
-		rc = import_build(c, &ev);
+		rc = import_build(c, &ev, &format);
 	if (rc == SL_OK) {
 		text = json_dumps(ev, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		if (text == NULL)
@@ -164,7 +174,12 @@ static int import_run(const struct import_ctx *c)
 		text[n] = '\0';
 	}
 	if (rc == SL_OK && sl_cli_json)
-		sl_cli_print_json(json_pack("{s:s, s:s}", "kind", c->kind, "output", c->sh.out));
+		sl_cli_print_json(json_pack("{s:s, s:s, s:s}", "kind", c->kind, "output", c->sh.out,
+		                            "format", format != NULL ? format : "json"));
+	else if (rc == SL_OK && !sl_cli_quiet)
+		fprintf(stderr,
+		        "seclaunch evidence import: %s read as %s; %s evidence written to %s\n",
+		        c->report, format != NULL ? format : "json", c->kind, c->sh.out);
 	free(text);
 	json_decref(ev);
 	return rc == SL_OK ? 0 : sl_cli_fail("evidence import", rc);

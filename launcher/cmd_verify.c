@@ -24,7 +24,9 @@ static void help(FILE *f)
 	       "  --nonce HEX                the evidence must be bound to HEX: a TPM quote's\n"
 	       "                             qualifyingData equals it, SEV-SNP/TDX REPORT_DATA\n"
 	       "                             is it zero-padded to 64 bytes, an NVIDIA GPU\n"
-	       "                             report's SPDM nonce is it zero-padded to 32 bytes\n"
+	       "                             report's SPDM nonce is it zero-padded to 32 bytes,\n"
+	       "                             an AWS Nitro document's nonce equals it (1..512\n"
+	       "                             bytes; the others take at most 64)\n"
 	       "  --expect-report-data HEX   the same (the name SEV-SNP/TDX users know)\n"
 	       "  --no-binding               check signatures and chains only (claims say\n"
 	       "                             binding=unchecked)\n"
@@ -38,8 +40,12 @@ static void help(FILE *f)
 	       "  --at RFC3339               verify certificates at this time (default now)\n"
 	       "  --from-tpm2-tools          the three arguments are tpm2_quote's -m, -s and -o\n"
 	       "                             (serialized PCR format) files\n"
-	       "  --ak-public FILE           with --from-tpm2-tools: the AK's TPM2B_PUBLIC\n"
-	       "                             (tpm2_createak -u, tpm2_readpublic -o)\n"
+	       "  --ak-public FILE           with --from-tpm2-tools: the AK's public key as\n"
+	       "                             TPM2B_PUBLIC (tpm2_createak -u, tpm2_readpublic\n"
+	       "                             -o), TPMT_PUBLIC, or PEM / DER SubjectPublicKeyInfo\n"
+	       "                             (tpm2_readpublic -f pem|der); the form read is\n"
+	       "                             the claim tpm.ak.file_format. A bare key carries\n"
+	       "                             no TPM attributes: trust it with --ak-pin\n"
 	       "  --json                     print the claims as one JSON object (a failure:\n"
 	       "                             {\"error\": {...}})\n"
 	       "  -q, --quiet                print nothing on success\n"
@@ -57,10 +63,11 @@ typedef struct args {
 	int nfiles;
 	sl_verify_opts o;
 	uint8_t *expect;
+	const char *ak_format; /* --ak-public: the form read */
 	struct sl_cli_shared sh;
 } args;
 
-static SL_RESULT load(const args *a, json_t **ev)
+static SL_RESULT load(args *a, json_t **ev)
 {
 	char **argv = a->files;
 	uint8_t *text = NULL;
@@ -69,7 +76,8 @@ static SL_RESULT load(const args *a, json_t **ev)
 	sl_err rc;
 
 	if (a->tools)
-		return sl_tpm2_tools_import(argv[0], argv[1], argv[2], a->ak_public, ev);
+		return sl_tpm2_tools_import(argv[0], argv[1], argv[2], a->ak_public, ev,
+		                            &a->ak_format);
 	rc = sl_file_read(argv[0], EVIDENCE_MAX, &text, &len);
 	if (rc != SL_OK)
 		return rc;
@@ -226,14 +234,15 @@ static int check(void *ctx)
 		    "verify", "give exactly one of --nonce, --expect-report-data, --no-binding");
 	if (a->tools && a->ak_public == NULL)
 		return sl_cli_usage("verify",
-		                    "--from-tpm2-tools needs --ak-public AK.pub (the AK's "
-		                    "TPM2B_PUBLIC: tpm2_createak -u or tpm2_readpublic -o)");
+		                    "--from-tpm2-tools needs --ak-public AK (TPM2B_PUBLIC, "
+		                    "TPMT_PUBLIC, PEM or DER public key)");
 	if (a->nonce != NULL || a->report_data != NULL) {
 		const char *name = a->nonce != NULL ? "--nonce" : "--expect-report-data";
-		rc = sl_hex_decode_alloc(a->nonce != NULL ? a->nonce : a->report_data, 64,
+		/* up to 512: a Nitro nonce may be that long; each kind bounds its own */
+		rc = sl_hex_decode_alloc(a->nonce != NULL ? a->nonce : a->report_data, 512,
 		                         &a->expect, &expect_len, name);
 		if (rc != SL_OK || expect_len == 0)
-			return sl_cli_usage("verify", "%s: want 1..64 bytes of hex", name);
+			return sl_cli_usage("verify", "%s: want 1..512 bytes of hex", name);
 		a->o.expect = a->expect;
 		a->o.expect_len = expect_len;
 	}
@@ -255,6 +264,8 @@ static int run(void *ctx)
 		claims = NULL;
 		rc = verify_all(ev, &a->o, &claims);
 	}
+	if (rc == SL_OK && a->ak_format != NULL)
+		rc = sl_claims_set(claims, "tpm.ak.file_format", a->ak_format);
 	if (rc == SL_OK)
 		rc = print_claims(claims);
 	sl_claims_free(claims);

@@ -149,12 +149,13 @@ sl_err sl_policy_warn_gaps(const json_t *root, struct vctx *c)
 		const json_t *m = json_object_get(d, "measurements");
 		const char *id = sl_json_getstr(d, "id");
 		static const char *const hw[][2] = {{"sev-snp", "SEV-SNP launch measurement"},
-		                                    {"tdx", "TDX MRTD/RTMR"}};
+		                                    {"tdx", "TDX MRTD/RTMR"},
+		                                    {"aws-nitro", "Nitro PCR0 (enclave image)"}};
 		bool any_hw = false;
-		for (size_t k = 0; k < 2; k++) {
+		for (size_t k = 0; k < 3; k++) {
 			if (!has_kind(kinds, hw[k][0]))
 				continue;
-			any_hw = true;
+			any_hw = any_hw || k < 2; /* a Nitro enclave has no TCB to pin */
 			if (json_object_get(m, hw[k][0]) != NULL)
 				continue;
 			snprintf(p, sizeof(p), "$.datasets[%zu].measurements", i);
@@ -175,9 +176,9 @@ sl_err sl_policy_warn_gaps(const json_t *root, struct vctx *c)
 			else
 				sl_policy_warn(
 				    c, p,
-				    "rule '%s' sets no minimum TCB (it allows only tpm2, "
-				    "which has none: nothing about the platform's firmware "
-				    "is checked)",
+				    "rule '%s' sets no minimum TCB (it allows only tpm2 or "
+				    "aws-nitro, which have none: nothing about the platform's "
+				    "firmware is checked)",
 				    id);
 		}
 		const char *cls = sl_json_getstr(d, "classification");

@@ -126,9 +126,10 @@ static bool kind_present(const sl_claims *c, const char *kind)
 {
 	if (claim_is(c, "tee.kind", kind))
 		return true;
-	const char *prefix = strcmp(kind, "tpm2") == 0      ? "tpm.pcr."
-	                     : strcmp(kind, "sev-snp") == 0 ? "snp."
-	                                                    : "tdx.";
+	const char *prefix = strcmp(kind, "tpm2") == 0        ? "tpm.pcr."
+	                     : strcmp(kind, "sev-snp") == 0   ? "snp."
+	                     : strcmp(kind, "aws-nitro") == 0 ? "nitro."
+	                                                      : "tdx.";
 	size_t n = strlen(prefix);
 	for (size_t i = 0; i < sl_claims_count(c); i++)
 		if (strncmp(sl_claims_key(c, i), prefix, n) == 0)
@@ -184,7 +185,10 @@ static void check_measurements(const sl_claims *c, const json_t *m, const char *
 				snprintf(path, sizeof(path), "%s.measurements.%s.%s", rpath, kind,
 				         f);
 				snprintf(ckey, sizeof(ckey), "%s.%s",
-				         strcmp(kind, "sev-snp") == 0 ? "snp" : "tdx", f);
+				         strcmp(kind, "sev-snp") == 0     ? "snp"
+				         : strcmp(kind, "aws-nitro") == 0 ? "nitro"
+				                                          : "tdx",
+				         f);
 				check_value(c, ckey, fv, path, d);
 			}
 		}
@@ -246,9 +250,11 @@ static void check_debug(const sl_claims *c, const json_t *rule, const char *rpat
 	}
 	static const struct {
 		const char *kind, *claim;
-	} dbg[] = {{"sev-snp", "snp.policy.debug"}, {"tdx", "tdx.attributes.debug"}};
+	} dbg[] = {{"sev-snp", "snp.policy.debug"},
+	           {"tdx", "tdx.attributes.debug"},
+	           {"aws-nitro", "nitro.debug"}};
 	bool bad = false;
-	for (size_t i = 0; i < 2; i++) {
+	for (size_t i = 0; i < sizeof(dbg) / sizeof(dbg[0]); i++) {
 		const char *v = claim(c, dbg[i].claim);
 		if (v != NULL && strcmp(v, "false") != 0) {
 			DENY(d, path, "the TEE allows debugging (%s=%s) and the rule forbids it",

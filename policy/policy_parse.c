@@ -11,7 +11,7 @@
 
 #define KEY_TTL_MAX (366LL * 24 * 3600)
 
-static const char *const TEE_KINDS[] = {"tpm2", "sev-snp", "tdx", NULL};
+static const char *const TEE_KINDS[] = {"tpm2", "sev-snp", "tdx", "aws-nitro", NULL};
 
 bool sl_policy_in_list(const char *const *list, const char *s)
 {
@@ -271,8 +271,8 @@ static SL_RESULT check_tee_kinds(const json_t *v, const char *p)
 	sl_err rc = SL_E_INPUT;
 	size_t i;
 	json_t *e;
-	SL_GUARD(
-	    sl_policy_want_type(v, JSON_ARRAY, p, "an array of TEE kinds (tpm2, sev-snp, tdx)"));
+	SL_GUARD(sl_policy_want_type(v, JSON_ARRAY, p,
+	                             "an array of TEE kinds (tpm2, sev-snp, tdx, aws-nitro)"));
 	SL_ENSURE(json_array_size(v) > 0, SL_E_INPUT, "%s: an empty allow-list allows nothing", p);
 	json_array_foreach (v, i, e) {
 		char q[PATH_MAX_LEN];
@@ -280,7 +280,7 @@ static SL_RESULT check_tee_kinds(const json_t *v, const char *p)
 		const char *k = json_is_string(e) ? json_string_value(e) : NULL;
 		const char *near = k != NULL ? sl_policy_nearest(k, TEE_KINDS, SIZE_MAX) : NULL;
 		SL_ENSURE(k != NULL && sl_policy_in_list(TEE_KINDS, k), SL_E_INPUT,
-		          "%s: not a TEE kind (tpm2, sev-snp, tdx)%s%s%s", q,
+		          "%s: not a TEE kind (tpm2, sev-snp, tdx, aws-nitro)%s%s%s", q,
 		          near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
 	}
 	rc = SL_OK;

@@ -72,11 +72,21 @@ static size_t bank_bytes(const char *bank)
 	return 0;
 }
 
+/* "pcr0".."pcr31", no leading zeros. */
+static bool nitro_pcr_name(const char *f)
+{
+	if (strncmp(f, "pcr", 3) != 0 || !isdigit((unsigned char)f[3]))
+		return false;
+	char *end = NULL;
+	long n = strtol(f + 3, &end, 10);
+	return *end == '\0' && n <= 31 && (f[3] != '0' || f[4] == '\0') && strlen(f) <= 5;
+}
+
 sl_err sl_policy_check_measurements(json_t *m, const char *path)
 {
 	sl_err rc = SL_E_INPUT;
 	char p[PATH_MAX_LEN], q[PATH_MAX_LEN];
-	static const char *const kinds[] = {"tpm2", "sev-snp", "tdx", NULL};
+	static const char *const kinds[] = {"tpm2", "sev-snp", "tdx", "aws-nitro", NULL};
 	static const char *const snp_f[] = {"measurement", NULL};
 	static const char *const tdx_f[] = {"mrtd", "rtmr0", "rtmr1", "rtmr2", "rtmr3", NULL};
 	const char *k;
@@ -112,6 +122,13 @@ sl_err sl_policy_check_measurements(json_t *m, const char *path)
 					          SL_E_INPUT, "%s: PCR index must be 0..23", r);
 					SL_GUARD(check_hexlist(fv, idx, nb, r));
 				}
+			}
+		} else if (strcmp(k, "aws-nitro") == 0) {
+			json_object_foreach (v, f, fv) {
+				snprintf(q, sizeof(q), "%s.%s", p, f);
+				SL_ENSURE(nitro_pcr_name(f), SL_E_INPUT,
+				          "%s: want a Nitro PCR pcr0..pcr31 (SHA-384)", q);
+				SL_GUARD(check_hexlist(v, f, 48, q));
 			}
 		} else {
 			const char *const *fields = strcmp(k, "tdx") == 0 ? tdx_f : snp_f;

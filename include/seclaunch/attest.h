@@ -68,12 +68,17 @@ typedef struct sl_blob {
 	const char *name; /* for messages */
 } sl_blob;
 
-/* kind "sev-snp": report = the 1184-byte ATTESTATION_REPORT (or its hex),
- * certs = PEM bundles or DER certificates, filed under vcek/vlek/ask/asvk/ark
- * by their subject CN; kind "tdx": report = the quote, no certs (the quote
- * carries its PCK chain). The report is parsed (not verified) first. */
+/* kind "sev-snp": report = the 1184-byte ATTESTATION_REPORT, certs = PEM
+ * bundles or DER certificates, filed under vcek/vlek/ask/asvk/ark by their
+ * subject CN; kind "tdx": report = the quote, no certs (the quote carries its
+ * PCK chain); kind "aws-nitro": report = the Nitro Enclaves attestation
+ * document (COSE_Sign1), no certs (it carries its cabundle); kind
+ * "azure-cvm": the attester's JSON. sev-snp, tdx and aws-nitro reports may be
+ * binary, hex or base64 text; *format (when not NULL) says which was read
+ * (NULL for azure-cvm). The report is parsed (not verified) first. */
 SL_MUST_USE sl_err sl_evidence_import(const char *kind, const uint8_t *report, size_t len,
-                                      const sl_blob *certs, size_t ncerts, json_t **out);
+                                      const sl_blob *certs, size_t ncerts, json_t **out,
+                                      const char **format);
 /* Adds a TDX CCEL event log (the ACPI CCEL table's log area) to tdx evidence. */
 SL_MUST_USE sl_err sl_evidence_add_ccel(json_t *ev, const uint8_t *log, size_t len);
 

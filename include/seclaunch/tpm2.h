@@ -147,9 +147,11 @@ SL_MUST_USE sl_err sl_tpm2_ek_cert_verify(const uint8_t *cert, size_t cert_len, 
  * and PREFIX.ak.pub (TPM2B_PUBLIC). */
 SL_MUST_USE sl_err sl_tpm2_tools_export(const json_t *ev, const char *prefix);
 /* Builds a "tpm2" evidence object from tpm2_quote's -m/-s/-o files (-o in
- * the default serialized format) and the AK's TPM2B_PUBLIC (tpm2_createak -u
- * or tpm2_readpublic -o). */
+ * the default serialized format) and the AK's public key: a TPM2B_PUBLIC
+ * (tpm2_createak -u, tpm2_readpublic -o), a TPMT_PUBLIC, or a PEM or DER
+ * SubjectPublicKeyInfo (tpm2_readpublic -f pem|der). *ak_format names the
+ * form read: "tpm2b_public", "tpmt_public", "pem" or "der". */
 SL_MUST_USE sl_err sl_tpm2_tools_import(const char *msg, const char *sig, const char *pcrs,
-                                        const char *ak_public, json_t **ev);
+                                        const char *ak_public, json_t **ev, const char **ak_format);
 
 #endif

@@ -23,7 +23,7 @@ want = [
     "error: bad.json: $.datasets[0].id: dataset id pattern: ' ' at byte 5 is not allowed",
     "error: bad.json: $.datasets[0].allowed_regions[0]: unknown region group 'eux' (did you mean 'eu'?)",
     "error: bad.json: $.datasets[0].allowed_regions[1]: pattern 'aws:eu-west-9' matches no known region (did you mean 'aws:eu-west-1'?)",
-    "error: bad.json: $.datasets[0].tee_kinds[0]: not a TEE kind (tpm2, sev-snp, tdx) (did you mean 'sev-snp'?)",
+    "error: bad.json: $.datasets[0].tee_kinds[0]: not a TEE kind (tpm2, sev-snp, tdx, aws-nitro) (did you mean 'sev-snp'?)",
     "error: bad.json: $.datasets[0].key_ttl: must be a number of seconds",
     "error: bad.json: $.keys.k[1]: dataset id pattern: '.' at byte 0 is not allowed",
 ]

@@ -80,7 +80,7 @@ check_err "unknown version 6" 3 "version 6" "$SL" evidence import --kind sev-snp
 	--report "$T/v6.bin" -o "$T/v6.json"
 # usage
 check_err "import without --kind" 1 "required" "$SL" evidence import --report "$V/gsg_milan_report.bin" -o "$T/x.json"
-check_err "import --kind sgx" 1 "want sev-snp, tdx or azure-cvm" "$SL" evidence import --kind sgx \
+check_err "import --kind sgx" 1 "want sev-snp, tdx, aws-nitro or azure-cvm" "$SL" evidence import --kind sgx \
 	--report "$V/gsg_milan_report.bin" -o "$T/x.json"
 check_err "import refuses to overwrite" 2 "exists" "$SL" evidence import --kind sev-snp \
 	--report "$V/gsg_milan_report.bin" -o "$T/gsg_milan.json"

@@ -624,7 +624,7 @@ static const struct vcase VCASES[] = {
     {"{\"version\":1,\"datasets\":[{\"id\":\"a\",\"allowed_regions\":[\"eu\"],\"tee_kinds\":["
      "\"sev-snpp\"]}]}",
      SL_E_INPUT,
-     "$.datasets[0].tee_kinds[0]: not a TEE kind (tpm2, sev-snp, tdx) (did you mean "
+     "$.datasets[0].tee_kinds[0]: not a TEE kind (tpm2, sev-snp, tdx, aws-nitro) (did you mean "
      "'sev-snp'?)"},
     {DS(",\"min_tcb\":{\"sev-snp\":{\"microcod\":3}}"), SL_E_INPUT,
      "$.datasets[0].min_tcb.sev-snp: unknown field 'microcod' (did you mean 'microcode'?)"},
