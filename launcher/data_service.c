@@ -105,14 +105,14 @@ bind_it:
 	 * without following a link (a swapped name changes only the link).
 	 * The socket first: while the folder is still root's, its name cannot
 	 * be swapped. */
-	SL_ENSURE(!s->made_dir || chmod(s->path, 0600) == 0, SL_E_SYSTEM, "%s: chmod: %s",
-	          s->path, strerror(errno));
+	SL_ENSURE(!s->made_dir || chmod(s->path, 0600) == 0, SL_E_SYSTEM, "%s: chmod: %s", s->path,
+	          strerror(errno));
 	if (o->job_uid != getuid())
-		SL_ENSURE(fchownat(AT_FDCWD, s->path, o->job_uid, o->job_gid,
-		                   AT_SYMLINK_NOFOLLOW) == 0 &&
-		              (!s->made_dir || chown(s->dir, o->job_uid, o->job_gid) == 0),
-		          SL_E_SYSTEM, "%s: chown to uid %u: %s", s->path, (unsigned)o->job_uid,
-		          strerror(errno));
+		SL_ENSURE(
+		    fchownat(AT_FDCWD, s->path, o->job_uid, o->job_gid, AT_SYMLINK_NOFOLLOW) == 0 &&
+		        (!s->made_dir || chown(s->dir, o->job_uid, o->job_gid) == 0),
+		    SL_E_SYSTEM, "%s: chown to uid %u: %s", s->path, (unsigned)o->job_uid,
+		    strerror(errno));
 	SL_ENSURE(pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) == 0, SL_E_SYSTEM, "pipe: %s",
 	          strerror(errno));
 	*out = s;

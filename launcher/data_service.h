@@ -44,9 +44,11 @@ typedef struct sl_dsvc sl_dsvc;
 typedef void (*sl_dsvc_refused_fn)(void *ctx, pid_t pid, uid_t uid, const char *why);
 
 typedef struct sl_dsvc_opts {
-	uid_t job_uid;    /* the uid every peer must have */
-	gid_t job_gid;    /* owner group of the socket folder */
-	const char *dir;  /* parent of the private socket folder (NULL: $XDG_RUNTIME_DIR if the job runs as the caller, else /tmp) */
+	uid_t job_uid; /* the uid every peer must have */
+	gid_t job_gid; /* owner group of the socket folder */
+	/* parent of the private socket folder (NULL: $XDG_RUNTIME_DIR when the
+	 * job runs as the caller, else /tmp) */
+	const char *dir;
 	const char *path; /* the socket's exact path instead (serve --socket; must not exist) */
 	/* serve's admission (docs/job-interface.md): every request carries this
 	 * token (64 hex digits), compared in constant time, and the peer need not

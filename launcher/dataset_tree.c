@@ -118,7 +118,7 @@ struct collecting {
 
 /* One entry of a folder given as an input (sl_fsat_walk: byte order, so
  * the same tree always makes the same file table). */
-static sl_err collect_one(void *ctx, sl_fsat_ent *e)
+static SL_RESULT collect_one(void *ctx, sl_fsat_ent *e)
 {
 	struct collecting *c = ctx;
 	struct entries *l = c->l;

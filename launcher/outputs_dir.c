@@ -176,7 +176,7 @@ static void zero_file(const sl_fsat_ent *e)
 	close(fd);
 }
 
-static sl_err wipe_one(void *ctx, sl_fsat_ent *e)
+static SL_RESULT wipe_one(void *ctx, sl_fsat_ent *e)
 {
 	struct wipe *w = ctx;
 	w->seen++;
@@ -271,7 +271,7 @@ struct usage {
 	uint32_t files;
 };
 
-static sl_err count(void *ctx, sl_fsat_ent *e)
+static SL_RESULT count(void *ctx, sl_fsat_ent *e)
 {
 	struct usage *u = ctx;
 	if (e->kind == SL_FSAT_REG) {

@@ -68,7 +68,7 @@ struct owner {
 
 /* Each restored entry given to the job's user by its name in a folder
  * opened beneath the output folder: never through a link. */
-static sl_err chown_one(void *ctx, sl_fsat_ent *e)
+static SL_RESULT chown_one(void *ctx, sl_fsat_ent *e)
 {
 	const struct owner *w = ctx;
 	if (e->kind == SL_FSAT_DIR_POST || e->kind == SL_FSAT_MOUNT)
