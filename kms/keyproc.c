@@ -7,6 +7,8 @@
  *   op            request                          answer
  *   CREATE        key id                           -
  *   ROTATE        key id                           the new version
+ *   FORGET        key id                           - (its cached KEKs wiped: the
+ *                                                  key was deleted)
  *   WRAP          key id, dataset id, DEK          wrapped DEK (61 bytes)
  *   UNWRAP_SEAL   key id, dataset id, wrapped DEK, the DEK sealed to eph_pub
  *                 eph_pub                          (crypto_box_seal, 80 bytes)
@@ -39,7 +41,15 @@
 #include "kmsd.h"
 #include "store.h"
 
-enum kp_op { KP_CREATE = 1, KP_ROTATE, KP_WRAP, KP_UNWRAP_SEAL, KP_REWRAP, KP_NEW_SEALED };
+enum kp_op {
+	KP_CREATE = 1,
+	KP_ROTATE,
+	KP_WRAP,
+	KP_UNWRAP_SEAL,
+	KP_REWRAP,
+	KP_NEW_SEALED,
+	KP_FORGET
+};
 
 struct kp_req {
 	uint32_t op;
@@ -91,6 +101,9 @@ static void handle(kmsd_kek *k, struct kp_req *rq, struct kp_res *rs)
 		rc = kmsd_kek_rotate(k, rq->id, &v);
 		rs->version = v;
 		break;
+	case KP_FORGET:
+		rc = kmsd_kek_forget(k, rq->id);
+		break;
 	case KP_WRAP:
 		rc = kmsd_kek_wrap(k, rq->id, rq->ds, rq->dek, rs->out);
 		rs->out_len = rc == SL_OK ? SL_KMS_WRAPPED_DEK_LEN : 0;
@@ -129,9 +142,9 @@ static void *serve(void *p)
 			continue;
 		if (n != (ssize_t)sizeof(rq))
 			break; /* closed, or not one whole request: stop serving */
-		bool ok = rq.op >= KP_CREATE && rq.op <= KP_NEW_SEALED &&
+		bool ok = rq.op >= KP_CREATE && rq.op <= KP_FORGET &&
 		          valid_str(rq.id, sizeof(rq.id), kmsd_valid_key_id) &&
-		          (rq.op == KP_CREATE || rq.op == KP_ROTATE ||
+		          (rq.op == KP_CREATE || rq.op == KP_ROTATE || rq.op == KP_FORGET ||
 		           valid_str(rq.ds, sizeof(rq.ds), kmsd_valid_dataset_id));
 		if (!ok) {
 			fprintf(stderr,
@@ -312,6 +325,14 @@ sl_err kmsd_keyproc_rotate(kmsd_keyproc *kp, const char *id, unsigned *version)
 	sl_err rc = call(kp, &rq, &rs);
 	*version = rs.version;
 	return rc;
+}
+
+sl_err kmsd_keyproc_forget(kmsd_keyproc *kp, const char *id)
+{
+	struct kp_req rq = {.op = KP_FORGET};
+	struct kp_res rs;
+	ids(&rq, id, NULL);
+	return call(kp, &rq, &rs);
 }
 
 static SL_RESULT out_of(struct kp_res *rs, uint8_t *out, size_t want)

@@ -77,6 +77,8 @@ static SL_RESULT result_err(struct conn *c, PGresult *r, const char *what)
 	const char *msg = r ? PQresultErrorMessage(r) : PQerrorMessage(c->pg);
 	if (state != NULL && strcmp(state, "23505") == 0)
 		return sl_err_set(SL_E_EXISTS, "state store: %s: %s", what, msg);
+	if (state != NULL && strcmp(state, "23503") == 0)
+		return sl_err_set(SL_E_KMS_REFUSED, "the key was deleted meanwhile (%s)", msg);
 	if (PQstatus(c->pg) != CONNECTION_OK || state == NULL || strncmp(state, "08", 2) == 0 ||
 	    strncmp(state, "57", 2) == 0)
 		c->broken = true;
@@ -252,6 +254,7 @@ static SL_RESULT pg_schema_lock(void *p)
 
 const kmsd_store_driver kmsd_store_pg = {
     .name = "postgresql",
+    .lock_key_sql = "SELECT count(*) FROM (SELECT id FROM keys WHERE id = ? FOR UPDATE) l",
     .schema_sql =
         "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v BIGINT NOT NULL);"
         "CREATE TABLE IF NOT EXISTS aks (name BYTEA PRIMARY KEY, ek_sha256 BYTEA NOT NULL,"
