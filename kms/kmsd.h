@@ -173,6 +173,14 @@ SL_MUST_USE sl_err kmsd_keyproc_start(const kmsd_config *cfg, unsigned channels,
                                       kmsd_keyproc **out);
 void kmsd_keyproc_stop(kmsd_keyproc *kp);
 pid_t kmsd_keyproc_pid(const kmsd_keyproc *kp);
+/* Whether a key process serves now (false while it is restarted). */
+bool kmsd_keyproc_up(const kmsd_keyproc *kp);
+/* Calls fn from a thread of its own: state 0 the key process pid died
+ * (status: its wait status) and is restarted, 1 it was restarted as pid,
+ * -1 it ended and is not restarted (status 0: the service stops). */
+SL_MUST_USE sl_err kmsd_keyproc_watch(kmsd_keyproc *kp,
+                                      void (*fn)(void *arg, int state, int pid, int status),
+                                      void *arg);
 SL_MUST_USE sl_err kmsd_keyproc_create(kmsd_keyproc *kp, const char *id);
 SL_MUST_USE sl_err kmsd_keyproc_rotate(kmsd_keyproc *kp, const char *id, unsigned *version);
 SL_MUST_USE sl_err kmsd_keyproc_forget(kmsd_keyproc *kp, const char *id);
@@ -248,6 +256,10 @@ SL_MUST_USE sl_err kmsd_nonces_issue(kmsd_nonces *t, uint8_t nonce[static SL_NON
                                      time_t *expires);
 enum kmsd_nonce_result kmsd_nonces_consume(kmsd_nonces *t,
                                            const uint8_t nonce[static SL_NONCE_LEN]);
+/* A request that consumed the nonce ended with no decision (503): the
+ * nonce is unused again, so that the identical request retried is decided
+ * rather than refused as reused (docs/protocol.md: a 503 decided nothing). */
+void kmsd_nonces_give_back(kmsd_nonces *t, const uint8_t nonce[static SL_NONCE_LEN]);
 size_t kmsd_nonces_size(kmsd_nonces *t);
 
 /* ---- AK registry (registry.c) ----------------------------------------- */

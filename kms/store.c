@@ -679,6 +679,13 @@ sl_err kmsd_store_challenge_use(kmsd_store *s, const uint8_t nonce[static 32], i
 	return rc;
 }
 
+sl_err kmsd_store_challenge_unuse(kmsd_store *s, const uint8_t nonce[static 32])
+{
+	static const char sql[] = "UPDATE challenges SET used = 0 WHERE nonce = ? AND used = 1";
+	kmsd_sqlv a[] = {V_BLOB(nonce, 32)};
+	return exec1(s, sql, a, 1, NULL, NULL, NULL);
+}
+
 /* Deletes the expired rows (del, one time argument), then counts the rest. */
 static SL_RESULT purge_count(kmsd_store *s, const char *del, const char *cnt, int64_t t,
                              size_t *live)

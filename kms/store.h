@@ -148,6 +148,9 @@ SL_MUST_USE sl_err kmsd_store_challenge_put(kmsd_store *s, const uint8_t nonce[s
  * it was before. */
 SL_MUST_USE sl_err kmsd_store_challenge_use(kmsd_store *s, const uint8_t nonce[static 32],
                                             int64_t now, enum kmsd_challenge_result *res);
+/* Gives back a nonce this replica used for a request that ended with no
+ * decision (503): the identical request, retried, is then decided. */
+SL_MUST_USE sl_err kmsd_store_challenge_unuse(kmsd_store *s, const uint8_t nonce[static 32]);
 /* Deletes challenges that expired before `before`; *live: the rest. */
 SL_MUST_USE sl_err kmsd_store_challenge_purge(kmsd_store *s, int64_t before, size_t *live);
 

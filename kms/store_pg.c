@@ -7,6 +7,7 @@
  * replicas starting together is serialised by an advisory lock. */
 #include <arpa/inet.h>
 #include <libpq-fe.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,10 +62,25 @@ static SL_RESULT pg_connect(const char *spec, void **out)
 	return SL_OK;
 }
 
+/* An idle pooled connection that the server closed (a restart, an idle
+ * timeout, a terminated backend) still says CONNECTION_OK until it is
+ * used; the server's goodbye is already readable on its socket, though,
+ * and nothing else is expected there between statements. */
+static bool pg_alive(struct conn *c)
+{
+	struct pollfd pf = {.fd = PQsocket(c->pg), .events = POLLIN};
+	if (pf.fd < 0)
+		return false;
+	if (poll(&pf, 1, 0) == 0)
+		return true;
+	return PQconsumeInput(c->pg) == 1 && PQstatus(c->pg) == CONNECTION_OK &&
+	       (pf.revents & (POLLHUP | POLLERR)) == 0;
+}
+
 static bool pg_ready(void *p)
 {
 	struct conn *c = p;
-	if (!c->broken && PQstatus(c->pg) == CONNECTION_OK)
+	if (!c->broken && PQstatus(c->pg) == CONNECTION_OK && pg_alive(c))
 		return true;
 	PQreset(c->pg);
 	c->broken = PQstatus(c->pg) != CONNECTION_OK;
