@@ -42,12 +42,11 @@ void kmsd_handle_health(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 	bool store = ctx->store == NULL || kmsd_store_healthy(ctx->store);
 	bool keys = ctx->keyproc == NULL || kmsd_keyproc_up(ctx->keyproc);
 	res->status = store && keys ? 200 : 503;
-	res->json = json_pack("{s:s, s:s, s:s, s:s, s:b, s:s, s:s}", "status",
-	                      store && keys ? "ok" : "unavailable", "version", SL_VERSION,
-	                      "policy_digest", sl_policy_digest_hex(ctx->policy), "kek_backend",
-	                      ctx->cfg->backend == KMSD_KEK_LOCAL ? "local" : "pkcs11",
-	                      "development", ctx->cfg->dev, "store", store ? "ok" : "down",
-	                      "key_process", keys ? "ok" : "down");
+	res->json = json_pack(
+	    "{s:s, s:s, s:s, s:s, s:b, s:s, s:s}", "status", store && keys ? "ok" : "unavailable",
+	    "version", SL_VERSION, "policy_digest", sl_policy_digest_hex(ctx->policy),
+	    "kek_backend", ctx->cfg->backend == KMSD_KEK_LOCAL ? "local" : "pkcs11", "development",
+	    ctx->cfg->dev, "store", store ? "ok" : "down", "key_process", keys ? "ok" : "down");
 	if (res->status == 503)
 		res->retry_after = 2;
 }

@@ -106,9 +106,9 @@ struct kmsd_keyproc {
 	size_t nfree, n;
 	int *all;
 	int status_fd;
-	atomic_uint gen;     /* deaths seen: a request across one fails */
-	atomic_bool up;      /* a key process serves now */
-	atomic_int kek_pid;  /* the current key process */
+	atomic_uint gen;    /* deaths seen: a request across one fails */
+	atomic_bool up;     /* a key process serves now */
+	atomic_int kek_pid; /* the current key process */
 	atomic_uint seq;
 	pthread_t watch;
 	bool watching;

@@ -255,7 +255,8 @@ sl_err kmsd_keystore_with(kmsd_keystore *ks, const char *id, unsigned version,
 		pthread_rwlock_rdlock(&ks->lock);
 		struct slot *s = lookup(ks, name);
 		/* the same row as the one read for this use: a recreated key's is not */
-		if (s != NULL && s->live && sodium_memcmp(s->wrapped, wrapped, KEK_WRAPPED_LEN) == 0) {
+		if (s != NULL && s->live &&
+		    sodium_memcmp(s->wrapped, wrapped, KEK_WRAPPED_LEN) == 0) {
 			rc = fn(s->kek, ctx);
 			pthread_rwlock_unlock(&ks->lock);
 			return rc;
@@ -273,7 +274,8 @@ void kmsd_keystore_forget(kmsd_keystore *ks, const char *id)
 	pthread_rwlock_wrlock(&ks->lock);
 	for (size_t i = 0; i < ks->cap; i++) {
 		struct slot *s = &ks->tab[i];
-		if (s->name != NULL && strncmp(s->name, id, n) == 0 && s->name[n] == '#' && s->live) {
+		if (s->name != NULL && strncmp(s->name, id, n) == 0 && s->name[n] == '#' &&
+		    s->live) {
 			sodium_memzero(s->kek, 32);
 			s->live = false;
 		}

@@ -114,8 +114,9 @@ void kmsd_nonces_give_back(kmsd_nonces *t, const uint8_t nonce[static SL_NONCE_L
 	/* a nonce nobody could use meanwhile (this request held it): giving it
 	 * back is as if it had not been presented */
 	if (kmsd_store_challenge_unuse(t->st, nonce) != SL_OK) {
-		kmsd_log(KMSD_LOG_ERR, "nonce not given back after a 503 (a retry is refused as "
-		                       "reused): %s",
+		kmsd_log(KMSD_LOG_ERR,
+		         "nonce not given back after a 503 (a retry is refused as "
+		         "reused): %s",
 		         sl_err_detail());
 		sl_err_clear();
 	}

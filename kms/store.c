@@ -499,8 +499,7 @@ sl_err kmsd_store_key_set_state(kmsd_store *s, const char *id, enum kmsd_key_sta
 	return rc;
 }
 
-sl_err kmsd_store_key_delete(kmsd_store *s, const char *id, bool force, size_t *refs,
-                             bool *deleted)
+sl_err kmsd_store_key_delete(kmsd_store *s, const char *id, bool force, size_t *refs, bool *deleted)
 {
 	/* one transaction that holds the key's row from the reference count to
 	 * the delete: a wrap noting a reference meanwhile either commits first

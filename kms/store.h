@@ -98,8 +98,8 @@ SL_MUST_USE sl_err kmsd_store_key_get(kmsd_store *s, const char *id, kmsd_key_ro
  * one by its wrapped KEK (a fresh random KEK and IV). */
 SL_MUST_USE sl_err kmsd_store_key_use(kmsd_store *s, const char *id, unsigned version,
                                       kmsd_key_row *row, bool *version_ok,
-                                      uint8_t wrapped[static KMSD_KEK_WRAPPED_MAX],
-                                      size_t *wlen, bool *found);
+                                      uint8_t wrapped[static KMSD_KEK_WRAPPED_MAX], size_t *wlen,
+                                      bool *found);
 /* One version's wrapped KEK (wlen 0 for a backend that keeps it). */
 SL_MUST_USE sl_err kmsd_store_kek_get(kmsd_store *s, const char *id, unsigned version,
                                       uint8_t wrapped[static KMSD_KEK_WRAPPED_MAX], size_t *wlen,
