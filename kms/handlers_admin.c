@@ -134,9 +134,17 @@ void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id
 		kmsd_problem(res, 500, "backend", "KEK backend error", sl_err_detail(), NULL);
 		goto out;
 	}
-	/* the dataset references this version now (delete and retire ask) */
-	if (kmsd_store_ref_note(ctx->store, key_id, wrapped[0], dataset, (int64_t)time(NULL)) !=
-	    SL_OK) {
+	/* the dataset references this version now (delete and retire ask); a
+	 * delete that won the key's row first leaves nothing to reference */
+	rc = kmsd_store_ref_note(ctx->store, key_id, wrapped[0], dataset, (int64_t)time(NULL));
+	if (rc == SL_E_KMS_REFUSED) {
+		char why[300];
+		snprintf(why, sizeof(why), "key '%s' was deleted during the wrap", key_id);
+		kmsd_problem(res, 409, "key-deleted", "Conflict", why, NULL);
+		refused(ctx, res, SL_AUDIT_EV_KEY_WRAP, key_id, dataset, why);
+		goto out;
+	}
+	if (rc != SL_OK) {
 		kmsd_store_failed(ctx, res, "wrap");
 		goto out;
 	}

@@ -209,10 +209,12 @@ void kmsd_handle_key_admin(kmsd_ctx *ctx, const kmsd_request *req, const char *i
 		return;
 	}
 	if (strcmp(action, "retire") == 0 || strcmp(action, "delete") == 0) {
-		bool del = action[0] == 'd';
+		bool del = action[0] == 'd', deleted = false;
 		size_t refs = 0, n = 0;
 		char why[300];
-		rc = del ? kmsd_store_ref_count(ctx->store, id, &refs)
+		/* a delete counts and deletes in one transaction holding the key's
+		 * row, so a wrap noting a reference meanwhile is counted or refused */
+		rc = del ? kmsd_store_key_delete(ctx->store, id, force, &refs, &deleted)
 		         : kmsd_store_ref_count_below(ctx->store, id, row.current, &refs);
 		if (rc != SL_OK) {
 			store_err(ctx, res, rc, event);
@@ -227,8 +229,19 @@ void kmsd_handle_key_admin(kmsd_ctx *ctx, const kmsd_request *req, const char *i
 			conflict(ctx, res, event, id, why);
 			return;
 		}
-		rc = del ? kmsd_store_key_delete(ctx->store, id, &found)
+		if (del && !deleted) {
+			kmsd_problem(res, 404, "unknown-key", "Not Found", "unknown key id", NULL);
+			return;
+		}
+		/* the KEKs this replica's key process holds are wiped now; others
+		 * find the row gone on their next use */
+		rc = del ? kmsd_kek_forget(ctx->kek, id)
 		         : kmsd_store_kek_retire(ctx->store, id, row.current, &n);
+		if (rc != SL_OK && del) {
+			kmsd_log(KMSD_LOG_ERR, "key '%s' deleted, but its cached KEKs: %s", id,
+			         sl_err_detail());
+			rc = SL_OK;
+		}
 		if (rc != SL_OK) {
 			store_err(ctx, res, rc, event);
 			return;

@@ -3,6 +3,7 @@
 
 #include "kmsd.h"
 #include "seclaunch/policy.h"
+#include "store.h"
 
 void kmsd_handle_challenge(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
@@ -32,14 +33,22 @@ out:
 	free(p64);
 }
 
+/* 200 "ok" when the state store's last operation reached it and a key
+ * process serves; else 503 naming the part that is down (a load balancer
+ * takes the replica out; nothing here costs a store round trip). */
 void kmsd_handle_health(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
 	(void)req;
-	res->status = 200;
-	res->json = json_pack("{s:s, s:s, s:s, s:s, s:b}", "status", "ok", "version", SL_VERSION,
-	                      "policy_digest", sl_policy_digest_hex(ctx->policy), "kek_backend",
-	                      ctx->cfg->backend == KMSD_KEK_LOCAL ? "local" : "pkcs11",
-	                      "development", ctx->cfg->dev);
+	bool store = ctx->store == NULL || kmsd_store_healthy(ctx->store);
+	bool keys = ctx->keyproc == NULL || kmsd_keyproc_up(ctx->keyproc);
+	res->status = store && keys ? 200 : 503;
+	res->json = json_pack(
+	    "{s:s, s:s, s:s, s:s, s:b, s:s, s:s}", "status", store && keys ? "ok" : "unavailable",
+	    "version", SL_VERSION, "policy_digest", sl_policy_digest_hex(ctx->policy),
+	    "kek_backend", ctx->cfg->backend == KMSD_KEK_LOCAL ? "local" : "pkcs11", "development",
+	    ctx->cfg->dev, "store", store ? "ok" : "down", "key_process", keys ? "ok" : "down");
+	if (res->status == 503)
+		res->retry_after = 2;
 }
 
 /* Behind the admin token: the counters tell who is being refused and how

@@ -30,6 +30,7 @@ struct rel {
 	sl_claims *claims;
 	bool ak_refused;
 	bool store_failed;       /* the state store could not answer: 503, no decision */
+	bool nonce_taken;        /* this request used the nonce (given back on a 503) */
 	char ak_hex[2 * 66 + 1]; /* the AK presented, enrolled or not (for the record) */
 	bool ak_revoked;
 	char revoked_name[2 * 66 + 1];
@@ -82,6 +83,7 @@ static void check_nonce(struct rel *r)
 {
 	switch (kmsd_nonces_consume(r->ctx->nonces, r->req->nonce)) {
 	case KMSD_NONCE_OK:
+		r->nonce_taken = true;
 		break;
 	case KMSD_NONCE_FAILED:
 		r->store_failed = true;
@@ -417,7 +419,9 @@ void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *
 		check_policy(&r);
 	if (json_array_size(r.reasons) == 0 && !r.store_failed && release_keys(&r, out)) {
 		if (!audit_release(&r, true)) {
-			/* no record, no keys: the sealed DEKs are dropped unsent */
+			/* no record, no keys: the sealed DEKs are dropped unsent, and
+			 * nothing was decided (the nonce is unused again) */
+			kmsd_nonces_give_back(ctx->nonces, r.req->nonce);
 			kmsd_audit_failed(ctx, res, "key release");
 			goto out;
 		}
@@ -429,7 +433,10 @@ void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *
 		goto out;
 	}
 	if (r.store_failed) {
-		/* nothing decided: neither keys nor a refusal that would be recorded */
+		/* nothing decided: neither keys nor a refusal that would be recorded,
+		 * and the nonce is unused again for the identical retry */
+		if (r.nonce_taken)
+			kmsd_nonces_give_back(ctx->nonces, r.req->nonce);
 		kmsd_store_failed(ctx, res, "key release");
 		goto out;
 	}

@@ -94,7 +94,8 @@ static void p11_label(const char *id, unsigned version, char *out, size_t n)
 sl_err kmsd_kek_create(kmsd_kek *k, const char *id)
 {
 	sl_err rc;
-	bool found;
+	bool gone;
+	size_t refs;
 	if (k->kp != NULL)
 		return kmsd_keyproc_create(k->kp, id);
 	if (k->backend == KMSD_KEK_LOCAL)
@@ -104,7 +105,7 @@ sl_err kmsd_kek_create(kmsd_kek *k, const char *id)
 	if (rc != SL_OK)
 		return rc;
 	rc = kmsd_p11_create(k->p11, id);
-	if (rc != SL_OK && kmsd_store_key_delete(k->st, id, &found) != SL_OK)
+	if (rc != SL_OK && kmsd_store_key_delete(k->st, id, true, &refs, &gone) != SL_OK)
 		fprintf(stderr, "seclaunchd: key '%s': token failed and the store row stays: %s\n",
 		        id, sl_err_detail());
 	return rc;
@@ -133,6 +134,15 @@ sl_err kmsd_kek_rotate(kmsd_kek *k, const char *id, unsigned *version)
 	if (rc == SL_OK)
 		rc = kmsd_store_kek_add(k->st, id, *version, NULL, 0, (int64_t)time(NULL));
 	return rc;
+}
+
+sl_err kmsd_kek_forget(kmsd_kek *k, const char *id)
+{
+	if (k->kp != NULL)
+		return kmsd_keyproc_forget(k->kp, id);
+	if (k->ks != NULL)
+		kmsd_keystore_forget(k->ks, id);
+	return SL_OK;
 }
 
 sl_err kmsd_kek_state(kmsd_kek *k, const char *id, kmsd_key_row *row, bool *found)
@@ -173,12 +183,15 @@ size_t kmsd_kek_count(kmsd_kek *k)
 }
 
 /* SL_E_INPUT unknown key or version; SL_E_KMS_REFUSED disabled or retired;
- * SL_E_SYSTEM the store failed. */
-static SL_RESULT usable(kmsd_kek *k, const char *id, unsigned *version)
+ * SL_E_SYSTEM the store failed. wrapped/wlen: the version's KEK row as read
+ * now (the keystore's cache serves only these bytes). */
+static SL_RESULT usable(kmsd_kek *k, const char *id, unsigned *version,
+                        uint8_t wrapped[static KMSD_KEK_WRAPPED_MAX], size_t *wlen)
 {
 	kmsd_key_row row = {0};
 	bool found = false, version_ok = false;
-	sl_err rc = kmsd_store_key_use(k->st, id, *version, &row, &version_ok, &found);
+	sl_err rc =
+	    kmsd_store_key_use(k->st, id, *version, &row, &version_ok, wrapped, wlen, &found);
 	if (rc != SL_OK)
 		return rc;
 	if (!found)
@@ -224,9 +237,11 @@ sl_err kmsd_kek_wrap(kmsd_kek *k, const char *id, const char *dataset_id,
 	size_t aad_len = kmsd_wrap_aad(id, dataset_id, aad);
 	unsigned version = 0;
 	char label[SL_KMS_ID_MAX + 16];
+	uint8_t row[KMSD_KEK_WRAPPED_MAX];
+	size_t rlen = 0;
 	if (k->kp != NULL)
 		return kmsd_keyproc_wrap(k->kp, id, dataset_id, dek, out);
-	SL_GUARD(usable(k, id, &version));
+	SL_GUARD(usable(k, id, &version, row, &rlen));
 	out[0] = (uint8_t)version;
 	sl_random(out + 1, KMSD_GCM_IV);
 	if (k->backend == KMSD_KEK_LOCAL) {
@@ -236,7 +251,7 @@ sl_err kmsd_kek_wrap(kmsd_kek *k, const char *id, const char *dataset_id,
 		                    .in = dek,
 		                    .out = out + 1 + KMSD_GCM_IV,
 		                    .tag_out = out + 1 + KMSD_GCM_IV + SL_KMS_DEK_LEN};
-		SL_GUARD(kmsd_keystore_with(k->ks, id, version, seal_fn, &j));
+		SL_GUARD(kmsd_keystore_with(k->ks, id, version, row, rlen, seal_fn, &j));
 	} else {
 		p11_label(id, version, label, sizeof(label));
 		SL_GUARD(kmsd_p11_encrypt(k->p11, label, out + 1, aad, aad_len, dek,
@@ -258,6 +273,8 @@ sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *dataset_id, cons
 	uint8_t version = 0;
 	unsigned v;
 	char label[SL_KMS_ID_MAX + 16];
+	uint8_t row[KMSD_KEK_WRAPPED_MAX];
+	size_t rlen = 0;
 	const uint8_t *iv = NULL, *ct_tag = NULL, *ct = NULL, *tag = NULL;
 	SL_ENSURE(k->kp == NULL, SL_E_INTERNAL,
 	          "unwrap in the network process (only the key process opens DEKs)");
@@ -273,11 +290,11 @@ sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *dataset_id, cons
 	SL_GUARD(sl_read_view(&ctr, sl_reader_left(&ctr), &tag, "tag"));
 	SL_ENSURE(version >= 1, SL_E_INTEGRITY, "wrapped DEK for key '%s': KEK version 0", id);
 	v = version;
-	SL_GUARD(usable(k, id, &v));
+	SL_GUARD(usable(k, id, &v, row, &rlen));
 	if (k->backend == KMSD_KEK_LOCAL) {
 		struct gcm_job j = {
 		    .iv = iv, .aad = aad, .aad_len = aad_len, .in = ct, .tag = tag, .out = dek};
-		rc = kmsd_keystore_with(k->ks, id, v, open_fn, &j);
+		rc = kmsd_keystore_with(k->ks, id, v, row, rlen, open_fn, &j);
 	} else {
 		/* the PKCS#11 mechanism takes ciphertext || tag as one buffer */
 		p11_label(id, v, label, sizeof(label));

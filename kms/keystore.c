@@ -4,10 +4,15 @@
  *   wrapped = iv[12] | AES-256-GCM(master, iv, AAD, kek)[32] | tag[16]
  *   AAD     = "seclaunch-kek-v1" | u8 len(id) | id | u32be version
  * so a row moved to another key id or version, or edited, does not open.
- * Unwrapped KEKs are cached in guarded memory by (id, version) — a version's
- * key never changes once written; whether it may be used (the key enabled,
- * the version not retired) is read from the store on every use. */
+ * Unwrapped KEKs are cached in guarded memory by (id, version) together
+ * with the wrapped row they came from: every use reads that row from the
+ * store (with whether the key is enabled and the version not retired), and
+ * the cached KEK serves only when the row is the same bytes. A key deleted
+ * and made again under the same id has a new random KEK and IV, so its row
+ * differs and the old KEK is wiped and never used again; a delete also
+ * wipes the key's entries at once (kmsd_keystore_forget). */
 #include <pthread.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +26,8 @@
 struct slot {
 	char *name; /* "id#version"; NULL: empty */
 	uint8_t *kek;
+	uint8_t wrapped[KEK_WRAPPED_LEN]; /* the store row it was opened from */
+	bool live;                        /* false: wiped (deleted or replaced) */
 };
 
 struct kmsd_keystore {
@@ -79,12 +86,19 @@ static struct slot *lookup(kmsd_keystore *ks, const char *name)
 	}
 }
 
-/* Under the write lock. */
-static SL_RESULT insert(kmsd_keystore *ks, const char *name, const uint8_t kek[static 32])
+/* Under the write lock: the KEK opened from `wrapped` for name, replacing
+ * (wiping) whatever the slot held. */
+static SL_RESULT insert(kmsd_keystore *ks, const char *name, const uint8_t *wrapped,
+                        const uint8_t kek[static 32])
 {
 	sl_err rc = SL_E_NOMEM;
-	if (lookup(ks, name) != NULL)
+	struct slot *old = lookup(ks, name);
+	if (old != NULL) {
+		memcpy(old->kek, kek, 32);
+		memcpy(old->wrapped, wrapped, KEK_WRAPPED_LEN);
+		old->live = true;
 		return SL_OK;
+	}
 	if (2 * (ks->used + 1) > ks->cap) {
 		size_t nc = ks->cap == 0 ? 64 : ks->cap * 2;
 		struct slot *nt = calloc(nc, sizeof(*nt));
@@ -117,6 +131,8 @@ static SL_RESULT insert(kmsd_keystore *ks, const char *name, const uint8_t kek[s
 	ks->tab[j].kek = sl_secret_data(ks->slabs[ks->nslabs - 1]) + ks->slab_used * 32;
 	ks->slab_used++;
 	memcpy(ks->tab[j].kek, kek, 32);
+	memcpy(ks->tab[j].wrapped, wrapped, KEK_WRAPPED_LEN);
+	ks->tab[j].live = true;
 	ks->used++;
 	rc = SL_OK;
 out:
@@ -200,19 +216,14 @@ size_t kmsd_keystore_count(kmsd_keystore *ks)
 	return n;
 }
 
-/* Loads (id, version) from the store into the cache. */
-static SL_RESULT fetch(kmsd_keystore *ks, const char *id, unsigned version, const char *name)
+/* Opens (id, version)'s wrapped row under the master key into the cache. */
+static SL_RESULT load(kmsd_keystore *ks, const char *id, unsigned version, const char *name,
+                      const uint8_t *wrapped)
 {
-	uint8_t wrapped[KMSD_KEK_WRAPPED_MAX], aad[32 + SL_KMS_ID_MAX];
-	size_t wlen = 0, n;
-	bool retired = false, found = false;
+	uint8_t aad[32 + SL_KMS_ID_MAX];
+	size_t n;
 	sl_secret *kek = NULL;
 	sl_err rc;
-	SL_GUARD(kmsd_store_kek_get(ks->st, id, version, wrapped, &wlen, &retired, &found));
-	SL_ENSURE(found, SL_E_INPUT, "unknown key id '%s' (version %u)", id, version);
-	SL_ENSURE(wlen == KEK_WRAPPED_LEN, SL_E_INTEGRITY,
-	          "state store: KEK '%s' version %u is not a local key (%zu bytes)", id, version,
-	          wlen);
 	SL_GUARD(sl_secret_new(32, &kek));
 	n = kek_aad(id, version, aad);
 	rc = kmsd_gcm_open(sl_secret_data(ks->master), wrapped, aad, n, wrapped + KMSD_GCM_IV, 32,
@@ -222,7 +233,7 @@ static SL_RESULT fetch(kmsd_keystore *ks, const char *id, unsigned version, cons
 	          "(tampered, or another master key)",
 	          id, version);
 	pthread_rwlock_wrlock(&ks->lock);
-	rc = insert(ks, name, sl_secret_data(kek));
+	rc = insert(ks, name, wrapped, sl_secret_data(kek));
 	pthread_rwlock_unlock(&ks->lock);
 out:
 	sl_secret_free(kek);
@@ -230,22 +241,44 @@ out:
 }
 
 sl_err kmsd_keystore_with(kmsd_keystore *ks, const char *id, unsigned version,
+                          const uint8_t *wrapped, size_t wlen,
                           sl_err (*fn)(const uint8_t kek[static 32], void *ctx), void *ctx)
 {
 	char name[SL_KMS_ID_MAX + 16];
 	sl_err rc;
+	if (wlen != KEK_WRAPPED_LEN)
+		return sl_err_set(SL_E_INTEGRITY,
+		                  "state store: KEK '%s' version %u is not a local key (%zu bytes)",
+		                  id, version, wlen);
 	snprintf(name, sizeof(name), "%s#%u", id, version);
 	for (int pass = 0; pass < 2; pass++) {
 		pthread_rwlock_rdlock(&ks->lock);
 		struct slot *s = lookup(ks, name);
-		if (s != NULL) {
+		/* the same row as the one read for this use: a recreated key's is not */
+		if (s != NULL && s->live &&
+		    sodium_memcmp(s->wrapped, wrapped, KEK_WRAPPED_LEN) == 0) {
 			rc = fn(s->kek, ctx);
 			pthread_rwlock_unlock(&ks->lock);
 			return rc;
 		}
 		pthread_rwlock_unlock(&ks->lock);
-		if (pass == 0 && (rc = fetch(ks, id, version, name)) != SL_OK)
+		if (pass == 0 && (rc = load(ks, id, version, name, wrapped)) != SL_OK)
 			return rc;
 	}
 	return sl_err_set(SL_E_INTERNAL, "KEK cache");
+}
+
+void kmsd_keystore_forget(kmsd_keystore *ks, const char *id)
+{
+	size_t n = strlen(id);
+	pthread_rwlock_wrlock(&ks->lock);
+	for (size_t i = 0; i < ks->cap; i++) {
+		struct slot *s = &ks->tab[i];
+		if (s->name != NULL && strncmp(s->name, id, n) == 0 && s->name[n] == '#' &&
+		    s->live) {
+			sodium_memzero(s->kek, 32);
+			s->live = false;
+		}
+	}
+	pthread_rwlock_unlock(&ks->lock);
 }

@@ -128,6 +128,9 @@ bool kmsd_kek_exists(kmsd_kek *k, const char *id);
 #define KMSD_KEY_USABLE (-1)
 #define KMSD_KEY_STORE_DOWN (-2)
 int kmsd_kek_usable(kmsd_kek *k, const char *id, char *why, size_t why_n);
+/* Wipes what this replica's key process holds of key id (its cached KEKs),
+ * after the store's rows are deleted. */
+SL_MUST_USE sl_err kmsd_kek_forget(kmsd_kek *k, const char *id);
 /* The key's row in the store (state, current version). */
 SL_MUST_USE sl_err kmsd_kek_state(kmsd_kek *k, const char *id, struct kmsd_key_row *row,
                                   bool *found);
@@ -170,8 +173,17 @@ SL_MUST_USE sl_err kmsd_keyproc_start(const kmsd_config *cfg, unsigned channels,
                                       kmsd_keyproc **out);
 void kmsd_keyproc_stop(kmsd_keyproc *kp);
 pid_t kmsd_keyproc_pid(const kmsd_keyproc *kp);
+/* Whether a key process serves now (false while it is restarted). */
+bool kmsd_keyproc_up(const kmsd_keyproc *kp);
+/* Calls fn from a thread of its own: state 0 the key process pid died
+ * (status: its wait status) and is restarted, 1 it was restarted as pid,
+ * -1 it ended and is not restarted (status 0: the service stops). */
+SL_MUST_USE sl_err kmsd_keyproc_watch(kmsd_keyproc *kp,
+                                      void (*fn)(void *arg, int state, int pid, int status),
+                                      void *arg);
 SL_MUST_USE sl_err kmsd_keyproc_create(kmsd_keyproc *kp, const char *id);
 SL_MUST_USE sl_err kmsd_keyproc_rotate(kmsd_keyproc *kp, const char *id, unsigned *version);
+SL_MUST_USE sl_err kmsd_keyproc_forget(kmsd_keyproc *kp, const char *id);
 SL_MUST_USE sl_err kmsd_keyproc_wrap(kmsd_keyproc *kp, const char *id, const char *ds,
                                      const uint8_t dek[static SL_KMS_DEK_LEN],
                                      uint8_t out[static SL_KMS_WRAPPED_DEK_LEN]);
@@ -199,11 +211,15 @@ SL_MUST_USE sl_err kmsd_keystore_rotate(kmsd_keystore *ks, const char *id, unsig
 SL_MUST_USE sl_err kmsd_keystore_seal(kmsd_keystore *ks, const char *id, unsigned version,
                                       const uint8_t kek[static 32], uint8_t out[static 60]);
 size_t kmsd_keystore_count(kmsd_keystore *ks);
-/* Runs fn with the KEK of (id, version) under a read lock (the KEK never
- * leaves the keystore). */
+/* Runs fn with the KEK of (id, version) opened from `wrapped` (its store
+ * row, read for this use) under a read lock (the KEK never leaves the
+ * keystore). A cached KEK serves only the same row's bytes. */
 SL_MUST_USE sl_err kmsd_keystore_with(kmsd_keystore *ks, const char *id, unsigned version,
+                                      const uint8_t *wrapped, size_t wlen,
                                       sl_err (*fn)(const uint8_t kek[static 32], void *ctx),
                                       void *ctx);
+/* Wipes every cached KEK of key id (after its delete). */
+void kmsd_keystore_forget(kmsd_keystore *ks, const char *id);
 
 /* PKCS#11 (pkcs11.c). */
 typedef struct kmsd_p11 kmsd_p11;
@@ -240,6 +256,10 @@ SL_MUST_USE sl_err kmsd_nonces_issue(kmsd_nonces *t, uint8_t nonce[static SL_NON
                                      time_t *expires);
 enum kmsd_nonce_result kmsd_nonces_consume(kmsd_nonces *t,
                                            const uint8_t nonce[static SL_NONCE_LEN]);
+/* A request that consumed the nonce ended with no decision (503): the
+ * nonce is unused again, so that the identical request retried is decided
+ * rather than refused as reused (docs/protocol.md: a 503 decided nothing). */
+void kmsd_nonces_give_back(kmsd_nonces *t, const uint8_t nonce[static SL_NONCE_LEN]);
 size_t kmsd_nonces_size(kmsd_nonces *t);
 
 /* ---- AK registry (registry.c) ----------------------------------------- */

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/wait.h>
+
 #include "kmsd.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/policy.h"
@@ -64,6 +66,34 @@ out:
 	return rc;
 }
 
+/* The key process died or was restarted (its monitor, keyproc.c): logged
+ * and audited; /v1/health reports it meanwhile. */
+static void keyproc_event(void *arg, int state, int pid, int status)
+{
+	kmsd_ctx *ctx = arg;
+	char what[200];
+	if (state == -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return; /* the service stops */
+	if (state == 1)
+		snprintf(what, sizeof(what), "key process restarted (pid %d)", pid);
+	else if (WIFSIGNALED(status))
+		snprintf(what, sizeof(what), "key process %d killed by signal %d%s", pid,
+		         WTERMSIG(status), state == 0 ? ": restarting" : "");
+	else
+		snprintf(what, sizeof(what), "key process %d exited with status %d%s", pid,
+		         WIFEXITED(status) ? WEXITSTATUS(status) : status,
+		         state == 0 ? ": restarting" : "");
+	if (state == -1)
+		snprintf(what + strlen(what), sizeof(what) - strlen(what),
+		         "; not restarted: releases fail until seclaunchd restarts");
+	kmsd_log(state == 1 ? KMSD_LOG_NOTICE : KMSD_LOG_ERR, "%s", what);
+	if (ctx->audit != NULL &&
+	    !kmsd_audit(ctx, state == 1 ? "kms.keyproc.restart" : "kms.keyproc.exit", NULL, NULL,
+	                state == 1 ? SL_AUDIT_ALLOW : SL_AUDIT_ERROR, NULL, NULL,
+	                json_pack("{s:s, s:i}", "event", what, "pid", pid)))
+		kmsd_log(KMSD_LOG_ERR, "audit: %s", sl_err_detail());
+}
+
 static SL_RESULT run(kmsd_config *cfg, const kmsd_start_opts *opts)
 {
 	sl_err rc = SL_E_INTERNAL;
@@ -107,11 +137,15 @@ static SL_RESULT run(kmsd_config *cfg, const kmsd_start_opts *opts)
 		                 cfg->audit_log);
 		goto out;
 	}
+	SL_GUARD(kmsd_keyproc_watch(ctx.keyproc, keyproc_event, &ctx));
 	SL_GUARD(kmsd_live_start(&ctx, cfg, opts));
 	live = true;
 	SL_GUARD(kmsd_serve(&ctx));
 	rc = SL_OK;
 out:
+	/* before the audit log closes: its watch thread may write to it */
+	kmsd_keyproc_stop(ctx.keyproc);
+	ctx.keyproc = NULL;
 	if (ctx.audit != NULL && sl_audit_close(ctx.audit) != SL_OK && rc == SL_OK)
 		kmsd_log(KMSD_LOG_ERR, "audit close: %s", sl_err_detail());
 	if (live)
@@ -122,7 +156,6 @@ out:
 	kmsd_nonces_free(ctx.nonces);
 	kmsd_registry_close(ctx.registry);
 	kmsd_kek_close(ctx.kek);
-	kmsd_keyproc_stop(ctx.keyproc);
 	kmsd_store_close(ctx.store);
 	sl_policy_free(ctx.policy);
 	return rc;

@@ -109,6 +109,19 @@ enum kmsd_nonce_result kmsd_nonces_consume(kmsd_nonces *t, const uint8_t nonce[s
 	return KMSD_NONCE_UNKNOWN;
 }
 
+void kmsd_nonces_give_back(kmsd_nonces *t, const uint8_t nonce[static SL_NONCE_LEN])
+{
+	/* a nonce nobody could use meanwhile (this request held it): giving it
+	 * back is as if it had not been presented */
+	if (kmsd_store_challenge_unuse(t->st, nonce) != SL_OK) {
+		kmsd_log(KMSD_LOG_ERR,
+		         "nonce not given back after a 503 (a retry is refused as "
+		         "reused): %s",
+		         sl_err_detail());
+		sl_err_clear();
+	}
+}
+
 size_t kmsd_nonces_size(kmsd_nonces *t)
 {
 	pthread_mutex_lock(&t->mu);

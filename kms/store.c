@@ -499,24 +499,36 @@ sl_err kmsd_store_key_set_state(kmsd_store *s, const char *id, enum kmsd_key_sta
 	return rc;
 }
 
-sl_err kmsd_store_key_delete(kmsd_store *s, const char *id, bool *found)
+sl_err kmsd_store_key_delete(kmsd_store *s, const char *id, bool force, size_t *refs, bool *deleted)
 {
+	/* one transaction that holds the key's row from the reference count to
+	 * the delete: a wrap noting a reference meanwhile either commits first
+	 * (and is counted) or finds the key gone (its insert's foreign key) */
+	static const char c_sql[] = "SELECT count(*) FROM key_refs WHERE key_id = ?";
 	static const char r_sql[] = "DELETE FROM key_refs WHERE key_id = ?";
 	static const char v_sql[] = "DELETE FROM kek_versions WHERE key_id = ?";
 	static const char k_sql[] = "DELETE FROM keys WHERE id = ?";
 	kmsd_sqlv a[] = {V_TEXT(id)};
-	int64_t ch = 0;
+	int64_t ch = 0, n = 0, have = 0;
 	void *c = NULL;
-	sl_err rc = txn_begin(s, &c);
+	sl_err rc;
+	*refs = 0;
+	*deleted = false;
+	rc = txn_begin(s, &c);
 	if (rc != SL_OK)
 		return rc;
+	SL_GUARD(s->drv->exec(c, s->drv->lock_key_sql, a, 1, one_int, &have, NULL));
+	SL_GUARD(s->drv->exec(c, c_sql, a, 1, one_int, &n, NULL));
+	*refs = (size_t)n;
+	if (have == 0 || (n > 0 && !force))
+		goto out; /* nothing to delete, or refused: commits nothing */
 	SL_GUARD(s->drv->exec(c, r_sql, a, 1, NULL, NULL, NULL));
 	SL_GUARD(s->drv->exec(c, v_sql, a, 1, NULL, NULL, NULL));
 	SL_GUARD(s->drv->exec(c, k_sql, a, 1, NULL, NULL, &ch));
 out:
 	rc = txn_end(s, c, rc);
 	if (rc == SL_OK)
-		*found = ch > 0;
+		*deleted = ch > 0;
 	return rc;
 }
 
@@ -666,6 +678,13 @@ sl_err kmsd_store_challenge_use(kmsd_store *s, const uint8_t nonce[static 32], i
 	return rc;
 }
 
+sl_err kmsd_store_challenge_unuse(kmsd_store *s, const uint8_t nonce[static 32])
+{
+	static const char sql[] = "UPDATE challenges SET used = 0 WHERE nonce = ? AND used = 1";
+	kmsd_sqlv a[] = {V_BLOB(nonce, 32)};
+	return exec1(s, sql, a, 1, NULL, NULL, NULL);
+}
+
 /* Deletes the expired rows (del, one time argument), then counts the rest. */
 static SL_RESULT purge_count(kmsd_store *s, const char *del, const char *cnt, int64_t t,
                              size_t *live)
@@ -751,6 +770,8 @@ sl_err kmsd_store_count(kmsd_store *s, enum kmsd_store_table t, size_t *n)
 struct key_use {
 	kmsd_key_row *row;
 	bool *version_ok;
+	uint8_t *wrapped;
+	size_t *wlen;
 	bool found;
 };
 
@@ -759,24 +780,32 @@ static SL_RESULT key_use_row(void *ctx, const kmsd_sqlv *c, size_t n)
 	struct key_use *u = ctx;
 	struct key_get g = {u->row, false};
 	sl_err rc;
-	if (n != 5)
+	if (n != 6 || (c[5].t != KMSD_SQLV_NULL &&
+	               (c[5].t != KMSD_SQLV_BLOB || c[5].n > KMSD_KEK_WRAPPED_MAX)))
 		return sl_err_set(SL_E_INTEGRITY, "state store: keys row");
 	if ((rc = key_row(&g, c, 4)) != SL_OK)
 		return rc;
 	*u->version_ok = c[4].t == KMSD_SQLV_INT && c[4].i == 0;
+	*u->wlen = c[5].t == KMSD_SQLV_BLOB ? c[5].n : 0;
+	if (*u->wlen > 0)
+		memcpy(u->wrapped, c[5].p, c[5].n);
 	u->found = true;
 	return SL_OK;
 }
 
 sl_err kmsd_store_key_use(kmsd_store *s, const char *id, unsigned version, kmsd_key_row *row,
-                          bool *version_ok, bool *found)
+                          bool *version_ok, uint8_t wrapped[static KMSD_KEK_WRAPPED_MAX],
+                          size_t *wlen, bool *found)
 {
-	static const char sql[] = "SELECT k.backend, k.state, k.created, k.current, v.retired "
-	                          "FROM keys k LEFT JOIN kek_versions v "
-	                          "ON v.key_id = k.id AND v.version = ? WHERE k.id = ?";
+	/* version 0: the current one (what a new wrap uses) */
+	static const char sql[] = "SELECT k.backend, k.state, k.created, k.current, v.retired, "
+	                          "v.wrapped FROM keys k LEFT JOIN kek_versions v "
+	                          "ON v.key_id = k.id AND v.version = COALESCE(NULLIF(?, 0), "
+	                          "k.current) WHERE k.id = ?";
 	kmsd_sqlv a[] = {V_INT(version), V_TEXT(id)};
-	struct key_use u = {row, version_ok, false};
+	struct key_use u = {row, version_ok, wrapped, wlen, false};
 	*version_ok = false;
+	*wlen = 0;
 	sl_err rc = exec1(s, sql, a, NARGS(a), key_use_row, &u, NULL);
 	*found = u.found;
 	return rc;

@@ -90,11 +90,16 @@ SL_MUST_USE sl_err kmsd_store_key_create(kmsd_store *s, const char *id, const ch
                                          const uint8_t *wrapped, size_t wlen, int64_t now);
 SL_MUST_USE sl_err kmsd_store_key_get(kmsd_store *s, const char *id, kmsd_key_row *row,
                                       bool *found);
-/* The key and whether `version` exists and is not retired (one round trip:
- * every wrap and unwrap asks, so a disable or retirement on one replica
- * takes effect on all at once). */
+/* The key, whether `version` (0: the current one) exists and is not
+ * retired, and that version's wrapped KEK (wlen 0 for a backend that keeps
+ * it) — one round trip: every wrap and unwrap asks, so a disable,
+ * retirement or delete on one replica takes effect on all at once, and a
+ * key deleted and made again under the same id is told apart from the old
+ * one by its wrapped KEK (a fresh random KEK and IV). */
 SL_MUST_USE sl_err kmsd_store_key_use(kmsd_store *s, const char *id, unsigned version,
-                                      kmsd_key_row *row, bool *version_ok, bool *found);
+                                      kmsd_key_row *row, bool *version_ok,
+                                      uint8_t wrapped[static KMSD_KEK_WRAPPED_MAX], size_t *wlen,
+                                      bool *found);
 /* One version's wrapped KEK (wlen 0 for a backend that keeps it). */
 SL_MUST_USE sl_err kmsd_store_kek_get(kmsd_store *s, const char *id, unsigned version,
                                       uint8_t wrapped[static KMSD_KEK_WRAPPED_MAX], size_t *wlen,
@@ -107,7 +112,12 @@ SL_MUST_USE sl_err kmsd_store_kek_add(kmsd_store *s, const char *id, unsigned ve
 SL_MUST_USE sl_err kmsd_store_kek_retire(kmsd_store *s, const char *id, unsigned below, size_t *n);
 SL_MUST_USE sl_err kmsd_store_key_set_state(kmsd_store *s, const char *id, enum kmsd_key_state st,
                                             bool *found);
-SL_MUST_USE sl_err kmsd_store_key_delete(kmsd_store *s, const char *id, bool *found);
+/* Deletes the key, its versions and references in one transaction that
+ * holds the key's row from the count to the delete; with references and
+ * not force, deletes nothing. *refs: the references counted; *deleted:
+ * whether it was deleted (false: unknown key, or refused). */
+SL_MUST_USE sl_err kmsd_store_key_delete(kmsd_store *s, const char *id, bool force, size_t *refs,
+                                         bool *deleted);
 /* [{"id","backend","state","current","versions":[{"version","created","retired"}],
  *   "created"}] for every key (or only `id` when set). */
 SL_MUST_USE sl_err kmsd_store_key_list(kmsd_store *s, const char *id, json_t **out);
@@ -138,6 +148,9 @@ SL_MUST_USE sl_err kmsd_store_challenge_put(kmsd_store *s, const uint8_t nonce[s
  * it was before. */
 SL_MUST_USE sl_err kmsd_store_challenge_use(kmsd_store *s, const uint8_t nonce[static 32],
                                             int64_t now, enum kmsd_challenge_result *res);
+/* Gives back a nonce this replica used for a request that ended with no
+ * decision (503): the identical request, retried, is then decided. */
+SL_MUST_USE sl_err kmsd_store_challenge_unuse(kmsd_store *s, const uint8_t nonce[static 32]);
 /* Deletes challenges that expired before `before`; *live: the rest. */
 SL_MUST_USE sl_err kmsd_store_challenge_purge(kmsd_store *s, int64_t before, size_t *live);
 
@@ -188,11 +201,17 @@ typedef struct kmsd_store_driver {
 	const char *name;
 	/* DDL run (in one transaction, under the driver's schema lock) at open */
 	const char *schema_sql;
+	/* in a write transaction: count(*) of the keys row with id ?, locked
+	 * against concurrent writers until the transaction ends (FOR UPDATE;
+	 * a plain count where the transaction holds the database's write lock) */
+	const char *lock_key_sql;
 	SL_MUST_USE sl_err (*connect)(const char *spec, void **conn);
 	void (*disconnect)(void *conn);
 	/* true when the connection is usable (reconnects a broken one) */
 	bool (*ready)(void *conn);
 	/* sql uses ? placeholders; SL_E_EXISTS on a unique violation;
+	 * SL_E_KMS_REFUSED on a foreign key violation (the key a row refers to
+	 * was deleted meanwhile);
 	 * SL_E_SYSTEM "state store: ..." otherwise. changes: rows affected. */
 	SL_MUST_USE sl_err (*exec)(void *conn, const char *sql, const kmsd_sqlv *args, size_t nargs,
 	                           kmsd_sql_row_fn fn, void *ctx, int64_t *changes);

@@ -7,6 +7,7 @@
  * replicas starting together is serialised by an advisory lock. */
 #include <arpa/inet.h>
 #include <libpq-fe.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,10 +62,25 @@ static SL_RESULT pg_connect(const char *spec, void **out)
 	return SL_OK;
 }
 
+/* An idle pooled connection that the server closed (a restart, an idle
+ * timeout, a terminated backend) still says CONNECTION_OK until it is
+ * used; the server's goodbye is already readable on its socket, though,
+ * and nothing else is expected there between statements. */
+static bool pg_alive(struct conn *c)
+{
+	struct pollfd pf = {.fd = PQsocket(c->pg), .events = POLLIN};
+	if (pf.fd < 0)
+		return false;
+	if (poll(&pf, 1, 0) == 0)
+		return true;
+	return PQconsumeInput(c->pg) == 1 && PQstatus(c->pg) == CONNECTION_OK &&
+	       (pf.revents & (POLLHUP | POLLERR)) == 0;
+}
+
 static bool pg_ready(void *p)
 {
 	struct conn *c = p;
-	if (!c->broken && PQstatus(c->pg) == CONNECTION_OK)
+	if (!c->broken && PQstatus(c->pg) == CONNECTION_OK && pg_alive(c))
 		return true;
 	PQreset(c->pg);
 	c->broken = PQstatus(c->pg) != CONNECTION_OK;
@@ -77,6 +93,8 @@ static SL_RESULT result_err(struct conn *c, PGresult *r, const char *what)
 	const char *msg = r ? PQresultErrorMessage(r) : PQerrorMessage(c->pg);
 	if (state != NULL && strcmp(state, "23505") == 0)
 		return sl_err_set(SL_E_EXISTS, "state store: %s: %s", what, msg);
+	if (state != NULL && strcmp(state, "23503") == 0)
+		return sl_err_set(SL_E_KMS_REFUSED, "the key was deleted meanwhile (%s)", msg);
 	if (PQstatus(c->pg) != CONNECTION_OK || state == NULL || strncmp(state, "08", 2) == 0 ||
 	    strncmp(state, "57", 2) == 0)
 		c->broken = true;
@@ -252,6 +270,7 @@ static SL_RESULT pg_schema_lock(void *p)
 
 const kmsd_store_driver kmsd_store_pg = {
     .name = "postgresql",
+    .lock_key_sql = "SELECT count(*) FROM (SELECT id FROM keys WHERE id = ? FOR UPDATE) l",
     .schema_sql =
         "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v BIGINT NOT NULL);"
         "CREATE TABLE IF NOT EXISTS aks (name BYTEA PRIMARY KEY, ek_sha256 BYTEA NOT NULL,"

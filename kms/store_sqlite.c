@@ -38,6 +38,9 @@ static SL_RESULT fail(struct conn *c, const char *what)
 	if ((code & 0xff) == SQLITE_CONSTRAINT &&
 	    (code == SQLITE_CONSTRAINT_PRIMARYKEY || code == SQLITE_CONSTRAINT_UNIQUE))
 		return sl_err_set(SL_E_EXISTS, "state store: %s: %s", what, sqlite3_errmsg(c->db));
+	if (code == SQLITE_CONSTRAINT_FOREIGNKEY)
+		return sl_err_set(SL_E_KMS_REFUSED, "the key was deleted meanwhile (%s)",
+		                  sqlite3_errmsg(c->db));
 	return sl_err_set(SL_E_SYSTEM, "state store: %s (%s): %s", c->path, what,
 	                  sqlite3_errmsg(c->db));
 }
@@ -288,6 +291,8 @@ out:
 
 const kmsd_store_driver kmsd_store_sqlite = {
     .name = "sqlite",
+    /* BEGIN IMMEDIATE holds the write lock: the count alone */
+    .lock_key_sql = "SELECT count(*) FROM keys WHERE id = ?",
     .schema_sql = "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);"
                   "CREATE TABLE IF NOT EXISTS aks (name BLOB PRIMARY KEY, ek_sha256 BLOB NOT NULL,"
                   " enrolled INTEGER NOT NULL, revoked INTEGER NOT NULL DEFAULT 0,"
