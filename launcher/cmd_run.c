@@ -289,6 +289,7 @@ static const struct sl_cli_spec spec = {
     .help = usage,
     .on_option = on_option,
     .on_args = sl_run_on_args,
+    .posix = true,
 };
 
 int sl_run_check(struct sl_run *r, const struct sl_cli_shared *sh, const char *cmd)

@@ -142,6 +142,7 @@ static const struct sl_cli_spec spec = {
     .help = usage,
     .on_option = on_option,
     .on_args = sl_run_on_args,
+    .posix = true,
 };
 
 int cmd_serve(int argc, char **argv)
