@@ -64,9 +64,10 @@ static void child(const sl_job_user *u, const char *path, int sock)
 	struct iovec iov = {.iov_base = &r, .iov_len = sizeof(r)};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 
-	if (setgroups((size_t)u->ngroups, u->groups) != 0 || setresgid(u->gid, u->gid, u->gid) != 0 ||
-	    setresuid(u->uid, u->uid, u->uid) != 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-	    getuid() != u->uid || geteuid() != u->uid || getegid() != u->gid)
+	if (setgroups((size_t)u->ngroups, u->groups) != 0 ||
+	    setresgid(u->gid, u->gid, u->gid) != 0 || setresuid(u->uid, u->uid, u->uid) != 0 ||
+	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || getuid() != u->uid ||
+	    geteuid() != u->uid || getegid() != u->gid)
 		r.err = errno;
 	else
 		fd = open_here(path, &r);
@@ -162,8 +163,7 @@ sl_err sl_user_open(const sl_job_user *u, const char *path, int *fd_out)
 		SL_FAIL(SL_E_IO, "%s: cannot open: %s cannot read the folder (%s)", path, who,
 		        strerror(r.err));
 	default:
-		SL_FAIL(SL_E_SYSTEM, "%s: the opener as %s failed: %s", path, who,
-		        strerror(r.err));
+		SL_FAIL(SL_E_SYSTEM, "%s: the opener as %s failed: %s", path, who, strerror(r.err));
 	}
 	/* what the child opened non-blocking reads as usual here */
 	int fl = fcntl(fd, F_GETFL);
