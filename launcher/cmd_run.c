@@ -25,7 +25,8 @@ static void usage(FILE *f)
 	fprintf(
 	    f,
 	    "Usage: seclaunch run --policy P --policy-pubkey K --kms URL [options] DATA... "
-	    "-- CMD [ARG...]\n\n"
+	    "-- CMD [ARG...]\n"
+	    "(options come first: the first DATA ends them)\n\n"
 	    "Attests this machine, asks the KMS for the datasets' keys under the signed\n"
 	    "policy, decrypts and stages the data in memory (GPU or sealed host memory),\n"
 	    "runs CMD with SECLAUNCH_DATA describing it, and wipes everything afterwards.\n"
@@ -71,7 +72,8 @@ static void usage(FILE *f)
 	    "  --kill-grace S         from SIGTERM to SIGKILL after --timeout or a second\n"
 	    "                         SIGINT/SIGTERM (default 10)\n"
 	    "  --user USER[:GROUP]    run the job as USER (root only): it cannot read\n"
-	    "                         seclaunch's key files or its /proc files\n"
+	    "                         seclaunch's key files or its /proc files; DATA is\n"
+	    "                         opened as USER (what USER cannot read: exit 2)\n"
 	    "  --threads N            decryption threads (default: online CPUs)\n"
 	    "  --image-digest D       the container image (sha256:HEX): part of the job's\n"
 	    "                         identity (docs/claims.md)\n"

@@ -140,6 +140,7 @@ assert "the KMS's release record carries the Slurm context" \
 # ---- --user: the datasets are opened as the job's user ----------------------------
 # root-only datasets (0600 in a 0700 folder) named for a nobody job: refused
 # before any KMS request, naming the path; root is no confused deputy
+# (timeout: served instead, serve would not stop by itself)
 mkdir -m 0700 "$T/vault"
 cp -r ds "$T/vault/private"
 chmod -R go-rwx "$T/vault/private"
@@ -150,10 +151,10 @@ chmod 0711 "$T"
 before=$(releases)
 check_err "serve --user nobody naming a root-only SLD file: exit 2, its user cannot read it" 2 \
 	"$T/vault/private.sld: cannot open: the job's user nobody .*cannot read it" \
-	"$SL" serve "${SA[@]}" --audit-log "$T/audit-v.log" --user nobody "$T/vault/private.sld"
+	timeout 120 "$SL" serve "${SA[@]}" --audit-log "$T/audit-v.log" --user nobody "$T/vault/private.sld"
 check_err "serve --user nobody naming a root-only dataset folder: exit 2, the same" 2 \
 	"$T/vault/private: cannot open: the job's user nobody .*cannot read it" \
-	"$SL" serve "${SA[@]}" --audit-log "$T/audit-v.log" --user nobody "$T/vault/private"
+	timeout 120 "$SL" serve "${SA[@]}" --audit-log "$T/audit-v.log" --user nobody "$T/vault/private"
 assert "... no release request reached the KMS" test "$(releases)" = "$before"
 # the folder's files are opened through its descriptor: the user must be
 # able to search it, not only list it
@@ -161,7 +162,7 @@ chmod 0755 "$T/vault" "$T/vault/private"
 chmod 0744 "$T/vault/private"
 check_err "serve --user nobody, a folder nobody may list but not search: exit 2" 2 \
 	"$T/vault/private: cannot open: the job's user nobody .*cannot read the folder" \
-	"$SL" serve "${SA[@]}" --audit-log "$T/audit-v.log" --user nobody "$T/vault/private"
+	timeout 120 "$SL" serve "${SA[@]}" --audit-log "$T/audit-v.log" --user nobody "$T/vault/private"
 assert "... no release request reached the KMS" test "$(releases)" = "$before"
 # options end at the first dataset: an operand that looks like an option is a
 # dataset (that does not exist), not an option (no file made, no log moved)
