@@ -988,9 +988,10 @@ sl_err sl_tree_open_shard_at(int dfd, const char *dir, sl_remote *remote, const 
 		SL_ENSURE(snprintf(name, name_cap, "%s/%s", dir, s.name) < (int)name_cap,
 		          SL_E_INPUT, "%s: path too long", dir);
 		/* the manifest named it: a plain name, checked again; no link followed */
-		SL_ENSURE(s.name[0] != '\0' && strchr(s.name, '/') == NULL && strcmp(s.name, ".") != 0 &&
-		              strcmp(s.name, "..") != 0,
-		          SL_E_INTEGRITY, "shard %u: name '%s' is not a plain file name", i, s.name);
+		SL_ENSURE(s.name[0] != '\0' && strchr(s.name, '/') == NULL &&
+		              strcmp(s.name, ".") != 0 && strcmp(s.name, "..") != 0,
+		          SL_E_INTEGRITY, "shard %u: name '%s' is not a plain file name", i,
+		          s.name);
 		fd = openat(dfd, s.name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (fd < 0)
 			SL_FAIL(errno == ENOENT ? SL_E_TRUNCATED : SL_E_IO, "shard %u (%s): %s", i,

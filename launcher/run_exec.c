@@ -465,8 +465,7 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 		bool ipc = s->use_gpu && s->o->where == SL_STAGE_GPU_IPC;
 		if (s->streamed[i]) {
 			rc = sl_stream_new(s->dfd[i], s->rem[i] != NULL ? NULL : s->o->datasets[i],
-			                   s->rem[i],
-			                   s->man[i], s->dek[i],
+			                   s->rem[i], s->man[i], s->dek[i],
 			                   s->o->window ? s->o->window : SL_RUN_WINDOW_DEFAULT,
 			                   s->o->linger_set ? s->o->linger_s * 1000u
 			                                    : SL_RUN_LINGER_DEFAULT_S * 1000u,
@@ -492,8 +491,7 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 		}
 		if (s->man[i] != NULL)
 			rc = sl_stage_sldm(s->dfd[i], s->rem[i] != NULL ? NULL : s->o->datasets[i],
-			                   s->rem[i],
-			                   s->man[i], s->dek[i], ipc ? &s->gpu : NULL,
+			                   s->rem[i], s->man[i], s->dek[i], ipc ? &s->gpu : NULL,
 			                   s->o->threads, false, poll_sig, &s->stage[i]);
 		else if (s->o->gpu_decrypt)
 			rc = sl_stage_sld_gpu_decrypt(s->fd[i], s->o->datasets[i], s->dek[i],

@@ -170,8 +170,8 @@ static void *prefetch_main(void *arg)
 {
 	struct prefetch *p = arg;
 	p->fd = -1;
-	p->rc = sl_tree_open_shard_at(p->s->dfd, p->s->dir, p->s->remote, p->s->m, p->i, &p->fd, p->name,
-	                           sizeof(p->name));
+	p->rc = sl_tree_open_shard_at(p->s->dfd, p->s->dir, p->s->remote, p->s->m, p->i, &p->fd,
+	                              p->name, sizeof(p->name));
 	if (p->rc != SL_OK)
 		snprintf(p->errmsg, sizeof(p->errmsg), "%s", sl_err_detail());
 	return NULL;
@@ -252,9 +252,8 @@ static void *stage_thread(void *arg)
 		int fd = -1;
 		sl_err rc = prefetch_take(pf, i, &fd, name, sizeof(name));
 		if (rc == SL_OK && fd < 0)
-			rc =
-			    sl_tree_open_shard_at(s->dfd, s->dir, s->remote, s->m, i, &fd, name,
-			                          sizeof(name));
+			rc = sl_tree_open_shard_at(s->dfd, s->dir, s->remote, s->m, i, &fd, name,
+			                           sizeof(name));
 		if (rc == SL_OK && ahead < s->n)
 			prefetch_start(pf, ahead);
 		if (rc == SL_OK)
