@@ -271,6 +271,15 @@ static int on_option(void *ctx, int key, char *arg)
 int sl_run_on_args(void *ctx, int argc, char **argv)
 {
 	struct sl_run *r = ctx;
+	/* options end at the first dataset (POSIX mode): one after it is a
+	 * mistake said as such, never an option (a privileged caller hands on
+	 * datasets it was given) */
+	for (int i = 0; i < argc; i++)
+		if (argv[i][0] == '-' && argv[i][1] != '\0')
+			return sl_cli_usage(r->serve.on ? "serve" : "run",
+			                    "'%s' after the dataset %s: options come before the "
+			                    "datasets (the first DATA ends them)",
+			                    argv[i], argv[0]);
 	r->datasets = argv;
 	r->ndatasets = (size_t)argc;
 	return 0;

@@ -166,8 +166,8 @@ check_err "serve --user nobody, a folder nobody may list but not search: exit 2"
 assert "... no release request reached the KMS" test "$(releases)" = "$before"
 # options end at the first dataset: an operand that looks like an option is a
 # dataset (that does not exist), not an option (no file made, no log moved)
-check_err "serve DATA --ready-file=F: F is a dataset operand, not an option (exit 2)" 2 \
-	"--ready-file=$T/injected: cannot open" \
+check_err "serve DATA --ready-file=F: not taken as an option; refused (exit 1)" 1 \
+	"'--ready-file=$T/injected' after the dataset ds: options come before the datasets" \
 	timeout 120 "$SL" serve "${SA[@]}" --audit-log "$T/audit-v.log" ds "--ready-file=$T/injected"
 assert "... no ready file made" test ! -e "$T/injected"
 
