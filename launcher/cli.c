@@ -229,6 +229,8 @@ static bool build_tables(const struct sl_cli_spec *s, struct option lo[MAX_OPTS]
                          const char *dep[MAX_OPTS], char so[MAX_SHORT])
 {
 	size_t n = 0, sn = 0;
+	if (s->posix)
+		so[sn++] = '+';
 	/* ':' first: a missing argument is told apart from an unknown option */
 	so[sn++] = ':';
 	so[sn++] = 'h';

@@ -65,6 +65,10 @@ struct sl_cli_spec {
 	int (*on_option)(void *ctx, int key, char *arg);
 	/* Called once with the operands; returns 0 or an exit code. NULL: none allowed. */
 	int (*on_args)(void *ctx, int argc, char **argv);
+	/* options end at the first operand (POSIX; no GNU permutation): an
+	 * operand that looks like an option (a dataset path "--ready-file=x"
+	 * handed on by a privileged caller) stays an operand */
+	bool posix;
 };
 
 /* Parses argv[1..argc) for the command s. Returns -1 to go on, or the exit

@@ -25,7 +25,8 @@ static void usage(FILE *f)
 	fprintf(
 	    f,
 	    "Usage: seclaunch run --policy P --policy-pubkey K --kms URL [options] DATA... "
-	    "-- CMD [ARG...]\n\n"
+	    "-- CMD [ARG...]\n"
+	    "(options come first: the first DATA ends them)\n\n"
 	    "Attests this machine, asks the KMS for the datasets' keys under the signed\n"
 	    "policy, decrypts and stages the data in memory (GPU or sealed host memory),\n"
 	    "runs CMD with SECLAUNCH_DATA describing it, and wipes everything afterwards.\n"
@@ -71,7 +72,8 @@ static void usage(FILE *f)
 	    "  --kill-grace S         from SIGTERM to SIGKILL after --timeout or a second\n"
 	    "                         SIGINT/SIGTERM (default 10)\n"
 	    "  --user USER[:GROUP]    run the job as USER (root only): it cannot read\n"
-	    "                         seclaunch's key files or its /proc files\n"
+	    "                         seclaunch's key files or its /proc files; DATA is\n"
+	    "                         opened as USER (what USER cannot read: exit 2)\n"
 	    "  --threads N            decryption threads (default: online CPUs)\n"
 	    "  --image-digest D       the container image (sha256:HEX): part of the job's\n"
 	    "                         identity (docs/claims.md)\n"
@@ -269,6 +271,15 @@ static int on_option(void *ctx, int key, char *arg)
 int sl_run_on_args(void *ctx, int argc, char **argv)
 {
 	struct sl_run *r = ctx;
+	/* options end at the first dataset (POSIX mode): one after it is a
+	 * mistake said as such, never an option (a privileged caller hands on
+	 * datasets it was given) */
+	for (int i = 0; i < argc; i++)
+		if (argv[i][0] == '-' && argv[i][1] != '\0')
+			return sl_cli_usage(r->serve.on ? "serve" : "run",
+			                    "'%s' after the dataset %s: options come before the "
+			                    "datasets (the first DATA ends them)",
+			                    argv[i], argv[0]);
 	r->datasets = argv;
 	r->ndatasets = (size_t)argc;
 	return 0;
@@ -289,6 +300,7 @@ static const struct sl_cli_spec spec = {
     .help = usage,
     .on_option = on_option,
     .on_args = sl_run_on_args,
+    .posix = true,
 };
 
 int sl_run_check(struct sl_run *r, const struct sl_cli_shared *sh, const char *cmd)

@@ -18,7 +18,8 @@ static void usage(FILE *f)
 	fprintf(
 	    f,
 	    "Usage: seclaunch serve --policy P --policy-pubkey K --kms URL [options] DATA...\n"
-	    "                       [-- CMD [ARG...]]\n\n"
+	    "                       [-- CMD [ARG...]]\n"
+	    "(options come first: the first DATA ends them)\n\n"
 	    "The attested launch of `seclaunch run`, once for this node, for every process\n"
 	    "of a job that runs here (torchrun ranks, the tasks of a Slurm step): attests\n"
 	    "the machine, asks the KMS for the datasets' keys under the signed policy,\n"
@@ -41,7 +42,8 @@ static void usage(FILE *f)
 	    "  --ready-fd N           write the ready line to descriptor N, then close it\n"
 	    "  --ready-file F         write it to the new file F (mode 0600, the job's user)\n"
 	    "  --until-pid PID        stop when process PID ends\n"
-	    "  --user USER[:GROUP]    the job's user (root only; default: serve's own)\n"
+	    "  --user USER[:GROUP]    the job's user (root only; default: serve's own);\n"
+	    "                         DATA is opened as USER (what USER cannot read: exit 2)\n"
 	    "  --policy P, --policy-sig F, --policy-pubkey K, --kms URL, --kms-ca F,\n"
 	    "  --kms-pin PIN, --tcti T, --tee KIND, --collateral DIR, --stage WHERE,\n"
 	    "  --window SIZE, --linger S, --threads N, --lease-grace S, --audit-log F,\n"
@@ -143,6 +145,7 @@ static const struct sl_cli_spec spec = {
     .help = usage,
     .on_option = on_option,
     .on_args = sl_run_on_args,
+    .posix = true,
 };
 
 int cmd_serve(int argc, char **argv)

@@ -811,17 +811,59 @@ bool sl_tree_is_dataset(const char *path)
 	return stat(m, &st) == 0; /* lint: trusted path (a dataset the caller names) */
 }
 
+/* A local dataset folder, as the descriptor of the folder. */
+static SL_RESULT open_dir(const char *dir, int *dfd)
+{
+	*dfd = open(dir, /* lint: trusted path (a dataset the caller names) */
+	            O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (*dfd < 0)
+		return sl_err_set(SL_E_IO, "%s: cannot open: %s", dir, strerror(errno));
+	return SL_OK;
+}
+
+sl_err sl_tree_manifest_at(int dfd, const char *dir, sl_sldm **out)
+{
+	sl_err rc = SL_E_IO;
+	uint8_t *data = NULL;
+	size_t got = 0;
+	struct stat st;
+	int fd = openat(dfd, SL_SLDM_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+	SL_ENSURE(fd >= 0, SL_E_IO, "%s/" SL_SLDM_NAME ": cannot open: %s", dir, strerror(errno));
+	SL_ENSURE(fstat(fd, &st) == 0 && S_ISREG(st.st_mode), SL_E_INPUT,
+	          "%s/" SL_SLDM_NAME ": not a regular file", dir);
+	SL_ENSURE((uint64_t)st.st_size <= (uint64_t)SL_SLDM_MAX, SL_E_TOO_LARGE,
+	          "%s/" SL_SLDM_NAME ": larger than the %llu-byte limit", dir,
+	          (unsigned long long)SL_SLDM_MAX);
+	data = malloc((size_t)st.st_size + 1);
+	SL_ENSURE(data != NULL, SL_E_NOMEM, "%s/" SL_SLDM_NAME, dir);
+	SL_GUARD(sl_read_full(fd, data, (size_t)st.st_size, &got, SL_SLDM_NAME));
+	SL_ENSURE(got == (size_t)st.st_size, SL_E_IO, "%s/" SL_SLDM_NAME ": changed while read",
+	          dir);
+	rc = sl_sldm_parse(data, got, out);
+	if (rc != SL_OK)
+		rc = sl_err_wrap(rc, "%s/" SL_SLDM_NAME, dir);
+out:
+	free(data);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
 sl_err sl_tree_manifest(const char *dir, sl_remote *remote, sl_sldm **out)
 {
-	char m[PATH_MAX];
 	uint8_t *data = NULL;
 	size_t len = 0;
 	sl_err rc;
 
 	if (remote == NULL) {
-		if (snprintf(m, sizeof(m), "%s/" SL_SLDM_NAME, dir) >= (int)sizeof(m))
-			return sl_err_set(SL_E_INPUT, "%s: path too long", dir);
-		return sl_sldm_read_file(m, out);
+		int dfd = -1;
+		rc = open_dir(dir, &dfd);
+		if (rc == SL_OK)
+			rc = sl_tree_manifest_at(dfd, dir, out);
+		if (dfd >= 0)
+			close(dfd);
+		return rc;
 	}
 	rc = sl_remote_get(remote, SL_SLDM_NAME, SL_SLDM_MAX, &data, &len);
 	if (rc == SL_OK) {
@@ -972,8 +1014,8 @@ out:
 	return rc;
 }
 
-sl_err sl_tree_open_shard(const char *dir, sl_remote *remote, const sl_sldm *m, uint32_t i,
-                          int *fd_out, char *name, size_t name_cap)
+sl_err sl_tree_open_shard_at(int dfd, const char *dir, sl_remote *remote, const sl_sldm *m,
+                             uint32_t i, int *fd_out, char *name, size_t name_cap)
 {
 	sl_err rc = SL_E_IO;
 	sl_sldm_shard s = sl_sldm_shard_at(m, i);
@@ -987,8 +1029,12 @@ sl_err sl_tree_open_shard(const char *dir, sl_remote *remote, const sl_sldm *m, 
 	} else {
 		SL_ENSURE(snprintf(name, name_cap, "%s/%s", dir, s.name) < (int)name_cap,
 		          SL_E_INPUT, "%s: path too long", dir);
-		fd = open(name, /* lint: trusted path (a dataset the caller names) */
-		          O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		/* the manifest named it: a plain name, checked again; no link followed */
+		SL_ENSURE(s.name[0] != '\0' && strchr(s.name, '/') == NULL &&
+		              strcmp(s.name, ".") != 0 && strcmp(s.name, "..") != 0,
+		          SL_E_INTEGRITY, "shard %u: name '%s' is not a plain file name", i,
+		          s.name);
+		fd = openat(dfd, s.name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (fd < 0)
 			SL_FAIL(errno == ENOENT ? SL_E_TRUNCATED : SL_E_IO, "shard %u (%s): %s", i,
 			        s.name,
@@ -1010,6 +1056,18 @@ out:
 	sl_sld_header_free(h);
 	if (fd >= 0)
 		close(fd);
+	return rc;
+}
+
+sl_err sl_tree_open_shard(const char *dir, sl_remote *remote, const sl_sldm *m, uint32_t i,
+                          int *fd_out, char *name, size_t name_cap)
+{
+	int dfd = -1;
+	sl_err rc = remote != NULL ? SL_OK : open_dir(dir, &dfd);
+	if (rc == SL_OK)
+		rc = sl_tree_open_shard_at(dfd, dir, remote, m, i, fd_out, name, name_cap);
+	if (dfd >= 0)
+		close(dfd);
 	return rc;
 }
 

@@ -62,6 +62,10 @@ bool sl_tree_is_dataset(const char *path);
  * not NULL (structure only: the key reference is what the caller needs to
  * obtain the DEK). */
 SL_MUST_USE sl_err sl_tree_manifest(const char *dir, sl_remote *remote, sl_sldm **out);
+/* The same for a local folder open as dfd (dir names it in messages): the
+ * manifest opened relative to it, no link followed. The path form opens
+ * the folder and calls this. */
+SL_MUST_USE sl_err sl_tree_manifest_at(int dfd, const char *dir, sl_sldm **out);
 
 /* Authenticates the manifest, checks and decrypts every shard, and writes
  * the files under out_dir (which appears only once every file is complete;
@@ -77,12 +81,18 @@ SL_MUST_USE sl_err sl_tree_decrypt(const char *dir, sl_remote *remote, const sl_
  * id, sizes): an fd ready for sl_sld_open; name receives what to call it. */
 SL_MUST_USE sl_err sl_tree_open_shard(const char *dir, sl_remote *remote, const sl_sldm *m,
                                       uint32_t i, int *fd, char *name, size_t name_cap);
+/* The same with the folder open as dfd (-1 with remote): the shard opened
+ * relative to it (openat, no link followed); what the path form calls. */
+SL_MUST_USE sl_err sl_tree_open_shard_at(int dfd, const char *dir, sl_remote *remote,
+                                         const sl_sldm *m, uint32_t i, int *fd, char *name,
+                                         size_t name_cap);
 
 /* A sharded dataset staged whole, as sl_stage_sld does for one SLD file:
  * the manifest authenticated with dek, then every shard opened, checked and
  * decrypted into its place in one stage (the shards' plaintexts back to
- * back, so a file's bytes sit at its dataset offset). */
-SL_MUST_USE sl_err sl_stage_sldm(const char *dir, sl_remote *remote, const sl_sldm *m,
+ * back, so a file's bytes sit at its dataset offset). The shards come from
+ * the folder open as dfd (dir: its name in messages), or from remote. */
+SL_MUST_USE sl_err sl_stage_sldm(int dfd, const char *dir, sl_remote *remote, const sl_sldm *m,
                                  sl_secret *dek, const sl_gpu_info *gpu, unsigned threads,
                                  bool force_memfd, int (*interrupted)(void), sl_stage **out);
 

@@ -71,6 +71,16 @@ SL_MUST_USE sl_err sl_job_user_parse(const char *spec, sl_job_user *u);
  * exists but cannot be executed (the reason in sl_err_detail()). */
 int sl_job_resolve(const char *argv0, char *const *envp, const sl_job_user *u, char *out, size_t n);
 
+/* ---- opening as the job's user (user_open.c) --------------------------- */
+
+/* Opens path (a file or a folder, read-only) with the rights of u: a child
+ * takes u's groups, gid and uid and PR_SET_NO_NEW_PRIVS, opens it (following
+ * what u could follow) and hands the descriptor back over a socketpair
+ * (SCM_RIGHTS); the caller reads only through it. A folder must be one u may
+ * search. u NULL or !u->set: opened by this process. SL_E_IO naming path
+ * and the user when u cannot open it. */
+SL_MUST_USE sl_err sl_user_open(const sl_job_user *u, const char *path, int *fd);
+
 /* ---- containment (contain.c) ------------------------------------------- */
 
 /* Every process the job starts stays countable and killable, whatever

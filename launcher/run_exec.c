@@ -212,12 +212,20 @@ static SL_RESULT open_dataset(struct sl_run_st *s, size_t i, const char *path)
 		s->o->remote.quiet = sl_cli_quiet;
 		SL_GUARD(sl_remote_open(path, &s->o->remote, &s->rem[i]));
 		SL_GUARD(sl_tree_manifest(NULL, s->rem[i], &s->man[i]));
-	} else if (sl_tree_is_dataset(path)) {
-		SL_GUARD(sl_tree_manifest(path, NULL, &s->man[i]));
 	} else {
-		s->fd[i] = open(path, O_RDONLY | O_CLOEXEC);
-		SL_ENSURE(s->fd[i] >= 0, SL_E_IO, "%s: cannot open: %s", path, strerror(errno));
-		SL_GUARD(sl_sld_header_read_fd(s->fd[i], path, &s->hdr[i]));
+		/* opened with the rights of the job's user (--user): a dataset
+		 * that user cannot read is not read for them by root; every later
+		 * read goes through this descriptor */
+		struct stat st;
+		int fd = -1;
+		SL_GUARD(sl_user_open(&s->user, path, &fd));
+		if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+			s->dfd[i] = fd;
+			SL_GUARD(sl_tree_manifest_at(fd, path, &s->man[i]));
+		} else {
+			s->fd[i] = fd;
+			SL_GUARD(sl_sld_header_read_fd(fd, path, &s->hdr[i]));
+		}
 	}
 	/* GPU decryption takes SLD chunks one file at a time: single files only */
 	SL_ENSURE(s->man[i] == NULL || !s->o->gpu_decrypt, SL_E_USAGE,
@@ -456,8 +464,8 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 		 * uploads host-staged data; --gpu-decrypt: ciphertext, decrypted there */
 		bool ipc = s->use_gpu && s->o->where == SL_STAGE_GPU_IPC;
 		if (s->streamed[i]) {
-			rc = sl_stream_new(s->rem[i] != NULL ? NULL : s->o->datasets[i], s->rem[i],
-			                   s->man[i], s->dek[i],
+			rc = sl_stream_new(s->dfd[i], s->rem[i] != NULL ? NULL : s->o->datasets[i],
+			                   s->rem[i], s->man[i], s->dek[i],
 			                   s->o->window ? s->o->window : SL_RUN_WINDOW_DEFAULT,
 			                   s->o->linger_set ? s->o->linger_s * 1000u
 			                                    : SL_RUN_LINGER_DEFAULT_S * 1000u,
@@ -482,8 +490,8 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 			continue;
 		}
 		if (s->man[i] != NULL)
-			rc = sl_stage_sldm(s->rem[i] != NULL ? NULL : s->o->datasets[i], s->rem[i],
-			                   s->man[i], s->dek[i], ipc ? &s->gpu : NULL,
+			rc = sl_stage_sldm(s->dfd[i], s->rem[i] != NULL ? NULL : s->o->datasets[i],
+			                   s->rem[i], s->man[i], s->dek[i], ipc ? &s->gpu : NULL,
 			                   s->o->threads, false, poll_sig, &s->stage[i]);
 		else if (s->o->gpu_decrypt)
 			rc = sl_stage_sld_gpu_decrypt(s->fd[i], s->o->datasets[i], s->dek[i],
@@ -887,6 +895,8 @@ static void cleanup(struct sl_run_st *s)
 	for (size_t i = 0; i < s->n; i++) {
 		if (s->fd[i] >= 0)
 			close(s->fd[i]);
+		if (s->dfd[i] >= 0)
+			close(s->dfd[i]);
 		sl_sld_header_free(s->hdr[i]);
 		sl_sldm_free(s->man[i]);
 		sl_remote_free(s->rem[i]);
@@ -918,7 +928,7 @@ int sl_run_execute(struct sl_run *o)
 	s.audit_defer = true;
 	s.o = o;
 	for (size_t i = 0; i < SL_RUN_MAX_DATASETS; i++)
-		s.fd[i] = -1;
+		s.fd[i] = s.dfd[i] = -1;
 	sl_wl_init(&s.wl);
 	g_cmd = cmd;
 	if (o->serve.on)

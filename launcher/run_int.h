@@ -76,7 +76,8 @@ struct sl_run_st {
 	sl_gpu_info gpu;
 	bool use_gpu;
 	size_t n;
-	int fd[SL_RUN_MAX_DATASETS];
+	int fd[SL_RUN_MAX_DATASETS];              /* an SLD file, opened as the job's user */
+	int dfd[SL_RUN_MAX_DATASETS];             /* a local dataset folder, the same */
 	sl_sld_header *hdr[SL_RUN_MAX_DATASETS];  /* an SLD file, or NULL: */
 	struct sl_sldm *man[SL_RUN_MAX_DATASETS]; /* a sharded dataset's manifest */
 	sl_remote *rem[SL_RUN_MAX_DATASETS];      /* its store, when remote */

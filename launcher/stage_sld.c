@@ -110,7 +110,7 @@ out:
 	return rc;
 }
 
-sl_err sl_stage_sldm(const char *dir, sl_remote *remote, const sl_sldm *m, sl_secret *dek,
+sl_err sl_stage_sldm(int dfd, const char *dir, sl_remote *remote, const sl_sldm *m, sl_secret *dek,
                      const sl_gpu_info *gpu, unsigned threads, bool force_memfd,
                      int (*interrupted)(void), sl_stage **out)
 {
@@ -132,7 +132,7 @@ sl_err sl_stage_sldm(const char *dir, sl_remote *remote, const sl_sldm *m, sl_se
 		                           force_memfd, &s));
 	for (uint32_t i = 0; i < sl_sldm_shard_count(m); i++) {
 		SL_GUARD(interrupted_check(interrupted));
-		SL_GUARD(sl_tree_open_shard(dir, remote, m, i, &fd, name, sizeof(name)));
+		SL_GUARD(sl_tree_open_shard_at(dfd, dir, remote, m, i, &fd, name, sizeof(name)));
 		SL_GUARD(sl_sld_open(fd, name, dek, &r));
 		struct sink_ctx c = {.stage = s,
 		                     .h = sl_sld_reader_header(r),

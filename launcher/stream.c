@@ -37,6 +37,7 @@ struct slot {
 struct sl_stream {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
+	int dfd; /* the local folder (-1: remote) */
 	const char *dir;
 	sl_remote *remote;
 	const sl_sldm *m;
@@ -169,8 +170,8 @@ static void *prefetch_main(void *arg)
 {
 	struct prefetch *p = arg;
 	p->fd = -1;
-	p->rc = sl_tree_open_shard(p->s->dir, p->s->remote, p->s->m, p->i, &p->fd, p->name,
-	                           sizeof(p->name));
+	p->rc = sl_tree_open_shard_at(p->s->dfd, p->s->dir, p->s->remote, p->s->m, p->i, &p->fd,
+	                              p->name, sizeof(p->name));
 	if (p->rc != SL_OK)
 		snprintf(p->errmsg, sizeof(p->errmsg), "%s", sl_err_detail());
 	return NULL;
@@ -251,8 +252,8 @@ static void *stage_thread(void *arg)
 		int fd = -1;
 		sl_err rc = prefetch_take(pf, i, &fd, name, sizeof(name));
 		if (rc == SL_OK && fd < 0)
-			rc =
-			    sl_tree_open_shard(s->dir, s->remote, s->m, i, &fd, name, sizeof(name));
+			rc = sl_tree_open_shard_at(s->dfd, s->dir, s->remote, s->m, i, &fd, name,
+			                           sizeof(name));
 		if (rc == SL_OK && ahead < s->n)
 			prefetch_start(pf, ahead);
 		if (rc == SL_OK)
@@ -285,7 +286,7 @@ static void *stage_thread(void *arg)
 	return NULL;
 }
 
-sl_err sl_stream_new(const char *dir, sl_remote *remote, const sl_sldm *m, sl_secret *dek,
+sl_err sl_stream_new(int dfd, const char *dir, sl_remote *remote, const sl_sldm *m, sl_secret *dek,
                      uint64_t window, unsigned linger_ms, unsigned threads, sl_stream **out)
 {
 	sl_err rc = SL_E_NOMEM;
@@ -301,6 +302,7 @@ sl_err sl_stream_new(const char *dir, sl_remote *remote, const sl_sldm *m, sl_se
 	pthread_cond_init(&s->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	s->linger_ns = (uint64_t)linger_ms * 1000000ull;
+	s->dfd = dfd;
 	s->dir = dir;
 	s->remote = remote;
 	s->m = m;

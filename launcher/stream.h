@@ -30,11 +30,12 @@ typedef struct sl_stream_stats {
 } sl_stream_stats;
 
 /* Authenticates the manifest with dek (copied: the caller may free its
- * own), then starts the staging thread. dir: the dataset folder, or NULL
- * with remote (both, and m, must outlive the stream). window: bytes of
+ * own), then starts the staging thread. dfd: the dataset folder open (its
+ * shards opened relative to it; dir names it in messages), or -1 and dir
+ * NULL with remote (dfd, remote and m must outlive the stream). window: bytes of
  * plaintext staged at most; it must hold the largest shard. linger_ms: how
  * long a released shard stays staged (0: wiped at once). */
-SL_MUST_USE sl_err sl_stream_new(const char *dir, sl_remote *remote, const sl_sldm *m,
+SL_MUST_USE sl_err sl_stream_new(int dfd, const char *dir, sl_remote *remote, const sl_sldm *m,
                                  sl_secret *dek, uint64_t window, unsigned linger_ms,
                                  unsigned threads, sl_stream **out);
 

@@ -22,12 +22,21 @@
  *   tcti=T           the TPM to quote with (default: seclaunch's)
  *   audit_log=F      serve's audit log (default /var/log/seclaunch/audit.log)
  *   workload_log=F   the workload register's event log (default seclaunch's)
- *   kms=URL kms_ca=F policy=P pubkey=K   defaults for the user's options
- *   stage=WHERE      default --stage
+ *   kms=URL kms_ca=F policy=P pubkey=K policy_sig=F   the cluster's: a step
+ *                    that gives another value is refused (exit 1)
+ *   stage=WHERE      default --stage (the user's --seclaunch-stage replaces it)
  *   timeout=S        how long to wait for serve's ready line (default 600)
  *   stop_timeout=S   how long serve may take to seal the outputs and wipe at
  *                    step end (default 60)
  *   required=1       every step must use seclaunch (no --seclaunch-policy: fail)
+ *
+ * The privilege boundary: serve runs as root, so no user value reaches its
+ * argv but through build_argv's whitelist: each option as one
+ * "--flag=value" string, the datasets after every option (serve parses in
+ * POSIX mode: the first operand ends the options), the step's command
+ * after "--"; a value that is empty, begins with '-' or holds a line break
+ * fails the step with a message. serve opens the datasets as the job's
+ * user (--user), so a path that user cannot read is refused (exit 2).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -72,16 +81,22 @@ enum {
 	OPT_LINGER,
 };
 
-/* What the user and the administrator asked for (strdup'ed). */
+/* What the administrator set in plugstack.conf (adm) and what the step's
+ * user asked for (usr), apart: the administrator's policy, public key, KMS
+ * and CA are not the user's to change, and no user value reaches serve's
+ * argv but through the whitelist of start_serve (strdup'ed). */
 static struct {
 	char *bin, *tcti, *audit_log, *workload_log, *kms, *kms_ca, *policy, *pubkey, *policy_sig,
 	    *stage;
+	unsigned timeout_s, stop_timeout_s;
+	bool required;
+} adm = {.timeout_s = 600, .stop_timeout_s = 60};
+static struct {
+	char *kms, *kms_ca, *policy, *pubkey, *policy_sig, *stage;
 	char *window, *region, *output, *resume, *linger;
 	char *data[MAX_DATA];
 	int ndata;
-	unsigned timeout_s, stop_timeout_s;
-	bool required;
-} cfg = {.timeout_s = 600, .stop_timeout_s = 60};
+} usr;
 
 /* The node's serve, and a failure to tell the tasks about. */
 static pid_t serve_pid;
@@ -105,16 +120,16 @@ static int add_data(const char *v)
 	for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
 		bool seen = t[0] == '\0';
 		/* the remote side may be handed the same value twice */
-		for (int i = 0; i < cfg.ndata && !seen; i++)
-			seen = strcmp(cfg.data[i], t) == 0;
+		for (int i = 0; i < usr.ndata && !seen; i++)
+			seen = strcmp(usr.data[i], t) == 0;
 		if (seen)
 			continue;
-		if (cfg.ndata >= MAX_DATA) {
+		if (usr.ndata >= MAX_DATA) {
 			slurm_error("seclaunch: more than %d datasets", MAX_DATA);
 			free(copy);
 			return -1;
 		}
-		cfg.data[cfg.ndata++] = strdup(t);
+		usr.data[usr.ndata++] = strdup(t);
 	}
 	free(copy);
 	return 0;
@@ -125,39 +140,39 @@ static int opt_cb(int val, const char *optarg, int remote)
 	(void)remote;
 	switch (val) {
 	case OPT_POLICY:
-		set_str(&cfg.policy, optarg);
+		set_str(&usr.policy, optarg);
 		break;
 	case OPT_PUBKEY:
-		set_str(&cfg.pubkey, optarg);
+		set_str(&usr.pubkey, optarg);
 		break;
 	case OPT_POLICY_SIG:
-		set_str(&cfg.policy_sig, optarg);
+		set_str(&usr.policy_sig, optarg);
 		break;
 	case OPT_KMS:
-		set_str(&cfg.kms, optarg);
+		set_str(&usr.kms, optarg);
 		break;
 	case OPT_KMS_CA:
-		set_str(&cfg.kms_ca, optarg);
+		set_str(&usr.kms_ca, optarg);
 		break;
 	case OPT_DATA:
 		return add_data(optarg);
 	case OPT_STAGE:
-		set_str(&cfg.stage, optarg);
+		set_str(&usr.stage, optarg);
 		break;
 	case OPT_WINDOW:
-		set_str(&cfg.window, optarg);
+		set_str(&usr.window, optarg);
 		break;
 	case OPT_REGION:
-		set_str(&cfg.region, optarg);
+		set_str(&usr.region, optarg);
 		break;
 	case OPT_OUTPUT:
-		set_str(&cfg.output, optarg);
+		set_str(&usr.output, optarg);
 		break;
 	case OPT_RESUME:
-		set_str(&cfg.resume, optarg);
+		set_str(&usr.resume, optarg);
 		break;
 	case OPT_LINGER:
-		set_str(&cfg.linger, optarg);
+		set_str(&usr.linger, optarg);
 		break;
 	default:
 		return -1;
@@ -206,39 +221,41 @@ static int parse_args(int ac, char **av)
 		const char *v = eq + 1;
 #define KEY(k) (kl == strlen(k) && strncmp(av[i], k, kl) == 0)
 		if (KEY("seclaunch"))
-			set_str(&cfg.bin, v);
+			set_str(&adm.bin, v);
 		else if (KEY("tcti"))
-			set_str(&cfg.tcti, v);
+			set_str(&adm.tcti, v);
 		else if (KEY("audit_log"))
-			set_str(&cfg.audit_log, v);
+			set_str(&adm.audit_log, v);
 		else if (KEY("workload_log"))
-			set_str(&cfg.workload_log, v);
+			set_str(&adm.workload_log, v);
 		else if (KEY("kms"))
-			set_str(&cfg.kms, v);
+			set_str(&adm.kms, v);
 		else if (KEY("kms_ca"))
-			set_str(&cfg.kms_ca, v);
+			set_str(&adm.kms_ca, v);
 		else if (KEY("policy"))
-			set_str(&cfg.policy, v);
+			set_str(&adm.policy, v);
 		else if (KEY("pubkey"))
-			set_str(&cfg.pubkey, v);
+			set_str(&adm.pubkey, v);
+		else if (KEY("policy_sig"))
+			set_str(&adm.policy_sig, v);
 		else if (KEY("stage"))
-			set_str(&cfg.stage, v);
+			set_str(&adm.stage, v);
 		else if (KEY("timeout"))
-			cfg.timeout_s = (unsigned)strtoul(v, NULL, 10);
+			adm.timeout_s = (unsigned)strtoul(v, NULL, 10);
 		else if (KEY("stop_timeout"))
-			cfg.stop_timeout_s = (unsigned)strtoul(v, NULL, 10);
+			adm.stop_timeout_s = (unsigned)strtoul(v, NULL, 10);
 		else if (KEY("required"))
-			cfg.required = strcmp(v, "1") == 0 || strcmp(v, "yes") == 0;
+			adm.required = strcmp(v, "1") == 0 || strcmp(v, "yes") == 0;
 		else {
 			slurm_error("seclaunch: unknown plugstack argument '%s'", av[i]);
 			return -1;
 		}
 #undef KEY
 	}
-	if (cfg.timeout_s == 0)
-		cfg.timeout_s = 600;
-	if (cfg.stop_timeout_s == 0)
-		cfg.stop_timeout_s = 60;
+	if (adm.timeout_s == 0)
+		adm.timeout_s = 600;
+	if (adm.stop_timeout_s == 0)
+		adm.stop_timeout_s = 60;
 	return 0;
 }
 
@@ -321,15 +338,155 @@ static int add_arg(char **argv, int *n, const char *a)
 	return 0;
 }
 
-/* FLAG V for each V of a comma-separated list (cut in place; NULL: none). */
-static int add_list(char **argv, int *n, const char *flag, char *list)
+/* "--flag=value" strings for serve's argv: one bump arena, never freed
+ * (one step per slurmstepd). */
+static char argbuf[64 * 1024];
+static size_t argused;
+
+static const char *joined(const char *flag, const char *v)
 {
-	char *save = NULL;
+	size_t need = strlen(flag) + 1 + strlen(v) + 1;
+	if (need > sizeof(argbuf) - argused)
+		return NULL;
+	char *p = argbuf + argused;
+	snprintf(p, need, "%s=%s", flag, v);
+	argused += need;
+	return p;
+}
+
+/* A value the step's user gave reaches serve's argv only as an option's
+ * argument ("--flag=value") or as a dataset operand: refused when serve
+ * could read it as an option, or when it would split serve's lines. */
+static bool user_value_ok(const char *opt, const char *v)
+{
+	if (v == NULL)
+		return true;
+	if (strpbrk(v, "\n\r") != NULL) {
+		fail(1, "--%s: refused: a value may not hold a line break", opt);
+		return false;
+	}
+	if (v[0] == '\0' || v[0] == '-') {
+		fail(1, "--%s=%s: refused: a value may not be empty or begin with '-'", opt, v);
+		return false;
+	}
+	return true;
+}
+
+/* The administrator's value (key= in plugstack.conf), else the user's
+ * (--opt); a user's value that differs from the administrator's is refused. */
+static bool pick(const char *opt, const char *key, const char *a, const char *u, const char **out)
+{
+	if (a != NULL && u != NULL && strcmp(a, u) != 0) {
+		fail(1,
+		     "--%s: this cluster's administrator set %s= in plugstack.conf; a step "
+		     "cannot change it",
+		     opt, key);
+		return false;
+	}
+	if (a == NULL && !user_value_ok(opt, u))
+		return false;
+	*out = a != NULL ? a : u;
+	return true;
+}
+
+static int add_opt(char **argv, int *n, const char *flag, const char *v)
+{
+	if (v == NULL)
+		return 0;
+	const char *j = joined(flag, v);
+	if (j == NULL || add_arg(argv, n, j) != 0) {
+		fail(1, "too many arguments for seclaunch serve");
+		return -1;
+	}
+	return 0;
+}
+
+/* --flag=V for each V of a comma-separated list the user gave. */
+static int add_user_list(char **argv, int *n, const char *opt, const char *flag, const char *list)
+{
+	char *copy, *save = NULL;
+	int ret = 0;
 	if (list == NULL)
 		return 0;
-	for (char *t = strtok_r(list, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save))
-		if (add_arg(argv, n, flag) != 0 || add_arg(argv, n, t) != 0)
+	if ((copy = strdup(list)) == NULL)
+		return -1;
+	for (char *t = strtok_r(copy, ",", &save); t != NULL && ret == 0;
+	     t = strtok_r(NULL, ",", &save))
+		ret = !user_value_ok(opt, t) ? -1 : add_opt(argv, n, flag, t);
+	free(copy);
+	return ret;
+}
+
+/* serve's argv from a whitelist: the fixed options, the administrator's
+ * settings, each user option as "--flag=value" after its check, then the
+ * datasets (each checked: serve's options end at its first operand, and
+ * none of them begins with '-'). The step's command follows after "--". */
+static int build_argv(char **argv, int *n, const char *until, const char *uidbuf)
+{
+	const char *policy = NULL, *pubkey = NULL, *kms = NULL, *kms_ca = NULL, *sig = NULL;
+
+	add_arg(argv, n, adm.bin != NULL ? adm.bin : "/usr/bin/seclaunch");
+	add_arg(argv, n, "serve");
+	add_arg(argv, n, "-q");
+	add_arg(argv, n, "--ready-fd=3");
+	if (add_opt(argv, n, "--until-pid", until) != 0 || add_opt(argv, n, "--user", uidbuf) != 0)
+		return -1;
+	if (!pick("seclaunch-policy", "policy", adm.policy, usr.policy, &policy) ||
+	    !pick("seclaunch-pubkey", "pubkey", adm.pubkey, usr.pubkey, &pubkey) ||
+	    !pick("seclaunch-kms", "kms", adm.kms, usr.kms, &kms) ||
+	    !pick("seclaunch-kms-ca", "kms_ca", adm.kms_ca, usr.kms_ca, &kms_ca))
+		return -1;
+	/* the administrator's policy is signed where the administrator says */
+	if (adm.policy != NULL && adm.policy_sig == NULL && usr.policy_sig != NULL) {
+		fail(1, "--seclaunch-policy-sig: this cluster's administrator set policy= in "
+		        "plugstack.conf; a step cannot change its signature");
+		return -1;
+	}
+	if (!pick("seclaunch-policy-sig", "policy_sig", adm.policy_sig, usr.policy_sig, &sig))
+		return -1;
+	if (pubkey == NULL) {
+		fail(1, "--seclaunch-pubkey is required with --seclaunch-policy");
+		return -1;
+	}
+	if (kms == NULL) {
+		fail(1, "--seclaunch-kms is required with --seclaunch-policy");
+		return -1;
+	}
+	/* the user's stage replaces the administrator's default */
+	const char *stage = usr.stage != NULL ? usr.stage : adm.stage;
+	if (!user_value_ok("seclaunch-stage", usr.stage) ||
+	    !user_value_ok("seclaunch-window", usr.window) ||
+	    !user_value_ok("seclaunch-linger", usr.linger) ||
+	    !user_value_ok("seclaunch-region", usr.region))
+		return -1;
+	if (add_opt(argv, n, "--policy", policy) != 0 ||
+	    add_opt(argv, n, "--policy-pubkey", pubkey) != 0 ||
+	    add_opt(argv, n, "--kms", kms) != 0 || add_opt(argv, n, "--policy-sig", sig) != 0 ||
+	    add_opt(argv, n, "--kms-ca", kms_ca) != 0 || add_opt(argv, n, "--stage", stage) != 0 ||
+	    add_opt(argv, n, "--window", usr.window) != 0 ||
+	    add_opt(argv, n, "--linger", usr.linger) != 0 ||
+	    add_opt(argv, n, "--region", usr.region) != 0 ||
+	    add_opt(argv, n, "--workload-log", adm.workload_log) != 0 ||
+	    add_opt(argv, n, "--audit-log",
+	            adm.audit_log != NULL ? adm.audit_log : "/var/log/seclaunch/audit.log") != 0)
+		return -1;
+	/* NAME=DEST[,NAME=DEST...]: serve seals each when the step ends;
+	 * NAME=SOURCE[,...]: serve stages each output's newest checkpoint back */
+	if (add_user_list(argv, n, "seclaunch-output", "--output", usr.output) != 0 ||
+	    add_user_list(argv, n, "seclaunch-resume", "--resume", usr.resume) != 0)
+		return -1;
+	if (usr.ndata == 0) {
+		fail(1, "--seclaunch-data names no dataset");
+		return -1;
+	}
+	for (int i = 0; i < usr.ndata; i++) {
+		if (!user_value_ok("seclaunch-data", usr.data[i]))
 			return -1;
+		if (add_arg(argv, n, usr.data[i]) != 0) {
+			fail(1, "too many arguments for seclaunch serve");
+			return -1;
+		}
+	}
 	return 0;
 }
 
@@ -370,8 +527,8 @@ static int build_env(spank_t sp, char **envp, char store[][ENV_LEN], int max)
 	char rc[32];
 	if (spank_getenv(sp, "SLURM_RESTART_COUNT", rc, sizeof(rc)) == ESPANK_SUCCESS)
 		snprintf(store[n++], ENV_LEN, "SLURM_RESTART_COUNT=%s", rc);
-	if (cfg.tcti != NULL)
-		snprintf(store[n++], ENV_LEN, "SECLAUNCH_TCTI=%s", cfg.tcti);
+	if (adm.tcti != NULL)
+		snprintf(store[n++], ENV_LEN, "SECLAUNCH_TCTI=%s", adm.tcti);
 	if (n >= max)
 		return -1;
 	for (int i = 0; i < n; i++)
@@ -407,62 +564,8 @@ static int start_serve(spank_t sp)
 		fail(7, "serve's environment");
 		return -1;
 	}
-	add_arg(argv, &n, cfg.bin != NULL ? cfg.bin : "/usr/bin/seclaunch");
-	add_arg(argv, &n, "serve");
-	add_arg(argv, &n, "-q");
-	add_arg(argv, &n, "--ready-fd");
-	add_arg(argv, &n, "3");
-	add_arg(argv, &n, "--until-pid");
-	add_arg(argv, &n, until);
-	add_arg(argv, &n, "--user");
-	add_arg(argv, &n, uidbuf);
-	add_arg(argv, &n, "--policy");
-	add_arg(argv, &n, cfg.policy);
-	if (cfg.pubkey == NULL) {
-		fail(1, "--seclaunch-pubkey is required with --seclaunch-policy");
+	if (build_argv(argv, &n, until, uidbuf) != 0)
 		return -1;
-	}
-	add_arg(argv, &n, "--policy-pubkey");
-	add_arg(argv, &n, cfg.pubkey);
-	if (cfg.kms == NULL) {
-		fail(1, "--seclaunch-kms is required with --seclaunch-policy");
-		return -1;
-	}
-	add_arg(argv, &n, "--kms");
-	add_arg(argv, &n, cfg.kms);
-#define OPTARG(flag, v)                                                                            \
-	do {                                                                                       \
-		if ((v) != NULL) {                                                                 \
-			add_arg(argv, &n, flag);                                                   \
-			add_arg(argv, &n, v);                                                      \
-		}                                                                                  \
-	} while (0)
-	OPTARG("--policy-sig", cfg.policy_sig);
-	OPTARG("--kms-ca", cfg.kms_ca);
-	OPTARG("--stage", cfg.stage);
-	OPTARG("--window", cfg.window);
-	OPTARG("--linger", cfg.linger);
-	OPTARG("--region", cfg.region);
-	OPTARG("--workload-log", cfg.workload_log);
-	OPTARG("--audit-log",
-	       cfg.audit_log != NULL ? cfg.audit_log : "/var/log/seclaunch/audit.log");
-#undef OPTARG
-	/* NAME=DEST[,NAME=DEST...]: serve seals each when the step ends;
-	 * NAME=SOURCE[,...]: serve stages each output's newest checkpoint back */
-	if (add_list(argv, &n, "--output", cfg.output) != 0 ||
-	    add_list(argv, &n, "--resume", cfg.resume) != 0) {
-		fail(1, "too many arguments for seclaunch serve");
-		return -1;
-	}
-	if (cfg.ndata == 0) {
-		fail(1, "--seclaunch-data names no dataset");
-		return -1;
-	}
-	for (int i = 0; i < cfg.ndata; i++)
-		if (add_arg(argv, &n, cfg.data[i]) != 0) {
-			fail(1, "too many arguments for seclaunch serve");
-			return -1;
-		}
 	/* the step's command, for serve to measure (its workload identity) */
 	int jargc = 0;
 	char **jargv = NULL;
@@ -484,7 +587,7 @@ static int start_serve(spank_t sp)
 		if (spank_getenv(sp, "PWD", cwd, sizeof(cwd)) != ESPANK_SUCCESS)
 			cwd[0] = '\0';
 	}
-	if (cfg.audit_log == NULL)
+	if (adm.audit_log == NULL)
 		(void)mkdir("/var/log/seclaunch", 0700);
 
 	line = malloc(line_cap);
@@ -535,7 +638,7 @@ static int start_serve(spank_t sp)
 		goto out;
 	}
 	/* the ready line, or EOF (serve failed, its message on errp) */
-	double deadline = now_s() + cfg.timeout_s;
+	double deadline = now_s() + adm.timeout_s;
 	bool ready_open = true, err_open = true;
 	while (ready_open && memchr(line, '\n', line_len) == NULL) {
 		struct pollfd pf[2] = {{.fd = ready[0], .events = POLLIN},
@@ -543,7 +646,7 @@ static int start_serve(spank_t sp)
 		double left = deadline - now_s();
 		if (left <= 0) {
 			fail(7, "seclaunch serve did not get ready within %u s (timeout=)",
-			     cfg.timeout_s);
+			     adm.timeout_s);
 			kill(serve_pid, SIGTERM);
 			goto out;
 		}
@@ -638,8 +741,8 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 		return 0;
 	if (spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS && step == SLURM_EXTERN_CONT)
 		return 0;
-	if (cfg.policy == NULL) {
-		if (cfg.required)
+	if (adm.policy == NULL && usr.policy == NULL) {
+		if (adm.required)
 			fail(4, "this cluster runs every step under seclaunch: give "
 			        "--seclaunch-policy, --seclaunch-pubkey, --seclaunch-kms and "
 			        "--seclaunch-data");
@@ -673,12 +776,12 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 	if (spank_context() != S_CTX_REMOTE || serve_pid <= 0)
 		return 0;
 	kill(serve_pid, SIGTERM);
-	double deadline = now_s() + cfg.stop_timeout_s;
+	double deadline = now_s() + adm.stop_timeout_s;
 	while (alive(serve_pid) && now_s() < deadline)
 		usleep(20000);
 	if (alive(serve_pid)) {
 		slurm_error("seclaunch: serve (pid %d) did not stop within %u s; killed",
-		            (int)serve_pid, cfg.stop_timeout_s);
+		            (int)serve_pid, adm.stop_timeout_s);
 		kill(serve_pid, SIGKILL);
 	}
 	serve_pid = 0;

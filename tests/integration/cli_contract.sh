@@ -48,6 +48,11 @@ EOF
 with_json() {
 	local a seen=
 	JCMD=()
+	# run and serve read options only before the first dataset
+	if [ "${2:-}" = run ] || [ "${2:-}" = serve ]; then
+		JCMD=("$1" "$2" --json "${@:3}")
+		return
+	fi
 	for a in "$@"; do
 		if [ -z "$seen" ] && [ "$a" = "--" ]; then
 			JCMD+=(--json)

@@ -264,6 +264,20 @@ probe() { # out [extra run args...]
 	shift
 	"$SL" "${R[@]}" "$@" "$T/ds.sld" -- "$PYU" "$T/pub/probe.py" "$out" "$T/audit.key" "$KMS_TOKEN"
 }
+# --user: the dataset is opened as the job's user. A root-only copy (0600 in
+# a 0700 folder) is refused before any KMS request, naming the path
+mkdir -m 0700 "$T/vault"
+cp "$T/ds.sld" "$T/vault/private.sld"
+chmod 0600 "$T/vault/private.sld"
+rel0=$(grep -c '"event":"kms.release"' "$KMS_STATE/audit.log")
+check_err "--user nobody naming a root-only dataset: exit 2, the job's user cannot read it" 2 \
+	"$T/vault/private.sld: cannot open: the job's user nobody .*cannot read it" \
+	"$SL" "${R[@]}" --user nobody "$T/vault/private.sld" -- "$PYU" -c pass
+assert "... no release request reached the KMS" \
+	test "$(grep -c '"event":"kms.release"' "$KMS_STATE/audit.log")" = "$rel0"
+check "the same dataset for a root job: runs" 0 "$SL" "${R[@]}" "$T/vault/private.sld" -- true
+# the dataset the probes read: readable by nobody
+chmod 0644 "$T/ds.sld"
 check "as root without --user: the job runs" 0 probe "$T/pub/root.out"
 assert "control: without --user a root job CAN read the audit key (the test can see it)" \
 	grep -qx "file0 readable" "$T/pub/root.out"

@@ -137,7 +137,43 @@ assert "run.wipe: after the signal, all zeroed, node, Slurm job and step" \
 assert "the KMS's release record carries the Slurm context" \
 	grep -q '"slurm_job_id":"77"' "$KMS_STATE/audit.log"
 
+# ---- --user: the datasets are opened as the job's user ----------------------------
+# root-only datasets (0600 in a 0700 folder) named for a nobody job: refused
+# before any KMS request, naming the path; root is no confused deputy
+# (timeout: served instead, serve would not stop by itself)
+mkdir -m 0700 "$T/vault"
+cp -r ds "$T/vault/private"
+chmod -R go-rwx "$T/vault/private"
+check "encrypt a root-only SLD file" 0 "$SL" encrypt "${KMSA[@]}" --key-id ds-key \
+	--admin-token-file "$KMS_TOKEN" --dataset-id node-1 -q src/s0.bin -o "$T/vault/private.sld"
+chmod 0600 "$T/vault/private.sld"
+chmod 0711 "$T"
+before=$(releases)
+check_err "serve --user nobody naming a root-only SLD file: exit 2, its user cannot read it" 2 \
+	"$T/vault/private.sld: cannot open: the job's user nobody .*cannot read it" \
+	timeout 120 "$SL" serve "${SA[@]}" --audit-log "$T/audit-v.log" --user nobody "$T/vault/private.sld"
+check_err "serve --user nobody naming a root-only dataset folder: exit 2, the same" 2 \
+	"$T/vault/private: cannot open: the job's user nobody .*cannot read it" \
+	timeout 120 "$SL" serve "${SA[@]}" --audit-log "$T/audit-v.log" --user nobody "$T/vault/private"
+assert "... no release request reached the KMS" test "$(releases)" = "$before"
+# the folder's files are opened through its descriptor: the user must be
+# able to search it, not only list it
+chmod 0755 "$T/vault" "$T/vault/private"
+chmod 0744 "$T/vault/private"
+check_err "serve --user nobody, a folder nobody may list but not search: exit 2" 2 \
+	"$T/vault/private: cannot open: the job's user nobody .*cannot read the folder" \
+	timeout 120 "$SL" serve "${SA[@]}" --audit-log "$T/audit-v.log" --user nobody "$T/vault/private"
+assert "... no release request reached the KMS" test "$(releases)" = "$before"
+# options end at the first dataset: an operand that looks like an option is a
+# dataset (that does not exist), not an option (no file made, no log moved)
+check_err "serve DATA --ready-file=F: not taken as an option; refused (exit 1)" 1 \
+	"'--ready-file=$T/injected' after the dataset ds: options come before the datasets" \
+	timeout 120 "$SL" serve "${SA[@]}" --audit-log "$T/audit-v.log" ds "--ready-file=$T/injected"
+assert "... no ready file made" test ! -e "$T/injected"
+
 # ---- --user: the uid check -----------------------------------------------------
+# the dataset readable by the job's user
+chmod -R a+rX "$T/ds"
 # root's own runtime folder (as a root login has it: /run/user/0, 0700) is
 # one the job's user cannot pass through: serve must not put the socket there
 mkdir -m 0700 "$T/root-run"

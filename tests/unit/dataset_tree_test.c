@@ -415,9 +415,11 @@ static void test_stream_linger(void **state)
 	snprintf(ds, sizeof(ds), "%s/lg-ds", base);
 	assert_int_equal(sl_tree_manifest(ds, NULL, &m), SL_OK);
 	assert_int_equal(sl_sldm_shard_count(m), 3);
+	int dfd = open(ds, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dfd >= 0);
 
 	/* room for two shards; a long linger */
-	assert_int_equal(sl_stream_new(ds, NULL, m, k, 250000, 60000, 2, &s), SL_OK);
+	assert_int_equal(sl_stream_new(dfd, ds, NULL, m, k, 250000, 60000, 2, &s), SL_OK);
 	WAIT_UNTIL(stats_of(s).staged == 2);
 	acquire_ready(s, 0);
 	sl_stream_release(s, 0);
@@ -447,7 +449,7 @@ static void test_stream_linger(void **state)
 	sl_stream_free(s);
 
 	/* the linger ends: the shard is wiped with nobody asking */
-	assert_int_equal(sl_stream_new(ds, NULL, m, k, 1 << 20, 200, 2, &s), SL_OK);
+	assert_int_equal(sl_stream_new(dfd, ds, NULL, m, k, 1 << 20, 200, 2, &s), SL_OK);
 	acquire_ready(s, 0);
 	sl_stream_release(s, 0);
 	WAIT_UNTIL(stats_of(s).wiped == 1);
@@ -456,13 +458,14 @@ static void test_stream_linger(void **state)
 	sl_stream_free(s);
 
 	/* linger 0: wiped at the release */
-	assert_int_equal(sl_stream_new(ds, NULL, m, k, 1 << 20, 0, 2, &s), SL_OK);
+	assert_int_equal(sl_stream_new(dfd, ds, NULL, m, k, 1 << 20, 0, 2, &s), SL_OK);
 	acquire_ready(s, 0);
 	sl_stream_release(s, 0);
 	assert_int_equal(stats_of(s).wiped, 1);
 	assert_int_equal(stats_of(s).reused, 0);
 	sl_stream_free(s);
 
+	close(dfd);
 	sl_sldm_free(m);
 	sl_secret_free(k);
 }
