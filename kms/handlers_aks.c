@@ -1,4 +1,4 @@
-/* Admin endpoints over the enrolled-AK registry (Bearer admin token):
+/* Admin endpoints over the enrolled-AK registry (scope operate):
  * GET /v1/aks lists the enrolled AKs; POST /v1/aks/revoke {"name": HEX}
  * revokes one. A revoked AK's releases and renewals are refused by name
  * (ak_revoked), so a job running on that machine stops at its next renewal. */
@@ -10,20 +10,10 @@
 #include "seclaunch/audit.h"
 #include "seclaunch/json.h"
 
-static bool admin(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
-{
-	if (kmsd_admin_ok(ctx, req, res))
-		return true;
-	json_t *why = json_pack("[s]", sl_json_getstr(res->json, "detail") ?: "admin auth failed");
-	if (!kmsd_audit(ctx, SL_AUDIT_EV_AK_REVOKE, NULL, NULL, SL_AUDIT_DENY, why, NULL, NULL))
-		kmsd_audit_failed(ctx, res, "AK administration");
-	json_decref(why);
-	return false;
-}
-
 void kmsd_handle_aks_list(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
-	if (!admin(ctx, req, res))
+	if (!kmsd_authorize(ctx, req, res, KMSD_SCOPE_OPERATE, "GET /v1/aks", KMSD_AUDIT_EV_AK_LIST,
+	                    NULL))
 		return;
 	json_t *l = kmsd_registry_list(ctx->registry);
 	if (l == NULL) {
@@ -40,7 +30,8 @@ void kmsd_handle_aks_revoke(kmsd_ctx *ctx, const kmsd_request *req, kmsd_respons
 	char hex[2 * KMSD_AK_NAME_MAX + 1];
 	size_t len = 0;
 	bool was = false;
-	if (!admin(ctx, req, res))
+	if (!kmsd_authorize(ctx, req, res, KMSD_SCOPE_OPERATE, "POST /v1/aks/revoke",
+	                    SL_AUDIT_EV_AK_REVOKE, NULL))
 		return;
 	if (kmsd_parse_ak_revoke(req->body, req->len, name, &len, hex) != SL_OK) {
 		kmsd_bad_request(res);
