@@ -84,6 +84,7 @@ void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id
 		return;
 	if (!kmsd_valid_key_id(key_id)) {
 		kmsd_problem(res, 404, "unknown-key", "Not Found", "key id is not valid", NULL);
+		refused(ctx, res, SL_AUDIT_EV_KEY_WRAP, NULL, NULL, "key id is not valid");
 		return;
 	}
 	if (kmsd_parse_wrap(req->body, req->len, dataset, &dek) != SL_OK) {
@@ -104,7 +105,10 @@ void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id
 	}
 	rc = kmsd_kek_wrap(ctx->kek, key_id, dataset, sl_secret_data(dek), wrapped);
 	if (rc == SL_E_INPUT) {
-		kmsd_problem(res, 404, "unknown-key", "Not Found", sl_err_detail(), NULL);
+		char why[300];
+		snprintf(why, sizeof(why), "%s", sl_err_detail());
+		kmsd_problem(res, 404, "unknown-key", "Not Found", why, NULL);
+		refused(ctx, res, SL_AUDIT_EV_KEY_WRAP, key_id, dataset, why);
 		goto out;
 	}
 	if (rc == SL_E_SYSTEM) {

@@ -17,7 +17,11 @@ void kmsd_handle_aks_list(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response 
 		return;
 	json_t *l = kmsd_registry_list(ctx->registry);
 	if (l == NULL) {
-		kmsd_problem(res, 500, "internal", "Internal Server Error", "out of memory", NULL);
+		if (!kmsd_store_healthy(ctx->store))
+			kmsd_store_failed(ctx, res, "AK list");
+		else
+			kmsd_problem(res, 500, "internal", "Internal Server Error", sl_err_detail(),
+			             NULL);
 		return;
 	}
 	res->status = 200;
@@ -37,10 +41,23 @@ void kmsd_handle_aks_revoke(kmsd_ctx *ctx, const kmsd_request *req, kmsd_respons
 		kmsd_bad_request(res);
 		return;
 	}
-	if (kmsd_registry_revoke(ctx->registry, name, len, &was) != SL_OK) {
+	sl_err rc = kmsd_registry_revoke(ctx->registry, name, len, &was);
+	if (rc == SL_E_SYSTEM) {
+		kmsd_store_failed(ctx, res, "AK revocation");
+		return;
+	}
+	if (rc != SL_OK) {
 		char d[300];
 		snprintf(d, sizeof(d), "%s", sl_err_detail());
-		kmsd_problem(res, 404, "unknown-ak", "Not Found", d, NULL);
+		kmsd_problem(res, rc == SL_E_INPUT ? 404 : 500,
+		             rc == SL_E_INPUT ? "unknown-ak" : "internal",
+		             rc == SL_E_INPUT ? "Not Found" : "Internal Server Error", d, NULL);
+		/* a revocation that found nothing is someone's mistake or probe */
+		json_t *why = json_pack("[s]", d);
+		if (!kmsd_audit(ctx, SL_AUDIT_EV_AK_REVOKE, NULL, NULL, SL_AUDIT_DENY, why, NULL,
+		                json_pack("{s:s}", "ak_name", hex)))
+			kmsd_audit_failed(ctx, res, "AK revocation");
+		json_decref(why);
 		return;
 	}
 	if (!kmsd_audit(ctx, SL_AUDIT_EV_AK_REVOKE, NULL, NULL, SL_AUDIT_ALLOW, NULL, NULL,

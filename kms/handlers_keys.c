@@ -142,6 +142,9 @@ void kmsd_handle_key_admin(kmsd_ctx *ctx, const kmsd_request *req, const char *i
 		return;
 	if (id != NULL && !kmsd_valid_key_id(id)) {
 		kmsd_problem(res, 404, "unknown-key", "Not Found", "key id is not valid", NULL);
+		if (action != NULL)
+			record(ctx, res, event, NULL, NULL, SL_AUDIT_DENY, "key id is not valid",
+			       NULL);
 		return;
 	}
 	if (action == NULL) {
@@ -175,6 +178,7 @@ void kmsd_handle_key_admin(kmsd_ctx *ctx, const kmsd_request *req, const char *i
 	}
 	if (!found) {
 		kmsd_problem(res, 404, "unknown-key", "Not Found", "unknown key id", NULL);
+		record(ctx, res, event, id, NULL, SL_AUDIT_DENY, "unknown key id", NULL);
 		return;
 	}
 	if (strcmp(action, "rotate") == 0) {

@@ -14,7 +14,13 @@ void kmsd_handle_challenge(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response
 		kmsd_bad_request(res);
 		return;
 	}
-	if (kmsd_nonces_issue(ctx->nonces, nonce, &expires) != SL_OK) {
+	sl_err rc = kmsd_nonces_issue(ctx->nonces, nonce, &expires);
+	if (rc == SL_E_SYSTEM) {
+		/* the challenge could not be kept: no nonce that no replica knows */
+		kmsd_store_failed(ctx, res, "challenge");
+		return;
+	}
+	if (rc != SL_OK) {
 		kmsd_problem(res, 429, "busy", "Too Many Requests", sl_err_detail(), NULL);
 		return;
 	}

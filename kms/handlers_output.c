@@ -163,6 +163,17 @@ static bool audit_output(struct outctx *o, bool allowed, bool verified)
 	                  allowed ? NULL : o->reasons, verified ? cd : NULL, details);
 }
 
+struct out_rec {
+	struct outctx *o;
+	bool verified;
+};
+
+static bool write_refusal(void *arg)
+{
+	struct out_rec *w = arg;
+	return audit_output(w->o, false, w->verified);
+}
+
 void kmsd_handle_output(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
 	struct outctx o = {.ctx = ctx};
@@ -170,6 +181,9 @@ void kmsd_handle_output(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 	bool verified = false;
 	char detail[256];
 
+	/* a source refused too often is slowed down as for releases */
+	if (kmsd_refusal_limited(ctx, req, res, SL_AUDIT_EV_OUTPUT, "output key request"))
+		return;
 	if (kmsd_parse_output(req->body, req->len, &o.req) != SL_OK) {
 		if (ctx->refusals != NULL)
 			kmsd_refusals_charge(ctx->refusals, req->source);
@@ -203,9 +217,12 @@ void kmsd_handle_output(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 		res->json = json_pack("{s:O}", "outputs", out);
 		goto out;
 	}
-	if (ctx->refusals != NULL)
-		kmsd_refusals_charge(ctx->refusals, req->source);
-	if (!audit_output(&o, false, verified)) {
+	/* charged, and a cheap refusal (before any evidence was verified) is
+	 * counted once one like it was written in this window */
+	const char *code = sl_json_getstr(json_array_get(o.reasons, 0), "code");
+	struct out_rec w = {&o, verified};
+	if (!kmsd_refusal_record(ctx, req->source, SL_AUDIT_EV_OUTPUT, code ? code : "", !verified,
+	                         write_refusal, &w)) {
 		kmsd_audit_failed(ctx, res, "output key refusal");
 		goto out;
 	}

@@ -446,6 +446,11 @@ void kmsd_refusals_charge(kmsd_refusals *t, const char *source);
 /* true: write this refusal in full now; false: it was counted (a summary
  * follows). reason is a denial code (kmsd_denial_code). */
 bool kmsd_refusals_note(kmsd_refusals *t, const char *source, const char *reason);
+/* The same for a refused lease renewal or output-key request (event
+ * SL_AUDIT_EV_RENEW / SL_AUDIT_EV_OUTPUT: a window of its own, and the
+ * summary is a record of that event); kmsd_refusals_note is for releases. */
+bool kmsd_refusals_note_event(kmsd_refusals *t, const char *source, const char *event,
+                              const char *reason);
 /* Summaries whose window closed (all pending ones when force), as a JSON
  * array of {"source","reason","count","first","last","window_s"}; NULL when
  * none. The caller writes them, or hands them back with _putback. */
@@ -541,6 +546,17 @@ json_t *kmsd_audit_subject(const struct sl_claims *c, const json_t *evidence, co
 /* 503: the decision (grant or refusal) was not recorded, so it is not
  * given; the client may retry. */
 void kmsd_audit_failed(kmsd_ctx *ctx, kmsd_response *res, const char *what);
+/* 429 before the body is read when req's source has no refusal token left
+ * (kmsd_refusals_admit), the refusal recorded as `event` (in full, or
+ * counted); what names the request ("lease renewal"). true: answered. */
+bool kmsd_refusal_limited(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res,
+                          const char *event, const char *what);
+/* A refused attested request: takes a token from the source and records it
+ * with write(arg), or counts it when it is cheap (decided before evidence
+ * was verified) and one like it (event, code) was written in full in this
+ * window. false: it could not be recorded (the caller answers 503). */
+bool kmsd_refusal_record(kmsd_ctx *ctx, const char *source, const char *event, const char *code,
+                         bool cheap, bool (*write)(void *), void *arg);
 /* Writes the refusal summaries that are due (all when force: at stop);
  * false when one could not be written (they are kept for the next try). */
 bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force);

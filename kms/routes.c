@@ -212,8 +212,9 @@ bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force)
 		json_t *details = json_pack("{s:O}", "aggregated", s);
 		if (details != NULL && ctx->policy != NULL && sl_policy_is_dev(ctx->policy))
 			json_object_set_new(details, "development_policy", json_true());
+		const char *ev = sl_json_getstr(s, "event");
 		sl_audit_record r = {
-		    .event = SL_AUDIT_EV_RELEASE,
+		    .event = ev != NULL ? ev : SL_AUDIT_EV_RELEASE,
 		    .decision = SL_AUDIT_DENY,
 		    .reasons = why,
 		    .policy_digest = ctx->policy != NULL ? sl_policy_digest_hex(ctx->policy) : NULL,
@@ -235,6 +236,55 @@ bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force)
 	else
 		json_decref(sums);
 	return ok;
+}
+
+bool kmsd_refusal_record(kmsd_ctx *ctx, const char *source, const char *event, const char *code,
+                         bool cheap, bool (*write)(void *), void *arg)
+{
+	if (ctx->refusals == NULL)
+		return write(arg);
+	kmsd_refusals_charge(ctx->refusals, source);
+	if (ctx->audit != NULL && cheap &&
+	    !kmsd_refusals_note_event(ctx->refusals, source, event, code)) {
+		kmsd_metrics_count(ctx->metrics, KMSD_C_AUDIT_AGGREGATED);
+		return kmsd_refusals_audit_ok(ctx->refusals);
+	}
+	return write(arg);
+}
+
+bool kmsd_refusal_limited(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res,
+                          const char *event, const char *what)
+{
+	unsigned retry = 0;
+	char detail[256];
+	const char *code = kmsd_denial_code(KMSD_D_RATE_LIMITED);
+	bool recorded = true;
+	if (ctx->refusals == NULL || kmsd_refusals_admit(ctx->refusals, req->source, &retry))
+		return false;
+	kmsd_metrics_denial(ctx->metrics, KMSD_D_RATE_LIMITED);
+	snprintf(detail, sizeof(detail),
+	         "too many refused attested requests from %s (limit %u a minute); %s refused; "
+	         "retry in %u s",
+	         req->source ? req->source : "this address", ctx->cfg->refusal_rate_per_min, what,
+	         retry);
+	if (ctx->audit != NULL &&
+	    kmsd_refusals_note_event(ctx->refusals, req->source, event, code)) {
+		json_t *why = json_pack("[{s:s, s:s}]", "code", code, "detail", detail);
+		recorded =
+		    kmsd_audit(ctx, event, NULL, NULL, SL_AUDIT_DENY, why, NULL,
+		               json_pack("{s:s}", "source", req->source ? req->source : "unknown"));
+		json_decref(why);
+	} else if (ctx->audit != NULL) {
+		kmsd_metrics_count(ctx->metrics, KMSD_C_AUDIT_AGGREGATED);
+		recorded = kmsd_refusals_audit_ok(ctx->refusals);
+	}
+	if (!recorded) {
+		kmsd_audit_failed(ctx, res, what);
+		return true;
+	}
+	kmsd_problem(res, 429, "rate-limited", "Too Many Requests", detail, NULL);
+	res->retry_after = retry;
+	return true;
 }
 
 static bool is(const kmsd_request *req, const char *method, const char *path)
@@ -319,10 +369,9 @@ enum kmsd_route kmsd_dispatch(kmsd_ctx *ctx, const kmsd_request *req, kmsd_respo
 			not_allowed(res, "POST");
 			return KMSD_R_WRAP;
 		}
-		if (n > SL_KMS_ID_MAX) {
-			kmsd_problem(res, 404, "unknown-key", "Not Found", "key id too long", NULL);
-			return KMSD_R_WRAP;
-		}
+		/* a key id too long is not valid: the handler authenticates, then refuses it */
+		if (n > SL_KMS_ID_MAX)
+			n = 0;
 		memcpy(id, req->path + sizeof(keys_prefix) - 1, n);
 		id[n] = '\0';
 		kmsd_handle_wrap(ctx, req, id, res);
