@@ -400,7 +400,8 @@ enum kmsd_route {
 	X(KEY_UNKNOWN, "key_unknown")                                                              \
 	X(KEY_DISABLED, "key_disabled")                                                            \
 	X(UNWRAP, "unwrap_failed")                                                                 \
-	X(RATE_LIMITED, "rate_limited")
+	X(RATE_LIMITED, "rate_limited")                                                            \
+	X(OUTPUT_RUN, "output_run_mismatch")
 
 #define KMSD_DENIAL_ENUM_(n, s) KMSD_D_##n,
 enum kmsd_denial { KMSD_DENIALS(KMSD_DENIAL_ENUM_) KMSD_D__COUNT };
