@@ -184,12 +184,13 @@ static SL_RESULT import_keystore(kmsd_store *st, const char *path, const char *m
 			 * KEK wrapped unreadable: only the same key counts as there */
 			struct same_kek sk = {kek, false};
 			if (kmsd_keystore_with(ks, id, 1, same_kek, &sk) != SL_OK || !sk.same)
-				SL_FAIL(SL_E_INPUT,
-				        "%s: key '%s' is in the store already under another KEK "
-				        "(%s); nothing of it was imported: the datasets wrapped under "
-				        "the file's key '%s' would not open. Rename one of them (or "
-				        "import into an empty store)",
-				        path, id, sl_err_detail(), id);
+				SL_FAIL(
+				    SL_E_INPUT,
+				    "%s: key '%s' is in the store already under another KEK "
+				    "(%s); nothing of it was imported: the datasets wrapped under "
+				    "the file's key '%s' would not open. Rename one of them (or "
+				    "import into an empty store)",
+				    path, id, sl_err_detail(), id);
 			n->keys_had++;
 			continue;
 		}
