@@ -94,6 +94,34 @@ out:
 	return rc;
 }
 
+sl_err sl_secret_read_token(const char *path, sl_secret **out)
+{
+	sl_err rc = SL_E_INPUT;
+	sl_secret *t = NULL, *z = NULL;
+	size_t n;
+	SL_GUARD(sl_secret_read_file(path, SL_TOKEN_MAX, &t));
+	n = t->len;
+	while (n > 0 && (t->p[n - 1] == '\n' || t->p[n - 1] == '\r' || t->p[n - 1] == ' '))
+		n--;
+	for (size_t i = 0; i < n; i++)
+		SL_ENSURE(t->p[i] > 0x20 && t->p[i] < 0x7f, SL_E_INPUT,
+		          "%s: a token must be printable ASCII without spaces (byte %zu is not)",
+		          path, i);
+	SL_ENSURE(n >= SL_TOKEN_MIN, SL_E_INPUT,
+	          "%s: token of %zu characters; a token needs at least %d", path, n, SL_TOKEN_MIN);
+	SL_GUARD(sl_secret_new(n + 1, &z));
+	memcpy(z->p, t->p, n);
+	z->p[n] = '\0';
+	z->len = n;
+	*out = z;
+	z = NULL;
+	rc = SL_OK;
+out:
+	sl_secret_free(t);
+	sl_secret_free(z);
+	return rc;
+}
+
 void sl_secret_free(sl_secret *s)
 {
 	if (s == NULL)

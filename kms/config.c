@@ -32,13 +32,19 @@ void kmsd_config_defaults(kmsd_config *c)
 
 void kmsd_config_free(kmsd_config *c)
 {
-	char **strs[] = {
-	    &c->state_dir,        &c->listen,          &c->tls_cert,          &c->tls_key,
-	    &c->admin_token_file, &c->registry_file,   &c->registry_key_file, &c->audit_log,
-	    &c->ek_ca_dir,        &c->policy,          &c->policy_pubkey,     &c->url_file,
-	    &c->keystore_file,    &c->master_key_file, &c->p11_module,        &c->p11_token_label,
-	    &c->p11_pin_file,     &c->gcp_jwks,        &c->aws_trust_dir,     &c->ak_ca_dir,
-	    &c->audit_key_file,   &c->collateral_dir,  &c->log_file};
+	char **strs[] = {&c->state_dir,          &c->listen,
+	                 &c->tls_cert,           &c->tls_key,
+	                 &c->admin_token_file,   &c->registry_file,
+	                 &c->registry_key_file,  &c->audit_log,
+	                 &c->ek_ca_dir,          &c->policy,
+	                 &c->policy_pubkey,      &c->url_file,
+	                 &c->keystore_file,      &c->master_key_file,
+	                 &c->p11_module,         &c->p11_token_label,
+	                 &c->p11_pin_file,       &c->gcp_jwks,
+	                 &c->aws_trust_dir,      &c->ak_ca_dir,
+	                 &c->audit_key_file,     &c->collateral_dir,
+	                 &c->log_file,           &c->wrap_token_file,
+	                 &c->operate_token_file, &c->metrics_token_file};
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
 		free(*strs[i]);
 		*strs[i] = NULL;
@@ -61,6 +67,9 @@ static const struct strkey str_keys[] = {
     S("tls_cert", tls_cert),
     S("tls_key", tls_key),
     S("admin_token_file", admin_token_file),
+    S("wrap_token_file", wrap_token_file),
+    S("operate_token_file", operate_token_file),
+    S("metrics_token_file", metrics_token_file),
     S("store", store),
     S("registry", registry_file),
     S("registry_key_file", registry_key_file),
@@ -253,6 +262,9 @@ sl_err kmsd_config_dev(kmsd_config *c)
 	}
 	SL_GUARD(dev_path(c, &c->url_file, "url"));
 	SL_GUARD(dev_path(c, &c->admin_token_file, "admin.token"));
+	SL_GUARD(dev_path(c, &c->wrap_token_file, "wrap.token"));
+	SL_GUARD(dev_path(c, &c->operate_token_file, "operate.token"));
+	SL_GUARD(dev_path(c, &c->metrics_token_file, "metrics.token"));
 	SL_GUARD(dev_path(c, &c->store, "state.db"));
 	SL_GUARD(dev_path(c, &c->registry_file, "registry.json"));
 	SL_GUARD(dev_path(c, &c->registry_key_file, "registry.key"));
@@ -272,6 +284,9 @@ sl_err kmsd_config_dev(kmsd_config *c)
 	SL_GUARD(dev_path(c, &c->keystore_file, "keystore"));
 	SL_GUARD(dev_path(c, &c->master_key_file, "master.key"));
 	SL_GUARD(make_secret_file(c->admin_token_file, true));
+	SL_GUARD(make_secret_file(c->wrap_token_file, true));
+	SL_GUARD(make_secret_file(c->operate_token_file, true));
+	SL_GUARD(make_secret_file(c->metrics_token_file, true));
 	SL_GUARD(make_secret_file(c->registry_key_file, false));
 	if (c->backend == KMSD_KEK_LOCAL)
 		SL_GUARD(make_secret_file(c->master_key_file, false));

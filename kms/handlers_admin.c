@@ -1,5 +1,5 @@
-/* Admin endpoints (Bearer admin token): POST /v1/keys creates a KEK,
- * POST /v1/keys/{id}/wrap wraps a DEK for a dataset. */
+/* POST /v1/keys creates a KEK (scope admin); POST /v1/keys/{id}/wrap wraps
+ * a DEK for a dataset (scope wrap). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -33,24 +33,12 @@ static void refused(kmsd_ctx *ctx, kmsd_response *res, const char *event, const 
 	json_decref(why);
 }
 
-/* Failed admin authentication is recorded too: it is someone trying keys. */
-static bool admin_ok(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res, const char *event,
-                     const char *key_id)
-{
-	if (kmsd_admin_ok(ctx, req, res))
-		return true;
-	char why[256];
-	const char *detail = sl_json_getstr(res->json, "detail");
-	snprintf(why, sizeof(why), "%s", detail != NULL ? detail : "admin authentication failed");
-	refused(ctx, res, event, key_id, NULL, why);
-	return false;
-}
-
 void kmsd_handle_key_create(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
 	char id[SL_KMS_ID_MAX + 1];
 	sl_err rc;
-	if (!admin_ok(ctx, req, res, SL_AUDIT_EV_KEY_CREATE, NULL))
+	if (!kmsd_authorize(ctx, req, res, KMSD_SCOPE_ADMIN, "POST /v1/keys",
+	                    SL_AUDIT_EV_KEY_CREATE, NULL))
 		return;
 	if (kmsd_parse_key_create(req->body, req->len, id) != SL_OK) {
 		kmsd_bad_request(res);
@@ -91,11 +79,12 @@ void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id
 	sl_secret *dek = NULL;
 	char *w64 = NULL;
 	sl_err rc;
-	if (!admin_ok(ctx, req, res, SL_AUDIT_EV_KEY_WRAP,
-	              kmsd_valid_key_id(key_id) ? key_id : NULL))
+	if (!kmsd_authorize(ctx, req, res, KMSD_SCOPE_WRAP, "POST /v1/keys/{id}/wrap",
+	                    SL_AUDIT_EV_KEY_WRAP, kmsd_valid_key_id(key_id) ? key_id : NULL))
 		return;
 	if (!kmsd_valid_key_id(key_id)) {
 		kmsd_problem(res, 404, "unknown-key", "Not Found", "key id is not valid", NULL);
+		refused(ctx, res, SL_AUDIT_EV_KEY_WRAP, NULL, NULL, "key id is not valid");
 		return;
 	}
 	if (kmsd_parse_wrap(req->body, req->len, dataset, &dek) != SL_OK) {
@@ -116,7 +105,10 @@ void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id
 	}
 	rc = kmsd_kek_wrap(ctx->kek, key_id, dataset, sl_secret_data(dek), wrapped);
 	if (rc == SL_E_INPUT) {
-		kmsd_problem(res, 404, "unknown-key", "Not Found", sl_err_detail(), NULL);
+		char why[300];
+		snprintf(why, sizeof(why), "%s", sl_err_detail());
+		kmsd_problem(res, 404, "unknown-key", "Not Found", why, NULL);
+		refused(ctx, res, SL_AUDIT_EV_KEY_WRAP, key_id, dataset, why);
 		goto out;
 	}
 	if (rc == SL_E_SYSTEM) {

@@ -256,7 +256,7 @@ out:
 	sl_secret_free(ar.secret);
 }
 
-/* POST /v1/enroll/tokens (admin): kmsd_parse_enroll_token's body ->
+/* POST /v1/enroll/tokens (scope operate): kmsd_parse_enroll_token's body ->
  * {"token", "expires"}. The store keeps only the token's SHA-256. */
 void kmsd_handle_enroll_token(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
@@ -264,14 +264,9 @@ void kmsd_handle_enroll_token(kmsd_ctx *ctx, const kmsd_request *req, kmsd_respo
 	char tok[64], when[32];
 	int64_t t = KMSD_ETOKEN_TTL_DEFAULT;
 	size_t n = 0;
-	if (!kmsd_admin_ok(ctx, req, res)) {
-		json_t *why = json_pack("[s]", "admin authentication failed");
-		if (!kmsd_audit(ctx, "kms.enroll.token", NULL, NULL, SL_AUDIT_DENY, why, NULL,
-		                NULL))
-			kmsd_audit_failed(ctx, res, "enrollment token");
-		json_decref(why);
+	if (!kmsd_authorize(ctx, req, res, KMSD_SCOPE_OPERATE, "POST /v1/enroll/tokens",
+	                    "kms.enroll.token", NULL))
 		return;
-	}
 	if (kmsd_parse_enroll_token(req->body, req->len, &t) != SL_OK) {
 		kmsd_bad_request(res);
 		return;

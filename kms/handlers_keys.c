@@ -1,4 +1,5 @@
-/* The key lifecycle (admin token; docs/protocol.md, "Key lifecycle"):
+/* The key lifecycle (docs/protocol.md, "Key lifecycle"; the GETs and
+ * rewrap need scope wrap, the rest admin):
  *   GET  /v1/keys                    every key: state, versions, references
  *   GET  /v1/keys/{id}               one key
  *   POST /v1/keys/{id}/rotate        a new KEK version for new wraps; older
@@ -129,17 +130,21 @@ void kmsd_handle_key_admin(kmsd_ctx *ctx, const kmsd_request *req, const char *i
 	bool get = strcmp(req->method, "GET") == 0, force = false, found = false;
 	kmsd_key_row row = {0};
 	sl_err rc;
-	snprintf(event, sizeof(event), "kms.key.%s", action ? action : get ? "show" : "list");
-	if (!kmsd_admin_ok(ctx, req, res)) {
-		char why[256];
-		const char *d = sl_json_getstr(res->json, "detail");
-		snprintf(why, sizeof(why), "%s", d ? d : "admin authentication failed");
-		record(ctx, res, event, id && kmsd_valid_key_id(id) ? id : NULL, NULL,
-		       SL_AUDIT_DENY, why, NULL);
+	snprintf(event, sizeof(event), "kms.key.%s", action ? action : id ? "show" : "list");
+	/* reading keys and (re)wrapping DEKs is a data owner's (wrap); the
+	 * lifecycle is admin's */
+	bool reads = action == NULL ? get : strcmp(action, "rewrap") == 0;
+	char what[64];
+	snprintf(what, sizeof(what), "%s /v1/keys%s%s%s", req->method, id ? "/{id}" : "",
+	         action ? "/" : "", action ? action : "");
+	if (!kmsd_authorize(ctx, req, res, reads ? KMSD_SCOPE_WRAP : KMSD_SCOPE_ADMIN, what, event,
+	                    id && kmsd_valid_key_id(id) ? id : NULL))
 		return;
-	}
 	if (id != NULL && !kmsd_valid_key_id(id)) {
 		kmsd_problem(res, 404, "unknown-key", "Not Found", "key id is not valid", NULL);
+		if (action != NULL)
+			record(ctx, res, event, NULL, NULL, SL_AUDIT_DENY, "key id is not valid",
+			       NULL);
 		return;
 	}
 	if (action == NULL) {
@@ -173,6 +178,7 @@ void kmsd_handle_key_admin(kmsd_ctx *ctx, const kmsd_request *req, const char *i
 	}
 	if (!found) {
 		kmsd_problem(res, 404, "unknown-key", "Not Found", "unknown key id", NULL);
+		record(ctx, res, event, id, NULL, SL_AUDIT_DENY, "unknown key id", NULL);
 		return;
 	}
 	if (strcmp(action, "rotate") == 0) {

@@ -1,4 +1,4 @@
-/* POST /v1/challenge, GET /v1/health, GET /metrics (admin token). */
+/* POST /v1/challenge, GET /v1/health, GET /metrics (scope metrics). */
 #include <stdlib.h>
 
 #include "kmsd.h"
@@ -15,7 +15,13 @@ void kmsd_handle_challenge(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response
 		kmsd_bad_request(res);
 		return;
 	}
-	if (kmsd_nonces_issue(ctx->nonces, nonce, &expires) != SL_OK) {
+	sl_err rc = kmsd_nonces_issue(ctx->nonces, nonce, &expires);
+	if (rc == SL_E_SYSTEM) {
+		/* the challenge could not be kept: no nonce that no replica knows */
+		kmsd_store_failed(ctx, res, "challenge");
+		return;
+	}
+	if (rc != SL_OK) {
 		kmsd_problem(res, 429, "busy", "Too Many Requests", sl_err_detail(), NULL);
 		return;
 	}
@@ -51,11 +57,12 @@ void kmsd_handle_health(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 		res->retry_after = 2;
 }
 
-/* Behind the admin token: the counters tell who is being refused and how
+/* Behind a token of scope metrics: the counters tell who is being refused and how
  * much work the service does, which is not for anyone on the KMS port. */
 void kmsd_handle_metrics(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
-	if (!kmsd_admin_ok(ctx, req, res))
+	if (!kmsd_authorize(ctx, req, res, KMSD_SCOPE_METRICS, "GET /metrics",
+	                    KMSD_AUDIT_EV_METRICS, NULL))
 		return;
 	if (kmsd_metrics_render(ctx->metrics, kmsd_nonces_size(ctx->nonces),
 	                        kmsd_registry_count(ctx->registry), kmsd_kek_count(ctx->kek),

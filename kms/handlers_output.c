@@ -8,11 +8,19 @@
  * destination in output_destinations, whose region must pass their region
  * rules. Only when nothing was refused: a fresh DEK per output, wrapped
  * under that KEK (AAD = key id + output id, as every wrapped DEK) and
- * sealed to eph_pub. All or nothing; audited with every destination. */
+ * sealed to eph_pub. All or nothing; audited with every destination.
+ *
+ * Output ids belong to the run that attested: each must be NAME:RUN with
+ * RUN the request's job.id, and a run id is bound, at its first granted
+ * output keys, to the attested subject (machine identity and workload
+ * identity: run_subject). A later request naming that run from another
+ * subject is refused (output_run_mismatch), so one run cannot be issued the
+ * output key of another run's output id, nor write outputs in its name. */
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kmsd.h"
 #include "seclaunch/audit.h"
@@ -111,6 +119,69 @@ static void check_policy(struct outctx *o)
 	}
 }
 
+/* Who attested, as far as the claims tell: the machine (AK, SEV-SNP chip and
+ * report id, TDX TD measurement, cloud instance) and the workload. */
+static void run_subject(const sl_claims *c, uint8_t out[static 32])
+{
+	static const char *const keys[] = {"tpm.ak.name", "snp.chip_id",       "snp.report_id",
+	                                   "tdx.mrtd",    "cloud.instance_id", "workload.identity",
+	                                   NULL};
+	crypto_hash_sha256_state h;
+	static const char tag[] = "seclaunch-output-run-v1";
+	crypto_hash_sha256_init(&h);
+	crypto_hash_sha256_update(&h, (const uint8_t *)tag, sizeof(tag));
+	for (size_t i = 0; keys[i] != NULL; i++) {
+		const char *v = sl_claims_get(c, keys[i]);
+		/* NUL-separated: a claim value is a C string */
+		crypto_hash_sha256_update(&h, (const uint8_t *)keys[i], strlen(keys[i]) + 1);
+		if (v != NULL)
+			crypto_hash_sha256_update(&h, (const uint8_t *)v, strlen(v) + 1);
+		else
+			crypto_hash_sha256_update(&h, (const uint8_t *)"\x01", 1);
+	}
+	crypto_hash_sha256_final(&h, out);
+}
+
+/* Every output id names this request's run (NAME:RUN, RUN = job.id). */
+static void check_run_ids(struct outctx *o)
+{
+	const char *run = sl_json_getstr(o->req->att->job, "id");
+	for (size_t i = 0; i < o->req->noutputs; i++) {
+		const char *id = o->req->outputs[i].output_id, *c = strrchr(id, ':');
+		if (run == NULL || !kmsd_valid_key_id(run)) {
+			deny(o, KMSD_D_OUTPUT_RUN, i,
+			     "outputs[%zu]: job.id: an output-key request names its run "
+			     "([A-Za-z0-9._-], at most %d characters); output ids are NAME:RUN",
+			     i, SL_KMS_ID_MAX);
+		} else if (c == NULL || c == id || strcmp(c + 1, run) != 0) {
+			deny(o, KMSD_D_OUTPUT_RUN, i,
+			     "outputs[%zu]: output id '%s' is not of this run: output ids are "
+			     "NAME:RUN with RUN this request's job.id ('%s')",
+			     i, id, run);
+		}
+	}
+}
+
+/* The run is this subject's: bound at its first grant, refused to any other. */
+static void check_run_owner(struct outctx *o)
+{
+	const char *run = sl_json_getstr(o->req->att->job, "id");
+	uint8_t subj[32];
+	bool same = false;
+	run_subject(o->claims, subj);
+	if (kmsd_store_run_bind(o->ctx->store, run, subj, (int64_t)time(NULL), &same) != SL_OK) {
+		o->store_failed = true;
+		return;
+	}
+	if (!same)
+		for (size_t i = 0; i < o->req->noutputs; i++)
+			deny(o, KMSD_D_OUTPUT_RUN, i,
+			     "outputs[%zu]: run '%s' belongs to another attested machine or "
+			     "workload (its first output keys went there): the output ids of a run "
+			     "are issued to that run only",
+			     i, run);
+}
+
 /* A fresh DEK per output, wrapped and sealed; false when one fails. */
 static bool issue_keys(struct outctx *o, json_t *out)
 {
@@ -163,6 +234,17 @@ static bool audit_output(struct outctx *o, bool allowed, bool verified)
 	                  allowed ? NULL : o->reasons, verified ? cd : NULL, details);
 }
 
+struct out_rec {
+	struct outctx *o;
+	bool verified;
+};
+
+static bool write_refusal(void *arg)
+{
+	struct out_rec *w = arg;
+	return audit_output(w->o, false, w->verified);
+}
+
 void kmsd_handle_output(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
 	struct outctx o = {.ctx = ctx};
@@ -170,6 +252,9 @@ void kmsd_handle_output(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 	bool verified = false;
 	char detail[256];
 
+	/* a source refused too often is slowed down as for releases */
+	if (kmsd_refusal_limited(ctx, req, res, SL_AUDIT_EV_OUTPUT, "output key request"))
+		return;
 	if (kmsd_parse_output(req->body, req->len, &o.req) != SL_OK) {
 		if (ctx->refusals != NULL)
 			kmsd_refusals_charge(ctx->refusals, req->source);
@@ -187,7 +272,11 @@ void kmsd_handle_output(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 	                                        .verified = &verified,
 	                                        .store_failed = &o.store_failed});
 	if (!o.store_failed && json_array_size(o.reasons) == 0)
+		check_run_ids(&o);
+	if (!o.store_failed && json_array_size(o.reasons) == 0)
 		check_policy(&o);
+	if (!o.store_failed && json_array_size(o.reasons) == 0)
+		check_run_owner(&o);
 	if (o.store_failed) {
 		/* nothing decided: no key, no refusal to record */
 		kmsd_store_failed(ctx, res, "output key");
@@ -203,9 +292,12 @@ void kmsd_handle_output(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 		res->json = json_pack("{s:O}", "outputs", out);
 		goto out;
 	}
-	if (ctx->refusals != NULL)
-		kmsd_refusals_charge(ctx->refusals, req->source);
-	if (!audit_output(&o, false, verified)) {
+	/* charged, and a cheap refusal (before any evidence was verified) is
+	 * counted once one like it was written in this window */
+	const char *code = sl_json_getstr(json_array_get(o.reasons, 0), "code");
+	struct out_rec w = {&o, verified};
+	if (!kmsd_refusal_record(ctx, req->source, SL_AUDIT_EV_OUTPUT, code ? code : "", !verified,
+	                         write_refusal, &w)) {
 		kmsd_audit_failed(ctx, res, "output key refusal");
 		goto out;
 	}

@@ -37,12 +37,45 @@ json_t *kmsd_lease_json(uint64_t ttl_s)
 	                 (json_int_t)exp, "expires", when);
 }
 
+struct ren_rec {
+	struct ren *r;
+	const kmsd_request *req;
+	bool ok;
+	json_t *lease; /* borrowed */
+	const char *cd;
+};
+
+static bool audit_renew(void *arg)
+{
+	struct ren_rec *w = arg;
+	struct ren *r = w->r;
+	json_t *keys = json_array();
+	for (size_t i = 0; i < r->req->nkeys; i++)
+		json_array_append_new(keys,
+		                      json_pack("{s:s, s:s}", "key_id", r->req->keys[i].key_id,
+		                                "dataset_id", r->req->keys[i].dataset_id));
+	json_t *details =
+	    json_pack("{s:o, s:O, s:O?}", "keys", keys, "job", r->req->job, "lease", w->lease);
+	if (details != NULL && w->req->source != NULL)
+		json_object_set_new(details, "source", json_string(w->req->source));
+	const kmsd_key_entry *one = r->req->nkeys == 1 ? &r->req->keys[0] : NULL;
+	return kmsd_audit(r->ctx, SL_AUDIT_EV_RENEW, one ? one->key_id : NULL,
+	                  one ? one->dataset_id : NULL, w->ok ? SL_AUDIT_ALLOW : SL_AUDIT_DENY,
+	                  w->ok ? NULL : r->reasons, w->cd, details);
+}
+
 void kmsd_handle_renew(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
 	struct ren r = {.ctx = ctx};
 	uint8_t cd[32];
 	char cdhex[65];
+	json_t *lease = NULL;
+	/* a source refused too often is slowed down as for releases */
+	if (kmsd_refusal_limited(ctx, req, res, SL_AUDIT_EV_RENEW, "lease renewal"))
+		return;
 	if (kmsd_parse_release(req->body, req->len, &r.req) != SL_OK) {
+		if (ctx->refusals != NULL)
+			kmsd_refusals_charge(ctx->refusals, req->source);
 		kmsd_bad_request(res);
 		return;
 	}
@@ -66,29 +99,26 @@ void kmsd_handle_renew(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *re
 		goto out;
 	}
 	bool ok = json_array_size(r.reasons) == 0;
-	json_t *keys = json_array();
-	for (size_t i = 0; i < r.req->nkeys; i++)
-		json_array_append_new(keys, json_pack("{s:s, s:s}", "key_id", r.req->keys[i].key_id,
-		                                      "dataset_id", r.req->keys[i].dataset_id));
-	json_t *lease = ok ? (r.ttl != 0 ? kmsd_lease_json(r.ttl) : json_null()) : NULL;
+	lease = ok ? (r.ttl != 0 ? kmsd_lease_json(r.ttl) : json_null()) : NULL;
 	sl_claims_digest(r.claims, cd);
 	sl_hex_encode(cd, sizeof(cd), cdhex);
-	json_t *details =
-	    json_pack("{s:o, s:O, s:O?}", "keys", keys, "job", r.req->job, "lease", lease);
-	if (details != NULL && req->source != NULL)
-		json_object_set_new(details, "source", json_string(req->source));
-	const kmsd_key_entry *one = r.req->nkeys == 1 ? &r.req->keys[0] : NULL;
-	if (!kmsd_audit(ctx, SL_AUDIT_EV_RENEW, one ? one->key_id : NULL,
-	                one ? one->dataset_id : NULL, ok ? SL_AUDIT_ALLOW : SL_AUDIT_DENY,
-	                ok ? NULL : r.reasons, cdhex, details)) {
-		json_decref(lease);
-		kmsd_audit_failed(ctx, res, "lease renewal");
-		goto out;
-	}
+	struct ren_rec w = {.r = &r, .req = req, .ok = ok, .lease = lease, .cd = cdhex};
 	if (ok) {
+		if (!audit_renew(&w)) {
+			kmsd_audit_failed(ctx, res, "lease renewal");
+			goto out;
+		}
 		res->status = 200;
 		/* no key_ttl in the policy in force now: no lease to keep */
-		res->json = json_pack("{s:o}", "lease", lease);
+		res->json = json_pack("{s:O}", "lease", lease);
+		goto out;
+	}
+	/* refused: charged, and a cheap refusal (before any evidence was
+	 * verified) is counted once one like it was written in this window */
+	const char *code = sl_json_getstr(json_array_get(r.reasons, 0), "code");
+	if (!kmsd_refusal_record(ctx, req->source, SL_AUDIT_EV_RENEW, code ? code : "", !verified,
+	                         audit_renew, &w)) {
+		kmsd_audit_failed(ctx, res, "lease renewal refusal");
 		goto out;
 	}
 	char detail[128];
@@ -96,6 +126,7 @@ void kmsd_handle_renew(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *re
 	         json_array_size(r.reasons), json_array_size(r.reasons) == 1 ? "" : "s");
 	kmsd_problem(res, 403, "denied", "Forbidden", detail, json_incref(r.reasons));
 out:
+	json_decref(lease);
 	json_decref(r.reasons);
 	sl_claims_free(r.claims);
 	kmsd_release_req_free(r.req);

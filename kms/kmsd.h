@@ -26,7 +26,10 @@ typedef struct kmsd_config {
 	char *listen;    /* "HOST:PORT" */
 	char *tls_cert;  /* PEM files */
 	char *tls_key;
-	char *admin_token_file;
+	char *admin_token_file; /* scope admin: everything */
+	char *wrap_token_file;  /* optional scope tokens (docs/seclaunchd.md, Tokens) */
+	char *operate_token_file;
+	char *metrics_token_file;
 	char *store;             /* state store: SQLite path or postgresql:// URI (store.h) */
 	char *registry_file;     /* before the store: read by seclaunchd migrate only */
 	char *registry_key_file; /* HMAC key that protects the AK rows */
@@ -417,7 +420,8 @@ enum kmsd_route {
 	X(KEY_UNKNOWN, "key_unknown")                                                              \
 	X(KEY_DISABLED, "key_disabled")                                                            \
 	X(UNWRAP, "unwrap_failed")                                                                 \
-	X(RATE_LIMITED, "rate_limited")
+	X(RATE_LIMITED, "rate_limited")                                                            \
+	X(OUTPUT_RUN, "output_run_mismatch")
 
 #define KMSD_DENIAL_ENUM_(n, s) KMSD_D_##n,
 enum kmsd_denial { KMSD_DENIALS(KMSD_DENIAL_ENUM_) KMSD_D__COUNT };
@@ -463,6 +467,11 @@ void kmsd_refusals_charge(kmsd_refusals *t, const char *source);
 /* true: write this refusal in full now; false: it was counted (a summary
  * follows). reason is a denial code (kmsd_denial_code). */
 bool kmsd_refusals_note(kmsd_refusals *t, const char *source, const char *reason);
+/* The same for a refused lease renewal or output-key request (event
+ * SL_AUDIT_EV_RENEW / SL_AUDIT_EV_OUTPUT: a window of its own, and the
+ * summary is a record of that event); kmsd_refusals_note is for releases. */
+bool kmsd_refusals_note_event(kmsd_refusals *t, const char *source, const char *event,
+                              const char *reason);
 /* Summaries whose window closed (all pending ones when force), as a JSON
  * array of {"source","reason","count","first","last","window_s"}; NULL when
  * none. The caller writes them, or hands them back with _putback. */
@@ -473,6 +482,17 @@ void kmsd_refusals_putback(kmsd_refusals *t, json_t *summaries);
 void kmsd_refusals_audit_state(kmsd_refusals *t, bool ok);
 bool kmsd_refusals_audit_ok(kmsd_refusals *t);
 
+/* Bearer-token scopes (routes.c): each a token file of its own; admin holds
+ * every scope. */
+enum kmsd_scope {
+	KMSD_SCOPE_METRICS, /* GET /metrics */
+	KMSD_SCOPE_WRAP,    /* data owners: wrap and rewrap DEKs, read keys */
+	KMSD_SCOPE_OPERATE, /* enrollment tokens, AK list and revoke */
+	KMSD_SCOPE_ADMIN,   /* the key lifecycle, and everything above */
+	KMSD_SCOPE__COUNT
+};
+const char *kmsd_scope_name(enum kmsd_scope s);
+
 typedef struct kmsd_ctx {
 	const kmsd_config *cfg;
 	kmsd_kek *kek;
@@ -482,10 +502,13 @@ typedef struct kmsd_ctx {
 	struct sl_audit *audit;
 	struct sl_policy *policy;
 	struct kmsd_store *store;
-	kmsd_keyproc *keyproc;          /* the KEK process (NULL in unit tests: in-process KEKs) */
-	kmsd_refusals *refusals;        /* NULL: no rate limit, every refusal in full */
-	kmsd_refusals *enroll_limit;    /* /v1/enroll requests per source; NULL: none */
-	uint8_t admin_token_sha256[32]; /* the token itself is not kept */
+	kmsd_keyproc *keyproc;       /* the KEK process (NULL in unit tests: in-process KEKs) */
+	kmsd_refusals *refusals;     /* NULL: no rate limit, every refusal in full */
+	kmsd_refusals *enroll_limit; /* /v1/enroll requests per source; NULL: none */
+	/* the SHA-256 of each scope's token (the tokens themselves are not
+	 * kept); token_set: that scope has a token of its own */
+	uint8_t token_sha256[KMSD_SCOPE__COUNT][32];
+	bool token_set[KMSD_SCOPE__COUNT];
 } kmsd_ctx;
 
 typedef struct kmsd_request {
@@ -511,8 +534,18 @@ void kmsd_problem(kmsd_response *res, unsigned status, const char *slug, const c
                   const char *detail, json_t *reasons);
 /* 400 from a parser error (the detail names the field). */
 void kmsd_bad_request(kmsd_response *res);
-/* false (and a 401 set) unless the Authorization header carries the admin token. */
-bool kmsd_admin_ok(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+/* Reads every configured token file (sl_secret_read_token) into ctx; two
+ * scopes holding the same token is a configuration error naming both. */
+struct kmsd_config;
+SL_MUST_USE sl_err kmsd_tokens_load(kmsd_ctx *ctx, const kmsd_config *c);
+/* Whether the request's bearer token has scope need (the admin token has
+ * every scope), compared in constant time against every configured token.
+ * false: 401 (no token, or not one of seclaunchd's) or 403 naming the
+ * token's scope and what `what` ("POST /v1/keys/{id}/delete") needs; the
+ * refusal is recorded as event (key_id: NULL or a valid key id), and the
+ * answer is 503 when that record cannot be written. */
+bool kmsd_authorize(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res,
+                    enum kmsd_scope need, const char *what, const char *event, const char *key_id);
 /* Appends an audit record; false (and the failure on stderr) when it could not
  * be written. An answer that grants something (keys released, a DEK wrapped, a
  * key created, an AK enrolled) is sent only when its record was written:
@@ -534,6 +567,17 @@ json_t *kmsd_audit_subject(const struct sl_claims *c, const json_t *evidence, co
 /* 503: the decision (grant or refusal) was not recorded, so it is not
  * given; the client may retry. */
 void kmsd_audit_failed(kmsd_ctx *ctx, kmsd_response *res, const char *what);
+/* 429 before the body is read when req's source has no refusal token left
+ * (kmsd_refusals_admit), the refusal recorded as `event` (in full, or
+ * counted); what names the request ("lease renewal"). true: answered. */
+bool kmsd_refusal_limited(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res,
+                          const char *event, const char *what);
+/* A refused attested request: takes a token from the source and records it
+ * with write(arg), or counts it when it is cheap (decided before evidence
+ * was verified) and one like it (event, code) was written in full in this
+ * window. false: it could not be recorded (the caller answers 503). */
+bool kmsd_refusal_record(kmsd_ctx *ctx, const char *source, const char *event, const char *code,
+                         bool cheap, bool (*write)(void *), void *arg);
 /* Writes the refusal summaries that are due (all when force: at stop);
  * false when one could not be written (they are kept for the next try). */
 bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force);
@@ -624,7 +668,9 @@ void kmsd_logv(enum kmsd_log_level lvl, const char *fmt, va_list ap)
 
 /* ---- live configuration and SIGHUP (reload.c) -------------------------- */
 
-#define KMSD_AUDIT_EV_RELOAD "kms.reload" /* SIGHUP: "applied" or "refused" (details.error) */
+#define KMSD_AUDIT_EV_RELOAD "kms.reload"   /* SIGHUP: "applied" or "refused" (details.error) */
+#define KMSD_AUDIT_EV_AK_LIST "kms.ak.list" /* written only when refused */
+#define KMSD_AUDIT_EV_METRICS "kms.metrics" /* written only when refused */
 
 /* What the command line asked for; a reload builds the config from it again. */
 typedef struct kmsd_start_opts {

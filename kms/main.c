@@ -29,8 +29,10 @@ static void usage(FILE *f)
 	        "  --config FILE         JSON configuration (docs/seclaunchd.md); with --dev it\n"
 	        "                        overrides the development defaults\n"
 	        "  --dev                 development mode: creates in DIR a TLS CA + server\n"
-	        "                        certificate (ca.pem), admin.token (0600), a local\n"
-	        "                        keystore, an audit log; writes DIR/url once listening;\n"
+	        "                        certificate (ca.pem), the scope tokens admin.token,\n"
+	        "                        wrap.token, operate.token, metrics.token (0600), a\n"
+	        "                        local keystore, an audit log; writes DIR/url once\n"
+	        "                        listening;\n"
 	        "                        accepts EKs without a certificate; without --policy\n"
 	        "                        uses the built-in development policy\n"
 	        "  --state DIR           state directory for --dev\n"
@@ -46,24 +48,6 @@ static void usage(FILE *f)
 	        "the policy (a bad one is refused and the old one stays) and reopens the log.\n"
 	        "Exit codes: 0 stopped, 1 usage, 2 bad configuration or files, 4 policy\n"
 	        "signature invalid, 6 keystore or registry integrity failure, 7 system error.\n");
-}
-
-static SL_RESULT load_admin_token(kmsd_ctx *ctx, const char *path)
-{
-	sl_err rc = SL_E_INPUT;
-	sl_secret *t = NULL;
-	size_t n;
-	SL_GUARD(sl_secret_read_file(path, 4096, &t));
-	n = sl_secret_len(t);
-	while (n > 0 && (sl_secret_data(t)[n - 1] == '\n' || sl_secret_data(t)[n - 1] == '\r' ||
-	                 sl_secret_data(t)[n - 1] == ' '))
-		n--;
-	SL_ENSURE(n >= 16, SL_E_INPUT, "%s: admin token shorter than 16 characters", path);
-	sl_sha256(sl_secret_data(t), n, ctx->admin_token_sha256);
-	rc = SL_OK;
-out:
-	sl_secret_free(t);
-	return rc;
 }
 
 /* The key process died or was restarted (its monitor, keyproc.c): logged
@@ -110,7 +94,7 @@ static SL_RESULT run(kmsd_config *cfg, const kmsd_start_opts *opts)
 		         "%s/policy.json --policy-pubkey %s/policy.pub",
 		         cfg->state_dir, cfg->state_dir);
 	kmsd_log(KMSD_LOG_NOTICE, "policy %s", sl_policy_digest_hex(ctx.policy));
-	SL_GUARD(load_admin_token(&ctx, cfg->admin_token_file));
+	SL_GUARD(kmsd_tokens_load(&ctx, cfg));
 	/* the key process first: it alone reads the master key or the PIN */
 	SL_GUARD(kmsd_keyproc_start(cfg, kmsd_store_pool(cfg), &ctx.keyproc));
 	SL_GUARD(kmsd_store_open(cfg->store, kmsd_store_pool(cfg), &ctx.store));

@@ -4,7 +4,8 @@
  *     (registry.json, its MAC checked under the registry key) and the local
  *     keystore (keystore, authenticated under the master key). Every key
  *     becomes version 1 of itself, so every DEK wrapped before still opens.
- *     Idempotent: what the store already holds is left alone and counted.
+ *     Idempotent: what the store already holds is left alone and counted; a
+ *     key id the store holds under another KEK stops it (exit 2 naming it).
  *   seclaunchd backup --to FILE [--config FILE | --dev --state DIR]
  *     an online, consistent copy of a SQLite store (the backup API).
  * Without --config both act on DIR's --dev layout (state.db, master.key,
@@ -105,6 +106,20 @@ out:
 	return rc;
 }
 
+struct same_kek {
+	const uint8_t *kek;
+	bool same;
+};
+
+static SL_RESULT same_kek(const uint8_t kek[static 32], void *ctx)
+{
+	struct same_kek *s = ctx;
+	s->same = sl_ct_eq(kek, s->kek, 32);
+	if (!s->same)
+		sl_err_set(SL_E_INPUT, "version 1 differs from the file's");
+	return SL_OK;
+}
+
 /* keystore: "SLKS" | 1 | 000 | iv[12] | u32be n | ct[n] | tag[16], AAD = the
  * 24 header bytes; plaintext u32be count | count x (u8 len | id | kek[32]). */
 static SL_RESULT import_keystore(kmsd_store *st, const char *path, const char *master_file,
@@ -165,6 +180,23 @@ static SL_RESULT import_keystore(kmsd_store *st, const char *path, const char *m
 		                           (int64_t)time(NULL));
 		sl_wipe(wrapped, sizeof(wrapped));
 		if (rc == SL_E_EXISTS) {
+			/* the same id under another KEK would leave every DEK the file's
+			 * KEK wrapped unreadable: only the same key counts as there */
+			struct same_kek sk = {kek, false};
+			uint8_t row[KMSD_KEK_WRAPPED_MAX];
+			size_t rlen = 0;
+			bool retired = false, found = false;
+			if (kmsd_store_kek_get(st, id, 1, row, &rlen, &retired, &found) != SL_OK ||
+			    !found ||
+			    kmsd_keystore_with(ks, id, 1, row, rlen, same_kek, &sk) != SL_OK ||
+			    !sk.same)
+				SL_FAIL(
+				    SL_E_INPUT,
+				    "%s: key '%s' is in the store already under another KEK "
+				    "(%s); nothing of it was imported: the datasets wrapped under "
+				    "the file's key '%s' would not open. Rename one of them (or "
+				    "import into an empty store)",
+				    path, id, sl_err_detail(), id);
 			n->keys_had++;
 			continue;
 		}

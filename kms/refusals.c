@@ -7,10 +7,12 @@
  * evenly), and with none left its releases are answered 429 before their
  * body is read. Granted releases take no token.
  *
- * Cheap refusals (decided before any evidence is looked at: unknown, reused
- * or expired nonce, policy digest skew, rate limited) are aggregated: the
- * first one of each (source, reason) in a window is written in full, the
- * rest are counted and written as one summary when the window closes.
+ * Releases, lease renewals and output-key requests (the attested requests)
+ * share the bucket. Cheap refusals (decided before any evidence is looked
+ * at: unknown, reused or expired nonce, policy digest skew, rate limited)
+ * are aggregated: the first one of each (source, event, reason) in a window
+ * is written in full, the rest are counted and written as one summary of
+ * that event when the window closes.
  *
  * The table holds at most TABLE_CAP sources; a slot is reused only when its
  * bucket is full again and it has nothing pending. When every slot is busy a
@@ -32,6 +34,10 @@
 static const char *const AGG[] = {"nonce_unknown", "nonce_reused", "nonce_expired",
                                   "policy_digest_mismatch", "rate_limited"};
 #define NAGG (sizeof(AGG) / sizeof(AGG[0]))
+/* The attested requests whose refusals are limited and aggregated, each
+ * with windows of its own (a summary names its event). */
+static const char *const EV[] = {"kms.release", "kms.renew", "kms.output"};
+#define NEV (sizeof(EV) / sizeof(EV[0]))
 
 struct agg {
 	uint64_t win_start_ns; /* 0: no window open */
@@ -43,7 +49,7 @@ struct slot {
 	char source[SOURCE_MAX];
 	double tokens;
 	uint64_t refill_ns;
-	struct agg agg[NAGG];
+	struct agg agg[NEV][NAGG];
 };
 
 struct kmsd_refusals {
@@ -109,10 +115,12 @@ static bool idle(kmsd_refusals *t, struct slot *s, uint64_t now)
 	refill(t, s, now);
 	if (s->tokens < t->burst)
 		return false;
-	for (size_t r = 0; r < NAGG; r++)
-		if (s->agg[r].count > 0 ||
-		    (s->agg[r].win_start_ns != 0 && now < s->agg[r].win_start_ns + t->window_ns))
-			return false;
+	for (size_t e = 0; e < NEV; e++)
+		for (size_t r = 0; r < NAGG; r++)
+			if (s->agg[e][r].count > 0 ||
+			    (s->agg[e][r].win_start_ns != 0 &&
+			     now < s->agg[e][r].win_start_ns + t->window_ns))
+				return false;
 	return true;
 }
 
@@ -176,43 +184,51 @@ void kmsd_refusals_charge(kmsd_refusals *t, const char *source)
 	pthread_mutex_unlock(&t->mu);
 }
 
-static json_t *summary(kmsd_refusals *t, const struct slot *s, size_t r)
+static json_t *summary(kmsd_refusals *t, const struct slot *s, size_t e, size_t r)
 {
 	char first[40], last[40];
-	sl_time_rfc3339(s->agg[r].first, first, sizeof(first));
-	sl_time_rfc3339(s->agg[r].last, last, sizeof(last));
-	return json_pack("{s:s, s:s, s:I, s:s, s:s, s:i}", "source", s->source, "reason", AGG[r],
-	                 "count", (json_int_t)s->agg[r].count, "first", first, "last", last,
-	                 "window_s", (int)t->window_s);
+	sl_time_rfc3339(s->agg[e][r].first, first, sizeof(first));
+	sl_time_rfc3339(s->agg[e][r].last, last, sizeof(last));
+	return json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:i}", "event", EV[e], "source", s->source,
+	                 "reason", AGG[r], "count", (json_int_t)s->agg[e][r].count, "first", first,
+	                 "last", last, "window_s", (int)t->window_s);
 }
 
 /* Moves a closed window's count into t->closed. */
-static void close_window(kmsd_refusals *t, struct slot *s, size_t r)
+static void close_window(kmsd_refusals *t, struct slot *s, size_t e, size_t r)
 {
-	if (s->agg[r].count > 0) {
-		json_t *o = summary(t, s, r);
+	if (s->agg[e][r].count > 0) {
+		json_t *o = summary(t, s, e, r);
 		/* out of memory: the count stays pending rather than vanish */
 		if (o == NULL || json_array_append_new(t->closed, o) != 0)
 			return;
 	}
-	memset(&s->agg[r], 0, sizeof(s->agg[r]));
+	memset(&s->agg[e][r], 0, sizeof(s->agg[e][r]));
 }
 
 bool kmsd_refusals_note(kmsd_refusals *t, const char *source, const char *reason)
 {
+	return kmsd_refusals_note_event(t, source, EV[0], reason);
+}
+
+bool kmsd_refusals_note_event(kmsd_refusals *t, const char *source, const char *event,
+                              const char *reason)
+{
 	bool full = true;
 	uint64_t now = sl_now_ns();
-	size_t r = 0;
+	size_t r = 0, e = 0;
 	while (r < NAGG && strcmp(AGG[r], reason) != 0)
 		r++;
-	if (r == NAGG || t->window_ns == 0)
+	while (e < NEV && strcmp(EV[e], event) != 0)
+		e++;
+	if (r == NAGG || e == NEV || t->window_ns == 0)
 		return true;
 	pthread_mutex_lock(&t->mu);
 	struct slot *s = find(t, source, true, now);
 	if (s != NULL) {
-		struct agg *a = &s->agg[r];
+		struct agg *a = &s->agg[e][r];
 		if (a->win_start_ns != 0 && now >= a->win_start_ns + t->window_ns)
-			close_window(t, s, r);
+			close_window(t, s, e, r);
 		if (a->win_start_ns == 0) {
 			a->win_start_ns = now; /* this one is written in full */
 		} else {
@@ -237,10 +253,11 @@ json_t *kmsd_refusals_take(kmsd_refusals *t, bool force)
 	             now + (t->window_ns < 1000000000ULL ? t->window_ns : 1000000000ULL));
 	pthread_mutex_lock(&t->mu);
 	for (size_t i = 0; i < t->n; i++)
-		for (size_t r = 0; r < NAGG; r++)
-			if (t->s[i].agg[r].win_start_ns != 0 &&
-			    (force || now >= t->s[i].agg[r].win_start_ns + t->window_ns))
-				close_window(t, &t->s[i], r);
+		for (size_t e = 0; e < NEV; e++)
+			for (size_t r = 0; r < NAGG; r++)
+				if (t->s[i].agg[e][r].win_start_ns != 0 &&
+				    (force || now >= t->s[i].agg[e][r].win_start_ns + t->window_ns))
+					close_window(t, &t->s[i], e, r);
 	if (json_array_size(t->closed) > 0) {
 		json_t *fresh = json_array();
 		if (fresh != NULL) {

@@ -30,26 +30,107 @@ void kmsd_bad_request(kmsd_response *res)
 	kmsd_problem(res, 400, "bad-request", "Bad Request", sl_err_detail(), NULL);
 }
 
-bool kmsd_admin_ok(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
+static const char *const scope_names[KMSD_SCOPE__COUNT] = {"metrics", "wrap", "operate", "admin"};
+
+const char *kmsd_scope_name(enum kmsd_scope s)
+{
+	return s < KMSD_SCOPE__COUNT ? scope_names[s] : "none";
+}
+
+sl_err kmsd_tokens_load(kmsd_ctx *ctx, const kmsd_config *c)
+{
+	sl_err rc = SL_E_INPUT;
+	const struct {
+		const char *key, *path;
+	} files[KMSD_SCOPE__COUNT] = {
+	    [KMSD_SCOPE_METRICS] = {"metrics_token_file", c->metrics_token_file},
+	    [KMSD_SCOPE_WRAP] = {"wrap_token_file", c->wrap_token_file},
+	    [KMSD_SCOPE_OPERATE] = {"operate_token_file", c->operate_token_file},
+	    [KMSD_SCOPE_ADMIN] = {"admin_token_file", c->admin_token_file},
+	};
+	sl_secret *t = NULL;
+	SL_ENSURE(c->admin_token_file != NULL, SL_E_INPUT,
+	          "config: \"admin_token_file\" is required");
+	for (int s = 0; s < KMSD_SCOPE__COUNT; s++) {
+		ctx->token_set[s] = false;
+		if (files[s].path == NULL)
+			continue;
+		rc = sl_secret_read_token(files[s].path, &t);
+		if (rc != SL_OK) {
+			rc = sl_err_wrap(rc, "\"%s\"", files[s].key);
+			goto out;
+		}
+		sl_sha256(sl_secret_data(t), sl_secret_len(t), ctx->token_sha256[s]);
+		sl_secret_free(t);
+		t = NULL;
+		ctx->token_set[s] = true;
+		/* one token, one scope: a shared one would make its scope ambiguous */
+		for (int o = 0; o < s; o++)
+			SL_ENSURE(!ctx->token_set[o] ||
+			              !sl_ct_eq(ctx->token_sha256[o], ctx->token_sha256[s], 32),
+			          SL_E_INPUT,
+			          "config: \"%s\" (%s) and \"%s\" (%s) hold the same token; each "
+			          "scope needs a token of its own",
+			          files[o].key, files[o].path, files[s].key, files[s].path);
+	}
+	rc = SL_OK;
+out:
+	sl_secret_free(t);
+	return rc;
+}
+
+/* The scope of the presented token: every configured token is compared
+ * (constant time, no early exit); KMSD_SCOPE__COUNT when none matches. */
+static enum kmsd_scope token_scope(const kmsd_ctx *ctx, const char *token)
+{
+	uint8_t h[32];
+	enum kmsd_scope found = KMSD_SCOPE__COUNT;
+	/* comparing digests keeps the comparison constant-time whatever the length */
+	sl_sha256(token, strlen(token), h);
+	for (int s = 0; s < KMSD_SCOPE__COUNT; s++) {
+		bool eq = sl_ct_eq(h, ctx->token_sha256[s], sizeof(h));
+		if (eq && ctx->token_set[s])
+			found = (enum kmsd_scope)s;
+	}
+	sl_wipe(h, sizeof(h));
+	return found;
+}
+
+bool kmsd_authorize(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res,
+                    enum kmsd_scope need, const char *what, const char *event, const char *key_id)
 {
 	static const char prefix[] = "Bearer ";
-	uint8_t h[32];
 	const char *a = req->authorization;
+	char d[300];
+	enum kmsd_scope have = KMSD_SCOPE__COUNT;
 	if (a == NULL || strncmp(a, prefix, sizeof(prefix) - 1) != 0) {
-		kmsd_problem(res, 401, "unauthorized", "Unauthorized",
-		             "admin endpoint: missing \"Authorization: Bearer <admin token>\"",
-		             NULL);
-		return false;
+		snprintf(d, sizeof(d),
+		         "%s needs a token of scope %s: missing \"Authorization: Bearer <token>\"",
+		         what, kmsd_scope_name(need));
+		kmsd_problem(res, 401, "unauthorized", "Unauthorized", d, NULL);
+	} else if ((have = token_scope(ctx, a + sizeof(prefix) - 1)) == KMSD_SCOPE__COUNT) {
+		snprintf(d, sizeof(d), "%s: the bearer token is not one of seclaunchd's tokens",
+		         what);
+		kmsd_problem(res, 401, "unauthorized", "Unauthorized", d, NULL);
+	} else if (have == need || have == KMSD_SCOPE_ADMIN) {
+		return true;
+	} else {
+		snprintf(d, sizeof(d), "this token has scope %s; %s needs %s",
+		         kmsd_scope_name(have), what, kmsd_scope_name(need));
+		kmsd_problem(res, 403, "insufficient-scope", "Forbidden", d, NULL);
+		json_object_set_new(res->json, "scope", json_string(kmsd_scope_name(have)));
+		json_object_set_new(res->json, "needs", json_string(kmsd_scope_name(need)));
 	}
-	a += sizeof(prefix) - 1;
-	/* comparing digests keeps the comparison constant-time whatever the length */
-	sl_sha256(a, strlen(a), h);
-	if (!sl_ct_eq(h, ctx->admin_token_sha256, sizeof(h))) {
-		kmsd_problem(res, 401, "unauthorized", "Unauthorized",
-		             "admin endpoint: the bearer token is not the admin token", NULL);
-		return false;
-	}
-	return true;
+	/* a refused token is recorded: it is someone trying keys */
+	json_t *why = json_pack("[s]", d);
+	json_t *details = json_pack("{s:s, s:s, s:s?}", "endpoint", what, "needs",
+	                            kmsd_scope_name(need), "source", req->source);
+	if (details != NULL && have != KMSD_SCOPE__COUNT)
+		json_object_set_new(details, "scope", json_string(kmsd_scope_name(have)));
+	if (!kmsd_audit(ctx, event, key_id, NULL, SL_AUDIT_DENY, why, NULL, details))
+		kmsd_audit_failed(ctx, res, event);
+	json_decref(why);
+	return false;
 }
 
 bool kmsd_audit(kmsd_ctx *ctx, const char *event, const char *key_id, const char *dataset_id,
@@ -131,8 +212,9 @@ bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force)
 		json_t *details = json_pack("{s:O}", "aggregated", s);
 		if (details != NULL && ctx->policy != NULL && sl_policy_is_dev(ctx->policy))
 			json_object_set_new(details, "development_policy", json_true());
+		const char *ev = sl_json_getstr(s, "event");
 		sl_audit_record r = {
-		    .event = SL_AUDIT_EV_RELEASE,
+		    .event = ev != NULL ? ev : SL_AUDIT_EV_RELEASE,
 		    .decision = SL_AUDIT_DENY,
 		    .reasons = why,
 		    .policy_digest = ctx->policy != NULL ? sl_policy_digest_hex(ctx->policy) : NULL,
@@ -154,6 +236,55 @@ bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force)
 	else
 		json_decref(sums);
 	return ok;
+}
+
+bool kmsd_refusal_record(kmsd_ctx *ctx, const char *source, const char *event, const char *code,
+                         bool cheap, bool (*write)(void *), void *arg)
+{
+	if (ctx->refusals == NULL)
+		return write(arg);
+	kmsd_refusals_charge(ctx->refusals, source);
+	if (ctx->audit != NULL && cheap &&
+	    !kmsd_refusals_note_event(ctx->refusals, source, event, code)) {
+		kmsd_metrics_count(ctx->metrics, KMSD_C_AUDIT_AGGREGATED);
+		return kmsd_refusals_audit_ok(ctx->refusals);
+	}
+	return write(arg);
+}
+
+bool kmsd_refusal_limited(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res,
+                          const char *event, const char *what)
+{
+	unsigned retry = 0;
+	char detail[256];
+	const char *code = kmsd_denial_code(KMSD_D_RATE_LIMITED);
+	bool recorded = true;
+	if (ctx->refusals == NULL || kmsd_refusals_admit(ctx->refusals, req->source, &retry))
+		return false;
+	kmsd_metrics_denial(ctx->metrics, KMSD_D_RATE_LIMITED);
+	snprintf(detail, sizeof(detail),
+	         "too many refused attested requests from %s (limit %u a minute); %s refused; "
+	         "retry in %u s",
+	         req->source ? req->source : "this address", ctx->cfg->refusal_rate_per_min, what,
+	         retry);
+	if (ctx->audit != NULL &&
+	    kmsd_refusals_note_event(ctx->refusals, req->source, event, code)) {
+		json_t *why = json_pack("[{s:s, s:s}]", "code", code, "detail", detail);
+		recorded =
+		    kmsd_audit(ctx, event, NULL, NULL, SL_AUDIT_DENY, why, NULL,
+		               json_pack("{s:s}", "source", req->source ? req->source : "unknown"));
+		json_decref(why);
+	} else if (ctx->audit != NULL) {
+		kmsd_metrics_count(ctx->metrics, KMSD_C_AUDIT_AGGREGATED);
+		recorded = kmsd_refusals_audit_ok(ctx->refusals);
+	}
+	if (!recorded) {
+		kmsd_audit_failed(ctx, res, what);
+		return true;
+	}
+	kmsd_problem(res, 429, "rate-limited", "Too Many Requests", detail, NULL);
+	res->retry_after = retry;
+	return true;
 }
 
 static bool is(const kmsd_request *req, const char *method, const char *path)
@@ -238,10 +369,9 @@ enum kmsd_route kmsd_dispatch(kmsd_ctx *ctx, const kmsd_request *req, kmsd_respo
 			not_allowed(res, "POST");
 			return KMSD_R_WRAP;
 		}
-		if (n > SL_KMS_ID_MAX) {
-			kmsd_problem(res, 404, "unknown-key", "Not Found", "key id too long", NULL);
-			return KMSD_R_WRAP;
-		}
+		/* a key id too long is not valid: the handler authenticates, then refuses it */
+		if (n > SL_KMS_ID_MAX)
+			n = 0;
 		memcpy(id, req->path + sizeof(keys_prefix) - 1, n);
 		id[n] = '\0';
 		kmsd_handle_wrap(ctx, req, id, res);

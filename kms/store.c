@@ -856,3 +856,38 @@ sl_err kmsd_store_etoken_use(kmsd_store *s, const uint8_t hash[static 32], int64
 	*ok = rc == SL_OK && ch == 1;
 	return rc;
 }
+
+struct run_get {
+	uint8_t subject[32];
+	bool found;
+};
+
+static SL_RESULT run_row(void *ctx, const kmsd_sqlv *c, size_t n)
+{
+	struct run_get *g = ctx;
+	if (n != 1 || c[0].t != KMSD_SQLV_BLOB || c[0].n != 32)
+		return sl_err_set(SL_E_INTEGRITY, "state store: output_runs row");
+	memcpy(g->subject, c[0].p, 32);
+	g->found = true;
+	return SL_OK;
+}
+
+sl_err kmsd_store_run_bind(kmsd_store *s, const char *run_id, const uint8_t subject[static 32],
+                           int64_t now, bool *same)
+{
+	/* the first binding wins (a unique key, on every replica); then read it */
+	static const char ins[] = "INSERT INTO output_runs (run_id, subject, created) "
+	                          "VALUES (?, ?, ?) ON CONFLICT (run_id) DO NOTHING";
+	static const char sel[] = "SELECT subject FROM output_runs WHERE run_id = ?";
+	kmsd_sqlv a[] = {V_TEXT(run_id), V_BLOB(subject, 32), V_INT(now)};
+	kmsd_sqlv b[] = {V_TEXT(run_id)};
+	struct run_get g = {{0}, false};
+	*same = false;
+	sl_err rc = exec1_durable(s, ins, a, NARGS(a), NULL);
+	if (rc == SL_OK)
+		rc = exec1(s, sel, b, NARGS(b), run_row, &g, NULL);
+	if (rc == SL_OK && !g.found)
+		rc = sl_err_set(SL_E_SYSTEM, "state store: output run '%s' not kept", run_id);
+	*same = rc == SL_OK && sl_ct_eq(g.subject, subject, 32);
+	return rc;
+}

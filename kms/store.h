@@ -179,6 +179,14 @@ SL_MUST_USE sl_err kmsd_store_etoken_put(kmsd_store *s, const uint8_t hash[stati
 SL_MUST_USE sl_err kmsd_store_etoken_use(kmsd_store *s, const uint8_t hash[static 32], int64_t now,
                                          bool *ok);
 
+/* ---- output runs: the attested subject a run's output ids belong to -------- */
+
+/* Binds run_id to subject (a digest of who attested: handlers_output.c) on
+ * its first use, on any replica; *same: the run is bound to this subject
+ * (now or before), false when another subject holds it. */
+SL_MUST_USE sl_err kmsd_store_run_bind(kmsd_store *s, const char *run_id,
+                                       const uint8_t subject[static 32], int64_t now, bool *same);
+
 /* ---- counts (metrics) ---------------------------------------------------- */
 
 enum kmsd_store_table { KMSD_T_AKS, KMSD_T_KEYS, KMSD_T_CHALLENGES, KMSD_T_PENDING };

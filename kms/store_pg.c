@@ -294,7 +294,9 @@ const kmsd_store_driver kmsd_store_pg = {
         " ak_name BYTEA NOT NULL, ek_sha256 BYTEA NOT NULL, cred_sha256 BYTEA NOT NULL,"
         " expires BIGINT NOT NULL);"
         "CREATE TABLE IF NOT EXISTS enroll_tokens (hash BYTEA PRIMARY KEY,"
-        " expires BIGINT NOT NULL, used BIGINT NOT NULL DEFAULT 0);",
+        " expires BIGINT NOT NULL, used BIGINT NOT NULL DEFAULT 0);"
+        "CREATE TABLE IF NOT EXISTS output_runs (run_id TEXT PRIMARY KEY,"
+        " subject BYTEA NOT NULL, created BIGINT NOT NULL);",
     .connect = pg_connect,
     .disconnect = pg_disconnect,
     .ready = pg_ready,

@@ -315,7 +315,9 @@ const kmsd_store_driver kmsd_store_sqlite = {
                   " ak_name BLOB NOT NULL, ek_sha256 BLOB NOT NULL, cred_sha256 BLOB NOT NULL,"
                   " expires INTEGER NOT NULL);"
                   "CREATE TABLE IF NOT EXISTS enroll_tokens (hash BLOB PRIMARY KEY,"
-                  " expires INTEGER NOT NULL, used INTEGER NOT NULL DEFAULT 0);",
+                  " expires INTEGER NOT NULL, used INTEGER NOT NULL DEFAULT 0);"
+                  "CREATE TABLE IF NOT EXISTS output_runs (run_id TEXT PRIMARY KEY,"
+                  " subject BLOB NOT NULL, created INTEGER NOT NULL);",
     .connect = sq_connect,
     .disconnect = sq_disconnect,
     .ready = sq_ready,

@@ -23,7 +23,8 @@ sl_err sl_kms_cli_new_dek(const sl_kms_opts *ko, const char *key_id, const char 
 	size_t wl = 0;
 	SL_ENSURE(key_id != NULL, SL_E_USAGE, "--kms needs --key-id ID");
 	SL_ENSURE(ko->admin_token_file != NULL, SL_E_USAGE,
-	          "--kms needs --admin-token-file F (wrapping is an admin call)");
+	          "--kms needs --admin-token-file F (wrapping needs a token of scope wrap "
+	          "or admin)");
 	SL_GUARD(sl_kms_new(ko, &k));
 	SL_GUARD(sl_secret_random(SL_KMS_DEK_LEN, &d));
 	SL_GUARD(sl_kms_wrap(k, key_id, dataset_id, d, &w, &wl));

@@ -19,32 +19,6 @@ static SL_RESULT dup_opt(const char *in, char **out)
 	return *out != NULL ? SL_OK : sl_err_set(SL_E_NOMEM, "KMS options");
 }
 
-static SL_RESULT read_token(const char *path, sl_secret **out)
-{
-	sl_err rc = SL_E_INPUT;
-	sl_secret *t = NULL, *z = NULL;
-	size_t n;
-	SL_GUARD(sl_secret_read_file(path, 4096, &t));
-	n = sl_secret_len(t);
-	while (n > 0 && (sl_secret_data(t)[n - 1] == '\n' || sl_secret_data(t)[n - 1] == '\r' ||
-	                 sl_secret_data(t)[n - 1] == ' '))
-		n--;
-	SL_ENSURE(n > 0, SL_E_INPUT, "%s: empty admin token", path);
-	for (size_t i = 0; i < n; i++)
-		SL_ENSURE(sl_secret_data(t)[i] > 0x20 && sl_secret_data(t)[i] < 0x7f, SL_E_INPUT,
-		          "%s: admin token must be printable ASCII without spaces", path);
-	SL_GUARD(sl_secret_new(n + 1, &z));
-	memcpy(sl_secret_data(z), sl_secret_data(t), n);
-	sl_secret_data(z)[n] = '\0';
-	*out = z;
-	z = NULL;
-	rc = SL_OK;
-out:
-	sl_secret_free(t);
-	sl_secret_free(z);
-	return rc;
-}
-
 sl_err sl_kms_new(const sl_kms_opts *o, sl_kms **out)
 {
 	sl_err rc = SL_E_NOMEM;
@@ -74,7 +48,7 @@ sl_err sl_kms_new(const sl_kms_opts *o, sl_kms **out)
 	SL_GUARD(dup_opt(o->ca_file, &k->ca_file));
 	SL_GUARD(dup_opt(o->pinned_pubkey, &k->pinned));
 	if (o->admin_token_file != NULL)
-		SL_GUARD(read_token(o->admin_token_file, &k->admin_token));
+		SL_GUARD(sl_secret_read_token(o->admin_token_file, &k->admin_token));
 	SL_ENSURE(curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK, SL_E_SYSTEM, "curl init");
 	c = curl_easy_init();
 	SL_ENSURE(c != NULL, SL_E_NOMEM, "curl handle");
@@ -397,7 +371,7 @@ sl_err sl_kms_enroll(sl_kms *k, const char *tcti, char **ak_name_hex)
 	if (m.ek_cert != NULL)
 		SL_GUARD(sl_kms_b64_member(req, "ek_cert", m.ek_cert, m.ek_cert_len));
 	if (k->o.enroll_token_file != NULL) {
-		SL_GUARD(read_token(k->o.enroll_token_file, &etok));
+		SL_GUARD(sl_secret_read_token(k->o.enroll_token_file, &etok));
 		SL_ENSURE(json_object_set_new(req, "enroll_token",
 		                              json_string((const char *)sl_secret_data(etok))) == 0,
 		          SL_E_NOMEM, "enroll");

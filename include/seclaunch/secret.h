@@ -27,6 +27,13 @@ SL_MUST_USE sl_err sl_secret_from(const void *p, size_t len, sl_secret **out);
  * file must be a regular file, owned by the caller or root, and not readable
  * or writable by group or others (SL_E_PERM otherwise, naming the mode). */
 SL_MUST_USE sl_err sl_secret_read_file(const char *path, size_t max, sl_secret **out);
+/* A bearer token file (seclaunchd's scope tokens, the clients' --admin-token-file):
+ * read as sl_secret_read_file does, trailing newline / CR / spaces dropped; the
+ * rest must be at least SL_TOKEN_MIN printable ASCII characters without spaces
+ * (SL_E_INPUT naming the file and the rule). *out holds the token and a NUL. */
+#define SL_TOKEN_MIN 16
+#define SL_TOKEN_MAX 4096
+SL_MUST_USE sl_err sl_secret_read_token(const char *path, sl_secret **out);
 void sl_secret_free(sl_secret *s); /* NULL-safe; wipes */
 uint8_t *sl_secret_data(sl_secret *s);
 size_t sl_secret_len(const sl_secret *s);

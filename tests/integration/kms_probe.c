@@ -8,6 +8,10 @@
  *              digest | flip | dataset:OTHER
  *     prints the SHA-256 of the released DEK; exits with the error's code.
  *     $KMS_PROBE_WORKLOAD_LOG: carry that workload log (PCR 15 quoted).
+ *   kms_probe URL CA output KEY_ID JOB_ID OUTPUT_ID DESTINATION
+ *     one attested POST /v1/output for OUTPUT_ID under KEY_ID with job.id
+ *     JOB_ID (any output id: a client that lies about its run); prints the
+ *     key id; a refusal prints each reason's code and detail.
  *   kms_probe URL CA enroll-wrong
  *     starts a real enrollment, then answers with a credential that is not
  *     the activated one (must be refused).
@@ -184,6 +188,42 @@ done:
 	json_decref(j.evidence);
 	sl_secret_free(j.eph_sk);
 	return ret;
+}
+
+static int cmd_output(sl_kms *k, char **argv)
+{
+	struct job j = {0};
+	sl_kms_output_key key = {0};
+	json_t *job = json_pack("{s:s}", "id", argv[1]);
+	const char *what = "prepare";
+	sl_err rc = prepare(k, &j, false);
+	if (rc == SL_OK) {
+		sl_kms_output_want w = {argv[2], argv[3], argv[0]};
+		sl_kms_output_req req = {.nonce = j.ch.nonce,
+		                         .eph_pub = j.eph_pub,
+		                         .policy_digest = j.ch.policy_digest,
+		                         .evidence = j.evidence,
+		                         .job = job,
+		                         .outputs = &w,
+		                         .noutputs = 1};
+		what = "output";
+		rc = sl_kms_output(k, &req, j.eph_sk, &key);
+	}
+	if (rc == SL_OK) {
+		printf("%s\n", key.key_id);
+		sl_secret_free(key.dek);
+	} else {
+		const json_t *p = sl_kms_last_problem(k), *r;
+		size_t i;
+		json_array_foreach (json_object_get(p, "reasons"), i, r)
+			fprintf(stderr, "reason: [%s] %s\n",
+			        json_string_value(json_object_get(r, "code")),
+			        json_string_value(json_object_get(r, "detail")));
+	}
+	json_decref(job);
+	json_decref(j.evidence);
+	sl_secret_free(j.eph_sk);
+	return rc == SL_OK ? 0 : die(what, rc);
 }
 
 static int cmd_enroll_wrong(sl_kms *k)
@@ -622,6 +662,8 @@ int main(int argc, char **argv)
 	int ret;
 	if (strcmp(argv[3], "release") == 0 && argc >= 7)
 		ret = cmd_release(k, argv + 4, argc - 4);
+	else if (strcmp(argv[3], "output") == 0 && argc >= 8)
+		ret = cmd_output(k, argv + 4);
 	else if (strcmp(argv[3], "enroll-wrong") == 0)
 		ret = cmd_enroll_wrong(k);
 	else if (strcmp(argv[3], "health") == 0 && argc >= 6)

@@ -58,7 +58,7 @@ check_err "encrypt --kms with the wrong token fails before writing" 5 "401" \
 	"$SL" encrypt --kms "$KMS_URL" --key-id k1 --admin-token-file bad.token --dataset-id ds-A plain -o b.sld
 assert "no output left behind" test ! -e b.sld
 assert "failed admin authentication is audited" \
-	grep -q '"event":"kms.key.create".*"decision":"deny","reasons":\["admin endpoint: the bearer token is not the admin token"\]' "$KMS_STATE/audit.log"
+	grep -q '"event":"kms.key.create".*"decision":"deny","reasons":\["POST /v1/keys: the bearer token is not one of seclaunchd.s tokens"\]' "$KMS_STATE/audit.log"
 
 # --- enrollment ----------------------------------------------------------
 check_err "enrollment answered with the wrong credential" 5 "403.*activated credential does not match" \

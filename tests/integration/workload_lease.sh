@@ -329,7 +329,7 @@ check "key enable" 0 "$SL" key enable "${KMSA[@]}" --admin-token-file "$KMS_TOKE
 # AK revoked while the job runs (last: the AK stays revoked)
 check "enroll list shows the AK" 0 "$SL" enroll list "${KMSA[@]}" --admin-token-file "$KMS_TOKEN"
 assert "enroll list: the AK, not revoked" bash -c "grep -q '$AK' '$T/out' && ! grep -q REVOKED '$T/out'"
-(umask 077 && echo not-the-token >"$T/wrong.token")
+(umask 077 && echo not-the-admin-token-0123 >"$T/wrong.token")
 check_err "enroll revoke without the admin token: refused" 5 "401|admin" \
 	"$SL" enroll revoke "${KMSA[@]}" --admin-token-file "$T/wrong.token" "$AK"
 check_err "enroll revoke of an AK never enrolled: refused naming it" 5 "not enrolled" \

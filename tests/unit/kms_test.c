@@ -815,7 +815,8 @@ static void test_dispatch(void **state)
 	json_decref(res.json);
 	memset(&res, 0, sizeof(res));
 	/* admin routes need the token before anything else */
-	sl_sha256("right-token-0123", 16, ctx.admin_token_sha256);
+	sl_sha256("right-token-0123", 16, ctx.token_sha256[KMSD_SCOPE_ADMIN]);
+	ctx.token_set[KMSD_SCOPE_ADMIN] = true;
 	req.method = "POST";
 	req.path = "/v1/keys";
 	req.authorization = "Bearer wrong-token-0123";
@@ -828,6 +829,132 @@ static void test_dispatch(void **state)
 	assert_int_equal(kmsd_dispatch(&ctx, &req, &res), KMSD_R_WRAP);
 	assert_int_equal(res.status, 401);
 	json_decref(res.json);
+}
+
+/* Each scope token on each endpoint class: admin everywhere; wrap on wrap,
+ * rewrap and the key GETs; operate on AK and enrollment-token endpoints;
+ * metrics on /metrics; everything else 403 naming both scopes. */
+static const char *const scope_tok[KMSD_SCOPE__COUNT] = {
+    [KMSD_SCOPE_METRICS] = "metrics-token-0123456",
+    [KMSD_SCOPE_WRAP] = "wrap-token-0123456789",
+    [KMSD_SCOPE_OPERATE] = "operate-token-0123456",
+    [KMSD_SCOPE_ADMIN] = "admin-token-012345678"};
+
+/* The status of one request with scope s's token (refused: 401/403; a 403
+ * names the token's scope and what was needed). */
+static unsigned scoped(kmsd_ctx *ctx, int s, const char *method, const char *path, const char *need)
+{
+	char auth[64];
+	kmsd_response res = {0};
+	snprintf(auth, sizeof(auth), "Bearer %s", scope_tok[s]);
+	kmsd_request req = {.method = method,
+	                    .path = path,
+	                    .body = (const uint8_t *)"{",
+	                    .len = 1,
+	                    .authorization = auth};
+	(void)kmsd_dispatch(ctx, &req, &res);
+	if (res.status == 403) {
+		char want[200];
+		const char *d = json_string_value(json_object_get(res.json, "detail"));
+		snprintf(want, sizeof(want), "this token has scope %s; ", kmsd_scope_name(s));
+		assert_non_null(d);
+		assert_non_null(strstr(d, want));
+		snprintf(want, sizeof(want), " needs %s", need);
+		assert_non_null(strstr(d, want));
+	}
+	unsigned st = res.status;
+	json_decref(res.json);
+	free(res.text);
+	return st;
+}
+
+static void test_scopes(void **state)
+{
+	kmsd_ctx ctx = {0};
+	kmsd_config cfg;
+	(void)state;
+	/* the token files: one reader, one rule (16 characters at least) */
+	kmsd_config_defaults(&cfg);
+	write_file("admin.tok", scope_tok[KMSD_SCOPE_ADMIN], strlen(scope_tok[KMSD_SCOPE_ADMIN]),
+	           0600);
+	write_file("wrap.tok", "wrap-token-0123456789\n", 22, 0600);
+	write_file("short.tok", "fifteen-chars-x", 15, 0600);
+	write_file("same.tok", scope_tok[KMSD_SCOPE_ADMIN], strlen(scope_tok[KMSD_SCOPE_ADMIN]),
+	           0600);
+	cfg.admin_token_file = strdup(in_dir("admin.tok"));
+	cfg.wrap_token_file = strdup(in_dir("short.tok"));
+	assert_int_equal(kmsd_tokens_load(&ctx, &cfg), SL_E_INPUT);
+	assert_non_null(strstr(sl_err_detail(), "wrap_token_file"));
+	assert_non_null(strstr(sl_err_detail(), "at least 16"));
+	free(cfg.wrap_token_file);
+	cfg.wrap_token_file = strdup(in_dir("same.tok"));
+	assert_int_equal(kmsd_tokens_load(&ctx, &cfg), SL_E_INPUT);
+	assert_non_null(strstr(sl_err_detail(), "hold the same token"));
+	free(cfg.wrap_token_file);
+	cfg.wrap_token_file = strdup(in_dir("wrap.tok"));
+	assert_int_equal(kmsd_tokens_load(&ctx, &cfg), SL_OK);
+	assert_true(ctx.token_set[KMSD_SCOPE_WRAP] && ctx.token_set[KMSD_SCOPE_ADMIN]);
+	assert_false(ctx.token_set[KMSD_SCOPE_OPERATE]);
+	/* what the allowed requests reach: a store, a registry, KEKs, metrics */
+	uint8_t rk[32];
+	sl_random(rk, sizeof(rk));
+	write_file("scopes-reg.key", rk, sizeof(rk), 0600);
+	make_master();
+	cfg.master_key_file = strdup(in_dir("master.key"));
+	ctx.store = fresh_store("scopes.db");
+	assert_int_equal(kmsd_registry_open(ctx.store, in_dir("scopes-reg.key"), &ctx.registry),
+	                 SL_OK);
+	assert_int_equal(kmsd_kek_open(&cfg, ctx.store, &ctx.kek), SL_OK);
+	assert_int_equal(kmsd_metrics_new(&ctx.metrics), SL_OK);
+	assert_int_equal(kmsd_nonces_new(ctx.store, 16, 60, &ctx.nonces), SL_OK);
+	for (int s = 0; s < KMSD_SCOPE__COUNT; s++) {
+		sl_sha256(scope_tok[s], strlen(scope_tok[s]), ctx.token_sha256[s]);
+		ctx.token_set[s] = true;
+	}
+	static const struct {
+		const char *method, *path;
+		enum kmsd_scope need;
+	} ep[] = {
+	    {"POST", "/v1/keys", KMSD_SCOPE_ADMIN},
+	    {"POST", "/v1/keys/k1/rotate", KMSD_SCOPE_ADMIN},
+	    {"POST", "/v1/keys/k1/disable", KMSD_SCOPE_ADMIN},
+	    {"POST", "/v1/keys/k1/enable", KMSD_SCOPE_ADMIN},
+	    {"POST", "/v1/keys/k1/retire", KMSD_SCOPE_ADMIN},
+	    {"POST", "/v1/keys/k1/delete", KMSD_SCOPE_ADMIN},
+	    {"POST", "/v1/keys/k1/wrap", KMSD_SCOPE_WRAP},
+	    {"POST", "/v1/keys/k1/rewrap", KMSD_SCOPE_WRAP},
+	    {"GET", "/v1/keys", KMSD_SCOPE_WRAP},
+	    {"GET", "/v1/keys/k1", KMSD_SCOPE_WRAP},
+	    {"POST", "/v1/enroll/tokens", KMSD_SCOPE_OPERATE},
+	    {"GET", "/v1/aks", KMSD_SCOPE_OPERATE},
+	    {"POST", "/v1/aks/revoke", KMSD_SCOPE_OPERATE},
+	    {"GET", "/metrics", KMSD_SCOPE_METRICS},
+	};
+	for (size_t i = 0; i < sizeof(ep) / sizeof(ep[0]); i++) {
+		for (int s = 0; s < KMSD_SCOPE__COUNT; s++) {
+			unsigned st =
+			    scoped(&ctx, s, ep[i].method, ep[i].path, kmsd_scope_name(ep[i].need));
+			bool allowed = s == (int)ep[i].need || s == KMSD_SCOPE_ADMIN;
+			if (allowed ? st == 401 || st == 403 : st != 403)
+				fail_msg("%s %s with scope %s: %u", ep[i].method, ep[i].path,
+				         kmsd_scope_name(s), st);
+		}
+	}
+	/* a token that is none of them: 401 */
+	kmsd_response res = {0};
+	kmsd_request req = {.method = "GET",
+	                    .path = "/metrics",
+	                    .body = (const uint8_t *)"",
+	                    .authorization = "Bearer not-a-token-0123456789"};
+	(void)kmsd_dispatch(&ctx, &req, &res);
+	assert_int_equal(res.status, 401);
+	json_decref(res.json);
+	kmsd_nonces_free(ctx.nonces);
+	kmsd_metrics_free(ctx.metrics);
+	kmsd_kek_close(ctx.kek);
+	kmsd_registry_close(ctx.registry);
+	kmsd_store_close(ctx.store);
+	kmsd_config_free(&cfg);
 }
 
 static void test_metrics(void **state)
@@ -925,6 +1052,7 @@ int main(void)
 	    cmocka_unit_test(test_keyproc),
 	    cmocka_unit_test(test_registry),
 	    cmocka_unit_test(test_dispatch),
+	    cmocka_unit_test(test_scopes),
 	    cmocka_unit_test(test_metrics),
 	    cmocka_unit_test(test_audit_fail_closed),
 	};
