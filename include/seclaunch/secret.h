@@ -27,6 +27,17 @@ SL_MUST_USE sl_err sl_secret_from(const void *p, size_t len, sl_secret **out);
  * file must be a regular file, owned by the caller or root, and not readable
  * or writable by group or others (SL_E_PERM otherwise, naming the mode). */
 SL_MUST_USE sl_err sl_secret_read_file(const char *path, size_t max, sl_secret **out);
+/* The key-file rule, on a file opened with O_NOFOLLOW: a regular file, owned
+ * by this user or root, that group and others can neither read nor write
+ * (SL_E_PERM naming path, what it is, the mode or owner, and the fix; *st
+ * filled). sl_secret_read_file applies it to every key file, seclaunchd to
+ * its state store. */
+struct stat;
+SL_MUST_USE sl_err sl_private_file_check(int fd, const char *path, const char *what,
+                                         struct stat *st);
+/* The error for a failed O_NOFOLLOW open of such a file: SL_E_PERM for a
+ * symbolic link (ELOOP), SL_E_IO otherwise; both name the path. */
+SL_MUST_USE sl_err sl_private_file_open_error(const char *path, const char *what);
 void sl_secret_free(sl_secret *s); /* NULL-safe; wipes */
 uint8_t *sl_secret_data(sl_secret *s);
 size_t sl_secret_len(const sl_secret *s);
