@@ -115,7 +115,7 @@ static int list(const struct sl_cli_verb *v, int argc, char **argv)
 		bool rv = json_is_true(json_object_get(a, "revoked"));
 		bool ekr = json_is_true(json_object_get(a, "ek_revoked"));
 		bool forged = json_is_false(json_object_get(a, "verified"));
-		printf("%s  %s  enrolled %s  ek sha256:%s\n", sl_json_getstr(a, "name") ?: "?",
+		printf("%s  %s  since %s  ek sha256:%s\n", sl_json_getstr(a, "name") ?: "?",
 		       forged ? "NOT VERIFIED (row not under the registry key)"
 		       : rv   ? "REVOKED"
 		       : ekr  ? "REVOKED (machine revoked)"
