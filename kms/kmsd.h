@@ -300,8 +300,8 @@ SL_MUST_USE sl_err kmsd_registry_token_use(kmsd_registry *r, const uint8_t hash[
 
 /* The one MAC of every granting store row: HMAC-SHA256(key,
  * "seclaunch-row-v1" | table | its primary key and granting columns). */
-void kmsd_row_mac(const uint8_t key[static 32], const char *table, const kmsd_sqlv *cols,
-                  size_t n, uint8_t mac[static 32]);
+void kmsd_row_mac(const uint8_t key[static 32], const char *table, const kmsd_sqlv *cols, size_t n,
+                  uint8_t mac[static 32]);
 /* Constant-time check of a row's MAC. */
 bool kmsd_row_mac_ok(const uint8_t key[static 32], const char *table, const kmsd_sqlv *cols,
                      size_t n, const uint8_t mac[static 32]);

@@ -90,8 +90,7 @@ SL_MUST_USE sl_err kmsd_store_ek_revoke(kmsd_store *s, const uint8_t ek[static 3
 /* An admin's re-admission: the row goes (*found: it was there). */
 SL_MUST_USE sl_err kmsd_store_ek_readmit(kmsd_store *s, const uint8_t ek[static 32], bool *found);
 /* *revoked is true too when the store fails. */
-SL_MUST_USE sl_err kmsd_store_ek_revoked(kmsd_store *s, const uint8_t ek[static 32],
-                                         bool *revoked);
+SL_MUST_USE sl_err kmsd_store_ek_revoked(kmsd_store *s, const uint8_t ek[static 32], bool *revoked);
 typedef sl_err (*kmsd_ek_fn)(void *ctx, const uint8_t ek[static 32], int64_t revoked,
                              const uint8_t *ak, size_t ak_len);
 SL_MUST_USE sl_err kmsd_store_ek_list(kmsd_store *s, kmsd_ek_fn fn, void *ctx);
