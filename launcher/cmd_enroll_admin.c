@@ -122,11 +122,12 @@ static int list(const struct sl_cli_verb *v, int argc, char **argv)
 		              : "enrolled",
 		       sl_json_getstr(a, "enrolled") ?: "?", sl_json_getstr(a, "ek_sha256") ?: "?");
 	}
-	json_array_foreach (json_object_get(aks, "revoked_eks"), i, a)
+	json_array_foreach (json_object_get(aks, "revoked_eks"), i, a) {
 		printf("machine ek sha256:%s  REVOKED %s (with AK %s); readmit with: seclaunch "
 		       "enroll readmit ... %s\n",
 		       sl_json_getstr(a, "ek_sha256") ?: "?", sl_json_getstr(a, "revoked") ?: "?",
 		       sl_json_getstr(a, "by_ak") ?: "?", sl_json_getstr(a, "ek_sha256") ?: "?");
+	}
 	json_decref(aks);
 	return 0;
 }
