@@ -57,6 +57,34 @@ sl_err sl_secret_from(const void *p, size_t len, sl_secret **out)
 	return rc;
 }
 
+sl_err sl_private_file_check(int fd, const char *path, const char *what, struct stat *st)
+{
+	if (fstat(fd, st) != 0)
+		return sl_err_set(SL_E_IO, "%s: stat: %s", path, strerror(errno));
+	if (!S_ISREG(st->st_mode))
+		return sl_err_set(SL_E_IO, "%s: not a regular file", path);
+	if ((st->st_mode & 077) != 0)
+		return sl_err_set(SL_E_PERM,
+		                  "%s: mode %04o lets group or others access a %s; chmod 600 it",
+		                  path, (unsigned)(st->st_mode & 07777), what);
+	if (st->st_uid != geteuid() && st->st_uid != 0)
+		return sl_err_set(
+		    SL_E_PERM,
+		    "%s: %s owned by uid %u, not by this user (uid %u) or root; chown it", path,
+		    what, (unsigned)st->st_uid, (unsigned)geteuid());
+	return SL_OK;
+}
+
+sl_err sl_private_file_open_error(const char *path, const char *what)
+{
+	if (errno == ELOOP)
+		return sl_err_set(SL_E_PERM,
+		                  "%s: a symbolic link: a %s is never opened through a link (one "
+		                  "that another user can point elsewhere); name the file itself",
+		                  path, what);
+	return sl_err_set(SL_E_IO, "%s: cannot open: %s", path, strerror(errno));
+}
+
 sl_err sl_secret_read_file(const char *path, size_t max, sl_secret **out)
 {
 	sl_err rc = SL_E_IO;
@@ -65,14 +93,9 @@ sl_err sl_secret_read_file(const char *path, size_t max, sl_secret **out)
 	size_t got = 0;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 
-	SL_ENSURE(fd >= 0, SL_E_IO, "%s: cannot open: %s", path, strerror(errno));
-	SL_ENSURE(fstat(fd, &st) == 0, SL_E_IO, "%s: stat: %s", path, strerror(errno));
-	SL_ENSURE(S_ISREG(st.st_mode), SL_E_IO, "%s: not a regular file", path);
-	SL_ENSURE((st.st_mode & 077) == 0, SL_E_PERM,
-	          "%s: mode %04o lets group or others access a key file; chmod 600 it", path,
-	          (unsigned)(st.st_mode & 07777));
-	SL_ENSURE(st.st_uid == geteuid() || st.st_uid == 0, SL_E_PERM,
-	          "%s: owned by uid %u, not by this user", path, (unsigned)st.st_uid);
+	if (fd < 0)
+		return sl_private_file_open_error(path, "key file");
+	SL_GUARD(sl_private_file_check(fd, path, "key file", &st));
 	SL_ENSURE((uint64_t)st.st_size <= max, SL_E_TOO_LARGE,
 	          "%s: %lld bytes, at most %zu allowed", path, (long long)st.st_size, max);
 	SL_GUARD(sl_secret_new(max, &s));

@@ -53,17 +53,9 @@ static SL_RESULT table_put(kmsd_ctx *ctx, const struct pending *in, bool *full)
 	row.ak_name_len = in->ak_name_len;
 	memcpy(row.ek_sha256, in->ek_digest, 32);
 	sl_sha256(sl_secret_data(in->cred), CRED_LEN, row.cred_sha256);
-	return kmsd_store_pending_put(ctx->store, in->session, &row);
-}
-
-/* Removes and returns the session (single use, on whichever replica). */
-static SL_RESULT table_take(kmsd_ctx *ctx, const uint8_t session[16], kmsd_pending_row *row,
-                            bool *ok)
-{
-	bool found = false;
-	sl_err rc = kmsd_store_pending_take(ctx->store, session, row, &found);
-	*ok = rc == SL_OK && found && row->expires > (int64_t)time(NULL);
-	return rc;
+	/* under the row MAC: a row written into the database by anyone else
+	 * (a chosen credential for a chosen AK) answers nothing */
+	return kmsd_registry_pending_put(ctx->registry, in->session, &row);
 }
 
 /* A refused enrollment is recorded before it is answered, like every
@@ -82,6 +74,28 @@ static void refuse(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res, c
 		kmsd_audit_failed(ctx, res, "enrollment refusal");
 	else
 		kmsd_problem(res, 403, "enroll-refused", "Forbidden", detail, NULL);
+}
+
+/* Revocation names the machine: no AK enrolls through a revoked EK until
+ * an admin re-admits it (POST /v1/eks/readmit). False: answered. */
+static bool ek_admitted(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res,
+                        const char *step, const uint8_t ek[static 32])
+{
+	bool revoked = true;
+	char hex[65], d[400];
+	if (kmsd_registry_ek_revoked(ctx->registry, ek, &revoked) != SL_OK) {
+		kmsd_store_failed(ctx, res, "enrollment");
+		return false;
+	}
+	if (!revoked)
+		return true;
+	sl_hex_encode(ek, 32, hex);
+	snprintf(d, sizeof(d),
+	         "ek_revoked: the machine with EK sha256:%s was revoked; no AK enrolls through "
+	         "it until an admin re-admits it (seclaunch enroll readmit)",
+	         hex);
+	refuse(ctx, req, res, step, d);
+	return false;
 }
 
 void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
@@ -116,6 +130,9 @@ void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 		refuse(ctx, req, res, "challenge", sl_err_detail());
 		goto out;
 	}
+	sl_sha256(er.ek_pub, er.ek_pub_len, p.ek_digest);
+	if (!ek_admitted(ctx, req, res, "challenge", p.ek_digest))
+		goto out;
 	/* what vouches for the TPM: its EK certificate (chaining to the
 	 * manufacturer CA directory), or a single-use token an admin issued */
 	if (er.ek_cert != NULL && ctx->cfg->ek_ca_dir != NULL) {
@@ -127,13 +144,25 @@ void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 		vouched = "ek_cert";
 	} else if (er.has_token) {
 		uint8_t th[32];
-		bool used = false;
+		enum kmsd_grant g = KMSD_GRANT_NONE;
 		sl_sha256((const uint8_t *)er.enroll_token, strlen(er.enroll_token), th);
-		if (kmsd_store_etoken_use(ctx->store, th, (int64_t)time(NULL), &used) != SL_OK) {
+		if (kmsd_registry_token_use(ctx->registry, th, (int64_t)time(NULL), &g) != SL_OK) {
 			kmsd_store_failed(ctx, res, "enrollment");
 			goto out;
 		}
-		if (!used) {
+		if (g == KMSD_GRANT_FORGED) {
+			kmsd_log(KMSD_LOG_ERR,
+			         "state store: an enrollment token row does not verify "
+			         "under the registry key (added or edited outside "
+			         "seclaunchd); refused");
+			refuse(
+			    ctx, req, res, "challenge",
+			    "enroll_token: its row in the state store does not verify under the "
+			    "registry key (added or edited outside seclaunchd); ask an admin for "
+			    "a token");
+			goto out;
+		}
+		if (g != KMSD_GRANT_OK) {
 			refuse(ctx, req, res, "challenge",
 			       "enroll_token: unknown, already used or expired (tokens are "
 			       "single-use; "
@@ -156,7 +185,6 @@ void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 		kmsd_problem(res, 400, "bad-request", "Bad Request", sl_err_detail(), NULL);
 		goto out;
 	}
-	sl_sha256(er.ek_pub, er.ek_pub_len, p.ek_digest);
 	sl_random(p.session, sizeof(p.session));
 	if (sl_b64_encode(p.session, sizeof(p.session), &s64) != SL_OK ||
 	    sl_b64_encode(blob, blob_len, &b64) != SL_OK ||
@@ -202,17 +230,26 @@ void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response 
 	kmsd_activate_req ar;
 	kmsd_pending_row p = {0};
 	uint8_t got[32] = {0};
-	bool ok = false;
+	enum kmsd_grant g = KMSD_GRANT_NONE;
 	char hex[2 * SL_TPM2_NAME_MAX + 1];
 	if (kmsd_parse_activate(req->body, req->len, &ar) != SL_OK) {
 		kmsd_bad_request(res);
 		return;
 	}
-	if (table_take(ctx, ar.session, &p, &ok) != SL_OK) {
+	if (kmsd_registry_pending_take(ctx->registry, ar.session, &p, &g) != SL_OK) {
 		kmsd_store_failed(ctx, res, "enrollment");
 		goto out;
 	}
-	if (!ok) {
+	if (g == KMSD_GRANT_FORGED) {
+		kmsd_log(KMSD_LOG_ERR, "state store: a pending enrollment row does not verify "
+		                       "under the registry key (added or edited outside "
+		                       "seclaunchd); refused");
+		refuse(ctx, req, res, "activate",
+		       "session: its row in the state store does not verify under the registry "
+		       "key (added or edited outside seclaunchd); start again with /v1/enroll");
+		goto out;
+	}
+	if (g != KMSD_GRANT_OK) {
 		refuse(ctx, req, res, "activate",
 		       "session: unknown, already answered, or expired; start again with "
 		       "/v1/enroll");
@@ -239,6 +276,9 @@ void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response 
 		    NULL);
 		goto out;
 	}
+	/* revoked between the challenge and the answer */
+	if (!ek_admitted(ctx, req, res, "activate", p.ek_sha256))
+		goto out;
 	if (kmsd_registry_add(ctx->registry, p.ak_name, p.ak_name_len, p.ek_sha256) != SL_OK) {
 		kmsd_store_failed(ctx, res, "enrollment");
 		goto out;
@@ -279,7 +319,7 @@ void kmsd_handle_enroll_token(kmsd_ctx *ctx, const kmsd_request *req, kmsd_respo
 	        : 0;
 	sl_wipe(raw, sizeof(raw));
 	sl_sha256((const uint8_t *)tok, n, h);
-	if (kmsd_store_etoken_put(ctx->store, h, (int64_t)time(NULL) + t) != SL_OK) {
+	if (kmsd_registry_token_put(ctx->registry, h, (int64_t)time(NULL) + t) != SL_OK) {
 		sl_wipe(tok, sizeof(tok));
 		kmsd_store_failed(ctx, res, "enrollment token");
 		return;

@@ -150,6 +150,7 @@ sl_err kmsd_keystore_open(kmsd_store *st, const char *master_key_file, kmsd_keys
 	SL_ENSURE(sl_secret_len(ks->master) == 32, SL_E_INPUT,
 	          "%s: master key must be exactly 32 bytes, got %zu", master_key_file,
 	          sl_secret_len(ks->master));
+	SL_GUARD(kmsd_keycheck(st, "master key", master_key_file, sl_secret_data(ks->master)));
 	*out = ks;
 	ks = NULL;
 	rc = SL_OK;

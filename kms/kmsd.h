@@ -291,8 +291,48 @@ SL_MUST_USE sl_err kmsd_registry_revoke(kmsd_registry *r, const uint8_t *ak_name
                                         bool *was);
 bool kmsd_registry_revoked(kmsd_registry *r, const uint8_t *ak_name, size_t len);
 /* The enrolled AKs, in name order: [{"name", "ek_sha256", "enrolled",
- * "revoked", "verified"}] (new reference; NULL: no memory or no store). */
+ * "revoked", "ek_revoked", "verified"}] (new reference; NULL: no memory or
+ * no store). */
 json_t *kmsd_registry_list(kmsd_registry *r);
+/* Revocation names the machine: kmsd_registry_revoke marks the AK's EK
+ * revoked too, every AK of a revoked EK is KMSD_AK_REVOKED, and no AK
+ * enrolls through it until an admin re-admits it (*was: it was revoked). */
+SL_MUST_USE sl_err kmsd_registry_ak_ek(kmsd_registry *r, const uint8_t *ak_name, size_t len,
+                                       uint8_t ek[static 32]);
+SL_MUST_USE sl_err kmsd_registry_ek_revoked(kmsd_registry *r, const uint8_t ek[static 32],
+                                            bool *revoked);
+SL_MUST_USE sl_err kmsd_registry_ek_readmit(kmsd_registry *r, const uint8_t ek[static 32],
+                                            bool *was);
+/* [{"ek_sha256", "revoked", "by_ak"}] (new reference; NULL on failure). */
+json_t *kmsd_registry_eks_revoked(kmsd_registry *r);
+/* Pending enrollments and enrollment tokens, under the row MAC: put seals
+ * the row (row->mac), take / use remove or use it up and say what it
+ * grants: OK, NONE (unknown, used or expired), FORGED (its MAC does not
+ * verify under the registry key: made or edited outside seclaunchd). */
+enum kmsd_grant { KMSD_GRANT_NONE, KMSD_GRANT_OK, KMSD_GRANT_FORGED };
+SL_MUST_USE sl_err kmsd_registry_pending_put(kmsd_registry *r, const uint8_t session[static 16],
+                                             kmsd_pending_row *row);
+SL_MUST_USE sl_err kmsd_registry_pending_take(kmsd_registry *r, const uint8_t session[static 16],
+                                              kmsd_pending_row *row, enum kmsd_grant *g);
+SL_MUST_USE sl_err kmsd_registry_token_put(kmsd_registry *r, const uint8_t hash[static 32],
+                                           int64_t expires);
+SL_MUST_USE sl_err kmsd_registry_token_use(kmsd_registry *r, const uint8_t hash[static 32],
+                                           int64_t now, enum kmsd_grant *g);
+
+/* ---- row MACs and key-check values (rowmac.c) --------------------------- */
+
+/* The one MAC of every granting store row: HMAC-SHA256(key,
+ * "seclaunch-row-v1" | table | its primary key and granting columns). */
+void kmsd_row_mac(const uint8_t key[static 32], const char *table, const kmsd_sqlv *cols, size_t n,
+                  uint8_t mac[static 32]);
+/* Constant-time check of a row's MAC. */
+bool kmsd_row_mac_ok(const uint8_t key[static 32], const char *table, const kmsd_sqlv *cols,
+                     size_t n, const uint8_t mac[static 32]);
+/* The key-check value of `name` (the secret file `file` holds key): written
+ * into the store when it has none, else compared: SL_E_INTEGRITY (exit 6)
+ * naming the file when the store was made with another key. */
+SL_MUST_USE sl_err kmsd_keycheck(struct kmsd_store *st, const char *name, const char *file,
+                                 const uint8_t key[static 32]);
 
 /* ---- request parsers (parse.c): pure functions over untrusted bytes ---- */
 
@@ -374,6 +414,10 @@ SL_MUST_USE sl_err kmsd_parse_key_action(const uint8_t *body, size_t len, bool *
 SL_MUST_USE sl_err kmsd_parse_ak_revoke(const uint8_t *body, size_t len,
                                         uint8_t name[static KMSD_AK_NAME_MAX], size_t *nlen,
                                         char hex[static 2 * KMSD_AK_NAME_MAX + 1]);
+/* POST /v1/eks/readmit {"ek_sha256": HEX}: the EK's digest (as enroll list
+ * shows it) and its canonical lower-case hex. */
+SL_MUST_USE sl_err kmsd_parse_ek_readmit(const uint8_t *body, size_t len, uint8_t ek[static 32],
+                                         char hex[static 65]);
 /* POST /v1/enroll/tokens {} or {"ttl_s": N}: the token's lifetime in
  * seconds (default one hour, at most a week); SL_E_INPUT naming the field. */
 #define KMSD_ETOKEN_TTL_DEFAULT 3600
@@ -622,6 +666,7 @@ void kmsd_handle_renew(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *re
 /* handlers_aks.c: GET /v1/aks, POST /v1/aks/revoke (admin). */
 void kmsd_handle_aks_list(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_aks_revoke(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
+void kmsd_handle_eks_readmit(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 /* The lease of an allowed release or renewal: {"ttl", "expires"} for the
  * smallest key_ttl of the decisions (ttl_s), NULL when there is none. */
 json_t *kmsd_lease_json(uint64_t ttl_s);

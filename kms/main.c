@@ -46,8 +46,11 @@ static void usage(FILE *f)
 	        "  -h, --help            this text\n\n"
 	        "Stops gracefully on SIGTERM or SIGINT. SIGHUP reloads the configuration and\n"
 	        "the policy (a bad one is refused and the old one stays) and reopens the log.\n"
-	        "Exit codes: 0 stopped, 1 usage, 2 bad configuration or files, 4 policy\n"
-	        "signature invalid, 6 keystore or registry integrity failure, 7 system error.\n");
+	        "Exit codes: 0 stopped, 1 usage, 2 bad configuration or files (a key file or\n"
+	        "the state store readable by others, owned by another user, or a symbolic\n"
+	        "link), 4 policy signature invalid, 6 keystore or registry integrity failure\n"
+	        "(another master key or registry key than the state store was made with),\n"
+	        "7 system error.\n");
 }
 
 /* The key process died or was restarted (its monitor, keyproc.c): logged

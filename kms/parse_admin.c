@@ -1,5 +1,6 @@
 /* Parsers of the key lifecycle requests (admin endpoints): pure functions
  * over untrusted bytes, each failing with SL_E_INPUT naming the field. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "kmsd.h"
@@ -104,5 +105,29 @@ sl_err kmsd_parse_ak_revoke(const uint8_t *body, size_t len, uint8_t name[static
 out:
 	free(raw);
 	json_decref(j);
+	return rc;
+}
+
+/* POST /v1/eks/readmit {"ek_sha256": 64 hex digits}. */
+sl_err kmsd_parse_ek_readmit(const uint8_t *body, size_t len, uint8_t ek[static 32],
+                             char hex[static 65])
+{
+	static const char *const fields[] = {"ek_sha256", NULL};
+	sl_err rc = SL_E_INPUT;
+	json_t *root = NULL;
+	const char *s = NULL;
+	uint8_t *raw = NULL;
+	size_t n = 0;
+	SL_GUARD(load(body, len, &root));
+	SL_GUARD(sl_json_only(root, fields, SL_E_INPUT, "readmit request"));
+	SL_GUARD(sl_json_str(root, "ek_sha256", 64, SL_E_INPUT, "ek_sha256", &s));
+	SL_GUARD(sl_hex_decode_alloc(s, 32, &raw, &n, "ek_sha256"));
+	SL_ENSURE(n == 32, SL_E_INPUT, "ek_sha256: must be 64 hex digits (the SHA-256 of the EK)");
+	memcpy(ek, raw, 32);
+	sl_hex_encode(ek, 32, hex);
+	rc = SL_OK;
+out:
+	free(raw);
+	json_decref(root);
 	return rc;
 }

@@ -340,6 +340,7 @@ enum kmsd_route kmsd_dispatch(kmsd_ctx *ctx, const kmsd_request *req, kmsd_respo
 	    {"POST", "/v1/renew", KMSD_R_RENEW, kmsd_handle_renew},
 	    {"GET", "/v1/aks", KMSD_R_AKS, kmsd_handle_aks_list},
 	    {"POST", "/v1/aks/revoke", KMSD_R_AKS, kmsd_handle_aks_revoke},
+	    {"POST", "/v1/eks/readmit", KMSD_R_AKS, kmsd_handle_eks_readmit},
 	    {"GET", "/v1/health", KMSD_R_HEALTH, kmsd_handle_health},
 	    {"GET", "/metrics", KMSD_R_METRICS, kmsd_handle_metrics},
 	};

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kmsd.h"
 #include "store.h"
@@ -156,6 +157,37 @@ static const char SQL_SCHEMA_GET[] = "SELECT v FROM meta WHERE k = 'schema'";
 static const char SQL_SCHEMA_PUT[] = "INSERT INTO meta (k, v) VALUES ('schema', ?) "
                                      "ON CONFLICT (k) DO UPDATE SET v = excluded.v";
 
+/* Schema 1 -> 2: pending enrollments and enrollment tokens gained a row MAC
+ * under the registry key. Rows from before have none and grant nothing:
+ * they are dropped with their tables (they live 60 s and at most a week),
+ * which the schema then makes anew; the AK rows keep theirs (registry.c
+ * moves their MACs to the row format at its first start). */
+static SL_RESULT upgrade_v1(kmsd_store *s, void *c)
+{
+	static const char cnt[] = "SELECT (SELECT count(*) FROM pending) + "
+	                          "(SELECT count(*) FROM enroll_tokens)";
+	static const char eks[] = "INSERT INTO ek_revocations (ek_sha256, revoked, ak_name) "
+	                          "SELECT ek_sha256, ?, name FROM aks WHERE revoked <> 0 "
+	                          "ON CONFLICT (ek_sha256) DO NOTHING";
+	kmsd_sqlv now[] = {V_INT(time(NULL))};
+	int64_t n = 0;
+	sl_err rc = s->drv->exec(c, cnt, NULL, 0, one_int, &n, NULL);
+	if (rc == SL_OK)
+		rc = s->drv->script(c, "DROP TABLE pending; DROP TABLE enroll_tokens");
+	if (rc == SL_OK)
+		rc = s->drv->script(c, s->drv->schema_sql);
+	/* an AK revoked before names its machine too (schema 2's revocation) */
+	if (rc == SL_OK)
+		rc = s->drv->exec(c, eks, now, 1, NULL, NULL, NULL);
+	if (rc == SL_OK)
+		kmsd_log(KMSD_LOG_NOTICE,
+		         "state store %s: schema 1 upgraded to %d; %lld pending enrollment(s) and "
+		         "enrollment token(s) from before carried no row MAC and are no longer "
+		         "honoured (issue new tokens)",
+		         s->drv->name, KMSD_STORE_SCHEMA, (long long)n);
+	return rc;
+}
+
 static SL_RESULT schema(kmsd_store *s, const char *spec)
 {
 	void *c = NULL;
@@ -168,7 +200,9 @@ static SL_RESULT schema(kmsd_store *s, const char *spec)
 	SL_GUARD(s->drv->schema_lock(c));
 	SL_GUARD(s->drv->script(c, s->drv->schema_sql));
 	SL_GUARD(s->drv->exec(c, SQL_SCHEMA_GET, NULL, 0, one_int, &have, NULL));
-	if (have < 0)
+	if (have == 1)
+		SL_GUARD(upgrade_v1(s, c));
+	if (have < 0 || have == 1)
 		SL_GUARD(s->drv->exec(c, SQL_SCHEMA_PUT, a, 1, NULL, NULL, NULL));
 	else
 		SL_ENSURE(have == KMSD_STORE_SCHEMA, SL_E_VERSION,
@@ -293,6 +327,9 @@ sl_err kmsd_store_ak_put(kmsd_store *s, const uint8_t *name, size_t len, const k
 	return rc;
 }
 
+/* whether the AK's machine (its EK) is revoked, as a column of an aks row */
+#define SQL_EK_REVOKED "(SELECT count(*) FROM ek_revocations e WHERE e.ek_sha256 = a.ek_sha256)"
+
 struct ak_get {
 	kmsd_ak_row *row;
 	bool found;
@@ -302,8 +339,9 @@ static SL_RESULT ak_row(void *ctx, const kmsd_sqlv *c, size_t n)
 {
 	sl_err rc;
 	struct ak_get *g = ctx;
-	if (n != 4 || c[1].t != KMSD_SQLV_INT || c[2].t != KMSD_SQLV_INT)
+	if (n != 5 || c[1].t != KMSD_SQLV_INT || c[2].t != KMSD_SQLV_INT || c[4].t != KMSD_SQLV_INT)
 		return sl_err_set(SL_E_INTEGRITY, "state store: aks row");
+	g->row->ek_revoked = c[4].i != 0;
 	if ((rc = copy32(&c[0], g->row->ek_sha256, "aks.ek_sha256")) != SL_OK)
 		return rc;
 	g->row->enrolled = c[1].i;
@@ -317,8 +355,8 @@ static SL_RESULT ak_row(void *ctx, const kmsd_sqlv *c, size_t n)
 sl_err kmsd_store_ak_get(kmsd_store *s, const uint8_t *name, size_t len, kmsd_ak_row *row,
                          bool *found)
 {
-	static const char sql[] =
-	    "SELECT ek_sha256, enrolled, revoked, mac FROM aks WHERE name = ?";
+	static const char sql[] = "SELECT ek_sha256, enrolled, revoked, mac, " SQL_EK_REVOKED
+	                          " FROM aks a WHERE name = ?";
 	kmsd_sqlv a[] = {V_BLOB(name, len)};
 	struct ak_get g = {row, false};
 	sl_err rc = exec1(s, sql, a, 1, ak_row, &g, NULL);
@@ -346,7 +384,7 @@ static SL_RESULT ak_list_row(void *ctx, const kmsd_sqlv *c, size_t n)
 	struct ak_list *l = ctx;
 	kmsd_ak_row row = {0};
 	struct ak_get g = {&row, false};
-	if (n != 5 || c[0].t != KMSD_SQLV_BLOB || c[0].n == 0 || c[0].n > KMSD_AK_NAME_MAX)
+	if (n != 6 || c[0].t != KMSD_SQLV_BLOB || c[0].n == 0 || c[0].n > KMSD_AK_NAME_MAX)
 		return sl_err_set(SL_E_INTEGRITY, "state store: aks row");
 	sl_err rc = ak_row(&g, c + 1, n - 1);
 	if (rc != SL_OK)
@@ -356,10 +394,102 @@ static SL_RESULT ak_list_row(void *ctx, const kmsd_sqlv *c, size_t n)
 
 sl_err kmsd_store_ak_list(kmsd_store *s, kmsd_ak_fn fn, void *ctx)
 {
-	static const char sql[] =
-	    "SELECT name, ek_sha256, enrolled, revoked, mac FROM aks ORDER BY name";
+	static const char sql[] = "SELECT name, ek_sha256, enrolled, revoked, mac, " SQL_EK_REVOKED
+	                          " FROM aks a ORDER BY name";
 	struct ak_list l = {fn, ctx};
 	return exec1(s, sql, NULL, 0, ak_list_row, &l, NULL);
+}
+
+sl_err kmsd_store_ak_set_mac(kmsd_store *s, const uint8_t *name, size_t len,
+                             const uint8_t was[static 32], const uint8_t mac[static 32])
+{
+	static const char sql[] = "UPDATE aks SET mac = ? WHERE name = ? AND mac = ?";
+	kmsd_sqlv a[] = {V_BLOB(mac, 32), V_BLOB(name, len), V_BLOB(was, 32)};
+	return exec1_durable(s, sql, a, NARGS(a), NULL);
+}
+
+/* ---- revoked machines (EKs) ------------------------------------------------ */
+
+sl_err kmsd_store_ek_revoke(kmsd_store *s, const uint8_t ek[static 32], const uint8_t *ak,
+                            size_t ak_len, int64_t when, bool *added)
+{
+	static const char sql[] = "INSERT INTO ek_revocations (ek_sha256, revoked, ak_name) "
+	                          "VALUES (?, ?, ?) ON CONFLICT (ek_sha256) DO NOTHING";
+	kmsd_sqlv a[] = {V_BLOB(ek, 32), V_INT(when), V_BLOB(ak, ak_len)};
+	int64_t ch = 0;
+	sl_err rc = exec1_durable(s, sql, a, NARGS(a), &ch);
+	*added = rc == SL_OK && ch > 0;
+	return rc;
+}
+
+sl_err kmsd_store_ek_readmit(kmsd_store *s, const uint8_t ek[static 32], bool *found)
+{
+	static const char sql[] = "DELETE FROM ek_revocations WHERE ek_sha256 = ?";
+	kmsd_sqlv a[] = {V_BLOB(ek, 32)};
+	int64_t ch = 0;
+	sl_err rc = exec1_durable(s, sql, a, 1, &ch);
+	*found = rc == SL_OK && ch > 0;
+	return rc;
+}
+
+sl_err kmsd_store_ek_revoked(kmsd_store *s, const uint8_t ek[static 32], bool *revoked)
+{
+	static const char sql[] = "SELECT count(*) FROM ek_revocations WHERE ek_sha256 = ?";
+	kmsd_sqlv a[] = {V_BLOB(ek, 32)};
+	size_t n = 0;
+	sl_err rc = count1(s, sql, a, 1, &n);
+	*revoked = rc != SL_OK || n > 0; /* a store that cannot say admits no one */
+	return rc;
+}
+
+struct ek_list {
+	kmsd_ek_fn fn;
+	void *ctx;
+};
+
+static SL_RESULT ek_list_row(void *ctx, const kmsd_sqlv *c, size_t n)
+{
+	struct ek_list *l = ctx;
+	uint8_t ek[32];
+	sl_err rc;
+	if (n != 3 || c[1].t != KMSD_SQLV_INT ||
+	    (c[2].t != KMSD_SQLV_BLOB && c[2].t != KMSD_SQLV_NULL) || c[2].n > KMSD_AK_NAME_MAX)
+		return sl_err_set(SL_E_INTEGRITY, "state store: ek_revocations row");
+	if ((rc = copy32(&c[0], ek, "ek_revocations.ek_sha256")) != SL_OK)
+		return rc;
+	return l->fn(l->ctx, ek, c[1].i, c[2].p, c[2].n);
+}
+
+sl_err kmsd_store_ek_list(kmsd_store *s, kmsd_ek_fn fn, void *ctx)
+{
+	static const char sql[] = "SELECT ek_sha256, revoked, ak_name FROM ek_revocations "
+	                          "ORDER BY ek_sha256";
+	struct ek_list l = {fn, ctx};
+	return exec1(s, sql, NULL, 0, ek_list_row, &l, NULL);
+}
+
+/* ---- key-check values ------------------------------------------------------ */
+
+static SL_RESULT kcv_row(void *ctx, const kmsd_sqlv *c, size_t n)
+{
+	if (n != 1)
+		return sl_err_set(SL_E_INTEGRITY, "state store: keychecks row");
+	return copy32(&c[0], ctx, "keychecks.kcv");
+}
+
+sl_err kmsd_store_keycheck(kmsd_store *s, const char *name, const uint8_t kcv[static 32],
+                           uint8_t have[static 32], bool *written)
+{
+	static const char put[] = "INSERT INTO keychecks (name, kcv) VALUES (?, ?) "
+	                          "ON CONFLICT (name) DO NOTHING";
+	static const char get[] = "SELECT kcv FROM keychecks WHERE name = ?";
+	kmsd_sqlv a[] = {V_TEXT(name), V_BLOB(kcv, 32)};
+	int64_t ch = 0;
+	sl_err rc = exec1_durable(s, put, a, NARGS(a), &ch);
+	*written = rc == SL_OK && ch > 0;
+	if (rc == SL_OK)
+		rc = exec1(s, get, a, 1, kcv_row, have, NULL);
+	return rc;
 }
 
 /* ---- keys ----------------------------------------------------------------- */
@@ -708,10 +838,10 @@ sl_err kmsd_store_pending_put(kmsd_store *s, const uint8_t session[static 16],
                               const kmsd_pending_row *row)
 {
 	static const char sql[] = "INSERT INTO pending (session, ak_name, ek_sha256, cred_sha256, "
-	                          "expires) VALUES (?, ?, ?, ?, ?)";
-	kmsd_sqlv a[] = {V_BLOB(session, 16), V_BLOB(row->ak_name, row->ak_name_len),
+	                          "expires, mac) VALUES (?, ?, ?, ?, ?, ?)";
+	kmsd_sqlv a[] = {V_BLOB(session, 16),        V_BLOB(row->ak_name, row->ak_name_len),
 	                 V_BLOB(row->ek_sha256, 32), V_BLOB(row->cred_sha256, 32),
-	                 V_INT(row->expires)};
+	                 V_INT(row->expires),        V_BLOB(row->mac, 32)};
 	return exec1(s, sql, a, NARGS(a), NULL, NULL, NULL);
 }
 
@@ -724,9 +854,13 @@ static SL_RESULT take_row(void *ctx, const kmsd_sqlv *c, size_t n)
 {
 	sl_err rc;
 	struct take *t = ctx;
-	if (n != 4 || c[0].t != KMSD_SQLV_BLOB || c[0].n == 0 || c[0].n > KMSD_AK_NAME_MAX ||
+	if (n != 5 || c[0].t != KMSD_SQLV_BLOB || c[0].n == 0 || c[0].n > KMSD_AK_NAME_MAX ||
 	    c[3].t != KMSD_SQLV_INT)
 		return sl_err_set(SL_E_INTEGRITY, "state store: pending row");
+	/* a MAC of another length is kept as all zero: it never verifies */
+	memset(t->row->mac, 0, 32);
+	if (c[4].t == KMSD_SQLV_BLOB && c[4].n == 32)
+		memcpy(t->row->mac, c[4].p, 32);
 	memcpy(t->row->ak_name, c[0].p, c[0].n);
 	t->row->ak_name_len = c[0].n;
 	if ((rc = copy32(&c[1], t->row->ek_sha256, "pending.ek_sha256")) != SL_OK)
@@ -742,7 +876,7 @@ sl_err kmsd_store_pending_take(kmsd_store *s, const uint8_t session[static 16],
                                kmsd_pending_row *row, bool *found)
 {
 	static const char sql[] = "DELETE FROM pending WHERE session = ? "
-	                          "RETURNING ak_name, ek_sha256, cred_sha256, expires";
+	                          "RETURNING ak_name, ek_sha256, cred_sha256, expires, mac";
 	kmsd_sqlv a[] = {V_BLOB(session, 16)};
 	struct take t = {row, false};
 	sl_err rc = exec1(s, sql, a, 1, take_row, &t, NULL);
@@ -837,23 +971,55 @@ sl_err kmsd_store_ref_count_below(kmsd_store *s, const char *id, unsigned below,
 	return count1(s, sql, a, NARGS(a), n);
 }
 
-sl_err kmsd_store_etoken_put(kmsd_store *s, const uint8_t hash[static 32], int64_t expires)
+sl_err kmsd_store_etoken_put(kmsd_store *s, const uint8_t hash[static 32], int64_t expires,
+                             const uint8_t mac[static 32])
 {
 	static const char sql[] =
-	    "INSERT INTO enroll_tokens (hash, expires, used) VALUES (?, ?, 0)";
-	kmsd_sqlv a[] = {V_BLOB(hash, 32), V_INT(expires)};
+	    "INSERT INTO enroll_tokens (hash, expires, used, mac) VALUES (?, ?, 0, ?)";
+	kmsd_sqlv a[] = {V_BLOB(hash, 32), V_INT(expires), V_BLOB(mac, 32)};
 	return exec1_durable(s, sql, a, NARGS(a), NULL);
 }
 
-sl_err kmsd_store_etoken_use(kmsd_store *s, const uint8_t hash[static 32], int64_t now, bool *ok)
+struct etoken_use {
+	int64_t *expires;
+	uint8_t *mac;
+	bool found;
+};
+
+static SL_RESULT etoken_row(void *ctx, const kmsd_sqlv *c, size_t n)
+{
+	struct etoken_use *u = ctx;
+	if (n != 2 || c[0].t != KMSD_SQLV_INT)
+		return sl_err_set(SL_E_INTEGRITY, "state store: enroll_tokens row");
+	*u->expires = c[0].i;
+	memset(u->mac, 0, 32); /* a MAC of another length never verifies */
+	if (c[1].t == KMSD_SQLV_BLOB && c[1].n == 32)
+		memcpy(u->mac, c[1].p, 32);
+	u->found = true;
+	return SL_OK;
+}
+
+sl_err kmsd_store_etoken_use(kmsd_store *s, const uint8_t hash[static 32], int64_t now, bool *found,
+                             int64_t *expires, uint8_t mac[static 32])
 {
 	/* one conditional UPDATE: of two replicas presenting it at once, one wins */
 	static const char sql[] = "UPDATE enroll_tokens SET used = 1 "
-	                          "WHERE hash = ? AND used = 0 AND expires > ?";
+	                          "WHERE hash = ? AND used = 0 AND expires > ? "
+	                          "RETURNING expires, mac";
 	kmsd_sqlv a[] = {V_BLOB(hash, 32), V_INT(now)};
-	int64_t ch = 0;
-	sl_err rc = exec1_durable(s, sql, a, NARGS(a), &ch);
-	*ok = rc == SL_OK && ch == 1;
+	struct etoken_use u = {expires, mac, false};
+	void *c = NULL;
+	sl_err rc = acquire(s, &c);
+	*found = false;
+	if (rc != SL_OK)
+		return rc;
+	rc = durable(s, c, true);
+	if (rc == SL_OK)
+		rc = s->drv->exec(c, sql, a, NARGS(a), etoken_row, &u, NULL);
+	if (durable(s, c, false) != SL_OK && rc == SL_OK)
+		rc = sl_err_set(SL_E_SYSTEM, "state store: synchronous mode");
+	release(s, c, rc);
+	*found = rc == SL_OK && u.found;
 	return rc;
 }
 

@@ -25,8 +25,10 @@
 #include "seclaunch/kms.h"
 
 /* The schema this build reads and writes; a store of another version is
- * refused at start (naming both). */
-#define KMSD_STORE_SCHEMA 1
+ * refused at start (naming both), except version 1, which is upgraded in
+ * place (pending enrollments and enrollment tokens of version 1 carry no
+ * row MAC and are dropped). */
+#define KMSD_STORE_SCHEMA 2
 #define KMSD_AK_NAME_MAX 66
 #define KMSD_KEK_WRAPPED_MAX 128
 #define KMSD_KEK_VERSION_MAX 255 /* the first byte of a wrapped DEK names it */
@@ -59,6 +61,7 @@ typedef struct kmsd_ak_row {
 	uint8_t mac[32];
 	int64_t enrolled;
 	bool revoked;
+	bool ek_revoked; /* read only: its EK is in ek_revocations */
 } kmsd_ak_row;
 
 /* Inserts the AK unless it is there (idempotent); *added says which. */
@@ -72,6 +75,33 @@ SL_MUST_USE sl_err kmsd_store_ak_revoke(kmsd_store *s, const uint8_t *name, size
 /* Calls fn once per enrolled AK, in name order: (name, len, row). */
 typedef sl_err (*kmsd_ak_fn)(void *ctx, const uint8_t *name, size_t len, const kmsd_ak_row *row);
 SL_MUST_USE sl_err kmsd_store_ak_list(kmsd_store *s, kmsd_ak_fn fn, void *ctx);
+/* Replaces the row's MAC, only where it is still `was` (registry.c's move
+ * of schema-1 MACs to the row format). */
+SL_MUST_USE sl_err kmsd_store_ak_set_mac(kmsd_store *s, const uint8_t *name, size_t len,
+                                         const uint8_t was[static 32],
+                                         const uint8_t mac[static 32]);
+
+/* ---- revoked machines: an EK (its SHA-256) no AK may enroll through ------- */
+
+/* Idempotent; ak: the AK whose revocation named the machine. */
+SL_MUST_USE sl_err kmsd_store_ek_revoke(kmsd_store *s, const uint8_t ek[static 32],
+                                        const uint8_t *ak, size_t ak_len, int64_t when,
+                                        bool *added);
+/* An admin's re-admission: the row goes (*found: it was there). */
+SL_MUST_USE sl_err kmsd_store_ek_readmit(kmsd_store *s, const uint8_t ek[static 32], bool *found);
+/* *revoked is true too when the store fails. */
+SL_MUST_USE sl_err kmsd_store_ek_revoked(kmsd_store *s, const uint8_t ek[static 32], bool *revoked);
+typedef sl_err (*kmsd_ek_fn)(void *ctx, const uint8_t ek[static 32], int64_t revoked,
+                             const uint8_t *ak, size_t ak_len);
+SL_MUST_USE sl_err kmsd_store_ek_list(kmsd_store *s, kmsd_ek_fn fn, void *ctx);
+
+/* ---- key-check values (one per secret file the store depends on) --------- */
+
+/* Records kcv under name unless a value is there (*written says which) and
+ * returns the value the store holds in have. */
+SL_MUST_USE sl_err kmsd_store_keycheck(kmsd_store *s, const char *name,
+                                       const uint8_t kcv[static 32], uint8_t have[static 32],
+                                       bool *written);
 
 /* ---- keys and KEK versions -------------------------------------------- */
 
@@ -162,6 +192,7 @@ typedef struct kmsd_pending_row {
 	uint8_t ek_sha256[32];
 	uint8_t cred_sha256[32]; /* the credential itself is never stored */
 	int64_t expires;
+	uint8_t mac[32]; /* the row MAC (registry.c); all zero when none was stored */
 } kmsd_pending_row;
 
 SL_MUST_USE sl_err kmsd_store_pending_put(kmsd_store *s, const uint8_t session[static 16],
@@ -174,10 +205,11 @@ SL_MUST_USE sl_err kmsd_store_pending_purge(kmsd_store *s, int64_t now, size_t *
 /* ---- enrollment tokens (single use, admin-issued; only the SHA-256 kept) -- */
 
 SL_MUST_USE sl_err kmsd_store_etoken_put(kmsd_store *s, const uint8_t hash[static 32],
-                                         int64_t expires);
-/* *ok: it existed, was unused and unexpired, and is now used. */
+                                         int64_t expires, const uint8_t mac[static 32]);
+/* *found: it existed, was unused and unexpired, and is now used; then
+ * *expires and mac are the row's, for the caller to verify (registry.c). */
 SL_MUST_USE sl_err kmsd_store_etoken_use(kmsd_store *s, const uint8_t hash[static 32], int64_t now,
-                                         bool *ok);
+                                         bool *found, int64_t *expires, uint8_t mac[static 32]);
 
 /* ---- output runs: the attested subject a run's output ids belong to -------- */
 

@@ -292,9 +292,12 @@ const kmsd_store_driver kmsd_store_pg = {
         "CREATE INDEX IF NOT EXISTS challenges_expires ON challenges (expires);"
         "CREATE TABLE IF NOT EXISTS pending (session BYTEA PRIMARY KEY,"
         " ak_name BYTEA NOT NULL, ek_sha256 BYTEA NOT NULL, cred_sha256 BYTEA NOT NULL,"
-        " expires BIGINT NOT NULL);"
+        " expires BIGINT NOT NULL, mac BYTEA NOT NULL);"
         "CREATE TABLE IF NOT EXISTS enroll_tokens (hash BYTEA PRIMARY KEY,"
-        " expires BIGINT NOT NULL, used BIGINT NOT NULL DEFAULT 0);"
+        " expires BIGINT NOT NULL, used BIGINT NOT NULL DEFAULT 0, mac BYTEA NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS ek_revocations (ek_sha256 BYTEA PRIMARY KEY,"
+        " revoked BIGINT NOT NULL, ak_name BYTEA);"
+        "CREATE TABLE IF NOT EXISTS keychecks (name TEXT PRIMARY KEY, kcv BYTEA NOT NULL);"
         "CREATE TABLE IF NOT EXISTS output_runs (run_id TEXT PRIMARY KEY,"
         " subject BYTEA NOT NULL, created BIGINT NOT NULL);",
     .connect = pg_connect,

@@ -88,6 +88,32 @@ static void vfs_once(void)
 		(void)v->xSetSystemCall(v, "fchown", (sqlite3_syscall_ptr)no_fchown);
 }
 
+/* The write-ahead log and the shared-memory index hold the latest rows
+ * until a checkpoint: SQLite opens them by name beside the database (and
+ * follows a link there), so they answer to the key-file rule too. Absent
+ * ones are made by SQLite with the database's mode. */
+static SL_RESULT side_files_check(const char *path)
+{
+	static const char *const ext[] = {"-wal", "-shm", "-journal"};
+	sl_err rc = SL_OK;
+	for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]) && rc == SL_OK; i++) {
+		char side[4096];
+		struct stat st;
+		int fd;
+		if ((size_t)snprintf(side, sizeof(side), "%s%s", path, ext[i]) >= sizeof(side))
+			return sl_err_set(SL_E_INPUT, "%s: state store path too long", path);
+		fd = open(side, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+		if (fd < 0) {
+			if (errno != ENOENT)
+				rc = sl_private_file_open_error(side, "state store file");
+			continue;
+		}
+		rc = sl_private_file_check(fd, side, "state store file", &st);
+		close(fd);
+	}
+	return rc;
+}
+
 static SL_RESULT sq_connect(const char *spec, void **out)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -95,14 +121,22 @@ static SL_RESULT sq_connect(const char *spec, void **out)
 	sl_err rc = SL_E_NOMEM;
 	struct conn *c = calloc(1, sizeof(*c));
 	const char *path = strncmp(spec, "sqlite:", 7) == 0 ? spec + 7 : spec;
+	struct stat st;
 	int fd;
 	SL_ENSURE(c != NULL, SL_E_NOMEM, "state store");
 	c->path = strdup(path);
 	SL_ENSURE(c->path != NULL && path[0] != '\0', SL_E_INPUT, "store: empty SQLite path");
 	/* the file holds wrapped KEKs and enrollments: private from the first byte */
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	SL_ENSURE(fd >= 0, SL_E_IO, "%s: state store: %s", path, strerror(errno));
+	if (fd < 0) {
+		rc = sl_private_file_open_error(path, "state store file");
+		goto out;
+	}
+	rc = sl_private_file_check(fd, path, "state store file", &st);
 	close(fd);
+	if (rc != SL_OK)
+		goto out;
+	SL_GUARD(side_files_check(path));
 	if (sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
 	    SQLITE_OK) {
 		rc = sl_err_set(SL_E_IO, "%s: state store: %s", path,
@@ -313,9 +347,12 @@ const kmsd_store_driver kmsd_store_sqlite = {
                   "CREATE INDEX IF NOT EXISTS challenges_expires ON challenges (expires);"
                   "CREATE TABLE IF NOT EXISTS pending (session BLOB PRIMARY KEY,"
                   " ak_name BLOB NOT NULL, ek_sha256 BLOB NOT NULL, cred_sha256 BLOB NOT NULL,"
-                  " expires INTEGER NOT NULL);"
+                  " expires INTEGER NOT NULL, mac BLOB NOT NULL);"
                   "CREATE TABLE IF NOT EXISTS enroll_tokens (hash BLOB PRIMARY KEY,"
-                  " expires INTEGER NOT NULL, used INTEGER NOT NULL DEFAULT 0);"
+                  " expires INTEGER NOT NULL, used INTEGER NOT NULL DEFAULT 0, mac BLOB NOT NULL);"
+                  "CREATE TABLE IF NOT EXISTS ek_revocations (ek_sha256 BLOB PRIMARY KEY,"
+                  " revoked INTEGER NOT NULL, ak_name BLOB);"
+                  "CREATE TABLE IF NOT EXISTS keychecks (name TEXT PRIMARY KEY, kcv BLOB NOT NULL);"
                   "CREATE TABLE IF NOT EXISTS output_runs (run_id TEXT PRIMARY KEY,"
                   " subject BLOB NOT NULL, created INTEGER NOT NULL);",
     .connect = sq_connect,

@@ -21,7 +21,8 @@ static void usage(FILE *f)
 	        "                        [--kms-ca FILE] [--kms-pin PIN] [--json] [-q]\n"
 	        "       seclaunch enroll --issue-token --kms URL --admin-token-file F [--ttl S]\n"
 	        "       seclaunch enroll list --kms URL --admin-token-file F [--json]\n"
-	        "       seclaunch enroll revoke --kms URL --admin-token-file F AK_NAME\n\n"
+	        "       seclaunch enroll revoke --kms URL --admin-token-file F AK_NAME\n"
+	        "       seclaunch enroll readmit --kms URL --admin-token-file F EK_SHA256\n\n"
 	        "Enrolls this machine's TPM attestation key (AK) with seclaunchd: sends the EK\n"
 	        "public key (and EK certificate when the TPM has one) and the AK public key,\n"
 	        "then proves with TPM2_ActivateCredential that the AK lives in that TPM.\n"
@@ -41,8 +42,9 @@ static void usage(FILE *f)
 	        "  --kms-pin PIN     pinned KMS public key: sha256//BASE64 or a key file\n"
 	        "  --json            print {\"ak_name\": ...}\n"
 	        "  -q, --quiet       print nothing on success\n\n"
-	        "list and revoke (admin, --admin-token-file F): the enrolled AKs, and\n"
-	        "revoking one; a revoked AK's jobs stop at their next lease renewal\n"
+	        "list, revoke and readmit (admin, --admin-token-file F): the enrolled AKs,\n"
+	        "revoking one (and its machine: a revoked AK's jobs stop at their next lease\n"
+	        "renewal, and no other AK of that TPM enrolls), re-admitting a machine\n"
 	        "(seclaunch enroll list --help).\n\n"
 	        "Exit codes (docs/exit-codes.md): 0 enrolled, 1 usage, 5 KMS unreachable or\n"
 	        "refused, 7 TPM error.\n");
@@ -131,7 +133,8 @@ int cmd_enroll(int argc, char **argv)
 	sl_kms *k = NULL;
 	char *name = NULL;
 	sl_err rc;
-	if (argc > 1 && (strcmp(argv[1], "list") == 0 || strcmp(argv[1], "revoke") == 0))
+	if (argc > 1 && (strcmp(argv[1], "list") == 0 || strcmp(argv[1], "revoke") == 0 ||
+	                 strcmp(argv[1], "readmit") == 0))
 		return cmd_enroll_admin(argc, argv); /* cmd_enroll_admin.c */
 	int ret = sl_cli_parse(&spec, &c, &sh, argc, argv);
 	if (ret >= 0)

@@ -1,7 +1,9 @@
-/* seclaunch enroll list|revoke --kms URL --admin-token-file F [AK_NAME]:
- * the enrolled AKs of seclaunchd, and revoking one (admin). A revoked AK's
- * releases and lease renewals are refused by name, so a job running on
- * that machine stops at its next renewal (docs/protocol.md). */
+/* seclaunch enroll list|revoke|readmit --kms URL --admin-token-file F [NAME]:
+ * the enrolled AKs of seclaunchd, revoking one, and re-admitting a revoked
+ * machine (admin). A revoked AK's releases and lease renewals are refused
+ * by name, so a job running on that machine stops at its next renewal; its
+ * machine (EK) is revoked with it, so no other AK of it enrolls or releases
+ * until readmit (docs/protocol.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,16 +15,23 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "Usage: seclaunch enroll list --kms URL --admin-token-file F [--json]\n"
-	           "       seclaunch enroll revoke --kms URL --admin-token-file F AK_NAME\n\n"
-	           "list: the AKs enrolled with seclaunchd (name, EK digest, enrolled, revoked).\n"
+	           "       seclaunch enroll revoke --kms URL --admin-token-file F AK_NAME\n"
+	           "       seclaunch enroll readmit --kms URL --admin-token-file F EK_SHA256\n\n"
+	           "list: the AKs enrolled with seclaunchd (name, state, enrolled, EK digest)\n"
+	           "and the revoked machines.\n"
 	           "revoke: revokes an enrolled AK by its TPM name (hex, as list and enroll print\n"
 	           "it): its releases and renewals are refused from now on, and a job running\n"
-	           "on that machine is stopped at its next lease renewal.\n\n"
+	           "on that machine is stopped at its next lease renewal. The machine (its EK)\n"
+	           "is revoked with it: no other AK of that TPM releases or enrolls.\n"
+	           "readmit: lifts a machine's revocation by its EK digest (as list prints it):\n"
+	           "its other AKs release again and new AKs may enroll; the revoked AK itself\n"
+	           "stays revoked.\n\n"
 	           "  --kms URL               seclaunchd base URL\n"
 	           "  --admin-token-file F    the admin token (mode 0600)\n"
 	           "  --kms-ca F, --kms-pin P as for every KMS command\n"
 	           "  --json                  results as JSON\n\n"
-	           "Exit codes: 0 done, 1 usage, 5 KMS unreachable or refused (an unknown AK).\n");
+	           "Exit codes: 0 done, 1 usage, 5 KMS unreachable or refused (an unknown AK,\n"
+	           "an EK that is not revoked).\n");
 }
 
 enum { O_ADMIN_TOKEN = 256 };
@@ -96,15 +105,28 @@ static int list(const struct sl_cli_verb *v, int argc, char **argv)
 	if (rc != SL_OK)
 		return sl_cli_fail("enroll list", rc);
 	if (sl_cli_json) {
-		sl_cli_print_json(json_pack("{s:o}", "aks", aks));
+		sl_cli_print_json(aks);
 		return 0;
 	}
 	size_t i;
 	json_t *a;
-	json_array_foreach (aks, i, a) {
-		const char *rv = sl_json_getstr(a, "revoked");
-		printf("%s  enrolled %s%s%s\n", sl_json_getstr(a, "name") ?: "?",
-		       sl_json_getstr(a, "enrolled") ?: "?", rv ? "  REVOKED " : "", rv ? rv : "");
+	json_array_foreach (json_object_get(aks, "aks"), i, a) {
+		/* a revoked AK, or one of a revoked machine, is never shown as enrolled */
+		bool rv = json_is_true(json_object_get(a, "revoked"));
+		bool ekr = json_is_true(json_object_get(a, "ek_revoked"));
+		bool forged = json_is_false(json_object_get(a, "verified"));
+		printf("%s  %s  since %s  ek sha256:%s\n", sl_json_getstr(a, "name") ?: "?",
+		       forged ? "NOT VERIFIED (row not under the registry key)"
+		       : rv   ? "REVOKED"
+		       : ekr  ? "REVOKED (machine revoked)"
+		              : "enrolled",
+		       sl_json_getstr(a, "enrolled") ?: "?", sl_json_getstr(a, "ek_sha256") ?: "?");
+	}
+	json_array_foreach (json_object_get(aks, "revoked_eks"), i, a) {
+		printf("machine ek sha256:%s  REVOKED %s (with AK %s); readmit with: seclaunch "
+		       "enroll readmit ... %s\n",
+		       sl_json_getstr(a, "ek_sha256") ?: "?", sl_json_getstr(a, "revoked") ?: "?",
+		       sl_json_getstr(a, "by_ak") ?: "?", sl_json_getstr(a, "ek_sha256") ?: "?");
 	}
 	json_decref(aks);
 	return 0;
@@ -135,9 +157,33 @@ static int revoke(const struct sl_cli_verb *v, int argc, char **argv)
 	return 0;
 }
 
+static int readmit(const struct sl_cli_verb *v, int argc, char **argv)
+{
+	struct ctx c = {0};
+	sl_kms *k = NULL;
+	(void)v;
+	int ret = admin("readmit", argc, argv, &c, &k);
+	if (ret >= 0)
+		return ret;
+	if (c.nargs != 1) {
+		sl_kms_free(k);
+		return sl_cli_usage("enroll readmit", "give exactly one EK_SHA256");
+	}
+	sl_err rc = sl_kms_ek_readmit(k, c.args[0]);
+	sl_kms_free(k);
+	if (rc != SL_OK)
+		return sl_cli_fail("enroll readmit", rc);
+	if (sl_cli_json)
+		sl_cli_print_json(json_pack("{s:s, s:b}", "ek_sha256", c.args[0], "readmitted", 1));
+	else if (!sl_cli_quiet)
+		printf("readmitted machine ek sha256:%s\n", c.args[0]);
+	return 0;
+}
+
 static const struct sl_cli_verb verbs[] = {
     {"list", list, NULL},
     {"revoke", revoke, NULL},
+    {"readmit", readmit, NULL},
     {NULL, NULL, NULL},
 };
 

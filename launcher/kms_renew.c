@@ -46,9 +46,22 @@ sl_err sl_kms_aks_list(sl_kms *k, json_t **aks)
 	SL_GUARD(sl_kms_call(k, "/v1/aks", NULL, true, KMS_RETRY_ALL, &res));
 	SL_ENSURE(json_is_array(json_object_get(res, "aks")), SL_E_KMS_PROTOCOL,
 	          "KMS answer: \"aks\" must be an array");
-	*aks = json_incref(json_object_get(res, "aks"));
+	*aks = json_incref(res);
 	rc = SL_OK;
 out:
+	json_decref(res);
+	return rc;
+}
+
+sl_err sl_kms_ek_readmit(sl_kms *k, const char *ek_hex)
+{
+	sl_err rc = SL_E_NOMEM;
+	json_t *req = json_pack("{s:s}", "ek_sha256", ek_hex), *res = NULL;
+	SL_ENSURE(req != NULL, SL_E_NOMEM, "readmit request");
+	SL_GUARD(sl_kms_call(k, "/v1/eks/readmit", req, true, KMS_RETRY_UNPROCESSED, &res));
+	rc = SL_OK;
+out:
+	json_decref(req);
 	json_decref(res);
 	return rc;
 }

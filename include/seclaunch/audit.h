@@ -60,6 +60,7 @@
 #define SL_AUDIT_EV_RUN_ERROR "run.error"         /* run failed before or around the job */
 #define SL_AUDIT_EV_RENEW "kms.renew"             /* lease renewal decision (allow / deny) */
 #define SL_AUDIT_EV_AK_REVOKE "kms.ak.revoke"     /* admin revoked an enrolled AK */
+#define SL_AUDIT_EV_EK_READMIT "kms.ek.readmit"   /* admin re-admitted a revoked machine */
 #define SL_AUDIT_EV_RUN_MEASURE "run.measure"     /* workload identity extended */
 #define SL_AUDIT_EV_RUN_LEASE_RENEWED "run.lease_renewed" /* a renewal succeeded */
 #define SL_AUDIT_EV_RUN_LEASE_ENDED "run.lease_ended"     /* lease denied or expired: job stopped */

@@ -100,8 +100,13 @@ const json_t *sl_kms_last_lease(const sl_kms *k);
 SL_MUST_USE sl_err sl_kms_renew(sl_kms *k, const sl_kms_release_req *req, json_t **lease);
 
 /* ---- admin: enrolled AKs (GET /v1/aks, POST /v1/aks/revoke) ------------ */
+/* *aks: the answer, {"aks": [...], "revoked_eks": [...]} ("aks" checked to
+ * be an array; "revoked_eks" absent from servers before it). */
 SL_MUST_USE sl_err sl_kms_aks_list(sl_kms *k, json_t **aks);
 SL_MUST_USE sl_err sl_kms_ak_revoke(sl_kms *k, const char *name_hex, bool *already);
+/* POST /v1/eks/readmit: a revoked machine (its EK's SHA-256, hex) may
+ * enroll and release again. */
+SL_MUST_USE sl_err sl_kms_ek_readmit(sl_kms *k, const char *ek_hex);
 
 /* ---- output keys ------------------------------------------------------- */
 

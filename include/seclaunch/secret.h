@@ -34,6 +34,17 @@ SL_MUST_USE sl_err sl_secret_read_file(const char *path, size_t max, sl_secret *
 #define SL_TOKEN_MIN 16
 #define SL_TOKEN_MAX 4096
 SL_MUST_USE sl_err sl_secret_read_token(const char *path, sl_secret **out);
+/* The key-file rule, on a file opened with O_NOFOLLOW: a regular file, owned
+ * by this user or root, that group and others can neither read nor write
+ * (SL_E_PERM naming path, what it is, the mode or owner, and the fix; *st
+ * filled). sl_secret_read_file applies it to every key file, seclaunchd to
+ * its state store. */
+struct stat;
+SL_MUST_USE sl_err sl_private_file_check(int fd, const char *path, const char *what,
+                                         struct stat *st);
+/* The error for a failed O_NOFOLLOW open of such a file: SL_E_PERM for a
+ * symbolic link (ELOOP), SL_E_IO otherwise; both name the path. */
+SL_MUST_USE sl_err sl_private_file_open_error(const char *path, const char *what);
 void sl_secret_free(sl_secret *s); /* NULL-safe; wipes */
 uint8_t *sl_secret_data(sl_secret *s);
 size_t sl_secret_len(const sl_secret *s);

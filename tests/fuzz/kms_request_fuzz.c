@@ -1,6 +1,6 @@
 /* Every seclaunchd request body parser (kms/parse*.c). The first byte picks
  * the parser, the rest is the body: challenge, release, key create, wrap,
- * enroll, key actions and AK revocation, rewrap and enrollment tokens,
+ * enroll, key actions, AK revocation and EK re-admission, rewrap and enrollment tokens,
  * activate. Each must return cleanly (accept or SL_E_INPUT) on any
  * bytes, and what it accepts must satisfy the checked invariants. */
 #include <stdint.h>
@@ -92,6 +92,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (kmsd_parse_ak_revoke(body, len, name, &n, hex) == SL_OK &&
 		    (n == 0 || n > KMSD_AK_NAME_MAX || strlen(hex) != 2 * n))
 			abort();
+		/* and as an EK re-admission: 32 bytes, their canonical hex */
+		{
+			uint8_t ek[32];
+			char ekhex[65], back[65];
+			if (kmsd_parse_ek_readmit(body, len, ek, ekhex) == SL_OK) {
+				sl_hex_encode(ek, 32, back);
+				if (strlen(ekhex) != 64 || strcmp(ekhex, back) != 0)
+					abort();
+			}
+		}
 		break;
 	}
 	case 7: {

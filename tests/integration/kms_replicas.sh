@@ -205,13 +205,13 @@ assert "after PostgreSQL is back A releases again" test "$ok" = 0
 check "and B creates keys again" 0 "$SL" key create --kms "$URL_B" --kms-ca "$CA_B" --admin-token-file "$TOKEN" --id up1
 
 # --- a store of another schema version ---------------------------------------------------
-$PSQL -c "update meta set v = 2 where k = 'schema'"
+$PSQL -c "update meta set v = 3 where k = 'schema'"
 mkdir -p -m 700 "$T/C"
 cp -p "$T/A/master.key" "$T/A/registry.key" "$T/A/admin.token" "$T/C/"
 check_err "a replica older than the store's schema refuses to start, naming both versions" 2 \
-	"schema version 2, this seclaunchd reads version 1 only.*upgrade this one" \
+	"schema version 3, this seclaunchd reads version 2 only.*upgrade this one" \
 	timeout 20 "$SLD" --dev --state "$T/C" --listen 127.0.0.1:0 --config "$T/store.json"
-$PSQL -c "update meta set v = 1 where k = 'schema'"
+$PSQL -c "update meta set v = 2 where k = 'schema'"
 
 stop_pid "$PID_A"
 stop_pid "$KMS_PID"

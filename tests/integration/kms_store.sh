@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # seclaunchd's state store (SQLite, the embedded default): keys and
-# enrollments survive a restart; a tampered KEK row, a forged AK row, another
-# master key are refused with a clear error; a store of another schema
+# enrollments survive a restart; a tampered KEK row, a forged AK row are
+# refused with a clear error; another master key or registry key than the
+# store was made with, a symlinked secret file, a store file (or its -wal /
+# -shm) that others may read or another user owns stop the service from
+# starting, naming the file; a store of another schema
 # version stops the service from starting; seclaunchd migrate imports the
 # files of earlier releases (registry.json, keystore) so old datasets still
 # decrypt; seclaunchd backup makes a consistent copy that restores; a kill -9
@@ -60,13 +63,60 @@ check_err "tampered KEK row: release denied (4) naming the master key check" 4 "
 assert "no plaintext from a refused release" test ! -e x1.bin
 stop_kms
 cp state.good "$S/state.db"
-# another master key: the same
+# another master key or registry key than the store was made with: refused
+# at start by the store's key-check values (exit 6, naming the file)
 cp "$S/master.key" master.good
+cp "$S/registry.key" registry.good
 head -c 32 /dev/urandom >"$S/master.key"
-start_kms "$S" || exit 1
-check_err "another master key: the KEK does not open (4)" 4 "does not authenticate under the master key" dec x2.bin
-stop_kms
+check_err "another master key: refuses to start (6) naming master.key" 6 \
+	"master.key: not the master key this state store was made with" sld_start
 cp master.good "$S/master.key"
+head -c 32 /dev/urandom >"$S/registry.key"
+check_err "another registry key: refuses to start (6) naming registry.key" 6 \
+	"registry.key: not the registry key this state store was made with" sld_start
+cp registry.good "$S/registry.key"
+# a store of before the key-check values gets them at its next start
+sqlite3 "$S/state.db" "delete from keychecks"
+start_kms "$S" || exit 1
+assert "a store without key-check values starts and records them" \
+	grep -q "key-check value of the master key recorded" "$S/log"
+check "and serves" 0 dec x2.bin
+stop_kms
+assert "both values are in the store" test "$(sqlite3 "$S/state.db" 'select count(*) from keychecks')" = 2
+head -c 32 /dev/urandom >"$S/master.key"
+check_err "from then on another master key is refused (6)" 6 "master.key: not the master key" sld_start
+cp master.good "$S/master.key"
+# secret files are never opened through a symbolic link
+mv "$S/audit.key" audit.key.real
+ln -s "$T/audit.key.real" "$S/audit.key"
+check_err "a symlinked audit.key: refuses to start (2) naming it" 2 \
+	"audit.key: a symbolic link" sld_start
+rm "$S/audit.key"
+mv audit.key.real "$S/audit.key"
+# the store file and its -wal / -shm answer to the key-file rule
+rm -f "$S/state.db-wal" "$S/state.db-shm"
+for m in 666 644 640; do
+	chmod $m "$S/state.db"
+	check_err "state.db with mode 0$m: refuses to start (2) naming it and the mode" 2 \
+		"state.db: mode 0$m lets group or others access a state store file" sld_start
+done
+chmod 600 "$S/state.db"
+if [ "$(id -u)" -eq 0 ]; then
+	chown 65534 "$S/state.db"
+	check_err "state.db owned by another uid: refuses to start (2) naming the owner" 2 \
+		"state.db: state store file owned by uid 65534" sld_start
+	chown 0 "$S/state.db"
+else
+	skip "state.db owned by another uid" "needs root to chown"
+fi
+: >"$S/state.db-wal"
+chmod 644 "$S/state.db-wal"
+check_err "a state.db-wal others may read: refused (2) naming it" 2 \
+	"state.db-wal: mode 0644" sld_start
+rm -f "$S/state.db-wal"
+ln -s /tmp/elsewhere "$S/state.db-shm"
+check_err "a symlinked state.db-shm: refused (2) naming it" 2 "state.db-shm: a symbolic link" sld_start
+rm -f "$S/state.db-shm"
 chmod 644 "$S/master.key"
 check_err "world-readable master key: refuses (2) naming the mode" 2 "master.key.*(mode|permission|readable)" sld_start
 chmod 600 "$S/master.key"
@@ -78,8 +128,8 @@ assert "the forged row is reported" grep -q "does not verify under the registry 
 stop_kms
 cp state.good "$S/state.db"
 # a store written by a newer release
-sqlite3 "$S/state.db" "update meta set v = 2 where k = 'schema'"
-check_err "store of a newer schema: refuses to start naming both versions" 2 "schema version 2, this seclaunchd reads version 1 only" sld_start
+sqlite3 "$S/state.db" "update meta set v = 3 where k = 'schema'"
+check_err "store of a newer schema: refuses to start naming both versions" 2 "schema version 3, this seclaunchd reads version 2 only" sld_start
 cp state.good "$S/state.db"
 rm -f "$S/state.db-wal" "$S/state.db-shm"
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../kms/kmsd.h"
@@ -436,13 +437,12 @@ static void test_keystore(void **state)
 	kmsd_kek_close(k);
 	k = NULL;
 
-	/* another master key: the KEK rows do not open */
+	/* another master key: refused at open by the store's key-check value,
+	 * naming the file (before any KEK row is tried) */
 	make_master();
-	assert_int_equal(kmsd_kek_open(&c, st, &k), SL_OK);
-	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out), back), SL_E_WRONG_KEY);
-	assert_non_null(strstr(sl_err_detail(), "does not authenticate under the master key"));
-	kmsd_kek_close(k);
-	k = NULL;
+	assert_int_equal(kmsd_kek_open(&c, st, &k), SL_E_INTEGRITY);
+	assert_non_null(strstr(sl_err_detail(), "master.key: not the master key this state store"));
+	assert_null(k);
 	chmod(in_dir("master.key"), 0644);
 	assert_int_equal(kmsd_kek_open(&c, st, &k), SL_E_PERM);
 	write_file("master.key", "short", 5, 0600);
@@ -567,6 +567,113 @@ static void test_registry(void **state)
 	uint8_t third[34] = {0x00, 0x0b, 3};
 	assert_int_equal(kmsd_registry_revoke(r, third, sizeof(third), &was), SL_E_INPUT);
 	kmsd_registry_close(r);
+	kmsd_store_close(st);
+}
+
+/* Every granting row under the one row MAC: a pending enrollment, an
+ * enrollment token and an AK written by someone without the registry key
+ * grant nothing; revocation names the machine (EK) until re-admitted; a
+ * schema-1 AK MAC moves to the row MAC; another registry key is refused. */
+static void test_registry_rows(void **state)
+{
+	kmsd_store *st = fresh_store("rows.db");
+	kmsd_registry *r = NULL;
+	uint8_t key[32], sess[16] = {1}, other_sess[16] = {2}, hash[32] = {3}, fake[32] = {4};
+	uint8_t ak1[34] = {0x00, 0x0b, 1}, ak2[34] = {0x00, 0x0b, 2}, ak3[34] = {0x00, 0x0b, 3};
+	uint8_t ek[32] = {9}, ek_other[32] = {8};
+	enum kmsd_grant g;
+	enum kmsd_ak_status as;
+	bool was = false, rv = false;
+	(void)state;
+	sl_random(key, sizeof(key));
+	write_file("rows.key", key, sizeof(key), 0600);
+	/* an AK row with the schema-1 MAC, from before the row MAC */
+	{
+		static const char tag[] = "seclaunch-ak-v1";
+		kmsd_ak_row old = {.enrolled = 1700000000};
+		crypto_auth_hmacsha256_state h;
+		uint8_t l = sizeof(ak3), when[8];
+		memcpy(old.ek_sha256, ek_other, 32);
+		for (int i = 0; i < 8; i++)
+			when[i] = (uint8_t)((uint64_t)old.enrolled >> (56 - 8 * i));
+		crypto_auth_hmacsha256_init(&h, key, 32);
+		crypto_auth_hmacsha256_update(&h, (const uint8_t *)tag, sizeof(tag) - 1);
+		crypto_auth_hmacsha256_update(&h, &l, 1);
+		crypto_auth_hmacsha256_update(&h, ak3, sizeof(ak3));
+		crypto_auth_hmacsha256_update(&h, old.ek_sha256, 32);
+		crypto_auth_hmacsha256_update(&h, when, 8);
+		crypto_auth_hmacsha256_final(&h, old.mac);
+		assert_int_equal(kmsd_store_ak_put(st, ak3, sizeof(ak3), &old, NULL), SL_OK);
+	}
+	assert_int_equal(kmsd_registry_open(st, in_dir("rows.key"), &r), SL_OK);
+	assert_true(kmsd_registry_has(r, ak3, sizeof(ak3))); /* moved to the row MAC */
+
+	/* pending: the honest row answers once; a forged one never */
+	kmsd_pending_row p = {.ak_name_len = sizeof(ak1), .expires = time(NULL) + 60}, q;
+	memcpy(p.ak_name, ak1, sizeof(ak1));
+	memcpy(p.ek_sha256, ek, 32);
+	assert_int_equal(kmsd_registry_pending_put(r, sess, &p), SL_OK);
+	assert_int_equal(kmsd_registry_pending_take(r, sess, &q, &g), SL_OK);
+	assert_int_equal(g, KMSD_GRANT_OK);
+	assert_memory_equal(q.ak_name, ak1, sizeof(ak1));
+	assert_int_equal(kmsd_registry_pending_take(r, sess, &q, &g), SL_OK);
+	assert_int_equal(g, KMSD_GRANT_NONE);
+	memset(p.mac, 0xa5, 32);
+	assert_int_equal(kmsd_store_pending_put(st, sess, &p), SL_OK);
+	assert_int_equal(kmsd_registry_pending_take(r, sess, &q, &g), SL_OK);
+	assert_int_equal(g, KMSD_GRANT_FORGED);
+	/* an honest row's MAC copied to another session does not verify there */
+	assert_int_equal(kmsd_registry_pending_put(r, sess, &p), SL_OK);
+	assert_int_equal(kmsd_store_pending_put(st, other_sess, &p), SL_OK);
+	assert_int_equal(kmsd_registry_pending_take(r, other_sess, &q, &g), SL_OK);
+	assert_int_equal(g, KMSD_GRANT_FORGED);
+	/* nor with a later expiry */
+	assert_int_equal(kmsd_registry_pending_take(r, sess, &q, &g), SL_OK);
+	q.expires += 3600;
+	assert_int_equal(kmsd_store_pending_put(st, sess, &q), SL_OK);
+	assert_int_equal(kmsd_registry_pending_take(r, sess, &q, &g), SL_OK);
+	assert_int_equal(g, KMSD_GRANT_FORGED);
+
+	/* tokens: the honest one works once; a forged one is refused as such */
+	assert_int_equal(kmsd_registry_token_put(r, hash, time(NULL) + 60), SL_OK);
+	assert_int_equal(kmsd_registry_token_use(r, hash, time(NULL), &g), SL_OK);
+	assert_int_equal(g, KMSD_GRANT_OK);
+	assert_int_equal(kmsd_registry_token_use(r, hash, time(NULL), &g), SL_OK);
+	assert_int_equal(g, KMSD_GRANT_NONE);
+	assert_int_equal(kmsd_store_etoken_put(st, fake, time(NULL) + 60, key), SL_OK);
+	assert_int_equal(kmsd_registry_token_use(r, fake, time(NULL), &g), SL_OK);
+	assert_int_equal(g, KMSD_GRANT_FORGED);
+
+	/* revocation names the machine: ak2 of the same EK is refused too */
+	assert_int_equal(kmsd_registry_add(r, ak1, sizeof(ak1), ek), SL_OK);
+	assert_int_equal(kmsd_registry_add(r, ak2, sizeof(ak2), ek), SL_OK);
+	assert_int_equal(kmsd_registry_revoke(r, ak1, sizeof(ak1), &was), SL_OK);
+	assert_false(was);
+	assert_int_equal(kmsd_registry_ek_revoked(r, ek, &rv), SL_OK);
+	assert_true(rv);
+	assert_int_equal(kmsd_registry_lookup(r, ak2, sizeof(ak2), &as), SL_OK);
+	assert_int_equal(as, KMSD_AK_REVOKED);
+	assert_true(kmsd_registry_has(r, ak3, sizeof(ak3))); /* another machine */
+	json_t *e = kmsd_registry_eks_revoked(r);
+	assert_int_equal(json_array_size(e), 1);
+	json_decref(e);
+	/* re-admitted: ak2 releases again; ak1 stays revoked itself */
+	assert_int_equal(kmsd_registry_ek_readmit(r, ek, &was), SL_OK);
+	assert_true(was);
+	assert_int_equal(kmsd_registry_ek_readmit(r, ek, &was), SL_OK);
+	assert_false(was);
+	assert_true(kmsd_registry_has(r, ak2, sizeof(ak2)));
+	assert_true(kmsd_registry_revoked(r, ak1, sizeof(ak1)));
+	kmsd_registry_close(r);
+	r = NULL;
+
+	/* another registry key than the store was made with: refused at open */
+	uint8_t key2[32];
+	sl_random(key2, sizeof(key2));
+	write_file("rows2.key", key2, sizeof(key2), 0600);
+	assert_int_equal(kmsd_registry_open(st, in_dir("rows2.key"), &r), SL_E_INTEGRITY);
+	assert_non_null(strstr(sl_err_detail(), "rows2.key: not the registry key"));
+	assert_null(r);
 	kmsd_store_close(st);
 }
 
@@ -1051,6 +1158,7 @@ int main(void)
 	    cmocka_unit_test(test_keystore),
 	    cmocka_unit_test(test_keyproc),
 	    cmocka_unit_test(test_registry),
+	    cmocka_unit_test(test_registry_rows),
 	    cmocka_unit_test(test_dispatch),
 	    cmocka_unit_test(test_scopes),
 	    cmocka_unit_test(test_metrics),
