@@ -133,6 +133,9 @@ int cmd_enroll(int argc, char **argv)
 	sl_err rc;
 	if (argc > 1 && (strcmp(argv[1], "list") == 0 || strcmp(argv[1], "revoke") == 0))
 		return cmd_enroll_admin(argc, argv); /* cmd_enroll_admin.c */
+	/* the completion's list: the admin verbs, then enroll's own options */
+	if (argc == 2 && strcmp(argv[1], "--complete") == 0)
+		(void)cmd_enroll_admin(argc, argv);
 	int ret = sl_cli_parse(&spec, &c, &sh, argc, argv);
 	if (ret >= 0)
 		return ret;
