@@ -71,7 +71,7 @@ static void usage(FILE *f)
 	           "  --key ID            explain: the key id asked for\n"
 	           "  --destination URL   explain: a checkpoint/output destination the job "
 	           "writes to\n"
-	           "                      (repeatable; before 0.9 this was --output)\n"
+	           "                      (repeatable)\n"
 	           "  --identity DOC      a cloud identity document (JSON, or a bare GCP "
 	           "JWT); explain\n"
 	           "                      adds its verified region claims to --claims\n"
