@@ -37,12 +37,14 @@ print("rows:", sd.get("my-data").text().count("\n"))
 PY
 check "seclaunch run with the exports only (no --tcti, --kms-ca, --env)" 0 \
 	seclaunch run --policy "$SL_POLICY" --policy-pubkey "$SL_POLICY_PUB" --kms "$SL_KMS" \
-	mydata.sld -- python3 job.py
+	--audit-key "$SL_AUDIT_KEY" mydata.sld -- python3 job.py
 assert "the job read my data" grep -qx "rows: 3" "$T/out"
 assert "the run was audited where the exports say" grep -q '"run.job.exit"' "$SECLAUNCH_AUDIT_LOG"
 
 check "seclaunch audit verify of that log (docs/quickstart.md, step 5)" 0 \
-	seclaunch audit verify "$SECLAUNCH_AUDIT_LOG"
+	seclaunch audit verify --pubkey "$SL_AUDIT_PUB"
+check "seclaunch audit export of it" 0 seclaunch audit export --format jsonl --pubkey "$SL_AUDIT_PUB"
+assert "... holds the run's records" grep -q '"run.release"' "$T/out"
 
 url=$SL_KMS
 check "dev-env again: reuses what runs" 0 env SL_BIN="$SL_BIN" "${DEV[@]}" "$D"
