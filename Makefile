@@ -255,6 +255,9 @@ PYTHON ?= python3
 # actually imports from (dist-packages on Debian), else its sysconfig purelib.
 PYTHON_SITE ?= $(shell $(PYTHON) scripts/pysite $(PREFIX))
 MANDIR ?= $(PREFIX)/share/man
+# The documents the man pages and --help name as docs/NAME.md.
+DOCDIR ?= $(PREFIX)/share/doc/seclaunch
+DOCS := $(wildcard docs/*.md) README.md SECURITY.md
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 MAN_PAGES := $(BUILD)/man/seclaunch.1 $(BUILD)/man/seclaunchd.8 $(BUILD)/man/seclaunchd.conf.5
 COMPLETION := $(BUILD)/completion/seclaunch
@@ -308,6 +311,8 @@ install: all man completion
 	install -m 0644 $(BUILD)/man/seclaunchd.conf.5 $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 $(BUILD)/man/seclaunchd.8 $(DESTDIR)$(MANDIR)/man8/
 	install -m 0644 $(COMPLETION) $(DESTDIR)$(BASHCOMPDIR)/seclaunch
+	install -d $(DESTDIR)$(DOCDIR)
+	install -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/
 	ln -sf seclaunch $(DESTDIR)$(BASHCOMPDIR)/seclaunchd
 	$(if $(SPANK_SO),install -D -m 0644 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/spank_seclaunch.so)
 	$(if $(SPANK_SO),install -D -m 0644 docs/slurm/plugstack-seclaunch.conf \
@@ -323,6 +328,7 @@ uninstall:
 	rm -f $(DESTDIR)$(MANDIR)/man1/seclaunch.1 $(DESTDIR)$(MANDIR)/man5/seclaunchd.conf.5 \
 		$(DESTDIR)$(MANDIR)/man8/seclaunchd.8
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/seclaunch $(DESTDIR)$(BASHCOMPDIR)/seclaunchd
+	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS)))
 	rm -f $(DESTDIR)$(SLURM_PLUGINDIR)/spank_seclaunch.so \
 		$(DESTDIR)$(PREFIX)/share/doc/seclaunch/examples/plugstack.conf.d/seclaunch.conf
 	-rmdir $(DESTDIR)$(PREFIX)/share/doc/seclaunch/examples/plugstack.conf.d \

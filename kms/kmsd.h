@@ -66,6 +66,11 @@ typedef struct kmsd_config {
 } kmsd_config;
 
 void kmsd_config_defaults(kmsd_config *c);
+/* The defaults of the settings that have one, as the configuration file
+ * spells them (`seclaunchd --print-defaults`; tests/integration/
+ * conf_defaults.sh holds the packaged seclaunchd.conf and its man page to
+ * them). NULL when out of memory. */
+json_t *kmsd_config_defaults_json(void);
 /* Overlays a JSON config file (unknown keys are errors naming the key). */
 SL_MUST_USE sl_err kmsd_config_load(kmsd_config *c, const char *path);
 /* --dev: fills every unset path under state_dir and creates what is missing

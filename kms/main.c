@@ -30,8 +30,8 @@ static void usage(FILE *f)
 	        "                        overrides the development defaults\n"
 	        "  --dev                 development mode: creates in DIR a TLS CA + server\n"
 	        "                        certificate (ca.pem), the scope tokens admin.token,\n"
-	        "                        wrap.token, operate.token, metrics.token (0600), a\n"
-	        "                        local keystore, an audit log; writes DIR/url once\n"
+	        "                        wrap.token, operate.token, metrics.token (0600), the\n"
+	        "                        state store, an audit log; writes DIR/url once\n"
 	        "                        listening;\n"
 	        "                        accepts EKs without a certificate; without --policy\n"
 	        "                        uses the built-in development policy\n"
@@ -42,15 +42,16 @@ static void usage(FILE *f)
 	        "  --policy-pubkey K     the compliance team's minisign public key\n"
 	        "  --log-file FILE       append the daemon log to FILE (reopened on SIGHUP)\n"
 	        "                        instead of stderr\n"
+	        "  --print-defaults      print the default of each setting that has one (JSON)\n"
 	        "  --version             print the version\n"
 	        "  -h, --help            this text\n\n"
 	        "Stops gracefully on SIGTERM or SIGINT. SIGHUP reloads the configuration and\n"
 	        "the policy (a bad one is refused and the old one stays) and reopens the log.\n"
 	        "Exit codes: 0 stopped, 1 usage, 2 bad configuration or files (a key file or\n"
 	        "the state store readable by others, owned by another user, or a symbolic\n"
-	        "link), 4 policy signature invalid, 6 keystore or registry integrity failure\n"
-	        "(another master key or registry key than the state store was made with),\n"
-	        "7 system error.\n");
+	        "link), 4 policy signature invalid, 6 state store integrity failure (another\n"
+	        "master key or registry key than the state store was made with), 7 system\n"
+	        "error.\n");
 }
 
 /* The key process died or was restarted (its monitor, keyproc.c): logged
@@ -159,6 +160,7 @@ int main(int argc, char **argv)
 	    {"policy-pubkey", required_argument, NULL, 'k'},
 	    {"log-file", required_argument, NULL, 'L'},
 	    {"version", no_argument, NULL, 'V'},
+	    {"print-defaults", no_argument, NULL, 'D'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -206,6 +208,18 @@ int main(int argc, char **argv)
 		case 'V':
 			printf("seclaunchd %s\n", SL_VERSION);
 			return 0;
+		case 'D': {
+			json_t *d = kmsd_config_defaults_json();
+			if (d == NULL ||
+			    json_dumpf(d, stdout, JSON_INDENT(2) | JSON_SORT_KEYS) != 0) {
+				json_decref(d);
+				fprintf(stderr, "seclaunchd: --print-defaults: out of memory\n");
+				return SL_CAT_SYSTEM;
+			}
+			json_decref(d);
+			putchar('\n');
+			return 0;
+		}
 		case 'h':
 			usage(stdout);
 			return 0;

@@ -226,7 +226,7 @@ static void name_mistake(const struct option *lo, const char *tok, int optopt_, 
  * the new name when lo[i] is a deprecated alias). Returns false when s has
  * more options than the tables hold. */
 static bool build_tables(const struct sl_cli_spec *s, struct option lo[MAX_OPTS],
-                         const char *dep[MAX_OPTS], char so[MAX_SHORT])
+                         const char *dep[MAX_OPTS], const char *vals[MAX_OPTS], char so[MAX_SHORT])
 {
 	size_t n = 0, sn = 0;
 	if (s->posix)
@@ -249,6 +249,7 @@ static bool build_tables(const struct sl_cli_spec *s, struct option lo[MAX_OPTS]
 	for (size_t i = 0; i < NSHARED; i++) {
 		if (s->shared & shared_opts[i].flag) {
 			dep[n] = NULL;
+			vals[n] = NULL;
 			lo[n++] = shared_opts[i].o;
 		}
 	}
@@ -256,9 +257,11 @@ static bool build_tables(const struct sl_cli_spec *s, struct option lo[MAX_OPTS]
 		if (n + 2 >= MAX_OPTS)
 			return false;
 		dep[n] = o->deprecated_for;
+		vals[n] = o->values;
 		lo[n++] = (struct option){o->name, o->has_arg, NULL, o->key};
 	}
 	dep[n] = NULL;
+	vals[n] = NULL;
 	lo[n++] = (struct option){"help", no_argument, NULL, 'h'};
 	lo[n] = (struct option){NULL, 0, NULL, 0};
 	return true;
@@ -275,18 +278,48 @@ static void env_fallbacks(const struct sl_cli_spec *s, struct sl_cli_shared *sh)
 		sh->audit_log = env_or_null("SECLAUNCH_AUDIT_LOG");
 }
 
+/* arg's word (up to a '=') is one of the '|'-separated words of values. */
+static bool value_listed(const char *values, const char *arg)
+{
+	size_t alen = strcspn(arg, "=");
+	for (const char *p = values; *p != '\0';) {
+		size_t len = strcspn(p, "|");
+		if (len == alen && strncmp(p, arg, len) == 0)
+			return true;
+		p += len + (p[len] == '|');
+	}
+	return false;
+}
+
+/* `--complete`: the options of s, and the values of those that list them. */
+static int print_completion(const struct option *lo, const char *const *vals)
+{
+	for (size_t i = 0; lo[i].name != NULL; i++) {
+		printf("opt --%s", lo[i].name);
+		for (const char *p = vals[i]; p != NULL && *p != '\0';) {
+			size_t len = strcspn(p, "|");
+			printf(" %.*s", (int)len, p);
+			p += len + (p[len] == '|');
+		}
+		putchar('\n');
+	}
+	return 0;
+}
+
 int sl_cli_parse(const struct sl_cli_spec *s, void *ctx, struct sl_cli_shared *sh, int argc,
                  char **argv)
 {
 	struct option lo[MAX_OPTS];
-	const char *dep[MAX_OPTS];
+	const char *dep[MAX_OPTS], *vals[MAX_OPTS];
 	char so[MAX_SHORT];
 	int c, li, ret;
 
 	memset(sh, 0, sizeof(*sh));
 	prescan_json(s, argc, argv);
-	if (!build_tables(s, lo, dep, so))
+	if (!build_tables(s, lo, dep, vals, so))
 		return sl_cli_fail(s->name, sl_err_set(SL_E_INTERNAL, "too many options"));
+	if (argc == 2 && strcmp(argv[1], "--complete") == 0)
+		return print_completion(lo, vals);
 	optind = 1;
 	opterr = 0;
 	for (;;) {
@@ -306,9 +339,29 @@ int sl_cli_parse(const struct sl_cli_spec *s, void *ctx, struct sl_cli_shared *s
 			s->help(stdout);
 			return 0;
 		}
+		if (li < 0)
+			for (int k = 0; lo[k].name != NULL; k++)
+				if (lo[k].val == c)
+					li = k;
 		if (li >= 0 && dep[li] != NULL)
 			sl_cli_warn_once(s->name, "--%s is deprecated; use --%s", lo[li].name,
 			                 dep[li]);
+		if (li >= 0 && vals[li] != NULL && optarg != NULL &&
+		    !value_listed(vals[li], optarg)) {
+			char list[256];
+			size_t n = 0;
+			for (const char *p = vals[li]; *p != '\0' && n + 3 < sizeof(list); p++) {
+				if (*p == '|') {
+					list[n++] = ',';
+					list[n++] = ' ';
+				} else {
+					list[n++] = *p;
+				}
+			}
+			list[n] = '\0';
+			return sl_cli_usage(s->name, "--%s: '%s' is not one of %s", lo[li].name,
+			                    optarg, list);
+		}
 		if (on_shared(sh, c, optarg))
 			continue;
 		ret = s->on_option != NULL ? s->on_option(ctx, c, optarg)
@@ -339,6 +392,11 @@ int sl_cli_dispatch(const char *cmd, const struct sl_cli_verb *verbs, void (*hel
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
 	    strcmp(argv[1], "help") == 0) {
 		help(stdout);
+		return 0;
+	}
+	if (argc == 2 && strcmp(argv[1], "--complete") == 0) {
+		for (const struct sl_cli_verb *v = verbs; v->name != NULL; v++)
+			printf("verb %s\n", v->name);
 		return 0;
 	}
 	for (const struct sl_cli_verb *v = verbs; v->name != NULL; v++) {

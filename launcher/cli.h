@@ -47,12 +47,26 @@ struct sl_cli_shared {
 
 /* One of a command's own options. key: a short option letter (listed in the
  * spec's shortopts as well) or a value >= 256. deprecated_for: set on an old
- * name kept as a hidden alias; it warns once and then acts as key. */
+ * name kept as a hidden alias; it warns once and then acts as key. values:
+ * the only words its argument may be ("auto|gpu|host"; the part before a
+ * '=' is the word, so "gce=URL" is gce), or NULL for any. sl_cli_parse
+ * refuses any other word, and the shell completion offers exactly these
+ * (`seclaunch CMD [VERB] --complete`, read by scripts/docgen). */
+/* The values of the options that take one of a few words, for the option
+ * tables (each parser's own words; tests/unit/cli_test.c checks that every
+ * word here is one its parser takes). */
+#define SL_CLI_STAGE_VALUES "auto|host|gpu|gpu-ipc|stream"
+#define SL_CLI_TEE_VALUES "auto|tpm2|sev-snp|tdx|nvidia-gpu|aws-nitro"
+#define SL_CLI_AEAD_VALUES "aes-256-gcm|xchacha20-poly1305"
+#define SL_CLI_FORMAT_VALUES "jsonl|cef|ocsf|csv"
+#define SL_CLI_PREEMPT_VALUES "sigterm|gce|aws"
+
 struct sl_cli_opt {
 	const char *name;
 	int has_arg; /* no_argument / required_argument of getopt.h */
 	int key;
 	const char *deprecated_for;
+	const char *values;
 };
 
 struct sl_cli_spec {
@@ -72,7 +86,9 @@ struct sl_cli_spec {
 };
 
 /* Parses argv[1..argc) for the command s. Returns -1 to go on, or the exit
- * code to return now (0 after --help). Sets sl_cli_quiet and sl_cli_json. */
+ * code to return now (0 after --help). Sets sl_cli_quiet and sl_cli_json.
+ * A lone hidden `--complete` prints one "opt --NAME [VALUE...]" line per
+ * option for the shell completion (scripts/docgen) and returns 0. */
 int sl_cli_parse(const struct sl_cli_spec *s, void *ctx, struct sl_cli_shared *sh, int argc,
                  char **argv);
 
@@ -95,7 +111,8 @@ struct sl_cli_verb {
 	const void *data;                                              /* the verb's own */
 };
 /* Finds argv[1] in verbs and runs it with argv + 1; "--help"/"-h"/none print
- * help (the latter on stderr, exit 1); an unknown verb is a usage error. */
+ * help (the latter on stderr, exit 1); an unknown verb is a usage error.
+ * `CMD --complete` (hidden; for scripts/docgen) prints "verb NAME" lines. */
 int sl_cli_dispatch(const char *cmd, const struct sl_cli_verb *verbs, void (*help)(FILE *f),
                     int argc, char **argv);
 

@@ -56,7 +56,7 @@ static void help(FILE *f)
 enum { O_TEE = 256, O_NONCE, O_PCRS, O_AKALG, O_EVLOG, O_EXPAK, O_EXPTOOLS, O_WLLOG };
 
 static const struct sl_cli_opt attest_opts[] = {
-    {"tee", required_argument, O_TEE, NULL},
+    {"tee", required_argument, O_TEE, NULL, SL_CLI_TEE_VALUES},
     {"nonce", required_argument, O_NONCE, NULL},
     {"pcrs", required_argument, O_PCRS, NULL},
     {"ak-alg", required_argument, O_AKALG, NULL},

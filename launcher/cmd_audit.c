@@ -449,7 +449,7 @@ enum {
 static const struct sl_cli_opt verify_opts[] = {VERIFY_OPTS, {NULL, 0, 0, NULL}};
 static const struct sl_cli_opt export_opts[] = {
     VERIFY_OPTS,
-    {"format", required_argument, OPT_FORMAT, NULL},
+    {"format", required_argument, OPT_FORMAT, NULL, SL_CLI_FORMAT_VALUES},
     {"since", required_argument, OPT_SINCE, NULL},
     {"until", required_argument, OPT_UNTIL, NULL},
     {"event", required_argument, OPT_EVENT, NULL},

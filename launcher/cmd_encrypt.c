@@ -171,7 +171,7 @@ static const struct sl_cli_opt encrypt_opts_table[] = {
     {"admin-token-file", required_argument, OPT_ADMIN_TOKEN_FILE, NULL},
     {"dataset-id", required_argument, OPT_DATASET_ID, NULL},
     {"chunk-size", required_argument, OPT_CHUNK_SIZE, NULL},
-    {"aead", required_argument, OPT_AEAD, NULL},
+    {"aead", required_argument, OPT_AEAD, NULL, SL_CLI_AEAD_VALUES},
     {"threads", required_argument, OPT_THREADS, NULL},
     {"shard-size", required_argument, OPT_SHARD_SIZE, NULL},
     {"follow-symlinks", no_argument, OPT_FOLLOW, NULL},

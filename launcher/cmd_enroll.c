@@ -5,9 +5,12 @@
  * an admin makes a single-use enrollment token for a TPM without an EK
  * certificate the service trusts. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "kms_http.h"
@@ -20,6 +23,7 @@ static void usage(FILE *f)
 	        "Usage: seclaunch enroll --kms URL [--enroll-token-file F] [--tcti T]\n"
 	        "                        [--kms-ca FILE] [--kms-pin PIN] [--json] [-q]\n"
 	        "       seclaunch enroll --issue-token --kms URL --admin-token-file F [--ttl S]\n"
+	        "                        [-o FILE]\n"
 	        "       seclaunch enroll list --kms URL --admin-token-file F [--json]\n"
 	        "       seclaunch enroll revoke --kms URL --admin-token-file F AK_NAME\n"
 	        "       seclaunch enroll readmit --kms URL --admin-token-file F EK_SHA256\n\n"
@@ -34,6 +38,8 @@ static void usage(FILE *f)
 	        "  --kms URL         seclaunchd base URL (https://HOST:PORT)\n"
 	        "  --enroll-token-file F  an enrollment token (file mode 0600)\n"
 	        "  --issue-token     (admin) print a new single-use enrollment token\n"
+	        "  -o, --output FILE with --issue-token: write the token to FILE (created mode\n"
+	        "                    0600; an existing file or link is refused), not stdout\n"
 	        "  --admin-token-file F   the admin token, with --issue-token\n"
 	        "  --ttl S           the issued token's lifetime in seconds (default 3600)\n"
 	        "  --tcti T          TPM TCTI (default $SECLAUNCH_TCTI, else device:/dev/tpmrm0)\n"
@@ -91,11 +97,37 @@ static int on_option(void *ctx, int key, char *arg)
 
 static const struct sl_cli_spec spec = {
     .name = "enroll",
-    .shared = SL_SH_QUIET | SL_SH_JSON | SL_SH_KMS_ALL | SL_SH_TCTI,
+    .shared = SL_SH_QUIET | SL_SH_JSON | SL_SH_KMS_ALL | SL_SH_TCTI | SL_SH_OUT,
     .opts = opts,
     .help = usage,
     .on_option = on_option,
 };
+
+/* The token into a new file of mode 0600: never an existing file, nor
+ * through a link (O_EXCL refuses both), so it lands nowhere but where asked. */
+static SL_RESULT write_token(const char *path, const char *tok)
+{
+	sl_err rc = SL_E_IO;
+	size_t len = strlen(tok), off = 0;
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	SL_ENSURE(fd >= 0, errno == EEXIST ? SL_E_EXISTS : SL_E_IO, "%s: %s%s", path,
+	          strerror(errno), errno == EEXIST ? " (the token goes to a new file only)" : "");
+	SL_ENSURE(fchmod(fd, 0600) == 0, SL_E_IO, "%s: fchmod: %s", path, strerror(errno));
+	while (off < len) {
+		ssize_t w = write(fd, tok + off, len - off);
+		SL_ENSURE(w > 0 || errno == EINTR, SL_E_IO, "%s: write: %s", path, strerror(errno));
+		off += w > 0 ? (size_t)w : 0;
+	}
+	SL_ENSURE(write(fd, "\n", 1) == 1 && fsync(fd) == 0, SL_E_IO, "%s: write: %s", path,
+	          strerror(errno));
+	rc = SL_OK;
+out:
+	if (fd >= 0 && close(fd) != 0 && rc == SL_OK)
+		rc = sl_err_set(SL_E_IO, "%s: close: %s", path, strerror(errno));
+	if (rc != SL_OK && fd >= 0)
+		(void)unlink(path);
+	return rc;
+}
 
 static int issue(const struct sl_cli_shared *sh, const struct en_ctx *c)
 {
@@ -118,10 +150,24 @@ static int issue(const struct sl_cli_shared *sh, const struct en_ctx *c)
 		json_decref(res);
 		return sl_cli_fail("enroll", rc);
 	}
+	if (sh->out != NULL && strcmp(sh->out, "-") != 0) {
+		rc = write_token(sh->out, tok);
+		if (rc == SL_OK && sl_cli_json) {
+			json_object_del(res, "token");
+			json_object_set_new(res, "token_file", json_string(sh->out));
+			sl_cli_print_json(json_incref(res));
+		} else if (rc == SL_OK && !sl_cli_quiet) {
+			fprintf(stderr,
+			        "seclaunch enroll: single-use enrollment token written to %s\n",
+			        sh->out);
+		}
+		json_decref(res);
+		return rc == SL_OK ? 0 : sl_cli_fail("enroll", rc);
+	}
 	if (sl_cli_json)
 		sl_cli_print_json(json_incref(res));
 	else
-		printf("%s\n", tok); /* the token itself, for a 0600 file */
+		printf("%s\n", tok); /* the token itself: -o FILE puts it in a 0600 file */
 	json_decref(res);
 	return 0;
 }
@@ -136,6 +182,9 @@ int cmd_enroll(int argc, char **argv)
 	if (argc > 1 && (strcmp(argv[1], "list") == 0 || strcmp(argv[1], "revoke") == 0 ||
 	                 strcmp(argv[1], "readmit") == 0))
 		return cmd_enroll_admin(argc, argv); /* cmd_enroll_admin.c */
+	/* the completion's list: the admin verbs, then enroll's own options */
+	if (argc == 2 && strcmp(argv[1], "--complete") == 0)
+		(void)cmd_enroll_admin(argc, argv);
 	int ret = sl_cli_parse(&spec, &c, &sh, argc, argv);
 	if (ret >= 0)
 		return ret;
@@ -143,6 +192,8 @@ int cmd_enroll(int argc, char **argv)
 		return sl_cli_usage("enroll", "--kms URL is required");
 	if (c.issue && c.admin == NULL)
 		return sl_cli_usage("enroll", "--issue-token needs --admin-token-file");
+	if (!c.issue && sh.out != NULL)
+		return sl_cli_usage("enroll", "-o goes with --issue-token");
 	if (c.issue)
 		return issue(&sh, &c);
 	sl_kms_opts ko = {.url = sh.kms,

@@ -71,7 +71,7 @@ static void usage(FILE *f)
 	           "  --key ID            explain: the key id asked for\n"
 	           "  --destination URL   explain: a checkpoint/output destination the job "
 	           "writes to\n"
-	           "                      (repeatable; before 0.9 this was --output)\n"
+	           "                      (repeatable)\n"
 	           "  --identity DOC      a cloud identity document (JSON, or a bare GCP "
 	           "JWT); explain\n"
 	           "                      adds its verified region claims to --claims\n"
@@ -391,6 +391,12 @@ static int do_explain(const struct opts *o)
 		printf("decision: %s\ndataset: %s\nkey: %s\npolicy: %s (%s)\nsigned: %s\n",
 		       sl_decision_allowed(d) ? "ALLOW" : "DENY", o->dataset, o->key ? o->key : "-",
 		       o->policy, sl_policy_digest_hex(p), sl_policy_trusted_comment(p));
+		if (sl_decision_key_ttl(d) != 0)
+			printf("key_ttl: %llu s (the keys are a lease, renewed with fresh evidence "
+			       "while the job runs)\n",
+			       (unsigned long long)sl_decision_key_ttl(d));
+		else
+			printf("key_ttl: none (the keys are released for the whole run)\n");
 		if (!sl_decision_allowed(d)) {
 			printf("denied because:\n");
 			for (size_t i = 0; i < sl_decision_reason_count(d); i++)

@@ -36,6 +36,13 @@ SL_MUST_USE sl_err sl_job_env_own(sl_job_env *e, const char *kv);
  * environment) and data_json (SECLAUNCH_DATA; NULL: not set). */
 SL_MUST_USE sl_err sl_job_env_build(const sl_job_env *e, char *const *envp, const char *data_json,
                                     char ***out);
+/* The folder of the Python helper (seclaunch_data.py) of a source build:
+ * <repo>/launcher/python beside the <repo>/bin this program runs from, or
+ * NULL when this program is installed (the package puts the helper where
+ * python3 imports from). sl_job_env_build sets PYTHONPATH to it unless
+ * --env or --env-pass set PYTHONPATH; the workload measurement knows that
+ * value for seclaunch's own (docs/job-interface.md). */
+const char *sl_job_pyhelper_dir(void);
 void sl_strv_free(char **v);
 
 /* ---- supervision ------------------------------------------------------ */

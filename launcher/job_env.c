@@ -5,9 +5,12 @@
  * caller) reaches the job, and no SECLAUNCH_* variable ever does unless
  * seclaunch sets it. */
 #include <fnmatch.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "job.h"
 
@@ -221,6 +224,45 @@ static SL_RESULT put(char ***v, size_t *cnt, const char *kv)
 	return SL_OK;
 }
 
+const char *sl_job_pyhelper_dir(void)
+{
+	static char dir[PATH_MAX];
+	static int found = -1;
+	char exe[PATH_MAX], cand[PATH_MAX + 32], real[PATH_MAX];
+	struct stat st;
+	if (found >= 0)
+		return found ? dir : NULL;
+	found = 0;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return NULL;
+	exe[n] = '\0';
+	char *slash = strrchr(exe, '/');
+	if (slash == NULL)
+		return NULL;
+	*slash = '\0';
+	/* a source tree's bin/ (or build/asan/bin/) only: the folder above
+	 * holds launcher/main.c; an installed /usr/bin/seclaunch has none */
+	for (int up = 1; up <= 3; up++) {
+		size_t o = (size_t)snprintf(cand, sizeof(cand), "%s", exe);
+		for (int i = 0; i < up && o < sizeof(cand); i++)
+			o += (size_t)snprintf(cand + o, sizeof(cand) - o, "/..");
+		if (o + sizeof("/launcher/python/seclaunch_data.py") > sizeof(cand))
+			return NULL;
+		snprintf(cand + o, sizeof(cand) - o, "/launcher/main.c");
+		if (stat(cand, &st) != 0 || !S_ISREG(st.st_mode))
+			continue;
+		snprintf(cand + o, sizeof(cand) - o, "/launcher/python/seclaunch_data.py");
+		if (realpath(cand, real) == NULL || stat(real, &st) != 0 || !S_ISREG(st.st_mode))
+			continue;
+		*strrchr(real, '/') = '\0';
+		snprintf(dir, sizeof(dir), "%s", real);
+		found = 1;
+		return dir;
+	}
+	return NULL;
+}
+
 sl_err sl_job_env_build(const sl_job_env *e, char *const *envp, const char *data_json, char ***out)
 {
 	sl_err rc = SL_E_NOMEM;
@@ -241,6 +283,15 @@ sl_err sl_job_env_build(const sl_job_env *e, char *const *envp, const char *data
 		SL_GUARD(put(&v, &cnt, e->user[i]));
 	for (size_t i = 0; i < e->nset; i++)
 		SL_GUARD(put(&v, &cnt, e->set[i]));
+	/* a source build's job finds seclaunch_data as an installed one does */
+	const char *py = sl_job_pyhelper_dir();
+	if (py != NULL && find(v, cnt, "PYTHONPATH", 10) < 0) {
+		SL_ENSURE(asprintf(&tmp, "PYTHONPATH=%s", py) >= 0, SL_E_NOMEM,
+		          "allocating the job environment");
+		SL_GUARD(put(&v, &cnt, tmp));
+		free(tmp);
+		tmp = NULL;
+	}
 	if (data_json != NULL) {
 		SL_ENSURE(asprintf(&tmp, "%s=%s", DATA_VAR, data_json) >= 0, SL_E_NOMEM,
 		          "allocating the job environment");

@@ -53,7 +53,8 @@ enum {
 	{"output", required_argument, SL_OUT_O_OUTPUT, NULL},                                      \
 	    {"resume", required_argument, SL_OUT_O_RESUME, NULL},                                  \
 	    {"output-limit", required_argument, SL_OUT_O_LIMIT, NULL},                             \
-	    {"preempt-watch", required_argument, SL_OUT_O_PREEMPT_WATCH, NULL},                    \
+	    {"preempt-watch", required_argument, SL_OUT_O_PREEMPT_WATCH, NULL,                     \
+	     SL_CLI_PREEMPT_VALUES},                                                               \
 	    {"preempt-signal", required_argument, SL_OUT_O_PREEMPT_SIGNAL, NULL},                  \
 	    {"preempt-grace", required_argument, SL_OUT_O_PREEMPT_GRACE, NULL},                    \
 	{                                                                                          \

@@ -995,6 +995,13 @@ int sl_run_execute(struct sl_run *o)
 		fprintf(stderr, "seclaunch %s: warning: %s\n", cmd, sl_err_detail());
 	else if (!sl_cli_quiet && o->serve.on)
 		fprintf(stderr, "seclaunch serve: stopped (%s); data and keys wiped\n", why);
+	else if (!sl_cli_quiet && run_code != job_code)
+		/* a preemption (143) or outputs that failed to seal: the run's
+		 * status is not the job's, and the last line says both */
+		fprintf(stderr,
+		        "seclaunch run: job exited %d; seclaunch exits %d%s; data and keys wiped\n",
+		        job_code, run_code,
+		        run_code == SL_OUT_PREEMPTED_EXIT ? " (preempted, outputs sealed)" : "");
 	else if (!sl_cli_quiet)
 		fprintf(stderr, "seclaunch run: job exited %d; data and keys wiped\n", job_code);
 	if (s.audit != NULL && sl_audit_close(s.audit) != SL_OK)

@@ -210,10 +210,10 @@ enum {
 	{"policy", required_argument, SL_RUN_O_POLICY, NULL},                                      \
 	    {"policy-sig", required_argument, SL_RUN_O_POLICY_SIG, NULL},                          \
 	    {"policy-pubkey", required_argument, SL_RUN_O_POLICY_PUB, NULL},                       \
-	    {"tee", required_argument, SL_RUN_O_TEE, NULL},                                        \
+	    {"tee", required_argument, SL_RUN_O_TEE, NULL, SL_CLI_TEE_VALUES},                     \
 	    {"collateral", required_argument, SL_RUN_O_COLLATERAL, NULL},                          \
-	    {"stage", required_argument, SL_RUN_O_STAGE, NULL}, SL_REGION_ID_OPTS,                 \
-	    {"threads", required_argument, SL_RUN_O_THREADS, NULL},                                \
+	    {"stage", required_argument, SL_RUN_O_STAGE, NULL, SL_CLI_STAGE_VALUES},               \
+	    SL_REGION_ID_OPTS, {"threads", required_argument, SL_RUN_O_THREADS, NULL},             \
 	    {"audit-key", required_argument, SL_RUN_O_AUDIT_KEY, NULL},                            \
 	    {"user", required_argument, SL_RUN_O_USER, NULL},                                      \
 	    {"window", required_argument, SL_RUN_O_WINDOW, NULL},                                  \

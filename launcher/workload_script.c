@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "job.h"
 #include "workload_int.h"
 
 enum cls {
@@ -487,12 +488,24 @@ static bool env_match(const char *const *list, const char *kv, size_t n)
 	return false;
 }
 
+/* PYTHONPATH=<the helper folder of this source build> is seclaunch's own
+ * (job_env.c): it adds that one known folder, whose value the event's env
+ * records, ahead of python's own path. Any other value is the user's. */
+static bool own_pythonpath(const struct family *f, const char *kv)
+{
+	const char *dir = sl_job_pyhelper_dir();
+	return dir != NULL && f->env_ok == py_env_ok && strncmp(kv, "PYTHONPATH=", 11) == 0 &&
+	       strcmp(kv + 11, dir) == 0;
+}
+
 static sl_wl_script_kind env_check(const struct family *f, char *const *envp, char *why,
                                    size_t whyn)
 {
 	for (size_t i = 0; envp != NULL && envp[i] != NULL; i++) {
 		const char *eq = strchr(envp[i], '=');
 		size_t n = eq != NULL ? (size_t)(eq - envp[i]) : strlen(envp[i]);
+		if (own_pythonpath(f, envp[i]))
+			continue;
 		if (env_match(f->env_bad, envp[i], n) && !env_match(f->env_ok, envp[i], n)) {
 			snprintf(why, whyn,
 			         "%s: the environment sets %.*s, which makes it run or load other "

@@ -55,6 +55,19 @@ for f in usr/bin/seclaunch usr/bin/seclaunchd lib/systemd/system/seclaunchd.serv
 	usr/lib/seclaunch/libseclaunch_data.so usr/include/seclaunch_data.h; do
 	assert "the package holds /$f" test -e "$R/$f"
 done
+# the documents the man pages and --help point to as docs/NAME.md
+named=$(for p in man1/seclaunch.1.gz man5/seclaunchd.conf.5.gz man8/seclaunchd.8.gz; do
+	zcat "$R/usr/share/man/$p"
+done | sed 's/\\-/-/g' | grep -oE 'docs/[a-z0-9-]+\.md' | sed 's|^docs/||' | sort -u)
+assert "the man pages name docs/*.md ($(echo $named | wc -w) documents)" test -n "$named"
+missing=
+for d in $named $(cd "$SL_ROOT/docs" && ls *.md) README.md SECURITY.md; do
+	src=$SL_ROOT/docs/$d
+	[ -f "$src" ] || src=$SL_ROOT/$d
+	cmp -s "$src" "$R/usr/share/doc/seclaunch/$d" || missing="$missing $d"
+done
+assert "the package holds every docs/*.md (and each one a man page names) in /usr/share/doc/seclaunch, uncompressed${missing:+ (missing or different:$missing)}" \
+	test -z "$missing"
 MA=$(${CC:-cc} -print-multiarch 2>/dev/null)
 assert "the package holds the Slurm SPANK plugin in Slurm's plugin folder" \
 	test -e "$R/usr/lib/$MA/slurm-wlm/spank_seclaunch.so"

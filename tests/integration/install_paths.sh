@@ -28,7 +28,7 @@ for prefix in /usr/local /usr; do
 	for f in bin/seclaunch bin/seclaunchd share/man/man1/seclaunch.1 share/man/man5/seclaunchd.conf.5 \
 		share/man/man8/seclaunchd.8 share/bash-completion/completions/seclaunch \
 		share/bash-completion/completions/seclaunchd lib/seclaunch/libseclaunch_data.so \
-		include/seclaunch_data.h; do
+		include/seclaunch_data.h share/doc/seclaunch/exit-codes.md share/doc/seclaunch/README.md; do
 		assert "$prefix/$f installed" test -e "$D$prefix/$f"
 	done
 	check "make uninstall" 0 "${M[@]}" uninstall PREFIX="$prefix" DESTDIR="$D"

@@ -93,6 +93,15 @@ assert "ends with 'job exited 7; ...'" \
 check "-q" 0 "$SL" "${R[@]}" -q "$T/ds.sld" -- true
 assert "-q: no final line" bash -c "! grep -q 'job exited' '$T/err'"
 
+# ---- a source build's job imports seclaunch_data without --env PYTHONPATH ----
+check "python3 -c 'import seclaunch_data' with no --env" 0 "$SL" "${R[@]}" -q "$T/ds.sld" -- \
+	"$PY" -c 'import seclaunch_data, sys; print(seclaunch_data.__file__); sys.exit(0 if seclaunch_data.datasets() else 3)'
+assert "... from this source tree's launcher/python" \
+	grep -qx "$(cd "$SL_ROOT/launcher/python" && pwd -P)/seclaunch_data.py" "$T/out"
+check "--env PYTHONPATH=DIR: the user's value wins" 0 "$SL" "${R[@]}" -q --env "PYTHONPATH=$T" \
+	"$T/ds.sld" -- "$PY" -c 'import os; print(os.environ["PYTHONPATH"])'
+assert "... PYTHONPATH is exactly DIR" grep -qx "$T" "$T/out"
+
 # ---- CUDA probing only with -v ----------------------------------------------
 check "--stage auto" 0 "$SL" "${R[@]}" --stage auto "$T/ds.sld" -- true
 if grep -q "staging in host memory" "$T/err"; then

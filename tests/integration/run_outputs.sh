@@ -400,6 +400,9 @@ rc=$?
 if [ "$rc" -eq 143 ]; then _pass "SIGTERM to seclaunch: forwarded, outputs sealed, exit 143"; else
 	_fail "SIGTERM to seclaunch: exit $rc (want 143)"; sed 's/^/    /' "$T/term.err" | tail -5; fi
 assert "SIGTERM preemption audited" ev_has run.preempted '"notice":"sigterm"'
+assert "the last line gives the run's exit 143 beside the job's own, not the job's alone" \
+	grep -Eqx 'seclaunch run: job exited [0-9]+; seclaunch exits 143 \(preempted, outputs sealed\); data and keys wiped' \
+	<(tail -n 1 "$T/term.err")
 assert "the job's last state was sealed on SIGTERM" test "$(cat "$T/dest_term/LATEST")" -ge 2
 
 # ---- AWS notice, to the HTTPS store -------------------------------------------

@@ -65,7 +65,7 @@ echo '{"kind": "tpm2",' >"$T/broken.json"
 check_err "verify of a file that is not JSON" 2 "broken.json: line" "$SL" verify "$T/broken.json" --nonce $N --ak-pin "$T/ak.pem"
 check_err "verify --ak-pin that is not a key" 2 "not a PEM public key" "$SL" verify "$T/ev.json" --nonce $N --ak-pin "$T/ev.json"
 check_err "attest without -o" 1 "-o EVIDENCE.json is required" "$SL" attest --tee tpm2 --nonce $N
-check_err "attest --tee of an unknown kind" 1 "unknown evidence kind" "$SL" attest --tee sgx --nonce $N -o "$T/x.json"
+check_err "attest --tee of an unknown kind" 1 "--tee: 'sgx' is not one of auto, tpm2" "$SL" attest --tee sgx --nonce $N -o "$T/x.json"
 check_err "attest --ak-alg of an unknown type" 1 "rsa or ecc" "$SL" attest --tee tpm2 --ak-alg dsa -o "$T/x.json"
 
 # ---- trust -----------------------------------------------------------------

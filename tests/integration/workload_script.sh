@@ -102,4 +102,19 @@ explain d-py "$PY" good.py >/dev/null 2>&1
 	--dataset d-py --key k >"$T/out" 2>&1
 assert "explain: python3 good.py satisfies the workloads rule" \
 	grep -q 'workloads\[0\]: workload .* is allowed' "$T/out"
+
+# seclaunch's own PYTHONPATH (a source build's launcher/python, so that the
+# job imports seclaunch_data): in the measured environment, and known, so
+# the script is still the file; any other PYTHONPATH is the user's: unknown
+HELPER=$(cd "$SL_ROOT/launcher/python" && pwd -P)
+predict "$PY" good.py
+assert "a source build's job gets PYTHONPATH=$HELPER, in the measured env" python3 -c '
+import json, sys
+env = json.load(open("pred.json"))["event"]["env"]
+sys.exit(0 if "PYTHONPATH=" + sys.argv[1] in env else "env: %s" % env)' "$HELPER"
+assert "... and the script is still good.py (not unknown)" \
+	test "$(cat pred.out)" = "$(sha good.py) good.py"
+"$SL" measure --predict --policy p.json --json --env "PYTHONPATH=$HELPER:$T" -- "$PY" good.py >pred.json
+assert "PYTHONPATH naming more than the helper folder: unknown" \
+	python3 -c 'import json; assert json.load(open("pred.json"))["event"]["script"] == "unknown"'
 finish
