@@ -24,6 +24,14 @@ SL_MUST_USE sl_err sl_nvgpu_driver_claims(const json_t *driver, sl_claims *c);
 /* "96.00.9f.00.01" from the 8-byte VBIOS version field. */
 SL_MUST_USE sl_err sl_nvgpu_vbios_string(const uint8_t *v, size_t len, char out[static 16]);
 
+/* One verified GPU's claims (gpu.* as sl_nvgpu_verify_parts and the driver
+ * object give them) join the set in dst (nvgpu_set.c): refused when the GPU
+ * is already there, answers another nonce, or runs in another mode. */
+SL_MUST_USE sl_err sl_nvgpu_set_add(sl_claims *dst, const sl_claims *one);
+/* Merges src into dst; a GPU set in src (gpu.count, gpu.<i>.*) joins GPU by
+ * GPU through sl_nvgpu_set_add, the rest as sl_claims_merge does. */
+SL_MUST_USE sl_err sl_nvgpu_set_merge(sl_claims *dst, const sl_claims *src);
+
 bool sl_nvgpu_available(const sl_collect_opts *o);
 SL_MUST_USE sl_err sl_nvgpu_collect(const sl_collect_opts *o, json_t **out);
 

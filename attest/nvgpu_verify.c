@@ -270,8 +270,8 @@ static SL_RESULT nvgpu_verify(const json_t *ev, const sl_verify_opts *o, sl_clai
 	SL_GUARD(sl_claims_new(&tmp));
 	SL_GUARD(sl_nvgpu_verify_parts(report, rlen, certs, o, tmp));
 	SL_GUARD(sl_nvgpu_driver_claims(json_object_get(ev, "driver"), tmp));
-	/* a weaker GPU state already in c stays (sl_claims_merge) */
-	SL_GUARD(sl_claims_merge(c, tmp));
+	/* joins the GPUs already in c as one set (nvgpu_set.c) */
+	SL_GUARD(sl_nvgpu_set_add(c, tmp));
 	rc = SL_OK;
 out:
 	sl_claims_free(tmp);

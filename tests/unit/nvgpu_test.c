@@ -510,74 +510,16 @@ static void evidence_json(void **state)
 	free(c.p);
 }
 
-/* Two GPUs' evidence verified into one claim set (as seclaunchd does with
- * every item of a request): the later GPU in CC mode does not hide the
- * earlier one that is not, nor one in dev-tools mode. */
-static void several_gpus_keep_the_weaker(void **state)
-{
-	(void)state;
-	struct blob r = load("hopper_coco_report1.bin");
-	struct blob c = load("hopper_coco_certs1.txt");
-	char *rb = NULL, *cb = NULL;
-	sl_claims *cl = NULL;
-	sl_verify_opts o = {.expect = r.p + 4, .expect_len = 32, .at = T2025};
-	assert_int_equal(sl_b64_encode(r.p, r.len, &rb), SL_OK);
-	assert_int_equal(sl_b64_encode(c.p, c.len, &cb), SL_OK);
-	json_t *on = json_pack("{s:s, s:s, s:s}", "kind", "nvidia-gpu", "report", rb, "certs", cb);
-	json_t *off = json_pack("{s:s, s:s, s:s, s:{s:s}}", "kind", "nvidia-gpu", "report", rb,
-	                        "certs", cb, "driver", "cc", "off");
-	json_t *dev = json_pack("{s:s, s:s, s:s, s:{s:b}}", "kind", "nvidia-gpu", "report", rb,
-	                        "certs", cb, "driver", "devtools", 1);
-	assert_int_equal(sl_claims_new(&cl), SL_OK);
-	assert_int_equal(sl_evidence_verify(on, &o, cl), SL_OK);
-	assert_string_equal(sl_claims_get(cl, "gpu.cc"), "on");
-	assert_int_equal(sl_evidence_verify(off, &o, cl), SL_OK);
-	assert_int_equal(sl_evidence_verify(on, &o, cl), SL_OK);
-	assert_string_equal(sl_claims_get(cl, "gpu.cc"), "off");
-	assert_int_equal(sl_evidence_verify(dev, &o, cl), SL_OK);
-	assert_int_equal(sl_evidence_verify(on, &o, cl), SL_OK);
-	assert_string_equal(sl_claims_get(cl, "gpu.devtools"), "true");
-	sl_claims_free(cl);
-	/* seclaunchd's way: each item into its own set, merged into the request's */
-	const json_t *order[] = {off, dev, on};
-	sl_claims *all = NULL;
-	assert_int_equal(sl_claims_new(&all), SL_OK);
-	for (size_t i = 0; i < 3; i++) {
-		assert_int_equal(sl_claims_new(&cl), SL_OK);
-		assert_int_equal(sl_evidence_verify(order[i], &o, cl), SL_OK);
-		assert_int_equal(sl_claims_merge(all, cl), SL_OK);
-		sl_claims_free(cl);
-	}
-	assert_string_equal(sl_claims_get(all, "gpu.cc"), "off");
-	assert_string_equal(sl_claims_get(all, "gpu.devtools"), "true");
-	sl_claims_free(all);
-	json_decref(on);
-	json_decref(off);
-	json_decref(dev);
-	free(rb);
-	free(cb);
-	free(r.p);
-	free(c.p);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(parse_report1),
-	    cmocka_unit_test(parse_report2_trailing_zero),
-	    cmocka_unit_test(parse_every_truncation),
-	    cmocka_unit_test(parse_mutations),
-	    cmocka_unit_test(vbios_format),
-	    cmocka_unit_test(verify_report1),
-	    cmocka_unit_test(verify_report2),
-	    cmocka_unit_test(verify_negatives),
-	    cmocka_unit_test(verify_blackwell),
-	    cmocka_unit_test(feature_flag_mapping),
-	    cmocka_unit_test(driver_settings),
-	    cmocka_unit_test(kind_table),
-	    cmocka_unit_test(collect_without_driver),
-	    cmocka_unit_test(evidence_json),
-	    cmocka_unit_test(several_gpus_keep_the_weaker),
+	    cmocka_unit_test(parse_report1),          cmocka_unit_test(parse_report2_trailing_zero),
+	    cmocka_unit_test(parse_every_truncation), cmocka_unit_test(parse_mutations),
+	    cmocka_unit_test(vbios_format),           cmocka_unit_test(verify_report1),
+	    cmocka_unit_test(verify_report2),         cmocka_unit_test(verify_negatives),
+	    cmocka_unit_test(verify_blackwell),       cmocka_unit_test(feature_flag_mapping),
+	    cmocka_unit_test(driver_settings),        cmocka_unit_test(kind_table),
+	    cmocka_unit_test(collect_without_driver), cmocka_unit_test(evidence_json),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
