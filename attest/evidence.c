@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "kinds.h"
+#include "nvgpu_int.h"
 #include "seclaunch/attest.h"
 #include "seclaunch/json.h"
 #include "seclaunch/workload.h"
@@ -50,4 +51,10 @@ sl_err sl_evidence_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *
 	sl_err rc = k->verify(ev, o, claims);
 	/* the workload log replays against the register the evidence quoted */
 	return rc == SL_OK ? sl_workload_verify(ev, claims) : rc;
+}
+
+sl_err sl_evidence_merge(sl_claims *dst, const sl_claims *src)
+{
+	/* GPU claims join as one set; everything else as sl_claims_merge */
+	return sl_nvgpu_set_merge(dst, src);
 }

@@ -131,9 +131,11 @@ out:
 	return rc;
 }
 
-/* FEATURE_FLAG (newer firmware): 0 multi-GPU passthrough, 1 single-GPU
- * passthrough (both confidential computing), 2 protected PCIe (a mode that
- * excludes CC). Without it the report cannot tell: unknown. */
+/* FEATURE_FLAG (newer firmware): 0 single-GPU passthrough ("SPT"), 1
+ * multi-GPU passthrough ("MPT"), both confidential computing, 2 protected
+ * PCIe ("PPCIE", a mode that excludes CC): as NVIDIA's verifiers and trustee
+ * decode it; the real single-GPU Blackwell and H100 captures carry 0.
+ * Without it the report cannot tell: unknown. */
 static SL_RESULT set_mode(const sl_nvgpu_report *r, sl_claims *c)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
@@ -146,9 +148,9 @@ static SL_RESULT set_mode(const sl_nvgpu_report *r, sl_claims *c)
 		for (size_t i = t->len; i-- > 0;)
 			v = v << 8 | t->value[i];
 		if (v == 0)
-			cc = "on", mode = "cc-multi-gpu";
-		else if (v == 1)
 			cc = "on", mode = "cc-single-gpu";
+		else if (v == 1)
+			cc = "on", mode = "cc-multi-gpu";
 		else if (v == 2)
 			cc = "off", mode = "protected-pcie";
 		else
@@ -248,6 +250,36 @@ sl_err sl_nvgpu_driver_claims(const json_t *driver, sl_claims *c)
 			SL_FAIL(SL_E_ATTEST_FORMAT, "evidence.driver: unknown field '%.32s'", key);
 		}
 	}
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+/* A TcbInfo string as a claim when it is short printable ASCII; anything
+ * else is left out (the certificate is NVIDIA's, but says nothing policy
+ * needs in another form). */
+static SL_RESULT set_tcb_str(sl_claims *c, const char *key, const sl_dice_bytes *b)
+{
+	char buf[65];
+	if (b->p == NULL || b->len == 0 || b->len >= sizeof(buf))
+		return SL_OK;
+	for (size_t i = 0; i < b->len; i++) {
+		if (b->p[i] >= 0x80 || !isprint(b->p[i]))
+			return SL_OK;
+		buf[i] = (char)b->p[i];
+	}
+	buf[b->len] = '\0';
+	return sl_claims_set(c, key, buf);
+}
+
+sl_err sl_nvgpu_tcb_claims(const sl_dice_tcbinfo *t, sl_claims *c)
+{
+	sl_err rc = SL_E_ATTEST_FORMAT;
+	SL_GUARD(set_tcb_str(c, "gpu.cert.tcb.vendor", &t->vendor));
+	SL_GUARD(set_tcb_str(c, "gpu.cert.tcb.model", &t->model));
+	SL_GUARD(set_tcb_str(c, "gpu.cert.tcb.version", &t->version));
+	if (t->has_svn)
+		SL_GUARD(sl_claims_setf(c, "gpu.cert.tcb.svn", "%llu", (unsigned long long)t->svn));
 	rc = SL_OK;
 out:
 	return rc;

@@ -2,7 +2,8 @@
  * {"kind":"nvidia-gpu","report":b64,"certs":b64 PEM chain leaf first,
  *  "driver":{...} (optional, unsigned, see docs/evidence-nvidia-gpu.md)}.
  * Order: parse the report; the chain up to the pinned NVIDIA Device
- * Identity CA at opts->at; the leaf's FWID against the report's; the report
+ * Identity CA at opts->at; the leaf's FWID (TCG DICE TcbInfo) against the
+ * report's; the report
  * signature with the leaf key; the request nonce against the binding. */
 #include <openssl/crypto.h>
 #include <openssl/ecdsa.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dice_tcbinfo.h"
 #include "kinds.h"
 #include "nvgpu_int.h"
 #include "nvgpu_report.h"
@@ -33,44 +35,57 @@ const uint8_t sl_nvgpu_root_sha256[32] = {
     0x4e, 0xb2, 0x6b, 0x1d, 0xf6, 0xa7, 0x69, 0xac, 0x72, 0x0b, 0x9a, 0x69, 0x0b, 0x16, 0x7b, 0x48,
 };
 
-#define OID_NV_TCBINFO "2.23.133.5.4.1"
-
-/* The extension 2.23.133.5.4.1 of the GPU's leaf: SEQUENCE { ..., SEQUENCE
- * { hashAlg OID, digest OCTET STRING } } whose last element carries the
- * firmware ID; ASN1 decoding by OpenSSL. */
-static SL_RESULT leaf_fwid(X509 *leaf, uint8_t *fwid, size_t *len)
+/* The leaf's FWID: from the standard DiceTcbInfo under 2.23.133.5.4.1.1
+ * (Blackwell) or 2.23.133.5.4.1 (the first FWID of its list), or from
+ * Hopper's own layout under 2.23.133.5.4.1; when both extensions are there
+ * they must name the same firmware. */
+static SL_RESULT leaf_fwid(X509 *leaf, uint8_t fwid[static 48], sl_dice_tcbinfo *tcb, bool *has_tcb)
 {
 	sl_err rc = SL_E_ATTEST_CHAIN;
-	STACK_OF(ASN1_TYPE) *outer = NULL, *inner = NULL;
-	const ASN1_OCTET_STRING *ext = sl_x509_ext(leaf, OID_NV_TCBINFO);
-	SL_ENSURE(ext != NULL, SL_E_ATTEST_CHAIN,
-	          "GPU certificate chain: the first certificate has no FWID extension (%s): it is "
-	          "not the GPU's attestation certificate",
-	          OID_NV_TCBINFO);
-	const unsigned char *p = ASN1_STRING_get0_data(ext);
-	outer = d2i_ASN1_SEQUENCE_ANY(NULL, &p, ASN1_STRING_length(ext));
-	SL_ENSURE(outer != NULL && sk_ASN1_TYPE_num(outer) > 0, SL_E_ATTEST_CHAIN,
-	          "GPU certificate: FWID extension is not a DER SEQUENCE");
-	ERR_clear_error();
-	const ASN1_TYPE *last = sk_ASN1_TYPE_value(outer, sk_ASN1_TYPE_num(outer) - 1);
-	SL_ENSURE(last->type == V_ASN1_SEQUENCE, SL_E_ATTEST_CHAIN,
-	          "GPU certificate: FWID extension does not end with a SEQUENCE");
-	p = ASN1_STRING_get0_data(last->value.sequence);
-	inner = d2i_ASN1_SEQUENCE_ANY(NULL, &p, ASN1_STRING_length(last->value.sequence));
-	SL_ENSURE(inner != NULL && sk_ASN1_TYPE_num(inner) == 2 &&
-	              sk_ASN1_TYPE_value(inner, 0)->type == V_ASN1_OBJECT &&
-	              sk_ASN1_TYPE_value(inner, 1)->type == V_ASN1_OCTET_STRING,
-	          SL_E_ATTEST_CHAIN, "GPU certificate: FWID is not { hashAlg, digest }");
-	const ASN1_OCTET_STRING *d = sk_ASN1_TYPE_value(inner, 1)->value.octet_string;
-	SL_ENSURE(ASN1_STRING_length(d) == 48, SL_E_ATTEST_CHAIN,
-	          "GPU certificate: FWID digest is %d bytes, not 48", ASN1_STRING_length(d));
-	memcpy(fwid, ASN1_STRING_get0_data(d), 48);
-	*len = 48;
+	const char *oids[] = {SL_DICE_OID_TCBINFO_1, SL_DICE_OID_TCBINFO};
+	bool found = false;
+	sl_dice_tcbinfo t;
+	sl_dice_fwid f;
+
+	*has_tcb = false;
+	for (size_t i = 0; i < 2; i++) {
+		const ASN1_OCTET_STRING *ext = sl_x509_ext(leaf, oids[i]);
+		if (ext == NULL)
+			continue;
+		const uint8_t *der = ASN1_STRING_get0_data(ext);
+		size_t len = (size_t)ASN1_STRING_length(ext);
+		if (i == 0 || sl_dice_is_standard(der, len)) {
+			rc = sl_dice_tcbinfo_parse(der, len, &t);
+			if (rc != SL_OK)
+				SL_GUARD(sl_err_wrap(SL_E_ATTEST_CHAIN,
+				                     "GPU certificate: extension %s", oids[i]));
+			SL_ENSURE(t.nfwids > 0, SL_E_ATTEST_CHAIN,
+			          "GPU certificate: the DICE TcbInfo (%s) lists no FWID", oids[i]);
+			f = t.fwids[0];
+			if (!*has_tcb)
+				*tcb = t;
+			*has_tcb = true;
+		} else {
+			rc = sl_dice_nv_hopper_parse(der, len, &f);
+			if (rc != SL_OK)
+				SL_GUARD(sl_err_wrap(SL_E_ATTEST_CHAIN,
+				                     "GPU certificate: extension %s", oids[i]));
+		}
+		SL_ENSURE(
+		    sl_dice_fwid_is_sha384(&f), SL_E_ATTEST_CHAIN,
+		    "GPU certificate: the FWID of %s is not a 48-byte SHA-384 digest (%zu bytes)",
+		    oids[i], f.digest.len);
+		SL_ENSURE(!found || memcmp(fwid, f.digest.p, 48) == 0, SL_E_ATTEST_CHAIN,
+		          "GPU certificate: the FWIDs of %s and %s differ", oids[0], oids[1]);
+		memcpy(fwid, f.digest.p, 48);
+		found = true;
+	}
+	SL_ENSURE(found, SL_E_ATTEST_CHAIN,
+	          "GPU certificate chain: the first certificate has no FWID extension (TCG DICE "
+	          "TcbInfo %s or %s): it is not the GPU's attestation certificate",
+	          SL_DICE_OID_TCBINFO_1, SL_DICE_OID_TCBINFO);
 	rc = SL_OK;
 out:
-	ERR_clear_error();
-	sk_ASN1_TYPE_pop_free(outer, ASN1_TYPE_free);
-	sk_ASN1_TYPE_pop_free(inner, ASN1_TYPE_free);
 	return rc;
 }
 
@@ -210,21 +225,25 @@ sl_err sl_nvgpu_verify_parts(const uint8_t *report, size_t rlen, STACK_OF(X509) 
 	sl_err rc = SL_E_ATTEST;
 	sl_nvgpu_report *r = calloc(1, sizeof(*r));
 	uint8_t fwid[48];
-	size_t fwid_len = 0;
+	sl_dice_tcbinfo tcb;
+	bool has_tcb = false;
 
 	SL_ENSURE(r != NULL, SL_E_NOMEM, "GPU report");
 	SL_GUARD(sl_nvgpu_report_parse(report, rlen, r));
 	SL_GUARD(verify_chain(certs, o));
 	X509 *leaf = sk_X509_value(certs, 0);
-	SL_GUARD(leaf_fwid(leaf, fwid, &fwid_len));
+	SL_GUARD(leaf_fwid(leaf, fwid, &tcb, &has_tcb));
 	const sl_nvgpu_tlv *t = sl_nvgpu_report_tlv(r, SL_NVGPU_OPQ_FWID);
 	/* the FWID ties this report's firmware to the certified device key */
-	SL_ENSURE(t == NULL || (t->len == fwid_len && memcmp(t->value, fwid, fwid_len) == 0),
+	SL_ENSURE(t == NULL ||
+	              (t->len == sizeof(fwid) && memcmp(t->value, fwid, sizeof(fwid)) == 0),
 	          SL_E_ATTEST_CHAIN,
 	          "GPU report: opaque FWID does not equal the FWID of the attestation certificate");
 	SL_GUARD(verify_signature(r, leaf));
 	SL_GUARD(check_binding(r, o, c));
 	SL_GUARD(sl_nvgpu_claims(r, leaf, c));
+	if (has_tcb)
+		SL_GUARD(sl_nvgpu_tcb_claims(&tcb, c));
 	rc = SL_OK;
 out:
 	free(r);
@@ -251,8 +270,8 @@ static SL_RESULT nvgpu_verify(const json_t *ev, const sl_verify_opts *o, sl_clai
 	SL_GUARD(sl_claims_new(&tmp));
 	SL_GUARD(sl_nvgpu_verify_parts(report, rlen, certs, o, tmp));
 	SL_GUARD(sl_nvgpu_driver_claims(json_object_get(ev, "driver"), tmp));
-	/* a weaker GPU state already in c stays (sl_claims_merge) */
-	SL_GUARD(sl_claims_merge(c, tmp));
+	/* joins the GPUs already in c as one set (nvgpu_set.c) */
+	SL_GUARD(sl_nvgpu_set_add(c, tmp));
 	rc = SL_OK;
 out:
 	sl_claims_free(tmp);

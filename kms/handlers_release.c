@@ -121,7 +121,7 @@ static void check_evidence(struct rel *r, const uint8_t binding[static SL_BINDIN
 		if (rc == SL_OK)
 			rc = sl_evidence_verify(json_array_get(r->req->evidence, i), &vo, c);
 		if (rc == SL_OK)
-			rc = sl_claims_merge(r->claims, c);
+			rc = sl_evidence_merge(r->claims, c);
 		if (rc != SL_OK) {
 			enum kmsd_denial d = r->ak_revoked               ? KMSD_D_AK_REVOKED
 			                     : r->ak_refused             ? KMSD_D_AK_UNKNOWN

@@ -393,6 +393,7 @@ static void eval_rule(const sl_policy *p, const sl_claims *c, const json_t *rule
 			     "the GPU evidence is not bound to this request "
 			     "(gpu.binding=unchecked)");
 	}
+	sl_policy_eval_gpu(c, rule, rpath, identity_note, d);
 	/* GPU decryption puts the file key in the job's process and on the GPU */
 	if (req->gpu_decrypt) {
 		snprintf(path, sizeof(path), "%s.gpu_decrypt", rpath);

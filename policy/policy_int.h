@@ -85,6 +85,11 @@ void sl_policy_eval_identity(const sl_claims *c, const json_t *rule, const char 
 SL_MUST_USE sl_err sl_policy_check_workloads(struct vctx *c, const json_t *v, const char *path);
 void sl_policy_eval_workloads(const sl_claims *c, const json_t *rule, const char *rpath,
                               sl_policy_note_fn note, void *d);
+/* $.datasets[i].gpu (policy_gpu.c): validation, and evaluation against the
+ * GPU set's claims (gpu.count, gpu.cc, gpu.mode, gpu.devtools, gpu.binding). */
+SL_MUST_USE sl_err sl_policy_check_gpu(const json_t *v, const char *path);
+void sl_policy_eval_gpu(const sl_claims *c, const json_t *rule, const char *rpath,
+                        sl_policy_note_fn note, void *d);
 SL_MUST_USE sl_err sl_policy_verr(const char *path, const char *fmt, ...) SL_PRINTF(2, 3);
 const char *sl_policy_type_name(const json_t *v);
 bool sl_policy_in_list(const char *const *list, const char *s);

@@ -309,6 +309,7 @@ static SL_RESULT check_dataset(struct vctx *c, json_t *d, const char *path)
 	                                     "min_tcb",
 	                                     "debug_allowed",
 	                                     "require_gpu_cc",
+	                                     "gpu",
 	                                     "gpu_decrypt",
 	                                     "require_fresh_identity",
 	                                     "key_ttl",
@@ -350,6 +351,10 @@ static SL_RESULT check_dataset(struct vctx *c, json_t *d, const char *path)
 	NOTE(want_bool(d, "debug_allowed", path));
 	NOTE(want_bool(d, "require_gpu_cc", path));
 	NOTE(want_bool(d, "gpu_decrypt", path));
+	if ((v = json_object_get(d, "gpu")) != NULL) {
+		snprintf(p, sizeof(p), "%s.gpu", path);
+		NOTE(sl_policy_check_gpu(v, p));
+	}
 	NOTE(want_bool(d, "require_fresh_identity", path));
 	if ((v = json_object_get(d, "key_ttl")) != NULL) {
 		snprintf(p, sizeof(p), "%s.key_ttl", path);

@@ -55,6 +55,10 @@ typedef struct sl_evidence_kind {
 const sl_evidence_kind *sl_evidence_kind_find(const char *name);
 /* kind "auto" picks the first available of sev-snp, tdx, tpm2. */
 SL_MUST_USE sl_err sl_evidence_collect(const char *kind, const sl_collect_opts *o, json_t **out);
+/* Merges the claims of one verified evidence item (src) into a request's
+ * (dst), as sl_claims_merge does, except that GPUs join as one set: each GPU
+ * once, one nonce, one mode (refused otherwise, nothing merged). */
+SL_MUST_USE sl_err sl_evidence_merge(sl_claims *dst, const sl_claims *src);
 /* Verifies one evidence object by its "kind" into claims. */
 SL_MUST_USE sl_err sl_evidence_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *claims);
 

@@ -55,8 +55,8 @@ check "report 2 (one trailing zero byte) verifies with its chain" 0 \
 	verify "$T/ev2.json" --nonce "$N2"
 assert "report 2: nonce claim = bytes 4..35" [ "$(claim gpu.nonce)" = "$(hexat "$R2" 4 32)" ]
 assert "report 2: driver_version 580.95.05" [ "$(claim gpu.driver_version)" = 580.95.05 ]
-assert "report 2: FEATURE_FLAG 0 -> gpu.cc=on, multi-GPU passthrough" \
-	[ "$(claim gpu.cc)/$(claim gpu.mode)" = on/cc-multi-gpu ]
+assert "report 2: FEATURE_FLAG 0 -> gpu.cc=on, single-GPU passthrough" \
+	[ "$(claim gpu.cc)/$(claim gpu.mode)" = on/cc-single-gpu ]
 assert "report 2: fwid = README's leaf FWID" \
 	[ "$(claim gpu.fwid)" = f1ae7d0093a3f5689cced58045c9744f94eb2aa4ddca88135197fb41a7be45576c2881cf920e2cbcc090b1cb921f7b2d ]
 check "--no-binding: verifies" 0 verify "$T/ev1.json" --no-binding

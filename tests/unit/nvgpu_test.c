@@ -285,7 +285,8 @@ static void verify_report2(void **state)
 	sl_claims *c = NULL;
 	assert_int_equal(verify(&b, "hopper_coco_certs1.txt", b.p + 4, 32, false, &c), SL_OK);
 	assert_string_equal(sl_claims_get(c, "gpu.cc"), "on");
-	assert_string_equal(sl_claims_get(c, "gpu.mode"), "cc-multi-gpu");
+	/* FEATURE_FLAG 0: single-GPU passthrough, as NVIDIA's verifier reads it */
+	assert_string_equal(sl_claims_get(c, "gpu.mode"), "cc-single-gpu");
 	assert_string_equal(sl_claims_get(c, "gpu.driver_version"), "580.95.05");
 	sl_claims_free(c);
 	free(b.p);
@@ -329,6 +330,58 @@ static void verify_negatives(void **state)
 	free(b.p);
 }
 
+/* The two real Blackwell (GB202) captures: the FWID comes from the standard
+ * DICE TcbInfo under 2.23.133.5.4.1.1, the first entry of its fwids. */
+static void verify_blackwell(void **state)
+{
+	(void)state;
+	struct {
+		const char *report, *chain, *serial, *ueid, *vbios;
+	} v[] = {
+	    {"blackwellAttestationReport.bin", "blackwell_cert_chain_case1.txt",
+	     "47998610bf499ac0121fe43825e060ff14e852ed", "48b02d28458fddf9", "98.02.81.00.01"},
+	    {"blackwell_coco_report.bin", "blackwell_coco_certs.txt",
+	     "5fd2b54bc1d236de792b254f6d2a28117f25ff22", "48b02d7b1b9fe9ba", "98.02.74.00.01"},
+	};
+	for (size_t i = 0; i < 2; i++) {
+		struct blob b = load(v[i].report);
+		sl_claims *c = NULL;
+		char h[80];
+		assert_int_equal(verify(&b, v[i].chain, b.p + 4, 32, false, &c), SL_OK);
+		assert_string_equal(sl_claims_get(c, "gpu.arch"), "blackwell");
+		assert_string_equal(sl_claims_get(c, "binding"), "verified");
+		hex(b.p + 4, 32, h);
+		assert_string_equal(sl_claims_get(c, "gpu.nonce"), h);
+		assert_string_equal(
+		    sl_claims_get(c, "gpu.fwid"),
+		    "9b92cc3e53b9265259e1abde163653288c2474fcafd8e5c0fd62ce9c9036fb6"
+		    "2723fe3715b50f4ac27c68b62e2fd9240");
+		assert_string_equal(sl_claims_get(c, "gpu.cert.serial"), v[i].serial);
+		assert_string_equal(sl_claims_get(c, "gpu.ueid"), v[i].ueid);
+		assert_string_equal(sl_claims_get(c, "gpu.cert.tcb.vendor"), "NVIDIA");
+		assert_string_equal(sl_claims_get(c, "gpu.cert.tcb.model"), "GB20X A01 GSP");
+		assert_string_equal(sl_claims_get(c, "gpu.cert.tcb.version"), "02");
+		assert_string_equal(sl_claims_get(c, "gpu.cert.tcb.svn"), "2");
+		assert_string_equal(sl_claims_get(c, "gpu.cc"), "on");
+		assert_string_equal(sl_claims_get(c, "gpu.mode"), "cc-single-gpu");
+		assert_string_equal(sl_claims_get(c, "gpu.driver_version"), "595.58.03");
+		assert_string_equal(sl_claims_get(c, "gpu.vbios_version"), v[i].vbios);
+		assert_string_equal(sl_claims_get(c, "gpu.measurements"), "64");
+		sl_claims_free(c);
+		free(b.p);
+	}
+	/* the same FWID on both GPUs: only the signature tells the keys apart */
+	struct blob b = load("blackwellAttestationReport.bin");
+	expect_fail(verify(&b, "blackwell_coco_certs.txt", b.p + 4, 32, false, NULL),
+	            SL_E_ATTEST_SIG, "does not verify");
+	expect_fail(verify(&b, "hopper_cert_chain_case1.txt", b.p + 4, 32, false, NULL),
+	            SL_E_ATTEST_CHAIN, "FWID does not equal");
+	b.p[4] ^= 1;
+	expect_fail(verify(&b, "blackwell_cert_chain_case1.txt", NULL, 0, true, NULL),
+	            SL_E_ATTEST_SIG, "does not verify");
+	free(b.p);
+}
+
 /* FEATURE_FLAG values through the claims of a parsed (unsigned) copy of
  * report 2: the mapping alone, with the real leaf for the certificate claims. */
 static void feature_flag_mapping(void **state)
@@ -340,8 +393,8 @@ static void feature_flag_mapping(void **state)
 	struct {
 		uint8_t v;
 		const char *cc, *mode;
-	} cases[] = {{0, "on", "cc-multi-gpu"},
-	             {1, "on", "cc-single-gpu"},
+	} cases[] = {{0, "on", "cc-single-gpu"},
+	             {1, "on", "cc-multi-gpu"},
 	             {2, "off", "protected-pcie"},
 	             {7, "unknown", "unknown"}};
 	assert_int_equal(sl_nvgpu_report_parse(b.p, b.len, r), SL_OK);
@@ -457,73 +510,16 @@ static void evidence_json(void **state)
 	free(c.p);
 }
 
-/* Two GPUs' evidence verified into one claim set (as seclaunchd does with
- * every item of a request): the later GPU in CC mode does not hide the
- * earlier one that is not, nor one in dev-tools mode. */
-static void several_gpus_keep_the_weaker(void **state)
-{
-	(void)state;
-	struct blob r = load("hopper_coco_report1.bin");
-	struct blob c = load("hopper_coco_certs1.txt");
-	char *rb = NULL, *cb = NULL;
-	sl_claims *cl = NULL;
-	sl_verify_opts o = {.expect = r.p + 4, .expect_len = 32, .at = T2025};
-	assert_int_equal(sl_b64_encode(r.p, r.len, &rb), SL_OK);
-	assert_int_equal(sl_b64_encode(c.p, c.len, &cb), SL_OK);
-	json_t *on = json_pack("{s:s, s:s, s:s}", "kind", "nvidia-gpu", "report", rb, "certs", cb);
-	json_t *off = json_pack("{s:s, s:s, s:s, s:{s:s}}", "kind", "nvidia-gpu", "report", rb,
-	                        "certs", cb, "driver", "cc", "off");
-	json_t *dev = json_pack("{s:s, s:s, s:s, s:{s:b}}", "kind", "nvidia-gpu", "report", rb,
-	                        "certs", cb, "driver", "devtools", 1);
-	assert_int_equal(sl_claims_new(&cl), SL_OK);
-	assert_int_equal(sl_evidence_verify(on, &o, cl), SL_OK);
-	assert_string_equal(sl_claims_get(cl, "gpu.cc"), "on");
-	assert_int_equal(sl_evidence_verify(off, &o, cl), SL_OK);
-	assert_int_equal(sl_evidence_verify(on, &o, cl), SL_OK);
-	assert_string_equal(sl_claims_get(cl, "gpu.cc"), "off");
-	assert_int_equal(sl_evidence_verify(dev, &o, cl), SL_OK);
-	assert_int_equal(sl_evidence_verify(on, &o, cl), SL_OK);
-	assert_string_equal(sl_claims_get(cl, "gpu.devtools"), "true");
-	sl_claims_free(cl);
-	/* seclaunchd's way: each item into its own set, merged into the request's */
-	const json_t *order[] = {off, dev, on};
-	sl_claims *all = NULL;
-	assert_int_equal(sl_claims_new(&all), SL_OK);
-	for (size_t i = 0; i < 3; i++) {
-		assert_int_equal(sl_claims_new(&cl), SL_OK);
-		assert_int_equal(sl_evidence_verify(order[i], &o, cl), SL_OK);
-		assert_int_equal(sl_claims_merge(all, cl), SL_OK);
-		sl_claims_free(cl);
-	}
-	assert_string_equal(sl_claims_get(all, "gpu.cc"), "off");
-	assert_string_equal(sl_claims_get(all, "gpu.devtools"), "true");
-	sl_claims_free(all);
-	json_decref(on);
-	json_decref(off);
-	json_decref(dev);
-	free(rb);
-	free(cb);
-	free(r.p);
-	free(c.p);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(parse_report1),
-	    cmocka_unit_test(parse_report2_trailing_zero),
-	    cmocka_unit_test(parse_every_truncation),
-	    cmocka_unit_test(parse_mutations),
-	    cmocka_unit_test(vbios_format),
-	    cmocka_unit_test(verify_report1),
-	    cmocka_unit_test(verify_report2),
-	    cmocka_unit_test(verify_negatives),
-	    cmocka_unit_test(feature_flag_mapping),
-	    cmocka_unit_test(driver_settings),
-	    cmocka_unit_test(kind_table),
-	    cmocka_unit_test(collect_without_driver),
-	    cmocka_unit_test(evidence_json),
-	    cmocka_unit_test(several_gpus_keep_the_weaker),
+	    cmocka_unit_test(parse_report1),          cmocka_unit_test(parse_report2_trailing_zero),
+	    cmocka_unit_test(parse_every_truncation), cmocka_unit_test(parse_mutations),
+	    cmocka_unit_test(vbios_format),           cmocka_unit_test(verify_report1),
+	    cmocka_unit_test(verify_report2),         cmocka_unit_test(verify_negatives),
+	    cmocka_unit_test(verify_blackwell),       cmocka_unit_test(feature_flag_mapping),
+	    cmocka_unit_test(driver_settings),        cmocka_unit_test(kind_table),
+	    cmocka_unit_test(collect_without_driver), cmocka_unit_test(evidence_json),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
