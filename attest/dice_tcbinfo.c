@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "dice_tcbinfo.h"
+#include "seclaunch/secret.h"
 #include "seclaunch/buf.h"
 
 #define DER_INTEGER 0x02
@@ -238,6 +239,6 @@ bool sl_dice_is_standard(const uint8_t *der, size_t len)
 bool sl_dice_fwid_is_sha384(const sl_dice_fwid *f)
 {
 	return f->alg.p != NULL && f->alg.len == sizeof(oid_sha384) &&
-	       memcmp(f->alg.p, oid_sha384, sizeof(oid_sha384)) == 0 && f->digest.p != NULL &&
+	       sl_ct_eq(f->alg.p, oid_sha384, sizeof(oid_sha384)) && f->digest.p != NULL &&
 	       f->digest.len == 48;
 }

@@ -75,7 +75,7 @@ static SL_RESULT leaf_fwid(X509 *leaf, uint8_t fwid[static 48], sl_dice_tcbinfo 
 		    sl_dice_fwid_is_sha384(&f), SL_E_ATTEST_CHAIN,
 		    "GPU certificate: the FWID of %s is not a 48-byte SHA-384 digest (%zu bytes)",
 		    oids[i], f.digest.len);
-		SL_ENSURE(!found || memcmp(fwid, f.digest.p, 48) == 0, SL_E_ATTEST_CHAIN,
+		SL_ENSURE(!found || sl_ct_eq(fwid, f.digest.p, 48), SL_E_ATTEST_CHAIN,
 		          "GPU certificate: the FWIDs of %s and %s differ", oids[0], oids[1]);
 		memcpy(fwid, f.digest.p, 48);
 		found = true;
