@@ -324,6 +324,118 @@ static const char *ocsf_class_name(int cls)
 	}
 }
 
+/* OCSF's hostname_t: dot-separated labels of letters, digits and inner
+ * hyphens. A host name that is not one goes to the endpoint's `name`. */
+static bool ocsf_hostname(const char *s)
+{
+	size_t label = 0;
+	if (s == NULL || *s == '\0')
+		return false;
+	for (const char *p = s; *p != '\0'; p++) {
+		bool alnum = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		             (*p >= '0' && *p <= '9');
+		if (*p == '.') {
+			if (label == 0 || p[-1] == '-')
+				return false;
+			label = 0;
+		} else if (alnum || (*p == '-' && label > 0)) {
+			label++;
+		} else {
+			return false;
+		}
+	}
+	return label > 0 && s[strlen(s) - 1] != '-';
+}
+
+/* {hostname: host} (or {name: host}) plus `extra`'s members */
+static json_t *ocsf_endpoint(const char *host)
+{
+	json_t *e = json_object();
+	if (e != NULL && host != NULL && *host != '\0')
+		json_object_set_new(e, ocsf_hostname(host) ? "hostname" : "name",
+		                    json_string(host));
+	return e;
+}
+
+/* The class an event is exported as. A class is used only when the record
+ * holds what the class requires (OCSF 1.3.0): API Activity the caller's
+ * endpoint (for a seclaunchd record, details.subject.client; for the
+ * launcher, which calls the KMS, its own host), Entity Management the
+ * entity (key_id), Process Activity the process (details.pid). A record
+ * without it is a Base Event, so nothing is invented. */
+static int ocsf_class(const event_map *m, json_t *rec, const char *client)
+{
+	const char *ev = audit_str(rec, "event");
+	json_t *det = json_object_get(rec, "details");
+	switch (m->ocsf_class) {
+	case 6003:
+		if (strncmp(ev, "kms.", 4) == 0 && client == NULL)
+			return 0;
+		return 6003;
+	case 3004:
+		return audit_str(rec, "key_id") != NULL ? 3004 : 0;
+	case 1007:
+		return json_is_integer(json_object_get(det, "pid")) ? 1007 : 0;
+	default:
+		return m->ocsf_class;
+	}
+}
+
+/* The class-specific attributes. Where device and actor come from the host
+ * profile (Application Lifecycle, Entity Management) it is declared in
+ * metadata.profiles; Process Activity takes them itself; API Activity takes
+ * actor, not device; Base Event neither (the record stays in `unmapped`). */
+static void ocsf_class_attrs(json_t *o, json_t *md, int cls, json_t *rec, const char *client)
+{
+	const char *ev = audit_str(rec, "event"), *host = audit_str(rec, "host");
+	json_t *det = json_object_get(rec, "details");
+	bool kms = strncmp(ev, "kms.", 4) == 0;
+
+	if (cls == 0)
+		return;
+	json_object_set_new(o, "actor",
+	                    json_pack("{s:{s:s?}, s:s}", "user", "name", audit_str(rec, "actor"),
+	                              "app_name", "seclaunch"));
+	if (cls != 6003)
+		json_object_set_new(o, "device", ocsf_endpoint(host));
+	if (cls == 6002 || cls == 3004)
+		json_object_set_new(md, "profiles", json_pack("[s]", "host"));
+	if (json_is_object(json_object_get(o, "device")))
+		json_object_set_new(json_object_get(o, "device"), "type_id", json_integer(0));
+	if (cls == 6003) {
+		json_object_set_new(o, "api", json_pack("{s:s}", "operation", ev));
+		if (kms) {
+			/* seclaunchd wrote it: the KMS is the destination, the client
+			 * the source */
+			json_object_set_new(o, "src_endpoint", json_pack("{s:s}", "ip", client));
+			json_object_set_new(o, "dst_endpoint", ocsf_endpoint(host));
+		} else {
+			json_t *src = ocsf_endpoint(host);
+			if (client != NULL)
+				json_object_set_new(src, "ip", json_string(client));
+			json_object_set_new(o, "src_endpoint", src);
+		}
+	} else if (cls == 6002) {
+		json_object_set_new(o, "app",
+		                    json_pack("{s:s, s:s, s:s}", "name",
+		                              kms ? "seclaunchd" : "seclaunch", "vendor_name",
+		                              "seclaunch", "version", SL_VERSION));
+	} else if (cls == 3004) {
+		json_object_set_new(
+		    o, "entity",
+		    json_pack("{s:s, s:s}", "uid", audit_str(rec, "key_id"), "type", "KEK"));
+	} else if (cls == 1007) {
+		json_t *proc = json_pack("{s:O}", "pid", json_object_get(det, "pid"));
+		if (audit_str(det, "command") != NULL)
+			json_object_set_new(proc, "cmd_line",
+			                    json_string(audit_str(det, "command")));
+		json_object_set_new(o, "process", proc);
+		json_t *code = json_object_get(det, "exit_code");
+		if (json_is_integer(code))
+			json_object_set(o, "exit_code", code);
+	}
+}
+
 static SL_RESULT write_ocsf(FILE *out, json_t *rec)
 {
 	sl_err rc = SL_E_NOMEM;
@@ -334,21 +446,33 @@ static SL_RESULT write_ocsf(FILE *out, json_t *rec)
 	char uid[32];
 	int status = 0; /* Unknown */
 	int sev = ocsf_severity(rec);
-	json_t *o = NULL;
+	json_t *o = NULL, *md = NULL;
+	/* a seclaunchd record's subject: the client's address is the source
+	 * endpoint; the rest of the subject (AK name, TEE kinds, region) has no
+	 * OCSF attribute in these classes and stays in unmapped.details.subject */
+	json_t *sub = json_object_get(json_object_get(rec, "details"), "subject");
+	const char *client = json_is_object(sub) ? audit_str(sub, "client") : NULL;
+	int cls = ocsf_class(m, rec, client);
+	int act = cls == m->ocsf_class ? m->ocsf_activity : 99;
 
 	if (d != NULL)
 		status = strcmp(d, SL_AUDIT_ALLOW) == 0 ? 1 : 2;
 	snprintf(uid, sizeof(uid), "%lld",
 	         (long long)json_integer_value(json_object_get(rec, "seq")));
 	o = json_object();
-	SL_ENSURE(o != NULL, SL_E_NOMEM, "OCSF: building the event");
-	json_object_set_new(o, "class_uid", json_integer(m->ocsf_class));
-	json_object_set_new(o, "class_name", json_string(ocsf_class_name(m->ocsf_class)));
-	json_object_set_new(o, "category_uid", json_integer(m->ocsf_class / 1000));
-	json_object_set_new(o, "activity_id", json_integer(m->ocsf_activity));
-	json_object_set_new(o, "activity_name", json_string(m->ocsf_activity_name));
-	json_object_set_new(o, "type_uid",
-	                    json_integer((json_int_t)m->ocsf_class * 100 + m->ocsf_activity));
+	md = json_pack("{s:s, s:s, s:s, s:s?, s:{s:s, s:s, s:s}}", "version", OCSF_VERSION, "uid",
+	               uid, "log_name", "seclaunch-audit", "original_time", audit_str(rec, "time"),
+	               "product", "name", "seclaunch", "vendor_name", "seclaunch", "version",
+	               SL_VERSION);
+	SL_ENSURE(o != NULL && md != NULL, SL_E_NOMEM, "OCSF: building the event");
+	json_object_set_new(o, "class_uid", json_integer(cls));
+	json_object_set_new(o, "class_name", json_string(ocsf_class_name(cls)));
+	json_object_set_new(o, "category_uid", json_integer(cls / 1000));
+	json_object_set_new(o, "activity_id", json_integer(act));
+	/* 99 Other: OCSF wants the source's own activity name there */
+	json_object_set_new(o, "activity_name",
+	                    json_string(act == 99 ? ev : m->ocsf_activity_name));
+	json_object_set_new(o, "type_uid", json_integer((json_int_t)cls * 100 + act));
 	json_object_set_new(o, "time", json_integer((json_int_t)audit_record_ms(rec)));
 	json_object_set_new(o, "message", json_string(m->name));
 	json_object_set_new(o, "severity_id", json_integer(sev));
@@ -363,63 +487,9 @@ static SL_RESULT write_ocsf(FILE *out, json_t *rec)
 	                                              : "Unknown"));
 	if (reasons != NULL)
 		json_object_set_new(o, "status_detail", json_string(reasons));
-	json_object_set_new(o, "metadata",
-	                    json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s}}", "version",
-	                              OCSF_VERSION, "uid", uid, "log_name", "seclaunch-audit",
-	                              "original_time", audit_str(rec, "time"), "product", "name",
-	                              "seclaunch", "vendor_name", "seclaunch", "version",
-	                              SL_VERSION));
-	json_object_set_new(o, "actor",
-	                    json_pack("{s:{s:s}, s:s}", "user", "name", audit_str(rec, "actor"),
-	                              "app_name", "seclaunch"));
-	json_object_set_new(
-	    o, "device", json_pack("{s:s, s:i}", "hostname", audit_str(rec, "host"), "type_id", 0));
-	/* a seclaunchd record's subject: the attested machine is the device
-	 * (its AK the uid, its verified region), the client the source endpoint */
-	json_t *sub = json_object_get(json_object_get(rec, "details"), "subject");
-	if (json_is_object(sub)) {
-		json_t *dev = json_object_get(o, "device");
-		if (audit_str(sub, "ak_name") != NULL)
-			json_object_set_new(dev, "uid", json_string(audit_str(sub, "ak_name")));
-		if (audit_str(sub, "region") != NULL)
-			json_object_set_new(dev, "region", json_string(audit_str(sub, "region")));
-		json_object_set_new(
-		    dev, "is_trusted",
-		    json_boolean(json_is_true(json_object_get(sub, "region_verified"))));
-		if (json_is_array(json_object_get(sub, "tee_kinds")))
-			json_object_set(dev, "tee_kinds", json_object_get(sub, "tee_kinds"));
-		if (audit_str(sub, "client") != NULL)
-			json_object_set_new(json_object_get(o, "actor"), "src_ip",
-			                    json_string(audit_str(sub, "client")));
-	}
+	ocsf_class_attrs(o, md, cls, rec, client);
+	json_object_set(o, "metadata", md);
 	json_object_set(o, "unmapped", rec);
-	if (m->ocsf_class == 6003) {
-		json_object_set_new(o, "api", json_pack("{s:s}", "operation", ev));
-		json_t *src = json_pack("{s:s}", "hostname", audit_str(rec, "host"));
-		if (json_is_object(sub) && audit_str(sub, "client") != NULL)
-			json_object_set_new(src, "ip", json_string(audit_str(sub, "client")));
-		json_object_set_new(o, "src_endpoint", src);
-	} else if (m->ocsf_class == 6002) {
-		json_object_set_new(
-		    o, "app", json_pack("{s:s, s:s}", "name", "seclaunch", "version", SL_VERSION));
-	} else if (m->ocsf_class == 3004) {
-		json_object_set_new(
-		    o, "entity",
-		    json_pack("{s:s?, s:s}", "uid", audit_str(rec, "key_id"), "type", "KEK"));
-	} else if (m->ocsf_class == 1007) {
-		json_t *det = json_object_get(rec, "details");
-		json_t *proc = json_object();
-		json_t *pid = json_object_get(det, "pid");
-		if (json_is_integer(pid))
-			json_object_set(proc, "pid", pid);
-		if (audit_str(det, "command") != NULL)
-			json_object_set_new(proc, "cmd_line",
-			                    json_string(audit_str(det, "command")));
-		json_object_set_new(o, "process", proc);
-		json_t *code = json_object_get(det, "exit_code");
-		if (json_is_integer(code))
-			json_object_set(o, "exit_code", code);
-	}
 	text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	SL_ENSURE(text != NULL, SL_E_NOMEM, "OCSF: encoding the event");
 	fputs(text, out);
@@ -428,6 +498,7 @@ static SL_RESULT write_ocsf(FILE *out, json_t *rec)
 out:
 	free(text);
 	free(reasons);
+	json_decref(md);
 	json_decref(o);
 	return rc;
 }

@@ -3,7 +3,8 @@
 # which region, got dataset X's key": the AK name, the TEE kinds, the
 # measurements, the region and whether it was verified, the client address,
 # the whole claim set, and the job's id at the record's top level; the CEF
-# and OCSF exports carry them (source address, device uid and region).
+# and OCSF exports carry them (CEF: source address, device uid and region;
+# OCSF: the source endpoint, the rest in unmapped), and validate against OCSF 1.3.0.
 # /metrics answers only the admin token.
 . "$(dirname "$0")/lib.sh"
 
@@ -54,12 +55,24 @@ check "the denial record names the (unenrolled) AK and the client" 0 python3 sub
 check "enrollment records name the client" 0 python3 subject.py "$L" enroll
 check "CEF export" 0 "$SL" audit export --format cef "$L"
 assert "CEF: src and deviceExternalId (the AK)" grep -q "src=127.0.0.1.*deviceExternalId=000b" "$T/out"
-check "OCSF export" 0 "$SL" audit export --format ocsf "$L"
-assert "OCSF: device.uid is the AK, src_endpoint.ip the client" python3 -c '
+check "OCSF export" 0 "$SL" audit export --format ocsf -o ocsf.jsonl "$L"
+check "OCSF export validates against OCSF 1.3.0 (tests/vectors/ocsf)" 0 \
+	python3 "$SL_ROOT/tests/integration/ocsf_validate.py" --schema "$SL_VECTORS/ocsf" ocsf.jsonl ||
+	sed 's/^/    /' "$T/out" | head -n 20
+assert "OCSF: releases and enrollments are API Activity, the client the source endpoint, the KMS the destination, the subject in unmapped" python3 -c '
 import json,sys
 ev=[json.loads(l) for l in open(sys.argv[1])]
-r=[e for e in ev if e.get("api",{}).get("operation")=="kms.release" and "subject" in e["unmapped"]["details"]]
-sys.exit(0 if r and all(e["device"].get("uid","").startswith("000b") and e["src_endpoint"].get("ip")=="127.0.0.1" for e in r) else 1)' "$T/out"
+r=[e for e in ev if e["unmapped"]["event"] in ("kms.release", "kms.enroll") and "subject" in (e["unmapped"]["details"] or {})]
+rel=[e for e in r if e["unmapped"]["event"] == "kms.release"]
+ok = rel and all(e["class_uid"] == 6003 and e["src_endpoint"] == {"ip": "127.0.0.1"}
+                 and e["dst_endpoint"].get("hostname") == e["unmapped"]["host"]
+                 and e["unmapped"]["details"]["subject"]["ak_name"].startswith("000b")
+                 and "device" not in e for e in r)
+sys.exit(0 if ok else 1)' ocsf.jsonl
+assert "OCSF: the seclaunchd log covers API Activity, Application Lifecycle, Entity Management and Base Event" python3 -c '
+import json,sys
+got={json.loads(l)["class_uid"] for l in open(sys.argv[1])}
+sys.exit(0 if {0, 6002, 6003, 3004} <= got else print(sorted(got)) or 1)' ocsf.jsonl
 code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$KMS_CA" "$KMS_URL/metrics")
 assert "/metrics without the admin token: 401 (got $code)" test "$code" = 401
 assert "/metrics with the admin token: the counters" sh -c "curl -sf --cacert '$KMS_CA' -H \"Authorization: Bearer \$(cat '$KMS_TOKEN')\" '$KMS_URL/metrics' | grep -q '^seclaunchd_enrolled_aks 1'"
