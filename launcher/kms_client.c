@@ -440,8 +440,13 @@ out:
 
 sl_err sl_kms_key_create(sl_kms *k, const char *key_id)
 {
+	return sl_kms_key_create_aws(k, key_id, NULL);
+}
+
+sl_err sl_kms_key_create_aws(sl_kms *k, const char *key_id, const char *aws_key_id)
+{
 	sl_err rc = SL_E_NOMEM;
-	json_t *req = json_pack("{s:s}", "id", key_id), *res = NULL;
+	json_t *req = json_pack("{s:s, s:s*}", "id", key_id, "aws_key_id", aws_key_id), *res = NULL;
 	SL_ENSURE(req != NULL, SL_E_NOMEM, "key create");
 	SL_GUARD(sl_kms_call(k, "/v1/keys", req, true, KMS_RETRY_UNPROCESSED, &res));
 	rc = SL_OK;

@@ -416,24 +416,24 @@ static void test_keystore(void **state)
 	/* reopen: the KEK persisted */
 	assert_int_equal(kmsd_kek_open(&c, st, &k), SL_OK);
 	assert_int_equal(kmsd_kek_count(k), 2);
-	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out), back), SL_OK);
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, olen, back), SL_OK);
 	assert_memory_equal(dek, back, 32);
 	/* bound to key id and dataset id */
-	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-B", out, sizeof(out), back), SL_E_INTEGRITY);
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-B", out, olen, back), SL_E_INTEGRITY);
 	assert_non_null(strstr(sl_err_detail(), "dataset 'ds-B'"));
-	assert_int_equal(kmsd_kek_unwrap(k, "k2", "ds-A", out, sizeof(out), back), SL_E_INTEGRITY);
-	assert_int_equal(kmsd_kek_unwrap(k, "k9", "ds-A", out, sizeof(out), back), SL_E_INPUT);
-	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out) - 1, back),
+	assert_int_equal(kmsd_kek_unwrap(k, "k2", "ds-A", out, olen, back), SL_E_INTEGRITY);
+	assert_int_equal(kmsd_kek_unwrap(k, "k9", "ds-A", out, olen, back), SL_E_INPUT);
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, olen - 1, back),
 	                 SL_E_INTEGRITY);
 	/* the first byte names the KEK version: version 2 does not exist */
 	out[0] = 2;
-	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out), back),
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, olen, back),
 	                 SL_E_KMS_REFUSED);
 	out[0] = 0;
-	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out), back), SL_E_INTEGRITY);
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, olen, back), SL_E_INTEGRITY);
 	out[0] = 1;
 	out[30] ^= 0x80;
-	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out), back), SL_E_INTEGRITY);
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, olen, back), SL_E_INTEGRITY);
 	out[30] ^= 0x80;
 	kmsd_kek_close(k);
 	k = NULL;
@@ -441,7 +441,7 @@ static void test_keystore(void **state)
 	/* another master key: the KEK rows do not open */
 	make_master();
 	assert_int_equal(kmsd_kek_open(&c, st, &k), SL_OK);
-	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out), back), SL_E_WRONG_KEY);
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, olen, back), SL_E_WRONG_KEY);
 	assert_non_null(strstr(sl_err_detail(), "does not authenticate under the master key"));
 	kmsd_kek_close(k);
 	k = NULL;
