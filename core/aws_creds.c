@@ -240,11 +240,12 @@ sl_err sl_aws_creds_chain(const char *imds_base, sl_aws_creds *c)
 		if (c->id == NULL || c->secret == NULL) {
 			sl_aws_creds_wipe(c);
 			if (sl_aws_creds_imds(imds_base, c) != SL_OK)
-				SL_FAIL(SL_E_REMOTE_REFUSED,
-				        "no AWS credentials (AWS_ACCESS_KEY_ID / "
-				        "AWS_SECRET_ACCESS_KEY, the shared credentials file, or the "
-				        "instance metadata service: %s)",
-				        sl_err_detail());
+				SL_FAIL(
+				    SL_E_REMOTE_REFUSED,
+				    "no AWS credentials (AWS_ACCESS_KEY_ID / "
+				    "AWS_SECRET_ACCESS_KEY, the shared credentials file, or the "
+				    "instance metadata service: %s)",
+				    sl_err_detail());
 		}
 	}
 	SL_ENSURE(strpbrk(c->id, ":\r\n") == NULL && strpbrk(c->secret, "\r\n") == NULL &&

@@ -38,8 +38,8 @@ void kmsd_config_free(kmsd_config *c)
 	    &c->ek_ca_dir,        &c->policy,          &c->policy_pubkey,     &c->url_file,
 	    &c->keystore_file,    &c->master_key_file, &c->p11_module,        &c->p11_token_label,
 	    &c->p11_pin_file,     &c->gcp_jwks,        &c->aws_trust_dir,     &c->ak_ca_dir,
-	    &c->audit_key_file,   &c->collateral_dir,  &c->log_file,
-	    &c->aws_region,       &c->aws_kms_endpoint, &c->aws_metadata_url};
+	    &c->audit_key_file,   &c->collateral_dir,  &c->log_file,          &c->aws_region,
+	    &c->aws_kms_endpoint, &c->aws_metadata_url};
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
 		free(*strs[i]);
 		*strs[i] = NULL;

@@ -200,7 +200,8 @@ void kmsd_handle_key_admin(kmsd_ctx *ctx, const kmsd_request *req, const char *i
 		 * disables or enables it there too */
 		rc = kmsd_kek_set_state(ctx->kek, id, !dis, &found);
 		if (rc != SL_OK && rc != SL_E_SYSTEM) {
-			kmsd_problem(res, 502, "backend", "KEK backend error", sl_err_detail(), NULL);
+			kmsd_problem(res, 502, "backend", "KEK backend error", sl_err_detail(),
+			             NULL);
 			return;
 		}
 		if (rc != SL_OK) {

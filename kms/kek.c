@@ -299,8 +299,9 @@ sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *dataset_id, cons
 	SL_ENSURE(k->kp == NULL, SL_E_INTERNAL,
 	          "unwrap in the network process (only the key process opens DEKs)");
 	if (k->backend == KMSD_KEK_AWS) {
-		SL_ENSURE(len >= 3 && len <= SL_KMS_WRAPPED_DEK_MAX && wrapped[0] >= 1, SL_E_INTEGRITY,
-		          "wrapped DEK for key '%s': %zu bytes, not an AWS KMS one", id, len);
+		SL_ENSURE(len >= 3 && len <= SL_KMS_WRAPPED_DEK_MAX && wrapped[0] >= 1,
+		          SL_E_INTEGRITY, "wrapped DEK for key '%s': %zu bytes, not an AWS KMS one",
+		          id, len);
 		v = wrapped[0];
 		SL_GUARD(usable(k, id, &v, row, &rlen));
 		rc = kmsd_aws_unwrap(k->aws, row, rlen, id, dataset_id, wrapped, len, dek);
@@ -428,8 +429,8 @@ sl_err kmsd_kek_set_state(kmsd_kek *k, const char *id, bool enable, bool *found)
 	if (k->kp != NULL)
 		return kmsd_keyproc_set_state(k->kp, id, enable, found);
 	if (k->backend != KMSD_KEK_AWS)
-		return kmsd_store_key_set_state(k->st, id,
-		                                enable ? KMSD_KEY_ENABLED : KMSD_KEY_DISABLED, found);
+		return kmsd_store_key_set_state(
+		    k->st, id, enable ? KMSD_KEY_ENABLED : KMSD_KEY_DISABLED, found);
 	rc = kmsd_store_key_get(k->st, id, &row, found);
 	if (rc != SL_OK || !*found)
 		return rc;

@@ -110,7 +110,8 @@ sl_err kmsd_aws_open(const kmsd_config *c, kmsd_aws **out)
 		SL_GUARD(kmsd_aws_endpoint_check(c->aws_kms_endpoint));
 		a->endpoint = strdup(c->aws_kms_endpoint);
 	} else {
-		SL_ENSURE(asprintf(&a->endpoint, "https://kms.%s.amazonaws.com/", c->aws_region) > 0,
+		SL_ENSURE(asprintf(&a->endpoint, "https://kms.%s.amazonaws.com/", c->aws_region) >
+		              0,
 		          SL_E_NOMEM, "aws-kms");
 	}
 	a->protocols = strdup(strncmp(a->endpoint, "http://", 7) == 0 ? "http" : "https");
@@ -211,8 +212,8 @@ static SL_RESULT call(kmsd_aws *a, const char *op, json_t *req, const char *want
 		    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl) != CURLE_OK ||
 		    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body) != CURLE_OK ||
 		    curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4) != CURLE_OK ||
-		    curl_easy_setopt(c, CURLOPT_USERPWD, (const char *)sl_secret_data(a->userpwd)) !=
-		        CURLE_OK ||
+		    curl_easy_setopt(c, CURLOPT_USERPWD,
+		                     (const char *)sl_secret_data(a->userpwd)) != CURLE_OK ||
 		    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sl_http_body_write) != CURLE_OK ||
 		    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b) != CURLE_OK)
 			SL_FAIL(SL_E_INTERNAL, "AWS KMS %s: curl options", op);
@@ -277,6 +278,15 @@ static SL_RESULT arn_of(const uint8_t *arn, size_t len, char out[static KMSD_KEK
 	return SL_OK;
 }
 
+/* DisableKey, EnableKey and ScheduleKeyDeletion act only on keys of the
+ * caller's own account, where the key id (the ARN's "key/ID") names the key
+ * as well as the ARN does; some emulators take only the id. */
+static const char *own_key_id(const char *arn)
+{
+	const char *k = strstr(arn, ":key/");
+	return k != NULL && strncmp(arn, "arn:", 4) == 0 ? k + 5 : arn;
+}
+
 static SL_RESULT new_key(kmsd_aws *a, const char *id, unsigned version,
                          char arn[static KMSD_KEK_WRAPPED_MAX + 1])
 {
@@ -304,7 +314,8 @@ sl_err kmsd_aws_schedule_delete(kmsd_aws *a, const uint8_t *arn, size_t arn_len)
 	sl_err rc = arn_of(arn, arn_len, k);
 	if (rc != SL_OK)
 		return rc;
-	json_t *req = json_pack("{s:s, s:i}", "KeyId", k, "PendingWindowInDays", AWS_DELETE_DAYS);
+	json_t *req =
+	    json_pack("{s:s, s:i}", "KeyId", own_key_id(k), "PendingWindowInDays", AWS_DELETE_DAYS);
 	if (req == NULL)
 		return sl_err_set(SL_E_NOMEM, "AWS KMS ScheduleKeyDeletion");
 	rc = call(a, "ScheduleKeyDeletion", req, NULL, &ans);
@@ -328,16 +339,17 @@ sl_err kmsd_aws_create(kmsd_aws *a, kmsd_store *st, const char *id, const char *
 		SL_ENSURE(req != NULL, SL_E_NOMEM, "AWS KMS DescribeKey");
 		rc = call(a, "DescribeKey", req, "KeyMetadata", &ans);
 		if (rc == SL_E_INPUT)
-			rc = sl_err_set(SL_E_INPUT, "aws_key_id '%s': AWS KMS has no such key", adopt);
+			rc = sl_err_set(SL_E_INPUT, "aws_key_id '%s': AWS KMS has no such key",
+			                adopt);
 		if (rc != SL_OK)
 			goto out;
-		SL_ENSURE((ans.key_spec[0] == '\0' || strcmp(ans.key_spec, "SYMMETRIC_DEFAULT") == 0) &&
-		              (ans.key_usage[0] == '\0' ||
-		               strcmp(ans.key_usage, "ENCRYPT_DECRYPT") == 0),
-		          SL_E_INPUT,
-		          "aws_key_id '%s': a %s key for %s; seclaunch needs SYMMETRIC_DEFAULT for "
-		          "ENCRYPT_DECRYPT",
-		          adopt, ans.key_spec, ans.key_usage);
+		SL_ENSURE(
+		    (ans.key_spec[0] == '\0' || strcmp(ans.key_spec, "SYMMETRIC_DEFAULT") == 0) &&
+		        (ans.key_usage[0] == '\0' || strcmp(ans.key_usage, "ENCRYPT_DECRYPT") == 0),
+		    SL_E_INPUT,
+		    "aws_key_id '%s': a %s key for %s; seclaunch needs SYMMETRIC_DEFAULT for "
+		    "ENCRYPT_DECRYPT",
+		    adopt, ans.key_spec, ans.key_usage);
 		SL_ENSURE(strcmp(ans.key_state, "Enabled") == 0, SL_E_INPUT,
 		          "aws_key_id '%s': the AWS KMS key is %s, not Enabled", adopt,
 		          ans.key_state[0] ? ans.key_state : "in an unknown state");
@@ -449,7 +461,7 @@ sl_err kmsd_aws_key_state(kmsd_aws *a, const uint8_t *arn_row, size_t arn_len, b
 	sl_err rc = arn_of(arn_row, arn_len, arn);
 	if (rc != SL_OK)
 		return rc;
-	json_t *req = json_pack("{s:s}", "KeyId", arn);
+	json_t *req = json_pack("{s:s}", "KeyId", own_key_id(arn));
 	if (req == NULL)
 		return sl_err_set(SL_E_NOMEM, "AWS KMS key state");
 	rc = call(a, enable ? "EnableKey" : "DisableKey", req, NULL, &ans);

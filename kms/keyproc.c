@@ -663,8 +663,7 @@ sl_err kmsd_keyproc_unwrap_seal(kmsd_keyproc *kp, const char *id, const char *ds
 }
 
 sl_err kmsd_keyproc_rewrap(kmsd_keyproc *kp, const char *id, const char *ds, const uint8_t *in,
-                           size_t len, uint8_t out[static SL_KMS_WRAPPED_DEK_MAX],
-                           size_t *out_len)
+                           size_t len, uint8_t out[static SL_KMS_WRAPPED_DEK_MAX], size_t *out_len)
 {
 	struct kp_req rq = {.op = KP_REWRAP};
 	struct kp_res rs = {0};
@@ -679,8 +678,8 @@ sl_err kmsd_keyproc_rewrap(kmsd_keyproc *kp, const char *id, const char *ds, con
 
 sl_err kmsd_keyproc_new_sealed(kmsd_keyproc *kp, const char *id, const char *ds,
                                const uint8_t eph_pub[static SL_EPH_PUB_LEN],
-                               uint8_t wrapped[static SL_KMS_WRAPPED_DEK_MAX],
-                               size_t *wrapped_len, uint8_t sealed[static KMSD_SEALED_LEN])
+                               uint8_t wrapped[static SL_KMS_WRAPPED_DEK_MAX], size_t *wrapped_len,
+                               uint8_t sealed[static KMSD_SEALED_LEN])
 {
 	struct kp_req rq = {.op = KP_NEW_SEALED};
 	struct kp_res rs = {0};

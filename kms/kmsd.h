@@ -197,8 +197,8 @@ SL_MUST_USE sl_err kmsd_keyproc_watch(kmsd_keyproc *kp,
 SL_MUST_USE sl_err kmsd_keyproc_create(kmsd_keyproc *kp, const char *id, const char *aws_key_id);
 SL_MUST_USE sl_err kmsd_keyproc_set_state(kmsd_keyproc *kp, const char *id, bool enable,
                                           bool *found);
-SL_MUST_USE sl_err kmsd_keyproc_delete(kmsd_keyproc *kp, const char *id, bool force,
-                                       size_t *refs, bool *deleted);
+SL_MUST_USE sl_err kmsd_keyproc_delete(kmsd_keyproc *kp, const char *id, bool force, size_t *refs,
+                                       bool *deleted);
 SL_MUST_USE sl_err kmsd_keyproc_rotate(kmsd_keyproc *kp, const char *id, unsigned *version);
 SL_MUST_USE sl_err kmsd_keyproc_forget(kmsd_keyproc *kp, const char *id);
 SL_MUST_USE sl_err kmsd_keyproc_wrap(kmsd_keyproc *kp, const char *id, const char *ds,
@@ -215,8 +215,7 @@ SL_MUST_USE sl_err kmsd_keyproc_new_sealed(kmsd_keyproc *kp, const char *id, con
                                            uint8_t sealed[static KMSD_SEALED_LEN]);
 SL_MUST_USE sl_err kmsd_keyproc_rewrap(kmsd_keyproc *kp, const char *id, const char *ds,
                                        const uint8_t *in, size_t len,
-                                       uint8_t out[static SL_KMS_WRAPPED_DEK_MAX],
-                                       size_t *out_len);
+                                       uint8_t out[static SL_KMS_WRAPPED_DEK_MAX], size_t *out_len);
 
 /* AWS KMS backend (kek_aws.c): a key version is an AWS KMS key (symmetric,
  * ENCRYPT_DECRYPT) whose ARN is the version's KEK row; a DEK is wrapped by
@@ -238,12 +237,10 @@ SL_MUST_USE sl_err kmsd_aws_wrap(kmsd_aws *a, const uint8_t *arn, size_t arn_len
                                  const uint8_t dek[static SL_KMS_DEK_LEN],
                                  uint8_t out[static SL_KMS_WRAPPED_DEK_MAX], size_t *out_len);
 /* SL_E_INTEGRITY: AWS does not open it under this key and context. */
-SL_MUST_USE sl_err kmsd_aws_unwrap(kmsd_aws *a, const uint8_t *arn, size_t arn_len,
-                                   const char *id, const char *dataset_id,
-                                   const uint8_t *wrapped, size_t len,
+SL_MUST_USE sl_err kmsd_aws_unwrap(kmsd_aws *a, const uint8_t *arn, size_t arn_len, const char *id,
+                                   const char *dataset_id, const uint8_t *wrapped, size_t len,
                                    uint8_t dek[static SL_KMS_DEK_LEN]);
-SL_MUST_USE sl_err kmsd_aws_key_state(kmsd_aws *a, const uint8_t *arn, size_t arn_len,
-                                      bool enable);
+SL_MUST_USE sl_err kmsd_aws_key_state(kmsd_aws *a, const uint8_t *arn, size_t arn_len, bool enable);
 SL_MUST_USE sl_err kmsd_aws_schedule_delete(kmsd_aws *a, const uint8_t *arn, size_t arn_len);
 /* The endpoint rule: https://, or http:// only to a loopback address (an
  * emulator); SL_E_INPUT naming the config key otherwise. */
@@ -251,8 +248,8 @@ SL_MUST_USE sl_err kmsd_aws_endpoint_check(const char *url);
 
 /* kek_aws_parse.c: AWS KMS JSON answers (untrusted bytes; fuzzed). */
 typedef struct kmsd_aws_answer {
-	char error[64];     /* "__type" of an error answer, after any '#'; "" */
-	char message[256];  /* its message, control characters dropped */
+	char error[64];    /* "__type" of an error answer, after any '#'; "" */
+	char message[256]; /* its message, control characters dropped */
 	char key_arn[KMSD_KEK_WRAPPED_MAX + 1];
 	char key_state[32]; /* KeyMetadata.KeyState */
 	char key_spec[32];  /* KeyMetadata.KeySpec */

@@ -147,8 +147,8 @@ static SL_RESULT parse_key(const json_t *k, size_t i, kmsd_key_entry *e)
 		goto out;
 	}
 	/* 61 bytes, or an AWS KMS backend's (docs/protocol.md, "Wrapping") */
-	SL_ENSURE(n == SL_KMS_WRAPPED_DEK_LEN || (n >= 3 && n <= SL_KMS_WRAPPED_DEK_MAX &&
-	                                          raw[1] == KMSD_AWS_MARKER),
+	SL_ENSURE(n == SL_KMS_WRAPPED_DEK_LEN ||
+	              (n >= 3 && n <= SL_KMS_WRAPPED_DEK_MAX && raw[1] == KMSD_AWS_MARKER),
 	          SL_E_INPUT, "keys[%zu].wrapped_dek: must be %d bytes (or an AWS KMS one)", i,
 	          SL_KMS_WRAPPED_DEK_LEN);
 	memcpy(e->wrapped, raw, n);

@@ -80,9 +80,8 @@ sl_err kmsd_parse_rewrap(const uint8_t *body, size_t len,
 	SL_GUARD(sl_json_str(root, "wrapped_dek", 2 * SL_KMS_WRAPPED_DEK_MAX, SL_E_INPUT,
 	                     "wrapped_dek", &w));
 	SL_GUARD(sl_b64_decode(w, SL_KMS_WRAPPED_DEK_MAX, &raw, &n, "wrapped_dek"));
-	SL_ENSURE(n == SL_KMS_WRAPPED_DEK_LEN || (n >= 3 && raw[1] == KMSD_AWS_MARKER),
-	          SL_E_INPUT, "wrapped_dek: must be %d bytes (or an AWS KMS one)",
-	          SL_KMS_WRAPPED_DEK_LEN);
+	SL_ENSURE(n == SL_KMS_WRAPPED_DEK_LEN || (n >= 3 && raw[1] == KMSD_AWS_MARKER), SL_E_INPUT,
+	          "wrapped_dek: must be %d bytes (or an AWS KMS one)", SL_KMS_WRAPPED_DEK_LEN);
 	memcpy(wrapped, raw, n);
 	*wrapped_len = n;
 	rc = SL_OK;
@@ -97,11 +96,11 @@ static bool aws_key_ok(const char *s)
 {
 	size_t n = strlen(s);
 	return n >= 1 && n <= KMSD_AWS_KEY_ID_MAX &&
-	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:/_.-") == n;
+	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:/_.-") ==
+	           n;
 }
 
-sl_err kmsd_parse_key_create_aws(const uint8_t *body, size_t len,
-                                 char id[static SL_KMS_ID_MAX + 1],
+sl_err kmsd_parse_key_create_aws(const uint8_t *body, size_t len, char id[static SL_KMS_ID_MAX + 1],
                                  char aws_key_id[static KMSD_AWS_KEY_ID_MAX + 1])
 {
 	static const char *const allowed[] = {"id", "aws_key_id", NULL};
@@ -115,8 +114,8 @@ sl_err kmsd_parse_key_create_aws(const uint8_t *body, size_t len,
 	SL_ENSURE(kmsd_valid_key_id(s), SL_E_INPUT, "id: must be 1..%d of [A-Za-z0-9._-]",
 	          SL_KMS_ID_MAX);
 	memcpy(id, s, strlen(s) + 1);
-	SL_GUARD(sl_json_str_opt(root, "aws_key_id", KMSD_AWS_KEY_ID_MAX, SL_E_INPUT, "aws_key_id",
-	                         &a));
+	SL_GUARD(
+	    sl_json_str_opt(root, "aws_key_id", KMSD_AWS_KEY_ID_MAX, SL_E_INPUT, "aws_key_id", &a));
 	if (a != NULL) {
 		SL_ENSURE(aws_key_ok(a), SL_E_INPUT,
 		          "aws_key_id: must be an AWS KMS key id, ARN or alias (1..%d of "

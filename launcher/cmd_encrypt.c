@@ -139,8 +139,8 @@ static int obtain_key(struct encrypt_opts *o, sl_secret **dek)
 		                  .ca_file = o->sh.kms_ca,
 		                  .pinned_pubkey = o->sh.kms_pin,
 		                  .admin_token_file = o->admin_token_file};
-		rc = sl_kms_cli_new_dek(&ko, o->key_id, o->p.dataset_id, dek, wrapped,
-		                        &wrapped_len);
+		rc =
+		    sl_kms_cli_new_dek(&ko, o->key_id, o->p.dataset_id, dek, wrapped, &wrapped_len);
 		if (rc != SL_OK)
 			return sl_cli_fail("encrypt", rc);
 		o->p.kms_url = o->sh.kms;

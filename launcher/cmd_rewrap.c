@@ -107,8 +107,8 @@ int cmd_rewrap(int argc, char **argv)
 	SL_GUARD(sl_sldm_read_file(man, &m));
 	w = sl_sldm_wrapped_dek(m, &wl);
 	url = sh.kms ? sh.kms : sl_sldm_kms_url(m);
-	SL_ENSURE(url != NULL && url[0] != '\0' && w != NULL && wl > 0,
-	          SL_E_INPUT, "%s: the dataset's key is a local key file, not a KMS key", man);
+	SL_ENSURE(url != NULL && url[0] != '\0' && w != NULL && wl > 0, SL_E_INPUT,
+	          "%s: the dataset's key is a local key file, not a KMS key", man);
 	SL_GUARD(sl_b64_encode(w, wl, &w64));
 	req = json_pack("{s:s, s:s}", "dataset_id", sl_sldm_dataset_id(m), "wrapped_dek", w64);
 	SL_ENSURE(req != NULL, SL_E_NOMEM, "rewrap");

@@ -115,7 +115,7 @@ typedef struct sl_kms_output_key {
 	char key_id[SL_KMS_ID_MAX + 1];
 	uint8_t wrapped_dek[SL_KMS_WRAPPED_DEK_MAX]; /* goes into the output's manifest */
 	size_t wrapped_dek_len;
-	sl_secret *dek;                              /* SL_KMS_DEK_LEN bytes; the caller frees */
+	sl_secret *dek; /* SL_KMS_DEK_LEN bytes; the caller frees */
 } sl_kms_output_key;
 
 typedef struct sl_kms_output_req {

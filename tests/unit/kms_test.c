@@ -423,12 +423,10 @@ static void test_keystore(void **state)
 	assert_non_null(strstr(sl_err_detail(), "dataset 'ds-B'"));
 	assert_int_equal(kmsd_kek_unwrap(k, "k2", "ds-A", out, olen, back), SL_E_INTEGRITY);
 	assert_int_equal(kmsd_kek_unwrap(k, "k9", "ds-A", out, olen, back), SL_E_INPUT);
-	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, olen - 1, back),
-	                 SL_E_INTEGRITY);
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, olen - 1, back), SL_E_INTEGRITY);
 	/* the first byte names the KEK version: version 2 does not exist */
 	out[0] = 2;
-	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, olen, back),
-	                 SL_E_KMS_REFUSED);
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, olen, back), SL_E_KMS_REFUSED);
 	out[0] = 0;
 	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, olen, back), SL_E_INTEGRITY);
 	out[0] = 1;
@@ -500,8 +498,7 @@ static void test_keyproc(void **state)
 	assert_int_equal(w2l, SL_KMS_WRAPPED_DEK_LEN);
 	assert_int_equal(w2[0], 2);
 	assert_int_equal(crypto_box_seal_open(back, s2, sizeof(s2), pk, sk), 0);
-	assert_int_equal(kmsd_kek_unwrap_seal(net, "k1", "out-1", w2, w2l, pk, sealed),
-	                 SL_OK);
+	assert_int_equal(kmsd_kek_unwrap_seal(net, "k1", "out-1", w2, w2l, pk, sealed), SL_OK);
 	assert_int_equal(crypto_box_seal_open(dek, sealed, sizeof(sealed), pk, sk), 0);
 	assert_memory_equal(back, dek, 32);
 	/* a request outside the table (an invalid id) ends the channel's service */
