@@ -60,7 +60,9 @@ void kmsd_config_free(kmsd_config *c)
 	                 &c->aws_trust_dir,      &c->ak_ca_dir,
 	                 &c->audit_key_file,     &c->collateral_dir,
 	                 &c->log_file,           &c->wrap_token_file,
-	                 &c->operate_token_file, &c->metrics_token_file};
+	                 &c->operate_token_file, &c->metrics_token_file,
+	                 &c->aws_region,         &c->aws_kms_endpoint,
+	                 &c->aws_metadata_url};
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
 		free(*strs[i]);
 		*strs[i] = NULL;
@@ -105,6 +107,9 @@ static const struct strkey str_keys[] = {
     S("pkcs11_module", p11_module),
     S("pkcs11_token_label", p11_token_label),
     S("pkcs11_pin_file", p11_pin_file),
+    S("aws_region", aws_region),
+    S("aws_kms_endpoint", aws_kms_endpoint),
+    S("aws_metadata_url", aws_metadata_url),
 };
 #undef S
 
@@ -170,9 +175,13 @@ static SL_RESULT apply(kmsd_config *c, const char *path, const char *k, json_t *
 		c->audit_aggregate_s = (unsigned)u;
 	} else if (strcmp(k, "kek_backend") == 0) {
 		const char *s = json_string_value(v);
-		SL_ENSURE(s != NULL && (strcmp(s, "local") == 0 || strcmp(s, "pkcs11") == 0),
-		          SL_E_INPUT, "%s: \"kek_backend\" must be \"local\" or \"pkcs11\"", path);
-		c->backend = strcmp(s, "local") == 0 ? KMSD_KEK_LOCAL : KMSD_KEK_PKCS11;
+		SL_ENSURE(s != NULL && (strcmp(s, "local") == 0 || strcmp(s, "pkcs11") == 0 ||
+		                        strcmp(s, "aws-kms") == 0),
+		          SL_E_INPUT,
+		          "%s: \"kek_backend\" must be \"local\", \"pkcs11\" or \"aws-kms\"", path);
+		c->backend = strcmp(s, "local") == 0    ? KMSD_KEK_LOCAL
+		             : strcmp(s, "pkcs11") == 0 ? KMSD_KEK_PKCS11
+		                                        : KMSD_KEK_AWS;
 	} else {
 		SL_FAIL(SL_E_INPUT, "%s: unknown key \"%.64s\"", path, k);
 	}
@@ -339,6 +348,11 @@ sl_err kmsd_config_check(const kmsd_config *c)
 	if (c->backend == KMSD_KEK_LOCAL) {
 		SL_ENSURE(c->master_key_file != NULL, SL_E_INPUT,
 		          "config: kek_backend \"local\" needs \"master_key_file\"");
+	} else if (c->backend == KMSD_KEK_AWS) {
+		SL_ENSURE(c->aws_region != NULL, SL_E_INPUT,
+		          "config: kek_backend \"aws-kms\" needs \"aws_region\"");
+		if (c->aws_kms_endpoint != NULL)
+			SL_GUARD(kmsd_aws_endpoint_check(c->aws_kms_endpoint));
 	} else {
 		SL_ENSURE(c->p11_module != NULL && c->p11_token_label != NULL &&
 		              c->p11_pin_file != NULL,

@@ -35,16 +35,16 @@ static void refused(kmsd_ctx *ctx, kmsd_response *res, const char *event, const 
 
 void kmsd_handle_key_create(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
-	char id[SL_KMS_ID_MAX + 1];
+	char id[SL_KMS_ID_MAX + 1], aws_key[KMSD_AWS_KEY_ID_MAX + 1];
 	sl_err rc;
 	if (!kmsd_authorize(ctx, req, res, KMSD_SCOPE_ADMIN, "POST /v1/keys",
 	                    SL_AUDIT_EV_KEY_CREATE, NULL))
 		return;
-	if (kmsd_parse_key_create(req->body, req->len, id) != SL_OK) {
+	if (kmsd_parse_key_create_aws(req->body, req->len, id, aws_key) != SL_OK) {
 		kmsd_bad_request(res);
 		return;
 	}
-	rc = kmsd_kek_create(ctx->kek, id);
+	rc = kmsd_kek_adopt(ctx->kek, id, aws_key[0] ? aws_key : NULL);
 	if (rc == SL_E_EXISTS) {
 		kmsd_problem(res, 409, "key-exists", "Conflict", sl_err_detail(), NULL);
 		refused(ctx, res, SL_AUDIT_EV_KEY_CREATE, id, NULL, "key id exists");
@@ -75,7 +75,8 @@ void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id
                       kmsd_response *res)
 {
 	char dataset[SL_KMS_DATASET_ID_MAX + 1];
-	uint8_t wrapped[SL_KMS_WRAPPED_DEK_LEN];
+	uint8_t wrapped[SL_KMS_WRAPPED_DEK_MAX];
+	size_t wlen = 0;
 	sl_secret *dek = NULL;
 	char *w64 = NULL;
 	sl_err rc;
@@ -103,7 +104,7 @@ void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id
 		refused(ctx, res, SL_AUDIT_EV_KEY_WRAP, key_id, dataset, why);
 		goto out;
 	}
-	rc = kmsd_kek_wrap(ctx->kek, key_id, dataset, sl_secret_data(dek), wrapped);
+	rc = kmsd_kek_wrap(ctx->kek, key_id, dataset, sl_secret_data(dek), wrapped, &wlen);
 	if (rc == SL_E_INPUT) {
 		char why[300];
 		snprintf(why, sizeof(why), "%s", sl_err_detail());
@@ -122,7 +123,7 @@ void kmsd_handle_wrap(kmsd_ctx *ctx, const kmsd_request *req, const char *key_id
 		refused(ctx, res, SL_AUDIT_EV_KEY_WRAP, key_id, dataset, why);
 		goto out;
 	}
-	if (rc != SL_OK || sl_b64_encode(wrapped, sizeof(wrapped), &w64) != SL_OK) {
+	if (rc != SL_OK || sl_b64_encode(wrapped, wlen, &w64) != SL_OK) {
 		kmsd_problem(res, 500, "backend", "KEK backend error", sl_err_detail(), NULL);
 		goto out;
 	}

@@ -78,10 +78,11 @@ static void conflict(kmsd_ctx *ctx, kmsd_response *res, const char *event, const
 static void rewrap(kmsd_ctx *ctx, const kmsd_request *req, const char *id, kmsd_response *res)
 {
 	char dataset[SL_KMS_DATASET_ID_MAX + 1];
-	uint8_t in[SL_KMS_WRAPPED_DEK_LEN], out[SL_KMS_WRAPPED_DEK_LEN];
+	uint8_t in[SL_KMS_WRAPPED_DEK_MAX], out[SL_KMS_WRAPPED_DEK_MAX];
+	size_t inlen = 0, outlen = 0;
 	char *w64 = NULL;
 	sl_err rc;
-	if (kmsd_parse_rewrap(req->body, req->len, dataset, in) != SL_OK) {
+	if (kmsd_parse_rewrap(req->body, req->len, dataset, in, &inlen) != SL_OK) {
 		kmsd_bad_request(res);
 		return;
 	}
@@ -93,7 +94,7 @@ static void rewrap(kmsd_ctx *ctx, const kmsd_request *req, const char *id, kmsd_
 		record(ctx, res, "kms.key.rewrap", id, dataset, SL_AUDIT_DENY, why, NULL);
 		return;
 	}
-	rc = kmsd_kek_rewrap(ctx->kek, id, dataset, in, sizeof(in), out);
+	rc = kmsd_kek_rewrap(ctx->kek, id, dataset, in, inlen, out, &outlen);
 	if (rc == SL_E_SYSTEM) {
 		kmsd_store_failed(ctx, res, "rewrap");
 		return;
@@ -110,7 +111,7 @@ static void rewrap(kmsd_ctx *ctx, const kmsd_request *req, const char *id, kmsd_
 		return;
 	}
 	rc = kmsd_store_ref_move(ctx->store, id, out[0], dataset, (int64_t)time(NULL));
-	if (rc != SL_OK || sl_b64_encode(out, sizeof(out), &w64) != SL_OK) {
+	if (rc != SL_OK || sl_b64_encode(out, outlen, &w64) != SL_OK) {
 		store_err(ctx, res, rc, "rewrap");
 		return;
 	}
@@ -201,8 +202,14 @@ void kmsd_handle_key_admin(kmsd_ctx *ctx, const kmsd_request *req, const char *i
 	}
 	if (strcmp(action, "disable") == 0 || strcmp(action, "enable") == 0) {
 		bool dis = action[0] == 'd';
-		rc = kmsd_store_key_set_state(ctx->store, id,
-		                              dis ? KMSD_KEY_DISABLED : KMSD_KEY_ENABLED, &found);
+		/* in the key process: a backend that keeps the key (AWS KMS)
+		 * disables or enables it there too */
+		rc = kmsd_kek_set_state(ctx->kek, id, !dis, &found);
+		if (rc != SL_OK && rc != SL_E_SYSTEM) {
+			kmsd_problem(res, 502, "backend", "KEK backend error", sl_err_detail(),
+			             NULL);
+			return;
+		}
 		if (rc != SL_OK) {
 			store_err(ctx, res, rc, event);
 			return;
@@ -220,7 +227,7 @@ void kmsd_handle_key_admin(kmsd_ctx *ctx, const kmsd_request *req, const char *i
 		char why[300];
 		/* a delete counts and deletes in one transaction holding the key's
 		 * row, so a wrap noting a reference meanwhile is counted or refused */
-		rc = del ? kmsd_store_key_delete(ctx->store, id, force, &refs, &deleted)
+		rc = del ? kmsd_kek_delete(ctx->kek, id, force, &refs, &deleted)
 		         : kmsd_store_ref_count_below(ctx->store, id, row.current, &refs);
 		if (rc != SL_OK) {
 			store_err(ctx, res, rc, event);
@@ -241,8 +248,7 @@ void kmsd_handle_key_admin(kmsd_ctx *ctx, const kmsd_request *req, const char *i
 		}
 		/* the KEKs this replica's key process holds are wiped now; others
 		 * find the row gone on their next use */
-		rc = del ? kmsd_kek_forget(ctx->kek, id)
-		         : kmsd_store_kek_retire(ctx->store, id, row.current, &n);
+		rc = del ? SL_OK : kmsd_store_kek_retire(ctx->store, id, row.current, &n);
 		if (rc != SL_OK && del) {
 			kmsd_log(KMSD_LOG_ERR, "key '%s' deleted, but its cached KEKs: %s", id,
 			         sl_err_detail());

@@ -188,14 +188,15 @@ static bool issue_keys(struct outctx *o, json_t *out)
 	bool ok = true;
 	for (size_t i = 0; i < o->req->noutputs && ok; i++) {
 		const kmsd_output_entry *e = &o->req->outputs[i];
-		uint8_t wrapped[SL_KMS_WRAPPED_DEK_LEN], sealed[KMSD_SEALED_LEN];
+		uint8_t wrapped[SL_KMS_WRAPPED_DEK_MAX], sealed[KMSD_SEALED_LEN];
+		size_t wlen = 0;
 		char *w64 = NULL, *s64 = NULL;
 		/* a fresh DEK made, wrapped and sealed to eph_pub in the key process:
 		 * this network-facing process never holds it */
 		sl_err rc = kmsd_kek_new_sealed(o->ctx->kek, o->keys[i], e->output_id,
-		                                o->req->att->eph_pub, wrapped, sealed);
+		                                o->req->att->eph_pub, wrapped, &wlen, sealed);
 		if (rc == SL_OK)
-			rc = sl_b64_encode(wrapped, sizeof(wrapped), &w64);
+			rc = sl_b64_encode(wrapped, wlen, &w64);
 		if (rc == SL_OK)
 			rc = sl_b64_encode(sealed, sizeof(sealed), &s64);
 		if (rc != SL_OK) {

@@ -25,6 +25,7 @@ struct kmsd_kek {
 	kmsd_store *st;
 	kmsd_keystore *ks;
 	kmsd_p11 *p11;
+	kmsd_aws *aws;
 	kmsd_keyproc *kp; /* set: every KEK operation is the key process's */
 };
 
@@ -50,6 +51,8 @@ sl_err kmsd_kek_open(const kmsd_config *c, kmsd_store *st, kmsd_kek **out)
 	k->st = st;
 	if (c->backend == KMSD_KEK_LOCAL)
 		SL_GUARD(kmsd_keystore_open(st, c->master_key_file, &k->ks));
+	else if (c->backend == KMSD_KEK_AWS)
+		SL_GUARD(kmsd_aws_open(c, &k->aws));
 	else
 		SL_GUARD(
 		    kmsd_p11_open(c->p11_module, c->p11_token_label, c->p11_pin_file, &k->p11));
@@ -78,6 +81,7 @@ void kmsd_kek_close(kmsd_kek *k)
 		return;
 	kmsd_keystore_close(k->ks);
 	kmsd_p11_close(k->p11);
+	kmsd_aws_close(k->aws);
 	free(k);
 }
 
@@ -93,11 +97,21 @@ static void p11_label(const char *id, unsigned version, char *out, size_t n)
 
 sl_err kmsd_kek_create(kmsd_kek *k, const char *id)
 {
+	return kmsd_kek_adopt(k, id, NULL);
+}
+
+sl_err kmsd_kek_adopt(kmsd_kek *k, const char *id, const char *aws_key_id)
+{
 	sl_err rc;
 	bool gone;
 	size_t refs;
 	if (k->kp != NULL)
-		return kmsd_keyproc_create(k->kp, id);
+		return kmsd_keyproc_create(k->kp, id, aws_key_id);
+	if (aws_key_id != NULL && k->backend != KMSD_KEK_AWS)
+		return sl_err_set(SL_E_INPUT,
+		                  "aws_key_id: this seclaunchd's kek_backend is not \"aws-kms\"");
+	if (k->backend == KMSD_KEK_AWS)
+		return kmsd_aws_create(k->aws, k->st, id, aws_key_id);
 	if (k->backend == KMSD_KEK_LOCAL)
 		return kmsd_keystore_create(k->ks, id);
 	/* the store's unique key claims the id first; the token object follows */
@@ -129,6 +143,8 @@ sl_err kmsd_kek_rotate(kmsd_kek *k, const char *id, unsigned *version)
 	*version = row.current + 1;
 	if (k->backend == KMSD_KEK_LOCAL)
 		return kmsd_keystore_rotate(k->ks, id, *version);
+	if (k->backend == KMSD_KEK_AWS)
+		return kmsd_aws_rotate(k->aws, k->st, id, *version);
 	p11_label(id, *version, label, sizeof(label));
 	rc = kmsd_p11_create(k->p11, label);
 	if (rc == SL_OK)
@@ -230,7 +246,7 @@ static SL_RESULT open_fn(const uint8_t kek[static 32], void *ctx)
 
 sl_err kmsd_kek_wrap(kmsd_kek *k, const char *id, const char *dataset_id,
                      const uint8_t dek[static SL_KMS_DEK_LEN],
-                     uint8_t out[static SL_KMS_WRAPPED_DEK_LEN])
+                     uint8_t out[static SL_KMS_WRAPPED_DEK_MAX], size_t *out_len)
 {
 	sl_err rc = SL_E_INTERNAL;
 	uint8_t aad[KMSD_AAD_MAX];
@@ -239,9 +255,13 @@ sl_err kmsd_kek_wrap(kmsd_kek *k, const char *id, const char *dataset_id,
 	char label[SL_KMS_ID_MAX + 16];
 	uint8_t row[KMSD_KEK_WRAPPED_MAX];
 	size_t rlen = 0;
+	*out_len = 0;
 	if (k->kp != NULL)
-		return kmsd_keyproc_wrap(k->kp, id, dataset_id, dek, out);
+		return kmsd_keyproc_wrap(k->kp, id, dataset_id, dek, out, out_len);
 	SL_GUARD(usable(k, id, &version, row, &rlen));
+	if (k->backend == KMSD_KEK_AWS)
+		return kmsd_aws_wrap(k->aws, row, rlen, id, dataset_id, version, dek, out, out_len);
+	*out_len = SL_KMS_WRAPPED_DEK_LEN;
 	out[0] = (uint8_t)version;
 	sl_random(out + 1, KMSD_GCM_IV);
 	if (k->backend == KMSD_KEK_LOCAL) {
@@ -278,6 +298,15 @@ sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *dataset_id, cons
 	const uint8_t *iv = NULL, *ct_tag = NULL, *ct = NULL, *tag = NULL;
 	SL_ENSURE(k->kp == NULL, SL_E_INTERNAL,
 	          "unwrap in the network process (only the key process opens DEKs)");
+	if (k->backend == KMSD_KEK_AWS) {
+		SL_ENSURE(len >= 3 && len <= SL_KMS_WRAPPED_DEK_MAX && wrapped[0] >= 1,
+		          SL_E_INTEGRITY, "wrapped DEK for key '%s': %zu bytes, not an AWS KMS one",
+		          id, len);
+		v = wrapped[0];
+		SL_GUARD(usable(k, id, &v, row, &rlen));
+		rc = kmsd_aws_unwrap(k->aws, row, rlen, id, dataset_id, wrapped, len, dek);
+		goto opened;
+	}
 	SL_ENSURE(len == SL_KMS_WRAPPED_DEK_LEN, SL_E_INTEGRITY,
 	          "wrapped DEK for key '%s': %zu bytes, want %d", id, len, SL_KMS_WRAPPED_DEK_LEN);
 	sl_reader_init(&r, wrapped, len, "wrapped DEK");
@@ -300,6 +329,7 @@ sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *dataset_id, cons
 		p11_label(id, v, label, sizeof(label));
 		rc = kmsd_p11_decrypt(k->p11, label, iv, aad, aad_len, ct_tag, dek);
 	}
+opened:
 	if (rc == SL_E_INTEGRITY)
 		rc = sl_err_set(
 		    SL_E_INTEGRITY,
@@ -316,15 +346,15 @@ out:
 }
 
 sl_err kmsd_kek_rewrap(kmsd_kek *k, const char *id, const char *dataset_id, const uint8_t *in,
-                       size_t len, uint8_t out[static SL_KMS_WRAPPED_DEK_LEN])
+                       size_t len, uint8_t out[static SL_KMS_WRAPPED_DEK_MAX], size_t *out_len)
 {
 	sl_err rc = SL_E_NOMEM;
 	sl_secret *dek = NULL;
 	if (k->kp != NULL)
-		return kmsd_keyproc_rewrap(k->kp, id, dataset_id, in, len, out);
+		return kmsd_keyproc_rewrap(k->kp, id, dataset_id, in, len, out, out_len);
 	SL_GUARD(sl_secret_new(SL_KMS_DEK_LEN, &dek));
 	SL_GUARD(kmsd_kek_unwrap(k, id, dataset_id, in, len, sl_secret_data(dek)));
-	SL_GUARD(kmsd_kek_wrap(k, id, dataset_id, sl_secret_data(dek), out));
+	SL_GUARD(kmsd_kek_wrap(k, id, dataset_id, sl_secret_data(dek), out, out_len));
 	rc = SL_OK;
 out:
 	sl_secret_free(dek); /* wipes */
@@ -353,19 +383,117 @@ out:
 
 sl_err kmsd_kek_new_sealed(kmsd_kek *k, const char *id, const char *dataset_id,
                            const uint8_t eph_pub[static SL_EPH_PUB_LEN],
-                           uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN],
+                           uint8_t wrapped[static SL_KMS_WRAPPED_DEK_MAX], size_t *wrapped_len,
                            uint8_t sealed[static KMSD_SEALED_LEN])
 {
 	sl_err rc = SL_E_NOMEM;
 	sl_secret *dek = NULL;
 	if (k->kp != NULL)
-		return kmsd_keyproc_new_sealed(k->kp, id, dataset_id, eph_pub, wrapped, sealed);
+		return kmsd_keyproc_new_sealed(k->kp, id, dataset_id, eph_pub, wrapped, wrapped_len,
+		                               sealed);
 	SL_GUARD(sl_secret_random(SL_KMS_DEK_LEN, &dek));
-	SL_GUARD(kmsd_kek_wrap(k, id, dataset_id, sl_secret_data(dek), wrapped));
+	SL_GUARD(kmsd_kek_wrap(k, id, dataset_id, sl_secret_data(dek), wrapped, wrapped_len));
 	SL_ENSURE(crypto_box_seal(sealed, sl_secret_data(dek), SL_KMS_DEK_LEN, eph_pub) == 0,
 	          SL_E_CRYPTO, "keys: sealing to eph_pub failed");
 	rc = SL_OK;
 out:
 	sl_secret_free(dek); /* wipes */
+	return rc;
+}
+
+/* The ARN of every version of key id (retired ones too), for the AWS calls
+ * that act on the whole key. */
+static SL_RESULT aws_each(kmsd_kek *k, const char *id, unsigned current, bool enable)
+{
+	uint8_t arn[KMSD_KEK_WRAPPED_MAX];
+	size_t alen = 0;
+	bool retired = false, found = false;
+	for (unsigned v = 1; v <= current; v++) {
+		sl_err rc = kmsd_store_kek_get(k->st, id, v, arn, &alen, &retired, &found);
+		if (rc != SL_OK)
+			return rc;
+		if (!found)
+			continue;
+		rc = kmsd_aws_key_state(k->aws, arn, alen, enable);
+		if (rc != SL_OK)
+			return rc;
+	}
+	return SL_OK;
+}
+
+sl_err kmsd_kek_set_state(kmsd_kek *k, const char *id, bool enable, bool *found)
+{
+	kmsd_key_row row = {0};
+	sl_err rc;
+	*found = false;
+	if (k->kp != NULL)
+		return kmsd_keyproc_set_state(k->kp, id, enable, found);
+	if (k->backend != KMSD_KEK_AWS)
+		return kmsd_store_key_set_state(
+		    k->st, id, enable ? KMSD_KEY_ENABLED : KMSD_KEY_DISABLED, found);
+	rc = kmsd_store_key_get(k->st, id, &row, found);
+	if (rc != SL_OK || !*found)
+		return rc;
+	/* disabled here first, so every replica stops at once, then in AWS;
+	 * enabled in AWS first, so the store never says usable before AWS does */
+	if (!enable)
+		SL_GUARD(kmsd_store_key_set_state(k->st, id, KMSD_KEY_DISABLED, found));
+	SL_GUARD(aws_each(k, id, row.current, enable));
+	if (enable)
+		SL_GUARD(kmsd_store_key_set_state(k->st, id, KMSD_KEY_ENABLED, found));
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+sl_err kmsd_kek_delete(kmsd_kek *k, const char *id, bool force, size_t *refs, bool *deleted)
+{
+	enum { MAXV = KMSD_KEK_VERSION_MAX };
+	kmsd_key_row row = {0};
+	bool found = false, retired = false, f = false;
+	uint8_t(*arns)[KMSD_KEK_WRAPPED_MAX] = NULL;
+	size_t *alen = NULL;
+	unsigned n = 0;
+	sl_err rc = SL_OK;
+	*refs = 0;
+	*deleted = false;
+	if (k->kp != NULL)
+		return kmsd_keyproc_delete(k->kp, id, force, refs, deleted);
+	if (k->backend == KMSD_KEK_AWS) {
+		rc = kmsd_store_key_get(k->st, id, &row, &found);
+		if (rc != SL_OK || !found)
+			return rc;
+		arns = calloc(MAXV, sizeof(*arns));
+		alen = calloc(MAXV, sizeof(*alen));
+		if (arns == NULL || alen == NULL) {
+			rc = sl_err_set(SL_E_NOMEM, "key delete");
+			goto out;
+		}
+		for (unsigned v = 1; v <= row.current && v <= MAXV; v++) {
+			rc = kmsd_store_kek_get(k->st, id, v, arns[n], &alen[n], &retired, &f);
+			if (rc != SL_OK)
+				goto out;
+			if (f)
+				n++;
+		}
+	}
+	rc = kmsd_store_key_delete(k->st, id, force, refs, deleted);
+	if (rc != SL_OK || !*deleted)
+		goto out;
+	if (k->ks != NULL)
+		kmsd_keystore_forget(k->ks, id);
+	/* the store's rows are gone: the AWS keys follow, after AWS's own
+	 * waiting period (docs/seclaunchd.md, "AWS KMS") */
+	for (unsigned i = 0; i < n; i++) {
+		if (kmsd_aws_schedule_delete(k->aws, arns[i], alen[i]) != SL_OK)
+			fprintf(stderr,
+			        "seclaunchd-kek: key '%s' deleted, but its AWS KMS key %.*s was "
+			        "not scheduled for deletion (schedule it in AWS): %s\n",
+			        id, (int)alen[i], (const char *)arns[i], sl_err_detail());
+	}
+	rc = SL_OK;
+out:
+	free(arns);
+	free(alen);
 	return rc;
 }

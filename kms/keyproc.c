@@ -5,11 +5,17 @@
  * thread) with fixed-size messages from a fixed request table:
  *
  *   op            request                          answer
- *   CREATE        key id                           -
+ *   CREATE        key id, AWS key to adopt or ""   -
  *   ROTATE        key id                           the new version
  *   FORGET        key id                           - (its cached KEKs wiped: the
  *                                                  key was deleted)
- *   WRAP          key id, dataset id, DEK          wrapped DEK (61 bytes)
+ *   SET_STATE     key id, 1 enable / 0 disable     - (the store's state and the
+ *                                                  backend's: AWS Enable/DisableKey)
+ *   DELETE        key id, 1 force / 0              references counted, deleted
+ *                                                  (the store's rows, the cached
+ *                                                  KEKs, AWS ScheduleKeyDeletion)
+ *   WRAP          key id, dataset id, DEK          wrapped DEK (61 bytes; AWS KMS:
+ *                                                  up to 1024)
  *   UNWRAP_SEAL   key id, dataset id, wrapped DEK, the DEK sealed to eph_pub
  *                 eph_pub                          (crypto_box_seal, 80 bytes)
  *   REWRAP        key id, dataset id, wrapped DEK  wrapped DEK (61 bytes)
@@ -64,8 +70,11 @@ enum kp_op {
 	KP_UNWRAP_SEAL,
 	KP_REWRAP,
 	KP_NEW_SEALED,
-	KP_FORGET
+	KP_FORGET,
+	KP_SET_STATE,
+	KP_DELETE
 };
+#define KP_OP_LAST KP_DELETE
 
 /* the key process's exit status when a request was malformed: not restarted */
 #define KP_EXIT_REFUSED 9
@@ -77,7 +86,10 @@ struct kp_req {
 	uint32_t seq;
 	char id[SL_KMS_ID_MAX + 1];
 	char ds[SL_KMS_DATASET_ID_MAX + 1];
-	uint8_t wrapped[SL_KMS_WRAPPED_DEK_LEN];
+	uint8_t wrapped[SL_KMS_WRAPPED_DEK_MAX];
+	uint32_t wrapped_len;
+	uint32_t arg; /* SET_STATE: enable; DELETE: force */
+	char aws_key[KMSD_KEK_WRAPPED_MAX + 1];
 	uint8_t eph_pub[SL_EPH_PUB_LEN];
 	uint8_t dek[SL_KMS_DEK_LEN];
 };
@@ -87,7 +99,8 @@ struct kp_res {
 	uint32_t seq;
 	uint32_t version;
 	uint32_t out_len;
-	uint8_t out[SL_KMS_WRAPPED_DEK_LEN + SL_KMS_DEK_LEN + crypto_box_SEALBYTES];
+	uint32_t wrapped_len; /* NEW_SEALED: the wrapped DEK's part of out */
+	uint8_t out[SL_KMS_WRAPPED_DEK_MAX + SL_KMS_DEK_LEN + crypto_box_SEALBYTES];
 	char detail[480];
 };
 
@@ -132,9 +145,20 @@ static void handle(kmsd_kek *k, struct kp_req *rq, struct kp_res *rs)
 {
 	sl_err rc = SL_OK;
 	unsigned v = 0;
+	size_t n = 0;
+	bool b = false;
 	switch (rq->op) {
 	case KP_CREATE:
-		rc = kmsd_kek_create(k, rq->id);
+		rc = kmsd_kek_adopt(k, rq->id, rq->aws_key[0] ? rq->aws_key : NULL);
+		break;
+	case KP_SET_STATE:
+		rc = kmsd_kek_set_state(k, rq->id, rq->arg != 0, &b);
+		rs->version = b;
+		break;
+	case KP_DELETE:
+		rc = kmsd_kek_delete(k, rq->id, rq->arg != 0, &n, &b);
+		rs->version = (uint32_t)n;
+		rs->wrapped_len = b;
 		break;
 	case KP_ROTATE:
 		rc = kmsd_kek_rotate(k, rq->id, &v);
@@ -144,23 +168,27 @@ static void handle(kmsd_kek *k, struct kp_req *rq, struct kp_res *rs)
 		rc = kmsd_kek_forget(k, rq->id);
 		break;
 	case KP_WRAP:
-		rc = kmsd_kek_wrap(k, rq->id, rq->ds, rq->dek, rs->out);
-		rs->out_len = rc == SL_OK ? SL_KMS_WRAPPED_DEK_LEN : 0;
+		rc = kmsd_kek_wrap(k, rq->id, rq->ds, rq->dek, rs->out, &n);
+		rs->out_len = rc == SL_OK ? (uint32_t)n : 0;
 		break;
 	case KP_UNWRAP_SEAL:
-		rc = kmsd_kek_unwrap_seal(k, rq->id, rq->ds, rq->wrapped, sizeof(rq->wrapped),
+		rc = kmsd_kek_unwrap_seal(k, rq->id, rq->ds, rq->wrapped, rq->wrapped_len,
 		                          rq->eph_pub, rs->out);
 		rs->out_len = rc == SL_OK ? SL_KMS_DEK_LEN + crypto_box_SEALBYTES : 0;
 		break;
 	case KP_REWRAP:
-		rc = kmsd_kek_rewrap(k, rq->id, rq->ds, rq->wrapped, sizeof(rq->wrapped), rs->out);
-		rs->out_len = rc == SL_OK ? SL_KMS_WRAPPED_DEK_LEN : 0;
+		rc = kmsd_kek_rewrap(k, rq->id, rq->ds, rq->wrapped, rq->wrapped_len, rs->out, &n);
+		rs->out_len = rc == SL_OK ? (uint32_t)n : 0;
 		break;
-	case KP_NEW_SEALED:
-		rc = kmsd_kek_new_sealed(k, rq->id, rq->ds, rq->eph_pub, rs->out,
-		                         rs->out + SL_KMS_WRAPPED_DEK_LEN);
-		rs->out_len = rc == SL_OK ? SL_KMS_WRAPPED_DEK_LEN + KMSD_SEALED_LEN : 0;
+	case KP_NEW_SEALED: {
+		uint8_t w[SL_KMS_WRAPPED_DEK_MAX];
+		rc = kmsd_kek_new_sealed(k, rq->id, rq->ds, rq->eph_pub, w, &n,
+		                         rs->out + SL_KMS_WRAPPED_DEK_MAX);
+		memcpy(rs->out, w, n);
+		rs->wrapped_len = rc == SL_OK ? (uint32_t)n : 0;
+		rs->out_len = rc == SL_OK ? SL_KMS_WRAPPED_DEK_MAX + KMSD_SEALED_LEN : 0;
 		break;
+	}
 	default:
 		break;
 	}
@@ -181,10 +209,13 @@ static void *serve(void *p)
 			continue;
 		if (n != (ssize_t)sizeof(rq))
 			break; /* closed, or not one whole request: stop serving */
-		bool ok = rq.op >= KP_CREATE && rq.op <= KP_FORGET &&
+		bool no_ds = rq.op == KP_CREATE || rq.op == KP_ROTATE || rq.op == KP_FORGET ||
+		             rq.op == KP_SET_STATE || rq.op == KP_DELETE;
+		bool ok = rq.op >= KP_CREATE && rq.op <= KP_OP_LAST &&
 		          valid_str(rq.id, sizeof(rq.id), kmsd_valid_key_id) &&
-		          (rq.op == KP_CREATE || rq.op == KP_ROTATE || rq.op == KP_FORGET ||
-		           valid_str(rq.ds, sizeof(rq.ds), kmsd_valid_dataset_id));
+		          (no_ds || valid_str(rq.ds, sizeof(rq.ds), kmsd_valid_dataset_id)) &&
+		          rq.wrapped_len <= sizeof(rq.wrapped) &&
+		          memchr(rq.aws_key, '\0', sizeof(rq.aws_key)) != NULL;
 		if (!ok) {
 			fprintf(stderr,
 			        "seclaunchd-kek: request malformed or outside the table (op %u): "
@@ -249,6 +280,20 @@ static _Noreturn void keyproc_main(const kmsd_config *cfg, int *fds, size_t n, b
 	kmsd_kek_close(k);
 	kmsd_store_close(st);
 	_exit(0);
+}
+
+/* Wipes the values of the AWS secret variables in this process's
+ * environment in place (unsetenv alone leaves the bytes), then drops them. */
+static void scrub_aws_env(void)
+{
+	static const char *const names[] = {"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+	                                    "AWS_ACCESS_KEY_ID"};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char *v = getenv(names[i]);
+		if (v != NULL)
+			sodium_memzero(v, strlen(v));
+		(void)unsetenv(names[i]);
+	}
 }
 
 /* ---- the monitor ------------------------------------------------------------- */
@@ -397,6 +442,10 @@ sl_err kmsd_keyproc_start(const kmsd_config *cfg, unsigned channels, kmsd_keypro
 	close(sp[1]);
 	for (unsigned i = 0; i < channels; i++)
 		close(theirs[i]);
+	/* the AWS credentials are the key process's (its monitor keeps the
+	 * environment to start it again): this process forgets its copy */
+	if (cfg->backend == KMSD_KEK_AWS)
+		scrub_aws_env();
 	/* the first answer says whether the key process could open its keys */
 	SL_ENSURE(recv(kp->fds[0], &rs, sizeof(rs), 0) == (ssize_t)sizeof(rs), SL_E_SYSTEM,
 	          "key process exited during start");
@@ -511,12 +560,39 @@ static void ids(struct kp_req *rq, const char *id, const char *ds)
 		snprintf(rq->ds, sizeof(rq->ds), "%s", ds);
 }
 
-sl_err kmsd_keyproc_create(kmsd_keyproc *kp, const char *id)
+sl_err kmsd_keyproc_create(kmsd_keyproc *kp, const char *id, const char *aws_key_id)
 {
 	struct kp_req rq = {.op = KP_CREATE};
 	struct kp_res rs;
 	ids(&rq, id, NULL);
+	if (aws_key_id != NULL && strlen(aws_key_id) >= sizeof(rq.aws_key))
+		return sl_err_set(SL_E_INPUT, "aws_key_id: longer than %zu bytes",
+		                  sizeof(rq.aws_key) - 1);
+	if (aws_key_id != NULL)
+		snprintf(rq.aws_key, sizeof(rq.aws_key), "%s", aws_key_id);
 	return call(kp, &rq, &rs);
+}
+
+sl_err kmsd_keyproc_set_state(kmsd_keyproc *kp, const char *id, bool enable, bool *found)
+{
+	struct kp_req rq = {.op = KP_SET_STATE, .arg = enable};
+	struct kp_res rs = {0};
+	ids(&rq, id, NULL);
+	sl_err rc = call(kp, &rq, &rs);
+	*found = rs.version != 0;
+	return rc;
+}
+
+sl_err kmsd_keyproc_delete(kmsd_keyproc *kp, const char *id, bool force, size_t *refs,
+                           bool *deleted)
+{
+	struct kp_req rq = {.op = KP_DELETE, .arg = force};
+	struct kp_res rs = {0};
+	ids(&rq, id, NULL);
+	sl_err rc = call(kp, &rq, &rs);
+	*refs = rs.version;
+	*deleted = rs.wrapped_len != 0;
+	return rc;
 }
 
 sl_err kmsd_keyproc_rotate(kmsd_keyproc *kp, const char *id, unsigned *version)
@@ -537,6 +613,16 @@ sl_err kmsd_keyproc_forget(kmsd_keyproc *kp, const char *id)
 	return call(kp, &rq, &rs);
 }
 
+/* An answer of 1..max bytes (a wrapped DEK's length is the backend's). */
+static SL_RESULT out_upto(struct kp_res *rs, uint8_t *out, size_t max, size_t *len)
+{
+	if (rs->out_len == 0 || rs->out_len > max)
+		return sl_err_set(SL_E_SYSTEM, "key process: answer of %u bytes", rs->out_len);
+	memcpy(out, rs->out, rs->out_len);
+	*len = rs->out_len;
+	return SL_OK;
+}
+
 static SL_RESULT out_of(struct kp_res *rs, uint8_t *out, size_t want)
 {
 	if (rs->out_len != want)
@@ -547,14 +633,15 @@ static SL_RESULT out_of(struct kp_res *rs, uint8_t *out, size_t want)
 
 sl_err kmsd_keyproc_wrap(kmsd_keyproc *kp, const char *id, const char *ds,
                          const uint8_t dek[static SL_KMS_DEK_LEN],
-                         uint8_t out[static SL_KMS_WRAPPED_DEK_LEN])
+                         uint8_t out[static SL_KMS_WRAPPED_DEK_MAX], size_t *out_len)
 {
 	struct kp_req rq = {.op = KP_WRAP};
 	struct kp_res rs = {0};
 	ids(&rq, id, ds);
 	memcpy(rq.dek, dek, SL_KMS_DEK_LEN);
 	sl_err rc = call(kp, &rq, &rs);
-	return rc != SL_OK ? rc : out_of(&rs, out, SL_KMS_WRAPPED_DEK_LEN);
+	sodium_memzero(rq.dek, sizeof(rq.dek));
+	return rc != SL_OK ? rc : out_upto(&rs, out, SL_KMS_WRAPPED_DEK_MAX, out_len);
 }
 
 sl_err kmsd_keyproc_unwrap_seal(kmsd_keyproc *kp, const char *id, const char *ds,
@@ -564,45 +651,49 @@ sl_err kmsd_keyproc_unwrap_seal(kmsd_keyproc *kp, const char *id, const char *ds
 {
 	struct kp_req rq = {.op = KP_UNWRAP_SEAL};
 	struct kp_res rs = {0};
-	if (len != SL_KMS_WRAPPED_DEK_LEN)
-		return sl_err_set(SL_E_INTEGRITY, "wrapped DEK for key '%s': %zu bytes, want %d",
-		                  id, len, SL_KMS_WRAPPED_DEK_LEN);
+	if (len == 0 || len > SL_KMS_WRAPPED_DEK_MAX)
+		return sl_err_set(SL_E_INTEGRITY, "wrapped DEK for key '%s': %zu bytes, at most %d",
+		                  id, len, SL_KMS_WRAPPED_DEK_MAX);
 	ids(&rq, id, ds);
 	memcpy(rq.wrapped, wrapped, len);
+	rq.wrapped_len = (uint32_t)len;
 	memcpy(rq.eph_pub, eph_pub, SL_EPH_PUB_LEN);
 	sl_err rc = call(kp, &rq, &rs);
 	return rc != SL_OK ? rc : out_of(&rs, sealed, KMSD_SEALED_LEN);
 }
 
 sl_err kmsd_keyproc_rewrap(kmsd_keyproc *kp, const char *id, const char *ds, const uint8_t *in,
-                           size_t len, uint8_t out[static SL_KMS_WRAPPED_DEK_LEN])
+                           size_t len, uint8_t out[static SL_KMS_WRAPPED_DEK_MAX], size_t *out_len)
 {
 	struct kp_req rq = {.op = KP_REWRAP};
 	struct kp_res rs = {0};
-	if (len != SL_KMS_WRAPPED_DEK_LEN)
+	if (len == 0 || len > SL_KMS_WRAPPED_DEK_MAX)
 		return sl_err_set(SL_E_INTEGRITY, "wrapped DEK for key '%s': %zu bytes", id, len);
 	ids(&rq, id, ds);
 	memcpy(rq.wrapped, in, len);
+	rq.wrapped_len = (uint32_t)len;
 	sl_err rc = call(kp, &rq, &rs);
-	return rc != SL_OK ? rc : out_of(&rs, out, SL_KMS_WRAPPED_DEK_LEN);
+	return rc != SL_OK ? rc : out_upto(&rs, out, SL_KMS_WRAPPED_DEK_MAX, out_len);
 }
 
 sl_err kmsd_keyproc_new_sealed(kmsd_keyproc *kp, const char *id, const char *ds,
                                const uint8_t eph_pub[static SL_EPH_PUB_LEN],
-                               uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN],
+                               uint8_t wrapped[static SL_KMS_WRAPPED_DEK_MAX], size_t *wrapped_len,
                                uint8_t sealed[static KMSD_SEALED_LEN])
 {
 	struct kp_req rq = {.op = KP_NEW_SEALED};
 	struct kp_res rs = {0};
-	uint8_t both[SL_KMS_WRAPPED_DEK_LEN + KMSD_SEALED_LEN];
 	ids(&rq, id, ds);
 	memcpy(rq.eph_pub, eph_pub, SL_EPH_PUB_LEN);
 	sl_err rc = call(kp, &rq, &rs);
-	if (rc == SL_OK)
-		rc = out_of(&rs, both, sizeof(both));
+	if (rc == SL_OK && (rs.out_len != SL_KMS_WRAPPED_DEK_MAX + KMSD_SEALED_LEN ||
+	                    rs.wrapped_len == 0 || rs.wrapped_len > SL_KMS_WRAPPED_DEK_MAX))
+		rc = sl_err_set(SL_E_SYSTEM, "key process: answer of %u bytes", rs.out_len);
 	if (rc == SL_OK) {
-		memcpy(wrapped, both, SL_KMS_WRAPPED_DEK_LEN);
-		memcpy(sealed, both + SL_KMS_WRAPPED_DEK_LEN, KMSD_SEALED_LEN);
+		memcpy(wrapped, rs.out, rs.wrapped_len);
+		*wrapped_len = rs.wrapped_len;
+		memcpy(sealed, rs.out + SL_KMS_WRAPPED_DEK_MAX, KMSD_SEALED_LEN);
 	}
+	sodium_memzero(&rs, sizeof(rs));
 	return rc;
 }

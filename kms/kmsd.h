@@ -18,7 +18,7 @@
 
 /* ---- configuration (config.c) ----------------------------------------- */
 
-enum kmsd_backend { KMSD_KEK_LOCAL, KMSD_KEK_PKCS11 };
+enum kmsd_backend { KMSD_KEK_LOCAL, KMSD_KEK_PKCS11, KMSD_KEK_AWS };
 
 typedef struct kmsd_config {
 	bool dev;
@@ -63,6 +63,9 @@ typedef struct kmsd_config {
 	char *p11_module;
 	char *p11_token_label;
 	char *p11_pin_file;
+	char *aws_region;       /* kek_backend "aws-kms" (kek_aws.c) */
+	char *aws_kms_endpoint; /* NULL: https://kms.REGION.amazonaws.com */
+	char *aws_metadata_url; /* NULL: http://169.254.169.254 (IMDSv2) */
 } kmsd_config;
 
 void kmsd_config_defaults(kmsd_config *c);
@@ -129,6 +132,16 @@ SL_MUST_USE sl_err kmsd_kek_unwrap_seal(kmsd_kek *k, const char *id, const char 
 void kmsd_kek_close(kmsd_kek *k);
 /* SL_E_EXISTS when the id is taken. */
 SL_MUST_USE sl_err kmsd_kek_create(kmsd_kek *k, const char *id);
+/* As create; aws_key_id (kek_backend "aws-kms" only; NULL: a new AWS key)
+ * adopts an existing AWS KMS key as version 1. */
+SL_MUST_USE sl_err kmsd_kek_adopt(kmsd_kek *k, const char *id, const char *aws_key_id);
+/* Disable or enable: the store's state, and the backend's (AWS DisableKey /
+ * EnableKey for every version). *found false for an unknown key. */
+SL_MUST_USE sl_err kmsd_kek_set_state(kmsd_kek *k, const char *id, bool enable, bool *found);
+/* The store's delete (kmsd_store_key_delete), then what this key process
+ * holds of it, and for AWS keys ScheduleKeyDeletion of every version. */
+SL_MUST_USE sl_err kmsd_kek_delete(kmsd_kek *k, const char *id, bool force, size_t *refs,
+                                   bool *deleted);
 bool kmsd_kek_exists(kmsd_kek *k, const char *id);
 /* Whether key id may be used for a decision now: the denial it earns
  * (KMSD_D_KEY_UNKNOWN, KMSD_D_KEY_DISABLED) with *why, KMSD_KEY_USABLE, or
@@ -149,14 +162,14 @@ SL_MUST_USE sl_err kmsd_kek_rotate(kmsd_kek *k, const char *id, unsigned *versio
  * inside this process (the DEK only in guarded memory, wiped). */
 SL_MUST_USE sl_err kmsd_kek_rewrap(kmsd_kek *k, const char *id, const char *dataset_id,
                                    const uint8_t *in, size_t len,
-                                   uint8_t out[static SL_KMS_WRAPPED_DEK_LEN]);
+                                   uint8_t out[static SL_KMS_WRAPPED_DEK_MAX], size_t *out_len);
 size_t kmsd_kek_count(kmsd_kek *k);
 /* SL_E_INPUT unknown key; SL_E_KMS_REFUSED disabled key or retired version;
  * SL_E_SYSTEM the state store failed.
  * wrapped = kek_version || iv(12) || AES-256-GCM(KEK, iv, aad(id, dataset), dek) || tag(16) */
 SL_MUST_USE sl_err kmsd_kek_wrap(kmsd_kek *k, const char *id, const char *dataset_id,
                                  const uint8_t dek[static SL_KMS_DEK_LEN],
-                                 uint8_t out[static SL_KMS_WRAPPED_DEK_LEN]);
+                                 uint8_t out[static SL_KMS_WRAPPED_DEK_MAX], size_t *out_len);
 /* SL_E_INPUT unknown key; SL_E_INTEGRITY tag mismatch (AAD or bytes). */
 /* dek: SL_KMS_DEK_LEN bytes of the caller's secret memory (wiped on failure). */
 SL_MUST_USE sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *dataset_id,
@@ -173,8 +186,8 @@ size_t kmsd_wrap_aad(const char *id, const char *dataset_id, uint8_t *aad);
  * process. */
 SL_MUST_USE sl_err kmsd_kek_new_sealed(kmsd_kek *k, const char *id, const char *dataset_id,
                                        const uint8_t eph_pub[static SL_EPH_PUB_LEN],
-                                       uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN],
-                                       uint8_t sealed[static KMSD_SEALED_LEN]);
+                                       uint8_t wrapped[static SL_KMS_WRAPPED_DEK_MAX],
+                                       size_t *wrapped_len, uint8_t sealed[static KMSD_SEALED_LEN]);
 
 /* keyproc.c: the key process (privilege separation). */
 SL_MUST_USE sl_err kmsd_keyproc_start(const kmsd_config *cfg, unsigned channels,
@@ -189,23 +202,74 @@ bool kmsd_keyproc_up(const kmsd_keyproc *kp);
 SL_MUST_USE sl_err kmsd_keyproc_watch(kmsd_keyproc *kp,
                                       void (*fn)(void *arg, int state, int pid, int status),
                                       void *arg);
-SL_MUST_USE sl_err kmsd_keyproc_create(kmsd_keyproc *kp, const char *id);
+SL_MUST_USE sl_err kmsd_keyproc_create(kmsd_keyproc *kp, const char *id, const char *aws_key_id);
+SL_MUST_USE sl_err kmsd_keyproc_set_state(kmsd_keyproc *kp, const char *id, bool enable,
+                                          bool *found);
+SL_MUST_USE sl_err kmsd_keyproc_delete(kmsd_keyproc *kp, const char *id, bool force, size_t *refs,
+                                       bool *deleted);
 SL_MUST_USE sl_err kmsd_keyproc_rotate(kmsd_keyproc *kp, const char *id, unsigned *version);
 SL_MUST_USE sl_err kmsd_keyproc_forget(kmsd_keyproc *kp, const char *id);
 SL_MUST_USE sl_err kmsd_keyproc_wrap(kmsd_keyproc *kp, const char *id, const char *ds,
                                      const uint8_t dek[static SL_KMS_DEK_LEN],
-                                     uint8_t out[static SL_KMS_WRAPPED_DEK_LEN]);
+                                     uint8_t out[static SL_KMS_WRAPPED_DEK_MAX], size_t *out_len);
 SL_MUST_USE sl_err kmsd_keyproc_unwrap_seal(kmsd_keyproc *kp, const char *id, const char *ds,
                                             const uint8_t *wrapped, size_t len,
                                             const uint8_t eph_pub[static SL_EPH_PUB_LEN],
                                             uint8_t sealed[static KMSD_SEALED_LEN]);
 SL_MUST_USE sl_err kmsd_keyproc_new_sealed(kmsd_keyproc *kp, const char *id, const char *ds,
                                            const uint8_t eph_pub[static SL_EPH_PUB_LEN],
-                                           uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN],
+                                           uint8_t wrapped[static SL_KMS_WRAPPED_DEK_MAX],
+                                           size_t *wrapped_len,
                                            uint8_t sealed[static KMSD_SEALED_LEN]);
 SL_MUST_USE sl_err kmsd_keyproc_rewrap(kmsd_keyproc *kp, const char *id, const char *ds,
                                        const uint8_t *in, size_t len,
-                                       uint8_t out[static SL_KMS_WRAPPED_DEK_LEN]);
+                                       uint8_t out[static SL_KMS_WRAPPED_DEK_MAX], size_t *out_len);
+
+/* AWS KMS backend (kek_aws.c): a key version is an AWS KMS key (symmetric,
+ * ENCRYPT_DECRYPT) whose ARN is the version's KEK row; a DEK is wrapped by
+ * AWS KMS Encrypt under the encryption context {"seclaunch:key_id",
+ * "seclaunch:dataset_id"}:
+ *   wrapped = kek_version (u8) || KMSD_AWS_MARKER || CiphertextBlob
+ * Every call runs in the key process, which alone holds the credentials. */
+#define KMSD_AWS_MARKER 0xA5
+typedef struct kmsd_aws kmsd_aws;
+SL_MUST_USE sl_err kmsd_aws_open(const kmsd_config *c, kmsd_aws **out);
+void kmsd_aws_close(kmsd_aws *a);
+/* Claims id in the store with a new AWS key (CreateKey) or adopt's. */
+SL_MUST_USE sl_err kmsd_aws_create(kmsd_aws *a, struct kmsd_store *st, const char *id,
+                                   const char *adopt);
+SL_MUST_USE sl_err kmsd_aws_rotate(kmsd_aws *a, struct kmsd_store *st, const char *id,
+                                   unsigned version);
+SL_MUST_USE sl_err kmsd_aws_wrap(kmsd_aws *a, const uint8_t *arn, size_t arn_len, const char *id,
+                                 const char *dataset_id, unsigned version,
+                                 const uint8_t dek[static SL_KMS_DEK_LEN],
+                                 uint8_t out[static SL_KMS_WRAPPED_DEK_MAX], size_t *out_len);
+/* SL_E_INTEGRITY: AWS does not open it under this key and context. */
+SL_MUST_USE sl_err kmsd_aws_unwrap(kmsd_aws *a, const uint8_t *arn, size_t arn_len, const char *id,
+                                   const char *dataset_id, const uint8_t *wrapped, size_t len,
+                                   uint8_t dek[static SL_KMS_DEK_LEN]);
+SL_MUST_USE sl_err kmsd_aws_key_state(kmsd_aws *a, const uint8_t *arn, size_t arn_len, bool enable);
+SL_MUST_USE sl_err kmsd_aws_schedule_delete(kmsd_aws *a, const uint8_t *arn, size_t arn_len);
+/* The endpoint rule: https://, or http:// only to a loopback address (an
+ * emulator); SL_E_INPUT naming the config key otherwise. */
+SL_MUST_USE sl_err kmsd_aws_endpoint_check(const char *url);
+
+/* kek_aws_parse.c: AWS KMS JSON answers (untrusted bytes; fuzzed). */
+typedef struct kmsd_aws_answer {
+	char error[64];    /* "__type" of an error answer, after any '#'; "" */
+	char message[256]; /* its message, control characters dropped */
+	char key_arn[KMSD_KEK_WRAPPED_MAX + 1];
+	char key_state[32]; /* KeyMetadata.KeyState */
+	char key_spec[32];  /* KeyMetadata.KeySpec */
+	char key_usage[32]; /* KeyMetadata.KeyUsage */
+	uint8_t *blob;      /* CiphertextBlob or Plaintext, decoded; free with wiping */
+	size_t blob_len;
+} kmsd_aws_answer;
+/* want: "CiphertextBlob", "Plaintext", "KeyMetadata" or NULL (an empty
+ * answer); an error answer (status >= 300) fills error/message. */
+SL_MUST_USE sl_err kmsd_aws_parse(const uint8_t *body, size_t len, long status, const char *want,
+                                  kmsd_aws_answer *out);
+void kmsd_aws_answer_free(kmsd_aws_answer *a);
 
 /* Local keystore (keystore.c): KEK versions in the state store, wrapped
  * under the master key. */
@@ -348,7 +412,7 @@ SL_MUST_USE sl_err kmsd_keycheck(struct kmsd_store *st, const char *name, const 
 typedef struct kmsd_key_entry {
 	char key_id[SL_KMS_ID_MAX + 1];
 	char dataset_id[SL_KMS_DATASET_ID_MAX + 1];
-	uint8_t wrapped[SL_KMS_WRAPPED_DEK_LEN];
+	uint8_t wrapped[SL_KMS_WRAPPED_DEK_MAX];
 	size_t wrapped_len;
 } kmsd_key_entry;
 
@@ -430,7 +494,13 @@ SL_MUST_USE sl_err kmsd_parse_ek_readmit(const uint8_t *body, size_t len, uint8_
 SL_MUST_USE sl_err kmsd_parse_enroll_token(const uint8_t *body, size_t len, int64_t *ttl_s);
 SL_MUST_USE sl_err kmsd_parse_rewrap(const uint8_t *body, size_t len,
                                      char dataset_id[static SL_KMS_DATASET_ID_MAX + 1],
-                                     uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN]);
+                                     uint8_t wrapped[static SL_KMS_WRAPPED_DEK_MAX],
+                                     size_t *wrapped_len);
+/* POST /v1/keys {"id", "aws_key_id"?}: aws_key_id "" when absent. */
+#define KMSD_AWS_KEY_ID_MAX KMSD_KEK_WRAPPED_MAX
+SL_MUST_USE sl_err kmsd_parse_key_create_aws(const uint8_t *body, size_t len,
+                                             char id[static SL_KMS_ID_MAX + 1],
+                                             char aws_key_id[static KMSD_AWS_KEY_ID_MAX + 1]);
 
 /* Key ids: [A-Za-z0-9._-]{1,128}; dataset ids: 1..255 bytes, no control characters. */
 bool kmsd_valid_key_id(const char *s);

@@ -141,13 +141,16 @@ static SL_RESULT parse_key(const json_t *k, size_t i, kmsd_key_entry *e)
 	if (rc == SL_OK)
 		rc = get_str(k, "wrapped_dek", &s);
 	if (rc == SL_OK)
-		rc = sl_b64_decode(s, SL_KMS_WRAPPED_DEK_LEN, &raw, &n, "wrapped_dek");
+		rc = sl_b64_decode(s, SL_KMS_WRAPPED_DEK_MAX, &raw, &n, "wrapped_dek");
 	if (rc != SL_OK) {
 		rc = sl_err_wrap(SL_E_INPUT, "keys[%zu]", i);
 		goto out;
 	}
-	SL_ENSURE(n == SL_KMS_WRAPPED_DEK_LEN, SL_E_INPUT,
-	          "keys[%zu].wrapped_dek: must be %d bytes", i, SL_KMS_WRAPPED_DEK_LEN);
+	/* 61 bytes, or an AWS KMS backend's (docs/protocol.md, "Wrapping") */
+	SL_ENSURE(n == SL_KMS_WRAPPED_DEK_LEN ||
+	              (n >= 3 && n <= SL_KMS_WRAPPED_DEK_MAX && raw[1] == KMSD_AWS_MARKER),
+	          SL_E_INPUT, "keys[%zu].wrapped_dek: must be %d bytes (or an AWS KMS one)", i,
+	          SL_KMS_WRAPPED_DEK_LEN);
 	memcpy(e->wrapped, raw, n);
 	e->wrapped_len = n;
 	rc = SL_OK;

@@ -64,20 +64,66 @@ out:
 
 sl_err kmsd_parse_rewrap(const uint8_t *body, size_t len,
                          char dataset_id[static SL_KMS_DATASET_ID_MAX + 1],
-                         uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN])
+                         uint8_t wrapped[static SL_KMS_WRAPPED_DEK_MAX], size_t *wrapped_len)
 {
 	static const char *const allowed[] = {"dataset_id", "wrapped_dek", NULL};
 	sl_err rc = SL_E_INPUT;
 	json_t *root = NULL;
-	const char *ds = NULL;
+	const char *ds = NULL, *w = NULL;
+	uint8_t *raw = NULL;
+	size_t n = 0;
 	SL_GUARD(load(body, len, &root));
 	SL_GUARD(sl_json_only(root, allowed, SL_E_INPUT, "rewrap request"));
 	SL_GUARD(
 	    sl_json_str(root, "dataset_id", SL_KMS_DATASET_ID_MAX, SL_E_INPUT, "dataset_id", &ds));
 	SL_ENSURE(kmsd_valid_dataset_id(ds), SL_E_INPUT, "dataset_id: not a valid dataset id");
 	memcpy(dataset_id, ds, strlen(ds) + 1);
-	SL_GUARD(sl_json_b64(root, "wrapped_dek", wrapped, SL_KMS_WRAPPED_DEK_LEN, SL_E_INPUT,
-	                     "wrapped_dek"));
+	SL_GUARD(sl_json_str(root, "wrapped_dek", 2 * SL_KMS_WRAPPED_DEK_MAX, SL_E_INPUT,
+	                     "wrapped_dek", &w));
+	SL_GUARD(sl_b64_decode(w, SL_KMS_WRAPPED_DEK_MAX, &raw, &n, "wrapped_dek"));
+	SL_ENSURE(n == SL_KMS_WRAPPED_DEK_LEN || (n >= 3 && raw[1] == KMSD_AWS_MARKER), SL_E_INPUT,
+	          "wrapped_dek: must be %d bytes (or an AWS KMS one)", SL_KMS_WRAPPED_DEK_LEN);
+	memcpy(wrapped, raw, n);
+	*wrapped_len = n;
+	rc = SL_OK;
+out:
+	free(raw);
+	json_decref(root);
+	return rc;
+}
+
+/* An AWS KMS key id, ARN or alias: what DescribeKey takes. */
+static bool aws_key_ok(const char *s)
+{
+	size_t n = strlen(s);
+	return n >= 1 && n <= KMSD_AWS_KEY_ID_MAX &&
+	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:/_.-") ==
+	           n;
+}
+
+sl_err kmsd_parse_key_create_aws(const uint8_t *body, size_t len, char id[static SL_KMS_ID_MAX + 1],
+                                 char aws_key_id[static KMSD_AWS_KEY_ID_MAX + 1])
+{
+	static const char *const allowed[] = {"id", "aws_key_id", NULL};
+	sl_err rc = SL_E_INPUT;
+	json_t *root = NULL;
+	const char *s = NULL, *a = NULL;
+	aws_key_id[0] = '\0';
+	SL_GUARD(load(body, len, &root));
+	SL_GUARD(sl_json_only(root, allowed, SL_E_INPUT, "key create request"));
+	SL_GUARD(sl_json_str(root, "id", SL_KMS_ID_MAX, SL_E_INPUT, "id", &s));
+	SL_ENSURE(kmsd_valid_key_id(s), SL_E_INPUT, "id: must be 1..%d of [A-Za-z0-9._-]",
+	          SL_KMS_ID_MAX);
+	memcpy(id, s, strlen(s) + 1);
+	SL_GUARD(
+	    sl_json_str_opt(root, "aws_key_id", KMSD_AWS_KEY_ID_MAX, SL_E_INPUT, "aws_key_id", &a));
+	if (a != NULL) {
+		SL_ENSURE(aws_key_ok(a), SL_E_INPUT,
+		          "aws_key_id: must be an AWS KMS key id, ARN or alias (1..%d of "
+		          "[A-Za-z0-9:/_.-])",
+		          KMSD_AWS_KEY_ID_MAX);
+		memcpy(aws_key_id, a, strlen(a) + 1);
+	}
 	rc = SL_OK;
 out:
 	json_decref(root);

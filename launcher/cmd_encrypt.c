@@ -133,18 +133,20 @@ static int obtain_key(struct encrypt_opts *o, sl_secret **dek)
 
 	if (o->sh.kms != NULL) {
 		/* wrapped lives until the header is written (after this returns) */
-		static uint8_t wrapped[SL_KMS_WRAPPED_DEK_LEN];
+		static uint8_t wrapped[SL_KMS_WRAPPED_DEK_MAX];
+		static size_t wrapped_len;
 		sl_kms_opts ko = {.url = o->sh.kms,
 		                  .ca_file = o->sh.kms_ca,
 		                  .pinned_pubkey = o->sh.kms_pin,
 		                  .admin_token_file = o->admin_token_file};
-		rc = sl_kms_cli_new_dek(&ko, o->key_id, o->p.dataset_id, dek, wrapped);
+		rc =
+		    sl_kms_cli_new_dek(&ko, o->key_id, o->p.dataset_id, dek, wrapped, &wrapped_len);
 		if (rc != SL_OK)
 			return sl_cli_fail("encrypt", rc);
 		o->p.kms_url = o->sh.kms;
 		o->p.key_id = o->key_id;
 		o->p.wrapped_dek = wrapped;
-		o->p.wrapped_dek_len = sizeof(wrapped);
+		o->p.wrapped_dek_len = wrapped_len;
 		return 0;
 	}
 	rc = sl_secret_read_file(o->key_file, 4096, dek);

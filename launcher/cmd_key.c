@@ -13,14 +13,16 @@ static void usage(FILE *f)
 {
 	fprintf(
 	    f, "Usage: seclaunch key create --kms URL --admin-token-file FILE --id ID\n"
-	       "                            [--kms-ca FILE] [--kms-pin PIN] [--json] [-q]\n"
+	       "                            [--aws-key-id ARN] [--kms-ca FILE] [--kms-pin PIN]\n"
+	       "                            [--json] [-q]\n"
 	       "       seclaunch key list --kms URL --admin-token-file FILE\n"
 	       "       seclaunch key show|rotate|disable|enable --kms URL --admin-token-file FILE\n"
 	       "                            --id ID\n"
 	       "       seclaunch key retire|delete --kms URL --admin-token-file FILE --id ID\n"
 	       "                            [--force]\n\n"
 	       "create makes a key-encryption key (KEK) named ID in seclaunchd's backend (the\n"
-	       "state store, wrapped under the master key, or a PKCS#11 token). Datasets are\n"
+	       "state store, wrapped under the master key, a PKCS#11 token, or AWS KMS: a new\n"
+	       "AWS key, or with --aws-key-id an existing one adopted). Datasets are\n"
 	       "then encrypted with `seclaunch encrypt --kms URL --key-id ID`.\n"
 	       "list and show print each key's state, versions and dataset references.\n"
 	       "rotate makes a new KEK version for new wraps; older versions keep unwrapping\n"
@@ -33,6 +35,8 @@ static void usage(FILE *f)
 	       "  --admin-token-file FILE  the admin token (file mode 0600)\n"
 	       "  --id ID                  key id: 1..128 of [A-Za-z0-9._-]\n"
 	       "  --force                  retire or delete although datasets reference it\n"
+	       "  --aws-key-id ARN         create: adopt this AWS KMS key (kek_backend\n"
+	       "                           \"aws-kms\"; symmetric, ENCRYPT_DECRYPT, enabled)\n"
 	       "  --kms-ca FILE            CA bundle for the KMS's TLS certificate\n"
 	       "                           (default $SECLAUNCH_KMS_CA, else the system store)\n"
 	       "  --kms-pin PIN            pinned KMS public key: sha256//BASE64 or a key file\n"
@@ -43,7 +47,14 @@ static void usage(FILE *f)
 	       "unknown key: 404).\n");
 }
 
-enum { O_ADMIN_TOKEN = 256, O_ID, O_FORCE };
+enum { O_ADMIN_TOKEN = 256, O_ID, O_FORCE, O_AWS_KEY };
+
+static const struct sl_cli_opt key_create_opts[] = {
+    {"admin-token-file", required_argument, O_ADMIN_TOKEN, NULL},
+    {"id", required_argument, O_ID, NULL},
+    {"aws-key-id", required_argument, O_AWS_KEY, NULL},
+    {NULL, 0, 0, NULL},
+};
 
 static const struct sl_cli_opt key_opts[] = {
     {"admin-token-file", required_argument, O_ADMIN_TOKEN, NULL},
@@ -59,7 +70,7 @@ static const struct sl_cli_opt key_force_opts[] = {
 };
 
 struct key_ctx {
-	const char *token, *id;
+	const char *token, *id, *aws_key;
 	bool force;
 };
 
@@ -70,6 +81,8 @@ static int on_option(void *ctx, int key, char *arg)
 		k->token = arg;
 	else if (key == O_FORCE)
 		k->force = true;
+	else if (key == O_AWS_KEY)
+		k->aws_key = arg;
 	else
 		k->id = arg;
 	return 0;
@@ -78,7 +91,7 @@ static int on_option(void *ctx, int key, char *arg)
 static const struct sl_cli_spec spec = {
     .name = "key create",
     .shared = SL_SH_QUIET | SL_SH_JSON | SL_SH_KMS_ALL,
-    .opts = key_opts,
+    .opts = key_create_opts,
     .help = usage,
     .on_option = on_option,
 };
@@ -101,7 +114,7 @@ static int key_create(const struct sl_cli_verb *v, int argc, char **argv)
 	                  .admin_token_file = kc.token};
 	rc = sl_kms_new(&ko, &k);
 	if (rc == SL_OK)
-		rc = sl_kms_key_create(k, kc.id);
+		rc = sl_kms_key_create_aws(k, kc.id, kc.aws_key);
 	sl_kms_free(k);
 	if (rc != SL_OK)
 		return sl_cli_fail("key create", rc);

@@ -88,8 +88,8 @@ int cmd_rewrap(int argc, char **argv)
 	sl_sldm *m = NULL;
 	sl_kms *k = NULL;
 	json_t *req = NULL, *res = NULL;
-	uint8_t *out = NULL, nw[SL_KMS_WRAPPED_DEK_LEN];
-	size_t out_len = 0, wl = 0;
+	uint8_t *out = NULL, *nw = NULL;
+	size_t out_len = 0, wl = 0, nwl = 0;
 	const uint8_t *w;
 	const char *url;
 	struct stat st;
@@ -107,8 +107,8 @@ int cmd_rewrap(int argc, char **argv)
 	SL_GUARD(sl_sldm_read_file(man, &m));
 	w = sl_sldm_wrapped_dek(m, &wl);
 	url = sh.kms ? sh.kms : sl_sldm_kms_url(m);
-	SL_ENSURE(url != NULL && url[0] != '\0' && w != NULL && wl == SL_KMS_WRAPPED_DEK_LEN,
-	          SL_E_INPUT, "%s: the dataset's key is a local key file, not a KMS key", man);
+	SL_ENSURE(url != NULL && url[0] != '\0' && w != NULL && wl > 0, SL_E_INPUT,
+	          "%s: the dataset's key is a local key file, not a KMS key", man);
 	SL_GUARD(sl_b64_encode(w, wl, &w64));
 	req = json_pack("{s:s, s:s}", "dataset_id", sl_sldm_dataset_id(m), "wrapped_dek", w64);
 	SL_ENSURE(req != NULL, SL_E_NOMEM, "rewrap");
@@ -119,10 +119,17 @@ int cmd_rewrap(int argc, char **argv)
 	                  .admin_token_file = c.token};
 	SL_GUARD(sl_kms_new(&ko, &k));
 	SL_GUARD(sl_kms_call(k, path, req, true, KMS_RETRY_UNPROCESSED, &res));
-	SL_GUARD(
-	    sl_json_b64(res, "wrapped_dek", nw, sizeof(nw), SL_E_KMS_PROTOCOL, "rewrap answer"));
+	SL_ENSURE(sl_json_getstr(res, "wrapped_dek") != NULL, SL_E_KMS_PROTOCOL,
+	          "rewrap answer: no \"wrapped_dek\"");
+	rc = sl_b64_decode(sl_json_getstr(res, "wrapped_dek"), SL_KMS_WRAPPED_DEK_MAX, &nw, &nwl,
+	                   "rewrap answer: wrapped_dek");
+	if (rc != SL_OK) {
+		rc = sl_err_wrap(SL_E_KMS_PROTOCOL, "KMS answer");
+		goto out;
+	}
+	SL_ENSURE(nwl > 0, SL_E_KMS_PROTOCOL, "rewrap answer: wrapped_dek is empty");
 	SL_GUARD(sl_sldm_rekey(m, c.set_url ? c.set_url : sl_sldm_kms_url(m), sl_sldm_key_id(m), nw,
-	                       sizeof(nw), &out, &out_len));
+	                       nwl, &out, &out_len));
 	SL_GUARD(sl_file_write_atomic(man, out, out_len, st.st_mode & 0777, true));
 	if (sl_cli_json)
 		sl_cli_print_json(json_pack("{s:s, s:s, s:i, s:i, s:s}", "dataset", c.dataset,
@@ -137,6 +144,7 @@ out:
 	free(man);
 	free(w64);
 	free(out);
+	free(nw);
 	json_decref(req);
 	json_decref(res);
 	sl_kms_free(k);

@@ -14,7 +14,8 @@ int sl_kms_cli_key_source(const char *cmd, const char *key_file, const char *kms
 }
 
 sl_err sl_kms_cli_new_dek(const sl_kms_opts *ko, const char *key_id, const char *dataset_id,
-                          sl_secret **dek, uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN])
+                          sl_secret **dek, uint8_t wrapped[static SL_KMS_WRAPPED_DEK_MAX],
+                          size_t *wrapped_len)
 {
 	sl_err rc = SL_E_USAGE;
 	sl_kms *k = NULL;
@@ -28,7 +29,8 @@ sl_err sl_kms_cli_new_dek(const sl_kms_opts *ko, const char *key_id, const char 
 	SL_GUARD(sl_kms_new(ko, &k));
 	SL_GUARD(sl_secret_random(SL_KMS_DEK_LEN, &d));
 	SL_GUARD(sl_kms_wrap(k, key_id, dataset_id, d, &w, &wl));
-	memcpy(wrapped, w, SL_KMS_WRAPPED_DEK_LEN);
+	memcpy(wrapped, w, wl);
+	*wrapped_len = wl;
 	*dek = d;
 	d = NULL;
 	rc = SL_OK;

@@ -15,7 +15,8 @@ int sl_kms_cli_key_source(const char *cmd, const char *key_file, const char *kms
  * admin token file). */
 SL_MUST_USE sl_err sl_kms_cli_new_dek(const sl_kms_opts *ko, const char *key_id,
                                       const char *dataset_id, sl_secret **dek,
-                                      uint8_t wrapped[static SL_KMS_WRAPPED_DEK_LEN]);
+                                      uint8_t wrapped[static SL_KMS_WRAPPED_DEK_MAX],
+                                      size_t *wrapped_len);
 
 /* decrypt --kms: challenge -> evidence (TPM at tcti; NULL: default) and the
  * region identity rid names, both bound to (nonce, eph_pub, policy digest)

@@ -323,8 +323,9 @@ sl_err sl_kms_output(sl_kms *k, const sl_kms_output_req *rq, sl_secret *eph_sk,
 		SL_ENSURE(key != NULL && strlen(key) <= SL_KMS_ID_MAX, SL_E_KMS_PROTOCOL,
 		          "KMS answer: outputs[%zu].key_id", i);
 		snprintf(keys[i].key_id, sizeof(keys[i].key_id), "%s", key);
-		SL_GUARD(get_b64(e, "wrapped_dek", SL_KMS_WRAPPED_DEK_LEN, 0, &wrapped, &wl));
+		SL_GUARD(get_b64(e, "wrapped_dek", 0, SL_KMS_WRAPPED_DEK_MAX, &wrapped, &wl));
 		memcpy(keys[i].wrapped_dek, wrapped, wl);
+		keys[i].wrapped_dek_len = wl;
 		free(wrapped);
 		SL_GUARD(get_b64(e, "sealed", SEALED_LEN, 0, &sealed, &sl));
 		rc = sl_secret_new(SL_KMS_DEK_LEN, &tmp[i]);
@@ -413,8 +414,13 @@ out:
 
 sl_err sl_kms_key_create(sl_kms *k, const char *key_id)
 {
+	return sl_kms_key_create_aws(k, key_id, NULL);
+}
+
+sl_err sl_kms_key_create_aws(sl_kms *k, const char *key_id, const char *aws_key_id)
+{
 	sl_err rc = SL_E_NOMEM;
-	json_t *req = json_pack("{s:s}", "id", key_id), *res = NULL;
+	json_t *req = json_pack("{s:s, s:s*}", "id", key_id, "aws_key_id", aws_key_id), *res = NULL;
 	SL_ENSURE(req != NULL, SL_E_NOMEM, "key create");
 	SL_GUARD(sl_kms_call(k, "/v1/keys", req, true, KMS_RETRY_UNPROCESSED, &res));
 	rc = SL_OK;
@@ -442,7 +448,8 @@ sl_err sl_kms_wrap(sl_kms *k, const char *key_id, const char *dataset_id, sl_sec
 	snprintf(path, sizeof(path), "/v1/keys/%s/wrap", key_id);
 	SL_GUARD(sl_kms_b64_member(req, "dek", sl_secret_data(dek), SL_KMS_DEK_LEN));
 	SL_GUARD(sl_kms_call(k, path, req, true, KMS_RETRY_ALL, &res));
-	SL_GUARD(get_b64(res, "wrapped_dek", SL_KMS_WRAPPED_DEK_LEN, 0, wrapped, wrapped_len));
+	SL_GUARD(get_b64(res, "wrapped_dek", 0, SL_KMS_WRAPPED_DEK_MAX, wrapped, wrapped_len));
+	SL_ENSURE(*wrapped_len > 0, SL_E_KMS_PROTOCOL, "KMS answer: \"wrapped_dek\" is empty");
 	rc = SL_OK;
 out:
 	if (req != NULL && json_is_string(json_object_get(req, "dek"))) {

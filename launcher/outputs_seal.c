@@ -176,7 +176,7 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	          .kms_url = s->o->kms_url,
 	          .key_id = o->key.key_id,
 	          .wrapped_dek = o->key.wrapped_dek,
-	          .wrapped_dek_len = SL_KMS_WRAPPED_DEK_LEN,
+	          .wrapped_dek_len = o->key.wrapped_dek_len,
 	          .threads = s->o->threads},
 	};
 	SL_GUARD(sl_tree_encrypt(o->key.dek, &t, &st));

@@ -30,7 +30,6 @@ struct sl_remote {
 
 #define DEFAULT_RANGE ((size_t)8 << 20)
 #define MAX_CONNS 64
-#define CREDS_FILE_MAX (1 << 20)
 #define RATE_HIST 64 /* seconds of rate history, more than the longest window */
 
 bool sl_remote_is_url(const char *s)
@@ -560,50 +559,18 @@ static SL_RESULT simple_request(const sl_remote *r, const char *url, bool tls_on
 
 /* ---- credentials ------------------------------------------------------ */
 
-/* The AWS shared credentials file: [profile] then key = value lines
- * (sl_remote_parse_aws_file). It holds a secret key, so it follows the
- * rule of every key file (sl_secret_read_file): a regular file, not a
- * link, owned by this user or root, neither group nor others may read or
- * write it; refused otherwise (exit 2), never used silently. A file that
- * is not there is no credentials source. */
+/* The AWS shared credentials file: core's one reader (seclaunch/aws.h),
+ * which keeps the key-file rule (owner-only, not a link; refused, exit 2). */
 static SL_RESULT aws_credentials_file(char **id, char **secret, char **token)
 {
-	sl_err rc = SL_E_INPUT;
-	const char *path = getenv("AWS_SHARED_CREDENTIALS_FILE"), *home = getenv("HOME");
-	const char *profile = getenv("AWS_PROFILE");
-	char def[1024];
-	sl_secret *text = NULL;
-	sl_remote_creds c = {0};
-	struct stat st;
-
-	if (path == NULL) {
-		if (home == NULL)
-			return SL_OK;
-		snprintf(def, sizeof(def), "%s/.aws/credentials", home);
-		path = def;
-	}
-	if (lstat(path, &st) != 0 && errno == ENOENT)
-		return SL_OK;
-	rc = sl_secret_read_file(path, CREDS_FILE_MAX, &text);
-	if (rc != SL_OK) {
-		rc = sl_err_wrap(rc, "AWS shared credentials file");
-		goto out;
-	}
-	rc = sl_remote_parse_aws_file((const char *)sl_secret_data(text), sl_secret_len(text),
-	                              profile != NULL ? profile : "default", &c);
-	if (rc != SL_OK) {
-		rc = sl_err_wrap(rc, "%s", path);
-		goto out;
-	}
+	sl_aws_creds c = {0};
+	sl_err rc = sl_aws_creds_file(&c);
+	if (rc != SL_OK)
+		return rc;
 	*id = c.id;
 	*secret = c.secret;
 	*token = c.token;
-	c = (sl_remote_creds){0};
-	rc = SL_OK;
-out:
-	sl_remote_creds_wipe(&c);
-	sl_secret_free(text);
-	return rc;
+	return SL_OK;
 }
 
 /* IMDSv2: a session token by PUT, the role's name, then its credentials. */

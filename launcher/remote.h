@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "seclaunch/aws.h"
 #include "seclaunch/error.h"
 
 typedef struct sl_remote sl_remote;
@@ -120,10 +121,10 @@ int sl_remote_option(sl_remote_opts *o, int key, const char *arg);
 /* A Content-Range header value (after the colon): "bytes A-B/TOTAL",
  * spaces around it allowed, nothing else; A <= B < TOTAL. */
 bool sl_remote_content_range(const char *v, uint64_t *a, uint64_t *b, uint64_t *total);
-/* AWS credentials, each a NUL-free string or NULL (free with wiping). */
-typedef struct sl_remote_creds {
-	char *id, *secret, *token;
-} sl_remote_creds;
+/* AWS credentials, each a NUL-free string or NULL (free with wiping): the
+ * one reader is core's (seclaunch/aws.h); these names stay for the fuzz
+ * target. */
+typedef sl_aws_creds sl_remote_creds;
 void sl_remote_creds_wipe(sl_remote_creds *c);
 /* The shared credentials file's text (len bytes): the key = value lines
  * of section [profile]. Keys not found stay NULL. */

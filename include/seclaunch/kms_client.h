@@ -118,8 +118,9 @@ typedef struct sl_kms_output_want {
 
 typedef struct sl_kms_output_key {
 	char key_id[SL_KMS_ID_MAX + 1];
-	uint8_t wrapped_dek[SL_KMS_WRAPPED_DEK_LEN]; /* goes into the output's manifest */
-	sl_secret *dek;                              /* SL_KMS_DEK_LEN bytes; the caller frees */
+	uint8_t wrapped_dek[SL_KMS_WRAPPED_DEK_MAX]; /* goes into the output's manifest */
+	size_t wrapped_dek_len;
+	sl_secret *dek; /* SL_KMS_DEK_LEN bytes; the caller frees */
 } sl_kms_output_key;
 
 typedef struct sl_kms_output_req {
@@ -150,6 +151,9 @@ SL_MUST_USE sl_err sl_kms_enroll(sl_kms *k, const char *tcti, char **ak_name_hex
 
 /* POST /v1/keys {"id"}: creates a KEK. An existing id fails (SL_E_KMS_REFUSED, 409). */
 SL_MUST_USE sl_err sl_kms_key_create(sl_kms *k, const char *key_id);
+/* As create; aws_key_id (an AWS KMS key id, ARN or alias; NULL: none)
+ * adopts that AWS key (seclaunchd's kek_backend "aws-kms"). */
+SL_MUST_USE sl_err sl_kms_key_create_aws(sl_kms *k, const char *key_id, const char *aws_key_id);
 
 /* POST /v1/keys/{id}/wrap: wraps dek (SL_KMS_DEK_LEN) for dataset_id; *wrapped
  * (malloc'd, *wrapped_len bytes) goes into the SLD header. */

@@ -35,7 +35,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			for (size_t i = 0; i < r->nkeys; i++) {
 				if (!kmsd_valid_key_id(r->keys[i].key_id) ||
 				    !kmsd_valid_dataset_id(r->keys[i].dataset_id) ||
-				    r->keys[i].wrapped_len != SL_KMS_WRAPPED_DEK_LEN)
+				    (r->keys[i].wrapped_len != SL_KMS_WRAPPED_DEK_LEN &&
+				     (r->keys[i].wrapped_len < 3 ||
+				      r->keys[i].wrapped_len > SL_KMS_WRAPPED_DEK_MAX ||
+				      r->keys[i].wrapped[1] != KMSD_AWS_MARKER)))
 					abort();
 				uint8_t aad[KMSD_AAD_MAX];
 				if (kmsd_wrap_aad(r->keys[i].key_id, r->keys[i].dataset_id, aad) >
@@ -107,8 +110,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 7: {
 		char ds[SL_KMS_DATASET_ID_MAX + 1];
 		int64_t ttl = 0;
-		uint8_t w[SL_KMS_WRAPPED_DEK_LEN];
-		if (kmsd_parse_rewrap(body, len, ds, w) == SL_OK && !kmsd_valid_dataset_id(ds))
+		uint8_t w[SL_KMS_WRAPPED_DEK_MAX];
+		size_t wl = 0;
+		char id[SL_KMS_ID_MAX + 1], aws[KMSD_AWS_KEY_ID_MAX + 1];
+		if (kmsd_parse_rewrap(body, len, ds, w, &wl) == SL_OK &&
+		    (!kmsd_valid_dataset_id(ds) || wl > SL_KMS_WRAPPED_DEK_MAX))
+			abort();
+		if (kmsd_parse_key_create_aws(body, len, id, aws) == SL_OK &&
+		    (!kmsd_valid_key_id(id) || strlen(aws) > KMSD_AWS_KEY_ID_MAX))
 			abort();
 		/* the same bytes as an enrollment token request */
 		if (kmsd_parse_enroll_token(body, len, &ttl) == SL_OK &&

@@ -394,7 +394,8 @@ static void test_keystore(void **state)
 	kmsd_config c;
 	kmsd_store *st = fresh_store("ks.db");
 	kmsd_kek *k = NULL;
-	uint8_t dek[32], out[SL_KMS_WRAPPED_DEK_LEN], back[32];
+	uint8_t dek[32], out[SL_KMS_WRAPPED_DEK_MAX], back[32];
+	size_t olen = 0;
 	(void)state;
 	make_master();
 	kmsd_config_defaults(&c);
@@ -407,7 +408,8 @@ static void test_keystore(void **state)
 	assert_true(kmsd_kek_exists(k, "k2"));
 	assert_false(kmsd_kek_exists(k, "k3"));
 	sl_random(dek, sizeof(dek));
-	assert_int_equal(kmsd_kek_wrap(k, "k1", "ds-A", dek, out), SL_OK);
+	assert_int_equal(kmsd_kek_wrap(k, "k1", "ds-A", dek, out, &olen), SL_OK);
+	assert_int_equal(olen, SL_KMS_WRAPPED_DEK_LEN);
 	assert_int_equal(out[0], 1);
 	kmsd_kek_close(k);
 	k = NULL;
@@ -415,24 +417,22 @@ static void test_keystore(void **state)
 	/* reopen: the KEK persisted */
 	assert_int_equal(kmsd_kek_open(&c, st, &k), SL_OK);
 	assert_int_equal(kmsd_kek_count(k), 2);
-	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out), back), SL_OK);
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, olen, back), SL_OK);
 	assert_memory_equal(dek, back, 32);
 	/* bound to key id and dataset id */
-	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-B", out, sizeof(out), back), SL_E_INTEGRITY);
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-B", out, olen, back), SL_E_INTEGRITY);
 	assert_non_null(strstr(sl_err_detail(), "dataset 'ds-B'"));
-	assert_int_equal(kmsd_kek_unwrap(k, "k2", "ds-A", out, sizeof(out), back), SL_E_INTEGRITY);
-	assert_int_equal(kmsd_kek_unwrap(k, "k9", "ds-A", out, sizeof(out), back), SL_E_INPUT);
-	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out) - 1, back),
-	                 SL_E_INTEGRITY);
+	assert_int_equal(kmsd_kek_unwrap(k, "k2", "ds-A", out, olen, back), SL_E_INTEGRITY);
+	assert_int_equal(kmsd_kek_unwrap(k, "k9", "ds-A", out, olen, back), SL_E_INPUT);
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, olen - 1, back), SL_E_INTEGRITY);
 	/* the first byte names the KEK version: version 2 does not exist */
 	out[0] = 2;
-	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out), back),
-	                 SL_E_KMS_REFUSED);
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, olen, back), SL_E_KMS_REFUSED);
 	out[0] = 0;
-	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out), back), SL_E_INTEGRITY);
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, olen, back), SL_E_INTEGRITY);
 	out[0] = 1;
 	out[30] ^= 0x80;
-	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, sizeof(out), back), SL_E_INTEGRITY);
+	assert_int_equal(kmsd_kek_unwrap(k, "k1", "ds-A", out, olen, back), SL_E_INTEGRITY);
 	out[30] ^= 0x80;
 	kmsd_kek_close(k);
 	k = NULL;
@@ -460,6 +460,8 @@ static void test_keyproc(void **state)
 	kmsd_store *st = fresh_store("kp.db");
 	kmsd_kek *net = NULL;
 	uint8_t dek[32], wrapped[SL_KMS_WRAPPED_DEK_LEN], sealed[KMSD_SEALED_LEN], back[32];
+	uint8_t wmax[SL_KMS_WRAPPED_DEK_MAX];
+	size_t wl = 0;
 	uint8_t pk[32], sk[32];
 	unsigned v = 0;
 	(void)state;
@@ -473,7 +475,9 @@ static void test_keyproc(void **state)
 	assert_int_equal(kmsd_kek_create(net, "k1"), SL_OK);
 	assert_int_equal(kmsd_kek_create(net, "k1"), SL_E_EXISTS);
 	sl_random(dek, sizeof(dek));
-	assert_int_equal(kmsd_kek_wrap(net, "k1", "ds", dek, wrapped), SL_OK);
+	assert_int_equal(kmsd_kek_wrap(net, "k1", "ds", dek, wmax, &wl), SL_OK);
+	assert_int_equal(wl, SL_KMS_WRAPPED_DEK_LEN);
+	memcpy(wrapped, wmax, sizeof(wrapped));
 	/* the network side has no unwrap: only unwrap-and-seal */
 	assert_int_equal(kmsd_kek_unwrap(net, "k1", "ds", wrapped, sizeof(wrapped), back),
 	                 SL_E_INTERNAL);
@@ -488,16 +492,17 @@ static void test_keyproc(void **state)
 	assert_int_equal(kmsd_kek_rotate(net, "k1", &v), SL_OK);
 	assert_int_equal(v, 2);
 	/* an output key: born in the key process, handed out wrapped and sealed */
-	uint8_t w2[SL_KMS_WRAPPED_DEK_LEN], s2[KMSD_SEALED_LEN];
-	assert_int_equal(kmsd_kek_new_sealed(net, "k1", "out-1", pk, w2, s2), SL_OK);
+	uint8_t w2[SL_KMS_WRAPPED_DEK_MAX], s2[KMSD_SEALED_LEN];
+	size_t w2l = 0;
+	assert_int_equal(kmsd_kek_new_sealed(net, "k1", "out-1", pk, w2, &w2l, s2), SL_OK);
+	assert_int_equal(w2l, SL_KMS_WRAPPED_DEK_LEN);
 	assert_int_equal(w2[0], 2);
 	assert_int_equal(crypto_box_seal_open(back, s2, sizeof(s2), pk, sk), 0);
-	assert_int_equal(kmsd_kek_unwrap_seal(net, "k1", "out-1", w2, sizeof(w2), pk, sealed),
-	                 SL_OK);
+	assert_int_equal(kmsd_kek_unwrap_seal(net, "k1", "out-1", w2, w2l, pk, sealed), SL_OK);
 	assert_int_equal(crypto_box_seal_open(dek, sealed, sizeof(sealed), pk, sk), 0);
 	assert_memory_equal(back, dek, 32);
 	/* a request outside the table (an invalid id) ends the channel's service */
-	assert_int_equal(kmsd_keyproc_create(kp, "not a key id"), SL_E_SYSTEM);
+	assert_int_equal(kmsd_keyproc_create(kp, "not a key id", NULL), SL_E_SYSTEM);
 	assert_non_null(strstr(sl_err_detail(), "channel lost"));
 	assert_int_equal(kmsd_kek_create(net, "k2"), SL_E_SYSTEM);
 	kmsd_kek_close(net);
