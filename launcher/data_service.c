@@ -51,6 +51,7 @@ sl_err sl_dsvc_new(const sl_dsvc_opts *o, sl_dsvc **out)
 
 	SL_ENSURE(s != NULL, SL_E_NOMEM, "data service");
 	s->lfd = -1;
+	s->dfd = s->pdfd = -1;
 	s->wake[0] = s->wake[1] = -1;
 	s->o = *o;
 	s->self = getpid();
@@ -70,6 +71,16 @@ sl_err sl_dsvc_new(const sl_dsvc_opts *o, sl_dsvc **out)
 		          "%s: longer than a socket path may be (%zu bytes)", o->path,
 		          sizeof(s->path) - 1);
 		snprintf(s->path, sizeof(s->path), "%s", o->path);
+		const char *slash = strrchr(s->path, '/');
+		SL_ENSURE(slash != NULL && slash[1] != '\0', SL_E_USAGE,
+		          "%s: not an absolute path to a socket", s->path);
+		snprintf(s->base, sizeof(s->base), "%s", slash + 1);
+		char pdir[108];
+		snprintf(pdir, sizeof(pdir), "%.*s", slash == s->path ? 1 : (int)(slash - s->path),
+		         s->path);
+		s->dfd = open(pdir, /* lint: trusted path (the administrator's --socket) */
+		              O_PATH | O_DIRECTORY | O_CLOEXEC);
+		SL_ENSURE(s->dfd >= 0, SL_E_SYSTEM, "%s: %s", pdir, strerror(errno));
 		goto bind_it;
 	}
 	/* the caller's own runtime folder only when the job runs as the
@@ -80,15 +91,26 @@ sl_err sl_dsvc_new(const sl_dsvc_opts *o, sl_dsvc **out)
 		parent = getenv("XDG_RUNTIME_DIR");
 	if (parent == NULL || parent[0] != '/' || strlen(parent) > 60)
 		parent = "/tmp";
+	s->pdfd = open(parent, /* lint: trusted path (/tmp or the caller's own runtime folder) */
+	               O_PATH | O_DIRECTORY | O_CLOEXEC);
+	SL_ENSURE(s->pdfd >= 0, SL_E_SYSTEM, "%s: %s", parent, strerror(errno));
 	snprintf(s->dir, sizeof(s->dir), "%s/seclaunch-data-XXXXXX", parent);
 	SL_ENSURE(mkdtemp(s->dir) != NULL, SL_E_SYSTEM, "%s: cannot create the socket folder: %s",
 	          s->dir, strerror(errno));
 	s->made_dir = true;
+	snprintf(s->dname, sizeof(s->dname), "%s", strrchr(s->dir, '/') + 1);
+	s->dfd = openat(s->pdfd, s->dname, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	SL_ENSURE(s->dfd >= 0, SL_E_SYSTEM, "%s: %s", s->dir, strerror(errno));
+	snprintf(s->base, sizeof(s->base), "data.sock");
 	snprintf(s->path, sizeof(s->path), "%s/data.sock", s->dir);
 bind_it:
 	s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	SL_ENSURE(s->lfd >= 0, SL_E_SYSTEM, "data service socket: %s", strerror(errno));
-	memcpy(sa.sun_path, s->path, strlen(s->path) + 1);
+	/* through the folder's descriptor: a name swapped on the way since
+	 * it was opened leads nowhere else */
+	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", s->dfd, s->base) >=
+	    (int)sizeof(sa.sun_path))
+		memcpy(sa.sun_path, s->path, strlen(s->path) + 1);
 	if (bind(s->lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 		int e = errno;
 		if (!s->made_dir)
@@ -105,14 +127,15 @@ bind_it:
 	 * without following a link (a swapped name changes only the link).
 	 * The socket first: while the folder is still root's, its name cannot
 	 * be swapped. */
-	SL_ENSURE(!s->made_dir || chmod(s->path, 0600) == 0, SL_E_SYSTEM, "%s: chmod: %s", s->path,
-	          strerror(errno));
+	SL_ENSURE(!s->made_dir || fchmodat(s->dfd, s->base, 0600, 0) == 0, SL_E_SYSTEM,
+	          "%s: chmod: %s", s->path, strerror(errno));
 	if (o->job_uid != getuid())
-		SL_ENSURE(
-		    fchownat(AT_FDCWD, s->path, o->job_uid, o->job_gid, AT_SYMLINK_NOFOLLOW) == 0 &&
-		        (!s->made_dir || chown(s->dir, o->job_uid, o->job_gid) == 0),
-		    SL_E_SYSTEM, "%s: chown to uid %u: %s", s->path, (unsigned)o->job_uid,
-		    strerror(errno));
+		SL_ENSURE(fchownat(s->dfd, s->base, o->job_uid, o->job_gid, AT_SYMLINK_NOFOLLOW) ==
+		                  0 &&
+		              (!s->made_dir || fchownat(s->pdfd, s->dname, o->job_uid, o->job_gid,
+		                                        AT_SYMLINK_NOFOLLOW) == 0),
+		          SL_E_SYSTEM, "%s: chown to uid %u: %s", s->path, (unsigned)o->job_uid,
+		          strerror(errno));
 	SL_ENSURE(pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) == 0, SL_E_SYSTEM, "pipe: %s",
 	          strerror(errno));
 	*out = s;
@@ -199,7 +222,7 @@ static pid_t parent_of(pid_t pid)
 {
 	char p[64], buf[512];
 	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
-	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	int fd = open(p, O_RDONLY | O_CLOEXEC); /* lint: trusted path (procfs) */
 	if (fd < 0)
 		return -1;
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);
@@ -619,10 +642,17 @@ void sl_dsvc_free(sl_dsvc *s)
 	}
 	if (s->lfd >= 0)
 		close(s->lfd);
-	if (s->path[0] != '\0')
-		(void)unlink(s->path);
-	if (s->made_dir)
-		(void)rmdir(s->dir);
+	/* the folder may be the job's user's by now: removed through the
+	 * descriptors opened while it was root's (a name the user swapped for
+	 * a link is the link removed, or nothing) */
+	if (s->path[0] != '\0' && s->dfd >= 0)
+		(void)unlinkat(s->dfd, s->base, 0);
+	if (s->made_dir && s->pdfd >= 0)
+		(void)unlinkat(s->pdfd, s->dname, AT_REMOVEDIR);
+	if (s->dfd >= 0)
+		close(s->dfd);
+	if (s->pdfd >= 0)
+		close(s->pdfd);
 	for (int i = 0; i < 2; i++)
 		if (s->wake[i] >= 0)
 			close(s->wake[i]);

@@ -57,6 +57,12 @@ struct sl_dsvc {
 	sl_dsvc_opts o;
 	char dir[108];
 	char path[108];
+	/* the socket's folder and the made folder's parent, opened once: the
+	 * socket is bound, chowned and removed through them, never by a path
+	 * the job's user could redirect once it owns the folder */
+	int dfd, pdfd;
+	char base[108]; /* the socket's name in dfd */
+	char dname[64]; /* the made folder's name in pdfd */
 	int lfd;
 	int wake[2]; /* stop pipe */
 	struct dataset *ds;

@@ -87,6 +87,11 @@ int sl_job_resolve(const char *argv0, char *const *envp, const sl_job_user *u, c
  * search. u NULL or !u->set: opened by this process. SL_E_IO naming path
  * and the user when u cannot open it. */
 SL_MUST_USE sl_err sl_user_open(const sl_job_user *u, const char *path, int *fd);
+/* Creates the new file path (mode 0600, write-only; it must not exist, and
+ * its last component is never followed) as u, the same way: a file the job's
+ * user is handed (serve's --ready-file) is made in the user's name, so a
+ * folder the user could change under root's feet decides nothing. */
+SL_MUST_USE sl_err sl_user_create(const sl_job_user *u, const char *path, int *fd);
 
 /* ---- containment (contain.c) ------------------------------------------- */
 

@@ -83,13 +83,14 @@ static SL_RESULT announce(struct sl_run_st *s, const char *line)
 	struct sl_run_serve *o = &s->o->serve;
 
 	if (o->ready_file != NULL) {
-		fd =
-		    open(o->ready_file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-		SL_ENSURE(fd >= 0, SL_E_SYSTEM, "--ready-file %s: %s", o->ready_file,
-		          strerror(errno));
-		if (s->user.set)
-			SL_ENSURE(fchown(fd, s->user.uid, s->user.gid) == 0, SL_E_SYSTEM,
-			          "--ready-file %s: chown: %s", o->ready_file, strerror(errno));
+		/* with --user, made by the job's user (whose file it is), so a
+		 * folder on its path that the user can change misleads nobody */
+		rc = sl_user_create(s->user.set ? &s->user : NULL, o->ready_file, &fd);
+		if (rc != SL_OK) {
+			rc = sl_err_wrap(SL_E_SYSTEM, "--ready-file");
+			goto out;
+		}
+		rc = SL_E_SYSTEM;
 		SL_ENSURE(write_all(fd, line, strlen(line)), SL_E_IO, "--ready-file %s: %s",
 		          o->ready_file, strerror(errno));
 		close(fd);
@@ -116,7 +117,7 @@ static bool alive(pid_t pid)
 	if (kill(pid, 0) != 0 && errno == ESRCH)
 		return false;
 	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
-	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	int fd = open(p, O_RDONLY | O_CLOEXEC); /* lint: trusted path (procfs) */
 	if (fd < 0)
 		return errno != ENOENT;
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -20,18 +21,28 @@
 #include "job.h"
 
 /* What the child says, beside the descriptor. */
-enum { OPEN_OK, OPEN_DROP, OPEN_OPEN, OPEN_KIND, OPEN_SEARCH, OPEN_SEND };
+enum { OPEN_OK, OPEN_DROP, OPEN_OPEN, OPEN_KIND, OPEN_SEARCH, OPEN_SEND, OPEN_CREATE };
 
 struct reply {
 	int stage; /* OPEN_* */
 	int err;   /* its errno */
 };
 
-static int open_here(const char *path, struct reply *r)
+static int open_here(const char *path, bool create, struct reply *r)
 {
 	struct stat st;
+	if (create) {
+		/* a new file (never an existing one, never through a link at
+		 * its name) in a folder the user may write: made by the user */
+		int fd =
+		    open(path, /* lint: trusted path (opened as the user who named it) */
+		         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+		*r = fd >= 0 ? (struct reply){OPEN_OK, 0} : (struct reply){OPEN_CREATE, errno};
+		return fd;
+	}
 	/* O_NONBLOCK: a FIFO does not hold the open; cleared by the caller */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	int fd = open(path, /* lint: trusted path (opened as the user who named it) */
+	              O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0) {
 		*r = (struct reply){OPEN_OPEN, errno};
 		return -1;
@@ -53,7 +64,7 @@ static int open_here(const char *path, struct reply *r)
 }
 
 /* The child: only async-signal-safe calls (the parent may have threads). */
-static void child(const sl_job_user *u, const char *path, int sock)
+static void child(const sl_job_user *u, const char *path, bool create, int sock)
 {
 	struct reply r = {OPEN_DROP, 0};
 	int fd = -1;
@@ -70,7 +81,7 @@ static void child(const sl_job_user *u, const char *path, int sock)
 	    geteuid() != u->uid || getegid() != u->gid)
 		r.err = errno;
 	else
-		fd = open_here(path, &r);
+		fd = open_here(path, create, &r);
 	if (fd >= 0) {
 		memset(&cm, 0, sizeof(cm));
 		mh.msg_control = cm.b;
@@ -116,7 +127,7 @@ static int receive(int sock, struct reply *r)
 	return fd;
 }
 
-sl_err sl_user_open(const sl_job_user *u, const char *path, int *fd_out)
+static SL_RESULT user_do(const sl_job_user *u, const char *path, bool create, int *fd_out)
 {
 	sl_err rc = SL_E_IO;
 	struct reply r = {OPEN_SEND, 0};
@@ -127,7 +138,7 @@ sl_err sl_user_open(const sl_job_user *u, const char *path, int *fd_out)
 	*fd_out = -1;
 	if (u == NULL || !u->set) {
 		snprintf(who, sizeof(who), "seclaunch's user");
-		fd = open_here(path, &r);
+		fd = open_here(path, create, &r);
 	} else {
 		snprintf(who, sizeof(who), "the job's user %s (uid %u)", u->name, (unsigned)u->uid);
 		SL_ENSURE(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0,
@@ -136,7 +147,7 @@ sl_err sl_user_open(const sl_job_user *u, const char *path, int *fd_out)
 		SL_ENSURE(pid >= 0, SL_E_SYSTEM, "%s: fork: %s", path, strerror(errno));
 		if (pid == 0) {
 			close(sv[0]);
-			child(u, path, sv[1]);
+			child(u, path, create, sv[1]);
 		}
 		close(sv[1]);
 		sv[1] = -1;
@@ -159,6 +170,10 @@ sl_err sl_user_open(const sl_job_user *u, const char *path, int *fd_out)
 		        strerror(r.err));
 	case OPEN_KIND:
 		SL_FAIL(SL_E_IO, "%s: not a regular file or a folder", path);
+	case OPEN_CREATE:
+		SL_FAIL(r.err == EEXIST ? SL_E_EXISTS : SL_E_IO, "%s: cannot create it as %s: %s%s",
+		        path, who, strerror(r.err),
+		        r.err == EEXIST || r.err == ELOOP ? " (it must not exist yet)" : "");
 	case OPEN_SEARCH:
 		SL_FAIL(SL_E_IO, "%s: cannot open: %s cannot read the folder (%s)", path, who,
 		        strerror(r.err));
@@ -166,9 +181,9 @@ sl_err sl_user_open(const sl_job_user *u, const char *path, int *fd_out)
 		SL_FAIL(SL_E_SYSTEM, "%s: the opener as %s failed: %s", path, who, strerror(r.err));
 	}
 	/* what the child opened non-blocking reads as usual here */
-	int fl = fcntl(fd, F_GETFL);
-	SL_ENSURE(fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0, SL_E_SYSTEM, "%s: %s", path,
-	          strerror(errno));
+	int fl = create ? 0 : fcntl(fd, F_GETFL);
+	SL_ENSURE(create || (fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0), SL_E_SYSTEM,
+	          "%s: %s", path, strerror(errno));
 	*fd_out = fd;
 	fd = -1;
 	rc = SL_OK;
@@ -179,4 +194,14 @@ out:
 		if (sv[k] >= 0)
 			close(sv[k]);
 	return rc;
+}
+
+sl_err sl_user_open(const sl_job_user *u, const char *path, int *fd)
+{
+	return user_do(u, path, false, fd);
+}
+
+sl_err sl_user_create(const sl_job_user *u, const char *path, int *fd)
+{
+	return user_do(u, path, true, fd);
 }

@@ -174,17 +174,29 @@ assert "... no ready file made" test ! -e "$T/injected"
 # ---- --user: the uid check -----------------------------------------------------
 # the dataset readable by the job's user
 chmod -R a+rX "$T/ds"
+# --ready-file is made by the job's user: where that user cannot create a
+# file (a root-only folder), serve fails before it serves, and root makes
+# nothing there for it
+mkdir -m 0700 "$T/rootonly"
+check_err "serve --user nobody --ready-file in a root-only folder: refused, exit 7" 7 \
+	"--ready-file: $T/rootonly/r.json: cannot create it as the job's user nobody" \
+	timeout 120 "$SL" serve "${SA[@]}" --audit-log "$T/audit-r.log" --user nobody \
+	--ready-file "$T/rootonly/r.json" -q ds
+assert "... no file made there" test ! -e "$T/rootonly/r.json"
+# ... and in the user's own folder it is the user's file
+mkdir -m 0700 "$T/home-u"
+chown nobody "$T/home-u"
 # root's own runtime folder (as a root login has it: /run/user/0, 0700) is
 # one the job's user cannot pass through: serve must not put the socket there
 mkdir -m 0700 "$T/root-run"
 XDG_RUNTIME_DIR="$T/root-run" \
-	"$SL" serve "${SA[@]}" --audit-log "$T/audit-u.log" --user nobody --ready-file "$T/ready-u.json" \
+	"$SL" serve "${SA[@]}" --audit-log "$T/audit-u.log" --user nobody --ready-file "$T/home-u/ready-u.json" \
 	-q ds 2>"$T/serve-u.err" &
 sp=$!
 _PIDS+=("$sp")
-for _ in $(seq 300); do [ -s "$T/ready-u.json" ] && break; sleep 0.05; done
-read -r usock utok < <("$PY" -c "import json; r=json.load(open('$T/ready-u.json')); print(r['socket'], r['token'])")
-assert "--user: the ready file belongs to the job's user" test "$(stat -c %U "$T/ready-u.json")" = nobody
+for _ in $(seq 300); do [ -s "$T/home-u/ready-u.json" ] && break; sleep 0.05; done
+read -r usock utok < <("$PY" -c "import json; r=json.load(open('$T/home-u/ready-u.json')); print(r['socket'], r['token'])")
+assert "--user: the ready file belongs to the job's user" test "$(stat -c %U "$T/home-u/ready-u.json")" = nobody
 env -i PATH=/usr/bin:/bin PYTHONPATH="$SL_ROOT/launcher/python" PYTHONDONTWRITEBYTECODE=1 SECLAUNCH_DATA_SOCKET="$usock" \
 	SECLAUNCH_DATA_TOKEN="$utok" "$PY" reader.py >u1.json 2>u1.err
 assert "--user nobody: root with the right token is refused (not the job's user)" \
@@ -198,9 +210,22 @@ assert "--user nobody: the socket is not under the caller's runtime folder" \
 	test "${usock#"$T/root-run/"}" = "$usock"
 assert "--user nobody: nobody with the token reads every file" sums_ok u2.json
 [ -s u2.json ] || sed 's/^/    /' u2.err
+# the socket's folder is the job's user's: that user swaps it for a link to
+# a root folder holding a file of the socket's name; serve's clean-up at
+# the stop must remove its own socket, not root's file through the link
+udir=$(dirname "$usock")
+mkdir -m 0700 "$T/rootsock"
+echo canary >"$T/rootsock/data.sock"
+setpriv --reuid=65534 --regid=65534 --clear-groups \
+	sh -c 'mv "$1" "$1.moved" && ln -s "$2" "$1"' _ "$udir" "$T/rootsock"
 kill -INT "$sp"
 wait "$sp"
 assert "SIGINT stops it too: exit 0" test $? = 0
+assert "... its socket folder swapped for a link: root's file of that name is left" \
+	test "$(cat "$T/rootsock/data.sock" 2>/dev/null)" = canary
+assert "... and its own socket is removed, through the folder it made" test ! -e "$udir.moved/data.sock"
+rm -f "$udir"
+rm -rf "$udir.moved"
 
 # ---- --until-pid -----------------------------------------------------------------
 sleep 600 &
