@@ -24,7 +24,7 @@ want() { # WANT WORDS...: the completion of WORDS is exactly WANT
 want "create delete disable enable list retire rotate show" seclaunch key ""
 want "retire rotate" seclaunch key r
 want "disable" seclaunch key di
-want "list revoke" seclaunch enroll ""
+want "list readmit revoke" seclaunch enroll ""
 want "append export keygen verify" seclaunch audit ""
 want "import" seclaunch evidence ""
 want "auto gpu gpu-ipc host stream" seclaunch run --stage ""
