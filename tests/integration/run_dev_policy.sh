@@ -68,8 +68,8 @@ cat >save.py <<'EOF2'
 import os, seclaunch_data as sd
 open(os.path.join(sd.output_dir("model"), "weights.bin"), "w").write("dev weights\n")
 EOF2
-check "run --output model=DIR against a bare --dev service: exit 0" 0 \
-	"$SL" run "${RUNA[@]}" --output "model=$T/dest" d.sld -- "$PY" save.py
+check "run --output model=file://DIR/ against a bare --dev service: exit 0" 0 \
+	"$SL" run "${RUNA[@]}" --output "model=file://$T/dest/" d.sld -- "$PY" save.py
 assert "... a sealed checkpoint is left in the destination" \
 	bash -c "ls '$T/dest' | grep -q ."
 assert "... and no plaintext in it" bash -c "! grep -rq 'dev weights' '$T/dest'"

@@ -377,6 +377,21 @@ check "a job that writes nothing at all still exits 0" 0 \
 	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=$T/dest_stray3" -- true
 assert "... without a word about strays" bash -c "! grep -q 'outside every output' '$T/err'"
 
+# ---- file:///PATH/ is the folder PATH, for the policy too ------------------------
+check "--output model=file:///DIR/ (the policy lists file://\$T/dest*): exit 0" 0 \
+	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=file://$T/dest_url/" -- \
+	"$PY" -c "import os, seclaunch_data as sd; open(os.path.join(sd.output_dir('model'), 'w.bin'), 'w').write('url')"
+assert "file:// DEST: sealed into the folder" grep -qx 1 "$T/dest_url/LATEST"
+assert "file:// DEST: audited as the same destination a folder is" \
+	ev_has run.output "\"destination\":\"file://$T/dest_url/\".*\"sequence\":1"
+check "--resume model=file:///DIR/ reads it back" 0 \
+	"$SL" run "${RUN[@]}" --tcti "$TCTI_B" --resume "model=file://$T/dest_url/" --output "model=$T/dest_url" -- \
+	"$PY" -c "import os, sys, seclaunch_data as sd; sys.exit(open(os.path.join(sd.output_dir('model'), 'w.bin')).read() != 'url')"
+check_err "a file:// DEST of another host: exit 1" 1 "a folder of this machine" \
+	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=file://elsewhere$T/dest_url/" -- true
+check_err "a file:// DEST outside the policy's folders is denied like the folder: exit 4" 4 "denies output model" \
+	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=file://$T/elsewhere/" -- true
+
 # ---- checkpoints by SIGUSR2, preempted by GCE, resumed on TPM B ----------------
 rm -f "$T/flip" "$T/prog_pre"
 "$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=$T/dest" \
