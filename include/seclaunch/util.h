@@ -69,6 +69,9 @@ uint64_t sl_now_ns(void);
 /* SHA-256 (OpenSSL). */
 #define SL_SHA256_LEN 32
 void sl_sha256(const void *p, size_t len, uint8_t out[static SL_SHA256_LEN]);
+/* SHA-384 (OpenSSL): what TDX RTMRs extend. */
+#define SL_SHA384_LEN 48
+void sl_sha384(const void *p, size_t len, uint8_t out[static SL_SHA384_LEN]);
 
 /* binding = SHA-256("seclaunch-bind-v1" || nonce || eph_pub || policy_digest) */
 #define SL_NONCE_LEN 32
