@@ -188,12 +188,6 @@ out:
 	return rc;
 }
 
-sl_err kmsd_store_set_schema(kmsd_store *s, int64_t version)
-{
-	kmsd_sqlv a[] = {V_INT(version)};
-	return exec1_durable(s, SQL_SCHEMA_PUT, a, 1, NULL);
-}
-
 sl_err kmsd_store_open(const char *spec, unsigned pool, kmsd_store **out)
 {
 	sl_err rc = SL_E_NOMEM;
@@ -420,41 +414,6 @@ sl_err kmsd_store_key_get(kmsd_store *s, const char *id, kmsd_key_row *row, bool
 	return rc;
 }
 
-struct kek_get {
-	uint8_t *wrapped;
-	size_t *wlen;
-	bool *retired;
-	bool found;
-};
-
-static SL_RESULT kek_row(void *ctx, const kmsd_sqlv *c, size_t n)
-{
-	struct kek_get *g = ctx;
-	if (n != 2 || c[1].t != KMSD_SQLV_INT ||
-	    (c[0].t != KMSD_SQLV_NULL &&
-	     (c[0].t != KMSD_SQLV_BLOB || c[0].n > KMSD_KEK_WRAPPED_MAX)))
-		return sl_err_set(SL_E_INTEGRITY, "state store: kek_versions row");
-	*g->wlen = c[0].t == KMSD_SQLV_BLOB ? c[0].n : 0;
-	if (*g->wlen > 0)
-		memcpy(g->wrapped, c[0].p, c[0].n);
-	*g->retired = c[1].i != 0;
-	g->found = true;
-	return SL_OK;
-}
-
-sl_err kmsd_store_kek_get(kmsd_store *s, const char *id, unsigned version,
-                          uint8_t wrapped[static KMSD_KEK_WRAPPED_MAX], size_t *wlen, bool *retired,
-                          bool *found)
-{
-	static const char sql[] = "SELECT wrapped, retired FROM kek_versions "
-	                          "WHERE key_id = ? AND version = ?";
-	kmsd_sqlv a[] = {V_TEXT(id), V_INT(version)};
-	struct kek_get g = {wrapped, wlen, retired, false};
-	sl_err rc = exec1(s, sql, a, NARGS(a), kek_row, &g, NULL);
-	*found = g.found;
-	return rc;
-}
-
 sl_err kmsd_store_kek_add(kmsd_store *s, const char *id, unsigned version, const uint8_t *wrapped,
                           size_t wlen, int64_t now)
 {
@@ -622,13 +581,6 @@ sl_err kmsd_store_ref_note(kmsd_store *s, const char *id, unsigned version, cons
 	                          "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING";
 	kmsd_sqlv a[] = {V_TEXT(id), V_INT(version), V_TEXT(dataset_id), V_INT(now)};
 	return exec1_durable(s, sql, a, NARGS(a), NULL);
-}
-
-sl_err kmsd_store_ref_count(kmsd_store *s, const char *id, size_t *n)
-{
-	static const char sql[] = "SELECT count(*) FROM key_refs WHERE key_id = ?";
-	kmsd_sqlv a[] = {V_TEXT(id)};
-	return count1(s, sql, a, 1, n);
 }
 
 /* ---- challenges ---------------------------------------------------------- */

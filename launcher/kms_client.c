@@ -186,7 +186,9 @@ sl_err sl_kms_eph_keypair(uint8_t pub[static SL_EPH_PUB_LEN], sl_secret **sk)
 	return sl_sealbox_keypair(pub, sk);
 }
 
-sl_err sl_kms_b64_member(json_t *o, const char *field, const uint8_t *p, size_t n)
+/* A base64 member (the encoded text is wiped after use: DEKs and
+ * enrollment credentials pass through here). */
+static SL_RESULT sl_kms_b64_member(json_t *o, const char *field, const uint8_t *p, size_t n)
 {
 	char *s = NULL;
 	sl_err rc = sl_b64_encode(p, n, &s);
