@@ -322,6 +322,17 @@ static void test_sealbox(void **state)
 	sl_secret_free(sk2);
 }
 
+static void test_hex_is_lower(void **state)
+{
+	(void)state;
+	assert_true(sl_hex_is_lower("00ff", 4));
+	assert_false(sl_hex_is_lower("00FF", 4));
+	assert_false(sl_hex_is_lower("00ff", 3));
+	assert_false(sl_hex_is_lower("00fg", 4));
+	assert_false(sl_hex_is_lower("00ff0", 4));
+	assert_false(sl_hex_is_lower(NULL, 0));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -330,6 +341,7 @@ int main(void)
 	    cmocka_unit_test(test_hmac_rfc4231_2),        cmocka_unit_test(test_aead_kats),
 	    cmocka_unit_test(test_aead_tamper),           cmocka_unit_test(test_aead_names),
 	    cmocka_unit_test(test_aead_large_round_trip), cmocka_unit_test(test_sealbox),
+	    cmocka_unit_test(test_hex_is_lower),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
