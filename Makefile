@@ -175,7 +175,7 @@ $(BUILD)/slurm/spank_seclaunch.so: launcher/slurm/spank_seclaunch.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -D_FORTIFY_SOURCE=3 \
 		-fstack-protector-strong -fstack-clash-protection -fcf-protection -MMD -MP -shared \
-		-Wl,-z,relro,-z,now,-z,noexecstack -o $@ $< -ljansson
+		-Iinclude -Wl,-z,relro,-z,now,-z,noexecstack -o $@ $< -ljansson
 
 $(JOBSIDE_SO): jobside/seclaunch_data.c jobside/seclaunch_data.h crypto/gcm_arith.h \
 		include/seclaunch/cuda_api.h

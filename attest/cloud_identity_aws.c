@@ -16,7 +16,9 @@
 #include "seclaunch/json.h"
 #include "x509_util.h"
 
-sl_err sl_identity_b64_clean(const char *in, char **out)
+/* Copies base64 text without whitespace and PEM armour lines into a new
+ * string (for the AWS pkcs7/signature bodies, which come wrapped). */
+static SL_RESULT sl_identity_b64_clean(const char *in, char **out)
 {
 	sl_err rc = SL_E_NOMEM;
 	size_t n = strlen(in), o = 0;

@@ -18,8 +18,4 @@ static inline time_t sl_identity_now(const sl_identity_opts *o)
 SL_MUST_USE sl_err sl_identity_rs256_verify(EVP_PKEY *key, const uint8_t *msg, size_t len,
                                             const uint8_t *sig, size_t sig_len, const char *what);
 
-/* Copies base64 text without whitespace and PEM armour lines into a new
- * string (for the AWS pkcs7/signature bodies, which come wrapped). */
-SL_MUST_USE sl_err sl_identity_b64_clean(const char *in, char **out);
-
 #endif

@@ -14,7 +14,8 @@
 
 #define MAX_BLOB (64 * 1024)
 
-sl_err sl_tsm_entry_create(const char *root, char *path, size_t n)
+/* Creates a fresh entry directory under root (mode 0700) and writes its path. */
+static SL_RESULT sl_tsm_entry_create(const char *root, char *path, size_t n)
 {
 	uint8_t rnd[8];
 	char hex[17];
@@ -30,7 +31,8 @@ sl_err sl_tsm_entry_create(const char *root, char *path, size_t n)
 	return SL_OK;
 }
 
-void sl_tsm_entry_remove(const char *path)
+/* Removes it again (configfs removes the attributes with it). */
+static void sl_tsm_entry_remove(const char *path)
 {
 	(void)rmdir(path);
 }

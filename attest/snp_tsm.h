@@ -12,10 +12,6 @@
 
 #define SL_TSM_DEFAULT_ROOT "/sys/kernel/config/tsm/report"
 
-/* Creates a fresh entry directory under root (mode 0700) and writes its path. */
-SL_MUST_USE sl_err sl_tsm_entry_create(const char *root, char *path, size_t n);
-/* Removes it again (configfs removes the attributes with it). */
-void sl_tsm_entry_remove(const char *path);
 /* In entry: checks provider == want_provider, reads generation, writes the
  * 64-byte inblob, reads outblob and (if aux != NULL) auxblob, reads
  * generation again and requires exactly one increment (our own write), so a

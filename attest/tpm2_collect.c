@@ -255,7 +255,7 @@ static SL_RESULT add_eventlog(json_t *ev)
 	return rc;
 }
 
-sl_err sl_tpm2_collect_evidence(const sl_collect_opts *o, json_t **out)
+static SL_RESULT sl_tpm2_collect_evidence(const sl_collect_opts *o, json_t **out)
 {
 	sl_err rc = SL_E_TPM;
 	sl_tpm2_conn c = {0};

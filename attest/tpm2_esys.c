@@ -188,7 +188,7 @@ out:
 	return rc;
 }
 
-sl_err sl_tpm2_ak_handle(const sl_tpm2_key_opts *o, uint32_t *handle)
+static SL_RESULT sl_tpm2_ak_handle(const sl_tpm2_key_opts *o, uint32_t *handle)
 {
 	const char *env = getenv("SECLAUNCH_AK_HANDLE");
 	char *end;

@@ -77,7 +77,6 @@ SL_MUST_USE sl_err sl_tpm2_nv_read_defined(sl_tpm2_conn *c, uint32_t index, uint
  * TPM2_GetCapability as a rule. */
 SL_MUST_USE sl_err sl_tpm2_nv_present(sl_tpm2_conn *c, const uint32_t *idx, size_t n,
                                       bool *present);
-SL_MUST_USE sl_err sl_tpm2_ak_handle(const sl_tpm2_key_opts *o, uint32_t *handle);
 
 /* ---- event log (tpm2_eventlog.c) */
 typedef struct sl_tpm2_pcrs {
@@ -104,6 +103,5 @@ SL_MUST_USE sl_err sl_tpm2_pcrs_json(const sl_tpm2_pcrs *p, json_t **out);
 /* ---- quote verification (tpm2_verify.c) */
 SL_MUST_USE sl_err sl_tpm2_verify_evidence(const json_t *ev, const sl_verify_opts *o,
                                            sl_claims *claims);
-SL_MUST_USE sl_err sl_tpm2_collect_evidence(const sl_collect_opts *o, json_t **out);
 
 #endif

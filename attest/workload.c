@@ -15,16 +15,6 @@
 #define F SL_E_ATTEST_FORMAT
 #define STR_MAX 65536
 
-static bool is_hex64(const char *s)
-{
-	if (s == NULL || strlen(s) != 64)
-		return false;
-	for (size_t i = 0; i < 64; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
-}
-
 static SL_RESULT file_ref(const json_t *o, const char *path)
 {
 	static const char *const fields[] = {"path", "sha256", NULL};
@@ -34,7 +24,7 @@ static SL_RESULT file_ref(const json_t *o, const char *path)
 	SL_GUARD(sl_json_only(o, fields, F, path));
 	SL_GUARD(sl_json_str(o, "path", 4096, F, path, &p));
 	SL_GUARD(sl_json_str(o, "sha256", 64, F, path, &h));
-	SL_ENSURE(is_hex64(h), F, "%s.sha256: must be 64 lower-case hex digits", path);
+	SL_ENSURE(sl_hex_is_lower(h, 64), F, "%s.sha256: must be 64 lower-case hex digits", path);
 	rc = SL_OK;
 out:
 	return rc;
@@ -93,7 +83,7 @@ sl_err sl_workload_event_check(const json_t *ev, const char *path)
 	SL_GUARD(str_array(json_object_get(ev, "env"), p, SL_WORKLOAD_MAX_ARGS));
 	SL_GUARD(sl_json_str(ev, "cwd", 4096, F, path, &s));
 	SL_GUARD(sl_json_str(ev, "image_digest", 80, F, path, &s));
-	SL_ENSURE(s[0] == '\0' || (strncmp(s, "sha256:", 7) == 0 && is_hex64(s + 7)), F,
+	SL_ENSURE(s[0] == '\0' || (strncmp(s, "sha256:", 7) == 0 && sl_hex_is_lower(s + 7, 64)), F,
 	          "%s.image_digest: must be \"\" or sha256: and 64 lower-case hex digits", path);
 	snprintf(p, sizeof(p), "%s.datasets", path);
 	v = json_object_get(ev, "datasets");
@@ -106,13 +96,14 @@ sl_err sl_workload_event_check(const json_t *ev, const char *path)
 		SL_GUARD(sl_json_only(e, ds_fields, F, q));
 		SL_GUARD(sl_json_str(e, "id", 255, F, q, &s));
 		SL_GUARD(sl_json_str(e, "root", 80, F, q, &s));
-		SL_ENSURE(strncmp(s, "sha256:", 7) == 0 && is_hex64(s + 7), F,
+		SL_ENSURE(strncmp(s, "sha256:", 7) == 0 && sl_hex_is_lower(s + 7, 64), F,
 		          "%s.root: must be sha256: and 64 lower-case hex digits", q);
 	}
 	snprintf(p, sizeof(p), "%s.outputs", path);
 	SL_GUARD(str_array(json_object_get(ev, "outputs"), p, 64));
 	SL_GUARD(sl_json_str(ev, "policy_digest", 64, F, path, &s));
-	SL_ENSURE(is_hex64(s), F, "%s.policy_digest: must be 64 lower-case hex digits", path);
+	SL_ENSURE(sl_hex_is_lower(s, 64), F, "%s.policy_digest: must be 64 lower-case hex digits",
+	          path);
 	rc = SL_OK;
 out:
 	return rc;

@@ -62,18 +62,6 @@ out:
 	return rc;
 }
 
-sl_err sl_workload_tpm_read(const char *tcti, unsigned pcr, uint8_t out[static 32])
-{
-	sl_err rc = SL_E_TPM;
-	sl_tpm2_conn c = {0};
-	SL_GUARD(sl_tpm2_connect(tcti, &c));
-	SL_GUARD(read_pcr(&c, pcr, out));
-	rc = SL_OK;
-out:
-	sl_tpm2_disconnect(&c);
-	return rc;
-}
-
 static void rtmr_path(const char *root, char *p, size_t n)
 {
 	snprintf(p, n, "%s/rtmr3:sha384", root != NULL ? root : SL_WORKLOAD_TDX_MEASUREMENTS);

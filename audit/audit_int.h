@@ -33,8 +33,6 @@ bool audit_is_hex(const char *s, size_t n);
 /* The bytes an Ed25519 checkpoint signature covers (docs/audit.md): a
  * domain label then each field length-prefixed. */
 SL_MUST_USE sl_err audit_checkpoint_message(json_t *rec, sl_writer *w);
-/* The field rules a reader applies to a parsed record (sl_audit_parse_line). */
-SL_MUST_USE sl_err audit_check_record(json_t *rec);
 /* The same rules on a record the writer built, plus what the reader's JSON
  * parser would refuse in it (nesting depth, NUL bytes): a record that passes
  * renders to a line sl_audit_parse_line accepts (given its length fits). */

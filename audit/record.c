@@ -265,6 +265,8 @@ static SL_RESULT check_tree(const json_t *v, size_t depth)
 	return SL_OK;
 }
 
+static SL_RESULT audit_check_record(json_t *rec);
+
 sl_err audit_check_built(json_t *rec)
 {
 	sl_err rc = check_tree(rec, 1);
@@ -292,7 +294,8 @@ out:
 	return rc;
 }
 
-sl_err audit_check_record(json_t *rec)
+/* The field rules a reader applies to a parsed record (sl_audit_parse_line). */
+static SL_RESULT audit_check_record(json_t *rec)
 {
 	sl_err rc = SL_E_FORMAT;
 	const char *key;

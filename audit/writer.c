@@ -152,18 +152,6 @@ void sl_audit_set_rotation(sl_audit *a, uint64_t max_bytes)
 	pthread_mutex_unlock(&a->io);
 }
 
-sl_err sl_audit_set_anchor(sl_audit *a, const char *anchor_path)
-{
-	char *p = NULL;
-	if (anchor_path != NULL && (p = strdup(anchor_path)) == NULL)
-		return sl_err_set(SL_E_NOMEM, "audit: allocating");
-	pthread_mutex_lock(&a->io);
-	free(a->anchor_path);
-	a->anchor_path = p;
-	pthread_mutex_unlock(&a->io);
-	return SL_OK;
-}
-
 static void dir_of(const char *path, char *dir, size_t n)
 {
 	const char *slash = strrchr(path, '/');

@@ -11,6 +11,11 @@ void sl_hex_encode(const uint8_t *in, size_t len, char *out)
 	sodium_bin2hex(out, len * 2 + 1, in, len);
 }
 
+bool sl_hex_is_lower(const char *s, size_t n)
+{
+	return s != NULL && strlen(s) == n && strspn(s, "0123456789abcdef") == n;
+}
+
 sl_err sl_hex_decode(const char *hex, uint8_t *out, size_t want, const char *field)
 {
 	size_t got = 0;

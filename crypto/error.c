@@ -24,17 +24,17 @@ static int valid(sl_err code)
 	return (int)code >= 0 && code < SL_E__COUNT;
 }
 
-sl_err sl_err_setv(sl_err code, const char *fmt, va_list ap)
+static void set_detail(const char *fmt, va_list ap) SL_PRINTF(1, 0);
+static void set_detail(const char *fmt, va_list ap)
 {
 	vsnprintf(detail, sizeof(detail), fmt, ap);
-	return code;
 }
 
 sl_err sl_err_set(sl_err code, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	sl_err_setv(code, fmt, ap);
+	set_detail(fmt, ap);
 	va_end(ap);
 	return code;
 }
@@ -93,7 +93,7 @@ sl_err sl_err_ossl(sl_err code, const char *fmt, ...)
 	if (last != 0)
 		ERR_error_string_n(last, reason, sizeof(reason));
 	va_start(ap, fmt);
-	sl_err_setv(code, fmt, ap);
+	set_detail(fmt, ap);
 	va_end(ap);
 	if (reason[0] != '\0') {
 		size_t n = strlen(detail);

@@ -28,6 +28,11 @@ void sl_sha256(const void *p, size_t len, uint8_t out[static SL_SHA256_LEN])
 	SHA256(p, len, out);
 }
 
+void sl_sha384(const void *p, size_t len, uint8_t out[static SL_SHA384_LEN])
+{
+	SHA384(p, len, out);
+}
+
 void sl_binding_compute(const uint8_t nonce[static SL_NONCE_LEN],
                         const uint8_t eph_pub[static SL_EPH_PUB_LEN],
                         const uint8_t policy_digest[static SL_SHA256_LEN],

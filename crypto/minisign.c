@@ -133,21 +133,8 @@ out:
 	return rc;
 }
 
-sl_err sl_minisign_pubkey_load(const char *path, sl_minisign_pubkey *out)
-{
-	sl_err rc = SL_E_IO;
-	uint8_t *data = NULL;
-	size_t len = 0;
-	SL_GUARD(sl_file_read(path, 4096, &data, &len));
-	rc = sl_minisign_pubkey_parse(data, len, out);
-	if (rc != SL_OK)
-		rc = sl_err_wrap(rc, "%s", path);
-out:
-	free(data);
-	return rc;
-}
-
-sl_err sl_minisign_pubkey_format(const sl_minisign_pubkey *pk, char **out)
+/* The key's file text ("untrusted comment: minisign public key <ID>\n<b64>\n"), malloc'd. */
+static SL_RESULT sl_minisign_pubkey_format(const sl_minisign_pubkey *pk, char **out)
 {
 	sl_err rc = SL_E_NOMEM;
 	uint8_t blob[PUBKEY_LEN];
@@ -305,19 +292,6 @@ out:
 	sl_wipe(seed_sk, sizeof(seed_sk));
 	sl_minisign_seckey_free(sk);
 	sl_secret_free(blobs);
-	return rc;
-}
-
-sl_err sl_minisign_seckey_load(const char *path, const char *password, sl_minisign_seckey **out)
-{
-	sl_err rc = SL_E_IO;
-	sl_secret *s = NULL;
-	SL_GUARD(sl_secret_read_file(path, SECKEY_FILE_MAX, &s));
-	rc = sl_minisign_seckey_parse(sl_secret_data(s), sl_secret_len(s), password, out);
-	if (rc != SL_OK)
-		rc = sl_err_wrap(rc, "%s", path);
-out:
-	sl_secret_free(s);
 	return rc;
 }
 

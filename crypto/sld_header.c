@@ -290,10 +290,6 @@ void sl_sld_header_free(sl_sld_header *h)
 	free(h);
 }
 
-uint16_t sl_sld_header_version(const sl_sld_header *h)
-{
-	return h->version;
-}
 size_t sl_sld_header_len(const sl_sld_header *h)
 {
 	return h->len;

@@ -46,7 +46,8 @@ struct sl_sldm {
 
 #define BAD(...) SL_FAIL(SL_E_INTEGRITY, "manifest damaged or altered: " __VA_ARGS__)
 
-bool sl_sldm_is_manifest(const uint8_t *p, size_t len)
+/* True when p starts with the manifest magic. */
+static bool sl_sldm_is_manifest(const uint8_t *p, size_t len)
 {
 	return len >= sizeof(sldm_magic) && memcmp(p, sldm_magic, sizeof(sldm_magic)) == 0;
 }
@@ -516,10 +517,6 @@ uint32_t sl_sldm_chunk_size(const sl_sldm *m)
 uint64_t sl_sldm_sequence(const sl_sldm *m)
 {
 	return m->sequence;
-}
-uint64_t sl_sldm_created(const sl_sldm *m)
-{
-	return m->created;
 }
 uint32_t sl_sldm_shard_count(const sl_sldm *m)
 {

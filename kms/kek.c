@@ -8,7 +8,6 @@
  * migrated key gets). Whether a key may be used — it exists, it is enabled,
  * the version is not retired — is asked of the state store on every wrap
  * and unwrap, so a disable on one replica stops releases on all. */
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -16,9 +15,10 @@
 
 #include "kmsd.h"
 #include "seclaunch/buf.h"
+#include "seclaunch/sealbox.h"
 #include "store.h"
 
-_Static_assert(KMSD_SEALED_LEN == SL_KMS_DEK_LEN + crypto_box_SEALBYTES, "sealed DEK size");
+_Static_assert(KMSD_SEALED_LEN == SL_KMS_DEK_LEN + SL_SEALBOX_OVERHEAD, "sealed DEK size");
 
 struct kmsd_kek {
 	enum kmsd_backend backend;
@@ -373,8 +373,7 @@ sl_err kmsd_kek_unwrap_seal(kmsd_kek *k, const char *id, const char *dataset_id,
 		                                sealed);
 	SL_GUARD(sl_secret_new(SL_KMS_DEK_LEN, &dek));
 	SL_GUARD(kmsd_kek_unwrap(k, id, dataset_id, wrapped, len, sl_secret_data(dek)));
-	SL_ENSURE(crypto_box_seal(sealed, sl_secret_data(dek), SL_KMS_DEK_LEN, eph_pub) == 0,
-	          SL_E_CRYPTO, "keys: sealing to eph_pub failed");
+	SL_GUARD(sl_sealbox_seal(sl_secret_data(dek), SL_KMS_DEK_LEN, eph_pub, sealed));
 	rc = SL_OK;
 out:
 	sl_secret_free(dek); /* wipes */
@@ -393,8 +392,7 @@ sl_err kmsd_kek_new_sealed(kmsd_kek *k, const char *id, const char *dataset_id,
 		                               sealed);
 	SL_GUARD(sl_secret_random(SL_KMS_DEK_LEN, &dek));
 	SL_GUARD(kmsd_kek_wrap(k, id, dataset_id, sl_secret_data(dek), wrapped, wrapped_len));
-	SL_ENSURE(crypto_box_seal(sealed, sl_secret_data(dek), SL_KMS_DEK_LEN, eph_pub) == 0,
-	          SL_E_CRYPTO, "keys: sealing to eph_pub failed");
+	SL_GUARD(sl_sealbox_seal(sl_secret_data(dek), SL_KMS_DEK_LEN, eph_pub, sealed));
 	rc = SL_OK;
 out:
 	sl_secret_free(dek); /* wipes */

@@ -100,7 +100,7 @@ struct kp_res {
 	uint32_t version;
 	uint32_t out_len;
 	uint32_t wrapped_len; /* NEW_SEALED: the wrapped DEK's part of out */
-	uint8_t out[SL_KMS_WRAPPED_DEK_MAX + SL_KMS_DEK_LEN + crypto_box_SEALBYTES];
+	uint8_t out[SL_KMS_WRAPPED_DEK_MAX + KMSD_SEALED_LEN];
 	char detail[480];
 };
 
@@ -174,7 +174,7 @@ static void handle(kmsd_kek *k, struct kp_req *rq, struct kp_res *rs)
 	case KP_UNWRAP_SEAL:
 		rc = kmsd_kek_unwrap_seal(k, rq->id, rq->ds, rq->wrapped, rq->wrapped_len,
 		                          rq->eph_pub, rs->out);
-		rs->out_len = rc == SL_OK ? SL_KMS_DEK_LEN + crypto_box_SEALBYTES : 0;
+		rs->out_len = rc == SL_OK ? KMSD_SEALED_LEN : 0;
 		break;
 	case KP_REWRAP:
 		rc = kmsd_kek_rewrap(k, rq->id, rq->ds, rq->wrapped, rq->wrapped_len, rs->out, &n);

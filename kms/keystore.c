@@ -175,8 +175,8 @@ void kmsd_keystore_close(kmsd_keystore *ks)
 }
 
 /* A new random KEK for (id, version), sealed into wrapped and cached. */
-sl_err kmsd_keystore_make(kmsd_keystore *ks, const char *id, unsigned version,
-                          uint8_t wrapped[static KEK_WRAPPED_LEN])
+static SL_RESULT kmsd_keystore_make(kmsd_keystore *ks, const char *id, unsigned version,
+                                    uint8_t wrapped[static KEK_WRAPPED_LEN])
 {
 	sl_err rc = SL_E_NOMEM;
 	sl_secret *kek = NULL;
@@ -207,14 +207,6 @@ sl_err kmsd_keystore_rotate(kmsd_keystore *ks, const char *id, unsigned version)
 		return rc;
 	return kmsd_store_kek_add(ks->st, id, version, wrapped, sizeof(wrapped),
 	                          (int64_t)time(NULL));
-}
-
-size_t kmsd_keystore_count(kmsd_keystore *ks)
-{
-	size_t n = 0;
-	if (kmsd_store_count(ks->st, KMSD_T_KEYS, &n) != SL_OK)
-		return 0;
-	return n;
 }
 
 /* Opens (id, version)'s wrapped row under the master key into the cache. */

@@ -83,9 +83,6 @@ SL_MUST_USE sl_err kmsd_config_dev(kmsd_config *c);
 SL_MUST_USE sl_err kmsd_config_check(const kmsd_config *c);
 void kmsd_config_free(kmsd_config *c);
 
-/* stale.c: removes "<path>.tmp.<pid>.*" left by a writer that died. */
-void kmsd_remove_stale_tmp(const char *path);
-
 /* statedir.c: the --dev state directory must be a real directory owned by
  * this user and writable by nobody else (SL_E_PERM naming the fix). */
 SL_MUST_USE sl_err kmsd_state_dir_check(const char *dir);
@@ -282,7 +279,6 @@ SL_MUST_USE sl_err kmsd_keystore_rotate(kmsd_keystore *ks, const char *id, unsig
 /* Seals a KEK for the store (migrate imports keys with it): 60 bytes. */
 SL_MUST_USE sl_err kmsd_keystore_seal(kmsd_keystore *ks, const char *id, unsigned version,
                                       const uint8_t kek[static 32], uint8_t out[static 60]);
-size_t kmsd_keystore_count(kmsd_keystore *ks);
 /* Runs fn with the KEK of (id, version) opened from `wrapped` (its store
  * row, read for this use) under a read lock (the KEK never leaves the
  * keystore). A cached KEK serves only the same row's bytes. */
@@ -299,8 +295,6 @@ SL_MUST_USE sl_err kmsd_p11_open(const char *module, const char *label, const ch
                                  kmsd_p11 **out);
 void kmsd_p11_close(kmsd_p11 *p);
 SL_MUST_USE sl_err kmsd_p11_create(kmsd_p11 *p, const char *id);
-bool kmsd_p11_exists(kmsd_p11 *p, const char *id);
-size_t kmsd_p11_count(kmsd_p11 *p);
 SL_MUST_USE sl_err kmsd_p11_encrypt(kmsd_p11 *p, const char *id, const uint8_t iv[static 12],
                                     const uint8_t *aad, size_t aad_len, const uint8_t pt[static 32],
                                     uint8_t ct_tag[static 48]);
@@ -697,9 +691,6 @@ bool kmsd_refusal_limited(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response 
  * window. false: it could not be recorded (the caller answers 503). */
 bool kmsd_refusal_record(kmsd_ctx *ctx, const char *source, const char *event, const char *code,
                          bool cheap, bool (*write)(void *), void *arg);
-/* Writes the refusal summaries that are due (all when force: at stop);
- * false when one could not be written (they are kept for the next try). */
-bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force);
 
 void kmsd_handle_challenge(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
@@ -783,8 +774,6 @@ SL_MUST_USE sl_err kmsd_log_reopen(void);
 const char *kmsd_log_path(void);
 void kmsd_log_close(void);
 void kmsd_log(enum kmsd_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void kmsd_logv(enum kmsd_log_level lvl, const char *fmt, va_list ap)
-    __attribute__((format(printf, 2, 0)));
 
 /* ---- live configuration and SIGHUP (reload.c) -------------------------- */
 

@@ -118,7 +118,7 @@ void kmsd_log_close(void)
 	pthread_mutex_unlock(&g_mu);
 }
 
-void kmsd_logv(enum kmsd_log_level lvl, const char *fmt, va_list ap)
+static void kmsd_logv(enum kmsd_log_level lvl, const char *fmt, va_list ap)
 {
 	char line[2048];
 	size_t n = 0;

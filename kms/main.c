@@ -34,7 +34,8 @@ static void usage(FILE *f)
 	        "                        state store, an audit log; writes DIR/url once\n"
 	        "                        listening;\n"
 	        "                        accepts EKs without a certificate; without --policy\n"
-	        "                        uses the built-in development policy\n"
+	        "                        uses the built-in development policy, which seals\n"
+	        "                        every output under the key dev-outputs (made at start)\n"
 	        "  --state DIR           state directory for --dev\n"
 	        "  --listen HOST:PORT    address to listen on (port 0: pick a free one;\n"
 	        "                        --dev default 127.0.0.1:0)\n"
@@ -82,6 +83,28 @@ static void keyproc_event(void *arg, int state, int pid, int status)
 		kmsd_log(KMSD_LOG_ERR, "audit: %s", sl_err_detail());
 }
 
+/* The development policy seals every output under one key: made here once,
+ * kept across restarts, so that `seclaunch run --output` works at once. */
+static SL_RESULT dev_output_key(kmsd_ctx *ctx)
+{
+	sl_err rc = kmsd_kek_create(ctx->kek, SL_POLICY_DEV_OUTPUT_KEY);
+	if (rc == SL_E_EXISTS)
+		rc = SL_OK;
+	else if (rc == SL_OK &&
+	         !kmsd_audit(ctx, SL_AUDIT_EV_KEY_CREATE, SL_POLICY_DEV_OUTPUT_KEY, NULL,
+	                     SL_AUDIT_ALLOW, NULL, NULL,
+	                     json_pack("{s:s}", "reason", "development policy output key")))
+		rc = sl_err_wrap(SL_E_SYSTEM, "audit log %s", ctx->cfg->audit_log);
+	if (rc != SL_OK)
+		return sl_err_wrap(rc, "key '%s' of the development policy",
+		                   SL_POLICY_DEV_OUTPUT_KEY);
+	kmsd_log(KMSD_LOG_NOTICE,
+	         "development policy: outputs (seclaunch run --output NAME=DEST, any "
+	         "destination) are sealed under key '%s'",
+	         SL_POLICY_DEV_OUTPUT_KEY);
+	return SL_OK;
+}
+
 static SL_RESULT run(kmsd_config *cfg, const kmsd_start_opts *opts)
 {
 	sl_err rc = SL_E_INTERNAL;
@@ -125,6 +148,8 @@ static SL_RESULT run(kmsd_config *cfg, const kmsd_start_opts *opts)
 		                 cfg->audit_log);
 		goto out;
 	}
+	if (sl_policy_is_dev(ctx.policy))
+		SL_GUARD(dev_output_key(&ctx));
 	SL_GUARD(kmsd_keyproc_watch(ctx.keyproc, keyproc_event, &ctx));
 	SL_GUARD(kmsd_live_start(&ctx, cfg, opts));
 	live = true;

@@ -181,28 +181,6 @@ static CK_RV find_key(kmsd_p11 *p, CK_SESSION_HANDLE s, const char *id, CK_OBJEC
 	return rv;
 }
 
-bool kmsd_p11_exists(kmsd_p11 *p, const char *id)
-{
-	int slot;
-	CK_OBJECT_HANDLE h;
-	CK_ULONG n = 0;
-	CK_SESSION_HANDLE s = get_session(p, &slot);
-	CK_RV rv = find_key(p, s, id, &h, &n);
-	put_session(p, slot);
-	return rv == CKR_OK && n > 0;
-}
-
-size_t kmsd_p11_count(kmsd_p11 *p)
-{
-	int slot;
-	CK_OBJECT_HANDLE h;
-	CK_ULONG n = 0;
-	CK_SESSION_HANDLE s = get_session(p, &slot);
-	CK_RV rv = find_key(p, s, NULL, &h, &n);
-	put_session(p, slot);
-	return rv == CKR_OK ? n : 0;
-}
-
 sl_err kmsd_p11_create(kmsd_p11 *p, const char *id)
 {
 	sl_err rc = SL_E_SYSTEM;

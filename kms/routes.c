@@ -140,6 +140,8 @@ bool kmsd_audit(kmsd_ctx *ctx, const char *event, const char *key_id, const char
 	                      claims_digest, details);
 }
 
+static bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force);
+
 bool kmsd_audit_job(kmsd_ctx *ctx, const char *event, const char *job_id, const char *key_id,
                     const char *dataset_id, const char *decision, json_t *reasons,
                     const char *claims_digest, json_t *details)
@@ -189,7 +191,9 @@ void kmsd_audit_failed(kmsd_ctx *ctx, kmsd_response *res, const char *what)
 	res->retry_after = 5;
 }
 
-bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force)
+/* Writes the refusal summaries that are due (all when force: at stop);
+ * false when one could not be written (they are kept for the next try). */
+static bool kmsd_flush_refusals(kmsd_ctx *ctx, bool force)
 {
 	json_t *sums, *s;
 	bool ok = true;

@@ -222,12 +222,6 @@ out:
 	return rc;
 }
 
-sl_err kmsd_store_set_schema(kmsd_store *s, int64_t version)
-{
-	kmsd_sqlv a[] = {V_INT(version)};
-	return exec1_durable(s, SQL_SCHEMA_PUT, a, 1, NULL);
-}
-
 sl_err kmsd_store_open(const char *spec, unsigned pool, kmsd_store **out)
 {
 	sl_err rc = SL_E_NOMEM;
@@ -752,13 +746,6 @@ sl_err kmsd_store_ref_note(kmsd_store *s, const char *id, unsigned version, cons
 	                          "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING";
 	kmsd_sqlv a[] = {V_TEXT(id), V_INT(version), V_TEXT(dataset_id), V_INT(now)};
 	return exec1_durable(s, sql, a, NARGS(a), NULL);
-}
-
-sl_err kmsd_store_ref_count(kmsd_store *s, const char *id, size_t *n)
-{
-	static const char sql[] = "SELECT count(*) FROM key_refs WHERE key_id = ?";
-	kmsd_sqlv a[] = {V_TEXT(id)};
-	return count1(s, sql, a, 1, n);
 }
 
 /* ---- challenges ---------------------------------------------------------- */

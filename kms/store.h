@@ -47,9 +47,6 @@ unsigned kmsd_store_pool(const struct kmsd_config *c);
 const char *kmsd_store_kind(const kmsd_store *s);
 /* Whether the last operation reached the store (for /v1/health). */
 bool kmsd_store_healthy(kmsd_store *s);
-/* Sets the schema version recorded in the store (tests of the version
- * check and future migrations). */
-SL_MUST_USE sl_err kmsd_store_set_schema(kmsd_store *s, int64_t version);
 /* SQLite only: an online, consistent copy into dest (the backup API);
  * SL_E_INPUT for PostgreSQL (use pg_dump). */
 SL_MUST_USE sl_err kmsd_store_backup(kmsd_store *s, const char *dest);
@@ -156,7 +153,6 @@ SL_MUST_USE sl_err kmsd_store_key_list(kmsd_store *s, const char *id, json_t **o
 
 SL_MUST_USE sl_err kmsd_store_ref_note(kmsd_store *s, const char *id, unsigned version,
                                        const char *dataset_id, int64_t now);
-SL_MUST_USE sl_err kmsd_store_ref_count(kmsd_store *s, const char *id, size_t *n);
 /* The dataset now references only `version` of the key (after a rewrap). */
 SL_MUST_USE sl_err kmsd_store_ref_move(kmsd_store *s, const char *id, unsigned version,
                                        const char *dataset_id, int64_t now);

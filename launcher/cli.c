@@ -122,7 +122,8 @@ void sl_cli_print_json(json_t *j)
 	json_decref(j);
 }
 
-void sl_cli_warn_once(const char *cmd, const char *fmt, ...)
+/* "seclaunch CMD: warning: ..." on stderr, once per process for each text. */
+static void sl_cli_warn_once(const char *cmd, const char *fmt, ...)
 {
 	static char said[8][160];
 	char msg[160];

@@ -131,8 +131,6 @@ void sl_cli_report(const char *cmd, sl_err rc, int exit_code, const char *messag
 int sl_cli_usage(const char *cmd, const char *fmt, ...) SL_PRINTF(2, 3);
 /* Prints j (compact, one line) on stdout; frees it. For --json results. */
 void sl_cli_print_json(json_t *j);
-/* "seclaunch CMD: warning: ..." on stderr, once per process for each text. */
-void sl_cli_warn_once(const char *cmd, const char *fmt, ...) SL_PRINTF(2, 3);
 /* SL_E_EXISTS naming path and --force when path exists and force is off. */
 SL_MUST_USE sl_err sl_cli_check_new(const char *path, bool force);
 /* libcurl and jansson wipe each heap block before freeing it (heap_wipe.c);

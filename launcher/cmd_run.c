@@ -227,8 +227,7 @@ int sl_run_option(struct sl_run *r, const char *cmd, int key, char *arg)
 		r->kill_grace_set = true;
 		break;
 	case SL_RUN_O_IMAGE_DIGEST:
-		if (strncmp(arg, "sha256:", 7) != 0 || strlen(arg) != 71 ||
-		    strspn(arg + 7, "0123456789abcdef") != 64)
+		if (strncmp(arg, "sha256:", 7) != 0 || !sl_hex_is_lower(arg + 7, 64))
 			return sl_cli_usage(cmd,
 			                    "--image-digest: '%s' is not sha256: and 64 "
 			                    "lower-case hex digits",

@@ -1,14 +1,14 @@
 /* The KMS client API (include/seclaunch/kms.h) over kms_http.c. */
 #include <curl/curl.h>
-#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kms_http.h"
 #include "seclaunch/tpm2.h"
 #include "seclaunch/json.h"
+#include "seclaunch/sealbox.h"
 
-#define SEALED_LEN (SL_KMS_DEK_LEN + crypto_box_SEALBYTES)
+#define SEALED_LEN (SL_KMS_DEK_LEN + SL_SEALBOX_OVERHEAD)
 
 static SL_RESULT dup_opt(const char *in, char **out)
 {
@@ -156,20 +156,13 @@ out:
 
 sl_err sl_kms_eph_keypair(uint8_t pub[static SL_EPH_PUB_LEN], sl_secret **sk)
 {
-	sl_err rc = SL_E_NOMEM;
-	sl_secret *s = NULL;
-	SL_GUARD(sl_secret_new(SL_KMS_EPH_SK_LEN, &s));
-	SL_GUARD_SODIUM(crypto_box_keypair(pub, sl_secret_data(s)), SL_E_CRYPTO,
-	                "ephemeral X25519 key pair");
-	*sk = s;
-	s = NULL;
-	rc = SL_OK;
-out:
-	sl_secret_free(s);
-	return rc;
+	_Static_assert(SL_KMS_EPH_SK_LEN == SL_SEALBOX_SK_LEN, "ephemeral key size");
+	return sl_sealbox_keypair(pub, sk);
 }
 
-sl_err sl_kms_b64_member(json_t *o, const char *field, const uint8_t *p, size_t n)
+/* A base64 member (the encoded text is wiped after use: DEKs and
+ * enrollment credentials pass through here). */
+static SL_RESULT sl_kms_b64_member(json_t *o, const char *field, const uint8_t *p, size_t n)
 {
 	char *s = NULL;
 	sl_err rc = sl_b64_encode(p, n, &s);
@@ -230,7 +223,6 @@ sl_err sl_kms_release(sl_kms *k, const sl_kms_release_req *rq, sl_secret *eph_sk
 	sl_err rc = SL_E_NOMEM;
 	json_t *req = json_object(), *res = NULL, *got;
 	sl_secret **tmp = calloc(rq->nkeys > 0 ? rq->nkeys : 1, sizeof(*tmp));
-	uint8_t pk[crypto_box_PUBLICKEYBYTES];
 	SL_ENSURE(req != NULL && tmp != NULL, SL_E_NOMEM, "release request");
 	SL_ENSURE(rq->nkeys >= 1 && rq->nkeys <= 64, SL_E_USAGE, "release: 1..64 keys, not %zu",
 	          rq->nkeys);
@@ -242,7 +234,6 @@ sl_err sl_kms_release(sl_kms *k, const sl_kms_release_req *rq, sl_secret *eph_sk
 	got = json_object_get(res, "keys");
 	SL_ENSURE(json_is_array(got) && json_array_size(got) == rq->nkeys, SL_E_KMS_PROTOCOL,
 	          "KMS answer: \"keys\" must list the %zu keys asked for", rq->nkeys);
-	crypto_scalarmult_base(pk, sl_secret_data(eph_sk));
 	for (size_t i = 0; i < rq->nkeys; i++) {
 		const json_t *e = json_array_get(got, i);
 		const char *id = sl_json_getstr(e, "key_id");
@@ -252,8 +243,8 @@ sl_err sl_kms_release(sl_kms *k, const sl_kms_release_req *rq, sl_secret *eph_sk
 		          "KMS answer: keys[%zu] is not key '%s'", i, rq->keys[i].key_id);
 		SL_GUARD(get_b64(e, "sealed", SEALED_LEN, 0, &sealed, &sl));
 		rc = sl_secret_new(SL_KMS_DEK_LEN, &tmp[i]);
-		if (rc == SL_OK && crypto_box_seal_open(sl_secret_data(tmp[i]), sealed, sl, pk,
-		                                        sl_secret_data(eph_sk)) != 0)
+		if (rc == SL_OK &&
+		    sl_sealbox_open(sealed, sl, eph_sk, sl_secret_data(tmp[i])) != SL_OK)
 			rc = sl_err_set(
 			    SL_E_INTEGRITY,
 			    "KMS answer: sealed DEK for key '%s' does not open with this "
@@ -271,7 +262,6 @@ sl_err sl_kms_release(sl_kms *k, const sl_kms_release_req *rq, sl_secret *eph_sk
 	k->lease = json_incref(json_object_get(res, "lease"));
 	rc = SL_OK;
 out:
-	sl_wipe(pk, sizeof(pk));
 	if (tmp != NULL) {
 		for (size_t i = 0; i < rq->nkeys; i++)
 			sl_secret_free(tmp[i]);
@@ -288,7 +278,6 @@ sl_err sl_kms_output(sl_kms *k, const sl_kms_output_req *rq, sl_secret *eph_sk,
 	sl_err rc = SL_E_NOMEM;
 	json_t *req = json_object(), *outs = json_array(), *ins = json_array(), *res = NULL, *got;
 	sl_secret *tmp[16] = {NULL};
-	uint8_t pk[crypto_box_PUBLICKEYBYTES];
 	SL_ENSURE(req != NULL && outs != NULL && ins != NULL, SL_E_NOMEM, "output request");
 	SL_ENSURE(rq->noutputs >= 1 && rq->noutputs <= 16, SL_E_USAGE,
 	          "output keys: 1..16 outputs, not %zu", rq->noutputs);
@@ -310,7 +299,6 @@ sl_err sl_kms_output(sl_kms *k, const sl_kms_output_req *rq, sl_secret *eph_sk,
 	got = json_object_get(res, "outputs");
 	SL_ENSURE(json_is_array(got) && json_array_size(got) == rq->noutputs, SL_E_KMS_PROTOCOL,
 	          "KMS answer: \"outputs\" must list the %zu outputs asked for", rq->noutputs);
-	crypto_scalarmult_base(pk, sl_secret_data(eph_sk));
 	for (size_t i = 0; i < rq->noutputs; i++) {
 		const json_t *e = json_array_get(got, i);
 		const char *id = sl_json_getstr(e, "output_id");
@@ -329,8 +317,8 @@ sl_err sl_kms_output(sl_kms *k, const sl_kms_output_req *rq, sl_secret *eph_sk,
 		free(wrapped);
 		SL_GUARD(get_b64(e, "sealed", SEALED_LEN, 0, &sealed, &sl));
 		rc = sl_secret_new(SL_KMS_DEK_LEN, &tmp[i]);
-		if (rc == SL_OK && crypto_box_seal_open(sl_secret_data(tmp[i]), sealed, sl, pk,
-		                                        sl_secret_data(eph_sk)) != 0)
+		if (rc == SL_OK &&
+		    sl_sealbox_open(sealed, sl, eph_sk, sl_secret_data(tmp[i])) != SL_OK)
 			rc = sl_err_set(SL_E_INTEGRITY,
 			                "KMS answer: sealed key of output '%s' does not open with "
 			                "this request's ephemeral key",
@@ -345,7 +333,6 @@ sl_err sl_kms_output(sl_kms *k, const sl_kms_output_req *rq, sl_secret *eph_sk,
 	}
 	rc = SL_OK;
 out:
-	sl_wipe(pk, sizeof(pk));
 	for (size_t i = 0; i < 16; i++)
 		sl_secret_free(tmp[i]);
 	json_decref(outs);

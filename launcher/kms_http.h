@@ -22,9 +22,6 @@ enum kms_retry {
 	                         503 */
 };
 
-/* A base64 member (the encoded text is wiped after use: DEKs and
- * enrollment credentials pass through here). */
-SL_MUST_USE sl_err sl_kms_b64_member(json_t *o, const char *field, const uint8_t *p, size_t n);
 /* The members of every attested request (docs/protocol.md): nonce, eph_pub
  * and policy_digest in base64, evidence, identity ([] when NULL), job ({}). */
 SL_MUST_USE sl_err sl_kms_attested_members(json_t *req, const uint8_t *nonce,

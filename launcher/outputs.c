@@ -342,6 +342,16 @@ out:
 
 /* ---- pre-flight ---------------------------------------------------------- */
 
+const char *sl_out_file_url_path(const char *dest)
+{
+	if (strncmp(dest, "file://", 7) != 0)
+		return dest;
+	dest += 7;
+	if (strncmp(dest, "localhost/", 10) == 0)
+		dest += 9;
+	return dest[0] == '/' ? dest : NULL;
+}
+
 sl_err sl_out_destination(const char *spec, char *dest, size_t dest_n, char *policy_dest,
                           size_t policy_n, bool *remote)
 {
@@ -356,16 +366,24 @@ sl_err sl_out_destination(const char *spec, char *dest, size_t dest_n, char *pol
 		snprintf(dest, dest_n, "%s%s", eq + 1, eq[dl] == '/' ? "" : "/");
 		snprintf(policy_dest, policy_n, "%s", dest);
 	} else {
-		SL_ENSURE(strstr(eq + 1, "://") == NULL, SL_E_USAGE,
-		          "--output %s: DEST is a folder, https://, s3:// or gs://", spec);
-		if (eq[1] == '/')
-			snprintf(dest, dest_n, "%s", eq + 1);
+		/* file:///PATH/ is the folder PATH: the same dest, the same policy_dest */
+		const char *folder = sl_out_file_url_path(eq + 1);
+		SL_ENSURE(folder != NULL, SL_E_USAGE,
+		          "--output %s: a file:// DEST names a folder of this machine "
+		          "(file:///PATH/)",
+		          spec);
+		SL_ENSURE(strstr(folder, "://") == NULL, SL_E_USAGE,
+		          "--output %s: DEST is a folder, file:///PATH/, https://, s3:// or gs://",
+		          spec);
+		dl = strlen(folder);
+		if (folder[0] == '/')
+			snprintf(dest, dest_n, "%s", folder);
 		else {
 			SL_ENSURE(getcwd(cwd, sizeof(cwd)) != NULL, SL_E_SYSTEM, "getcwd: %s",
 			          strerror(errno));
 			SL_ENSURE(strlen(cwd) + dl + 2 < dest_n, SL_E_USAGE,
 			          "--output %s: too long", spec);
-			snprintf(dest, dest_n, "%s/%s", cwd, eq + 1);
+			snprintf(dest, dest_n, "%s/%s", cwd, folder);
 		}
 		size_t l = strlen(dest);
 		while (l > 1 && dest[l - 1] == '/')

@@ -95,6 +95,10 @@ SL_MUST_USE sl_err sl_out_preflight(struct sl_run_st *s);
  * workload identity names: the URL, or file:///ABSOLUTE/PATH/). */
 SL_MUST_USE sl_err sl_out_destination(const char *spec, char *dest, size_t dest_n,
                                       char *policy_dest, size_t policy_n, bool *remote);
+/* A DEST or SOURCE of this machine as a folder: file:///PATH (or
+ * file://localhost/PATH) is PATH; anything else is returned as it is. NULL:
+ * a file:// URL of another host. */
+const char *sl_out_file_url_path(const char *dest);
 /* After staging: resume checkpoints (attested release), output keys from
  * the KMS (attested), the in-memory folder, the watchers. */
 SL_MUST_USE sl_err sl_out_prepare(struct sl_run_st *s);

@@ -82,8 +82,8 @@ static SL_RESULT chown_one(void *ctx, sl_fsat_ent *e)
 sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *o)
 {
 	sl_err rc = SL_E_INTERNAL;
-	const char *src = o->resume;
-	bool remote = sl_remote_is_url(src);
+	const char *src = sl_out_file_url_path(o->resume);
+	bool remote = src != NULL && sl_remote_is_url(src);
 	char base[2100], dir[2200], restore[400], final[400], ck[40], root[65] = "";
 	uint64_t seq = 0, seen;
 	sl_remote *r = NULL;
@@ -91,6 +91,9 @@ sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *
 	sl_secret *dek = NULL;
 	sl_tree_stats st;
 
+	SL_ENSURE(src != NULL, SL_E_USAGE,
+	          "--resume %s=%s: a file:// SOURCE names a folder of this machine (file:///PATH/)",
+	          o->name, o->resume);
 	snprintf(base, sizeof(base), "%s%s", src, remote && src[strlen(src) - 1] != '/' ? "/" : "");
 	SL_GUARD(sl_out_read_latest(O, base, remote, &seq));
 	SL_ENSURE(seq > 0, SL_E_INPUT, "--resume %s=%s: no sealed checkpoint there (no %s)",

@@ -444,6 +444,66 @@ static void free_all(struct sl_run_st *s)
 	s->out = NULL;
 }
 
+/* ---- strays -------------------------------------------------------------------- */
+
+struct strays {
+	struct sl_outputs *O;
+	json_t *names;
+};
+
+static SL_RESULT stray_entry(void *ctx, sl_fsat_ent *e)
+{
+	struct strays *st = ctx;
+	bool declared = false;
+	if (e->kind == SL_FSAT_DIR)
+		e->skip = true; /* the top level only */
+	if (e->kind == SL_FSAT_DIR_POST || strncmp(e->name, ".seclaunch-", 11) == 0)
+		return SL_OK;
+	for (size_t i = 0; i < st->O->n && !declared; i++)
+		declared = e->kind == SL_FSAT_DIR && strcmp(e->name, st->O->o[i].name) == 0;
+	if (!declared)
+		json_array_append_new(
+		    st->names, json_sprintf("%s%s", e->name, e->kind == SL_FSAT_DIR ? "/" : ""));
+	return SL_OK;
+}
+
+/* Names, on stderr and in a run.output record, what the job left at the top
+ * of the folder outside every output (model.bin instead of model/model.bin):
+ * it is wiped with the folder, never sealed. true when there was any. */
+static bool report_strays(struct sl_outputs *O, bool fatal)
+{
+	struct strays st = {.O = O, .names = json_array()};
+	char outs[SL_OUT_MAX * (SL_OUT_NAME_MAX + 2) + 1] = "";
+	size_t used = 0, i;
+	json_t *n, *msgs = json_array();
+	for (i = 0; i < O->n; i++) {
+		int w =
+		    snprintf(outs + used, sizeof(outs) - used, "%s%s", i ? ", " : "", O->o[i].name);
+		if (w > 0 && (size_t)w < sizeof(outs) - used)
+			used += (size_t)w;
+	}
+	if (st.names == NULL || msgs == NULL ||
+	    sl_fsat_walk(O->dir.fd, 0, 2, true, stray_entry, &st, O->dir.path) != SL_OK)
+		fprintf(stderr,
+		        "seclaunch %s: warning: looking for files outside every output: %s\n",
+		        SL_OUT_CMD(O->s), sl_err_detail());
+	bool any = json_array_size(st.names) > 0;
+	json_array_foreach (st.names, i, n) {
+		json_t *m = json_sprintf("%s is outside every output (%s): not sealed",
+		                         json_string_value(n), outs);
+		sl_run_say("%s", json_string_value(m));
+		json_array_append_new(msgs, m);
+	}
+	if (any)
+		sl_out_audit(O->s, SL_AUDIT_EV_RUN_OUTPUT, NULL, NULL,
+		             fatal ? SL_AUDIT_ERROR : NULL, NULL,
+		             json_pack("{s:s, s:O, s:O, s:b}", "stage", "strays", "strays",
+		                       st.names, "messages", msgs, "sealed_any", !fatal));
+	json_decref(st.names);
+	json_decref(msgs);
+	return any;
+}
+
 int sl_out_finish(struct sl_run_st *s, int job_code)
 {
 	struct sl_outputs *O = s->out;
@@ -459,6 +519,18 @@ int sl_out_finish(struct sl_run_st *s, int job_code)
 	bool preempted = noticed || (O->c->preempt != SL_PREEMPT_NONE && O->forwarded == SIGTERM);
 	sl_err rc = seal_all(O, preempted ? "preemption" : "exit");
 	snprintf(msg, sizeof(msg), "%s", rc != SL_OK ? sl_err_detail() : "");
+	bool sealed_any = false;
+	for (size_t i = 0; i < O->n; i++)
+		sealed_any |= O->o[i].sealed_seq != 0;
+	/* nothing sealed but something written beside the outputs: the job
+	 * wrote to the wrong place, and a success would hide it */
+	if (report_strays(O, !sealed_any) && !sealed_any && rc == SL_OK && code == 0) {
+		rc = SL_E_INPUT;
+		snprintf(msg, sizeof(msg),
+		         "no output sealed anything, and the job wrote only outside every "
+		         "output (into %s/NAME/ for --output NAME=DEST)",
+		         SL_OUT_ENV);
+	}
 	if (preempted) {
 		json_t *saved = json_array();
 		for (size_t i = 0; i < O->n; i++)

@@ -113,8 +113,6 @@ struct sl_run_st {
 /* run_measure.c: the job's identity, extended into the workload register
  * before the challenge; the evidence then carries the log. */
 SL_MUST_USE sl_err sl_run_step_workload(struct sl_run_st *s);
-/* The kind of evidence `run` will collect ("auto" resolved). */
-const char *sl_run_evidence_kind(const struct sl_run_st *s);
 
 /* run_lease.c: the lease of the released keys (release answer + key_ttl).
  * start: when the job has started (renewals from then on, in a thread);

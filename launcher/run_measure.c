@@ -11,7 +11,8 @@
 #include "seclaunch/util.h"
 #include "seclaunch/workload.h"
 
-const char *sl_run_evidence_kind(const struct sl_run_st *s)
+/* The kind of evidence `run` will collect ("auto" resolved). */
+static const char *sl_run_evidence_kind(const struct sl_run_st *s)
 {
 	static const char *const order[] = {"sev-snp", "tdx", NULL};
 	sl_collect_opts co = {.tcti = s->o->tcti};

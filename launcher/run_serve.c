@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "run_int.h"
+#include "seclaunch/proc.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/util.h"
 
@@ -110,25 +111,6 @@ out:
 	return rc;
 }
 
-/* True while --until-pid's process lives (a zombie counts as ended). */
-static bool alive(pid_t pid)
-{
-	char p[64], buf[512];
-	if (kill(pid, 0) != 0 && errno == ESRCH)
-		return false;
-	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
-	int fd = open(p, O_RDONLY | O_CLOEXEC); /* lint: trusted path (procfs) */
-	if (fd < 0)
-		return errno != ENOENT;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return true;
-	buf[n] = '\0';
-	const char *rp = strrchr(buf, ')');
-	return rp == NULL || rp[1] == '\0' || rp[2] != 'Z';
-}
-
 sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why, int *exit_code)
 {
 	sl_err rc = SL_E_INTERNAL;
@@ -171,7 +153,7 @@ sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why, in
 			*why = "preemption notice";
 			break;
 		}
-		if (s->o->serve.until_pid > 0 && !alive(s->o->serve.until_pid)) {
+		if (s->o->serve.until_pid > 0 && !sl_proc_alive(s->o->serve.until_pid)) {
 			*why = "--until-pid ended";
 			break;
 		}

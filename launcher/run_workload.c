@@ -17,7 +17,6 @@
  * measured; the image digest names that. */
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -416,16 +415,12 @@ sl_err sl_wl_extend(sl_wl *w, const char *kind, const char *tcti, unsigned pcr,
 		if (memcmp(have, zero, 32) == 0)
 			json_array_clear(w->events);
 	} else {
-		uint8_t d48[48];
+		uint8_t d48[SL_SHA384_LEN];
 		char *t = NULL;
 		SL_GUARD(sl_workload_canonical(w->event, &t));
-		unsigned int dl = 0;
 		/* RTMRs are SHA-384 registers: the event's SHA-384 is extended */
-		rc = EVP_Digest(t, strlen(t), d48, &dl, EVP_sha384(), NULL) == 1
-		         ? SL_OK
-		         : sl_err_set(SL_E_CRYPTO, "sha384");
+		sl_sha384(t, strlen(t), d48);
 		free(t);
-		SL_GUARD(rc);
 		SL_GUARD(sl_workload_rtmr_extend(tsm, d48));
 	}
 	SL_ENSURE(json_array_append(w->events, w->event) == 0, SL_E_NOMEM, "log");

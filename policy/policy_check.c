@@ -40,7 +40,8 @@ sl_err sl_policy_note(struct vctx *c, sl_err e)
 	return add(c->errors, path, msg);
 }
 
-void sl_policy_warn(struct vctx *c, const char *path, const char *fmt, ...)
+/* A dangerous gap that is still valid (policy check --strict makes it an error). */
+static void sl_policy_warn(struct vctx *c, const char *path, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -130,7 +131,7 @@ static bool has_kind(const json_t *kinds, const char *k)
 
 /* What SECURITY.md says a policy for real data must pin. Only called on a
  * document without errors, so every member has its validated type. */
-sl_err sl_policy_warn_gaps(const json_t *root, struct vctx *c)
+static SL_RESULT sl_policy_warn_gaps(const json_t *root, struct vctx *c)
 {
 	char p[PATH_MAX_LEN];
 	size_t i;

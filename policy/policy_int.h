@@ -50,8 +50,6 @@ struct vctx {
 /* Records e (an input error: its detail "PATH: message") and returns SL_OK;
  * any other failure (memory) is returned, and validation stops. */
 SL_MUST_USE sl_err sl_policy_note(struct vctx *c, sl_err e);
-/* A dangerous gap that is still valid (policy check --strict makes it an error). */
-void sl_policy_warn(struct vctx *c, const char *path, const char *fmt, ...) SL_PRINTF(3, 4);
 /* The candidate nearest to s by edit distance when it is close enough to be
  * a typo (at most a third of its length, and at least one), else NULL. */
 const char *sl_policy_nearest(const char *s, const char *const *cands, size_t n);
@@ -72,7 +70,6 @@ const char *sl_policy_nearest_json(const char *s, const json_t *arr_or_obj);
 /* The validation of the whole document (policy_parse.c) and the warnings
  * for dangerous gaps (policy_check.c), both into c. */
 SL_MUST_USE sl_err sl_policy_validate(json_t *root, struct vctx *c);
-SL_MUST_USE sl_err sl_policy_warn_gaps(const json_t *root, struct vctx *c);
 /* $.datasets[i].cloud_identity (policy_identity.c). */
 SL_MUST_USE sl_err sl_policy_check_identity(struct vctx *c, const json_t *v, const char *path);
 /* Evaluation of a rule's cloud_identity pins against the claims. Appends to

@@ -77,9 +77,13 @@ out:
 	return rc;
 }
 
+/* its digest binds every release: a change here makes seclaunchd --dev sign
+ * and write its STATE/policy.json again (kmsd_devpolicy) */
 static const char DEV_TEXT[] =
     "{\"version\": 1, \"description\": \"seclaunch built-in development policy: releases any "
-    "key for any dataset to any verified evidence, in any region, verified or not\"}\n";
+    "key for any dataset to any verified evidence, in any region, verified or not; seals "
+    "every output, to any destination, under the key " SL_POLICY_DEV_OUTPUT_KEY
+    ", which seclaunchd --dev creates at start\"}\n";
 
 const char *sl_policy_dev_text(void)
 {

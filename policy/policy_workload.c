@@ -14,21 +14,12 @@
 
 #include "policy_int.h"
 #include "seclaunch/json.h"
+#include "seclaunch/util.h"
 
 #define TEXT_LEN 900
 
 static const char *const FIELDS[] = {"identity", "exe_sha256", "script_sha256", "image_digest",
                                      "argv",     "env",        "description",   NULL};
-
-static bool hex64(const char *s)
-{
-	if (s == NULL || strlen(s) != 64)
-		return false;
-	for (size_t i = 0; i < 64; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
-}
 
 static SL_RESULT check_list(const json_t *v, const char *path, const char *field)
 {
@@ -42,11 +33,11 @@ static SL_RESULT check_list(const json_t *v, const char *path, const char *field
 			return sl_policy_verr(path, "[%zu] must be a string", i);
 		bool ok = true;
 		if (strcmp(field, "identity") == 0 || strcmp(field, "exe_sha256") == 0)
-			ok = hex64(s);
+			ok = sl_hex_is_lower(s, 64);
 		else if (strcmp(field, "script_sha256") == 0)
-			ok = hex64(s) || strcmp(s, "none") == 0;
+			ok = sl_hex_is_lower(s, 64) || strcmp(s, "none") == 0;
 		else if (strcmp(field, "image_digest") == 0)
-			ok = strncmp(s, "sha256:", 7) == 0 && hex64(s + 7);
+			ok = strncmp(s, "sha256:", 7) == 0 && sl_hex_is_lower(s + 7, 64);
 		if (!ok)
 			return sl_policy_verr(path, "[%zu] '%.80s' is not a %s", i, s,
 			                      strcmp(field, "image_digest") == 0

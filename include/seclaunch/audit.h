@@ -103,11 +103,6 @@ SL_MUST_USE sl_err sl_audit_open(const char *path, const char *checkpoint_key_pa
                                  const char *actor, unsigned checkpoint_every, sl_audit **out);
 /* Rotation threshold in bytes (0: never rotate). Default SL_AUDIT_ROTATE_DEFAULT. */
 void sl_audit_set_rotation(sl_audit *a, uint64_t max_bytes);
-/* Where the latest signed checkpoint line is copied (atomically) after each
- * checkpoint; NULL turns it off. Default "<path>.anchor" when a checkpoint
- * key is set. Copy it somewhere the log's writers cannot rewrite to make
- * truncation detectable (see docs/audit.md). */
-SL_MUST_USE sl_err sl_audit_set_anchor(sl_audit *a, const char *anchor_path);
 /* Appends one record (and a checkpoint when one is due). Thread-safe and
  * multi-process safe; returns only after the record is fsync'd (concurrent
  * callers share one write and fsync). */

@@ -77,7 +77,6 @@ typedef enum sl_err { SL_ERROR_TABLE(SL_ERR_ENUM_) SL_E__COUNT } sl_err;
 
 /* Sets the thread's detail message and returns code (for `return sl_err_set(..)`). */
 sl_err sl_err_set(sl_err code, const char *fmt, ...) SL_PRINTF(2, 3);
-sl_err sl_err_setv(sl_err code, const char *fmt, va_list ap) SL_PRINTF(2, 0);
 /* Prefixes the current detail with context ("reading F: <old detail>"). */
 sl_err sl_err_wrap(sl_err code, const char *fmt, ...) SL_PRINTF(2, 3);
 /* The detail of the last error on this thread ("" when none). */

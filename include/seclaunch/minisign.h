@@ -42,9 +42,6 @@ typedef struct sl_minisign_sig sl_minisign_sig;
  * key (as `minisign -P` takes). SL_E_FORMAT naming what is wrong. */
 SL_MUST_USE sl_err sl_minisign_pubkey_parse(const uint8_t *data, size_t len,
                                             sl_minisign_pubkey *out);
-SL_MUST_USE sl_err sl_minisign_pubkey_load(const char *path, sl_minisign_pubkey *out);
-/* The key's file text ("untrusted comment: minisign public key <ID>\n<b64>\n"), malloc'd. */
-SL_MUST_USE sl_err sl_minisign_pubkey_format(const sl_minisign_pubkey *pk, char **out);
 /* The key id as minisign prints it: 16 upper-case hex digits of the
  * little-endian 64-bit number. buf >= 17. */
 void sl_minisign_key_id_hex(const uint8_t key_id[static SL_MINISIGN_KEYID_LEN], char *buf);
@@ -56,9 +53,6 @@ bool sl_minisign_seckey_is_encrypted(const uint8_t *data, size_t len);
  * with SL_E_WRONG_KEY (the checksum does not match). */
 SL_MUST_USE sl_err sl_minisign_seckey_parse(const uint8_t *data, size_t len, const char *password,
                                             sl_minisign_seckey **out);
-/* Reads the file with sl_secret_read_file (refuses group/world-readable). */
-SL_MUST_USE sl_err sl_minisign_seckey_load(const char *path, const char *password,
-                                           sl_minisign_seckey **out);
 void sl_minisign_seckey_free(sl_minisign_seckey *sk);
 void sl_minisign_seckey_pubkey(const sl_minisign_seckey *sk, sl_minisign_pubkey *out);
 

@@ -62,6 +62,9 @@ SL_MUST_USE sl_err sl_policy_load_signed(const char *policy_path, const char *si
  * its fixed text (sl_policy_dev_text). */
 SL_MUST_USE sl_err sl_policy_dev(sl_policy **out);
 const char *sl_policy_dev_text(void);
+/* The key the development policy names for every output (to any destination);
+ * seclaunchd --dev creates it at start. */
+#define SL_POLICY_DEV_OUTPUT_KEY "dev-outputs"
 bool sl_policy_is_dev(const sl_policy *p);
 
 void sl_policy_free(sl_policy *p);

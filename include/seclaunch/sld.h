@@ -50,7 +50,6 @@ SL_MUST_USE sl_err sl_sld_header_read_file(const char *path, sl_sld_header **out
 void sl_sld_header_free(sl_sld_header *h); /* NULL-safe */
 
 /* The fields, as parsed. Strings are NUL-terminated; absent ones are "". */
-uint16_t sl_sld_header_version(const sl_sld_header *h);
 size_t sl_sld_header_len(const sl_sld_header *h);
 sl_aead_id sl_sld_header_aead(const sl_sld_header *h);
 uint32_t sl_sld_header_chunk_size(const sl_sld_header *h);

@@ -52,9 +52,6 @@ typedef struct sl_sldm_file {
 	uint64_t offset; /* in the shard's plaintext */
 } sl_sldm_file;
 
-/* True when p starts with the manifest magic. */
-bool sl_sldm_is_manifest(const uint8_t *p, size_t len);
-
 /* Parses a whole manifest (structure only; nothing is authenticated yet).
  * A wrong magic is SL_E_FORMAT, another version SL_E_VERSION, a short one
  * SL_E_TRUNCATED, any other damage SL_E_INTEGRITY naming the field, shard
@@ -75,7 +72,6 @@ const uint8_t *sl_sldm_wrapped_dek(const sl_sldm *m, size_t *len);
 sl_aead_id sl_sldm_aead(const sl_sldm *m);
 uint32_t sl_sldm_chunk_size(const sl_sldm *m);
 uint64_t sl_sldm_sequence(const sl_sldm *m);
-uint64_t sl_sldm_created(const sl_sldm *m); /* Unix seconds */
 uint32_t sl_sldm_shard_count(const sl_sldm *m);
 uint32_t sl_sldm_file_count(const sl_sldm *m);
 uint64_t sl_sldm_plaintext_len(const sl_sldm *m); /* all shards */

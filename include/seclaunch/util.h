@@ -46,6 +46,8 @@ SL_MUST_USE sl_err sl_pread_full(int fd, void *p, size_t len, uint64_t off, size
 
 /* Lower-case hex. out must hold 2*len+1 chars. */
 void sl_hex_encode(const uint8_t *in, size_t len, char *out);
+/* True when s (NULL: false) is exactly n lower-case hex digits. */
+bool sl_hex_is_lower(const char *s, size_t n);
 /* Decodes exactly want bytes of hex (SL_E_INPUT naming field otherwise). */
 SL_MUST_USE sl_err sl_hex_decode(const char *hex, uint8_t *out, size_t want, const char *field);
 /* Decodes hex of any even length up to max bytes into malloc'd memory. */
@@ -69,6 +71,9 @@ uint64_t sl_now_ns(void);
 /* SHA-256 (OpenSSL). */
 #define SL_SHA256_LEN 32
 void sl_sha256(const void *p, size_t len, uint8_t out[static SL_SHA256_LEN]);
+/* SHA-384 (OpenSSL): what TDX RTMRs extend. */
+#define SL_SHA384_LEN 48
+void sl_sha384(const void *p, size_t len, uint8_t out[static SL_SHA384_LEN]);
 
 /* binding = SHA-256("seclaunch-bind-v1" || nonce || eph_pub || policy_digest) */
 #define SL_NONCE_LEN 32

@@ -57,7 +57,6 @@ SL_MUST_USE sl_err sl_workload_verify(const json_t *ev, sl_claims *claims);
 SL_MUST_USE sl_err sl_workload_tpm_extend(const char *tcti, unsigned pcr, const uint8_t *expect,
                                           const uint8_t *alt, const uint8_t digest[static 32],
                                           uint8_t before[static 32]);
-SL_MUST_USE sl_err sl_workload_tpm_read(const char *tcti, unsigned pcr, uint8_t out[static 32]);
 /* TDX: extends RTMR3 through the kernel's measurement interface under root
  * (NULL: /sys/class/misc/tdx_guest/measurements), file "rtmr3:sha384". */
 #define SL_WORKLOAD_TDX_MEASUREMENTS "/sys/class/misc/tdx_guest/measurements"

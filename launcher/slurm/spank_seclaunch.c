@@ -58,6 +58,8 @@
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
 
+#include "seclaunch/proc.h"
+
 SPANK_PLUGIN(seclaunch, 1);
 
 #define MAX_ARGS 256
@@ -290,25 +292,6 @@ static double now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* True while pid runs (a zombie has ended). */
-static bool alive(pid_t pid)
-{
-	char p[64], buf[512];
-	if (kill(pid, 0) != 0 && errno == ESRCH)
-		return false;
-	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
-	int fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno != ENOENT;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return true;
-	buf[n] = '\0';
-	const char *rp = strrchr(buf, ')');
-	return rp == NULL || rp[1] == '\0' || rp[2] != 'Z';
 }
 
 /* Appends what fd has to buf (at most cap-1 bytes kept); false at EOF. */
@@ -777,9 +760,9 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 		return 0;
 	kill(serve_pid, SIGTERM);
 	double deadline = now_s() + adm.stop_timeout_s;
-	while (alive(serve_pid) && now_s() < deadline)
+	while (sl_proc_alive(serve_pid) && now_s() < deadline)
 		usleep(20000);
-	if (alive(serve_pid)) {
+	if (sl_proc_alive(serve_pid)) {
 		slurm_error("seclaunch: serve (pid %d) did not stop within %u s; killed",
 		            (int)serve_pid, adm.stop_timeout_s);
 		kill(serve_pid, SIGKILL);

@@ -59,6 +59,24 @@ check "run against a bare --dev service: exit 0" 0 \
 	"$SL" run "${RUNA[@]}" d.sld -- "$PY" job.py "$T/got1"
 assert "the job read exactly the plaintext" test "$(cat got1 2>/dev/null)" = "$want"
 
+# outputs: the development policy names a key for every output (dev-outputs,
+# made by the service at start), to any destination; a run with --output
+# against the bare service seals, and a resumed run reads it back
+assert "the service says at start which key seals outputs" \
+	grep -q "outputs .* sealed under key 'dev-outputs'" "$KMS_STATE/log"
+cat >save.py <<'EOF2'
+import os, seclaunch_data as sd
+open(os.path.join(sd.output_dir("model"), "weights.bin"), "w").write("dev weights\n")
+EOF2
+check "run --output model=file://DIR/ against a bare --dev service: exit 0" 0 \
+	"$SL" run "${RUNA[@]}" --output "model=file://$T/dest/" d.sld -- "$PY" save.py
+assert "... a sealed checkpoint is left in the destination" \
+	bash -c "ls '$T/dest' | grep -q ."
+assert "... and no plaintext in it" bash -c "! grep -rq 'dev weights' '$T/dest'"
+check "run --resume reads the sealed checkpoint back" 0 \
+	"$SL" run "${RUNA[@]}" --resume "model=$T/dest" --output "model=$T/dest" -- "$PY" -c \
+	"import os, sys, seclaunch_data as sd; d = open(os.path.join(sd.output_dir('model'), 'weights.bin')).read(); sys.exit(d != 'dev weights\\n')"
+
 # a restart keeps the files (and so the client's copy of the public key)
 cp "$KMS_STATE/policy.pub" pub.before
 stop_pid "$KMS_PID"

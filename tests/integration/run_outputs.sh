@@ -358,6 +358,40 @@ check "create(): read back by a resumed run on TPM B" 0 \
 assert open(d + '/sub/weights.bin', 'rb').read() == sys.argv[1][::-1].encode() * 1000
 assert not os.path.exists(d + '/half.bin')" "$RMARK"
 
+# ---- strays: files beside the outputs are named, never lost in silence -------
+check_err "a job that writes only beside its output (model.bin, not model/model.bin): exit 2" 2 \
+	"model.bin is outside every output \(model\): not sealed" \
+	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=$T/dest_stray" -- \
+	"$PY" -c "import os; d = os.environ['SECLAUNCH_OUTPUT_DIR']; open(d + '/model.bin', 'w').write('w'); os.mkdir(d + '/extra'); open(d + '/extra/x', 'w').write('x'); open(d + '/.seclaunch-mine', 'w').write('h')"
+assert "strays: the undeclared folder is named too" grep -q "extra/ is outside every output (model)" "$T/err"
+assert "strays: seclaunch's own hidden files are not strays" bash -c "! grep -q '.seclaunch-mine' '$T/err'"
+assert "strays: nothing sealed" test ! -e "$T/dest_stray/LATEST"
+assert "strays: the run.output record names them" \
+	ev_has run.output '"stage":"strays".*"model.bin is outside every output (model): not sealed"'
+check_err "strays beside an output that sealed: named, exit 0" 0 \
+	"model.bin is outside every output \(model\): not sealed" \
+	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=$T/dest_stray2" -- \
+	"$PY" -c "import os; d = os.environ['SECLAUNCH_OUTPUT_DIR']; open(d + '/model.bin', 'w').write('w'); open(d + '/model/ok.bin', 'w').write('ok')"
+assert "... and the declared output was sealed" grep -qx 1 "$T/dest_stray2/LATEST"
+check "a job that writes nothing at all still exits 0" 0 \
+	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=$T/dest_stray3" -- true
+assert "... without a word about strays" bash -c "! grep -q 'outside every output' '$T/err'"
+
+# ---- file:///PATH/ is the folder PATH, for the policy too ------------------------
+check "--output model=file:///DIR/ (the policy lists file://\$T/dest*): exit 0" 0 \
+	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=file://$T/dest_url/" -- \
+	"$PY" -c "import os, seclaunch_data as sd; open(os.path.join(sd.output_dir('model'), 'w.bin'), 'w').write('url')"
+assert "file:// DEST: sealed into the folder" grep -qx 1 "$T/dest_url/LATEST"
+assert "file:// DEST: audited as the same destination a folder is" \
+	ev_has run.output "\"destination\":\"file://$T/dest_url/\".*\"sequence\":1"
+check "--resume model=file:///DIR/ reads it back" 0 \
+	"$SL" run "${RUN[@]}" --tcti "$TCTI_B" --resume "model=file://$T/dest_url/" --output "model=$T/dest_url" -- \
+	"$PY" -c "import os, sys, seclaunch_data as sd; sys.exit(open(os.path.join(sd.output_dir('model'), 'w.bin')).read() != 'url')"
+check_err "a file:// DEST of another host: exit 1" 1 "a folder of this machine" \
+	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=file://elsewhere$T/dest_url/" -- true
+check_err "a file:// DEST outside the policy's folders is denied like the folder: exit 4" 4 "denies output model" \
+	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=file://$T/elsewhere/" -- true
+
 # ---- checkpoints by SIGUSR2, preempted by GCE, resumed on TPM B ----------------
 rm -f "$T/flip" "$T/prog_pre"
 "$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=$T/dest" \

@@ -11,6 +11,8 @@
 #include <cmocka.h>
 
 #include "seclaunch/crypto.h"
+#include "seclaunch/sealbox.h"
+#include "seclaunch/secret.h"
 #include "seclaunch/util.h"
 
 static size_t unhex(const char *hex, uint8_t *out, size_t cap)
@@ -293,6 +295,44 @@ static void test_aead_large_round_trip(void **state)
 	free(orig);
 }
 
+/* The KMS sealed box: what one key pair seals, only its secret key opens;
+ * a flipped bit or another key is SL_E_INTEGRITY and leaves no plaintext */
+static void test_sealbox(void **state)
+{
+	uint8_t pub[SL_SEALBOX_PUB_LEN], pub2[SL_SEALBOX_PUB_LEN], dek[32], back[32];
+	uint8_t sealed[32 + SL_SEALBOX_OVERHEAD];
+	sl_secret *sk = NULL, *sk2 = NULL;
+	(void)state;
+	for (size_t i = 0; i < sizeof(dek); i++)
+		dek[i] = (uint8_t)(i * 7 + 1);
+	assert_int_equal(sl_sealbox_keypair(pub, &sk), SL_OK);
+	assert_int_equal(sl_sealbox_keypair(pub2, &sk2), SL_OK);
+	assert_memory_not_equal(pub, pub2, sizeof(pub));
+	assert_int_equal(sl_sealbox_seal(dek, sizeof(dek), pub, sealed), SL_OK);
+	assert_int_equal(sl_sealbox_open(sealed, sizeof(sealed), sk, back), SL_OK);
+	assert_memory_equal(back, dek, sizeof(dek));
+	memset(back, 0xAA, sizeof(back));
+	assert_int_equal(sl_sealbox_open(sealed, sizeof(sealed), sk2, back), SL_E_INTEGRITY);
+	for (size_t i = 0; i < sizeof(back); i++)
+		assert_int_equal(back[i], 0);
+	sealed[40] ^= 1;
+	assert_int_equal(sl_sealbox_open(sealed, sizeof(sealed), sk, back), SL_E_INTEGRITY);
+	assert_int_equal(sl_sealbox_open(sealed, SL_SEALBOX_OVERHEAD - 1, sk, back), SL_E_INPUT);
+	sl_secret_free(sk);
+	sl_secret_free(sk2);
+}
+
+static void test_hex_is_lower(void **state)
+{
+	(void)state;
+	assert_true(sl_hex_is_lower("00ff", 4));
+	assert_false(sl_hex_is_lower("00FF", 4));
+	assert_false(sl_hex_is_lower("00ff", 3));
+	assert_false(sl_hex_is_lower("00fg", 4));
+	assert_false(sl_hex_is_lower("00ff0", 4));
+	assert_false(sl_hex_is_lower(NULL, 0));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -300,7 +340,8 @@ int main(void)
 	    cmocka_unit_test(test_hkdf_rfc5869_3),        cmocka_unit_test(test_hkdf_bad_length),
 	    cmocka_unit_test(test_hmac_rfc4231_2),        cmocka_unit_test(test_aead_kats),
 	    cmocka_unit_test(test_aead_tamper),           cmocka_unit_test(test_aead_names),
-	    cmocka_unit_test(test_aead_large_round_trip),
+	    cmocka_unit_test(test_aead_large_round_trip), cmocka_unit_test(test_sealbox),
+	    cmocka_unit_test(test_hex_is_lower),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -99,10 +99,46 @@ static void test_policy_output_key(void **state)
 	expect_fail(sl_policy_output_key(p, "both:1", &key), SL_E_POLICY_DENIED,
 	            "2 keys may serve output 'both:1'");
 	assert_int_equal(sl_policy_dev(&dev), SL_OK);
-	expect_fail(sl_policy_output_key(dev, "model:1", &key), SL_E_POLICY_DENIED,
-	            "development policy names no key");
+	/* the development policy seals every output under its one key */
+	assert_int_equal(sl_policy_output_key(dev, "model:1", &key), SL_OK);
+	assert_string_equal(key, SL_POLICY_DEV_OUTPUT_KEY);
 	sl_policy_free(p);
 	sl_policy_free(dev);
+}
+
+/* file:///PATH/ is the folder PATH: the same destination, the same string
+ * for the policy */
+static void test_destination_file_url(void **state)
+{
+	char d1[2048], p1[2100], d2[2048], p2[2100];
+	bool r1 = true, r2 = true;
+	(void)state;
+	assert_int_equal(
+	    sl_out_destination("model=file:///data/models/", d1, sizeof(d1), p1, sizeof(p1), &r1),
+	    SL_OK);
+	assert_int_equal(
+	    sl_out_destination("model=/data/models/", d2, sizeof(d2), p2, sizeof(p2), &r2), SL_OK);
+	assert_false(r1);
+	assert_false(r2);
+	assert_string_equal(d1, "/data/models");
+	assert_string_equal(d1, d2);
+	assert_string_equal(p1, "file:///data/models/");
+	assert_string_equal(p1, p2);
+	assert_int_equal(sl_out_destination("model=file://localhost/data/models", d1, sizeof(d1),
+	                                    p1, sizeof(p1), &r1),
+	                 SL_OK);
+	assert_string_equal(p1, "file:///data/models/");
+	expect_fail(
+	    sl_out_destination("model=file://other/data/", d1, sizeof(d1), p1, sizeof(p1), &r1),
+	    SL_E_USAGE, "a folder of this machine");
+	expect_fail(
+	    sl_out_destination("model=file:///data/../etc/", d1, sizeof(d1), p1, sizeof(p1), &r1),
+	    SL_E_USAGE, "no . or ..");
+	expect_fail(sl_out_destination("model=ftp://h/x/", d1, sizeof(d1), p1, sizeof(p1), &r1),
+	            SL_E_USAGE, "DEST is a folder");
+	assert_string_equal(sl_out_file_url_path("file:///x/"), "/x/");
+	assert_string_equal(sl_out_file_url_path("s3://b/p/"), "s3://b/p/");
+	assert_null(sl_out_file_url_path("file://h/x"));
 }
 
 static void test_options(void **state)
@@ -150,9 +186,8 @@ static void test_options(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_parse_output_good),
-	    cmocka_unit_test(test_parse_output_bad),
-	    cmocka_unit_test(test_policy_output_key),
+	    cmocka_unit_test(test_parse_output_good), cmocka_unit_test(test_parse_output_bad),
+	    cmocka_unit_test(test_policy_output_key), cmocka_unit_test(test_destination_file_url),
 	    cmocka_unit_test(test_options),
 	};
 	if (sl_crypto_init() != SL_OK)
