@@ -298,9 +298,9 @@ static bool audit_release(struct rel *r, bool allowed)
 	const kmsd_key_entry *one = r->req->nkeys == 1 ? &r->req->keys[0] : NULL;
 	json_t *details = json_pack("{s:o, s:O}", "keys", keys, "job", r->req->job);
 	/* one record for the launch: the output keys beside the inputs' */
+	kmsd_outputs_ask asked = {.outputs = r->req->outputs, .noutputs = r->req->noutputs};
 	if (details != NULL && r->req->noutputs > 0)
-		json_object_set_new(details, "outputs",
-		                    kmsd_outputs_json(&r->ask, r->ask.noutputs ? r->out_keys : NULL));
+		json_object_set_new(details, "outputs", kmsd_outputs_json(&asked, r->out_keys));
 	json_t *subject = kmsd_audit_subject(r->claims, r->req->evidence, r->source, r->ak_hex);
 	/* the digest of the claim set the subject carries (rendered once) */
 	if (subject != NULL && json_is_object(json_object_get(subject, "claims")))
