@@ -34,9 +34,9 @@ struct outctx {
 	const kmsd_outputs_ask *a;
 	json_t *reasons;
 	const sl_claims *claims;
-	const char **keys;  /* the KEK of each output */
-	uint64_t ttl;       /* smallest key_ttl of the decisions (0: none) */
-	bool store_failed;  /* the state store could not answer: 503 */
+	const char **keys; /* the KEK of each output */
+	uint64_t ttl;      /* smallest key_ttl of the decisions (0: none) */
+	bool store_failed; /* the state store could not answer: 503 */
 };
 
 static void deny(struct outctx *o, enum kmsd_denial d, size_t i, const char *fmt, ...)
@@ -207,8 +207,7 @@ void kmsd_outputs_judge(kmsd_ctx *ctx, const kmsd_outputs_ask *a, json_t *reason
 }
 
 bool kmsd_outputs_issue(kmsd_ctx *ctx, const kmsd_outputs_ask *a, const char *const keys[],
-                        const uint8_t eph_pub[static SL_EPH_PUB_LEN], json_t *reasons,
-                        json_t *out)
+                        const uint8_t eph_pub[static SL_EPH_PUB_LEN], json_t *reasons, json_t *out)
 {
 	struct outctx o = {.ctx = ctx, .a = a, .reasons = reasons};
 	bool ok = true;
@@ -273,8 +272,9 @@ static bool audit_output(struct outreq *o, bool allowed, bool verified)
 	sl_claims_digest(o->claims, digest);
 	sl_hex_encode(digest, sizeof(digest), cd);
 	const kmsd_output_entry *one = o->req->noutputs == 1 ? &o->req->outputs[0] : NULL;
-	json_t *details = json_pack("{s:o, s:o, s:O}", "outputs", kmsd_outputs_json(&o->ask, o->keys),
-	                            "inputs", inputs, "job", o->req->att->job);
+	json_t *details =
+	    json_pack("{s:o, s:o, s:O}", "outputs", kmsd_outputs_json(&o->ask, o->keys), "inputs",
+	              inputs, "job", o->req->att->job);
 	return kmsd_audit(o->ctx, SL_AUDIT_EV_OUTPUT, one ? o->keys[0] : NULL,
 	                  one ? one->output_id : NULL, allowed ? SL_AUDIT_ALLOW : SL_AUDIT_DENY,
 	                  allowed ? NULL : o->reasons, verified ? cd : NULL, details);

@@ -8,8 +8,8 @@
  * the one the client holds, so a changed policy ends leases instead of
  * failing them as version skew; the AK must be enrolled and not revoked; each
  * key must still exist; each output key asked for ("outputs") is judged as
- * at the release (destination, run binding), none is issued. Allowed: a new lease from now. Refused: 403 with
- * every reason, and the client stops the job. */
+ * at the release (destination, run binding), none is issued. Allowed: a new lease from now.
+ * Refused: 403 with every reason, and the client stops the job. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

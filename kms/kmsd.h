@@ -749,8 +749,7 @@ void kmsd_outputs_judge(kmsd_ctx *ctx, const kmsd_outputs_ask *a, json_t *reason
  * process, appended to out as {"output_id", "key_id", "wrapped_dek",
  * "sealed"}; false (reasons appended) when one fails. */
 bool kmsd_outputs_issue(kmsd_ctx *ctx, const kmsd_outputs_ask *a, const char *const keys[],
-                        const uint8_t eph_pub[static SL_EPH_PUB_LEN], json_t *reasons,
-                        json_t *out);
+                        const uint8_t eph_pub[static SL_EPH_PUB_LEN], json_t *reasons, json_t *out);
 /* The outputs of a request as audit records list them. */
 json_t *kmsd_outputs_json(const kmsd_outputs_ask *a, const char *const keys[]);
 void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);

@@ -280,9 +280,9 @@ out:
 
 sl_err kmsd_parse_release(const uint8_t *body, size_t len, kmsd_release_req **out)
 {
-	static const char *const allowed[] = {"nonce",    "eph_pub", "evidence",
+	static const char *const allowed[] = {"nonce",    "eph_pub",       "evidence",
 	                                      "identity", "policy_digest", "job",
-	                                      "keys",     "outputs", NULL};
+	                                      "keys",     "outputs",       NULL};
 	sl_err rc = SL_E_INPUT;
 	kmsd_release_req *r = calloc(1, sizeof(*r));
 	json_t *keys, *outs;

@@ -7,8 +7,8 @@
  * Shards go first, then the manifest, then LATEST: a checkpoint that
  * LATEST does not name was never complete. Its DEK comes from the KMS in
  * the launch's one attested release ("outputs"), wrapped under the KEK the
- * policy names for the output id, under the lease of every key; the manifest carries that wrapped DEK, so a checkpoint is
- * read back (--resume, decrypt --kms) by an ordinary attested release. */
+ * policy names for the output id, under the lease of every key; the manifest carries that wrapped
+ * DEK, so a checkpoint is read back (--resume, decrypt --kms) by an ordinary attested release. */
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>

@@ -30,12 +30,12 @@ struct out_one {
 	/* --resume, read in the datasets step; its DEK comes in the launch's
 	 * release beside the inputs' */
 	struct {
-		sl_sldm *man;        /* the newest checkpoint's manifest (NULL: none) */
-		sl_remote *rem;      /* its store, when remote */
-		char dir[2200];      /* its folder or URL */
-		char src[4200];      /* SOURCE as the records name it */
-		uint64_t seq;        /* LATEST there */
-		sl_secret *dek;      /* released */
+		sl_sldm *man;   /* the newest checkpoint's manifest (NULL: none) */
+		sl_remote *rem; /* its store, when remote */
+		char dir[2200]; /* its folder or URL */
+		char src[4200]; /* SOURCE as the records name it */
+		uint64_t seq;   /* LATEST there */
+		sl_secret *dek; /* released */
 	} r;
 };
 
@@ -72,8 +72,7 @@ SL_MUST_USE sl_err sl_out_mkdir_p(const char *path);
 /* outputs_resume.c: open reads LATEST and the manifest at SOURCE (before
  * any attestation: what the launch's release asks for); resume restores
  * it with the released DEK. */
-SL_MUST_USE sl_err sl_out_resume_open(struct sl_run_st *s, struct sl_outputs *O,
-                                      struct out_one *o);
+SL_MUST_USE sl_err sl_out_resume_open(struct sl_run_st *s, struct sl_outputs *O, struct out_one *o);
 SL_MUST_USE sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *o);
 void sl_out_resume_free(struct out_one *o);
 

@@ -460,10 +460,10 @@ int sl_out_finish(struct sl_run_st *s, int job_code)
 		 * status is its): the outputs are wiped unsealed */
 		json_t *list = json_array();
 		for (size_t i = 0; i < O->n; i++)
-			json_array_append_new(list, json_pack("{s:s, s:s, s:I}", "output",
-			                                      O->o[i].name, "destination",
-			                                      O->o[i].policy_dest, "sealed_sequence",
-			                                      (json_int_t)O->o[i].sealed_seq));
+			json_array_append_new(
+			    list, json_pack("{s:s, s:s, s:I}", "output", O->o[i].name,
+			                    "destination", O->o[i].policy_dest, "sealed_sequence",
+			                    (json_int_t)O->o[i].sealed_seq));
 		sl_out_audit(s, SL_AUDIT_EV_RUN_OUTPUT, NULL, NULL, SL_AUDIT_DENY,
 		             json_pack("[s]", "the keys' lease ended: nothing more is sealed"),
 		             json_pack("{s:s, s:o}", "stage", "final", "outputs", list));

@@ -130,9 +130,8 @@ struct sl_run_req {
 	json_t *job;
 	sl_kms_release_req rq;
 };
-SL_MUST_USE sl_err sl_run_request(struct sl_run_st *s, const uint8_t *nonce,
-                                  const uint8_t *eph_pub, const json_t *evidence,
-                                  const json_t *identity, unsigned renewal,
+SL_MUST_USE sl_err sl_run_request(struct sl_run_st *s, const uint8_t *nonce, const uint8_t *eph_pub,
+                                  const json_t *evidence, const json_t *identity, unsigned renewal,
                                   struct sl_run_req *r);
 void sl_run_request_free(struct sl_run_req *r);
 /* This machine's evidence (--tee) bound to binding, the workload log in it. */

@@ -96,8 +96,8 @@ typedef struct sl_kms_release_req {
 	/* output keys asked for in the same request (docs/protocol.md): a
 	 * fresh DEK each, under the lease of the keys */
 	const sl_kms_output_want *outputs;
-	size_t noutputs;              /* 0..16 */
-	sl_kms_output_key *out_keys;  /* release: filled on success (noutputs entries) */
+	size_t noutputs;             /* 0..16 */
+	sl_kms_output_key *out_keys; /* release: filled on success (noutputs entries) */
 } sl_kms_release_req;
 
 /* POST /v1/release. On success deks[i] (SL_KMS_DEK_LEN bytes, secret memory)

@@ -30,9 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (kmsd_parse_release(body, len, &r) == SL_OK) {
 			/* no key only with outputs; no output id twice */
 			if ((r->nkeys < 1 && r->noutputs < 1) || r->nkeys > KMSD_MAX_KEYS ||
-			    r->noutputs > KMSD_MAX_OUTPUTS ||
-			    !json_is_array(r->evidence) || !json_is_array(r->identity) ||
-			    !json_is_object(r->job))
+			    r->noutputs > KMSD_MAX_OUTPUTS || !json_is_array(r->evidence) ||
+			    !json_is_array(r->identity) || !json_is_object(r->job))
 				abort();
 			for (size_t i = 0; i < r->noutputs; i++)
 				for (size_t j = 0; j < i; j++)

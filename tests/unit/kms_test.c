@@ -96,7 +96,8 @@ static void test_parse_release_outputs(void **state)
 	kmsd_release_req *r = NULL;
 	char body[21000];
 	(void)state;
-	snprintf(body, sizeof(body), "%.*s,\"outputs\":[{\"output_id\":\"model:r1\","
+	snprintf(body, sizeof(body),
+	         "%.*s,\"outputs\":[{\"output_id\":\"model:r1\","
 	         "\"destination\":\"s3://b/p/\"}]}",
 	         (int)strlen(release_json(N32, "[]")) - 1, release_json(N32, "[]"));
 	assert_int_equal(kmsd_parse_release(B(body), &r), SL_OK);
@@ -106,14 +107,17 @@ static void test_parse_release_outputs(void **state)
 	assert_string_equal(r->outputs[0].destination, "s3://b/p/");
 	kmsd_release_req_free(r);
 	r = NULL;
-	snprintf(body, sizeof(body), "%.*s,\"outputs\":[{\"output_id\":\"m:r\","
-	         "\"destination\":\"s3://b/\"},{\"output_id\":\"m:r\",\"destination\":\"s3://c/\"}]}",
-	         (int)strlen(release_json(N32, "[]")) - 1, release_json(N32, "[]"));
+	snprintf(
+	    body, sizeof(body),
+	    "%.*s,\"outputs\":[{\"output_id\":\"m:r\","
+	    "\"destination\":\"s3://b/\"},{\"output_id\":\"m:r\",\"destination\":\"s3://c/\"}]}",
+	    (int)strlen(release_json(N32, "[]")) - 1, release_json(N32, "[]"));
 	expect_fail(kmsd_parse_release(B(body), &r), SL_E_INPUT, "repeats the output id");
 	snprintf(body, sizeof(body), "%.*s,\"outputs\":[]}",
 	         (int)strlen(release_json(N32, "[]")) - 1, release_json(N32, "[]"));
 	expect_fail(kmsd_parse_release(B(body), &r), SL_E_INPUT, "outputs: must hold 1..16");
-	snprintf(body, sizeof(body), "%.*s,\"outputs\":[{\"output_id\":\"m:r\","
+	snprintf(body, sizeof(body),
+	         "%.*s,\"outputs\":[{\"output_id\":\"m:r\","
 	         "\"destination\":\"s3://b c/\"}]}",
 	         (int)strlen(release_json(N32, "[]")) - 1, release_json(N32, "[]"));
 	expect_fail(kmsd_parse_release(B(body), &r), SL_E_INPUT, "destination");
