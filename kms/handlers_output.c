@@ -1,4 +1,6 @@
-/* POST /v1/output: the attested issue of an output key (docs/protocol.md).
+/* Output keys (docs/protocol.md): judged and issued here for a release
+ * that carries "outputs" (the launch's one request), judged again at each
+ * renewal, and for POST /v1/output, the compatibility path.
  *
  * The same attestation as a release (kmsd_release_attest: single-use nonce,
  * policy digest, evidence and identity bound to nonce + eph_pub + policy
@@ -29,11 +31,12 @@
 
 struct outctx {
 	kmsd_ctx *ctx;
-	kmsd_output_req *req;
+	const kmsd_outputs_ask *a;
 	json_t *reasons;
-	sl_claims *claims;
-	const char *keys[KMSD_MAX_OUTPUTS]; /* the KEK of each output */
-	bool store_failed;                  /* the state store could not answer: 503 */
+	const sl_claims *claims;
+	const char **keys; /* the KEK of each output */
+	uint64_t ttl;      /* smallest key_ttl of the decisions (0: none) */
+	bool store_failed; /* the state store could not answer: 503 */
 };
 
 static void deny(struct outctx *o, enum kmsd_denial d, size_t i, const char *fmt, ...)
@@ -47,8 +50,8 @@ static void deny(struct outctx *o, enum kmsd_denial d, size_t i, const char *fmt
 	vsnprintf(detail, sizeof(detail), fmt, ap);
 	va_end(ap);
 	json_t *r = json_pack("{s:s, s:s, s:s, s:s}", "code", kmsd_denial_code(d), "detail", detail,
-	                      "output_id", o->req->outputs[i].output_id, "destination",
-	                      o->req->outputs[i].destination);
+	                      "output_id", o->a->outputs[i].output_id, "destination",
+	                      o->a->outputs[i].destination);
 	json_array_append_new(o->reasons, r);
 	kmsd_metrics_denial(o->ctx->metrics, d);
 }
@@ -68,14 +71,16 @@ static void evaluate(struct outctx *o, size_t i, const sl_policy_request *pr, co
 		     sl_decision_reason(d, j));
 	if (!sl_decision_allowed(d) && sl_decision_reason_count(d) == 0)
 		deny(o, KMSD_D_POLICY, i, "outputs[%zu]: %s: denied by policy", i, what);
+	if (sl_decision_key_ttl(d) != 0 && (o->ttl == 0 || sl_decision_key_ttl(d) < o->ttl))
+		o->ttl = sl_decision_key_ttl(d);
 	sl_decision_free(d);
 }
 
 static void check_policy(struct outctx *o)
 {
 	char what[600];
-	for (size_t i = 0; i < o->req->noutputs; i++) {
-		kmsd_output_entry *e = &o->req->outputs[i];
+	for (size_t i = 0; i < o->a->noutputs; i++) {
+		const kmsd_output_entry *e = &o->a->outputs[i];
 		const char *key = NULL;
 		const char *dest[1] = {e->destination};
 		if (sl_policy_output_key(o->ctx->policy, e->output_id, &key) != SL_OK) {
@@ -110,10 +115,10 @@ static void check_policy(struct outctx *o)
 		snprintf(what, sizeof(what), "output '%s'", e->output_id);
 		evaluate(o, i, &pr, what);
 		/* what was read decides where its derivatives may go */
-		for (size_t j = 0; j < o->req->ninputs; j++) {
+		for (size_t j = 0; j < o->a->ninputs; j++) {
 			sl_policy_request ir = {
-			    .dataset_id = o->req->inputs[j], .outputs = dest, .n_outputs = 1};
-			snprintf(what, sizeof(what), "input '%s'", o->req->inputs[j]);
+			    .dataset_id = o->a->inputs[j], .outputs = dest, .n_outputs = 1};
+			snprintf(what, sizeof(what), "input '%s'", o->a->inputs[j]);
 			evaluate(o, i, &ir, what);
 		}
 	}
@@ -145,9 +150,9 @@ static void run_subject(const sl_claims *c, uint8_t out[static 32])
 /* Every output id names this request's run (NAME:RUN, RUN = job.id). */
 static void check_run_ids(struct outctx *o)
 {
-	const char *run = sl_json_getstr(o->req->att->job, "id");
-	for (size_t i = 0; i < o->req->noutputs; i++) {
-		const char *id = o->req->outputs[i].output_id, *c = strrchr(id, ':');
+	const char *run = sl_json_getstr(o->a->job, "id");
+	for (size_t i = 0; i < o->a->noutputs; i++) {
+		const char *id = o->a->outputs[i].output_id, *c = strrchr(id, ':');
 		if (run == NULL || !kmsd_valid_key_id(run)) {
 			deny(o, KMSD_D_OUTPUT_RUN, i,
 			     "outputs[%zu]: job.id: an output-key request names its run "
@@ -165,7 +170,7 @@ static void check_run_ids(struct outctx *o)
 /* The run is this subject's: bound at its first grant, refused to any other. */
 static void check_run_owner(struct outctx *o)
 {
-	const char *run = sl_json_getstr(o->req->att->job, "id");
+	const char *run = sl_json_getstr(o->a->job, "id");
 	uint8_t subj[32];
 	bool same = false;
 	run_subject(o->claims, subj);
@@ -174,7 +179,7 @@ static void check_run_owner(struct outctx *o)
 		return;
 	}
 	if (!same)
-		for (size_t i = 0; i < o->req->noutputs; i++)
+		for (size_t i = 0; i < o->a->noutputs; i++)
 			deny(o, KMSD_D_OUTPUT_RUN, i,
 			     "outputs[%zu]: run '%s' belongs to another attested machine or "
 			     "workload (its first output keys went there): the output ids of a run "
@@ -182,29 +187,49 @@ static void check_run_owner(struct outctx *o)
 			     i, run);
 }
 
-/* A fresh DEK per output, wrapped and sealed; false when one fails. */
-static bool issue_keys(struct outctx *o, json_t *out)
+void kmsd_outputs_judge(kmsd_ctx *ctx, const kmsd_outputs_ask *a, json_t *reasons,
+                        const sl_claims *claims, const char *keys[], uint64_t *ttl,
+                        bool *store_failed)
 {
+	struct outctx o = {
+	    .ctx = ctx, .a = a, .reasons = reasons, .claims = claims, .keys = keys, .ttl = *ttl};
+	size_t before = json_array_size(reasons);
+	for (size_t i = 0; i < a->noutputs; i++)
+		keys[i] = NULL;
+	check_run_ids(&o);
+	if (!o.store_failed && json_array_size(reasons) == before)
+		check_policy(&o);
+	/* bound only when everything else allowed it */
+	if (!o.store_failed && json_array_size(reasons) == 0)
+		check_run_owner(&o);
+	*ttl = o.ttl;
+	*store_failed = o.store_failed;
+}
+
+bool kmsd_outputs_issue(kmsd_ctx *ctx, const kmsd_outputs_ask *a, const char *const keys[],
+                        const uint8_t eph_pub[static SL_EPH_PUB_LEN], json_t *reasons, json_t *out)
+{
+	struct outctx o = {.ctx = ctx, .a = a, .reasons = reasons};
 	bool ok = true;
-	for (size_t i = 0; i < o->req->noutputs && ok; i++) {
-		const kmsd_output_entry *e = &o->req->outputs[i];
+	for (size_t i = 0; i < a->noutputs && ok; i++) {
+		const kmsd_output_entry *e = &a->outputs[i];
 		uint8_t wrapped[SL_KMS_WRAPPED_DEK_MAX], sealed[KMSD_SEALED_LEN];
 		size_t wlen = 0;
 		char *w64 = NULL, *s64 = NULL;
 		/* a fresh DEK made, wrapped and sealed to eph_pub in the key process:
 		 * this network-facing process never holds it */
-		sl_err rc = kmsd_kek_new_sealed(o->ctx->kek, o->keys[i], e->output_id,
-		                                o->req->att->eph_pub, wrapped, &wlen, sealed);
+		sl_err rc = kmsd_kek_new_sealed(ctx->kek, keys[i], e->output_id, eph_pub, wrapped,
+		                                &wlen, sealed);
 		if (rc == SL_OK)
 			rc = sl_b64_encode(wrapped, wlen, &w64);
 		if (rc == SL_OK)
 			rc = sl_b64_encode(sealed, sizeof(sealed), &s64);
 		if (rc != SL_OK) {
-			deny(o, KMSD_D_UNWRAP, i, "outputs[%zu]: %s", i, sl_err_detail());
+			deny(&o, KMSD_D_UNWRAP, i, "outputs[%zu]: %s", i, sl_err_detail());
 			ok = false;
 		} else {
 			json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s}", "output_id",
-			                                     e->output_id, "key_id", o->keys[i],
+			                                     e->output_id, "key_id", keys[i],
 			                                     "wrapped_dek", w64, "sealed", s64));
 		}
 		free(w64);
@@ -213,30 +238,50 @@ static bool issue_keys(struct outctx *o, json_t *out)
 	return ok;
 }
 
-static bool audit_output(struct outctx *o, bool allowed, bool verified)
+json_t *kmsd_outputs_json(const kmsd_outputs_ask *a, const char *const keys[])
+{
+	json_t *list = json_array();
+	for (size_t i = 0; i < a->noutputs; i++)
+		json_array_append_new(list, json_pack("{s:s, s:s, s:s?}", "output_id",
+		                                      a->outputs[i].output_id, "destination",
+		                                      a->outputs[i].destination, "key_id",
+		                                      keys != NULL ? keys[i] : NULL));
+	return list;
+}
+
+/* ---- POST /v1/output (the compatibility path) --------------------------- */
+
+struct outreq {
+	kmsd_ctx *ctx;
+	kmsd_output_req *req;
+	kmsd_outputs_ask ask;
+	const char *inputs[KMSD_MAX_KEYS];
+	const char *keys[KMSD_MAX_OUTPUTS];
+	json_t *reasons;
+	sl_claims *claims;
+	bool store_failed;
+};
+
+static bool audit_output(struct outreq *o, bool allowed, bool verified)
 {
 	char cd[65];
 	uint8_t digest[32];
-	json_t *list = json_array(), *inputs = json_array();
-	for (size_t i = 0; i < o->req->noutputs; i++)
-		json_array_append_new(list, json_pack("{s:s, s:s, s:s?}", "output_id",
-		                                      o->req->outputs[i].output_id, "destination",
-		                                      o->req->outputs[i].destination, "key_id",
-		                                      o->keys[i]));
+	json_t *inputs = json_array();
 	for (size_t i = 0; i < o->req->ninputs; i++)
 		json_array_append_new(inputs, json_string(o->req->inputs[i]));
 	sl_claims_digest(o->claims, digest);
 	sl_hex_encode(digest, sizeof(digest), cd);
 	const kmsd_output_entry *one = o->req->noutputs == 1 ? &o->req->outputs[0] : NULL;
-	json_t *details = json_pack("{s:o, s:o, s:O}", "outputs", list, "inputs", inputs, "job",
-	                            o->req->att->job);
+	json_t *details =
+	    json_pack("{s:o, s:o, s:O}", "outputs", kmsd_outputs_json(&o->ask, o->keys), "inputs",
+	              inputs, "job", o->req->att->job);
 	return kmsd_audit(o->ctx, SL_AUDIT_EV_OUTPUT, one ? o->keys[0] : NULL,
 	                  one ? one->output_id : NULL, allowed ? SL_AUDIT_ALLOW : SL_AUDIT_DENY,
 	                  allowed ? NULL : o->reasons, verified ? cd : NULL, details);
 }
 
 struct out_rec {
-	struct outctx *o;
+	struct outreq *o;
 	bool verified;
 };
 
@@ -248,9 +293,10 @@ static bool write_refusal(void *arg)
 
 void kmsd_handle_output(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
-	struct outctx o = {.ctx = ctx};
+	struct outreq o = {.ctx = ctx};
 	json_t *out = NULL;
 	bool verified = false;
+	uint64_t ttl = 0;
 	char detail[256];
 
 	/* a source refused too often is slowed down as for releases */
@@ -262,6 +308,13 @@ void kmsd_handle_output(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 		kmsd_bad_request(res);
 		return;
 	}
+	for (size_t i = 0; i < o.req->ninputs; i++)
+		o.inputs[i] = o.req->inputs[i];
+	o.ask = (kmsd_outputs_ask){.job = o.req->att->job,
+	                           .inputs = o.inputs,
+	                           .ninputs = o.req->ninputs,
+	                           .outputs = o.req->outputs,
+	                           .noutputs = o.req->noutputs};
 	o.reasons = json_array();
 	out = json_array();
 	if (o.reasons == NULL || out == NULL || sl_claims_new(&o.claims) != SL_OK) {
@@ -273,17 +326,14 @@ void kmsd_handle_output(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *r
 	                                        .verified = &verified,
 	                                        .store_failed = &o.store_failed});
 	if (!o.store_failed && json_array_size(o.reasons) == 0)
-		check_run_ids(&o);
-	if (!o.store_failed && json_array_size(o.reasons) == 0)
-		check_policy(&o);
-	if (!o.store_failed && json_array_size(o.reasons) == 0)
-		check_run_owner(&o);
+		kmsd_outputs_judge(ctx, &o.ask, o.reasons, o.claims, o.keys, &ttl, &o.store_failed);
 	if (o.store_failed) {
 		/* nothing decided: no key, no refusal to record */
 		kmsd_store_failed(ctx, res, "output key");
 		goto out;
 	}
-	if (json_array_size(o.reasons) == 0 && issue_keys(&o, out)) {
+	if (json_array_size(o.reasons) == 0 &&
+	    kmsd_outputs_issue(ctx, &o.ask, o.keys, o.req->att->eph_pub, o.reasons, out)) {
 		if (!audit_output(&o, true, verified)) {
 			/* no record, no keys */
 			kmsd_audit_failed(ctx, res, "output key");

@@ -37,6 +37,10 @@ struct rel {
 	uint64_t ttl;       /* smallest key_ttl of the decisions (0: none): the lease */
 	bool verified;      /* the evidence was looked at (claims_digest means something) */
 	const char *source; /* client address, or NULL */
+	/* the output keys asked for with the keys (handlers_output.c) */
+	kmsd_outputs_ask ask;
+	const char *inputs[KMSD_MAX_KEYS];
+	const char *out_keys[KMSD_MAX_OUTPUTS];
 };
 
 static void deny(struct rel *r, enum kmsd_denial d, const kmsd_key_entry *key, const char *fmt, ...)
@@ -182,6 +186,19 @@ static void check_policy(struct rel *r)
 			deny(r, KMSD_D_POLICY, k, "keys[%zu]: denied by policy", i);
 		sl_decision_free(d);
 	}
+	if (r->req->noutputs == 0 || r->store_failed)
+		return;
+	/* the output keys, judged as POST /v1/output judges them: every key of
+	 * the request (inputs and resumed checkpoints) is what was read */
+	for (size_t i = 0; i < r->req->nkeys; i++)
+		r->inputs[i] = r->req->keys[i].dataset_id;
+	r->ask = (kmsd_outputs_ask){.job = r->req->job,
+	                            .inputs = r->inputs,
+	                            .ninputs = r->req->nkeys,
+	                            .outputs = r->req->outputs,
+	                            .noutputs = r->req->noutputs};
+	kmsd_outputs_judge(r->ctx, &r->ask, r->reasons, r->claims, r->out_keys, &r->ttl,
+	                   &r->store_failed);
 }
 
 /* Has every DEK unwrapped and sealed to eph_pub (by the key process: no
@@ -280,6 +297,10 @@ static bool audit_release(struct rel *r, bool allowed)
 		                                "dataset_id", r->req->keys[i].dataset_id));
 	const kmsd_key_entry *one = r->req->nkeys == 1 ? &r->req->keys[0] : NULL;
 	json_t *details = json_pack("{s:o, s:O}", "keys", keys, "job", r->req->job);
+	/* one record for the launch: the output keys beside the inputs' */
+	kmsd_outputs_ask asked = {.outputs = r->req->outputs, .noutputs = r->req->noutputs};
+	if (details != NULL && r->req->noutputs > 0)
+		json_object_set_new(details, "outputs", kmsd_outputs_json(&asked, r->out_keys));
 	json_t *subject = kmsd_audit_subject(r->claims, r->req->evidence, r->source, r->ak_hex);
 	/* the digest of the claim set the subject carries (rendered once) */
 	if (subject != NULL && json_is_object(json_object_get(subject, "claims")))
@@ -397,7 +418,7 @@ static void attest(struct rel *r, bool check_digest)
 void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {
 	struct rel r = {.ctx = ctx, .source = req->source};
-	json_t *out = NULL;
+	json_t *out = NULL, *outs = NULL;
 	bool cheap = true;
 	if (rate_limited(ctx, req, res))
 		return;
@@ -417,7 +438,15 @@ void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *
 	cheap = !r.verified;
 	if (json_array_size(r.reasons) == 0 && !r.store_failed)
 		check_policy(&r);
-	if (json_array_size(r.reasons) == 0 && !r.store_failed && release_keys(&r, out)) {
+	outs = json_array();
+	if (outs == NULL) {
+		kmsd_problem(res, 500, "internal", "Internal Server Error", "out of memory", NULL);
+		goto out;
+	}
+	if (json_array_size(r.reasons) == 0 && !r.store_failed && release_keys(&r, out) &&
+	    !r.store_failed &&
+	    (r.req->noutputs == 0 ||
+	     kmsd_outputs_issue(ctx, &r.ask, r.out_keys, r.req->eph_pub, r.reasons, outs))) {
 		if (!audit_release(&r, true)) {
 			/* no record, no keys: the sealed DEKs are dropped unsent, and
 			 * nothing was decided (the nonce is unused again) */
@@ -428,6 +457,8 @@ void kmsd_handle_release(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *
 		kmsd_metrics_release(ctx->metrics, r.req->nkeys);
 		res->status = 200;
 		res->json = json_pack("{s:O}", "keys", out);
+		if (res->json != NULL && r.req->noutputs > 0)
+			json_object_set(res->json, "outputs", outs);
 		if (res->json != NULL && r.ttl != 0)
 			json_object_set_new(res->json, "lease", kmsd_lease_json(r.ttl));
 		goto out;
@@ -454,6 +485,7 @@ out:
 		/* sealed DEKs are safe to leave, but keep the heap clean anyway */
 		json_decref(out);
 	}
+	json_decref(outs);
 	json_decref(r.reasons);
 	sl_claims_free(r.claims);
 	kmsd_release_req_free(r.req);

@@ -7,8 +7,9 @@
  * release: the policy judged is the one in force now (after a reload), not
  * the one the client holds, so a changed policy ends leases instead of
  * failing them as version skew; the AK must be enrolled and not revoked; each
- * key must still exist. Allowed: a new lease from now. Refused: 403 with
- * every reason, and the client stops the job. */
+ * key must still exist; each output key asked for ("outputs") is judged as
+ * at the release (destination, run binding), none is issued. Allowed: a new lease from now.
+ * Refused: 403 with every reason, and the client stops the job. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,10 @@ static bool audit_renew(void *arg)
 		                                "dataset_id", r->req->keys[i].dataset_id));
 	json_t *details =
 	    json_pack("{s:o, s:O, s:O?}", "keys", keys, "job", r->req->job, "lease", w->lease);
+	/* the lease covers the run's output keys too */
+	kmsd_outputs_ask ask = {.outputs = r->req->outputs, .noutputs = r->req->noutputs};
+	if (details != NULL && r->req->noutputs > 0)
+		json_object_set_new(details, "outputs", kmsd_outputs_json(&ask, NULL));
 	if (details != NULL && w->req->source != NULL)
 		json_object_set_new(details, "source", json_string(w->req->source));
 	const kmsd_key_entry *one = r->req->nkeys == 1 ? &r->req->keys[0] : NULL;

@@ -410,6 +410,16 @@ typedef struct kmsd_key_entry {
 	size_t wrapped_len;
 } kmsd_key_entry;
 
+/* An output key asked for: in a release (the launch's one request), a
+ * renewal, or the compatibility path POST /v1/output. */
+#define KMSD_MAX_OUTPUTS 16
+#define KMSD_DEST_MAX 2048
+typedef struct kmsd_output_entry {
+	char output_id[SL_KMS_DATASET_ID_MAX + 1];
+	char destination[KMSD_DEST_MAX + 1];
+	char key_id[SL_KMS_ID_MAX + 1]; /* "" when the client names none */
+} kmsd_output_entry;
+
 typedef struct kmsd_release_req {
 	json_t *root; /* owns evidence/identity/job */
 	uint8_t nonce[SL_NONCE_LEN];
@@ -420,6 +430,8 @@ typedef struct kmsd_release_req {
 	json_t *job;      /* object (maybe empty) */
 	size_t nkeys;
 	kmsd_key_entry keys[KMSD_MAX_KEYS];
+	size_t noutputs; /* "outputs": fresh output keys (0: none) */
+	kmsd_output_entry outputs[KMSD_MAX_OUTPUTS];
 } kmsd_release_req;
 
 /* Each fails with SL_E_INPUT naming the field. */
@@ -427,15 +439,7 @@ SL_MUST_USE sl_err kmsd_parse_challenge(const uint8_t *body, size_t len);
 SL_MUST_USE sl_err kmsd_parse_release(const uint8_t *body, size_t len, kmsd_release_req **out);
 void kmsd_release_req_free(kmsd_release_req *r);
 /* POST /v1/output (handlers_output.c): the attested part of a release (nkeys
- * 0), the job's input dataset ids, and each output asked for. */
-#define KMSD_MAX_OUTPUTS 16
-#define KMSD_DEST_MAX 2048
-typedef struct kmsd_output_entry {
-	char output_id[SL_KMS_DATASET_ID_MAX + 1];
-	char destination[KMSD_DEST_MAX + 1];
-	char key_id[SL_KMS_ID_MAX + 1]; /* "" when the client names none */
-} kmsd_output_entry;
-
+ * 0, noutputs 0), the job's input dataset ids, and each output asked for. */
 typedef struct kmsd_output_req {
 	kmsd_release_req *att;
 	size_t ninputs;
@@ -715,6 +719,30 @@ void kmsd_release_attest(kmsd_ctx *ctx, const kmsd_release_req *req, json_t *rea
  * store could not answer. */
 void kmsd_release_judge(kmsd_ctx *ctx, const kmsd_release_req *req, json_t *reasons,
                         sl_claims *claims, uint64_t *ttl, bool *store_failed);
+/* The output keys asked for (handlers_output.c), for a release, a renewal
+ * and POST /v1/output alike: each output id is NAME:RUN with RUN job.id;
+ * the policy names its KEK, which is usable; the output id's rules and
+ * every input's (inputs: the dataset ids read) allow this machine and the
+ * destination; the run is bound to this attested subject (output_runs).
+ * keys[i] is the KEK of outputs[i]; *ttl lowered to the smallest key_ttl
+ * (0: none yet); *store_failed when the store could not answer. */
+typedef struct kmsd_outputs_ask {
+	const json_t *job;
+	const char *const *inputs;
+	size_t ninputs;
+	const kmsd_output_entry *outputs;
+	size_t noutputs;
+} kmsd_outputs_ask;
+void kmsd_outputs_judge(kmsd_ctx *ctx, const kmsd_outputs_ask *a, json_t *reasons,
+                        const sl_claims *claims, const char *keys[], uint64_t *ttl,
+                        bool *store_failed);
+/* A fresh DEK per output, made, wrapped and sealed to eph_pub in the key
+ * process, appended to out as {"output_id", "key_id", "wrapped_dek",
+ * "sealed"}; false (reasons appended) when one fails. */
+bool kmsd_outputs_issue(kmsd_ctx *ctx, const kmsd_outputs_ask *a, const char *const keys[],
+                        const uint8_t eph_pub[static SL_EPH_PUB_LEN], json_t *reasons, json_t *out);
+/* The outputs of a request as audit records list them. */
+json_t *kmsd_outputs_json(const kmsd_outputs_ask *a, const char *const keys[]);
 void kmsd_handle_enroll(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 void kmsd_handle_activate(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 /* POST /v1/enroll/tokens {"ttl_s"?} (admin): a single-use enrollment token. */

@@ -221,13 +221,71 @@ out:
 	return rc;
 }
 
+/* A destination is what the policy's output_destinations patterns match:
+ * printable ASCII, no spaces. */
+static bool valid_destination(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > KMSD_DEST_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+			return false;
+	return true;
+}
+
+static SL_RESULT parse_output(const json_t *o, size_t i, kmsd_output_entry *e)
+{
+	static const char *const allowed[] = {"output_id", "destination", "key_id", NULL};
+	sl_err rc = SL_E_INPUT;
+	const char *d = NULL;
+	SL_ENSURE(json_is_object(o), SL_E_INPUT, "outputs[%zu]: must be an object", i);
+	SL_GUARD(only_fields(o, "outputs[]", allowed));
+	rc = get_id(o, "output_id", false, e->output_id);
+	if (rc == SL_OK)
+		rc = get_str(o, "destination", &d);
+	if (rc == SL_OK && json_object_get(o, "key_id") != NULL)
+		rc = get_id(o, "key_id", true, e->key_id);
+	if (rc != SL_OK) {
+		rc = sl_err_wrap(SL_E_INPUT, "outputs[%zu]", i);
+		goto out;
+	}
+	SL_ENSURE(valid_destination(d), SL_E_INPUT,
+	          "outputs[%zu].destination: must be 1..%d printable ASCII characters, no spaces",
+	          i, KMSD_DEST_MAX);
+	memcpy(e->destination, d, strlen(d) + 1);
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+/* "outputs": 1..16 output keys asked for, no output id twice. */
+static SL_RESULT parse_outputs(const json_t *a, kmsd_output_entry *outs, size_t *n)
+{
+	sl_err rc = SL_E_INPUT;
+	SL_ENSURE(json_is_array(a), SL_E_INPUT, "outputs: must be an array");
+	*n = json_array_size(a);
+	SL_ENSURE(*n >= 1 && *n <= KMSD_MAX_OUTPUTS, SL_E_INPUT, "outputs: must hold 1..%d entries",
+	          KMSD_MAX_OUTPUTS);
+	for (size_t i = 0; i < *n; i++) {
+		SL_GUARD(parse_output(json_array_get(a, i), i, &outs[i]));
+		for (size_t j = 0; j < i; j++)
+			SL_ENSURE(strcmp(outs[i].output_id, outs[j].output_id) != 0, SL_E_INPUT,
+			          "outputs[%zu]: repeats the output id of outputs[%zu]", i, j);
+	}
+	rc = SL_OK;
+out:
+	return rc;
+}
+
 sl_err kmsd_parse_release(const uint8_t *body, size_t len, kmsd_release_req **out)
 {
-	static const char *const allowed[] = {"nonce",         "eph_pub", "evidence", "identity",
-	                                      "policy_digest", "job",     "keys",     NULL};
+	static const char *const allowed[] = {"nonce",    "eph_pub",       "evidence",
+	                                      "identity", "policy_digest", "job",
+	                                      "keys",     "outputs",       NULL};
 	sl_err rc = SL_E_INPUT;
 	kmsd_release_req *r = calloc(1, sizeof(*r));
-	json_t *keys;
+	json_t *keys, *outs;
 	SL_ENSURE(r != NULL, SL_E_NOMEM, "release request");
 	SL_GUARD(load(body, len, &r->root));
 	SL_GUARD(only_fields(r->root, "release request", allowed));
@@ -237,8 +295,12 @@ sl_err kmsd_parse_release(const uint8_t *body, size_t len, kmsd_release_req **ou
 	SL_ENSURE(keys != NULL, SL_E_INPUT, "keys: missing");
 	SL_ENSURE(json_is_array(keys), SL_E_INPUT, "keys: must be an array");
 	r->nkeys = json_array_size(keys);
-	SL_ENSURE(r->nkeys >= 1 && r->nkeys <= KMSD_MAX_KEYS, SL_E_INPUT,
-	          "keys: must hold 1..%d entries", KMSD_MAX_KEYS);
+	outs = json_object_get(r->root, "outputs");
+	if (outs != NULL)
+		SL_GUARD(parse_outputs(outs, r->outputs, &r->noutputs));
+	/* a run that only writes outputs asks for no dataset key */
+	SL_ENSURE((r->nkeys >= 1 || r->noutputs >= 1) && r->nkeys <= KMSD_MAX_KEYS, SL_E_INPUT,
+	          "keys: must hold 1..%d entries (0 with \"outputs\")", KMSD_MAX_KEYS);
 	for (size_t i = 0; i < r->nkeys; i++) {
 		SL_GUARD(parse_key(json_array_get(keys, i), i, &r->keys[i]));
 		for (size_t j = 0; j < i; j++) {
@@ -392,44 +454,6 @@ out:
 	return rc;
 }
 
-/* A destination is what the policy's output_destinations patterns match:
- * printable ASCII, no spaces. */
-static bool valid_destination(const char *s)
-{
-	size_t n = strlen(s);
-	if (n == 0 || n > KMSD_DEST_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
-			return false;
-	return true;
-}
-
-static SL_RESULT parse_output(const json_t *o, size_t i, kmsd_output_entry *e)
-{
-	static const char *const allowed[] = {"output_id", "destination", "key_id", NULL};
-	sl_err rc = SL_E_INPUT;
-	const char *d = NULL;
-	SL_ENSURE(json_is_object(o), SL_E_INPUT, "outputs[%zu]: must be an object", i);
-	SL_GUARD(only_fields(o, "outputs[]", allowed));
-	rc = get_id(o, "output_id", false, e->output_id);
-	if (rc == SL_OK)
-		rc = get_str(o, "destination", &d);
-	if (rc == SL_OK && json_object_get(o, "key_id") != NULL)
-		rc = get_id(o, "key_id", true, e->key_id);
-	if (rc != SL_OK) {
-		rc = sl_err_wrap(SL_E_INPUT, "outputs[%zu]", i);
-		goto out;
-	}
-	SL_ENSURE(valid_destination(d), SL_E_INPUT,
-	          "outputs[%zu].destination: must be 1..%d printable ASCII characters, no spaces",
-	          i, KMSD_DEST_MAX);
-	memcpy(e->destination, d, strlen(d) + 1);
-	rc = SL_OK;
-out:
-	return rc;
-}
-
 sl_err kmsd_parse_output(const uint8_t *body, size_t len, kmsd_output_req **out)
 {
 	static const char *const allowed[] = {"nonce",    "eph_pub",       "evidence",
@@ -462,17 +486,7 @@ sl_err kmsd_parse_output(const uint8_t *body, size_t len, kmsd_output_req **out)
 	}
 	a = json_object_get(r->att->root, "outputs");
 	SL_ENSURE(a != NULL, SL_E_INPUT, "outputs: missing");
-	SL_ENSURE(json_is_array(a), SL_E_INPUT, "outputs: must be an array");
-	r->noutputs = json_array_size(a);
-	SL_ENSURE(r->noutputs >= 1 && r->noutputs <= KMSD_MAX_OUTPUTS, SL_E_INPUT,
-	          "outputs: must hold 1..%d entries", KMSD_MAX_OUTPUTS);
-	for (size_t i = 0; i < r->noutputs; i++) {
-		SL_GUARD(parse_output(json_array_get(a, i), i, &r->outputs[i]));
-		for (size_t j = 0; j < i; j++)
-			SL_ENSURE(strcmp(r->outputs[i].output_id, r->outputs[j].output_id) != 0,
-			          SL_E_INPUT, "outputs[%zu]: repeats the output id of outputs[%zu]",
-			          i, j);
-	}
+	SL_GUARD(parse_outputs(a, r->outputs, &r->noutputs));
 	*out = r;
 	r = NULL;
 	rc = SL_OK;

@@ -199,6 +199,76 @@ out:
 	return rc;
 }
 
+/* "outputs": the output keys asked for. */
+static SL_RESULT output_members(json_t *req, const sl_kms_output_want *w, size_t n)
+{
+	sl_err rc = SL_E_NOMEM;
+	json_t *outs = json_array();
+	SL_ENSURE(outs != NULL, SL_E_NOMEM, "outputs");
+	SL_ENSURE(n >= 1 && n <= 16, SL_E_USAGE, "output keys: 1..16 outputs, not %zu", n);
+	for (size_t i = 0; i < n; i++) {
+		json_t *e = json_pack("{s:s, s:s}", "output_id", w[i].output_id, "destination",
+		                      w[i].destination);
+		SL_ENSURE(e != NULL && json_array_append_new(outs, e) == 0, SL_E_NOMEM, "outputs");
+		if (w[i].key_id != NULL)
+			SL_ENSURE(json_object_set_new(e, "key_id", json_string(w[i].key_id)) == 0,
+			          SL_E_NOMEM, "outputs");
+	}
+	SL_ENSURE(json_object_set(req, "outputs", outs) == 0, SL_E_NOMEM, "outputs");
+	rc = SL_OK;
+out:
+	json_decref(outs);
+	return rc;
+}
+
+/* The answer's "outputs": each output's wrapped DEK and its DEK, opened
+ * with eph_sk. All or nothing. */
+static SL_RESULT open_outputs(const json_t *res, const sl_kms_output_want *w, size_t n,
+                              sl_secret *eph_sk, sl_kms_output_key keys[])
+{
+	sl_err rc = SL_E_KMS_PROTOCOL;
+	const json_t *got = json_object_get(res, "outputs");
+	sl_secret *tmp[16] = {NULL};
+	SL_ENSURE(n <= 16 && json_is_array(got) && json_array_size(got) == n, SL_E_KMS_PROTOCOL,
+	          "KMS answer: \"outputs\" must list the %zu outputs asked for", n);
+	for (size_t i = 0; i < n; i++) {
+		const json_t *e = json_array_get(got, i);
+		const char *id = sl_json_getstr(e, "output_id");
+		const char *key = sl_json_getstr(e, "key_id");
+		uint8_t *sealed = NULL, *wrapped = NULL;
+		size_t sl = 0, wl = 0;
+		SL_ENSURE(id != NULL && strcmp(id, w[i].output_id) == 0, SL_E_KMS_PROTOCOL,
+		          "KMS answer: outputs[%zu] is not output '%s'", i, w[i].output_id);
+		SL_ENSURE(key != NULL && strlen(key) <= SL_KMS_ID_MAX, SL_E_KMS_PROTOCOL,
+		          "KMS answer: outputs[%zu].key_id", i);
+		snprintf(keys[i].key_id, sizeof(keys[i].key_id), "%s", key);
+		SL_GUARD(get_b64(e, "wrapped_dek", 0, SL_KMS_WRAPPED_DEK_MAX, &wrapped, &wl));
+		memcpy(keys[i].wrapped_dek, wrapped, wl);
+		keys[i].wrapped_dek_len = wl;
+		free(wrapped);
+		SL_GUARD(get_b64(e, "sealed", SEALED_LEN, 0, &sealed, &sl));
+		rc = sl_secret_new(SL_KMS_DEK_LEN, &tmp[i]);
+		if (rc == SL_OK &&
+		    sl_sealbox_open(sealed, sl, eph_sk, sl_secret_data(tmp[i])) != SL_OK)
+			rc = sl_err_set(SL_E_INTEGRITY,
+			                "KMS answer: sealed key of output '%s' does not open with "
+			                "this request's ephemeral key",
+			                id);
+		free(sealed);
+		if (rc != SL_OK)
+			goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		keys[i].dek = tmp[i];
+		tmp[i] = NULL;
+	}
+	rc = SL_OK;
+out:
+	for (size_t i = 0; i < 16; i++)
+		sl_secret_free(tmp[i]);
+	return rc;
+}
+
 sl_err sl_kms_key_members(json_t *req, const sl_kms_release_req *rq)
 {
 	sl_err rc = SL_E_NOMEM;
@@ -212,6 +282,8 @@ sl_err sl_kms_key_members(json_t *req, const sl_kms_release_req *rq)
 		                           rq->keys[i].wrapped_dek_len));
 	}
 	SL_ENSURE(json_object_set(req, "keys", keys) == 0, SL_E_NOMEM, "keys");
+	if (rq->noutputs > 0)
+		SL_GUARD(output_members(req, rq->outputs, rq->noutputs));
 	rc = SL_OK;
 out:
 	json_decref(keys);
@@ -224,8 +296,9 @@ sl_err sl_kms_release(sl_kms *k, const sl_kms_release_req *rq, sl_secret *eph_sk
 	json_t *req = json_object(), *res = NULL, *got;
 	sl_secret **tmp = calloc(rq->nkeys > 0 ? rq->nkeys : 1, sizeof(*tmp));
 	SL_ENSURE(req != NULL && tmp != NULL, SL_E_NOMEM, "release request");
-	SL_ENSURE(rq->nkeys >= 1 && rq->nkeys <= 64, SL_E_USAGE, "release: 1..64 keys, not %zu",
-	          rq->nkeys);
+	SL_ENSURE((rq->nkeys >= 1 || rq->noutputs >= 1) && rq->nkeys <= 64 &&
+	              (rq->noutputs == 0 || rq->out_keys != NULL),
+	          SL_E_USAGE, "release: 1..64 keys (0 with outputs), not %zu", rq->nkeys);
 	SL_GUARD(sl_kms_attested_members(req, rq->nonce, rq->eph_pub, rq->policy_digest,
 	                                 rq->evidence, rq->identity, rq->job));
 	SL_GUARD(sl_kms_key_members(req, rq));
@@ -254,6 +327,8 @@ sl_err sl_kms_release(sl_kms *k, const sl_kms_release_req *rq, sl_secret *eph_sk
 		if (rc != SL_OK)
 			goto out;
 	}
+	if (rq->noutputs > 0)
+		SL_GUARD(open_outputs(res, rq->outputs, rq->noutputs, eph_sk, rq->out_keys));
 	for (size_t i = 0; i < rq->nkeys; i++) {
 		deks[i] = tmp[i];
 		tmp[i] = NULL;
@@ -276,66 +351,18 @@ sl_err sl_kms_output(sl_kms *k, const sl_kms_output_req *rq, sl_secret *eph_sk,
                      sl_kms_output_key keys[])
 {
 	sl_err rc = SL_E_NOMEM;
-	json_t *req = json_object(), *outs = json_array(), *ins = json_array(), *res = NULL, *got;
-	sl_secret *tmp[16] = {NULL};
-	SL_ENSURE(req != NULL && outs != NULL && ins != NULL, SL_E_NOMEM, "output request");
-	SL_ENSURE(rq->noutputs >= 1 && rq->noutputs <= 16, SL_E_USAGE,
-	          "output keys: 1..16 outputs, not %zu", rq->noutputs);
+	json_t *req = json_object(), *ins = json_array(), *res = NULL;
+	SL_ENSURE(req != NULL && ins != NULL, SL_E_NOMEM, "output request");
 	SL_GUARD(sl_kms_attested_members(req, rq->nonce, rq->eph_pub, rq->policy_digest,
 	                                 rq->evidence, rq->identity, rq->job));
 	for (size_t i = 0; i < rq->ninputs; i++)
 		json_array_append_new(ins, json_string(rq->inputs[i]));
 	json_object_set(req, "inputs", ins);
-	for (size_t i = 0; i < rq->noutputs; i++) {
-		json_t *e = json_pack("{s:s, s:s}", "output_id", rq->outputs[i].output_id,
-		                      "destination", rq->outputs[i].destination);
-		SL_ENSURE(e != NULL, SL_E_NOMEM, "outputs");
-		if (rq->outputs[i].key_id != NULL)
-			json_object_set_new(e, "key_id", json_string(rq->outputs[i].key_id));
-		json_array_append_new(outs, e);
-	}
-	json_object_set(req, "outputs", outs);
+	SL_GUARD(output_members(req, rq->outputs, rq->noutputs));
 	SL_GUARD(sl_kms_call(k, "/v1/output", req, false, KMS_RETRY_UNPROCESSED, &res));
-	got = json_object_get(res, "outputs");
-	SL_ENSURE(json_is_array(got) && json_array_size(got) == rq->noutputs, SL_E_KMS_PROTOCOL,
-	          "KMS answer: \"outputs\" must list the %zu outputs asked for", rq->noutputs);
-	for (size_t i = 0; i < rq->noutputs; i++) {
-		const json_t *e = json_array_get(got, i);
-		const char *id = sl_json_getstr(e, "output_id");
-		const char *key = sl_json_getstr(e, "key_id");
-		uint8_t *sealed = NULL, *wrapped = NULL;
-		size_t sl = 0, wl = 0;
-		SL_ENSURE(id != NULL && strcmp(id, rq->outputs[i].output_id) == 0,
-		          SL_E_KMS_PROTOCOL, "KMS answer: outputs[%zu] is not output '%s'", i,
-		          rq->outputs[i].output_id);
-		SL_ENSURE(key != NULL && strlen(key) <= SL_KMS_ID_MAX, SL_E_KMS_PROTOCOL,
-		          "KMS answer: outputs[%zu].key_id", i);
-		snprintf(keys[i].key_id, sizeof(keys[i].key_id), "%s", key);
-		SL_GUARD(get_b64(e, "wrapped_dek", 0, SL_KMS_WRAPPED_DEK_MAX, &wrapped, &wl));
-		memcpy(keys[i].wrapped_dek, wrapped, wl);
-		keys[i].wrapped_dek_len = wl;
-		free(wrapped);
-		SL_GUARD(get_b64(e, "sealed", SEALED_LEN, 0, &sealed, &sl));
-		rc = sl_secret_new(SL_KMS_DEK_LEN, &tmp[i]);
-		if (rc == SL_OK &&
-		    sl_sealbox_open(sealed, sl, eph_sk, sl_secret_data(tmp[i])) != SL_OK)
-			rc = sl_err_set(SL_E_INTEGRITY,
-			                "KMS answer: sealed key of output '%s' does not open with "
-			                "this request's ephemeral key",
-			                id);
-		free(sealed);
-		if (rc != SL_OK)
-			goto out;
-	}
-	for (size_t i = 0; i < rq->noutputs; i++) {
-		keys[i].dek = tmp[i];
-		tmp[i] = NULL;
-	}
+	SL_GUARD(open_outputs(res, rq->outputs, rq->noutputs, eph_sk, keys));
 	rc = SL_OK;
 out:
-	for (size_t i = 0; i < 16; i++)
-		sl_secret_free(tmp[i]);
-	json_decref(outs);
 	json_decref(ins);
 	json_decref(req);
 	json_decref(res);

@@ -17,7 +17,8 @@ sl_err sl_kms_renew(sl_kms *k, const sl_kms_release_req *rq, json_t **lease)
 	json_t *req = json_object(), *res = NULL, *l;
 	*lease = NULL;
 	SL_ENSURE(req != NULL, SL_E_NOMEM, "renew request");
-	SL_ENSURE(rq->nkeys >= 1 && rq->nkeys <= 64, SL_E_USAGE, "renew: 1..64 keys");
+	SL_ENSURE((rq->nkeys >= 1 || rq->noutputs >= 1) && rq->nkeys <= 64, SL_E_USAGE,
+	          "renew: 1..64 keys (0 with outputs)");
 	SL_GUARD(sl_kms_attested_members(req, rq->nonce, rq->eph_pub, rq->policy_digest,
 	                                 rq->evidence, rq->identity, rq->job));
 	SL_GUARD(sl_kms_key_members(req, rq));

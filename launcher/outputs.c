@@ -5,10 +5,10 @@
  *   DEST/ckpt-SSSSSSSS/manifest.sldm + shard-NNNNN.sld   (sequence S)
  *   DEST/LATEST                                          ("S\n", last)
  * Shards go first, then the manifest, then LATEST: a checkpoint that
- * LATEST does not name was never complete. Its DEK comes from the KMS
- * (POST /v1/output, attested), wrapped under the KEK the policy names for
- * the output id; the manifest carries that wrapped DEK, so a checkpoint is
- * read back (--resume, decrypt --kms) by an ordinary attested release. */
+ * LATEST does not name was never complete. Its DEK comes from the KMS in
+ * the launch's one attested release ("outputs"), wrapped under the KEK the
+ * policy names for the output id, under the lease of every key; the manifest carries that wrapped
+ * DEK, so a checkpoint is read back (--resume, decrypt --kms) by an ordinary attested release. */
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
@@ -251,35 +251,18 @@ void sl_out_audit(struct sl_run_st *s, const char *event, const char *ds, const 
 		fprintf(stderr, "seclaunch %s: warning: %s\n", SL_OUT_CMD(s), sl_err_detail());
 }
 
-/* A new challenge, ephemeral key and bound evidence: every attested call
- * to the KMS uses up its nonce. */
-sl_err sl_out_attest_again(struct sl_run_st *s)
-{
-	sl_err rc = SL_E_INTERNAL;
-	json_decref(s->evidence);
-	json_decref(s->identity);
-	s->evidence = s->identity = NULL;
-	sl_claims_free(s->claims);
-	s->claims = NULL;
-	sl_kms_free(s->kms);
-	s->kms = NULL;
-	sl_secret_free(s->eph_sk);
-	s->eph_sk = NULL;
-	SL_GUARD(sl_run_step_challenge(s));
-	SL_GUARD(sl_run_step_evidence(s));
-	SL_GUARD(sl_run_step_identity(s));
-	SL_GUARD(sl_run_step_claims(s));
-	rc = SL_OK;
-out:
-	return rc;
-}
-
+/* What the job reads: the inputs and the resumed checkpoints (the KMS
+ * judges every key of the release as read, docs/protocol.md). */
 static size_t input_ids(struct sl_run_st *s, const char **ids)
 {
+	size_t n = 0;
 	for (size_t i = 0; i < s->n; i++)
-		ids[i] = s->man[i] != NULL ? sl_sldm_dataset_id(s->man[i])
-		                           : sl_sld_header_dataset_id(s->hdr[i]);
-	return s->n;
+		ids[n++] = s->man[i] != NULL ? sl_sldm_dataset_id(s->man[i])
+		                             : sl_sld_header_dataset_id(s->hdr[i]);
+	for (size_t i = 0; s->out != NULL && i < s->out->n; i++)
+		if (s->out->o[i].r.man != NULL)
+			ids[n++] = sl_sldm_dataset_id(s->out->o[i].r.man);
+	return n;
 }
 
 sl_err sl_out_mkdir_p(const char *path)
@@ -422,14 +405,10 @@ out:
 	return rc;
 }
 
-sl_err sl_out_preflight(struct sl_run_st *s)
+sl_err sl_out_open(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	struct sl_outputs *O = NULL;
-	sl_decision *d = NULL;
-	const char *ids[SL_RUN_MAX_DATASETS];
-	size_t nin = input_ids(s, ids);
-	bool denied = false;
 	sigset_t us;
 
 	if (s->o->outcfg.n == 0)
@@ -446,6 +425,78 @@ sl_err sl_out_preflight(struct sl_run_st *s)
 	pthread_mutex_init(&O->mu, NULL);
 	s->out = O;
 	SL_GUARD(describe(s, O));
+	/* a run that does not resume continues after what DEST already holds,
+	 * so sequences only grow there */
+	for (size_t i = 0; i < O->n; i++) {
+		uint64_t seq = 0;
+		SL_GUARD(sl_out_read_latest(O, O->o[i].dest, O->o[i].remote, &seq));
+		O->o[i].next_seq = seq + 1;
+	}
+	for (size_t i = 0; i < O->n; i++)
+		if (O->o[i].resume != NULL)
+			SL_GUARD(sl_out_resume_open(s, O, &O->o[i]));
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+size_t sl_out_resume_keys(const struct sl_run_st *s, sl_kms_key_req *keys)
+{
+	size_t n = 0;
+	for (size_t i = 0; s->out != NULL && i < s->out->n; i++) {
+		const sl_sldm *m = s->out->o[i].r.man;
+		if (m == NULL)
+			continue;
+		keys[n].key_id = sl_sldm_key_id(m);
+		keys[n].dataset_id = sl_sldm_dataset_id(m);
+		keys[n].wrapped_dek = sl_sldm_wrapped_dek(m, &keys[n].wrapped_dek_len);
+		n++;
+	}
+	return n;
+}
+
+size_t sl_out_wants(const struct sl_run_st *s, sl_kms_output_want *want)
+{
+	size_t n = 0;
+	for (size_t i = 0; s->out != NULL && i < s->out->n; i++, n++)
+		want[n] = (sl_kms_output_want){s->out->o[i].id, s->out->o[i].policy_dest, NULL};
+	return n;
+}
+
+void sl_out_released(struct sl_run_st *s, sl_secret *resume_deks[], sl_kms_output_key keys[])
+{
+	struct sl_outputs *O = s->out;
+	size_t r = 0;
+	json_t *list = json_array();
+	if (O == NULL)
+		return;
+	for (size_t i = 0; i < O->n; i++) {
+		if (O->o[i].r.man != NULL) {
+			O->o[i].r.dek = resume_deks[r];
+			resume_deks[r++] = NULL;
+		}
+		O->o[i].key = keys[i];
+		keys[i].dek = NULL;
+		json_array_append_new(list, json_pack("{s:s, s:s, s:s}", "output", O->o[i].name,
+		                                      "output_id", O->o[i].id, "destination",
+		                                      O->o[i].policy_dest));
+	}
+	sl_out_audit(s, SL_AUDIT_EV_RUN_OUTPUT_KEY, NULL, NULL, SL_AUDIT_ALLOW, NULL,
+	             json_pack("{s:o}", "outputs", list));
+	sl_run_say("KMS issued %zu output key%s in the same release", O->n, O->n == 1 ? "" : "s");
+}
+
+sl_err sl_out_preflight(struct sl_run_st *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	struct sl_outputs *O = s->out;
+	sl_decision *d = NULL;
+	const char *ids[SL_RUN_MAX_DATASETS + SL_OUT_MAX];
+	size_t nin = input_ids(s, ids);
+	bool denied = false;
+
+	if (O == NULL)
+		return SL_OK;
 	for (size_t i = 0; i < O->n; i++) {
 		struct out_one *o = &O->o[i];
 		const char *key = NULL, *dest[1] = {o->policy_dest};
@@ -497,69 +548,5 @@ sl_err sl_out_preflight(struct sl_run_st *s)
 	rc = SL_OK;
 out:
 	sl_decision_free(d);
-	return rc;
-}
-
-/* ---- keys, resume ------------------------------------------------------- */
-
-sl_err sl_out_keys(struct sl_run_st *s, struct sl_outputs *O)
-{
-	sl_err rc = SL_E_INTERNAL;
-	sl_kms_output_want want[SL_OUT_MAX];
-	sl_kms_output_key keys[SL_OUT_MAX];
-	const char *ids[SL_RUN_MAX_DATASETS];
-	size_t nin = input_ids(s, ids);
-	json_t *job = NULL, *list = json_array();
-
-	memset(keys, 0, sizeof(keys));
-	SL_GUARD(sl_out_attest_again(s));
-	for (size_t i = 0; i < O->n; i++) {
-		want[i] = (sl_kms_output_want){O->o[i].id, O->o[i].policy_dest, NULL};
-		json_array_append_new(list, json_pack("{s:s, s:s, s:s}", "output", O->o[i].name,
-		                                      "output_id", O->o[i].id, "destination",
-		                                      O->o[i].policy_dest));
-	}
-	job = json_pack("{s:s, s:s}", "id", s->job_id, "command", SL_OUT_JOB_CMD(s));
-	sl_kms_output_req req = {.nonce = s->ch.nonce,
-	                         .eph_pub = s->eph_pub,
-	                         .policy_digest = sl_policy_digest(s->policy),
-	                         .evidence = s->evidence,
-	                         .identity = s->identity,
-	                         .job = job,
-	                         .inputs = ids,
-	                         .ninputs = nin,
-	                         .outputs = want,
-	                         .noutputs = O->n};
-	rc = sl_kms_output(s->kms, &req, s->eph_sk, keys);
-	sl_secret_free(s->eph_sk);
-	s->eph_sk = NULL;
-	if (rc != SL_OK) {
-		const json_t *prob = sl_kms_last_problem(s->kms);
-		json_t *reasons = prob != NULL ? json_object_get(prob, "reasons") : NULL, *r;
-		size_t i;
-		if (json_array_size(reasons) > 0) {
-			fprintf(stderr, "seclaunch %s: the KMS refused the output keys:\n",
-			        SL_OUT_CMD(s));
-			json_array_foreach (reasons, i, r) {
-				fprintf(stderr, "  - [%s] %s\n", sl_json_getstr(r, "code") ?: "?",
-				        sl_json_getstr(r, "detail") ?: "?");
-			}
-			s->explained = true;
-		}
-		sl_out_audit(s, SL_AUDIT_EV_RUN_OUTPUT_KEY, NULL, NULL, SL_AUDIT_DENY,
-		             reasons != NULL ? json_deep_copy(reasons) : NULL,
-		             json_pack("{s:O}", "outputs", list));
-		goto out;
-	}
-	for (size_t i = 0; i < O->n; i++)
-		O->o[i].key = keys[i];
-	sl_out_audit(s, SL_AUDIT_EV_RUN_OUTPUT_KEY, NULL, NULL, SL_AUDIT_ALLOW, NULL,
-	             json_pack("{s:O}", "outputs", list));
-	sl_run_say("KMS issued %zu output key%s (sealed to this run's ephemeral key)", O->n,
-	           O->n == 1 ? "" : "s");
-	rc = SL_OK;
-out:
-	json_decref(job);
-	json_decref(list);
 	return rc;
 }

@@ -12,6 +12,7 @@
 
 #include "remote.h"
 #include "seclaunch/error.h"
+#include "seclaunch/kms_client.h"
 
 #define SL_OUT_MAX 16
 #define SL_OUT_NAME_MAX 64
@@ -87,9 +88,21 @@ void sl_out_early(struct sl_out_cfg *c);
 
 struct sl_run_st;
 struct sl_job_result;
+/* The datasets step: each --output's destination and what LATEST names
+ * there, each --resume's newest checkpoint (LATEST, its manifest, the
+ * rollback check), before anything is attested. */
+SL_MUST_USE sl_err sl_out_open(struct sl_run_st *s);
 /* After the pre-flight: the policy's verdict on every output here (deny:
  * SL_E_POLICY_DENIED, every reason printed and audited). */
 SL_MUST_USE sl_err sl_out_preflight(struct sl_run_st *s);
+/* What the launch's release (and each renewal) asks for besides the
+ * inputs: the resumed checkpoints' keys (at most SL_OUT_MAX, appended at
+ * keys) and the output keys (want: SL_OUT_MAX); the counts. */
+size_t sl_out_resume_keys(const struct sl_run_st *s, sl_kms_key_req *keys);
+size_t sl_out_wants(const struct sl_run_st *s, sl_kms_output_want *want);
+/* The release's answer: resume_deks[i] for the i-th resume key, keys[i]
+ * for the i-th output (both taken over, NULL'd). */
+void sl_out_released(struct sl_run_st *s, sl_secret *resume_deks[], sl_kms_output_key keys[]);
 /* An --output NAME=DEST's destination: dest (a folder, or a URL ending in
  * '/') and policy_dest (what output_destinations match and what the job's
  * workload identity names: the URL, or file:///ABSOLUTE/PATH/). */
@@ -99,8 +112,8 @@ SL_MUST_USE sl_err sl_out_destination(const char *spec, char *dest, size_t dest_
  * file://localhost/PATH) is PATH; anything else is returned as it is. NULL:
  * a file:// URL of another host. */
 const char *sl_out_file_url_path(const char *dest);
-/* After staging: resume checkpoints (attested release), output keys from
- * the KMS (attested), the in-memory folder, the watchers. */
+/* After staging: the in-memory folder, the resumed checkpoints restored
+ * into it (their keys came in the release), the watchers. No KMS call. */
 SL_MUST_USE sl_err sl_out_prepare(struct sl_run_st *s);
 void sl_out_job_started(struct sl_run_st *s, pid_t pid);
 void sl_out_job_exited(struct sl_run_st *s, const struct sl_job_result *res);

@@ -27,6 +27,16 @@ struct out_one {
 	uint64_t sealed_seq; /* the last one sealed by this run (0: none) */
 	char sealed_root[2 * SL_SLDM_ROOT_LEN + 1];
 	const char *resume; /* SOURCE, or NULL */
+	/* --resume, read in the datasets step; its DEK comes in the launch's
+	 * release beside the inputs' */
+	struct {
+		sl_sldm *man;   /* the newest checkpoint's manifest (NULL: none) */
+		sl_remote *rem; /* its store, when remote */
+		char dir[2200]; /* its folder or URL */
+		char src[4200]; /* SOURCE as the records name it */
+		uint64_t seq;   /* LATEST there */
+		sl_secret *dek; /* released */
+	} r;
 };
 
 struct sl_outputs {
@@ -59,10 +69,11 @@ void sl_out_audit(struct sl_run_st *s, const char *event, const char *ds, const 
 SL_MUST_USE sl_err sl_out_read_latest(struct sl_outputs *O, const char *dest, bool remote,
                                       uint64_t *seq);
 SL_MUST_USE sl_err sl_out_mkdir_p(const char *path);
-/* A new challenge, ephemeral key and bound evidence (every attested call
- * to the KMS uses up its nonce). */
-SL_MUST_USE sl_err sl_out_attest_again(struct sl_run_st *s);
-SL_MUST_USE sl_err sl_out_keys(struct sl_run_st *s, struct sl_outputs *O);
+/* outputs_resume.c: open reads LATEST and the manifest at SOURCE (before
+ * any attestation: what the launch's release asks for); resume restores
+ * it with the released DEK. */
+SL_MUST_USE sl_err sl_out_resume_open(struct sl_run_st *s, struct sl_outputs *O, struct out_one *o);
 SL_MUST_USE sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *o);
+void sl_out_resume_free(struct out_one *o);
 
 #endif

@@ -1,6 +1,6 @@
 /* --resume NAME=SOURCE (outputs.h): the newest sealed checkpoint of NAME,
- * released by an attested release and restored into the output folder
- * before the job starts. */
+ * read in the datasets step, its key released by the launch's one attested
+ * release, and restored into the output folder before the job starts. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -79,17 +79,13 @@ static SL_RESULT chown_one(void *ctx, sl_fsat_ent *e)
 	return SL_OK;
 }
 
-sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *o)
+sl_err sl_out_resume_open(struct sl_run_st *s, struct sl_outputs *O, struct out_one *o)
 {
 	sl_err rc = SL_E_INTERNAL;
 	const char *src = sl_out_file_url_path(o->resume);
 	bool remote = src != NULL && sl_remote_is_url(src);
-	char base[2100], dir[2200], restore[400], final[400], ck[40], root[65] = "";
+	char base[2100], ck[40];
 	uint64_t seq = 0, seen;
-	sl_remote *r = NULL;
-	sl_sldm *m = NULL;
-	sl_secret *dek = NULL;
-	sl_tree_stats st;
 
 	SL_ENSURE(src != NULL, SL_E_USAGE,
 	          "--resume %s=%s: a file:// SOURCE names a folder of this machine (file:///PATH/)",
@@ -100,62 +96,86 @@ sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *
 	          o->name, src, LATEST);
 	snprintf(ck, sizeof(ck), "ckpt-%08llu", (unsigned long long)seq);
 	if (remote) {
-		snprintf(dir, sizeof(dir), "%s%s/", base, ck);
+		snprintf(o->r.dir, sizeof(o->r.dir), "%s%s/", base, ck);
 		O->s->o->remote.quiet = sl_cli_quiet;
-		SL_GUARD(sl_remote_open(dir, &O->s->o->remote, &r));
+		SL_GUARD(sl_remote_open(o->r.dir, &O->s->o->remote, &o->r.rem));
 	} else {
-		snprintf(dir, sizeof(dir), "%s/%s", base, ck);
+		snprintf(o->r.dir, sizeof(o->r.dir), "%s/%s", base, ck);
 	}
-	SL_GUARD(sl_tree_manifest(dir, r, &m));
-	SL_ENSURE(strncmp(sl_sldm_dataset_id(m), o->name, strlen(o->name)) == 0 &&
-	              sl_sldm_dataset_id(m)[strlen(o->name)] == ':',
-	          SL_E_INTEGRITY, "%s: dataset '%s' is not a checkpoint of output %s", dir,
-	          sl_sldm_dataset_id(m), o->name);
+	SL_GUARD(sl_tree_manifest(o->r.dir, o->r.rem, &o->r.man));
+	SL_ENSURE(strncmp(sl_sldm_dataset_id(o->r.man), o->name, strlen(o->name)) == 0 &&
+	              sl_sldm_dataset_id(o->r.man)[strlen(o->name)] == ':',
+	          SL_E_INTEGRITY, "%s: dataset '%s' is not a checkpoint of output %s", o->r.dir,
+	          sl_sldm_dataset_id(o->r.man), o->name);
+	{
+		size_t wl = 0;
+		(void)sl_sldm_wrapped_dek(o->r.man, &wl);
+		SL_ENSURE(wl > 0, SL_E_INPUT, "%s: no KMS key reference", o->r.dir);
+	}
 	/* the manifest's sequence is checked against LATEST once authenticated;
 	 * SOURCE as the records name it: the URL, or file:///ABSOLUTE/PATH/ */
-	char abs[PATH_MAX], srcname[PATH_MAX + 16];
+	char abs[PATH_MAX];
 	if (remote)
-		snprintf(srcname, sizeof(srcname), "%s", base);
+		snprintf(o->r.src, sizeof(o->r.src), "%s", base);
 	else if (realpath(base, abs) != NULL) /* lint: trusted path (--resume SOURCE) */
-		snprintf(srcname, sizeof(srcname), "file://%s/", abs);
+		snprintf(o->r.src, sizeof(o->r.src), "file://%s/", abs);
 	else
-		snprintf(srcname, sizeof(srcname), "%s", base);
-	seen = audit_latest(s->o->audit_log, o->name, srcname);
+		snprintf(o->r.src, sizeof(o->r.src), "%s", base);
+	seen = audit_latest(s->o->audit_log, o->name, o->r.src);
 	SL_ENSURE(seq >= seen, SL_E_INTEGRITY,
 	          "%s: rollback: %s names checkpoint %llu but the audit log %s recorded "
 	          "checkpoint %llu of output %s there",
 	          src, LATEST, (unsigned long long)seq, s->o->audit_log, (unsigned long long)seen,
 	          o->name);
-	SL_GUARD(sl_out_attest_again(s));
-	{
-		sl_kms_key_req k = {.key_id = sl_sldm_key_id(m),
-		                    .dataset_id = sl_sldm_dataset_id(m)};
-		k.wrapped_dek = sl_sldm_wrapped_dek(m, &k.wrapped_dek_len);
-		SL_ENSURE(k.wrapped_dek_len > 0, SL_E_INPUT, "%s: no KMS key reference", dir);
-		json_t *job = json_pack("{s:s, s:s, s:[s]}", "id", s->job_id, "command",
-		                        SL_OUT_JOB_CMD(s), "datasets", k.dataset_id);
-		sl_kms_release_req req = {.nonce = s->ch.nonce,
-		                          .eph_pub = s->eph_pub,
-		                          .policy_digest = sl_policy_digest(s->policy),
-		                          .evidence = s->evidence,
-		                          .identity = s->identity,
-		                          .job = job,
-		                          .keys = &k,
-		                          .nkeys = 1};
-		rc = sl_kms_release(s->kms, &req, s->eph_sk, &dek);
-		json_decref(job);
-		sl_secret_free(s->eph_sk);
-		s->eph_sk = NULL;
-		SL_GUARD(rc);
+	o->r.seq = seq;
+	rc = SL_OK;
+out:
+	if (rc != SL_OK) {
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s", sl_err_detail());
+		sl_out_audit(s, SL_AUDIT_EV_RUN_RESUME,
+		             o->r.man != NULL ? sl_sldm_dataset_id(o->r.man) : NULL, NULL,
+		             SL_AUDIT_ERROR, NULL,
+		             json_pack("{s:s, s:s, s:I, s:s, s:s, s:s}", "output", o->name,
+		                       "source", src, "sequence", (json_int_t)seq, "error",
+		                       sl_err_name(rc), "message", msg));
+		(void)sl_err_set(rc, "%s", msg);
 	}
-	SL_GUARD(sl_sldm_authenticate(m, dek));
+	return rc;
+}
+
+void sl_out_resume_free(struct out_one *o)
+{
+	sl_secret_free(o->r.dek);
+	o->r.dek = NULL;
+	sl_sldm_free(o->r.man);
+	o->r.man = NULL;
+	sl_remote_free(o->r.rem);
+	o->r.rem = NULL;
+}
+
+sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *o)
+{
+	sl_err rc = SL_E_INTERNAL;
+	const char *src = o->resume, *dir = o->r.dir;
+	char restore[400], final[400], root[65] = "";
+	uint64_t seq = o->r.seq;
+	sl_sldm *m = o->r.man;
+	sl_tree_stats st;
+
+	SL_ENSURE(m != NULL && o->r.dek != NULL, SL_E_INTERNAL,
+	          "--resume %s: no checkpoint key released", o->name);
+	SL_GUARD(sl_sldm_authenticate(m, o->r.dek));
 	SL_ENSURE(sl_sldm_sequence(m) == seq, SL_E_INTEGRITY,
 	          "%s: %s names checkpoint %llu but its manifest says sequence %llu (an older "
 	          "checkpoint presented as the newest)",
 	          dir, LATEST, (unsigned long long)seq, (unsigned long long)sl_sldm_sequence(m));
 	snprintf(restore, sizeof(restore), "%s/" RESTORE, O->dir.path);
 	snprintf(final, sizeof(final), "%s/%s", O->dir.path, o->name);
-	SL_GUARD(sl_tree_decrypt(dir, r, m, dek, restore, true, s->o->threads, &st));
+	SL_GUARD(sl_tree_decrypt(dir, o->r.rem, m, o->r.dek, restore, true, s->o->threads, &st));
+	/* the checkpoint's key has done its one job */
+	sl_secret_free(o->r.dek);
+	o->r.dek = NULL;
 	SL_ENSURE(renameat(O->dir.fd, RESTORE, O->dir.fd, o->name) == 0, SL_E_SYSTEM, "%s: %s",
 	          final, strerror(errno));
 	{
@@ -175,7 +195,7 @@ sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *
 	sl_out_audit(s, SL_AUDIT_EV_RUN_RESUME, sl_sldm_dataset_id(m), sl_sldm_key_id(m),
 	             SL_AUDIT_ALLOW, NULL,
 	             json_pack("{s:s, s:s, s:I, s:s, s:I, s:I}", "output", o->name, "destination",
-	                       srcname, "sequence", (json_int_t)seq, "root", root, "files",
+	                       o->r.src, "sequence", (json_int_t)seq, "root", root, "files",
 	                       (json_int_t)st.files, "bytes", (json_int_t)st.bytes));
 	sl_run_say("resumed %s from checkpoint %llu of %s (%u file%s, %llu bytes)", o->name,
 	           (unsigned long long)seq, src, st.files, st.files == 1 ? "" : "s",
@@ -192,8 +212,5 @@ out:
 		                       "message", msg));
 		(void)sl_err_set(rc, "%s", msg);
 	}
-	sl_secret_free(dek);
-	sl_sldm_free(m);
-	sl_remote_free(r);
 	return rc;
 }

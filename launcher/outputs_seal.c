@@ -133,6 +133,11 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	const char *tmp = getenv("TMPDIR");
 	int sfd = -1;
 
+	/* the output keys are under the lease of every key: once it ended,
+	 * nothing more is sealed (what was sealed before stays) */
+	SL_ENSURE(!sl_run_lease_ended(s), SL_E_ATTEST,
+	          "output %s: not sealed: the keys' lease ended (%s)", o->name,
+	          sl_run_lease_reason(s));
 	/* the job's tree, reached only beneath the folder's descriptor */
 	snprintf(src, sizeof(src), "%s/%s", O->dir.path, o->name);
 	SL_GUARD(sl_fsat_open_dir(O->dir.fd, o->name, 0, O->dir.path, &sfd));
@@ -358,14 +363,6 @@ sl_err sl_out_prepare(struct sl_run_st *s)
 
 	if (O == NULL)
 		return SL_OK;
-	/* a run that does not resume continues after what DEST already holds,
-	 * so sequences only grow there */
-	for (size_t i = 0; i < O->n; i++) {
-		uint64_t seq = 0;
-		SL_GUARD(sl_out_read_latest(O, O->o[i].dest, O->o[i].remote, &seq));
-		O->o[i].next_seq = seq + 1;
-	}
-	SL_GUARD(sl_out_keys(s, O));
 	SL_GUARD(sl_memdir_create(&O->dir, O->c->ns, O->c->limit, uid, gid));
 	if (!O->dir.mounted && O->c->ns_why[0] != '\0')
 		sl_run_say("%s: %s; using a %s", SL_OUT_ENV, O->c->ns_why, O->dir.method);
@@ -436,6 +433,7 @@ static void free_all(struct sl_run_st *s)
 	for (size_t i = 0; i < O->n; i++) {
 		sl_secret_free(O->o[i].key.dek);
 		O->o[i].key.dek = NULL;
+		sl_out_resume_free(&O->o[i]);
 	}
 	if (sl_memdir_wipe(&O->dir) != SL_OK)
 		fprintf(stderr, "seclaunch %s: warning: %s\n", SL_OUT_CMD(s), sl_err_detail());
@@ -517,6 +515,22 @@ int sl_out_finish(struct sl_run_st *s, int job_code)
 	sl_preempt_free(O->pre);
 	O->pre = NULL;
 	bool preempted = noticed || (O->c->preempt != SL_PREEMPT_NONE && O->forwarded == SIGTERM);
+	if (sl_run_lease_ended(s)) {
+		/* the lease ended the job (run.lease_ended says why, the exit
+		 * status is its): the outputs are wiped unsealed */
+		json_t *list = json_array();
+		for (size_t i = 0; i < O->n; i++)
+			json_array_append_new(
+			    list, json_pack("{s:s, s:s, s:I}", "output", O->o[i].name,
+			                    "destination", O->o[i].policy_dest, "sealed_sequence",
+			                    (json_int_t)O->o[i].sealed_seq));
+		sl_out_audit(s, SL_AUDIT_EV_RUN_OUTPUT, NULL, NULL, SL_AUDIT_DENY,
+		             json_pack("[s]", "the keys' lease ended: nothing more is sealed"),
+		             json_pack("{s:s, s:o}", "stage", "final", "outputs", list));
+		sl_run_say("the lease ended: outputs wiped, not sealed (earlier checkpoints stay)");
+		free_all(s);
+		return job_code;
+	}
 	sl_err rc = seal_all(O, preempted ? "preemption" : "exit");
 	snprintf(msg, sizeof(msg), "%s", rc != SL_OK ? sl_err_detail() : "");
 	bool sealed_any = false;

@@ -145,12 +145,7 @@ sl_err sl_run_step_evidence(struct sl_run_st *s)
 	         tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
 	SL_ENSURE(mkdtemp(dir) != NULL, SL_E_SYSTEM, "mkdtemp %s: %s", dir, strerror(errno));
 	snprintf(ak, sizeof(ak), "%s/ak.pem", dir);
-	sl_collect_opts co = {.tcti = s->o->tcti,
-	                      .nonce = s->binding,
-	                      .nonce_len = SL_BINDING_LEN,
-	                      .pcrs = s->wl.pcrs[0] != '\0' ? s->wl.pcrs : NULL};
-	SL_GUARD(sl_evidence_collect(s->o->tee, &co, &ev));
-	SL_GUARD(sl_wl_attach(&s->wl, ev));
+	SL_GUARD(sl_run_collect(s, s->binding, &ev));
 	SL_GUARD(sl_claims_new(&s->claims));
 	const char *evkind = sl_json_getstr(ev, "kind");
 	if (evkind != NULL && strcmp(evkind, "tpm2") == 0)

@@ -403,55 +403,45 @@ static void step_time(const struct sl_run_st *s, const char *name, uint64_t t)
 		           ms, (double)s->ch_async.ns / 1e6);
 }
 
+/* The launch's one release: the inputs' keys, the resumed checkpoints'
+ * and the output keys, decided by the KMS all or nothing (one audit
+ * record there), before anything is staged. */
 static SL_RESULT step_release(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
-	sl_kms_key_req keys[SL_RUN_MAX_DATASETS];
-	json_t *job = NULL, *ds = NULL, *roots = NULL;
+	struct sl_run_req *r = calloc(1, sizeof(*r));
+	sl_secret *deks[SL_RUN_MAX_DATASETS + SL_OUT_MAX] = {NULL};
 
-	if (s->n == 0) /* outputs only: their keys come in sl_out_prepare */
-		return SL_OK;
-	ds = json_array();
-	roots = json_object();
-	SL_ENSURE(ds != NULL && roots != NULL, SL_E_NOMEM, "job description");
-	for (size_t i = 0; i < s->n; i++) {
-		keys[i].key_id = ds_key(s, i);
-		keys[i].dataset_id = ds_id(s, i);
-		keys[i].wrapped_dek = ds_wrapped(s, i, &keys[i].wrapped_dek_len);
-		json_array_append_new(ds, json_string(keys[i].dataset_id));
-		json_object_set_new(roots, keys[i].dataset_id, json_string(s->root[i]));
+	SL_ENSURE(r != NULL, SL_E_NOMEM, "release request");
+	SL_GUARD(sl_run_request(s, s->ch.nonce, s->eph_pub, s->evidence, s->identity, 0, r));
+	if (r->rq.nkeys == 0 && r->rq.noutputs == 0) {
+		rc = SL_OK;
+		goto out;
 	}
-	/* each dataset's root: a manifest's authenticated digest, an SLD
-	 * file's header digest (either names every byte of the dataset) */
-	job = json_pack("{s:s, s:s, s:o, s:o, s:O?}", "id", s->job_id, "command",
-	                s->o->cmd != NULL ? s->o->cmd[0] : "seclaunch serve", "datasets", ds,
-	                "roots", roots, "context", s->context);
-	ds = roots = NULL;
-	SL_ENSURE(job != NULL, SL_E_NOMEM, "job description");
-	sl_kms_release_req req = {.nonce = s->ch.nonce,
-	                          .eph_pub = s->eph_pub,
-	                          .policy_digest = sl_policy_digest(s->policy),
-	                          .evidence = s->evidence,
-	                          .identity = s->identity,
-	                          .job = job,
-	                          .keys = keys,
-	                          .nkeys = s->n};
-	rc = sl_kms_release(s->kms, &req, s->eph_sk, s->dek);
+	rc = sl_kms_release(s->kms, &r->rq, s->eph_sk, deks);
 	/* the ephemeral key has done its one job either way */
 	sl_secret_free(s->eph_sk);
 	s->eph_sk = NULL;
 	if ((rc == SL_E_POLICY_DENIED || rc == SL_E_ATTEST) && sl_kms_last_problem(s->kms) != NULL)
 		rc = explain_refusal(s);
 	SL_GUARD(rc);
+	for (size_t i = 0; i < s->n; i++) {
+		s->dek[i] = deks[i];
+		deks[i] = NULL;
+	}
+	sl_out_released(s, &deks[s->n], r->out_keys);
 	SL_GUARD(sl_run_record(s, SL_AUDIT_EV_RUN_RELEASE, NULL, NULL, SL_AUDIT_ALLOW, NULL,
-	                       json_pack("{s:i}", "keys", (int)s->n)));
-	sl_run_say("KMS released %zu key%s (sealed to this run's ephemeral key)", s->n,
-	           s->n == 1 ? "" : "s");
+	                       json_pack("{s:i, s:i, s:i}", "keys", (int)s->n, "resumes",
+	                                 (int)r->nresume, "outputs", (int)r->noutputs)));
+	sl_run_say("KMS released %zu key%s (sealed to this run's ephemeral key)", r->rq.nkeys,
+	           r->rq.nkeys == 1 ? "" : "s");
 	rc = SL_OK;
 out:
-	json_decref(ds);
-	json_decref(roots);
-	json_decref(job);
+	for (size_t i = 0; i < SL_RUN_MAX_DATASETS + SL_OUT_MAX; i++)
+		sl_secret_free(deks[i]);
+	if (r != NULL)
+		sl_run_request_free(r);
+	free(r);
 	return rc;
 }
 
@@ -953,6 +943,8 @@ int sl_run_execute(struct sl_run *o)
 	STEP("audit", step_audit_open(&s));
 	STEP("command", step_command(&s));
 	STEP("datasets", step_datasets(&s));
+	/* what --output and --resume name, read before anything is attested */
+	STEP("datasets", sl_out_open(&s));
 	STEP("policy", step_policy(&s));
 	STEP("gpu", sl_run_step_gpu(&s));
 	STEP("challenge", sl_run_challenge_begin(&s));
@@ -967,7 +959,7 @@ int sl_run_execute(struct sl_run *o)
 	STEP("outputs", sl_out_preflight(&s));
 	STEP("release", step_release(&s));
 	STEP("stage", step_stage(&s));
-	STEP("output keys", sl_out_prepare(&s));
+	STEP("outputs", sl_out_prepare(&s));
 	s.step = o->serve.on ? "serve" : "job";
 	rc = step_job(&s, &job_code, &why);
 	if (rc != SL_OK)

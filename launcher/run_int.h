@@ -114,6 +114,28 @@ struct sl_run_st {
  * before the challenge; the evidence then carries the log. */
 SL_MUST_USE sl_err sl_run_step_workload(struct sl_run_st *s);
 
+/* run_request.c: the one attested request, for the launch's release and
+ * for each renewal of its lease (renewal: its number; 0 at the launch):
+ * every key the run holds (the inputs', then the resumed checkpoints'),
+ * the output keys, the job. r->rq is ready for sl_kms_release or
+ * sl_kms_renew; free wipes what a release filled in and was not taken. */
+struct sl_run_req {
+	sl_kms_key_req keys[SL_RUN_MAX_DATASETS + SL_OUT_MAX];
+	size_t nresume; /* the resume keys, after the inputs' */
+	sl_kms_output_want want[SL_OUT_MAX];
+	size_t noutputs;
+	sl_kms_output_key out_keys[SL_OUT_MAX];
+	json_t *job;
+	sl_kms_release_req rq;
+};
+SL_MUST_USE sl_err sl_run_request(struct sl_run_st *s, const uint8_t *nonce, const uint8_t *eph_pub,
+                                  const json_t *evidence, const json_t *identity, unsigned renewal,
+                                  struct sl_run_req *r);
+void sl_run_request_free(struct sl_run_req *r);
+/* This machine's evidence (--tee) bound to binding, the workload log in it. */
+SL_MUST_USE sl_err sl_run_collect(struct sl_run_st *s, const uint8_t binding[static SL_BINDING_LEN],
+                                  json_t **ev);
+
 /* run_lease.c: the lease of the released keys (release answer + key_ttl).
  * start: when the job has started (renewals from then on, in a thread);
  * stop_fd: for sl_job_spec.stop_fd (NULL: no lease); stop: joins the
@@ -125,6 +147,10 @@ const int *sl_run_lease_stop_fd(struct sl_run_st *s);
 void sl_run_lease_stop(struct sl_run_st *s);
 bool sl_run_lease_end(struct sl_run_st *s, int *exit_code);
 void sl_run_lease_free(struct sl_run_st *s);
+/* Whether the lease ended (refused or missed renewal): from then on no key
+ * of the run is used, no output sealed. Any thread. reason: why ("" none). */
+bool sl_run_lease_ended(const struct sl_run_st *s);
+const char *sl_run_lease_reason(const struct sl_run_st *s);
 #define SL_RUN_LEASE_GRACE_DEFAULT 2
 
 void sl_run_say(const char *fmt, ...) SL_PRINTF(1, 2);

@@ -24,7 +24,6 @@
 #include "run_int.h"
 #include "seclaunch/identity.h"
 #include "seclaunch/json.h"
-#include "seclaunch/sldm.h"
 #include "seclaunch/util.h"
 
 struct sl_run_lease {
@@ -87,8 +86,19 @@ const int *sl_run_lease_stop_fd(struct sl_run_st *s)
 		snprintf(L->reason, sizeof(L->reason), "the KMS's lease could not be kept: %s",
 		         strerror(errno));
 	}
-	s->lease = L;
+	__atomic_store_n(&s->lease, L, __ATOMIC_RELEASE);
 	return L->stop[0] >= 0 ? &L->stop[0] : NULL;
+}
+
+bool sl_run_lease_ended(const struct sl_run_st *s)
+{
+	const struct sl_run_lease *L = __atomic_load_n(&s->lease, __ATOMIC_ACQUIRE);
+	return L != NULL && __atomic_load_n(&L->ended, __ATOMIC_ACQUIRE);
+}
+
+const char *sl_run_lease_reason(const struct sl_run_st *s)
+{
+	return sl_run_lease_ended(s) ? s->lease->reason : "";
 }
 
 static void end(struct sl_run_lease *L, sl_err code, const char *fmt, ...) SL_PRINTF(3, 4);
@@ -98,15 +108,16 @@ static void end(struct sl_run_lease *L, sl_err code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(L->reason, sizeof(L->reason), fmt, ap);
 	va_end(ap);
-	L->ended = true;
 	L->code = code;
+	__atomic_store_n(&L->ended, true, __ATOMIC_RELEASE);
 	fprintf(stderr, "seclaunch run: lease ended: %s: stopping the job\n", L->reason);
 	if (write(L->stop[1], "x", 1) < 0) {
 		/* the pipe is ours and empty: cannot fail short of a closed end */
 	}
 }
 
-/* One renewal; SL_OK with *lease (NULL: no lease any more). */
+/* One renewal; SL_OK with *lease (NULL: no lease any more). The request is
+ * the launch's (sl_run_request): every key and output key the run holds. */
 static SL_RESULT renew_once(struct sl_run_lease *L, json_t **lease)
 {
 	struct sl_run_st *s = L->s;
@@ -114,12 +125,12 @@ static SL_RESULT renew_once(struct sl_run_lease *L, json_t **lease)
 	sl_kms_challenge ch;
 	uint8_t pub[SL_EPH_PUB_LEN], b[SL_BINDING_LEN];
 	sl_secret *sk = NULL;
-	json_t *evs = json_array(), *ev = NULL, *ids = json_array(), *doc = NULL, *job = NULL;
+	json_t *evs = json_array(), *ev = NULL, *ids = json_array(), *doc = NULL;
 	sl_claims *scratch = NULL;
-	sl_kms_key_req keys[SL_RUN_MAX_DATASETS];
+	struct sl_run_req *rq = calloc(1, sizeof(*rq));
 	bool locked = false;
 
-	SL_ENSURE(evs != NULL && ids != NULL, SL_E_NOMEM, "renewal");
+	SL_ENSURE(evs != NULL && ids != NULL && rq != NULL, SL_E_NOMEM, "renewal");
 	SL_GUARD(sl_kms_challenge_get(L->kms, &ch));
 	/* an ephemeral key that opens nothing: the binding keeps its one form */
 	SL_GUARD(sl_kms_eph_keypair(pub, &sk));
@@ -136,12 +147,7 @@ static SL_RESULT renew_once(struct sl_run_lease *L, json_t **lease)
 	}
 	SL_GUARD(sl_wl_refresh(&s->wl));
 	locked = true;
-	sl_collect_opts co = {.tcti = s->o->tcti,
-	                      .nonce = b,
-	                      .nonce_len = SL_BINDING_LEN,
-	                      .pcrs = s->wl.pcrs[0] != '\0' ? s->wl.pcrs : NULL};
-	SL_GUARD(sl_evidence_collect(s->o->tee, &co, &ev));
-	SL_GUARD(sl_wl_attach(&s->wl, ev));
+	SL_GUARD(sl_run_collect(s, b, &ev));
 	sl_wl_unlock(&s->wl);
 	locked = false;
 	SL_ENSURE(json_array_append_new(evs, ev) == 0, SL_E_NOMEM, "evidence");
@@ -162,40 +168,21 @@ static SL_RESULT renew_once(struct sl_run_lease *L, json_t **lease)
 		if (doc != NULL)
 			SL_ENSURE(json_array_append(ids, doc) == 0, SL_E_NOMEM, "identity");
 	}
-	for (size_t i = 0; i < s->n; i++) {
-		/* the keys the release covered: an SLD header's or a manifest's */
-		struct sl_sldm *m = s->man[i];
-		keys[i].key_id = m != NULL ? sl_sldm_key_id(m) : sl_sld_header_key_id(s->hdr[i]);
-		keys[i].dataset_id =
-		    m != NULL ? sl_sldm_dataset_id(m) : sl_sld_header_dataset_id(s->hdr[i]);
-		keys[i].wrapped_dek =
-		    m != NULL ? sl_sldm_wrapped_dek(m, &keys[i].wrapped_dek_len)
-		              : sl_sld_header_wrapped_dek(s->hdr[i], &keys[i].wrapped_dek_len);
-	}
-	job = json_pack("{s:s, s:s, s:i}", "id", s->job_id, "command",
-	                s->o->cmd != NULL ? s->o->cmd[0] : "seclaunch serve", "renewal",
-	                (int)L->renewals + 1);
-	SL_ENSURE(job != NULL, SL_E_NOMEM, "job");
-	sl_kms_release_req rq = {.nonce = ch.nonce,
-	                         .eph_pub = pub,
-	                         .policy_digest = sl_policy_digest(s->policy),
-	                         .evidence = evs,
-	                         .identity = ids,
-	                         .job = job,
-	                         .keys = keys,
-	                         .nkeys = s->n};
-	SL_GUARD(sl_kms_renew(L->kms, &rq, lease));
+	SL_GUARD(sl_run_request(s, ch.nonce, pub, evs, ids, L->renewals + 1, rq));
+	SL_GUARD(sl_kms_renew(L->kms, &rq->rq, lease));
 	rc = SL_OK;
 out:
 	if (locked)
 		sl_wl_unlock(&s->wl);
 	sl_secret_free(sk);
 	sl_claims_free(scratch);
+	if (rq != NULL)
+		sl_run_request_free(rq);
+	free(rq);
 	json_decref(evs);
 	json_decref(ev);
 	json_decref(ids);
 	json_decref(doc);
-	json_decref(job);
 	return rc;
 }
 

@@ -71,6 +71,19 @@ typedef struct sl_kms_key_req {
 	size_t wrapped_dek_len;
 } sl_kms_key_req;
 
+typedef struct sl_kms_output_want {
+	const char *output_id;   /* the output's dataset id */
+	const char *destination; /* where it is written (the URL the policy matches) */
+	const char *key_id;      /* NULL: the KEK the policy names for output_id */
+} sl_kms_output_want;
+
+typedef struct sl_kms_output_key {
+	char key_id[SL_KMS_ID_MAX + 1];
+	uint8_t wrapped_dek[SL_KMS_WRAPPED_DEK_MAX]; /* goes into the output's manifest */
+	size_t wrapped_dek_len;
+	sl_secret *dek; /* SL_KMS_DEK_LEN bytes; the caller frees */
+} sl_kms_output_key;
+
 typedef struct sl_kms_release_req {
 	const uint8_t *nonce;         /* SL_NONCE_LEN, from the challenge */
 	const uint8_t *eph_pub;       /* SL_EPH_PUB_LEN */
@@ -79,12 +92,18 @@ typedef struct sl_kms_release_req {
 	const json_t *identity;       /* array of cloud identity documents; NULL: [] */
 	const json_t *job;            /* object describing the job; NULL: {} */
 	const sl_kms_key_req *keys;
-	size_t nkeys; /* 1..64 */
+	size_t nkeys; /* 0..64 (0 only with outputs) */
+	/* output keys asked for in the same request (docs/protocol.md): a
+	 * fresh DEK each, under the lease of the keys */
+	const sl_kms_output_want *outputs;
+	size_t noutputs;             /* 0..16 */
+	sl_kms_output_key *out_keys; /* release: filled on success (noutputs entries) */
 } sl_kms_release_req;
 
 /* POST /v1/release. On success deks[i] (SL_KMS_DEK_LEN bytes, secret memory)
- * is the DEK of req->keys[i], opened with eph_sk; the caller frees each.
- * All or nothing: on error no deks[i] is set. */
+ * is the DEK of req->keys[i], opened with eph_sk, and req->out_keys[i] the
+ * output key of req->outputs[i]; the caller frees each. All or nothing: on
+ * error no deks[i] nor out_keys[i].dek is set. */
 SL_MUST_USE sl_err sl_kms_release(sl_kms *k, const sl_kms_release_req *req, sl_secret *eph_sk,
                                   sl_secret *deks[]);
 
@@ -110,19 +129,6 @@ SL_MUST_USE sl_err sl_kms_ek_readmit(sl_kms *k, const char *ek_hex);
 
 /* ---- output keys ------------------------------------------------------- */
 
-typedef struct sl_kms_output_want {
-	const char *output_id;   /* the output's dataset id */
-	const char *destination; /* where it is written (the URL the policy matches) */
-	const char *key_id;      /* NULL: the KEK the policy names for output_id */
-} sl_kms_output_want;
-
-typedef struct sl_kms_output_key {
-	char key_id[SL_KMS_ID_MAX + 1];
-	uint8_t wrapped_dek[SL_KMS_WRAPPED_DEK_MAX]; /* goes into the output's manifest */
-	size_t wrapped_dek_len;
-	sl_secret *dek; /* SL_KMS_DEK_LEN bytes; the caller frees */
-} sl_kms_output_key;
-
 typedef struct sl_kms_output_req {
 	const uint8_t *nonce, *eph_pub, *policy_digest; /* as a release */
 	const json_t *evidence, *identity, *job;
@@ -132,7 +138,8 @@ typedef struct sl_kms_output_req {
 	size_t noutputs; /* 1..16 */
 } sl_kms_output_req;
 
-/* POST /v1/output: a fresh DEK for each output, wrapped under the KEK the
+/* POST /v1/output (the compatibility path; a run asks for its output keys
+ * in its release): a fresh DEK for each output, wrapped under the KEK the
  * policy names (keys[i].wrapped_dek) and opened with eph_sk (keys[i].dek).
  * Errors as a release (a 403 is SL_E_POLICY_DENIED or SL_E_ATTEST). All or
  * nothing. */

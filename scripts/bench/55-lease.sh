@@ -20,9 +20,12 @@ export SECLAUNCH_WORKLOAD_LOG=$W/wl.json
 
 "$SL" policy keygen --secret-key "$W/p.key" --public-key "$W/p.pub" -W >/dev/null || die "policy keygen"
 cat >"$W/policy.json" <<EOF
-{"version": 1, "allow_unverified_region": true, "keys": {"bench-key": ["bench-lease", "bench-once"]},
+{"version": 1, "allow_unverified_region": true, "keys": {"bench-key": ["bench-lease", "bench-once", "model:*"]},
  "datasets": [{"id": "bench-lease", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"], "key_ttl": $TTL},
-              {"id": "bench-once", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"]}]}
+              {"id": "bench-once", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
+               "output_destinations": [{"url": "file://$W/dest*", "region": "gcp:europe-west4"}]},
+              {"id": "model:*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
+               "output_destinations": [{"url": "file://$W/dest*", "region": "gcp:europe-west4"}]}]}
 EOF
 "$SL" policy sign --secret-key "$W/p.key" --policy "$W/policy.json" >/dev/null || die "policy sign"
 start_kms "$W/kms" --policy "$W/policy.json" --policy-pubkey "$W/p.pub" || die "seclaunchd did not start"
@@ -152,6 +155,15 @@ LAUNCH_RUN=()
 for a in "${RUN[@]}"; do
 	[ "$a" = -q ] || LAUNCH_RUN+=("$a")
 done
+# SL_BENCH_LAUNCH_OUTPUTS=1: every launch also resumes a checkpoint and
+# writes an output (--resume model=DEST --output model=DEST2): the one
+# attested release then carries the input, the checkpoint and the output key
+if [ "${SL_BENCH_LAUNCH_OUTPUTS:-0}" = 1 ]; then
+	mkdir -p "$W/ckpt"
+	"$SL" "${RUN[@]}" --tcti "$SWTPM_TCTI" --output model="$W/dest" "$W/bench-once.sld" -- \
+		sh -c 'echo w > "$SECLAUNCH_OUTPUT_DIR/model/w"' || die "the first checkpoint"
+	LAUNCH_RUN+=(--resume model="$W/dest" --output model="$W/dest2")
+fi
 python3 - "$SL" "${SL_BENCH_BASE_BIN:-}" "$W" "$SWTPM_TCTI" "${SL_BENCH_LAUNCH_PAIRS:-11}" \
 	"${LAUNCH_RUN[@]}" <<'EOF' || die "launch timing"
 import os, re, statistics, subprocess, sys, time

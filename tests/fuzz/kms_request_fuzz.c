@@ -28,10 +28,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 1: {
 		kmsd_release_req *r = NULL;
 		if (kmsd_parse_release(body, len, &r) == SL_OK) {
-			if (r->nkeys < 1 || r->nkeys > KMSD_MAX_KEYS ||
-			    !json_is_array(r->evidence) || !json_is_array(r->identity) ||
-			    !json_is_object(r->job))
+			/* no key only with outputs; no output id twice */
+			if ((r->nkeys < 1 && r->noutputs < 1) || r->nkeys > KMSD_MAX_KEYS ||
+			    r->noutputs > KMSD_MAX_OUTPUTS || !json_is_array(r->evidence) ||
+			    !json_is_array(r->identity) || !json_is_object(r->job))
 				abort();
+			for (size_t i = 0; i < r->noutputs; i++)
+				for (size_t j = 0; j < i; j++)
+					if (strcmp(r->outputs[i].output_id,
+					           r->outputs[j].output_id) == 0)
+						abort();
 			for (size_t i = 0; i < r->nkeys; i++) {
 				if (!kmsd_valid_key_id(r->keys[i].key_id) ||
 				    !kmsd_valid_dataset_id(r->keys[i].dataset_id) ||

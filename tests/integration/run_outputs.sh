@@ -275,8 +275,8 @@ check_err "the KMS refuses an output key it does not hold: exit 4, its reason sh
 assert "KMS refusal: the job never started" test ! -e "$T/ghost.started"
 assert "KMS refusal: nothing written at the destination" test ! -e "$T/dest_ghost"
 assert "KMS refusal: seclaunchd audited the denial with the destination" \
-	grep -q "\"event\":\"kms.output\".*\"decision\":\"deny\".*file://$T/dest_ghost/" "$KMS_STATE/audit.log"
-assert "KMS refusal: the run audited it" ev_has run.output.key '"decision":"deny"'
+	grep -q "\"event\":\"kms.release\".*\"decision\":\"deny\".*file://$T/dest_ghost/" "$KMS_STATE/audit.log"
+assert "KMS refusal: the run audited it" ev_has run.release '"decision":"deny"'
 check_err "a disabled key gives no output key: exit 4, key_disabled shown" 4 "key_disabled" \
 	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "off=$T/dest_off" "$T/in.sld" -- \
 	"$PY" -c "open('$T/off.started', 'w')"
@@ -290,7 +290,7 @@ check "uninterrupted run: 40 steps, a checkpoint every 10" 0 \
 assert "four checkpoints and the final seal: LATEST is 5" grep -qx 5 "$T/dest_full/LATEST"
 assert "each checkpoint is a sharded dataset" test -f "$T/dest_full/ckpt-00000003/manifest.sldm"
 assert "the KMS audited the output key with its destination" \
-	grep -q "\"event\":\"kms.output\".*file://$T/dest_full/" "$KMS_STATE/audit.log"
+	grep -q "\"event\":\"kms.release\".*file://$T/dest_full/" "$KMS_STATE/audit.log"
 # privilege separation: the output keys were made and sealed in the key
 # process; seclaunchd's network process never held one
 if [ "$(id -u)" -eq 0 ] && [ -z "${ASAN_OPTIONS:-}" ] && python3 -c 'import cryptography' 2>/dev/null; then

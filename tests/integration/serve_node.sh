@@ -294,7 +294,7 @@ sealed = [i for i, r in enumerate(ev) if r["event"] == "run.output" and r["detai
 sys.exit(0 if sealed and names.index("run.wipe") > sealed[0] else 1)
 EOF2
 assert "the KMS issued the output key for that destination" \
-	grep -q "\"event\":\"kms.output\".*file://$T/dest/" "$KMS_STATE/audit.log"
+	grep -q "\"event\":\"kms.release\".*file://$T/dest/" "$KMS_STATE/audit.log"
 # read back: a second serve resumes it into its own output folder
 "$SL" serve "${SA[@]}" --audit-log "$T/audit-r.log" --resume "model=$T/dest" --output "model=$T/dest" \
 	--ready-file "$T/ready-r.json" -q ds 2>"$T/serve-r.err" &

@@ -90,6 +90,40 @@ static void test_parse_release_good(void **state)
 	kmsd_release_req_free(r);
 }
 
+/* A release that carries output keys beside the keys (or instead). */
+static void test_parse_release_outputs(void **state)
+{
+	kmsd_release_req *r = NULL;
+	char body[21000];
+	(void)state;
+	snprintf(body, sizeof(body),
+	         "%.*s,\"outputs\":[{\"output_id\":\"model:r1\","
+	         "\"destination\":\"s3://b/p/\"}]}",
+	         (int)strlen(release_json(N32, "[]")) - 1, release_json(N32, "[]"));
+	assert_int_equal(kmsd_parse_release(B(body), &r), SL_OK);
+	assert_int_equal(r->nkeys, 0);
+	assert_int_equal(r->noutputs, 1);
+	assert_string_equal(r->outputs[0].output_id, "model:r1");
+	assert_string_equal(r->outputs[0].destination, "s3://b/p/");
+	kmsd_release_req_free(r);
+	r = NULL;
+	snprintf(
+	    body, sizeof(body),
+	    "%.*s,\"outputs\":[{\"output_id\":\"m:r\","
+	    "\"destination\":\"s3://b/\"},{\"output_id\":\"m:r\",\"destination\":\"s3://c/\"}]}",
+	    (int)strlen(release_json(N32, "[]")) - 1, release_json(N32, "[]"));
+	expect_fail(kmsd_parse_release(B(body), &r), SL_E_INPUT, "repeats the output id");
+	snprintf(body, sizeof(body), "%.*s,\"outputs\":[]}",
+	         (int)strlen(release_json(N32, "[]")) - 1, release_json(N32, "[]"));
+	expect_fail(kmsd_parse_release(B(body), &r), SL_E_INPUT, "outputs: must hold 1..16");
+	snprintf(body, sizeof(body),
+	         "%.*s,\"outputs\":[{\"output_id\":\"m:r\","
+	         "\"destination\":\"s3://b c/\"}]}",
+	         (int)strlen(release_json(N32, "[]")) - 1, release_json(N32, "[]"));
+	expect_fail(kmsd_parse_release(B(body), &r), SL_E_INPUT, "destination");
+	assert_null(r);
+}
+
 static void expect_release_err(const char *body, const char *needle)
 {
 	kmsd_release_req *r = NULL;
@@ -1146,6 +1180,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_parse_release_good),
 	    cmocka_unit_test(test_parse_release_bad),
+	    cmocka_unit_test(test_parse_release_outputs),
 	    cmocka_unit_test(test_parse_release_repeats),
 	    cmocka_unit_test(test_refusals),
 	    cmocka_unit_test(test_refusals_window),

@@ -1,0 +1,98 @@
+/* The one attested request of a run or a serve (docs/protocol.md): what
+ * the launch's release asks for and what each renewal of its lease names,
+ * built in one place so the two cannot drift: the inputs' keys, the
+ * resumed checkpoints' keys, the output keys (names and destinations),
+ * the job, and this machine's evidence bound to the request's nonce. */
+#include <stdio.h>
+#include <string.h>
+
+#include "run_int.h"
+#include "seclaunch/json.h"
+#include "seclaunch/sldm.h"
+
+sl_err sl_run_collect(struct sl_run_st *s, const uint8_t binding[static SL_BINDING_LEN],
+                      json_t **ev)
+{
+	sl_err rc = SL_E_INTERNAL;
+	sl_collect_opts co = {.tcti = s->o->tcti,
+	                      .nonce = binding,
+	                      .nonce_len = SL_BINDING_LEN,
+	                      .pcrs = s->wl.pcrs[0] != '\0' ? s->wl.pcrs : NULL};
+	*ev = NULL;
+	SL_GUARD(sl_evidence_collect(s->o->tee, &co, ev));
+	/* the workload register's log travels with the quote that covers it */
+	SL_GUARD(sl_wl_attach(&s->wl, *ev));
+	rc = SL_OK;
+out:
+	if (rc != SL_OK) {
+		json_decref(*ev);
+		*ev = NULL;
+	}
+	return rc;
+}
+
+sl_err sl_run_request(struct sl_run_st *s, const uint8_t *nonce, const uint8_t *eph_pub,
+                      const json_t *evidence, const json_t *identity, unsigned renewal,
+                      struct sl_run_req *r)
+{
+	sl_err rc = SL_E_NOMEM;
+	json_t *ds = json_array(), *roots = json_object(), *res = json_array();
+	size_t n = 0;
+
+	memset(r, 0, sizeof(*r));
+	SL_ENSURE(ds != NULL && roots != NULL && res != NULL, SL_E_NOMEM, "job description");
+	for (size_t i = 0; i < s->n; i++, n++) {
+		/* an SLD header's key reference or a manifest's */
+		const struct sl_sldm *m = s->man[i];
+		r->keys[n].key_id = m != NULL ? sl_sldm_key_id(m) : sl_sld_header_key_id(s->hdr[i]);
+		r->keys[n].dataset_id =
+		    m != NULL ? sl_sldm_dataset_id(m) : sl_sld_header_dataset_id(s->hdr[i]);
+		r->keys[n].wrapped_dek =
+		    m != NULL ? sl_sldm_wrapped_dek(m, &r->keys[n].wrapped_dek_len)
+		              : sl_sld_header_wrapped_dek(s->hdr[i], &r->keys[n].wrapped_dek_len);
+		json_array_append_new(ds, json_string(r->keys[n].dataset_id));
+		/* each dataset's root: a manifest's authenticated digest, an SLD
+		 * file's header digest (either names every byte of the dataset) */
+		json_object_set_new(roots, r->keys[n].dataset_id, json_string(s->root[i]));
+	}
+	r->nresume = sl_out_resume_keys(s, &r->keys[n]);
+	for (size_t i = 0; i < r->nresume; i++)
+		json_array_append_new(res, json_string(r->keys[n + i].dataset_id));
+	n += r->nresume;
+	r->noutputs = sl_out_wants(s, r->want);
+	r->job = json_pack("{s:s, s:s, s:o, s:o, s:o, s:O?}", "id", s->job_id, "command",
+	                   s->o->cmd != NULL ? s->o->cmd[0] : "seclaunch serve", "datasets", ds,
+	                   "roots", roots, "resumes", res, "context", s->context);
+	ds = roots = res = NULL;
+	SL_ENSURE(r->job != NULL, SL_E_NOMEM, "job description");
+	if (renewal > 0)
+		SL_ENSURE(json_object_set_new(r->job, "renewal", json_integer(renewal)) == 0,
+		          SL_E_NOMEM, "job description");
+	r->rq = (sl_kms_release_req){.nonce = nonce,
+	                             .eph_pub = eph_pub,
+	                             .policy_digest = sl_policy_digest(s->policy),
+	                             .evidence = evidence,
+	                             .identity = identity,
+	                             .job = r->job,
+	                             .keys = r->keys,
+	                             .nkeys = n,
+	                             .outputs = r->want,
+	                             .noutputs = r->noutputs,
+	                             .out_keys = r->out_keys};
+	rc = SL_OK;
+out:
+	json_decref(ds);
+	json_decref(roots);
+	json_decref(res);
+	return rc;
+}
+
+void sl_run_request_free(struct sl_run_req *r)
+{
+	for (size_t i = 0; i < SL_OUT_MAX; i++) {
+		sl_secret_free(r->out_keys[i].dek);
+		r->out_keys[i].dek = NULL;
+	}
+	json_decref(r->job);
+	r->job = NULL;
+}
