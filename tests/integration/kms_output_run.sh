@@ -10,7 +10,7 @@ build_probe || { echo "not ok - kms_probe did not build"; exit 1; }
 cd "$T" || exit 1
 start_kms "$T/kms" || exit 1
 K=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
-check "key create kout" 0 "$SL" key create "${K[@]}" --admin-token-file "$KMS_TOKEN" --id kout
+# the development policy names its own output key (dev-outputs, made at start)
 start_swtpm tpmA
 TA=$SWTPM_TCTI
 check "enroll machine A" 0 "$SL" enroll "${K[@]}" -q
@@ -18,7 +18,7 @@ start_swtpm tpmB
 TB=$SWTPM_TCTI
 check "enroll machine B" 0 "$SL" enroll "${K[@]}" -q
 probe() { # TCTI JOB_ID OUTPUT_ID
-	SECLAUNCH_TCTI=$1 "$PROBE" "$KMS_URL" "$KMS_CA" output kout "$2" "$3" "file://$T/out/"
+	SECLAUNCH_TCTI=$1 "$PROBE" "$KMS_URL" "$KMS_CA" output dev-outputs "$2" "$3" "file://$T/out/"
 }
 check "machine A, run 0a1b: model:0a1b is served" 0 probe "$TA" 0a1b model:0a1b
 check_err "machine A, run 0a1b asks for model:victimjob: refused (4) naming the rule" 4 \
