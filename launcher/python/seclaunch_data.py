@@ -1148,10 +1148,13 @@ class _ShardShuffle:
                         asked.add(n)
                 p = self.paths[i]
                 b = ds._read_held(p)
-                yield p, b
                 if self.last[s] == t:
+                    # given back before the yield: a DataLoader worker
+                    # resumes only when asked for its next batch, and the
+                    # other readers may be waiting for this shard's room
                     ds.release_shard(s)
                     held.discard(s)
+                yield p, b
         finally:
             for s in held:
                 ds.release_shard(s)
