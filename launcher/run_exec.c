@@ -845,12 +845,13 @@ static SL_RESULT wipe_all(struct sl_run_st *s, const char *why)
 			all &= w == SL_OK;
 			json_array_append_new(
 			    list,
-			    json_pack("{s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I}", "dataset",
+			    json_pack("{s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I}", "dataset",
 			              ds_id(s, i), "method", "stream", "zeroed", w == SL_OK,
 			              "window", (json_int_t)st.window, "peak_staged",
 			              (json_int_t)st.peak, "shards_staged", (json_int_t)st.staged,
 			              "shards_wiped", (json_int_t)st.wiped, "shards_reused",
-			              (json_int_t)st.reused));
+			              (json_int_t)st.reused, "shards_refetched",
+			              (json_int_t)st.refetched));
 			sl_stream_free(s->stream[i]);
 			s->stream[i] = NULL;
 		}

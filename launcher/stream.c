@@ -24,6 +24,7 @@ struct slot {
 	bool consumed;              /* read and released: not staged again unless asked */
 	bool lingering;             /* released by every holder, still staged until idle_end */
 	bool reused;                /* asked for again while it lingered */
+	bool staged_once;           /* decrypted before in this run */
 	uint64_t idle_at, idle_end; /* when the last holder released it; its wipe */
 };
 
@@ -275,6 +276,9 @@ static void *stage_thread(void *arg)
 		s->slots[i].stage = st;
 		s->slots[i].demanded = false;
 		s->st.staged++;
+		if (s->slots[i].staged_once)
+			s->st.refetched++;
+		s->slots[i].staged_once = true;
 		if (i == s->next_seq)
 			s->next_seq++;
 		pthread_cond_broadcast(&s->cv);

@@ -25,6 +25,7 @@ typedef struct sl_stream_stats {
 	uint64_t staged;      /* shards decrypted (a shard read twice counts twice) */
 	uint64_t wiped;       /* shards wiped after release */
 	uint64_t reused;      /* shards taken back while they lingered */
+	uint64_t refetched;   /* shards decrypted again after they were wiped */
 	uint64_t not_ready;   /* acquires answered "not ready yet" */
 	uint64_t wipe_failed; /* wipes that could not be confirmed */
 } sl_stream_stats;

@@ -45,8 +45,8 @@ import time
 
 __all__ = ["Dataset", "DeviceBuffer", "datasets", "get", "files", "open", "load_npy",
            "MemFile", "SeclaunchDataError", "SeclaunchDataIntegrityError", "TorchFiles",
-           "TorchIterableFiles", "output_dir", "create", "OutputFile", "save", "load",
-           "checkpoint"]
+           "TorchIterableFiles", "TorchShuffledFiles", "shuffle_plan", "output_dir", "create",
+           "OutputFile", "save", "load", "checkpoint"]
 
 ENV = "SECLAUNCH_DATA"
 SOCKET_ENV = "SECLAUNCH_DATA_SOCKET"
@@ -197,33 +197,41 @@ class Dataset:
             return bytes(self.view(path))
         self._own()
         with self._lock:
-            f, shards = self._shards_of(path)
-            if len(shards) != 1 or (shards[0]["index"] in self._held and
-                                    shards[0]["index"] not in self._soft):
-                # spread over shards (one at a time, as view() reads it), or
-                # held by view()/iter_files: not read()'s to give back
-                idx = [sh["index"] for sh in shards]
-                held = {i for i in idx if i in self._held}
-                b = bytes(self.view(path))
-                for i in idx:
-                    if i not in held:
-                        self.release_shard(i)
-                return b
-            sh = shards[0]
-            i = sh["index"]
-            for j in list(self._soft):
-                if j != i:
-                    self.release_shard(j)
-            m = self._acquire(i)
-            self._soft[i] = time.monotonic()
-            a = f["offset"] - sh["offset"]
-            with memoryview(m) as mv:
-                b = bytes(mv[a:a + f["size"]])
-            if self._reaper is None:
-                self._reaper = threading.Thread(target=self._reap, daemon=True,
-                                                name="seclaunch-data-release")
-                self._reaper.start()
+            self._note_read(path)
+            self._in_read = True
+            try:
+                return self._read_locked(path)
+            finally:
+                self._in_read = False
+
+    def _read_locked(self, path):
+        f, shards = self._shards_of(path)
+        if len(shards) != 1 or (shards[0]["index"] in self._held and
+                                shards[0]["index"] not in self._soft):
+            # spread over shards (one at a time, as view() reads it), or
+            # held by view()/iter_files: not read()'s to give back
+            idx = [sh["index"] for sh in shards]
+            held = {i for i in idx if i in self._held}
+            b = bytes(self.view(path))
+            for i in idx:
+                if i not in held:
+                    self.release_shard(i)
             return b
+        sh = shards[0]
+        i = sh["index"]
+        for j in list(self._soft):
+            if j != i:
+                self.release_shard(j)
+        m = self._acquire(i)
+        self._soft[i] = time.monotonic()
+        a = f["offset"] - sh["offset"]
+        with memoryview(m) as mv:
+            b = bytes(mv[a:a + f["size"]])
+        if self._reaper is None:
+            self._reaper = threading.Thread(target=self._reap, daemon=True,
+                                            name="seclaunch-data-release")
+            self._reaper.start()
+        return b
 
     def _reap(self):
         """Gives back the shards read() holds once unused for _SOFT_HOLD_S."""
@@ -267,9 +275,7 @@ class Dataset:
             raise SeclaunchDataError("%s: streamed; name a file" % self.id)
         f = self.file_info(path)
         lo, hi = f["offset"], f["offset"] + f["size"]
-        if self._shards is None:
-            self._shards = sorted(self._list("shards"), key=lambda sh: sh["offset"])
-            self._shard_starts = [sh["offset"] for sh in self._shards]
+        self._shard_list()
         out = []
         # the shards are back to back: start at the last one that begins at
         # or before the file
@@ -282,33 +288,101 @@ class Dataset:
                 out.append(sh)
         return f, out
 
+    def _shard_list(self):
+        """The shards, sorted by where they start in the plaintext."""
+        if self._shards is None:
+            self._shards = sorted(self._list("shards"), key=lambda sh: sh["offset"])
+            self._shard_starts = [sh["offset"] for sh in self._shards]
+        return self._shards
+
+    def _open_shard(self, shard):
+        """One open_shard request: the shard's mapping, now held, or None
+        while seclaunch is still decrypting it (it was asked for: seclaunch
+        decrypts it next)."""
+        ans, fds = _stream_ask({"op": "open_shard", "dataset": self.id, "shard": shard})
+        if not ans.get("ok"):
+            for fd in fds:
+                os.close(fd)
+            if ans.get("error") != "not-ready":
+                raise SeclaunchDataError("%s shard %d: %s" % (
+                    self.id, shard, ans.get("message") or ans.get("error")))
+            return None
+        if len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            raise SeclaunchDataError("%s shard %d: no descriptor" % (self.id, shard))
+        size = ans.get("size", 0)
+        m = mmap.mmap(fds[0], size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ) if size else b""
+        self._held[shard] = (m, fds[0])
+        return m
+
     def _acquire(self, shard):
         self._own()
         if shard in self._held:
             return self._held[shard][0]
         import time
         delay, waited = 0.002, 0.0
-        while True:
-            ans, fds = _stream_ask({"op": "open_shard", "dataset": self.id, "shard": shard})
-            if ans.get("ok"):
-                break
-            for fd in fds:
-                os.close(fd)
-            if ans.get("error") != "not-ready":
-                raise SeclaunchDataError("%s shard %d: %s" % (
-                    self.id, shard, ans.get("message") or ans.get("error")))
+        m = self._open_shard(shard)
+        if self.__dict__.get("_in_read"):
+            self._note_acquire(shard, m is None)
+        while m is None:
             if waited > 3600:
                 raise SeclaunchDataError("%s shard %d: not staged after an hour (is the "
                                          "--window held by other readers?)" % (self.id, shard))
             time.sleep(delay)
             waited += delay
             delay = min(delay * 2, 0.02)  # the shard is usually a few ms away
-        if len(fds) != 1:
-            raise SeclaunchDataError("%s shard %d: no descriptor" % (self.id, shard))
-        size = ans.get("size", 0)
-        m = mmap.mmap(fds[0], size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ) if size else b""
-        self._held[shard] = (m, fds[0])
+            m = self._open_shard(shard)
         return m
+
+    def _ask_ahead(self, shard):
+        """Asks for a shard that will be read soon: True when it was staged
+        already (now held), False when seclaunch decrypts it now."""
+        self._own()
+        with self._lock:
+            if shard in self._held:
+                return True
+            return self._open_shard(shard) is not None
+
+    def _read_held(self, path):
+        """A copy of a file whose first shard this process holds."""
+        with self._lock:
+            f, shards = self._shards_of(path)
+            if len(shards) == 1 and shards[0]["index"] in self._held:
+                sh = shards[0]
+                m = self._held[sh["index"]][0]
+                a = f["offset"] - sh["offset"]
+                return bytes(m[a:a + f["size"]])
+            return bytes(self._stream_view_locked(path))
+
+    # A process that goes back to a shard it already read in this pass (no
+    # file read twice yet) and finds it wiped has it decrypted again: a
+    # random order across more shards than the window holds (map-style
+    # DataLoader(shuffle=True)). Said once per process.
+    _REFETCH_WARN = 4
+
+    def _note_read(self, path):
+        pf = self.__dict__.setdefault("_pass_files", set())
+        if path in pf:
+            pf.clear()
+            self.__dict__["_pass_shards"] = set()
+        pf.add(path)
+
+    def _note_acquire(self, shard, wiped):
+        ps = self.__dict__.setdefault("_pass_shards", set())
+        if shard in ps and wiped:
+            n = self.__dict__["_refetched"] = self.__dict__.get("_refetched", 0) + 1
+            if n == self._REFETCH_WARN and not _warned.get(self.id):
+                _warned[self.id] = True
+                import warnings
+                warnings.warn(
+                    "seclaunch_data: dataset %r is streamed and read in a random order across "
+                    "more shards than --window holds: its shards are decrypted again each time "
+                    "the reads come back to them (%d so far in this process). Read it with "
+                    "TorchFiles(%r, shuffle=True) (and set_epoch(n) each epoch) instead of a "
+                    "map-style DataLoader(shuffle=True), or raise --window" % (
+                        self.id, n, self.id), RuntimeWarning, stacklevel=4)
+        ps.add(shard)
 
     def release_shard(self, shard):
         """Gives a streamed shard back: seclaunch wipes it once every reader
@@ -713,6 +787,7 @@ def _ask_pages(dataset_id, key):
 
 
 _stream_sock = {}
+_warned = {}  # dataset id -> the random-order warning was given in this process
 
 
 _stream_lock = threading.Lock()
@@ -900,9 +975,23 @@ class TorchFiles:
     """A map-style dataset (for torch.utils.data.DataLoader) over the files
     of a staged dataset: item i is transform(bytes of file i). Pickles as
     (dataset id, paths, transform), so workers started by spawn reopen the
-    data through the data service."""
+    data through the data service.
 
-    def __init__(self, dataset_id, paths=None, transform=None):
+    TorchFiles(..., shuffle=True[, seed, resident, with_path]) is instead an
+    IterableDataset in a shard-aware random order (TorchShuffledFiles; call
+    its set_epoch(n) each epoch): a DataLoader(shuffle=True) over the
+    map-style one reads a streamed dataset in a random order across all its
+    shards, which decrypts them again and again when it is larger than the
+    window."""
+
+    def __new__(cls, dataset_id=None, paths=None, transform=None, shuffle=False, seed=0,
+                resident=None, with_path=False):
+        if shuffle:
+            return _shuffled_class()(dataset_id, paths, transform, seed, resident, with_path)
+        return super().__new__(cls)
+
+    def __init__(self, dataset_id, paths=None, transform=None, shuffle=False, seed=0,
+                 resident=None, with_path=False):
         self.dataset_id = dataset_id
         self.paths = list(paths) if paths is not None else files(dataset_id)
         self.transform = transform
@@ -922,9 +1011,246 @@ class TorchFiles:
         return self.transform(b) if self.transform is not None else b
 
 
+def _rank_world():
+    """(rank, world size): torch.distributed's when it is initialised, else
+    RANK / WORLD_SIZE (torchrun sets them; DataLoader workers inherit them),
+    else (0, 1)."""
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except ImportError:
+        pass
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def _home_shards(files, shards):
+    """For each file (in list order) the index in `shards` (sorted by offset)
+    of the shard its first byte is in, and whether any file spans shards."""
+    starts = [sh["offset"] for sh in shards]
+    home, spans = [], False
+    for f in files:
+        k = max(0, bisect.bisect_right(starts, f["offset"]) - 1)
+        home.append(k)
+        if shards and f["size"] > 0 and f["offset"] + f["size"] > shards[k]["offset"] + shards[k]["size"]:
+            spans = True
+    return home, spans
+
+
+def shuffle_plan(n_files, home, n_shards, resident, seed, epoch, rank=0, world=1, worker=0,
+                 num_workers=1, local_world=None):
+    """The files (indices) one (rank, DataLoader worker) reads in one epoch of
+    a shard-aware shuffle, in order. home[i]: file i's shard (0..n_shards-1).
+
+    The shards are permuted by (seed, epoch); `resident` of them at a time
+    are in a buffer, and each next file is drawn at random among the files
+    of the buffered shards; a shard whose files were all drawn leaves it and
+    the next one in the permutation enters. Every process of a node computes
+    the same sequence and takes its positions (position g: rank g mod the
+    node's ranks, worker (g div ranks) mod workers), so together they read
+    every file exactly once, the node's processes all drawing from the same
+    resident shards (staged once for all of them). With local_world (ranks
+    per node, LOCAL_WORLD_SIZE) below world, the shards are split between
+    the nodes first (each node streams only its own)."""
+    import random
+
+    rng = random.Random("seclaunch-shuffle/%d/%d" % (seed, epoch))
+    order = list(range(n_shards))
+    rng.shuffle(order)
+    if local_world and 0 < local_world < world and world % local_world == 0:
+        node, nodes = rank // local_world, world // local_world
+        order = order[node::nodes]
+        rank, world = rank % local_world, local_world
+    by_shard = [[] for _ in range(n_shards)]
+    for i in range(n_files):
+        by_shard[home[i]].append(i)
+    order = [s for s in order if by_shard[s]]
+    left = {}
+    pool = []
+    nxt = 0
+    resident = max(1, resident)
+
+    def enter():
+        nonlocal nxt
+        while len(left) < resident and nxt < len(order):
+            s = order[nxt]
+            nxt += 1
+            left[s] = len(by_shard[s])
+            pool.extend(by_shard[s])
+
+    enter()
+    out = []
+    g = 0
+    while pool:
+        j = rng.randrange(len(pool))
+        pool[j], pool[-1] = pool[-1], pool[j]
+        f = pool.pop()
+        if g % world == rank and (g // world) % num_workers == worker:
+            out.append(f)
+        g += 1
+        s = home[f]
+        left[s] -= 1
+        if left[s] == 0:
+            del left[s]
+            enter()
+    return out
+
+
+def _resident_default(entry, shards, spans, readers):
+    """How many shards the shuffle keeps in its buffer: what --window holds
+    of the largest shard, less one for the shard staged ahead, one more when
+    a file spans shards (read one shard at a time beside the buffer), and one
+    more when several processes read (they are a little apart)."""
+    largest = max([sh["size"] for sh in shards] or [1]) or 1
+    window = entry.get("window")
+    fit = window // largest if isinstance(window, int) and window > 0 else len(shards)
+    k = fit - 1 - (1 if spans else 0) - (1 if readers > 1 else 0)
+    return max(1, min(k, len(shards) or 1))
+
+
+class _ShardShuffle:
+    """One process's pass over its plan: the shards it needs held while it
+    reads their files, the next one asked for ahead (so that seclaunch
+    decrypts it while this one is read), each given back after its last
+    file of this pass."""
+
+    def __init__(self, ds, paths, plan, home_of, ahead):
+        self.ds, self.paths, self.plan, self.ahead = ds, paths, plan, ahead
+        self.home_of = home_of
+        last, first = {}, []
+        for t, i in enumerate(plan):
+            s = home_of[i]
+            if s not in last:
+                first.append(s)
+            last[s] = t
+        self.last, self.first = last, first
+
+    def __iter__(self):
+        ds = self.ds
+        held, asked = set(), set()
+        nxt = 0
+        try:
+            for t, i in enumerate(self.plan):
+                s = self.home_of[i]
+                if s not in held:
+                    ds._acquire(s)
+                    held.add(s)
+                    asked.discard(s)
+                # the next shard of the plan is asked for now: seclaunch
+                # decrypts it while this one is read
+                while nxt < len(self.first) and (self.first[nxt] in held or
+                                                 len(asked) < self.ahead):
+                    n = self.first[nxt]
+                    nxt += 1
+                    if n not in held and ds._ask_ahead(n):
+                        held.add(n)
+                    elif n not in held:
+                        asked.add(n)
+                p = self.paths[i]
+                b = ds._read_held(p)
+                if self.last[s] == t:
+                    # given back before the yield: a DataLoader worker
+                    # resumes only when asked for its next batch, and the
+                    # other readers may be waiting for this shard's room
+                    ds.release_shard(s)
+                    held.discard(s)
+                yield p, b
+        finally:
+            for s in held:
+                ds.release_shard(s)
+
+
+def _shuffled_class():
+    import torch.utils.data as tud
+
+    class TorchShuffledFiles(tud.IterableDataset):
+        """TorchFiles(shuffle=True): an iterable dataset over a staged
+        dataset's files in a shard-aware random order (see shuffle_plan):
+        a streamed dataset's shards are each decrypted once per epoch.
+        set_epoch(n) before each epoch (as with DistributedSampler): the
+        order is a function of (seed, epoch)."""
+
+        def __init__(self, dataset_id, paths=None, transform=None, seed=0, resident=None,
+                     with_path=False):
+            super().__init__()
+            self.dataset_id = dataset_id
+            self.paths = list(paths) if paths is not None else None
+            self.transform = transform
+            self.seed = seed
+            self.resident = resident
+            self.with_path = with_path
+            self.epoch = 0
+            self._rw = _rank_world()
+
+        def set_epoch(self, epoch):
+            self.epoch = int(epoch)
+
+        def __len__(self):
+            # this rank's share (all its DataLoader workers together)
+            rank, world = self._rank_world()
+            n = len(self._paths())
+            return len(range(rank, n, world))
+
+        def _rank_world(self):
+            try:
+                import torch.distributed as dist
+                if dist.is_available() and dist.is_initialized():
+                    return dist.get_rank(), dist.get_world_size()
+            except ImportError:
+                pass
+            if "RANK" in os.environ or "WORLD_SIZE" in os.environ:
+                return _rank_world()
+            return self._rw
+
+        def _paths(self):
+            return self.paths if self.paths is not None else files(self.dataset_id)
+
+        def plan(self, worker=0, num_workers=1):
+            """(dataset, paths, file indices to read, each file's shard)."""
+            ds = get(self.dataset_id)
+            paths = self._paths()
+            rank, world = self._rank_world()
+            lw = os.environ.get("LOCAL_WORLD_SIZE")
+            lw = int(lw) if lw and lw.isdigit() else None
+            if ds.kind != "stream":
+                # staged whole: every file is resident, one shard of all
+                home, spans = [0] * len(paths), False
+                n_shards, k = 1, 1
+            else:
+                shards = ds._shard_list()
+                home, spans = _home_shards([ds.file_info(p) for p in paths], shards)
+                n_shards = len(shards)
+                readers = (lw or world) * num_workers
+                k = self.resident or _resident_default(ds.entry, shards, spans, readers)
+                self._index = [sh["index"] for sh in shards]
+            order = shuffle_plan(len(paths), home, n_shards, k, self.seed, self.epoch, rank,
+                                 world, worker, num_workers, lw)
+            return ds, paths, order, home
+
+        def __iter__(self):
+            info = tud.get_worker_info()
+            wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+            ds, paths, order, home = self.plan(wid, nw)
+            if ds.kind != "stream":
+                gen = ((paths[i], ds.read(paths[i])) for i in order)
+            else:
+                index = self._index
+                gen = iter(_ShardShuffle(ds, paths, order, [index[h] for h in home], 1))
+            for p, b in gen:
+                item = self.transform(b) if self.transform is not None else b
+                yield (p, item) if self.with_path else item
+
+    TorchShuffledFiles.__module__ = __name__
+    TorchShuffledFiles.__qualname__ = "TorchShuffledFiles"
+    globals()["TorchShuffledFiles"] = TorchShuffledFiles
+    return TorchShuffledFiles
+
+
 def __getattr__(name):
     # torch is imported only when the iterable dataset is used; the class is
     # made once per process under its module-level name, so pickle finds it
+    if name == "TorchShuffledFiles":
+        return _shuffled_class()
     if name == "TorchIterableFiles":
         import torch.utils.data as tud
 
