@@ -246,12 +246,12 @@ assert "... byte for byte" same
 if [ "$(id -u)" = 0 ]; then
 	cp creds creds-other && chown 65534 creds-other && chmod 600 creds-other
 	check_err "... owner-only but owned by another user: refused, exit 2" 2 \
-		"creds-other: owned by uid 65534, not by this user" \
+		"creds-other: key file owned by uid 65534, not by this user" \
 		dec s3://sigv4/ds/ AWS_SHARED_CREDENTIALS_FILE="$T/creds-other" AWS_PROFILE=ds-reader
 fi
 ln -s creds creds-link
 check_err "... a shared credentials file that is a symbolic link: refused, exit 2" 2 \
-	"AWS shared credentials file: .*creds-link: cannot open" \
+	"AWS shared credentials file: .*creds-link: a symbolic link" \
 	dec s3://sigv4/ds/ AWS_SHARED_CREDENTIALS_FILE="$T/creds-link" AWS_PROFILE=ds-reader
 check_err "... that file's default profile has no secret: no credentials (exit 5)" 5 \
 	"no AWS credentials" dec s3://sigv4/ds/ AWS_SHARED_CREDENTIALS_FILE="$T/creds" \

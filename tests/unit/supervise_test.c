@@ -93,7 +93,9 @@ static void test_env_allow_list(void **state)
 		assert_null(strstr(v[n], "AWS_"));
 		assert_false(strncmp(v[n], "CUDA_=", 6) == 0); /* a bare prefix is no name */
 	}
-	assert_int_equal(n, 9); /* 8 allowed + SECLAUNCH_DATA */
+	/* 8 allowed + SECLAUNCH_DATA (+ PYTHONPATH to seclaunch's own helper,
+	 * as this test runs from a source checkout) */
+	assert_int_equal(n, 9 + (sl_job_pyhelper_dir() != NULL));
 	bool data = false, cuda = false, lc = false;
 	for (size_t i = 0; i < n; i++) {
 		data |= strcmp(v[i], "SECLAUNCH_DATA={\"a\":{}}") == 0;
@@ -218,7 +220,15 @@ static void test_env_default_path(void **state)
 	assert_int_equal(sl_job_env_new(&e), SL_OK);
 	assert_int_equal(sl_job_env_build(e, none, NULL, &v), SL_OK);
 	assert_string_equal(v[0], "PATH=/usr/local/bin:/usr/bin:/bin");
-	assert_null(v[1]);
+	if (sl_job_pyhelper_dir() != NULL) {
+		/* a source checkout's job finds seclaunch_data (job_env.c) */
+		assert_non_null(v[1]);
+		assert_int_equal(strncmp(v[1], "PYTHONPATH=", 11), 0);
+		assert_string_equal(v[1] + 11, sl_job_pyhelper_dir());
+		assert_null(v[2]);
+	} else {
+		assert_null(v[1]);
+	}
 	sl_strv_free(v);
 	sl_job_env_free(e);
 }
