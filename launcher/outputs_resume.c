@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "dataset_tree.h"
+#include "job.h"
 #include "outputs_int.h"
 #include "seclaunch/fsat.h"
 #include "seclaunch/json.h"
@@ -91,6 +92,13 @@ sl_err sl_out_resume_open(struct sl_run_st *s, struct sl_outputs *O, struct out_
 	          "--resume %s=%s: a file:// SOURCE names a folder of this machine (file:///PATH/)",
 	          o->name, o->resume);
 	snprintf(base, sizeof(base), "%s%s", src, remote && src[strlen(src) - 1] != '/' ? "/" : "");
+	/* a folder the job's user named: root reads it only when that user
+	 * can (the same gate as the datasets: root is no confused deputy) */
+	if (!remote && s->user.set) {
+		int ufd = -1;
+		SL_GUARD(sl_user_open(&s->user, base, &ufd));
+		close(ufd);
+	}
 	SL_GUARD(sl_out_read_latest(O, base, remote, &seq));
 	SL_ENSURE(seq > 0, SL_E_INPUT, "--resume %s=%s: no sealed checkpoint there (no %s)",
 	          o->name, src, LATEST);
@@ -101,6 +109,11 @@ sl_err sl_out_resume_open(struct sl_run_st *s, struct sl_outputs *O, struct out_
 		SL_GUARD(sl_remote_open(o->r.dir, &O->s->o->remote, &o->r.rem));
 	} else {
 		snprintf(o->r.dir, sizeof(o->r.dir), "%s/%s", base, ck);
+		if (s->user.set) {
+			int ufd = -1;
+			SL_GUARD(sl_user_open(&s->user, o->r.dir, &ufd));
+			close(ufd);
+		}
 	}
 	SL_GUARD(sl_tree_manifest(o->r.dir, o->r.rem, &o->r.man));
 	SL_ENSURE(strncmp(sl_sldm_dataset_id(o->r.man), o->name, strlen(o->name)) == 0 &&

@@ -387,6 +387,19 @@ assert "file:// DEST: audited as the same destination a folder is" \
 check "--resume model=file:///DIR/ reads it back" 0 \
 	"$SL" run "${RUN[@]}" --tcti "$TCTI_B" --resume "model=file://$T/dest_url/" --output "model=$T/dest_url" -- \
 	"$PY" -c "import os, sys, seclaunch_data as sd; sys.exit(open(os.path.join(sd.output_dir('model'), 'w.bin')).read() != 'url')"
+# a --resume SOURCE the job's user cannot read (root-only checkpoints) is not
+# read for it by root: refused before any KMS request, naming the user
+mkdir -m 0700 "$T/vault"
+cp -r "$T/dest_url" "$T/vault/ck"
+chmod 0711 "$T"
+rel_before=$(grep -c '"event":"kms.release"' "$KMS_STATE/audit.log")
+check_err "--user nobody --resume of a root-only folder: exit 2, its user cannot read it" 2 \
+	"$T/vault/ck/?: cannot open: the job's user nobody .*cannot read it" \
+	"$SL" run "${RUN[@]}" --tcti "$TCTI_B" --user nobody --resume "model=$T/vault/ck" \
+	--output "model=$T/dest_url" -- true
+assert "... nothing was asked of the KMS" \
+	test "$(grep -c '"event":"kms.release"' "$KMS_STATE/audit.log")" = "$rel_before"
+chmod 0700 "$T"
 check_err "a file:// DEST of another host: exit 1" 1 "a folder of this machine" \
 	"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=file://elsewhere$T/dest_url/" -- true
 check_err "a file:// DEST outside the policy's folders is denied like the folder: exit 4" 4 "denies output model" \
