@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "kmsd.h"
+#include "daemon.h"
 #include "seclaunch/audit.h"
 
 void kmsd_config_defaults(kmsd_config *c)

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kmsd.h"
+#include "daemon.h"
 
 static SL_RESULT add_ext(X509 *cert, X509 *issuer, int nid, const char *value)
 {

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kmsd.h"
+#include "daemon.h"
 #include "seclaunch/minisign.h"
 #include "seclaunch/policy.h"
 

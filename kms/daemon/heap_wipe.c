@@ -9,7 +9,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 
-#include "kmsd.h"
+#include "daemon.h"
 
 static void wipe_free(void *p)
 {

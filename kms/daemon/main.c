@@ -11,10 +11,9 @@
 
 #include <sys/wait.h>
 
-#include "kmsd.h"
+#include "daemon.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/policy.h"
-#include "store.h"
 
 static void usage(FILE *f)
 {
@@ -85,7 +84,7 @@ static void keyproc_event(void *arg, int state, int pid, int status)
 static SL_RESULT run(kmsd_config *cfg, const kmsd_start_opts *opts)
 {
 	sl_err rc = SL_E_INTERNAL;
-	kmsd_ctx ctx = {.cfg = cfg};
+	kmsd_ctx ctx = {.cfg = cfg, .live = &kmsd_live};
 	bool live = false;
 	SL_GUARD(kmsd_policy_load(cfg, &ctx.policy));
 	if (sl_policy_is_dev(ctx.policy))

@@ -18,10 +18,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "kmsd.h"
+#include "daemon.h"
 #include "seclaunch/buf.h"
 #include "seclaunch/json.h"
-#include "store.h"
 
 #define KS_MAGIC "SLKS"
 #define KS_HDR 24

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kmsd.h"
+#include "daemon.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/policy.h"
 
@@ -312,3 +312,6 @@ refused:
 		free(c);
 	}
 }
+
+const kmsd_live_ops kmsd_live = {
+    .enter = kmsd_live_enter, .leave = kmsd_live_leave, .reload = kmsd_reload};

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kmsd.h"
+#include "daemon.h"
 
 sl_err kmsd_state_dir_check(const char *dir)
 {

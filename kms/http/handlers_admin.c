@@ -4,11 +4,10 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "kmsd.h"
+#include "http.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/json.h"
 #include "seclaunch/policy.h"
-#include "store.h"
 
 void kmsd_store_failed(kmsd_ctx *ctx, kmsd_response *res, const char *what)
 {

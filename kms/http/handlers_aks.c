@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kmsd.h"
+#include "http.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/util.h"
 #include "seclaunch/json.h"

@@ -15,11 +15,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "kmsd.h"
+#include "http.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/json.h"
 #include "seclaunch/tpm2.h"
-#include "store.h"
 
 #define ENROLL_TTL_S 60
 #define CRED_LEN 32

@@ -20,11 +20,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "kmsd.h"
+#include "http.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/json.h"
 #include "seclaunch/policy.h"
-#include "store.h"
 
 static bool record(kmsd_ctx *ctx, kmsd_response *res, const char *event, const char *id,
                    const char *dataset, const char *decision, const char *why, json_t *details)

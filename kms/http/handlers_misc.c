@@ -1,9 +1,8 @@
 /* POST /v1/challenge, GET /v1/health, GET /metrics (scope metrics). */
 #include <stdlib.h>
 
-#include "kmsd.h"
+#include "http.h"
 #include "seclaunch/policy.h"
-#include "store.h"
 
 void kmsd_handle_challenge(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res)
 {

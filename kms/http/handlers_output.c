@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kmsd.h"
+#include "http.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/json.h"
 #include "seclaunch/policy.h"

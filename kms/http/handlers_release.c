@@ -15,13 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kmsd.h"
+#include "http.h"
 #include "seclaunch/json.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/claims.h"
 #include "seclaunch/identity.h"
 #include "seclaunch/policy.h"
-#include "store.h"
 
 struct rel {
 	kmsd_ctx *ctx;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kmsd.h"
+#include "http.h"
 
 static const double buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02,
                                  0.05,   0.1,   0.25,   0.5,   1.0,  2.5};

@@ -5,36 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kmsd.h"
+#include "http.h"
 #include "seclaunch/json.h"
-
-bool kmsd_valid_key_id(const char *s)
-{
-	size_t n = strlen(s);
-	if (n == 0 || n > SL_KMS_ID_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		          (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-		if (!ok)
-			return false;
-	}
-	return strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
-}
-
-bool kmsd_valid_dataset_id(const char *s)
-{
-	/* UTF-8 validity is jansson's (it rejects invalid UTF-8 strings) */
-	size_t n = strlen(s);
-	if (n == 0 || n > SL_KMS_DATASET_ID_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] == 0x7f)
-			return false;
-	}
-	return true;
-}
 
 static SL_RESULT load(const uint8_t *body, size_t len, json_t **out)
 {

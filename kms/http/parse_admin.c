@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kmsd.h"
+#include "http.h"
 #include "seclaunch/json.h"
 
 static SL_RESULT load(const uint8_t *body, size_t len, json_t **out)

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kmsd.h"
+#include "http.h"
 
 #define TABLE_CAP 4096
 #define SOURCE_MAX 64

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kmsd.h"
+#include "http.h"
 #include "seclaunch/json.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/policy.h"

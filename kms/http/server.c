@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kmsd.h"
+#include "http.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/json.h"
 
@@ -79,10 +79,27 @@ struct pool {
 
 static struct pool g_pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
+/* The generation of config and policy in force (the daemon's, ctx->live);
+ * without one, the base context is the one in force. */
+static kmsd_gen *live_enter(const kmsd_ctx *base, kmsd_ctx *req)
+{
+	if (base->live == NULL) {
+		*req = *base;
+		return NULL;
+	}
+	return base->live->enter(base, req);
+}
+
+static void live_leave(const kmsd_ctx *base, kmsd_gen *g)
+{
+	if (base->live != NULL)
+		base->live->leave(g);
+}
+
 static void handle(kmsd_ctx *base, struct conn *st)
 {
 	kmsd_ctx ctx;
-	kmsd_gen *gen = kmsd_live_enter(base, &ctx);
+	kmsd_gen *gen = live_enter(base, &ctx);
 	kmsd_request req = {
 	    .method = st->method,
 	    .path = st->url,
@@ -92,7 +109,7 @@ static void handle(kmsd_ctx *base, struct conn *st)
 	    .source = st->source[0] != '\0' ? st->source : NULL,
 	};
 	st->route = kmsd_dispatch(&ctx, &req, &st->res);
-	kmsd_live_leave(gen);
+	live_leave(base, gen);
 }
 
 static void *worker_main(void *arg)
@@ -358,9 +375,9 @@ static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, soc
 static void audit_event(kmsd_ctx *base, const char *event, json_t *details)
 {
 	kmsd_ctx ctx;
-	kmsd_gen *gen = kmsd_live_enter(base, &ctx);
+	kmsd_gen *gen = live_enter(base, &ctx);
 	kmsd_audit(&ctx, event, NULL, NULL, NULL, NULL, NULL, details);
-	kmsd_live_leave(gen);
+	live_leave(base, gen);
 }
 
 static SL_RESULT parse_listen(const char *s, struct sockaddr_storage *ss, char *host, size_t hostn,
@@ -489,7 +506,8 @@ sl_err kmsd_serve(kmsd_ctx *ctx)
 			continue;
 		if (sig != SIGHUP)
 			break;
-		kmsd_reload(ctx);
+		if (ctx->live != NULL)
+			ctx->live->reload(ctx);
 	}
 	kmsd_log(KMSD_LOG_NOTICE, "%s: stopping", strsignal(sig));
 	/* Stop accepting, let requests in flight finish (bounded), then stop.

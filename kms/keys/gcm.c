@@ -1,7 +1,7 @@
 /* AES-256-GCM with OpenSSL, for the local keystore and local KEK wrapping. */
 #include <openssl/evp.h>
 
-#include "kmsd.h"
+#include "keys.h"
 
 sl_err kmsd_gcm_seal(const uint8_t key[static 32], const uint8_t iv[static 12], const uint8_t *aad,
                      size_t aad_len, const uint8_t *pt, size_t len, uint8_t *ct,

@@ -1,4 +1,5 @@
-/* KEK backend dispatch and the wrapped-DEK format shared by both backends:
+/* The in-process KEK operations (the key process runs them: keyproc.c) over
+ * the configured backend, and the wrapped-DEK format shared by both backends:
  *   wrapped = 0x01 | iv[12] | AES-256-GCM(KEK, iv, AAD, DEK)[32] | tag[16]
  *   AAD     = u16be(len(key_id)) | key_id | u16be(len(dataset_id)) | dataset_id
  * The length prefixes make the AAD unambiguous ("ab"+"c" != "a"+"bc"), so a
@@ -14,19 +15,17 @@
 #include <time.h>
 #include <string.h>
 
-#include "kmsd.h"
+#include "keys.h"
 #include "seclaunch/buf.h"
-#include "store.h"
 
 _Static_assert(KMSD_SEALED_LEN == SL_KMS_DEK_LEN + crypto_box_SEALBYTES, "sealed DEK size");
 
-struct kmsd_kek {
+struct kmsd_keys {
 	enum kmsd_backend backend;
 	kmsd_store *st;
 	kmsd_keystore *ks;
 	kmsd_p11 *p11;
 	kmsd_aws *aws;
-	kmsd_keyproc *kp; /* set: every KEK operation is the key process's */
 };
 
 size_t kmsd_wrap_aad(const char *id, const char *dataset_id, uint8_t *aad)
@@ -42,10 +41,10 @@ size_t kmsd_wrap_aad(const char *id, const char *dataset_id, uint8_t *aad)
 	return o + b;
 }
 
-sl_err kmsd_kek_open(const kmsd_config *c, kmsd_store *st, kmsd_kek **out)
+sl_err kmsd_keys_open(const kmsd_config *c, kmsd_store *st, kmsd_keys **out)
 {
 	sl_err rc = SL_E_NOMEM;
-	kmsd_kek *k = calloc(1, sizeof(*k));
+	kmsd_keys *k = calloc(1, sizeof(*k));
 	SL_ENSURE(k != NULL, SL_E_NOMEM, "kek backend");
 	k->backend = c->backend;
 	k->st = st;
@@ -60,22 +59,11 @@ sl_err kmsd_kek_open(const kmsd_config *c, kmsd_store *st, kmsd_kek **out)
 	k = NULL;
 	rc = SL_OK;
 out:
-	kmsd_kek_close(k);
+	kmsd_keys_close(k);
 	return rc;
 }
 
-sl_err kmsd_kek_open_remote(kmsd_keyproc *kp, kmsd_store *st, kmsd_kek **out)
-{
-	kmsd_kek *k = calloc(1, sizeof(*k));
-	if (k == NULL)
-		return sl_err_set(SL_E_NOMEM, "kek backend");
-	k->kp = kp;
-	k->st = st;
-	*out = k;
-	return SL_OK;
-}
-
-void kmsd_kek_close(kmsd_kek *k)
+void kmsd_keys_close(kmsd_keys *k)
 {
 	if (k == NULL)
 		return;
@@ -95,18 +83,16 @@ static void p11_label(const char *id, unsigned version, char *out, size_t n)
 		snprintf(out, n, "%s#%u", id, version);
 }
 
-sl_err kmsd_kek_create(kmsd_kek *k, const char *id)
+sl_err kmsd_keys_create(kmsd_keys *k, const char *id)
 {
-	return kmsd_kek_adopt(k, id, NULL);
+	return kmsd_keys_adopt(k, id, NULL);
 }
 
-sl_err kmsd_kek_adopt(kmsd_kek *k, const char *id, const char *aws_key_id)
+sl_err kmsd_keys_adopt(kmsd_keys *k, const char *id, const char *aws_key_id)
 {
 	sl_err rc;
 	bool gone;
 	size_t refs;
-	if (k->kp != NULL)
-		return kmsd_keyproc_create(k->kp, id, aws_key_id);
 	if (aws_key_id != NULL && k->backend != KMSD_KEK_AWS)
 		return sl_err_set(SL_E_INPUT,
 		                  "aws_key_id: this seclaunchd's kek_backend is not \"aws-kms\"");
@@ -125,13 +111,11 @@ sl_err kmsd_kek_adopt(kmsd_kek *k, const char *id, const char *aws_key_id)
 	return rc;
 }
 
-sl_err kmsd_kek_rotate(kmsd_kek *k, const char *id, unsigned *version)
+sl_err kmsd_keys_rotate(kmsd_keys *k, const char *id, unsigned *version)
 {
 	kmsd_key_row row = {0};
 	bool found = false;
 	char label[SL_KMS_ID_MAX + 16];
-	if (k->kp != NULL)
-		return kmsd_keyproc_rotate(k->kp, id, version);
 	sl_err rc = kmsd_store_key_get(k->st, id, &row, &found);
 	if (rc != SL_OK)
 		return rc;
@@ -152,56 +136,17 @@ sl_err kmsd_kek_rotate(kmsd_kek *k, const char *id, unsigned *version)
 	return rc;
 }
 
-sl_err kmsd_kek_forget(kmsd_kek *k, const char *id)
+sl_err kmsd_keys_forget(kmsd_keys *k, const char *id)
 {
-	if (k->kp != NULL)
-		return kmsd_keyproc_forget(k->kp, id);
 	if (k->ks != NULL)
 		kmsd_keystore_forget(k->ks, id);
 	return SL_OK;
 }
 
-sl_err kmsd_kek_state(kmsd_kek *k, const char *id, kmsd_key_row *row, bool *found)
-{
-	return kmsd_store_key_get(k->st, id, row, found);
-}
-
-bool kmsd_kek_exists(kmsd_kek *k, const char *id)
-{
-	kmsd_key_row row = {0};
-	bool found = false;
-	return kmsd_store_key_get(k->st, id, &row, &found) == SL_OK && found;
-}
-
-int kmsd_kek_usable(kmsd_kek *k, const char *id, char *why, size_t why_n)
-{
-	kmsd_key_row row = {0};
-	bool found = false;
-	if (kmsd_store_key_get(k->st, id, &row, &found) != SL_OK)
-		return KMSD_KEY_STORE_DOWN;
-	if (!found) {
-		snprintf(why, why_n, "unknown key id '%s'", id);
-		return KMSD_D_KEY_UNKNOWN;
-	}
-	if (row.state != KMSD_KEY_ENABLED) {
-		snprintf(why, why_n, "key '%s' is disabled (seclaunch key enable)", id);
-		return KMSD_D_KEY_DISABLED;
-	}
-	return KMSD_KEY_USABLE;
-}
-
-size_t kmsd_kek_count(kmsd_kek *k)
-{
-	size_t n = 0;
-	if (kmsd_store_count(k->st, KMSD_T_KEYS, &n) != SL_OK)
-		return 0;
-	return n;
-}
-
 /* SL_E_INPUT unknown key or version; SL_E_KMS_REFUSED disabled or retired;
  * SL_E_SYSTEM the store failed. wrapped/wlen: the version's KEK row as read
  * now (the keystore's cache serves only these bytes). */
-static SL_RESULT usable(kmsd_kek *k, const char *id, unsigned *version,
+static SL_RESULT usable(kmsd_keys *k, const char *id, unsigned *version,
                         uint8_t wrapped[static KMSD_KEK_WRAPPED_MAX], size_t *wlen)
 {
 	kmsd_key_row row = {0};
@@ -244,9 +189,9 @@ static SL_RESULT open_fn(const uint8_t kek[static 32], void *ctx)
 	return kmsd_gcm_open(kek, j->iv, j->aad, j->aad_len, j->in, SL_KMS_DEK_LEN, j->tag, j->out);
 }
 
-sl_err kmsd_kek_wrap(kmsd_kek *k, const char *id, const char *dataset_id,
-                     const uint8_t dek[static SL_KMS_DEK_LEN],
-                     uint8_t out[static SL_KMS_WRAPPED_DEK_MAX], size_t *out_len)
+sl_err kmsd_keys_wrap(kmsd_keys *k, const char *id, const char *dataset_id,
+                      const uint8_t dek[static SL_KMS_DEK_LEN],
+                      uint8_t out[static SL_KMS_WRAPPED_DEK_MAX], size_t *out_len)
 {
 	sl_err rc = SL_E_INTERNAL;
 	uint8_t aad[KMSD_AAD_MAX];
@@ -256,8 +201,6 @@ sl_err kmsd_kek_wrap(kmsd_kek *k, const char *id, const char *dataset_id,
 	uint8_t row[KMSD_KEK_WRAPPED_MAX];
 	size_t rlen = 0;
 	*out_len = 0;
-	if (k->kp != NULL)
-		return kmsd_keyproc_wrap(k->kp, id, dataset_id, dek, out, out_len);
 	SL_GUARD(usable(k, id, &version, row, &rlen));
 	if (k->backend == KMSD_KEK_AWS)
 		return kmsd_aws_wrap(k->aws, row, rlen, id, dataset_id, version, dek, out, out_len);
@@ -282,8 +225,8 @@ out:
 	return rc;
 }
 
-sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *dataset_id, const uint8_t *wrapped,
-                       size_t len, uint8_t dek[static SL_KMS_DEK_LEN])
+sl_err kmsd_keys_unwrap(kmsd_keys *k, const char *id, const char *dataset_id,
+                        const uint8_t *wrapped, size_t len, uint8_t dek[static SL_KMS_DEK_LEN])
 {
 	sl_err rc = SL_E_INTEGRITY;
 	uint8_t aad[KMSD_AAD_MAX];
@@ -296,8 +239,6 @@ sl_err kmsd_kek_unwrap(kmsd_kek *k, const char *id, const char *dataset_id, cons
 	uint8_t row[KMSD_KEK_WRAPPED_MAX];
 	size_t rlen = 0;
 	const uint8_t *iv = NULL, *ct_tag = NULL, *ct = NULL, *tag = NULL;
-	SL_ENSURE(k->kp == NULL, SL_E_INTERNAL,
-	          "unwrap in the network process (only the key process opens DEKs)");
 	if (k->backend == KMSD_KEK_AWS) {
 		SL_ENSURE(len >= 3 && len <= SL_KMS_WRAPPED_DEK_MAX && wrapped[0] >= 1,
 		          SL_E_INTEGRITY, "wrapped DEK for key '%s': %zu bytes, not an AWS KMS one",
@@ -345,34 +286,29 @@ out:
 	return rc;
 }
 
-sl_err kmsd_kek_rewrap(kmsd_kek *k, const char *id, const char *dataset_id, const uint8_t *in,
-                       size_t len, uint8_t out[static SL_KMS_WRAPPED_DEK_MAX], size_t *out_len)
+sl_err kmsd_keys_rewrap(kmsd_keys *k, const char *id, const char *dataset_id, const uint8_t *in,
+                        size_t len, uint8_t out[static SL_KMS_WRAPPED_DEK_MAX], size_t *out_len)
 {
 	sl_err rc = SL_E_NOMEM;
 	sl_secret *dek = NULL;
-	if (k->kp != NULL)
-		return kmsd_keyproc_rewrap(k->kp, id, dataset_id, in, len, out, out_len);
 	SL_GUARD(sl_secret_new(SL_KMS_DEK_LEN, &dek));
-	SL_GUARD(kmsd_kek_unwrap(k, id, dataset_id, in, len, sl_secret_data(dek)));
-	SL_GUARD(kmsd_kek_wrap(k, id, dataset_id, sl_secret_data(dek), out, out_len));
+	SL_GUARD(kmsd_keys_unwrap(k, id, dataset_id, in, len, sl_secret_data(dek)));
+	SL_GUARD(kmsd_keys_wrap(k, id, dataset_id, sl_secret_data(dek), out, out_len));
 	rc = SL_OK;
 out:
 	sl_secret_free(dek); /* wipes */
 	return rc;
 }
 
-sl_err kmsd_kek_unwrap_seal(kmsd_kek *k, const char *id, const char *dataset_id,
-                            const uint8_t *wrapped, size_t len,
-                            const uint8_t eph_pub[static SL_EPH_PUB_LEN],
-                            uint8_t sealed[static KMSD_SEALED_LEN])
+sl_err kmsd_keys_unwrap_seal(kmsd_keys *k, const char *id, const char *dataset_id,
+                             const uint8_t *wrapped, size_t len,
+                             const uint8_t eph_pub[static SL_EPH_PUB_LEN],
+                             uint8_t sealed[static KMSD_SEALED_LEN])
 {
 	sl_err rc = SL_E_NOMEM;
 	sl_secret *dek = NULL;
-	if (k->kp != NULL)
-		return kmsd_keyproc_unwrap_seal(k->kp, id, dataset_id, wrapped, len, eph_pub,
-		                                sealed);
 	SL_GUARD(sl_secret_new(SL_KMS_DEK_LEN, &dek));
-	SL_GUARD(kmsd_kek_unwrap(k, id, dataset_id, wrapped, len, sl_secret_data(dek)));
+	SL_GUARD(kmsd_keys_unwrap(k, id, dataset_id, wrapped, len, sl_secret_data(dek)));
 	SL_ENSURE(crypto_box_seal(sealed, sl_secret_data(dek), SL_KMS_DEK_LEN, eph_pub) == 0,
 	          SL_E_CRYPTO, "keys: sealing to eph_pub failed");
 	rc = SL_OK;
@@ -381,18 +317,15 @@ out:
 	return rc;
 }
 
-sl_err kmsd_kek_new_sealed(kmsd_kek *k, const char *id, const char *dataset_id,
-                           const uint8_t eph_pub[static SL_EPH_PUB_LEN],
-                           uint8_t wrapped[static SL_KMS_WRAPPED_DEK_MAX], size_t *wrapped_len,
-                           uint8_t sealed[static KMSD_SEALED_LEN])
+sl_err kmsd_keys_new_sealed(kmsd_keys *k, const char *id, const char *dataset_id,
+                            const uint8_t eph_pub[static SL_EPH_PUB_LEN],
+                            uint8_t wrapped[static SL_KMS_WRAPPED_DEK_MAX], size_t *wrapped_len,
+                            uint8_t sealed[static KMSD_SEALED_LEN])
 {
 	sl_err rc = SL_E_NOMEM;
 	sl_secret *dek = NULL;
-	if (k->kp != NULL)
-		return kmsd_keyproc_new_sealed(k->kp, id, dataset_id, eph_pub, wrapped, wrapped_len,
-		                               sealed);
 	SL_GUARD(sl_secret_random(SL_KMS_DEK_LEN, &dek));
-	SL_GUARD(kmsd_kek_wrap(k, id, dataset_id, sl_secret_data(dek), wrapped, wrapped_len));
+	SL_GUARD(kmsd_keys_wrap(k, id, dataset_id, sl_secret_data(dek), wrapped, wrapped_len));
 	SL_ENSURE(crypto_box_seal(sealed, sl_secret_data(dek), SL_KMS_DEK_LEN, eph_pub) == 0,
 	          SL_E_CRYPTO, "keys: sealing to eph_pub failed");
 	rc = SL_OK;
@@ -403,7 +336,7 @@ out:
 
 /* The ARN of every version of key id (retired ones too), for the AWS calls
  * that act on the whole key. */
-static SL_RESULT aws_each(kmsd_kek *k, const char *id, unsigned current, bool enable)
+static SL_RESULT aws_each(kmsd_keys *k, const char *id, unsigned current, bool enable)
 {
 	uint8_t arn[KMSD_KEK_WRAPPED_MAX];
 	size_t alen = 0;
@@ -421,13 +354,11 @@ static SL_RESULT aws_each(kmsd_kek *k, const char *id, unsigned current, bool en
 	return SL_OK;
 }
 
-sl_err kmsd_kek_set_state(kmsd_kek *k, const char *id, bool enable, bool *found)
+sl_err kmsd_keys_set_state(kmsd_keys *k, const char *id, bool enable, bool *found)
 {
 	kmsd_key_row row = {0};
 	sl_err rc;
 	*found = false;
-	if (k->kp != NULL)
-		return kmsd_keyproc_set_state(k->kp, id, enable, found);
 	if (k->backend != KMSD_KEK_AWS)
 		return kmsd_store_key_set_state(
 		    k->st, id, enable ? KMSD_KEY_ENABLED : KMSD_KEY_DISABLED, found);
@@ -446,7 +377,7 @@ out:
 	return rc;
 }
 
-sl_err kmsd_kek_delete(kmsd_kek *k, const char *id, bool force, size_t *refs, bool *deleted)
+sl_err kmsd_keys_delete(kmsd_keys *k, const char *id, bool force, size_t *refs, bool *deleted)
 {
 	enum { MAXV = KMSD_KEK_VERSION_MAX };
 	kmsd_key_row row = {0};
@@ -457,8 +388,6 @@ sl_err kmsd_kek_delete(kmsd_kek *k, const char *id, bool force, size_t *refs, bo
 	sl_err rc = SL_OK;
 	*refs = 0;
 	*deleted = false;
-	if (k->kp != NULL)
-		return kmsd_keyproc_delete(k->kp, id, force, refs, deleted);
 	if (k->backend == KMSD_KEK_AWS) {
 		rc = kmsd_store_key_get(k->st, id, &row, &found);
 		if (rc != SL_OK || !found)

@@ -19,10 +19,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "kmsd.h"
+#include "keys.h"
 #include "seclaunch/aws.h"
 #include "seclaunch/http.h"
-#include "store.h"
 
 #define AWS_ATTEMPTS 5
 #define AWS_BACKOFF_MS 100

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kmsd.h"
+#include "keys.h"
 #include "seclaunch/json.h"
 
 /* AWS's largest CiphertextBlob; a Plaintext is at most 4096. */

@@ -17,8 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kmsd.h"
-#include "store.h"
+#include "keys.h"
 
 #define KEK_WRAPPED_LEN (KMSD_GCM_IV + 32 + KMSD_GCM_TAG)
 #define SLAB_KEKS 128

@@ -10,7 +10,7 @@
 
 #include <p11-kit/pkcs11.h>
 
-#include "kmsd.h"
+#include "keys.h"
 
 #define POOL 8
 

@@ -15,8 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kmsd.h"
-#include "store.h"
+#include "state.h"
 
 struct kmsd_nonces {
 	kmsd_store *st;

@@ -22,8 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kmsd.h"
-#include "store.h"
+#include "state.h"
 
 struct kmsd_registry {
 	kmsd_store *st;

@@ -18,8 +18,7 @@
 #include <sodium.h>
 #include <string.h>
 
-#include "kmsd.h"
-#include "store.h"
+#include "state.h"
 
 static const char ROW_TAG[] = "seclaunch-row-v1";
 

@@ -7,8 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kmsd.h"
-#include "store.h"
+#include "state.h"
 
 struct kmsd_store {
 	const kmsd_store_driver *drv;

@@ -12,8 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kmsd.h"
-#include "store.h"
+#include "state.h"
 
 #define OID_BYTEA 17
 #define OID_INT8 20

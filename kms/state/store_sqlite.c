@@ -17,8 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kmsd.h"
-#include "store.h"
+#include "state.h"
 
 #define STMT_CACHE 48
 
