@@ -54,7 +54,12 @@
 #include <stdint.h>
 
 #include "kmsd.h"
-#include "state/store.h"
+
+/* The sizes of a KEK row come from the state store's header, which each
+ * half has from its folder's header (included first). */
+#ifndef KMSD_KEK_WRAPPED_MAX
+#error "include keys.h or http.h (state/store.h) before keyproc_table.h"
+#endif
 
 enum kp_op {
 	KP_CREATE = 1,

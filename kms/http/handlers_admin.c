@@ -9,18 +9,6 @@
 #include "seclaunch/json.h"
 #include "seclaunch/policy.h"
 
-void kmsd_store_failed(kmsd_ctx *ctx, kmsd_response *res, const char *what)
-{
-	char d[600];
-	(void)ctx;
-	snprintf(d, sizeof(d),
-	         "%s: the state store is unavailable, so no decision was made; retry later (%s)",
-	         what, sl_err_detail());
-	fprintf(stderr, "seclaunchd: %s\n", d);
-	kmsd_problem(res, 503, "store-unavailable", "State Store Unavailable", d, NULL);
-	res->retry_after = 2;
-}
-
 /* Records a refusal (why: one string) before it is answered; 503 instead of
  * the answer when it cannot be recorded. */
 static void refused(kmsd_ctx *ctx, kmsd_response *res, const char *event, const char *key_id,

@@ -28,15 +28,6 @@ struct ren {
 	uint64_t ttl;
 };
 
-json_t *kmsd_lease_json(uint64_t ttl_s)
-{
-	char when[32];
-	time_t exp = time(NULL) + (time_t)ttl_s;
-	sl_time_rfc3339(exp, when, sizeof(when));
-	return json_pack("{s:I, s:I, s:s}", "ttl", (json_int_t)ttl_s, "expires_unix",
-	                 (json_int_t)exp, "expires", when);
-}
-
 struct ren_rec {
 	struct ren *r;
 	const kmsd_request *req;

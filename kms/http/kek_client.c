@@ -17,8 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../keyproc_table.h"
 #include "http.h"
+
+#include "../keyproc_table.h" /* after the folder header */
 
 struct kmsd_keyproc {
 	pid_t pid; /* the monitor */

@@ -19,8 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../keyproc_table.h"
 #include "keys.h"
+
+#include "../keyproc_table.h" /* after the folder header */
 
 /* ---- the key process ------------------------------------------------------ */
 
