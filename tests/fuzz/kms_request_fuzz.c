@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../../kms/http/http.h"
+#include "../../kms/keys/keys.h" /* kmsd_wrap_aad: the AAD of the ids parsed */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
