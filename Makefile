@@ -1,6 +1,8 @@
 # seclaunch build. `make` builds bin/seclaunch and bin/seclaunchd.
-# Every .c under core/ crypto/ attest/ policy/ audit/ kms/ launcher/ goes into one
-# static library, except the program entries launcher/main.c and kms/main.c.
+# Every .c under core/ crypto/ attest/ policy/ audit/ kms/ launcher/ (and one
+# folder below: kms/daemon/ kms/http/ kms/keys/ kms/state/) goes into one static
+# library, except the program entries launcher/main.c and kms/daemon/main.c
+# and launcher/slurm/ (the SPANK plugin).
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -14,7 +16,7 @@ PKG_CONFIG   ?= pkg-config
 INSTALL_DEPS ?= scripts/install-deps
 
 # The pkg-config modules the build needs. p11-kit-1 gives only the PKCS#11
-# header (kms/pkcs11.c dlopens the token's module), so it adds no library.
+# header (kms/keys/pkcs11.c dlopens the token's module), so it adds no library.
 PKGS      := libsodium libcrypto tss2-esys tss2-mu tss2-rc tss2-tctildr libcurl jansson \
 	libmicrohttpd p11-kit-1 sqlite3 libpq libcbor
 PKGS_HDR  := p11-kit-1
@@ -95,8 +97,10 @@ ALL_LDFLAGS = $(HARDEN_LDFLAGS) $(LDFLAGS)
 LIBS = $(PKG_LIBS) -lpthread -ldl -lm
 
 MODULES := core crypto attest policy audit kms launcher
-MAINS   := launcher/main.c kms/main.c
-LIB_SRCS := $(filter-out $(MAINS),$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
+MAINS   := launcher/main.c kms/daemon/main.c
+# Sources below a module that are not library code: the SPANK plugin (its own rule).
+NOT_LIB := launcher/slurm/%
+LIB_SRCS := $(filter-out $(MAINS) $(NOT_LIB),$(foreach m,$(MODULES),$(wildcard $(m)/*.c $(m)/*/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libseclaunch.a
 
@@ -106,7 +110,7 @@ FUZZ_SRCS  := $(wildcard tests/fuzz/*_fuzz.c)
 TESTLIB    := $(BUILD)/tests/testlib.o
 TEST_CFLAGS = -Itests/testlib $(CMOCKA_CFLAGS)
 
-PROGS := $(BIN)/seclaunch $(if $(wildcard kms/main.c),$(BIN)/seclaunchd)
+PROGS := $(BIN)/seclaunch $(if $(wildcard kms/daemon/main.c),$(BIN)/seclaunchd)
 
 # The Slurm SPANK plugin (launcher/slurm/), built where Slurm's headers are
 # (libslurm-dev); installed in Slurm's plugin folder.
@@ -166,7 +170,7 @@ $(BIN)/seclaunch: $(BUILD)/launcher/main.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BIN)/seclaunchd: $(BUILD)/kms/main.o $(LIB)
+$(BIN)/seclaunchd: $(BUILD)/kms/daemon/main.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
@@ -344,7 +348,7 @@ deb: all
 clean:
 	rm -rf build bin
 
--include $(LIB_OBJS:.o=.d) $(BUILD)/launcher/main.d $(BUILD)/kms/main.d $(TESTLIB:.o=.d) \
+-include $(LIB_OBJS:.o=.d) $(BUILD)/launcher/main.d $(BUILD)/kms/daemon/main.d $(TESTLIB:.o=.d) \
 	$(UNIT_BINS:=.d) $(SPANK_SO:.so=.d)
 
 # For scripts: the compile flags and link libraries in force.

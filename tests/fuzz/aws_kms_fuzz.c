@@ -1,4 +1,4 @@
-/* AWS KMS answers (kms/kek_aws_parse.c): the first byte picks the status
+/* AWS KMS answers (kms/keys/kek_aws_parse.c): the first byte picks the status
  * class and what the call wanted, the rest is the answer body. Every byte
  * is untrusted; what the parser accepts satisfies the checked invariants:
  * blobs within AWS's bound, strings NUL-terminated, within their fields
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../kms/kmsd.h"
+#include "../../kms/keys/keys.h"
 
 static void check_str(const char *s, size_t cap)
 {

@@ -1,4 +1,4 @@
-/* The POST /v1/output body parser (kms/parse.c, kmsd_parse_output). Must
+/* The POST /v1/output body parser (kms/http/parse.c, kmsd_parse_output). Must
  * return cleanly (accept or SL_E_INPUT) on any bytes, and what it accepts
  * must satisfy the checked invariants: the attested part as a release's,
  * 1..16 outputs with valid, distinct output ids and printable destinations,
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../kms/kmsd.h"
+#include "../../kms/http/http.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,4 +1,4 @@
-/* Every seclaunchd request body parser (kms/parse*.c). The first byte picks
+/* Every seclaunchd request body parser (kms/http/parse*.c). The first byte picks
  * the parser, the rest is the body: challenge, release, key create, wrap,
  * enroll, key actions, AK revocation and EK re-admission, rewrap and enrollment tokens,
  * activate. Each must return cleanly (accept or SL_E_INPUT) on any
@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../kms/kmsd.h"
+#include "../../kms/http/http.h"
+#include "../../kms/keys/keys.h" /* kmsd_wrap_aad: the AAD of the ids parsed */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The defaults documented for seclaunchd's settings are the daemon's own:
-# `seclaunchd --print-defaults` (kms/config.c) against the packaged
+# `seclaunchd --print-defaults` (kms/daemon/config.c) against the packaged
 # configuration docs/man/seclaunchd.conf (its "Default X." text and the value
 # of an active setting), the seclaunchd.conf(5) page scripts/docgen makes from
 # it, and the table of docs/seclaunchd.md. Also: no page still describes the

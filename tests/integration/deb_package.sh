@@ -4,7 +4,7 @@
 # run, python3 imports seclaunch_data from its dist-packages, the systemd unit
 # verifies and its sandbox scores, every man page renders without a groff
 # warning and names what it must (every command; every configuration key of
-# kms/config.c). Then the unpacked seclaunchd runs from the shipped example
+# kms/daemon/config.c). Then the unpacked seclaunchd runs from the shipped example
 # configuration (paths moved under the test folder) through enrollment, key
 # creation and a release, under strace: every system call, socket family,
 # memory mapping, device, /proc and write it makes is one the unit's sandbox
@@ -132,13 +132,13 @@ for c in $("$R/usr/bin/seclaunch" --help | sed -n '/^Commands:/,/^$/s/^  \([a-z]
 done
 assert "seclaunch(1) has a section for every command${missing:+ (missing:$missing)}" test -z "$missing"
 assert "seclaunch(1) carries each command's options (encrypt --dataset-id)" grep -q -- "--dataset-id D" "$T/seclaunch.1.txt"
-keys=$(sed -n 's/.*S("\([a-z0-9_]*\)", .*/\1/p; s/.*strcmp(k, "\([a-z0-9_]*\)").*/\1/p' "$SL_ROOT/kms/config.c" | sort -u)
+keys=$(sed -n 's/.*S("\([a-z0-9_]*\)", .*/\1/p; s/.*strcmp(k, "\([a-z0-9_]*\)").*/\1/p' "$SL_ROOT/kms/daemon/config.c" | sort -u)
 missing='' n=0
 for k in $keys; do
 	n=$((n + 1))
 	grep -q "^       $k: " "$T/seclaunchd.conf.5.txt" || missing="$missing $k"
 done
-assert "kms/config.c's keys were read ($n)" test "$n" -ge 25
+assert "kms/daemon/config.c's keys were read ($n)" test "$n" -ge 25
 assert "seclaunchd.conf(5) documents every key${missing:+ (missing:$missing)}" test -z "$missing"
 assert "seclaunchd(8)'s synopsis has both usage forms (--config, --dev)" test \
 	"$(sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' "$T/seclaunchd.8.txt" | grep -cE '^       seclaunchd +--(config|dev) ')" -eq 2

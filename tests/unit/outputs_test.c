@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../kms/kmsd.h"
+#include "../../kms/http/http.h"
 #include "../../launcher/outputs.h"
 #include "seclaunch/policy.h"
 #include "testlib.h"

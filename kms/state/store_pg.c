@@ -1,0 +1,312 @@
+/* The PostgreSQL driver of the state store (libpq): several seclaunchd
+ * replicas share one database. Parameters and results travel in binary
+ * (int8, bytea, text), so no value is ever spliced into SQL text. A
+ * connection that breaks (the server restarted, the network dropped) is
+ * reset before its next use; until that succeeds every operation fails,
+ * and the handlers answer 503 (fail closed). Concurrent schema creation by
+ * replicas starting together is serialised by an advisory lock. */
+#include <arpa/inet.h>
+#include <libpq-fe.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "state.h"
+
+#define OID_BYTEA 17
+#define OID_INT8 20
+#define OID_INT4 23
+#define OID_TEXT 25
+#define MAX_ARGS 12
+#define SCHEMA_LOCK_ID 0x5ec1a0c5
+
+struct conn {
+	PGconn *pg;
+	bool broken;
+};
+
+static void pg_disconnect(void *p)
+{
+	struct conn *c = p;
+	if (c == NULL)
+		return;
+	PQfinish(c->pg);
+	free(c);
+}
+
+static void no_notices(void *arg, const char *msg)
+{
+	(void)arg;
+	(void)msg; /* "relation already exists, skipping" and the like */
+}
+
+static SL_RESULT pg_connect(const char *spec, void **out)
+{
+	static const char *const keys[] = {"dbname", "connect_timeout", "application_name", NULL};
+	const char *vals[] = {spec, "5", "seclaunchd", NULL};
+	struct conn *c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		return sl_err_set(SL_E_NOMEM, "state store");
+	c->pg = PQconnectdbParams(keys, vals, 1);
+	if (c->pg == NULL || PQstatus(c->pg) != CONNECTION_OK) {
+		/* the message names host and port, never the password */
+		sl_err rc = sl_err_set(SL_E_SYSTEM, "state store: PostgreSQL: %s",
+		                       c->pg ? PQerrorMessage(c->pg) : "out of memory");
+		pg_disconnect(c);
+		return rc;
+	}
+	PQsetNoticeProcessor(c->pg, no_notices, NULL);
+	*out = c;
+	return SL_OK;
+}
+
+/* An idle pooled connection that the server closed (a restart, an idle
+ * timeout, a terminated backend) still says CONNECTION_OK until it is
+ * used; the server's goodbye is already readable on its socket, though,
+ * and nothing else is expected there between statements. */
+static bool pg_alive(struct conn *c)
+{
+	struct pollfd pf = {.fd = PQsocket(c->pg), .events = POLLIN};
+	if (pf.fd < 0)
+		return false;
+	if (poll(&pf, 1, 0) == 0)
+		return true;
+	return PQconsumeInput(c->pg) == 1 && PQstatus(c->pg) == CONNECTION_OK &&
+	       (pf.revents & (POLLHUP | POLLERR)) == 0;
+}
+
+static bool pg_ready(void *p)
+{
+	struct conn *c = p;
+	if (!c->broken && PQstatus(c->pg) == CONNECTION_OK && pg_alive(c))
+		return true;
+	PQreset(c->pg);
+	c->broken = PQstatus(c->pg) != CONNECTION_OK;
+	return !c->broken;
+}
+
+static SL_RESULT result_err(struct conn *c, PGresult *r, const char *what)
+{
+	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+	const char *msg = r ? PQresultErrorMessage(r) : PQerrorMessage(c->pg);
+	if (state != NULL && strcmp(state, "23505") == 0)
+		return sl_err_set(SL_E_EXISTS, "state store: %s: %s", what, msg);
+	if (state != NULL && strcmp(state, "23503") == 0)
+		return sl_err_set(SL_E_KMS_REFUSED, "the key was deleted meanwhile (%s)", msg);
+	if (PQstatus(c->pg) != CONNECTION_OK || state == NULL || strncmp(state, "08", 2) == 0 ||
+	    strncmp(state, "57", 2) == 0)
+		c->broken = true;
+	return sl_err_set(SL_E_SYSTEM, "state store: PostgreSQL %s: %s", what,
+	                  msg && msg[0] ? msg : "connection lost");
+}
+
+/* "?" placeholders become $1, $2, ... (no statement here has a "?" in a
+ * literal). */
+static SL_RESULT numbered(const char *sql, char *out, size_t cap)
+{
+	size_t o = 0;
+	unsigned n = 0;
+	for (const char *p = sql; *p; p++) {
+		if (o + 8 >= cap)
+			return sl_err_set(SL_E_INTERNAL, "state store: statement too long");
+		if (*p == '?')
+			o += (size_t)snprintf(out + o, cap - o, "$%u", ++n);
+		else
+			out[o++] = *p;
+	}
+	out[o] = '\0';
+	return SL_OK;
+}
+
+static uint64_t be64(const uint8_t *b)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | b[i];
+	return v;
+}
+
+static SL_RESULT pg_exec(void *p, const char *sql, const kmsd_sqlv *args, size_t nargs,
+                         kmsd_sql_row_fn fn, void *ctx, int64_t *changes)
+{
+	struct conn *c = p;
+	char text[2048];
+	Oid types[MAX_ARGS];
+	const char *vals[MAX_ARGS];
+	int lens[MAX_ARGS], fmts[MAX_ARGS];
+	uint8_t ints[MAX_ARGS][8];
+	PGresult *r = NULL;
+	sl_err rc = SL_E_SYSTEM;
+	ExecStatusType st;
+	SL_ENSURE(nargs <= MAX_ARGS, SL_E_INTERNAL, "state store: %zu parameters", nargs);
+	SL_GUARD(numbered(sql, text, sizeof(text)));
+	for (size_t i = 0; i < nargs; i++) {
+		fmts[i] = 1;
+		switch (args[i].t) {
+		case KMSD_SQLV_NULL:
+			types[i] = 0;
+			vals[i] = NULL;
+			lens[i] = 0;
+			break;
+		case KMSD_SQLV_INT:
+			for (int b = 0; b < 8; b++)
+				ints[i][b] = (uint8_t)((uint64_t)args[i].i >> (56 - 8 * b));
+			types[i] = OID_INT8;
+			vals[i] = (const char *)ints[i];
+			lens[i] = 8;
+			break;
+		case KMSD_SQLV_BLOB:
+		case KMSD_SQLV_TEXT:
+			types[i] = args[i].t == KMSD_SQLV_BLOB ? OID_BYTEA : OID_TEXT;
+			/* libpq takes no NULL pointer for an empty value */
+			vals[i] = args[i].n > 0 ? args[i].p : "";
+			lens[i] = (int)args[i].n;
+			break;
+		}
+	}
+	r = PQexecParams(c->pg, text, (int)nargs, types, vals, lens, fmts, 1);
+	st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+		rc = result_err(c, r, "statement");
+		goto out;
+	}
+	for (int row = 0; row < PQntuples(r) && fn != NULL; row++) {
+		kmsd_sqlv cols[16];
+		int n = PQnfields(r);
+		if (n > 16)
+			n = 16;
+		for (int i = 0; i < n; i++) {
+			const uint8_t *v = (const uint8_t *)PQgetvalue(r, row, i);
+			int len = PQgetlength(r, row, i);
+			memset(&cols[i], 0, sizeof(cols[i]));
+			if (PQgetisnull(r, row, i))
+				continue;
+			switch (PQftype(r, i)) {
+			case OID_INT8:
+				SL_ENSURE(len == 8, SL_E_SYSTEM, "state store: int8 of %d bytes",
+				          len);
+				cols[i].t = KMSD_SQLV_INT;
+				cols[i].i = (int64_t)be64(v);
+				break;
+			case OID_INT4:
+				SL_ENSURE(len == 4, SL_E_SYSTEM, "state store: int4 of %d bytes",
+				          len);
+				cols[i].t = KMSD_SQLV_INT;
+				cols[i].i = (int32_t)((uint32_t)v[0] << 24 | (uint32_t)v[1] << 16 |
+				                      (uint32_t)v[2] << 8 | v[3]);
+				break;
+			case OID_TEXT:
+				cols[i].t = KMSD_SQLV_TEXT;
+				cols[i].p = v;
+				cols[i].n = (size_t)len;
+				break;
+			default:
+				cols[i].t = KMSD_SQLV_BLOB;
+				cols[i].p = v;
+				cols[i].n = (size_t)len;
+			}
+		}
+		SL_GUARD(fn(ctx, cols, (size_t)n));
+	}
+	if (changes != NULL) {
+		const char *t = PQcmdTuples(r);
+		*changes = t && t[0] ? strtoll(t, NULL, 10) : 0;
+	}
+	rc = SL_OK;
+out:
+	PQclear(r);
+	return rc;
+}
+
+static SL_RESULT simple(struct conn *c, const char *sql)
+{
+	PGresult *r = PQexec(c->pg, sql);
+	sl_err rc = SL_OK;
+	if (r == NULL ||
+	    (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK))
+		rc = result_err(c, r, sql);
+	PQclear(r);
+	return rc;
+}
+
+static SL_RESULT simple_v(void *p, const char *sql)
+{
+	return simple(p, sql);
+}
+
+static SL_RESULT pg_begin(void *p)
+{
+	return simple(p, "BEGIN");
+}
+
+static SL_RESULT pg_commit(void *p)
+{
+	return simple(p, "COMMIT");
+}
+
+static void pg_rollback(void *p)
+{
+	struct conn *c = p;
+	char keep[1024];
+	if (PQtransactionStatus(c->pg) == PQTRANS_IDLE)
+		return;
+	/* the error that led here stays the one reported; a ROLLBACK that fails
+	 * leaves the connection unusable, and pg_ready resets it */
+	snprintf(keep, sizeof(keep), "%s", sl_err_detail());
+	if (simple(c, "ROLLBACK") != SL_OK) {
+		c->broken = true;
+		(void)sl_err_set(SL_E_INTERNAL, "%s", keep);
+	}
+}
+
+static SL_RESULT pg_schema_lock(void *p)
+{
+	char sql[64];
+	snprintf(sql, sizeof(sql), "SELECT pg_advisory_xact_lock(%d)", SCHEMA_LOCK_ID);
+	return simple(p, sql);
+}
+
+const kmsd_store_driver kmsd_store_pg = {
+    .name = "postgresql",
+    .lock_key_sql = "SELECT count(*) FROM (SELECT id FROM keys WHERE id = ? FOR UPDATE) l",
+    .schema_sql =
+        "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v BIGINT NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS aks (name BYTEA PRIMARY KEY, ek_sha256 BYTEA NOT NULL,"
+        " enrolled BIGINT NOT NULL, revoked BIGINT NOT NULL DEFAULT 0,"
+        " mac BYTEA NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS keys (id TEXT PRIMARY KEY, backend TEXT NOT NULL,"
+        " state BIGINT NOT NULL DEFAULT 0, created BIGINT NOT NULL,"
+        " current BIGINT NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS kek_versions (key_id TEXT NOT NULL"
+        " REFERENCES keys(id) ON DELETE CASCADE, version BIGINT NOT NULL,"
+        " wrapped BYTEA, created BIGINT NOT NULL, retired BIGINT NOT NULL DEFAULT 0,"
+        " PRIMARY KEY (key_id, version));"
+        "CREATE TABLE IF NOT EXISTS key_refs (key_id TEXT NOT NULL"
+        " REFERENCES keys(id) ON DELETE CASCADE, version BIGINT NOT NULL,"
+        " dataset_id TEXT NOT NULL, noted BIGINT NOT NULL,"
+        " PRIMARY KEY (key_id, version, dataset_id));"
+        "CREATE TABLE IF NOT EXISTS challenges (nonce BYTEA PRIMARY KEY,"
+        " expires BIGINT NOT NULL, used BIGINT NOT NULL DEFAULT 0);"
+        "CREATE INDEX IF NOT EXISTS challenges_expires ON challenges (expires);"
+        "CREATE TABLE IF NOT EXISTS pending (session BYTEA PRIMARY KEY,"
+        " ak_name BYTEA NOT NULL, ek_sha256 BYTEA NOT NULL, cred_sha256 BYTEA NOT NULL,"
+        " expires BIGINT NOT NULL, mac BYTEA NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS enroll_tokens (hash BYTEA PRIMARY KEY,"
+        " expires BIGINT NOT NULL, used BIGINT NOT NULL DEFAULT 0, mac BYTEA NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS ek_revocations (ek_sha256 BYTEA PRIMARY KEY,"
+        " revoked BIGINT NOT NULL, ak_name BYTEA);"
+        "CREATE TABLE IF NOT EXISTS keychecks (name TEXT PRIMARY KEY, kcv BYTEA NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS output_runs (run_id TEXT PRIMARY KEY,"
+        " subject BYTEA NOT NULL, created BIGINT NOT NULL);",
+    .connect = pg_connect,
+    .disconnect = pg_disconnect,
+    .ready = pg_ready,
+    .exec = pg_exec,
+    .script = simple_v,
+    .begin = pg_begin,
+    .commit = pg_commit,
+    .rollback = pg_rollback,
+    .schema_lock = pg_schema_lock,
+    .backup = NULL,
+};
