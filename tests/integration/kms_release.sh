@@ -25,6 +25,8 @@ assert "the header names the KMS and key" \
 check "decrypt --kms (challenge, quote, release)" 0 "$SL" decrypt --kms "$KMS_URL" a.sld -o dec.bin
 assert "plaintext round trip" cmp -s plain dec.bin
 assert "release audited as allow" grep -q '"event":"kms.release".*"decision":"allow"' "$KMS_STATE/audit.log"
+assert "release audited with no lease (no key_ttl: \"lease\":null)" \
+	sh -c "grep '\"event\":\"kms.release\".*\"decision\":\"allow\"' '$KMS_STATE/audit.log' | grep -q '\"lease\":null'"
 assert "metrics count the release" test "$(kms_metric seclaunchd_releases_total)" -ge 1
 W=$(wrapped_of a.sld)
 
