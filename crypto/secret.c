@@ -57,7 +57,9 @@ sl_err sl_secret_from(const void *p, size_t len, sl_secret **out)
 	return rc;
 }
 
-sl_err sl_private_file_check(int fd, const char *path, const char *what, struct stat *st)
+/* any_owner: root reading a client-side token; the mode and type still hold */
+static sl_err file_check(int fd, const char *path, const char *what, bool any_owner,
+                         struct stat *st)
 {
 	if (fstat(fd, st) != 0)
 		return sl_err_set(SL_E_IO, "%s: stat: %s", path, strerror(errno));
@@ -67,12 +69,17 @@ sl_err sl_private_file_check(int fd, const char *path, const char *what, struct 
 		return sl_err_set(SL_E_PERM,
 		                  "%s: mode %04o lets group or others access a %s; chmod 600 it",
 		                  path, (unsigned)(st->st_mode & 07777), what);
-	if (st->st_uid != geteuid() && st->st_uid != 0)
+	if (st->st_uid != geteuid() && st->st_uid != 0 && !(any_owner && geteuid() == 0))
 		return sl_err_set(
 		    SL_E_PERM,
 		    "%s: %s owned by uid %u, not by this user (uid %u) or root; chown it", path,
 		    what, (unsigned)st->st_uid, (unsigned)geteuid());
 	return SL_OK;
+}
+
+sl_err sl_private_file_check(int fd, const char *path, const char *what, struct stat *st)
+{
+	return file_check(fd, path, what, false, st);
 }
 
 sl_err sl_private_file_open_error(const char *path, const char *what)
@@ -85,7 +92,7 @@ sl_err sl_private_file_open_error(const char *path, const char *what)
 	return sl_err_set(SL_E_IO, "%s: cannot open: %s", path, strerror(errno));
 }
 
-sl_err sl_secret_read_file(const char *path, size_t max, sl_secret **out)
+static sl_err read_private(const char *path, size_t max, bool any_owner, sl_secret **out)
 {
 	sl_err rc = SL_E_IO;
 	sl_secret *s = NULL;
@@ -95,7 +102,7 @@ sl_err sl_secret_read_file(const char *path, size_t max, sl_secret **out)
 
 	if (fd < 0)
 		return sl_private_file_open_error(path, "key file");
-	SL_GUARD(sl_private_file_check(fd, path, "key file", &st));
+	SL_GUARD(file_check(fd, path, "key file", any_owner, &st));
 	SL_ENSURE((uint64_t)st.st_size <= max, SL_E_TOO_LARGE,
 	          "%s: %lld bytes, at most %zu allowed", path, (long long)st.st_size, max);
 	SL_GUARD(sl_secret_new(max, &s));
@@ -117,12 +124,17 @@ out:
 	return rc;
 }
 
-sl_err sl_secret_read_token(const char *path, sl_secret **out)
+sl_err sl_secret_read_file(const char *path, size_t max, sl_secret **out)
+{
+	return read_private(path, max, false, out);
+}
+
+static sl_err read_token(const char *path, bool any_owner, sl_secret **out)
 {
 	sl_err rc = SL_E_INPUT;
 	sl_secret *t = NULL, *z = NULL;
 	size_t n;
-	SL_GUARD(sl_secret_read_file(path, SL_TOKEN_MAX, &t));
+	SL_GUARD(read_private(path, SL_TOKEN_MAX, any_owner, &t));
 	n = t->len;
 	while (n > 0 && (t->p[n - 1] == '\n' || t->p[n - 1] == '\r' || t->p[n - 1] == ' '))
 		n--;
@@ -143,6 +155,21 @@ out:
 	sl_secret_free(t);
 	sl_secret_free(z);
 	return rc;
+}
+
+sl_err sl_secret_read_token(const char *path, sl_secret **out)
+{
+	return read_token(path, false, out);
+}
+
+/* The owner rule keeps others from reading a token; root reads any file
+ * anyway, so a packaged admin.token (owner _seclaunchd, 0600) is no secret
+ * from it. Whoever owns the file chooses what root sends as its bearer,
+ * which grants only what that token grants them already. seclaunchd's own
+ * scope tokens stay under the strict rule: their owner decides who is admin. */
+sl_err sl_secret_read_client_token(const char *path, sl_secret **out)
+{
+	return read_token(path, true, out);
 }
 
 void sl_secret_free(sl_secret *s)

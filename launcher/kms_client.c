@@ -48,7 +48,7 @@ sl_err sl_kms_new(const sl_kms_opts *o, sl_kms **out)
 	SL_GUARD(dup_opt(o->ca_file, &k->ca_file));
 	SL_GUARD(dup_opt(o->pinned_pubkey, &k->pinned));
 	if (o->admin_token_file != NULL)
-		SL_GUARD(sl_secret_read_token(o->admin_token_file, &k->admin_token));
+		SL_GUARD(sl_secret_read_client_token(o->admin_token_file, &k->admin_token));
 	SL_ENSURE(curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK, SL_E_SYSTEM, "curl init");
 	c = curl_easy_init();
 	SL_ENSURE(c != NULL, SL_E_NOMEM, "curl handle");
@@ -386,7 +386,7 @@ sl_err sl_kms_enroll(sl_kms *k, const char *tcti, char **ak_name_hex)
 	if (m.ek_cert != NULL)
 		SL_GUARD(sl_kms_b64_member(req, "ek_cert", m.ek_cert, m.ek_cert_len));
 	if (k->o.enroll_token_file != NULL) {
-		SL_GUARD(sl_secret_read_token(k->o.enroll_token_file, &etok));
+		SL_GUARD(sl_secret_read_client_token(k->o.enroll_token_file, &etok));
 		SL_ENSURE(json_object_set_new(req, "enroll_token",
 		                              json_string((const char *)sl_secret_data(etok))) == 0,
 		          SL_E_NOMEM, "enroll");

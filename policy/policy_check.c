@@ -149,11 +149,14 @@ static SL_RESULT sl_policy_warn_gaps(const json_t *root, struct vctx *c)
 		const json_t *kinds = json_object_get(d, "tee_kinds");
 		const json_t *m = json_object_get(d, "measurements");
 		const char *id = sl_json_getstr(d, "id");
+		/* a tpm2 rule with no PCR pins releases to any boot chain, as an
+		 * SNP rule without a launch measurement does to any guest image */
 		static const char *const hw[][2] = {{"sev-snp", "SEV-SNP launch measurement"},
 		                                    {"tdx", "TDX MRTD/RTMR"},
-		                                    {"aws-nitro", "Nitro PCR0 (enclave image)"}};
+		                                    {"aws-nitro", "Nitro PCR0 (enclave image)"},
+		                                    {"tpm2", "TPM PCR values (boot chain)"}};
 		bool any_hw = false;
-		for (size_t k = 0; k < 3; k++) {
+		for (size_t k = 0; k < sizeof(hw) / sizeof(hw[0]); k++) {
 			if (!has_kind(kinds, hw[k][0]))
 				continue;
 			any_hw = any_hw || k < 2; /* a Nitro enclave has no TCB to pin */

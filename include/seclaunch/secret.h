@@ -34,6 +34,11 @@ SL_MUST_USE sl_err sl_secret_read_file(const char *path, size_t max, sl_secret *
 #define SL_TOKEN_MIN 16
 #define SL_TOKEN_MAX 4096
 SL_MUST_USE sl_err sl_secret_read_token(const char *path, sl_secret **out);
+/* A client's token file (--admin-token-file, --enroll-token-file): as
+ * sl_secret_read_token, except that root may read one owned by any user (a
+ * packaged admin.token owned by _seclaunchd); mode 0600 (no group or other
+ * access), a regular file, no symbolic link, as always. */
+SL_MUST_USE sl_err sl_secret_read_client_token(const char *path, sl_secret **out);
 /* The key-file rule, on a file opened with O_NOFOLLOW: a regular file, owned
  * by this user or root, that group and others can neither read nor write
  * (SL_E_PERM naming path, what it is, the mode or owner, and the fix; *st

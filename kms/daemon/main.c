@@ -114,6 +114,12 @@ static SL_RESULT run(kmsd_config *cfg, const kmsd_start_opts *opts)
 		kmsd_log(KMSD_LOG_WARNING,
 		         "development policy in force: any key is released to any enrolled AK "
 		         "(every audit record says so)");
+	else if (sl_policy_allow_unverified_region(ctx.policy))
+		kmsd_log(KMSD_LOG_WARNING,
+		         "policy %s sets allow_unverified_region: a region claim that no signed "
+		         "identity document verified counts (development only; the kms.start "
+		         "record says so)",
+		         cfg->policy);
 	if (cfg->policy == NULL)
 		kmsd_log(KMSD_LOG_NOTICE,
 		         "development policy signed for clients: seclaunch run --policy "

@@ -289,7 +289,11 @@ void kmsd_reload(kmsd_ctx *ctx)
 	kmsd_server_set_limits(g->cfg);
 	kmsd_log(KMSD_LOG_NOTICE, "reload: policy %s in force (was %s)%s",
 	         sl_policy_digest_hex(g->policy), old_digest,
-	         sl_policy_is_dev(g->policy) ? " (development policy)" : "");
+	         sl_policy_is_dev(g->policy) ? " (development policy)"
+	         : sl_policy_allow_unverified_region(g->policy)
+	             ? " (allow_unverified_region: a region claim no signed identity document "
+	               "verified counts; development only)"
+	             : "");
 	cur = kmsd_live_enter(ctx, &rc_ctx);
 	kmsd_audit(
 	    &rc_ctx, KMSD_AUDIT_EV_RELOAD, NULL, NULL, "applied", NULL, NULL,

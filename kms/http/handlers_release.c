@@ -309,6 +309,12 @@ static bool audit_release(struct rel *r, bool allowed)
 	sl_hex_encode(digest, sizeof(digest), cd);
 	if (details != NULL && r->source != NULL)
 		json_object_set_new(details, "source", json_string(r->source));
+	/* whether a lease was granted, and for how long: the run holds its keys
+	 * only while it renews (null: no key_ttl, the keys are held for good) */
+	if (details != NULL && allowed)
+		json_object_set_new(details, "lease",
+		                    r->ttl != 0 ? json_pack("{s:I}", "key_ttl", (json_int_t)r->ttl)
+		                                : json_null());
 	if (details != NULL && subject != NULL)
 		json_object_set_new(details, "subject", subject);
 	else

@@ -27,6 +27,7 @@
 #include "http.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/json.h"
+#include "seclaunch/policy.h"
 
 #define DRAIN_MAX (4u << 20)
 /* TLS 1.2 and 1.3; every suite authenticated encryption (AES-GCM,
@@ -491,13 +492,19 @@ sl_err kmsd_serve(kmsd_ctx *ctx)
 	kmsd_log(KMSD_LOG_NOTICE,
 	         "listening on %s (%u connection threads, %u workers, TLS 1.2+ AEAD suites)", url,
 	         cfg->threads, cfg->workers);
-	/* no kms.start record, no service: what cannot be recorded is not decided */
-	SL_ENSURE(
-	    kmsd_audit(ctx, SL_AUDIT_EV_KMS_START, NULL, NULL, NULL, NULL, NULL,
-	               json_pack("{s:s, s:b, s:s}", "url", url, "dev", cfg->dev, "kek_backend",
-	                         cfg->backend == KMSD_KEK_LOCAL ? "local" : "pkcs11")),
-	    SL_E_SYSTEM, "audit log %s: cannot write the kms.start record; not starting",
-	    cfg->audit_log);
+	/* no kms.start record, no service: what cannot be recorded is not decided;
+	 * under the policy in force (the live generation owns it) */
+	kmsd_ctx now;
+	kmsd_gen *gen = kmsd_live_enter(ctx, &now);
+	bool started = kmsd_audit(
+	    &now, SL_AUDIT_EV_KMS_START, NULL, NULL, NULL, NULL, NULL,
+	    json_pack("{s:s, s:b, s:s, s:b}", "url", url, "dev", cfg->dev, "kek_backend",
+	              cfg->backend == KMSD_KEK_LOCAL ? "local" : "pkcs11",
+	              "allow_unverified_region",
+	              now.policy != NULL && sl_policy_allow_unverified_region(now.policy)));
+	kmsd_live_leave(gen);
+	SL_ENSURE(started, SL_E_SYSTEM,
+	          "audit log %s: cannot write the kms.start record; not starting", cfg->audit_log);
 	if (cfg->url_file != NULL)
 		SL_GUARD(sl_file_write_atomic(cfg->url_file, url, strlen(url), 0644, true));
 

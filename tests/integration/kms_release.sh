@@ -25,8 +25,22 @@ assert "the header names the KMS and key" \
 check "decrypt --kms (challenge, quote, release)" 0 "$SL" decrypt --kms "$KMS_URL" a.sld -o dec.bin
 assert "plaintext round trip" cmp -s plain dec.bin
 assert "release audited as allow" grep -q '"event":"kms.release".*"decision":"allow"' "$KMS_STATE/audit.log"
+assert "release audited with no lease (no key_ttl: \"lease\":null)" \
+	sh -c "grep '\"event\":\"kms.release\".*\"decision\":\"allow\"' '$KMS_STATE/audit.log' | grep -q '\"lease\":null'"
 assert "metrics count the release" test "$(kms_metric seclaunchd_releases_total)" -ge 1
 W=$(wrapped_of a.sld)
+# root takes a client token file another user owns (the packaged admin.token,
+# owner _seclaunchd) when it is owner-only, never one group or others can read
+if [ "$(id -u)" -eq 0 ]; then
+	cp "$KMS_TOKEN" own.token && chown 65534:65534 own.token && chmod 600 own.token
+	check "root: a 0600 token file owned by uid 65534 is taken" 0 \
+		"$SL" key create --kms "$KMS_URL" --admin-token-file own.token --id k-own
+	chmod 640 own.token
+	check_err "root: the same file at 0640 is refused, naming the mode" 2 "own.token: mode 0640" \
+		"$SL" key create --kms "$KMS_URL" --admin-token-file own.token --id k-own2
+else
+	skip "root and another user's token file" "not root"
+fi
 
 # --- refusals (exit 4 = denied, exit 3 = evidence not accepted; with the
 # reason code: sl_kms_refusal_code is the one mapping, docs/exit-codes.md)

@@ -50,6 +50,11 @@ install A
 printf '{"log_file": "%s/kms.log", "policy": "%s/policy.json", "policy_pubkey": "%s/pol.pub"}\n' \
 	"$T" "$T" "$T" >cfg.json
 start_kms "$T/kms" --config "$T/cfg.json" || exit 1
+# a signed policy that lets unverified regions count says so at start, as --dev does
+assert "log: allow_unverified_region warned at start" \
+	grep -q "warning seclaunchd: policy $T/policy.json sets allow_unverified_region" kms.log
+assert "audit: kms.start says allow_unverified_region" \
+	grep -q '"event":"kms.start".*"allow_unverified_region":true' "$KMS_STATE/audit.log"
 export SECLAUNCH_KMS_CA=$KMS_CA KMS_PROBE_IDENTITY='[{"kind": "unsigned", "region": "aws:eu-west-1"}]'
 
 # hup [N]: SIGHUP, then waits until the log shows the reload's outcome

@@ -76,6 +76,26 @@ cat >good.json <<JSON
    "cloud_identity": {"gcp_project_ids": ["ml-train-eu"], "aws_account_ids": ["123456789012"]}}],
  "keys": {"k": ["clinical-*"]}}
 JSON
+# a tpm2 rule without PCR pins is the same gap as an SNP rule without a measurement
+cat >tpm-gap.json <<'JSON'
+{"version": 1,
+ "datasets": [{"id": "tpm-*", "allowed_regions": ["eu"], "tee_kinds": ["tpm2"]}],
+ "keys": {"k": ["tpm-*"]}}
+JSON
+check_err "--strict: a tpm2 rule without PCR pins is an error, exit 2" 2 \
+	"error: tpm-gap.json: \\\$.datasets\[0\].measurements: \(--strict\) rule 'tpm-\*' allows tpm2 but pins no TPM PCR values" \
+	"$SL" policy check --strict --policy tpm-gap.json
+cat >tpm-pinned.json <<JSON
+{"version": 1,
+ "datasets": [{"id": "tpm-*", "allowed_regions": ["eu"], "tee_kinds": ["tpm2"],
+   "measurements": {"tpm2": {"sha256": {"7": ["$(printf 'a%.0s' $(seq 64))"]}}}}],
+ "keys": {"k": ["tpm-*"]}}
+JSON
+"$SL" policy check --json --policy tpm-pinned.json >"$T/out" 2>"$T/err"
+assert "a tpm2 rule that pins PCR 7: no measurements warning" python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["ok"] is True and not [w for w in r["warnings"] if w["path"].endswith(".measurements")], r' "$T/out"
 check "a policy without gaps passes --strict" 0 "$SL" policy check --strict --json --policy good.json
 assert "--json on success: ok, no errors, no warnings, the digest" python3 -c '
 import json, sys

@@ -249,6 +249,8 @@ check "lease: a job across several renewals completes" 0 \
 renewed=$(grep -c '"run.lease_renewed"' "$AUDIT")
 assert "lease: the audit log shows each renewal (>= 3, got $renewed)" test "$renewed" -ge 3
 assert "lease: seclaunchd recorded the renewals" bash -c "grep -c '\"kms.renew\"' '$KMS_STATE/audit.log' | grep -qv '^0$'"
+assert "lease: the kms.release record names the lease granted (key_ttl 3)" \
+	bash -c "grep '\"event\":\"kms.release\".*\"dataset_id\":\"wl-lease\"' '$KMS_STATE/audit.log' | grep '\"decision\":\"allow\"' | grep -q '\"lease\":{\"key_ttl\":3}'"
 
 lease_job() { # NAME [JOB ARGS]: starts a long job in the background
 	local name=$1

@@ -242,6 +242,41 @@ static void test_secret_read_file(void **state)
 	assert_int_equal(sl_secret_read_file(tmpdir, 32, &s), SL_E_IO);
 }
 
+/* root may use a client token file another user owns (a packaged admin.token,
+ * owner _seclaunchd) when it is owner-only; seclaunchd's own read stays strict */
+static void test_client_token_owner(void **state)
+{
+	(void)state;
+	char p[128], l[128];
+	sl_secret *s = NULL;
+	if (geteuid() != 0)
+		skip();
+	snprintf(p, sizeof(p), "%s/admin.token", tmpdir);
+	snprintf(l, sizeof(l), "%s/token.link", tmpdir);
+	int fd = open(p, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "0123456789abcdef0123\n", 21), 21);
+	close(fd);
+	assert_int_equal(chown(p, 65534, 65534), 0);
+	assert_int_equal(sl_secret_read_client_token(p, &s), SL_OK);
+	assert_string_equal((const char *)sl_secret_data(s), "0123456789abcdef0123");
+	sl_secret_free(s);
+	s = NULL;
+	/* the server's scope tokens: the owner decides who is admin, so not there */
+	assert_int_equal(sl_secret_read_token(p, &s), SL_E_PERM);
+	assert_non_null(strstr(sl_err_detail(), "owned by uid 65534"));
+	/* group-readable: refused, naming the mode, whoever owns it */
+	assert_int_equal(chmod(p, 0640), 0);
+	assert_int_equal(sl_secret_read_client_token(p, &s), SL_E_PERM);
+	assert_non_null(strstr(sl_err_detail(), "mode 0640"));
+	/* never through a link */
+	assert_int_equal(chmod(p, 0600), 0);
+	assert_int_equal(symlink(p, l), 0);
+	assert_int_equal(sl_secret_read_client_token(l, &s), SL_E_PERM);
+	assert_non_null(strstr(sl_err_detail(), "symbolic link"));
+	assert_null(s);
+}
+
 static void test_file_read_write(void **state)
 {
 	(void)state;
@@ -350,8 +385,9 @@ int main(void)
 	    cmocka_unit_test(test_error_exit_codes), cmocka_unit_test(test_error_detail_and_wrap),
 	    cmocka_unit_test(test_reader_ints),      cmocka_unit_test(test_reader_bounds),
 	    cmocka_unit_test(test_writer),           cmocka_unit_test(test_secret),
-	    cmocka_unit_test(test_secret_read_file), cmocka_unit_test(test_file_read_write),
-	    cmocka_unit_test(test_encodings),        cmocka_unit_test(test_time_and_hash),
+	    cmocka_unit_test(test_secret_read_file), cmocka_unit_test(test_client_token_owner),
+	    cmocka_unit_test(test_file_read_write),  cmocka_unit_test(test_encodings),
+	    cmocka_unit_test(test_time_and_hash),
 	};
 	return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
 }

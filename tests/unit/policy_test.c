@@ -784,7 +784,11 @@ static void test_check_warnings(void **state)
 	/* pinned measurements, a TCB floor and a TTL: no warning for that rule */
 	assert_false(report_has(rep, "warnings", "$.datasets[1].measurements", ""));
 	assert_false(report_has(rep, "warnings", "$.datasets[1].key_ttl", ""));
-	assert_int_equal(json_array_size(json_object_get(rep, "warnings")), 8);
+	/* tpm2 rules without PCR pins warn as an SNP rule without a measurement */
+	assert_true(report_has(rep, "warnings", "$.datasets[2].measurements",
+	                       "rule 'tpm-*' allows tpm2 but pins no TPM PCR values"));
+	assert_true(report_has(rep, "warnings", "$.datasets[3].measurements", "allows tpm2"));
+	assert_int_equal(json_array_size(json_object_get(rep, "warnings")), 10);
 	json_decref(rep);
 
 	/* --strict: the same findings are errors, exit 2 */
@@ -792,7 +796,7 @@ static void test_check_warnings(void **state)
 	                 SL_E_INPUT);
 	assert_int_equal(sl_err_exit_code(SL_E_INPUT), 2);
 	assert_true(json_is_false(json_object_get(rep, "ok")));
-	assert_int_equal(json_array_size(json_object_get(rep, "errors")), 8);
+	assert_int_equal(json_array_size(json_object_get(rep, "errors")), 10);
 	assert_int_equal(json_array_size(json_object_get(rep, "warnings")), 0);
 	assert_true(report_has(rep, "errors", "$.datasets[0].measurements", "(--strict)"));
 	json_decref(rep);
