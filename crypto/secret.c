@@ -58,8 +58,8 @@ sl_err sl_secret_from(const void *p, size_t len, sl_secret **out)
 }
 
 /* any_owner: root reading a client-side token; the mode and type still hold */
-static sl_err file_check(int fd, const char *path, const char *what, bool any_owner,
-                         struct stat *st)
+static SL_RESULT file_check(int fd, const char *path, const char *what, bool any_owner,
+                            struct stat *st)
 {
 	if (fstat(fd, st) != 0)
 		return sl_err_set(SL_E_IO, "%s: stat: %s", path, strerror(errno));
@@ -92,7 +92,7 @@ sl_err sl_private_file_open_error(const char *path, const char *what)
 	return sl_err_set(SL_E_IO, "%s: cannot open: %s", path, strerror(errno));
 }
 
-static sl_err read_private(const char *path, size_t max, bool any_owner, sl_secret **out)
+static SL_RESULT read_private(const char *path, size_t max, bool any_owner, sl_secret **out)
 {
 	sl_err rc = SL_E_IO;
 	sl_secret *s = NULL;
@@ -129,7 +129,7 @@ sl_err sl_secret_read_file(const char *path, size_t max, sl_secret **out)
 	return read_private(path, max, false, out);
 }
 
-static sl_err read_token(const char *path, bool any_owner, sl_secret **out)
+static SL_RESULT read_token(const char *path, bool any_owner, sl_secret **out)
 {
 	sl_err rc = SL_E_INPUT;
 	sl_secret *t = NULL, *z = NULL;

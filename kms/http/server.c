@@ -495,14 +495,16 @@ sl_err kmsd_serve(kmsd_ctx *ctx)
 	/* no kms.start record, no service: what cannot be recorded is not decided;
 	 * under the policy in force (the live generation owns it) */
 	kmsd_ctx now;
-	kmsd_gen *gen = kmsd_live_enter(ctx, &now);
+	kmsd_gen *gen = live_enter(ctx, &now);
 	bool started = kmsd_audit(
 	    &now, SL_AUDIT_EV_KMS_START, NULL, NULL, NULL, NULL, NULL,
 	    json_pack("{s:s, s:b, s:s, s:b}", "url", url, "dev", cfg->dev, "kek_backend",
-	              cfg->backend == KMSD_KEK_LOCAL ? "local" : "pkcs11",
+	              cfg->backend == KMSD_KEK_LOCAL ? "local"
+	              : cfg->backend == KMSD_KEK_AWS ? "aws-kms"
+	                                             : "pkcs11",
 	              "allow_unverified_region",
 	              now.policy != NULL && sl_policy_allow_unverified_region(now.policy)));
-	kmsd_live_leave(gen);
+	live_leave(ctx, gen);
 	SL_ENSURE(started, SL_E_SYSTEM,
 	          "audit log %s: cannot write the kms.start record; not starting", cfg->audit_log);
 	if (cfg->url_file != NULL)

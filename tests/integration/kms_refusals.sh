@@ -152,8 +152,10 @@ stop_pid "$KMS_PID"
 
 # ---- 9: fail closed when the audit log cannot be written -------------------
 mkdir -p "$T/kc" && mkdir "$T/kc/audit.log"
-check_err "kms.start cannot be written (the log is a directory): exit 7 naming it" 7 \
-	"audit log $T/kc/audit.log: cannot write the kms.start record" \
+# (the first record of a fresh --dev state is the development output key's
+# creation, then kms.start: whichever cannot be written stops it)
+check_err "the audit log cannot be written (it is a directory): exit 7 naming it" 7 \
+	"audit log $T/kc/audit.log(: cannot write the kms.start record|: .*Is a directory)" \
 	timeout 20 "$SLD" --dev --state "$T/kc" --listen 127.0.0.1:0
 assert "... and it never listened (no url file)" test ! -e "$T/kc/url"
 : >"$T/notadir"
