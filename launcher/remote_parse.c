@@ -81,3 +81,47 @@ out:
 	json_decref(j);
 	return rc;
 }
+
+/* Bytes an S3 answer's token may hold and still go into a query or an XML
+ * body unescaped by us (the query is escaped by curl; the XML gets none). */
+static bool token_byte(unsigned char c)
+{
+	return c > 0x20 && c < 0x7f && c != '<' && c != '>' && c != '&' && c != '"';
+}
+
+bool sl_remote_xml_text(const uint8_t *doc, size_t len, const char *tag, char *out, size_t cap)
+{
+	char open_[80], close_[80];
+	size_t tl = strlen(tag);
+	if (cap == 0 || tl == 0 || tl + 3 >= sizeof(open_))
+		return false;
+	snprintf(open_, sizeof(open_), "<%s>", tag);
+	snprintf(close_, sizeof(close_), "</%s>", tag);
+	size_t ol = tl + 2, cl = tl + 3;
+	for (size_t i = 0; i + ol <= len; i++) {
+		if (memcmp(doc + i, open_, ol) != 0)
+			continue;
+		size_t a = i + ol, b = a;
+		while (b < len && token_byte(doc[b]))
+			b++;
+		if (b == a || b - a >= cap || len - b < cl || memcmp(doc + b, close_, cl) != 0)
+			return false;
+		memcpy(out, doc + a, b - a);
+		out[b - a] = '\0';
+		return true;
+	}
+	return false;
+}
+
+bool sl_remote_etag_ok(const char *v)
+{
+	size_t n = strlen(v);
+	if (n == 0 || n > 130)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)v[i];
+		if (!(token_byte(c) || (c == '"' && (i == 0 || i == n - 1))))
+			return false;
+	}
+	return !(v[0] == '"') || (n >= 3 && v[n - 1] == '"');
+}
