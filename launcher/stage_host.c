@@ -237,9 +237,71 @@ sl_err sl_stage_host_prefault(sl_stage *s, uint64_t off, size_t len)
 	return SL_OK;
 }
 
+sl_err sl_stage_pool_new(const char *dataset_id, uint64_t cap, sl_stage **out)
+{
+	sl_err rc = SL_E_NOMEM;
+	sl_stage *s = NULL;
+
+	*out = NULL;
+	SL_GUARD(sl_stage_host_new(dataset_id, cap, false, &s));
+	/* every page now, once: no shard pays for faults, and running out of
+	 * memory is an error here rather than a fault mid-shard */
+	SL_GUARD(sl_stage_host_prefault(s, 0, (size_t)cap));
+	/* sealed before any plaintext is in it; our own mapping stays writable */
+	s->written = s->size;
+	SL_GUARD(sl_stage_seal(s));
+	s->pooled = true;
+	s->size = 0;
+	s->written = 0;
+	*out = s;
+	s = NULL;
+	rc = SL_OK;
+out:
+	sl_stage_free(s);
+	return rc;
+}
+
+sl_err sl_stage_refill_begin(sl_stage *s, uint64_t size)
+{
+	if (!s->pooled || s->filling || s->wiped || s->size != 0 || size > s->map_len)
+		return sl_err_set(SL_E_INTERNAL,
+		                  "dataset %s: a refill of %llu bytes into a buffer of %zu that is "
+		                  "not an empty stream buffer",
+		                  s->dataset_id, (unsigned long long)size, s->map_len);
+	s->size = size;
+	s->written = 0;
+	s->filling = true;
+	return SL_OK;
+}
+
+sl_err sl_stage_refill_end(sl_stage *s)
+{
+	if (!s->filling || s->written != s->size)
+		return sl_err_set(SL_E_TRUNCATED, "dataset %s: %llu of %llu bytes staged",
+		                  s->dataset_id, (unsigned long long)s->written,
+		                  (unsigned long long)s->size);
+	s->filling = false;
+	return SL_OK;
+}
+
+sl_err sl_stage_clear(sl_stage *s)
+{
+	if (!s->pooled || s->wiped)
+		return sl_err_set(SL_E_INTERNAL, "dataset %s: not a live stream buffer",
+		                  s->dataset_id);
+	/* only what was written can be non-zero: the rest was never touched
+	 * since the last clear */
+	if (s->written > 0)
+		sl_wipe(s->map, (size_t)s->written);
+	s->size = 0;
+	s->written = 0;
+	s->filling = false;
+	return SL_OK;
+}
+
 sl_err sl_stage_write(sl_stage *s, uint64_t off, const void *p, size_t len)
 {
-	if (s->sealed || s->wiped)
+	if ((s->sealed && !s->filling) || s->wiped)
 		return sl_err_set(SL_E_INTERNAL, "dataset %s: write after staging ended",
 		                  s->dataset_id);
 	if (off != s->written || len > s->size - s->written)
