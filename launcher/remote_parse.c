@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "remote.h"
+#include "seclaunch/buf.h"
 #include "seclaunch/json.h"
 #include "seclaunch/secret.h"
 
@@ -91,23 +92,33 @@ static bool token_byte(unsigned char c)
 
 bool sl_remote_xml_text(const uint8_t *doc, size_t len, const char *tag, char *out, size_t cap)
 {
-	char open_[80], close_[80];
+	sl_reader r, before, name, text;
+	const uint8_t *p;
 	size_t tl = strlen(tag);
-	if (cap == 0 || tl == 0 || tl + 3 >= sizeof(open_))
+
+	if (cap == 0 || tl == 0)
 		return false;
-	snprintf(open_, sizeof(open_), "<%s>", tag);
-	snprintf(close_, sizeof(close_), "</%s>", tag);
-	size_t ol = tl + 2, cl = tl + 3;
-	for (size_t i = 0; i + ol <= len; i++) {
-		if (memcmp(doc + i, open_, ol) != 0)
-			continue;
-		size_t a = i + ol, b = a;
-		while (b < len && token_byte(doc[b]))
-			b++;
-		if (b == a || b - a >= cap || len - b < cl || memcmp(doc + b, close_, cl) != 0)
+	sl_reader_init(&r, doc, len, "S3 answer");
+	/* each element in turn: '<', its name up to '>' */
+	while (sl_read_until(&r, '<', &before, "element") == SL_OK) {
+		if (sl_read_until(&r, '>', &name, "element") != SL_OK)
 			return false;
-		memcpy(out, doc + a, b - a);
-		out[b - a] = '\0';
+		if (sl_reader_left(&name) != tl ||
+		    sl_read_view(&name, tl, &p, "element") != SL_OK || memcmp(p, tag, tl) != 0)
+			continue;
+		/* the text, then exactly "</tag>" */
+		if (sl_read_until(&r, '<', &text, "text") != SL_OK ||
+		    sl_read_view(&r, tl + 2, &p, "end tag") != SL_OK || p[0] != '/' ||
+		    memcmp(p + 1, tag, tl) != 0 || p[tl + 1] != '>')
+			return false;
+		size_t n = sl_reader_left(&text);
+		if (n == 0 || n >= cap || sl_read_view(&text, n, &p, "text") != SL_OK)
+			return false;
+		for (size_t k = 0; k < n; k++)
+			if (!token_byte(p[k]))
+				return false;
+		memcpy(out, p, n);
+		out[n] = '\0';
 		return true;
 	}
 	return false;
