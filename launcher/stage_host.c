@@ -361,6 +361,7 @@ sl_err sl_stage_seal(sl_stage *s)
 struct wipe_part {
 	uint8_t *p;
 	size_t len;
+	bool zero; /* false: known to hold only zeros already */
 	pthread_t tid;
 	bool started;
 };
@@ -371,7 +372,8 @@ struct wipe_part {
 static void *wipe_part_main(void *arg)
 {
 	struct wipe_part *w = arg;
-	sl_wipe(w->p, w->len);
+	if (w->zero)
+		sl_wipe(w->p, w->len);
 	(void)munmap(w->p, w->len);
 	return NULL;
 }
@@ -389,10 +391,13 @@ static void wipe_map(sl_stage *s)
 	size_t page = (size_t)sysconf(_SC_PAGESIZE), huge = (size_t)2 << 20;
 	/* slices on huge-page bounds, so none splits a huge page */
 	size_t align = s->huge ? huge : page, step = (s->map_len / n + align - 1) / align * align;
+	/* an emptied stream buffer holds zeros only (sl_stage_clear zeroed
+	 * every byte written since the pages came zeroed from the kernel) */
+	bool empty = s->pooled && !s->filling && s->written == 0;
 	for (size_t i = 0; i < n; i++) {
 		size_t off = i * step < s->map_len ? i * step : s->map_len;
 		size_t end = off + step < s->map_len && i + 1 < n ? off + step : s->map_len;
-		w[i] = (struct wipe_part){.p = s->map + off, .len = end - off};
+		w[i] = (struct wipe_part){.p = s->map + off, .len = end - off, .zero = !empty};
 		if (i > 0 && w[i].len > 0)
 			w[i].started = pthread_create(&w[i].tid, NULL, wipe_part_main, &w[i]) == 0;
 	}
