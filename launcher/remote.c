@@ -13,20 +13,8 @@
 #include <unistd.h>
 
 #include "remote.h"
+#include "remote_int.h"
 #include "seclaunch/secret.h"
-
-enum kind { K_HTTPS, K_S3, K_GCS };
-
-struct sl_remote {
-	sl_remote_opts o;
-	enum kind kind;
-	char name[1024];          /* as given */
-	char base[2048];          /* object URL prefix, ends with '/' */
-	char sigv4[128];          /* CURLOPT_AWS_SIGV4 provider string, "" for none */
-	sl_secret *userpwd;       /* "KEYID:SECRET" for SigV4 */
-	sl_secret *header;        /* one extra header: session token or bearer token */
-	const atomic_bool *abort; /* set: a fetch stops within a second */
-};
 
 #define DEFAULT_RANGE ((size_t)8 << 20)
 #define MAX_CONNS 64
@@ -402,40 +390,52 @@ static bool retryable_curl(CURLcode c)
 	}
 }
 
-static void backoff(unsigned attempt)
+void sl_remote_backoff(unsigned attempt)
 {
 	uint32_t base = 100u << (attempt < 6 ? attempt : 6), jitter;
 	sl_random(&jitter, sizeof(jitter));
 	usleep((useconds_t)(base + jitter % (base + 1)) * 1000);
 }
 
-/* One request on one handle, with the retries every request has: backoff
- * and jitter on connection errors, 429, 5xx and a stopped watch (never on
- * other 4xx). A GET or PUT of a small answer (at most max bytes, kept),
- * optionally uploading up->size bytes of up->fd; success is 200, or for an
- * upload 200, 201 or 204 once every byte was sent. r == NULL: a metadata
- * service (plain HTTP allowed, a short connect timeout, one retry). */
-struct upsrc {
-	int fd;
-	uint64_t off, size;
-	bool io_error;
-};
-
 static size_t up_read(char *buf, size_t sz, size_t n, void *ctx)
 {
-	struct upsrc *u = ctx;
+	struct sl_remote_upsrc *u = ctx;
 	size_t want = sz * n;
 	if (u->size - u->off < want)
 		want = (size_t)(u->size - u->off);
 	if (want == 0)
 		return 0;
-	ssize_t got = pread(u->fd, buf, want, (off_t)u->off);
+	ssize_t got = pread(u->fd, buf, want, (off_t)(u->base + u->off));
 	if (got <= 0) {
 		u->io_error = true;
 		return CURL_READFUNC_ABORT;
 	}
 	u->off += (uint64_t)got;
 	return (size_t)got;
+}
+
+/* The ETag header of the answer (the last one, of the final answer). */
+static size_t etag_header(char *data, size_t sz, size_t n, void *ctx)
+{
+	struct sl_remote_answer *a = ctx;
+	size_t k = sz * n;
+	if (k >= 5 && strncmp(data, "HTTP/", 5) == 0)
+		a->etag[0] = '\0';
+	if (k > 5 && strncasecmp(data, "etag:", 5) == 0) {
+		const char *v = data + 5;
+		size_t vl = k - 5;
+		while (vl > 0 && (*v == ' ' || *v == '\t')) {
+			v++;
+			vl--;
+		}
+		while (vl > 0 && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
+			vl--;
+		if (vl >= sizeof(a->etag))
+			vl = 0; /* too long: none, which the caller refuses */
+		memcpy(a->etag, v, vl);
+		a->etag[vl] = '\0';
+	}
+	return k;
 }
 
 static const char *status_hint(long st)
@@ -446,9 +446,17 @@ static const char *status_hint(long st)
 	                               : "";
 }
 
-static SL_RESULT request(const sl_remote *r, const char *url, bool tls_only, const char *method,
-                         const char *const *headers, const struct upsrc *up, size_t max,
-                         const char *what, uint8_t **out, size_t *out_len)
+/* One request on one handle, with the retries every request has: backoff
+ * and jitter on connection errors, 429, 5xx and a stopped watch (never on
+ * other 4xx). A GET or PUT of a small answer (at most max bytes, kept),
+ * optionally uploading up->size bytes of up->fd from up->base; success is
+ * 200, or for an upload or a DELETE 200, 201 or 204 (an upload only once
+ * every byte was sent); ans (optional) gets the status and the ETag. r == NULL: a metadata
+ * service (plain HTTP allowed, a short connect timeout, one retry). */
+sl_err sl_remote_request(const sl_remote *r, const char *url, bool tls_only, const char *method,
+                         const char *const *headers, const struct sl_remote_upsrc *up, size_t max,
+                         const char *what, struct sl_remote_answer *ans, uint8_t **out,
+                         size_t *out_len)
 {
 	sl_err rc = SL_E_REMOTE_UNREACHABLE;
 	/* a metadata service answers at once or is not there (off a cloud
@@ -462,8 +470,10 @@ static SL_RESULT request(const sl_remote *r, const char *url, bool tls_only, con
 
 	for (unsigned attempt = 0;; attempt++) {
 		long st = 0;
-		struct upsrc u =
-		    up != NULL ? (struct upsrc){.fd = up->fd, .size = up->size} : (struct upsrc){0};
+		struct sl_remote_upsrc u =
+		    up != NULL
+		        ? (struct sl_remote_upsrc){.fd = up->fd, .base = up->base, .size = up->size}
+		        : (struct sl_remote_upsrc){0};
 		if (b.p != NULL)
 			sl_wipe(b.p, b.len);
 		free(b.p);
@@ -495,9 +505,24 @@ static SL_RESULT request(const sl_remote *r, const char *url, bool tls_only, con
 			SL_GUARD_CURL(
 			    curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)up->size),
 			    SL_E_INTERNAL, "size");
-		} else if (strcmp(method, "PUT") == 0) {
-			SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT"),
+			if (strcmp(method, "PUT") != 0)
+				SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method),
+				              SL_E_INTERNAL, "method");
+		} else if (strcmp(method, "POST") == 0) {
+			SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L), SL_E_INTERNAL,
+			              "method");
+			SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_POSTFIELDS, ""), SL_E_INTERNAL,
+			              "method");
+		} else if (strcmp(method, "GET") != 0) {
+			SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method),
 			              SL_E_INTERNAL, "method");
+		}
+		if (ans != NULL) {
+			ans->etag[0] = '\0';
+			SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, etag_header),
+			              SL_E_INTERNAL, "header");
+			SL_GUARD_CURL(curl_easy_setopt(h, CURLOPT_HEADERDATA, ans), SL_E_INTERNAL,
+			              "header");
 		}
 		CURLcode cc = curl_easy_perform(h);
 		(void)curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
@@ -505,8 +530,11 @@ static SL_RESULT request(const sl_remote *r, const char *url, bool tls_only, con
 		          strerror(errno));
 		SL_ENSURE(!b.over, SL_E_TOO_LARGE, "%s (%s): the answer exceeds %zu bytes", what,
 		          url, max);
-		bool done =
-		    cc == CURLE_OK && (st == 200 || (up != NULL && (st == 201 || st == 204)));
+		bool done = cc == CURLE_OK &&
+		            (st == 200 || ((up != NULL || strcmp(method, "DELETE") == 0) &&
+		                           (st == 201 || st == 204)));
+		if (ans != NULL)
+			ans->status = st;
 		if (done) {
 			SL_ENSURE(up == NULL || u.off == up->size, SL_E_REMOTE_UNREACHABLE,
 			          "%s: the store answered %ld after %llu of %llu bytes", what, st,
@@ -533,7 +561,7 @@ static SL_RESULT request(const sl_remote *r, const char *url, bool tls_only, con
 			        stopped          ? watch_why(&w, why, sizeof(why))
 			        : cc != CURLE_OK ? curl_easy_strerror(cc)
 			                         : "server error");
-		backoff(attempt);
+		sl_remote_backoff(attempt);
 	}
 	if (out != NULL) {
 		*out = b.p;
@@ -554,7 +582,8 @@ static SL_RESULT simple_request(const sl_remote *r, const char *url, bool tls_on
                                 const char *method, const char *const *headers, size_t max,
                                 const char *what, uint8_t **out, size_t *out_len)
 {
-	return request(r, url, tls_only, method, headers, NULL, max, what, out, out_len);
+	return sl_remote_request(r, url, tls_only, method, headers, NULL, max, what, NULL, out,
+	                         out_len);
 }
 
 /* ---- credentials ------------------------------------------------------ */
@@ -784,6 +813,18 @@ static SL_RESULT env_overrides(sl_remote_opts *o)
 			                  v);
 		o->retries = (unsigned)n;
 	}
+	if (o->part_size == 0 && (v = getenv("SECLAUNCH_REMOTE_PART_SIZE")) != NULL) {
+		char *end;
+		errno = 0;
+		unsigned long long n = strtoull(v, &end, 10);
+		if (errno != 0 || end == v || *end != '\0' || n < SL_REMOTE_PART_MIN ||
+		    n > SL_REMOTE_PART_MAX)
+			return sl_err_set(SL_E_USAGE,
+			                  "SECLAUNCH_REMOTE_PART_SIZE=%s: must be %llu..%llu", v,
+			                  (unsigned long long)SL_REMOTE_PART_MIN,
+			                  (unsigned long long)SL_REMOTE_PART_MAX);
+		o->part_size = (uint64_t)n;
+	}
 	if (o->range_size == 0 && (v = getenv("SECLAUNCH_REMOTE_RANGE")) != NULL) {
 		char *end;
 		errno = 0;
@@ -873,7 +914,7 @@ out:
 	return rc;
 }
 
-static SL_RESULT object_url(const sl_remote *r, const char *object, char *url, size_t cap)
+sl_err sl_remote_object_url(const sl_remote *r, const char *object, char *url, size_t cap)
 {
 	if (!name_ok(object))
 		return sl_err_set(SL_E_INPUT, "%s: object name \"%s\" is not a plain name", r->name,
@@ -888,7 +929,7 @@ sl_err sl_remote_get(sl_remote *r, const char *object, size_t max, uint8_t **dat
 	sl_err rc = SL_E_INPUT;
 	char url[4096], what[1200];
 
-	SL_GUARD(object_url(r, object, url, sizeof(url)));
+	SL_GUARD(sl_remote_object_url(r, object, url, sizeof(url)));
 	snprintf(what, sizeof(what), "%s%s", r->name, object);
 	SL_GUARD(simple_request(r, url, true, "GET", NULL, max, what, data, len));
 	rc = SL_OK;
@@ -1070,7 +1111,7 @@ sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd)
 
 	if (conns > MAX_CONNS)
 		conns = MAX_CONNS;
-	SL_GUARD(object_url(r, object, url, sizeof(url)));
+	SL_GUARD(sl_remote_object_url(r, object, url, sizeof(url)));
 	snprintf(what, sizeof(what), "%s%s", r->name, object);
 	if (size == 0)
 		return SL_OK;
@@ -1122,7 +1163,7 @@ sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd)
 					sl_err_wrap(jr, "after %u tries", x->tries + 1);
 				goto out;
 			}
-			backoff(x->tries++);
+			sl_remote_backoff(x->tries++);
 			SL_GUARD(start_xfer(r, m, x, url));
 			active++;
 			added = true;
@@ -1140,25 +1181,5 @@ out:
 	free(xs);
 	if (m != NULL)
 		curl_multi_cleanup(m);
-	return rc;
-}
-
-/* ---- upload ------------------------------------------------------------ */
-
-sl_err sl_remote_put(sl_remote *r, const char *object, int fd, uint64_t size)
-{
-	sl_err rc = SL_E_INPUT;
-	char url[4096], what[1200];
-	/* the payload is ciphertext, authenticated by its own format; TLS
-	 * carries it, so S3 is not asked to hash it a second time */
-	const char *const sig[] = {"x-amz-content-sha256: UNSIGNED-PAYLOAD", NULL};
-	struct upsrc up = {.fd = fd, .size = size};
-
-	SL_GUARD(object_url(r, object, url, sizeof(url)));
-	snprintf(what, sizeof(what), "PUT %s%s", r->name, object);
-	SL_GUARD(request(r, url, true, "PUT", r->sigv4[0] != '\0' ? sig : NULL, &up, 64 * 1024,
-	                 what, NULL, NULL));
-	rc = SL_OK;
-out:
 	return rc;
 }

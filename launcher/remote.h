@@ -37,6 +37,7 @@ typedef struct sl_remote_opts {
 	bool min_rate_set;            /* min_rate was given (else SL_REMOTE_MIN_RATE_DEFAULT) */
 	long rate_window_s;           /* default 10 */
 	size_t range_size;            /* bytes per range request (default 8 MiB) */
+	uint64_t part_size;           /* S3 multipart part size (default SL_REMOTE_PART_DEFAULT) */
 	bool quiet;
 } sl_remote_opts;
 
@@ -70,8 +71,26 @@ void sl_remote_set_abort(sl_remote *r, const atomic_bool *flag);
 /* PUTs exactly size bytes of fd (read with pread from offset 0) as object;
  * retried with backoff on connection errors, 429 and 5xx (never on other
  * 4xx); 200, 201 or 204 only, and only once every byte was sent. S3 and GCS
- * HMAC requests are signed with SigV4 (payload UNSIGNED-PAYLOAD over TLS). */
+ * HMAC requests are signed with SigV4 (payload UNSIGNED-PAYLOAD over TLS).
+ * An S3 object larger than one part goes up as a multipart upload: parts
+ * of part_size bytes, `connections` of them at once, each retried as a PUT
+ * is; the object exists only once CompleteMultipartUpload succeeds, and any
+ * failure aborts the upload (AbortMultipartUpload), so no object and no
+ * stored parts are left behind. */
 SL_MUST_USE sl_err sl_remote_put(sl_remote *r, const char *object, int fd, uint64_t size);
+
+/* S3's limits on a part (the last may be smaller) and on their number. */
+#define SL_REMOTE_PART_MIN ((uint64_t)5 << 20)
+#define SL_REMOTE_PART_MAX ((uint64_t)5 << 30)
+#define SL_REMOTE_PART_DEFAULT ((uint64_t)32 << 20)
+#define SL_REMOTE_PARTS_MAX 10000u
+
+/* The text of the first <tag>…</tag> in an XML answer of S3 into out (at
+ * most cap - 1 bytes, none of them '<', '>', '&', '"', a control byte or a
+ * space); false when there is none or it does not fit. */
+bool sl_remote_xml_text(const uint8_t *doc, size_t len, const char *tag, char *out, size_t cap);
+/* An ETag as S3 sends it: quoted or bare, printable, no '<', '>' or '&'. */
+bool sl_remote_etag_ok(const char *v);
 
 #define SL_REMOTE_MIN_RATE_DEFAULT 65536u
 

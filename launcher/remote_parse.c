@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "remote.h"
+#include "seclaunch/buf.h"
 #include "seclaunch/json.h"
 #include "seclaunch/secret.h"
 
@@ -80,4 +81,58 @@ sl_err sl_remote_parse_gcp_token(const uint8_t *json, size_t len, char **token)
 out:
 	json_decref(j);
 	return rc;
+}
+
+/* Bytes an S3 answer's token may hold and still go into a query or an XML
+ * body unescaped by us (the query is escaped by curl; the XML gets none). */
+static bool token_byte(unsigned char c)
+{
+	return c > 0x20 && c < 0x7f && c != '<' && c != '>' && c != '&' && c != '"';
+}
+
+bool sl_remote_xml_text(const uint8_t *doc, size_t len, const char *elem, char *out, size_t cap)
+{
+	sl_reader r, before, name, text;
+	const uint8_t *p;
+	size_t tl = strlen(elem);
+
+	if (cap == 0 || tl == 0)
+		return false;
+	sl_reader_init(&r, doc, len, "S3 answer");
+	/* each element in turn: '<', its name up to '>' */
+	while (sl_read_until(&r, '<', &before, "element") == SL_OK) {
+		if (sl_read_until(&r, '>', &name, "element") != SL_OK)
+			return false;
+		if (sl_reader_left(&name) != tl ||
+		    sl_read_view(&name, tl, &p, "element") != SL_OK || memcmp(p, elem, tl) != 0)
+			continue;
+		/* the text, then exactly "</NAME>" */
+		if (sl_read_until(&r, '<', &text, "text") != SL_OK ||
+		    sl_read_view(&r, tl + 2, &p, "end element") != SL_OK || p[0] != '/' ||
+		    memcmp(p + 1, elem, tl) != 0 || p[tl + 1] != '>')
+			return false;
+		size_t n = sl_reader_left(&text);
+		if (n == 0 || n >= cap || sl_read_view(&text, n, &p, "text") != SL_OK)
+			return false;
+		for (size_t k = 0; k < n; k++)
+			if (!token_byte(p[k]))
+				return false;
+		memcpy(out, p, n);
+		out[n] = '\0';
+		return true;
+	}
+	return false;
+}
+
+bool sl_remote_etag_ok(const char *v)
+{
+	size_t n = strlen(v);
+	if (n == 0 || n > 130)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)v[i];
+		if (!(token_byte(c) || (c == '"' && (i == 0 || i == n - 1))))
+			return false;
+	}
+	return !(v[0] == '"') || (n >= 3 && v[n - 1] == '"');
 }

@@ -2,6 +2,7 @@
  * locked memfd), never a path on disk or tmpfs. See include/seclaunch/stage.h. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "seclaunch/secret.h"
+#include "seclaunch/sld.h"
 #include "stage_int.h"
 
 #ifndef SYS_memfd_secret
@@ -235,9 +237,71 @@ sl_err sl_stage_host_prefault(sl_stage *s, uint64_t off, size_t len)
 	return SL_OK;
 }
 
+sl_err sl_stage_pool_new(const char *dataset_id, uint64_t cap, sl_stage **out)
+{
+	sl_err rc = SL_E_NOMEM;
+	sl_stage *s = NULL;
+
+	*out = NULL;
+	SL_GUARD(sl_stage_host_new(dataset_id, cap, false, &s));
+	/* every page now, once: no shard pays for faults, and running out of
+	 * memory is an error here rather than a fault mid-shard */
+	SL_GUARD(sl_stage_host_prefault(s, 0, (size_t)cap));
+	/* sealed before any plaintext is in it; our own mapping stays writable */
+	s->written = s->size;
+	SL_GUARD(sl_stage_seal(s));
+	s->pooled = true;
+	s->size = 0;
+	s->written = 0;
+	*out = s;
+	s = NULL;
+	rc = SL_OK;
+out:
+	sl_stage_free(s);
+	return rc;
+}
+
+sl_err sl_stage_refill_begin(sl_stage *s, uint64_t size)
+{
+	if (!s->pooled || s->filling || s->wiped || s->size != 0 || size > s->map_len)
+		return sl_err_set(SL_E_INTERNAL,
+		                  "dataset %s: a refill of %llu bytes into a buffer of %zu that is "
+		                  "not an empty stream buffer",
+		                  s->dataset_id, (unsigned long long)size, s->map_len);
+	s->size = size;
+	s->written = 0;
+	s->filling = true;
+	return SL_OK;
+}
+
+sl_err sl_stage_refill_end(sl_stage *s)
+{
+	if (!s->filling || s->written != s->size)
+		return sl_err_set(SL_E_TRUNCATED, "dataset %s: %llu of %llu bytes staged",
+		                  s->dataset_id, (unsigned long long)s->written,
+		                  (unsigned long long)s->size);
+	s->filling = false;
+	return SL_OK;
+}
+
+sl_err sl_stage_clear(sl_stage *s)
+{
+	if (!s->pooled || s->wiped)
+		return sl_err_set(SL_E_INTERNAL, "dataset %s: not a live stream buffer",
+		                  s->dataset_id);
+	/* only what was written can be non-zero: the rest was never touched
+	 * since the last clear */
+	if (s->written > 0)
+		sl_wipe(s->map, (size_t)s->written);
+	s->size = 0;
+	s->written = 0;
+	s->filling = false;
+	return SL_OK;
+}
+
 sl_err sl_stage_write(sl_stage *s, uint64_t off, const void *p, size_t len)
 {
-	if (s->sealed || s->wiped)
+	if ((s->sealed && !s->filling) || s->wiped)
 		return sl_err_set(SL_E_INTERNAL, "dataset %s: write after staging ended",
 		                  s->dataset_id);
 	if (off != s->written || len > s->size - s->written)
@@ -290,6 +354,62 @@ sl_err sl_stage_seal(sl_stage *s)
 	return SL_OK;
 }
 
+/* Below this a stage is wiped on the calling thread alone. */
+#define WIPE_PARALLEL_MIN ((size_t)64 << 20)
+#define WIPE_THREADS_MAX 64
+
+struct wipe_part {
+	uint8_t *p;
+	size_t len;
+	bool zero; /* false: known to hold only zeros already */
+	pthread_t tid;
+	bool started;
+};
+
+/* Zeroes its slice, then unmaps it: the kernel tears down a mapping's pages
+ * under the shared mmap lock, so slices unmapped on several threads are
+ * torn down in parallel. */
+static void *wipe_part_main(void *arg)
+{
+	struct wipe_part *w = arg;
+	if (w->zero)
+		sl_wipe(w->p, w->len);
+	(void)munmap(w->p, w->len);
+	return NULL;
+}
+
+/* Zeroes and unmaps the stage's mapping, on one thread per CPU for a big
+ * one. Every slice is zeroed before this returns (a slice whose thread
+ * could not start is done here). munmap also unlocks: a separate munlock
+ * would walk the pages once more (about 40 ms per GiB). */
+static void wipe_map(sl_stage *s)
+{
+	struct wipe_part w[WIPE_THREADS_MAX];
+	size_t n = s->map_len >= WIPE_PARALLEL_MIN ? sl_sld_default_threads() : 1;
+	if (n > WIPE_THREADS_MAX)
+		n = WIPE_THREADS_MAX;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), huge = (size_t)2 << 20;
+	/* slices on huge-page bounds, so none splits a huge page */
+	size_t align = s->huge ? huge : page, step = (s->map_len / n + align - 1) / align * align;
+	/* an emptied stream buffer holds zeros only (sl_stage_clear zeroed
+	 * every byte written since the pages came zeroed from the kernel) */
+	bool empty = s->pooled && !s->filling && s->written == 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t off = i * step < s->map_len ? i * step : s->map_len;
+		size_t end = off + step < s->map_len && i + 1 < n ? off + step : s->map_len;
+		w[i] = (struct wipe_part){.p = s->map + off, .len = end - off, .zero = !empty};
+		if (i > 0 && w[i].len > 0)
+			w[i].started = pthread_create(&w[i].tid, NULL, wipe_part_main, &w[i]) == 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!w[i].started && w[i].len > 0)
+			(void)wipe_part_main(&w[i]);
+	for (size_t i = 0; i < n; i++)
+		if (w[i].started)
+			pthread_join(w[i].tid, NULL);
+	s->map = NULL;
+}
+
 sl_err sl_stage_wipe(sl_stage *s)
 {
 	sl_err rc = SL_OK;
@@ -299,13 +419,8 @@ sl_err sl_stage_wipe(sl_stage *s)
 	if (s->gpu != NULL)
 		rc = sl_gpu_stage_wipe(s->gpu);
 	s->gpu = NULL;
-	if (s->map != NULL) {
-		sl_wipe(s->map, s->map_len);
-		/* munmap also unlocks: a separate munlock would walk the pages
-		 * once more (about 40 ms per GiB) */
-		(void)munmap(s->map, s->map_len);
-		s->map = NULL;
-	}
+	if (s->map != NULL)
+		wipe_map(s);
 	if (s->fd >= 0)
 		close(s->fd);
 	s->fd = -1;

@@ -23,8 +23,10 @@ struct sl_stage {
 	int fd;
 	uint8_t *map;
 	size_t map_len;
-	bool locked; /* memfd: mlock2(MLOCK_ONFAULT) over the whole mapping took */
-	bool huge;   /* memfd: 2 MiB pages asked for (shmem THP enabled by the admin) */
+	bool locked;  /* memfd: mlock2(MLOCK_ONFAULT) over the whole mapping took */
+	bool huge;    /* memfd: 2 MiB pages asked for (shmem THP enabled by the admin) */
+	bool pooled;  /* a stream buffer: sealed at creation, refilled per shard */
+	bool filling; /* pooled: a shard is being written (sl_stage_refill_begin) */
 	/* memfd: the thread that allocates the file's pages ahead of the workers */
 	pthread_t alloc_tid;
 	bool alloc_running;
@@ -40,6 +42,10 @@ struct sl_stage {
  * workers allocate for themselves). Stopping is idempotent; wipe stops it. */
 void sl_stage_host_alloc_start(sl_stage *s);
 void sl_stage_host_alloc_stop(sl_stage *s);
+/* Pooled stages: a refill of size bytes begins (the stage is empty), and
+ * ends once every byte was written. */
+SL_MUST_USE sl_err sl_stage_refill_begin(sl_stage *s, uint64_t size);
+SL_MUST_USE sl_err sl_stage_refill_end(sl_stage *s);
 /* Host: faults in [off, off + len) of the mapping on the calling thread. */
 SL_MUST_USE sl_err sl_stage_host_prefault(sl_stage *s, uint64_t off, size_t len);
 

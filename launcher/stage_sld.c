@@ -110,6 +110,29 @@ out:
 	return rc;
 }
 
+sl_err sl_stage_sld_refill(int fd, const char *name, sl_secret *dek, unsigned threads,
+                           int (*interrupted)(void), sl_stage *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	sl_sld_reader *r = NULL;
+	struct sink_ctx c;
+
+	SL_GUARD(sl_sld_open(fd, name, dek, &r));
+	SL_GUARD(sl_stage_refill_begin(s, sl_sld_header_plaintext_len(sl_sld_reader_header(r))));
+	c = (struct sink_ctx){.stage = s, .h = sl_sld_reader_header(r), .interrupted = interrupted};
+	/* the in-order sink, not decryption in place: a job may still map this
+	 * buffer from an earlier shard, and must never see a chunk before its
+	 * tag is checked */
+	SL_GUARD(sl_sld_decrypt(r, threads, sink, &c, NULL, NULL));
+	SL_GUARD(sl_stage_refill_end(s));
+	rc = SL_OK;
+out:
+	if (rc != SL_OK && s->pooled && !s->wiped)
+		(void)!sl_stage_clear(s);
+	sl_sld_close(r);
+	return rc;
+}
+
 sl_err sl_stage_sldm(int dfd, const char *dir, sl_remote *remote, const sl_sldm *m, sl_secret *dek,
                      const sl_gpu_info *gpu, unsigned threads, bool force_memfd,
                      int (*interrupted)(void), sl_stage **out)

@@ -1,7 +1,11 @@
 /* Stream staging (stream.h): one thread decrypts shards ahead of the
  * readers into sealed memory files while they fit in the window; a shard
  * the job released lingers (still sealed, in the window) until the linger
- * ends or its room is needed, then is wiped. */
+ * ends or its room is needed, then is wiped. The memory files are stream
+ * buffers (sl_stage_pool_new) of the largest shard's size, made once and
+ * reused: a wiped shard's buffer is zeroed in place and goes back to the
+ * free list, so no shard pays for allocating, faulting, locking and
+ * freeing its pages. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -46,8 +50,11 @@ struct sl_stream {
 	unsigned threads;
 	uint32_t n;
 	struct slot *slots;
-	uint32_t next_seq; /* the next shard to stage ahead */
-	uint64_t reserved; /* plaintext bytes staged or being staged */
+	uint32_t next_seq;    /* the next shard to stage ahead */
+	uint64_t reserved;    /* buffer bytes of the shards staged or being staged */
+	uint64_t largest;     /* the largest shard's plaintext: every buffer's size */
+	sl_stage **free_bufs; /* emptied buffers, ready for the next shard */
+	uint32_t n_free, max_bufs;
 	uint64_t linger_ns;
 	atomic_bool stop;
 	sl_err err;
@@ -69,6 +76,26 @@ static uint64_t shard_len(const sl_stream *s, uint32_t i)
 	return sl_sldm_shard_at(s->m, i).plaintext_len;
 }
 
+/* What staging shard i holds of the window: one buffer. */
+static uint64_t shard_room(const sl_stream *s, uint32_t i)
+{
+	(void)i;
+	return s->largest;
+}
+
+/* Empties a shard's buffer in place and keeps it for the next shard; a
+ * buffer that cannot be emptied is wiped and freed. Called locked. */
+static bool give_back(sl_stream *s, sl_stage *st)
+{
+	if (sl_stage_clear(st) == SL_OK && s->n_free < s->max_bufs) {
+		s->free_bufs[s->n_free++] = st;
+		return true;
+	}
+	bool ok = sl_stage_wipe(st) == SL_OK;
+	sl_stage_free(st);
+	return ok;
+}
+
 /* The next shard to stage (lowest demanded first, else the next one ahead
  * of the readers), or n when none; called locked. */
 static uint32_t pick(sl_stream *s)
@@ -86,13 +113,13 @@ static uint32_t pick(sl_stream *s)
 static void drop(sl_stream *s, uint32_t k)
 {
 	struct slot *sl = &s->slots[k];
-	s->reserved -= sl_stage_size(sl->stage);
-	/* zeroed before the pages go back: a reader still mapping it sees zeros */
-	if (sl_stage_wipe(sl->stage) != SL_OK)
+	s->reserved -= shard_room(s, k);
+	/* zeroed before the buffer is used again: a reader still mapping it
+	 * sees zeros, then only authenticated bytes of a later shard */
+	if (!give_back(s, sl->stage))
 		s->st.wipe_failed++;
 	else if (sl->consumed)
 		s->st.wiped++;
-	sl_stage_free(sl->stage);
 	sl->stage = NULL;
 	sl->lingering = false;
 	if (!sl->consumed && k < s->next_seq)
@@ -236,20 +263,20 @@ static void *stage_thread(void *arg)
 	while (!atomic_load(&s->stop)) {
 		uint32_t i = pick(s);
 		if (i < s->n && s->slots[i].demanded)
-			make_room(s, shard_len(s, i), i);
-		bool lingering = expire(s, i < s->n ? shard_len(s, i) : 0);
-		if (i >= s->n || s->reserved + shard_len(s, i) > s->st.window) {
+			make_room(s, shard_room(s, i), i);
+		bool lingering = expire(s, i < s->n ? shard_room(s, i) : 0);
+		if (i >= s->n || s->reserved + shard_room(s, i) > s->st.window) {
 			wait_for_work(s, lingering);
 			continue;
 		}
-		uint64_t len = shard_len(s, i);
+		uint64_t len = shard_room(s, i);
 		uint32_t ahead = fetch_ahead(s, i);
 		s->reserved += len;
 		if (s->reserved > s->st.peak)
 			s->st.peak = s->reserved;
+		sl_stage *st = s->n_free > 0 ? s->free_bufs[--s->n_free] : NULL;
 		pthread_mutex_unlock(&s->mu);
 
-		sl_stage *st = NULL;
 		int fd = -1;
 		sl_err rc = prefetch_take(pf, i, &fd, name, sizeof(name));
 		if (rc == SL_OK && fd < 0)
@@ -257,13 +284,19 @@ static void *stage_thread(void *arg)
 			                           sizeof(name));
 		if (rc == SL_OK && ahead < s->n)
 			prefetch_start(pf, ahead);
+		/* a new buffer only while the window has room for one more: at
+		 * most window / largest of them, ever */
+		if (rc == SL_OK && st == NULL)
+			rc = sl_stage_pool_new(sl_sldm_dataset_id(s->m), s->largest, &st);
 		if (rc == SL_OK)
-			rc = sl_stage_sld(fd, name, s->dek, NULL, s->threads, false,
-			                  stream_interrupted, &st);
+			rc = sl_stage_sld_refill(fd, name, s->dek, s->threads, stream_interrupted,
+			                         st);
 		if (fd >= 0)
 			close(fd);
 
 		pthread_mutex_lock(&s->mu);
+		if (rc != SL_OK && st != NULL)
+			(void)give_back(s, st); /* emptied by the failed refill */
 		if (rc != SL_OK) {
 			s->reserved -= len;
 			if (s->err == SL_OK && !atomic_load(&s->stop)) {
@@ -320,6 +353,10 @@ sl_err sl_stream_new(int dfd, const char *dir, sl_remote *remote, const sl_sldm 
 	SL_ENSURE(largest <= window, SL_E_USAGE,
 	          "dataset %s: its largest shard holds %llu bytes, more than the --window of %llu",
 	          sl_sldm_dataset_id(m), (unsigned long long)largest, (unsigned long long)window);
+	s->largest = largest > 0 ? largest : 1;
+	s->max_bufs = (uint32_t)(window / s->largest < s->n ? window / s->largest : s->n) + 1;
+	s->free_bufs = calloc(s->max_bufs, sizeof(*s->free_bufs));
+	SL_ENSURE(s->free_bufs != NULL, SL_E_NOMEM, "stream staging");
 	s->slots = calloc(s->n, sizeof(*s->slots));
 	SL_ENSURE(s->slots != NULL, SL_E_NOMEM, "stream staging");
 	SL_GUARD(sl_secret_from(sl_secret_data(dek), sl_secret_len(dek), &s->dek));
@@ -421,6 +458,12 @@ sl_err sl_stream_wipe_all(sl_stream *s)
 			s->slots[i].stage = NULL;
 		}
 	}
+	for (uint32_t k = 0; k < s->n_free; k++) {
+		if (sl_stage_wipe(s->free_bufs[k]) != SL_OK)
+			s->st.wipe_failed++;
+		sl_stage_free(s->free_bufs[k]);
+	}
+	s->n_free = 0;
 	s->reserved = 0;
 	bool ok = s->st.wipe_failed == failed;
 	pthread_mutex_unlock(&s->mu);
@@ -435,6 +478,7 @@ void sl_stream_free(sl_stream *s)
 	if (s->remote != NULL)
 		sl_remote_set_abort(s->remote, NULL);
 	free(s->slots);
+	free(s->free_bufs);
 	sl_secret_free(s->dek);
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->mu);

@@ -102,6 +102,24 @@ SL_MUST_USE sl_err sl_stage_sld(int fd, const char *name, sl_secret *dek,
                                 const struct sl_gpu_info *gpu, unsigned threads, bool force_memfd,
                                 int (*interrupted)(void), sl_stage **out);
 
+/* Stream buffers, reused across the shards of one dataset: a host stage of
+ * cap bytes made once (locked, every page faulted in, and sealed against
+ * the job's writes from the start, so its descriptor can be handed out
+ * shard after shard), refilled per shard by sl_stage_sld_refill and
+ * emptied by sl_stage_clear, which zeroes what the shard wrote in place and
+ * keeps the pages. A job may still map a buffer it was given before, so a
+ * refill goes through the decryptor's in-order sink: only authenticated
+ * chunks ever reach the buffer. sl_stage_size is the current shard's
+ * length (0 when empty); sl_stage_wipe and sl_stage_free end it as any
+ * stage. */
+SL_MUST_USE sl_err sl_stage_pool_new(const char *dataset_id, uint64_t cap, sl_stage **out);
+/* Decrypts the SLD file at fd into the empty pooled stage s (its plaintext
+ * must fit in the stage's cap); on any error s is left empty (zeroed). */
+SL_MUST_USE sl_err sl_stage_sld_refill(int fd, const char *name, sl_secret *dek, unsigned threads,
+                                       int (*interrupted)(void), sl_stage *s);
+/* Zeroes what the pooled stage holds and leaves it empty. */
+SL_MUST_USE sl_err sl_stage_clear(sl_stage *s);
+
 /* ---- GPU ------------------------------------------------------------- */
 
 /* What the probe learned. cc: "on", "off" or "absent" (no NVML answer). */

@@ -8,8 +8,10 @@
 # allocation) that says where the time goes; (2) preemption: GCE notice ->
 # job signalled -> a 1 GiB checkpoint sealed and PUT to the local
 # S3-compatible server (s3rver; a Python HTTPS store when s3rver cannot be
-# installed) -> seclaunch exits, in seconds and as a fraction of GCE's 30 s.
-# Prints figures; asserts nothing.
+# installed) -> seclaunch exits, in seconds and as a fraction of GCE's 30 s,
+# and against one curl PUT of as many bytes (goal <= 1.0x); (3) with s3rver,
+# one 256 MiB object (a checkpoint shard) put by sl_remote_put as a
+# multipart upload, as one PUT, and by curl. Prints figures; asserts nothing.
 # SL_BENCH_OUT_MB overrides the 1024 MiB size.
 set -uo pipefail
 . "$(dirname "$0")/lib.bash"
@@ -235,4 +237,38 @@ print("preemption: notice -> job signalled -> %d MiB sealed and PUT over TLS to 
 print("  where it goes: one curl PUT of %d MiB to the same store takes %.2f s (%.0f%% of the"
       " total); the rest is the job's exit, sealing and the manifest/LATEST requests"
       % (mb, put_ns / 1e9, put_ns / ns * 100))
+print("  ratio notice -> exit / one curl PUT: %.2fx (goal <= 1.0x)" % (ns / put_ns))
 PY
+
+# ---- (3) one 256 MiB object (a checkpoint shard) up to the same S3 store:
+# sl_remote_put as a multipart upload (32 MiB parts, 4 at once), the same as
+# one PUT, and curl's one PUT
+if [ "$STORE" = s3rver ]; then
+	pkgs=$(sl_make print-pkgs)
+	# shellcheck disable=SC2046,SC2086
+	if cc -std=c11 -D_GNU_SOURCE -O2 -I"$ROOT/include" -I"$ROOT/launcher" $(pkg-config --cflags $pkgs) \
+		"$ROOT/tests/integration/remote_put_probe.c" "${SL_BUILD:-$ROOT/build}/libseclaunch.a" \
+		$(pkg-config --libs $pkgs) -lpthread -ldl -lm -o "$W/put_probe" 2>"$W/cc-put.err"; then
+		head -c $((256 << 20)) /dev/urandom >"$DISK/shard.bin"
+		export SECLAUNCH_TEST_CA=$W/srv.pem SECLAUNCH_TEST_S3_ENDPOINT=https://127.0.0.1:$S3RVER_PORT
+		t_mpu=$(median_of 3 "$W/put_probe" s3://bkt/up/ mpu.bin "$DISK/shard.bin") || die "multipart upload"
+		t_one=$(SECLAUNCH_REMOTE_PART_SIZE=$((5 << 30)) median_of 3 "$W/put_probe" s3://bkt/up/ one.bin \
+			"$DISK/shard.bin") || die "one PUT"
+		t_curl=$(median_of 3 curl -sf --cacert "$W/srv.pem" --aws-sigv4 aws:amz:us-east-1:s3 \
+			--user S3RVER:S3RVER -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -T "$DISK/shard.bin" \
+			"https://127.0.0.1:$S3RVER_PORT/bkt/up/curl.bin" -o /dev/null) || die "curl PUT"
+		rm -f "$DISK/shard.bin"
+		python3 - "$t_mpu" "$t_one" "$t_curl" <<'PY'
+import sys
+m, o, c = (float(x) for x in sys.argv[1:4])
+print("one 256 MiB object to s3rver over TLS (median of 3):")
+print("  sl_remote_put, multipart (32 MiB parts, 4 at once): %.2f s  %.0f MiB/s" % (m, 256 / m))
+print("  sl_remote_put, one PUT:                             %.2f s  %.0f MiB/s" % (o, 256 / o))
+print("  curl -T, one PUT:                                   %.2f s  %.0f MiB/s" % (c, 256 / c))
+print("  ratio multipart / curl PUT: %.2fx (goal <= 1.0x; s3rver writes each part, then"
+      " copies them all into the object on completion, on one thread)" % (m / c))
+PY
+	else
+		echo "upload comparison: skipped (cannot build the probe: $(head -3 "$W/cc-put.err"))"
+	fi
+fi

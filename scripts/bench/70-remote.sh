@@ -21,14 +21,17 @@
 #     read: --linger's default). SECLAUNCH_DATA then lists no files:
 #     each process pages the list from the data service once, maps the
 #     staged memory once, and opens each file as a view into it.
-# SL_BENCH_REMOTE_PARTS picks parts (default "https s3 service");
+# (4) Stream staging alone (sl_stream over a local sharded dataset, a
+#     reader touching every byte, scripts/bench/stream-probe.c): CPU per GiB
+#     split into user and system time, beside `seclaunch decrypt` of it.
+# SL_BENCH_REMOTE_PARTS picks parts (default "https s3 service stream");
 # SL_BENCH_PYTHONPATH runs (3) with another copy of the helper.
 set -uo pipefail
 . "$(dirname "$0")/lib.bash"
 . "$ROOT/tests/integration/run_lib.bash"
 need_tools python3 curl openssl cc
 cd "$W" || die "no temp dir"
-parts=" ${SL_BENCH_REMOTE_PARTS:-https s3 service} "
+parts=" ${SL_BENCH_REMOTE_PARTS:-https s3 service stream} "
 want() { [[ $parts == *" $1 "* ]]; }
 mibs() { python3 -c "import sys; print('%.0f' % (int(sys.argv[1]) / float(sys.argv[2]) / 2**20))" "$@"; }
 
@@ -253,6 +256,60 @@ else
 fi
 rm -rf "$W/s3ds" "$W/s3data"
 
+# ---- (4) stream staging alone: where its CPU per GiB goes ---------------------
+# sl_stream (what `run --stage stream` runs) over a local sharded dataset
+# (SL_BENCH_STREAM_MIB, default 1024, 64 MiB shards, a 256 MiB window), a
+# reader touching every byte, against `seclaunch decrypt` of the same
+# plaintext as one SLD file to /dev/null: the same AEAD and reads, with no
+# memory files and no reader.
+# User time is the AEAD, the copy of each authenticated chunk into its
+# buffer and the reader; system time the reads of the ciphertext and the
+# buffers' pages (made once per buffer, not per shard).
+if want stream; then
+	smib=${SL_BENCH_STREAM_MIB:-1024}
+	pkgs=$(sl_make print-pkgs)
+	# shellcheck disable=SC2046,SC2086
+	if cc -std=c11 -D_GNU_SOURCE -O2 -I"$ROOT/include" -I"$ROOT/launcher" $(pkg-config --cflags $pkgs) \
+		"$ROOT/scripts/bench/stream-probe.c" "${SL_BUILD:-$ROOT/build}/libseclaunch.a" \
+		$(pkg-config --libs $pkgs) -lpthread -ldl -lm -o "$W/stream-probe" 2>"$W/cc-stream.err"; then
+		mkdir -p "$W/ssrc"
+		head -c $((smib << 20)) /dev/urandom >"$W/ssrc/a.bin"
+		"$SL" keygen -q -o "$W/skey"
+		"$SL" encrypt -q --key-file "$W/skey" --dataset-id stream-alone --shard-size 64M "$W/ssrc" \
+			-o "$W/sds-local" || die "encrypt the local stream dataset"
+		"$SL" encrypt -q --key-file "$W/skey" --dataset-id stream-alone "$W/ssrc/a.bin" \
+			-o "$W/sds-one.sld" || die "encrypt the peer's file"
+		rm -rf "$W/ssrc"
+		cat "$W/sds-local"/* "$W/sds-one.sld" >/dev/null
+		: >"$W/stream-probe.txt"
+		for _ in 1 2 3; do
+			"$W/stream-probe" "$W/skey" "$W/sds-local" 256 >>"$W/stream-probe.txt" || die "stream probe"
+		done
+		for _ in 1 2 3; do
+			/usr/bin/time -f "%e %U %S" -a -o "$W/stream-dec.txt" "$SL" decrypt -q --key-file "$W/skey" \
+				"$W/sds-one.sld" -o /dev/null || die "decrypt the peer's file"
+		done
+		python3 - "$W/stream-probe.txt" "$W/stream-dec.txt" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+dec = [l.split() for l in open(sys.argv[2]) if l.strip() and l[0].isdigit()]
+gib = int(rows[0][0]) / 2**30
+med = lambda rs, k: statistics.median(float(r[k]) for r in rs)
+print("stream staging alone (sl_stream, local %.0f MiB in 64 MiB shards, 256 MiB window, a reader"
+      " touching every byte; median of 3; load %s):" % (gib * 1024, sys.argv[3]))
+print("  sl_stream:                   wall %.3f s; CPU per GiB user %.2f s + system %.2f s = %.2f s;"
+      " peak RSS %.0f MiB" % (med(rows, 1), med(rows, 2) / gib, med(rows, 3) / gib,
+                              (med(rows, 2) + med(rows, 3)) / gib, med(rows, 4) / 1024))
+print("  decrypt (one file) -o /dev/null: wall %.3f s; CPU per GiB user %.2f s + system %.2f s = %.2f s"
+      % (med(dec, 0), med(dec, 1) / gib, med(dec, 2) / gib, (med(dec, 1) + med(dec, 2)) / gib))
+print("  ratio stream staging / decrypt, CPU per GiB: %.2fx" %
+      ((med(rows, 2) + med(rows, 3)) / (med(dec, 1) + med(dec, 2))))
+PY
+	else
+		echo "stream staging alone: skipped (cannot build the probe: $(head -3 "$W/cc-stream.err"))"
+	fi
+fi
+
 # ---- (3) the data service ---------------------------------------------------
 nf=${SL_BENCH_DS_FILES:-10000}
 want service || exit 0
@@ -347,3 +404,4 @@ for p in sys.argv[2:]:
     print("  %-50s %8.0f files/s %7.1f MiB/s  ratio %.2fx" % ((name,) + f(r) + (f(r)[0] / f(d)[0],)))
 print("  %-50s %8.0f files/s %7.1f MiB/s" % (("plain open/read from the page cache:",) + f(d)))
 EOF
+

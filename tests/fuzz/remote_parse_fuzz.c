@@ -1,8 +1,9 @@
 /* What remote sources send (launcher/remote_parse.c): the first byte picks
  * the parser, the rest is its input. Content-Range values, the AWS shared
- * credentials file, the AWS instance metadata credentials JSON and the GCP
- * metadata token JSON. Each returns cleanly on any bytes, and what it
- * accepts satisfies the checked invariants. */
+ * credentials file, the AWS instance metadata credentials JSON, the GCP
+ * metadata token JSON, and (launcher/remote_upload.c) the UploadId and
+ * error Code of S3's XML answers and the ETag of an UploadPart. Each returns cleanly on any bytes,
+ * and what it accepts satisfies the checked invariants. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	const uint8_t *in = data + 1;
 	size_t len = size - 1;
-	switch (data[0] % 4) {
+	switch (data[0] % 7) {
 	case 0: {
 		char v[160];
 		uint64_t a, b, t;
@@ -43,6 +44,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    (c.id == NULL || c.secret == NULL))
 			abort();
 		sl_remote_creds_wipe(&c);
+		break;
+	}
+	case 4:
+	case 6: {
+		char v[64];
+		/* what is accepted fits, is not empty, and holds no byte that
+		 * would break out of the query or the XML it goes into */
+		if (sl_remote_xml_text(in, len, data[0] % 7 == 4 ? "UploadId" : "Code", v,
+		                       sizeof(v)) &&
+		    (v[0] == '\0' || strlen(v) >= sizeof(v) || strpbrk(v, "<>&\" \r\n") != NULL))
+			abort();
+		break;
+	}
+	case 5: {
+		char v[160];
+		if (len >= sizeof(v))
+			len = sizeof(v) - 1;
+		memcpy(v, in, len);
+		v[len] = '\0';
+		if (sl_remote_etag_ok(v) && (strpbrk(v, "<>&\r\n ") != NULL || strlen(v) > 130))
+			abort();
 		break;
 	}
 	default: {

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "../../launcher/dataset_tree.h"
 #include "../../launcher/stream.h"
 #include "seclaunch/secret.h"
+#include "seclaunch/stage.h"
 #include "seclaunch/util.h"
 #include "testlib.h"
 
@@ -470,6 +472,121 @@ static void test_stream_linger(void **state)
 	sl_secret_free(k);
 }
 
+/* Stream buffers: with a window of one shard, every shard is staged in the
+ * same buffer (the same memory file, zeroed in place between shards, not
+ * freed and faulted again), each read back exactly. A shard whose chunk was
+ * altered fails the stream (integrity), and the buffer a reader still maps
+ * from an earlier shard then holds zeros, no byte of the failed shard. */
+static uint64_t shard_sum(int fd, uint64_t len, ino_t *ino)
+{
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	*ino = st.st_ino;
+	assert_true((uint64_t)st.st_size >= len);
+	uint8_t *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	assert_true(p != MAP_FAILED);
+	uint64_t sum = 0;
+	for (uint64_t i = 0; i < len; i++)
+		sum = sum * 31 + p[i];
+	munmap(p, len);
+	return sum;
+}
+
+static void test_stream_buffers_reused(void **state)
+{
+	(void)state;
+	sl_secret *k = dek();
+	sl_tree_stats ts;
+	sl_sldm *m = NULL;
+	sl_stream *s = NULL;
+	char ds[512], cmd[1200];
+	int fd = -1, nr = 1;
+	uint64_t len = 0, sums[4];
+	ino_t ino0 = 0, ino = 0;
+
+	mkd("rb");
+	put("rb/a", 400000, 0644, 7);
+	assert_int_equal(enc(k, "rb", "rb-ds", "rb-1", 100000, &ts), SL_OK);
+	snprintf(ds, sizeof(ds), "%s/rb-ds", base);
+	assert_int_equal(sl_tree_manifest(ds, NULL, &m), SL_OK);
+	uint32_t n = sl_sldm_shard_count(m);
+	assert_true(n >= 4);
+	int dfd = open(ds, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dfd >= 0);
+
+	/* the same bytes as staged one by one, fresh each time (sl_stage_sld) */
+	for (uint32_t i = 0; i < 4; i++) {
+		int sfd = -1;
+		char name[600];
+		sl_stage *st = NULL;
+		assert_int_equal(
+		    sl_tree_open_shard_at(dfd, ds, NULL, m, i, &sfd, name, sizeof(name)), SL_OK);
+		assert_int_equal(sl_stage_sld(sfd, name, k, NULL, 2, false, NULL, &st), SL_OK);
+		sums[i] = shard_sum(sl_stage_fd(st), sl_stage_size(st), &ino);
+		sl_stage_free(st);
+		close(sfd);
+	}
+
+	/* a window of one shard: one buffer for all of them */
+	assert_int_equal(sl_stream_new(dfd, ds, NULL, m, k, 100000, 0, 2, &s), SL_OK);
+	for (uint32_t i = 0; i < 4; i++) {
+		acquire_ready(s, i);
+		assert_int_equal(sl_stream_acquire(s, i, &fd, &len, &nr), SL_OK);
+		assert_int_equal(nr, 0);
+		assert_true(sums[i] == shard_sum(fd, len, &ino));
+		if (i == 0)
+			ino0 = ino;
+		assert_true(ino == ino0); /* the same memory file, refilled */
+		sl_stream_release(s, i);
+		sl_stream_release(s, i);
+	}
+	assert_int_equal(stats_of(s).wiped, 4);
+	assert_true(stats_of(s).peak <= 100000);
+	assert_int_equal(sl_stream_wipe_all(s), SL_OK);
+	sl_stream_free(s);
+
+	/* shard 2 altered: shards 0 and 1 are served, shard 2 fails the stream */
+	snprintf(cmd, sizeof(cmd),
+	         "cp -r '%s' '%s-t' && printf '\\001' | dd of='%s-t/shard-00002.sld' bs=1 "
+	         "seek=$(($(stat -c %%s '%s-t/shard-00002.sld') - 30)) conv=notrunc status=none",
+	         ds, ds, ds, ds);
+	assert_int_equal(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "%s-t", ds);
+	int tfd = open(cmd, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(tfd >= 0);
+	assert_int_equal(sl_stream_new(tfd, cmd, NULL, m, k, 100000, 0, 2, &s), SL_OK);
+	acquire_ready(s, 0);
+	sl_stream_release(s, 0);
+	acquire_ready(s, 1);
+	assert_int_equal(sl_stream_acquire(s, 1, &fd, &len, &nr), SL_OK);
+	/* a reader that keeps its mapping of the buffer past its release */
+	const uint8_t *stale = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	assert_true(stale != MAP_FAILED);
+	uint64_t stale_len = len;
+	sl_stream_release(s, 1);
+	sl_stream_release(s, 1);
+	sl_err rc = SL_OK;
+	for (int t = 0; t < 1000; t++) {
+		rc = sl_stream_acquire(s, 2, &fd, &len, &nr);
+		if (rc != SL_OK || !nr)
+			break;
+		usleep(10000);
+	}
+	assert_int_equal(rc, SL_E_INTEGRITY);
+	for (uint64_t i = 0; i < stale_len; i++)
+		if (stale[i] != 0)
+			fail_msg(
+			    "byte %llu of the reused buffer is not zero after the failed shard",
+			    (unsigned long long)i);
+	munmap((void *)stale, stale_len);
+	sl_stream_free(s);
+	close(tfd);
+
+	close(dfd);
+	sl_sldm_free(m);
+	sl_secret_free(k);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -478,6 +595,7 @@ int main(void)
 	    cmocka_unit_test(test_tar_shards_and_collisions),
 	    cmocka_unit_test(test_changed_while_encrypting),
 	    cmocka_unit_test(test_stream_linger),
+	    cmocka_unit_test(test_stream_buffers_reused),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

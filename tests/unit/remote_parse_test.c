@@ -113,12 +113,58 @@ static void test_gcp_token(void **state)
 	}
 }
 
+/* S3's XML answers (CreateMultipartUpload, a failed completion) and the
+ * ETag of an UploadPart: what goes into our next request's query or XML
+ * body unescaped must hold nothing that breaks out of it. */
+static void test_s3_answers(void **state)
+{
+	(void)state;
+	char v[64];
+	const char *init =
+	    "<?xml version=\"1.0\"?>\n<InitiateMultipartUploadResult><Bucket>b</Bucket>"
+	    "<UploadId>a.b-c_d~e+f/g=</UploadId></InitiateMultipartUploadResult>";
+	assert_true(
+	    sl_remote_xml_text((const uint8_t *)init, strlen(init), "UploadId", v, sizeof(v)));
+	assert_string_equal(v, "a.b-c_d~e+f/g=");
+	assert_true(
+	    sl_remote_xml_text((const uint8_t *)init, strlen(init), "Bucket", v, sizeof(v)));
+	assert_string_equal(v, "b");
+	const char *bad[] = {
+	    "<UploadId></UploadId>",          /* empty */
+	    "<UploadId>a&amp;b</UploadId>",   /* an entity */
+	    "<UploadId>a\"b</UploadId>",      /* a quote */
+	    "<UploadId>a b</UploadId>",       /* a space */
+	    "<UploadId>a\r\nX: y</UploadId>", /* a line break */
+	    "<UploadId>abc",                  /* not closed */
+	    "<UploadId>abc</Upload>",         /* closed by another tag */
+	    "<UploadId>abc<x/></UploadId>",   /* markup inside */
+	    "<Other>abc</Other>",             /* none */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (sl_remote_xml_text((const uint8_t *)bad[i], strlen(bad[i]), "UploadId", v,
+		                       sizeof(v)))
+			fail_msg("accepted \"%s\"", bad[i]);
+	char big[200];
+	memset(big, 'x', sizeof(big));
+	memcpy(big, "<Code>", 6);
+	memcpy(big + sizeof(big) - 7, "</Code>", 7);
+	assert_false(sl_remote_xml_text((const uint8_t *)big, sizeof(big), "Code", v, sizeof(v)));
+
+	assert_true(sl_remote_etag_ok("\"b54357faf0632cce46e942fa68356b38\""));
+	assert_true(sl_remote_etag_ok("\"3858f62230ac3c915f300c664312c11f-9\""));
+	assert_true(sl_remote_etag_ok("b54357faf0632cce46e942fa68356b38"));
+	const char *bad_etag[] = {"",        "\"",      "\"\"",    "\"a",       "a\"b",
+	                          "\"a<b\"", "\"a&b\"", "\"a b\"", "\"a\r\nb\""};
+	for (size_t i = 0; i < sizeof(bad_etag) / sizeof(bad_etag[0]); i++)
+		if (sl_remote_etag_ok(bad_etag[i]))
+			fail_msg("accepted ETag \"%s\"", bad_etag[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_content_range),
-	    cmocka_unit_test(test_aws_file),
-	    cmocka_unit_test(test_imds),
+	    cmocka_unit_test(test_content_range), cmocka_unit_test(test_s3_answers),
+	    cmocka_unit_test(test_aws_file),      cmocka_unit_test(test_imds),
 	    cmocka_unit_test(test_gcp_token),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -109,6 +109,34 @@ static void test_memfd_sealed_and_wiped(void **state)
 	free(data);
 }
 
+/* A stage big enough to be wiped on several threads, of a size that is no
+ * multiple of a page: every byte, the last slice's tail included, reads
+ * zero through a job's mapping after the wipe. */
+static void test_big_stage_wiped_in_parallel(void **state)
+{
+	(void)state;
+	size_t n = ((size_t)64 << 20) + 12345;
+	sl_stage *s = NULL;
+	uint8_t *data = malloc(n);
+	assert_non_null(data);
+	memset(data, 0xa5, n);
+	assert_int_equal(sl_stage_host_new("ds-big", n, true, &s), SL_OK);
+	fill(s, data, n);
+	assert_int_equal(sl_stage_seal(s), SL_OK);
+	int keep = dup(sl_stage_fd(s));
+	uint8_t *job = mmap(NULL, n, PROT_READ, MAP_SHARED, keep, 0);
+	assert_true(job != MAP_FAILED);
+	assert_int_equal(job[n - 1], 0xa5);
+	assert_int_equal(sl_stage_wipe(s), SL_OK);
+	for (size_t i = 0; i < n; i++)
+		if (job[i] != 0)
+			fail_msg("byte %zu of %zu not wiped", i, n);
+	munmap(job, n);
+	close(keep);
+	sl_stage_free(s);
+	free(data);
+}
+
 static void test_memfd_secret(void **state)
 {
 	(void)state;
@@ -430,6 +458,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_memfd_sealed_and_wiped),
 	    cmocka_unit_test(test_memfd_secret),
+	    cmocka_unit_test(test_big_stage_wiped_in_parallel),
 	    cmocka_unit_test(test_memlock_limit_falls_back),
 	    cmocka_unit_test(test_sink_contract),
 	    cmocka_unit_test(test_empty_dataset),
