@@ -24,7 +24,10 @@ d = sys.argv[1]
 master = open(f"{d}/master.key", "rb").read()
 db = sqlite3.connect(f"{d}/state.db")
 keks = []
-for kid, w in db.execute("select key_id, wrapped from kek_versions where version = 1 order by key_id"):
+# the keys an operator made (not the --dev service's own output key, which
+# every --dev store makes for itself)
+for kid, w in db.execute("select key_id, wrapped from kek_versions where version = 1 "
+                         "and key_id != 'dev-outputs' order by key_id"):
     aad = b"seclaunch-kek-v1" + bytes([len(kid)]) + kid.encode() + struct.pack(">I", 1)
     keks.append((kid, AESGCM(master).decrypt(w[:12], w[12:], aad)))
 pt = struct.pack(">I", len(keks)) + b"".join(bytes([len(k)]) + k.encode() + v for k, v in keks)
