@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "tdx_quote.h"
+#include "vcache.h"
 #include "x509_util.h"
 #include "seclaunch/buf.h"
 #include "seclaunch/json.h"
@@ -145,10 +146,40 @@ out:
 	return rc;
 }
 
+/* The collateral's signature by signer over its signed bytes, remembered
+ * by those exact bytes (and the signer's) until the collateral's
+ * nextUpdate: past it, verified again. */
+static SL_RESULT signed_by(X509 *signer, const uint8_t sig[static 64], const uint8_t *v,
+                           size_t vlen, const char *key, time_t issued, const json_t *b, time_t at,
+                           const char *what)
+{
+	uint8_t fp[32];
+	sl_vcache_key k;
+	time_t next = 0;
+	const char *nu = sl_json_getstr(b, "nextUpdate");
+	bool keyed = nu != NULL && sl_time_parse_rfc3339(nu, &next, "nextUpdate") == SL_OK;
+	sl_err_clear();
+	if (keyed) {
+		sl_vcache_hasher *h = sl_vcache_begin("tdx collateral signature");
+		sl_vcache_add(h, key, strlen(key));
+		sl_x509_fingerprint(signer, fp);
+		sl_vcache_add(h, fp, 32);
+		sl_vcache_add(h, sig, 64);
+		sl_vcache_add(h, v, vlen);
+		keyed = sl_vcache_end(h, &k);
+	}
+	if (keyed && sl_vcache_get(&k, at, NULL, NULL))
+		return SL_OK;
+	sl_err rc = sl_p256_verify(X509_get0_pubkey(signer), sig, v, vlen, what);
+	if (rc == SL_OK && keyed)
+		sl_vcache_put(&k, issued, next, NULL, 0);
+	return rc;
+}
+
 /* Verifies the signature over the signed member; *body is that member. */
 static SL_RESULT check_signed(const uint8_t *text, size_t len, const char *key,
                               STACK_OF(X509) * certs, STACK_OF(X509) * roots, const char *file,
-                              json_t **body)
+                              time_t at, json_t **body)
 {
 	sl_err rc = SL_E_ATTEST_CHAIN;
 	const uint8_t *v = NULL;
@@ -174,7 +205,7 @@ static SL_RESULT check_signed(const uint8_t *text, size_t len, const char *key,
 	          "%s: no 'Intel SGX TCB Signing' certificate in the collateral", what);
 	/* the collateral must have been signed while the signing certificate was valid */
 	SL_GUARD(sl_x509_verify_chain(signer, certs, roots, issued, NULL, what));
-	SL_GUARD(sl_p256_verify(X509_get0_pubkey(signer), sig, v, vlen, what));
+	SL_GUARD(signed_by(signer, sig, v, vlen, key, issued, b, at, what));
 	*body = b;
 	b = NULL;
 	rc = SL_OK;
@@ -289,12 +320,12 @@ sl_err sl_tdx_collateral_eval(const char *dir, STACK_OF(X509) * roots, time_t at
 		goto out;
 	}
 	SL_GUARD(sl_x509_load_dir(dir, certs, crls));
-	SL_GUARD(check_signed(ti.text, ti.len, "tcbInfo", certs, roots, ti.file, &t));
+	SL_GUARD(check_signed(ti.text, ti.len, "tcbInfo", certs, roots, ti.file, at, &t));
 	SL_GUARD(sl_tdx_tcb_eval(t, pck, b, out));
 	out->stale = stale(t, at, out->next_update, sizeof(out->next_update));
 	if (qi.doc != NULL) {
-		SL_GUARD(
-		    check_signed(qi.text, qi.len, "enclaveIdentity", certs, roots, qi.file, &q));
+		SL_GUARD(check_signed(qi.text, qi.len, "enclaveIdentity", certs, roots, qi.file, at,
+		                      &q));
 		SL_GUARD(sl_tdx_qe_eval(q, qe, out->qe_status));
 		char next[32];
 		out->stale = stale(q, at, next, sizeof(next)) || out->stale;

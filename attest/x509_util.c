@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vcache.h"
 #include "x509_util.h"
 #include "seclaunch/util.h"
 
@@ -301,8 +302,8 @@ sl_err sl_x509_ext_uint(const X509 *x, const char *oid, bool *present, uint32_t 
 	return SL_OK;
 }
 
-sl_err sl_x509_verify_chain(X509 *leaf, STACK_OF(X509) * untrusted, STACK_OF(X509) * roots,
-                            time_t at, STACK_OF(X509) * *chain_out, const char *what)
+static SL_RESULT verify_chain(X509 *leaf, STACK_OF(X509) * untrusted, STACK_OF(X509) * roots,
+                              time_t at, STACK_OF(X509) * *chain_out, const char *what)
 {
 	sl_err rc = SL_E_ATTEST_CHAIN;
 	X509_STORE *store = X509_STORE_new();
@@ -342,6 +343,141 @@ out:
 	return rc;
 }
 
+/* The chain cache's key: the fingerprints of every certificate given, in
+ * order (leaf, untrusted, roots: the chain that OpenSSL builds depends on
+ * them all). */
+static bool chain_key(X509 *leaf, STACK_OF(X509) * untrusted, STACK_OF(X509) * roots,
+                      sl_vcache_key *k)
+{
+	uint8_t fp[32];
+	sl_vcache_hasher *h = sl_vcache_begin("x509 chain");
+	STACK_OF(X509) * parts[] = {untrusted, roots};
+	sl_x509_fingerprint(leaf, fp);
+	sl_vcache_add(h, fp, 32);
+	for (int p = 0; p < 2; p++) {
+		uint8_t n[4] = {0, 0, (uint8_t)(sk_X509_num(parts[p]) >> 8),
+		                (uint8_t)sk_X509_num(parts[p])};
+		sl_vcache_add(h, n, 4);
+		for (int i = 0; i < sk_X509_num(parts[p]); i++) {
+			sl_x509_fingerprint(sk_X509_value(parts[p], i), fp);
+			sl_vcache_add(h, fp, 32);
+		}
+	}
+	return sl_vcache_end(h, k);
+}
+
+/* given[i]: leaf, then untrusted, then roots (the indices a cached chain names) */
+static X509 *given(X509 *leaf, STACK_OF(X509) * untrusted, STACK_OF(X509) * roots, int i)
+{
+	if (i == 0)
+		return leaf;
+	if (i - 1 < sk_X509_num(untrusted))
+		return sk_X509_value(untrusted, i - 1);
+	return sk_X509_value(roots, i - 1 - sk_X509_num(untrusted));
+}
+
+static bool asn1_time_t(const ASN1_TIME *a, time_t *t)
+{
+	struct tm tm;
+	if (a == NULL || ASN1_TIME_to_tm(a, &tm) != 1)
+		return false;
+	*t = timegm(&tm);
+	return true;
+}
+
+/* Remembers a chain that verified: its certificates as indices into what
+ * was given, and the times at which every one of them is valid. */
+static void chain_put(const sl_vcache_key *k, X509 *leaf, STACK_OF(X509) * untrusted,
+                      STACK_OF(X509) * roots, STACK_OF(X509) * chain)
+{
+	uint8_t idx[SL_VCACHE_VAL_MAX];
+	int n = sk_X509_num(chain), all = 1 + sk_X509_num(untrusted) + sk_X509_num(roots);
+	time_t from = 0, until = 0;
+	if (n < 1 || n > SL_VCACHE_VAL_MAX || all > 255)
+		return;
+	for (int c = 0; c < n; c++) {
+		X509 *x = sk_X509_value(chain, c);
+		time_t nb, na;
+		int i = 0;
+		while (i < all && given(leaf, untrusted, roots, i) != x)
+			i++;
+		if (i == all || !asn1_time_t(X509_get0_notBefore(x), &nb) ||
+		    !asn1_time_t(X509_get0_notAfter(x), &na))
+			return;
+		idx[c] = (uint8_t)i;
+		if (c == 0 || nb > from)
+			from = nb;
+		if (c == 0 || na < until)
+			until = na;
+	}
+	sl_vcache_put(k, from, until, idx, (size_t)n);
+}
+
+sl_err sl_x509_verify_chain(X509 *leaf, STACK_OF(X509) * untrusted, STACK_OF(X509) * roots,
+                            time_t at, STACK_OF(X509) * *chain_out, const char *what)
+{
+	uint8_t idx[SL_VCACHE_VAL_MAX];
+	size_t n = 0;
+	sl_vcache_key k;
+	STACK_OF(X509) *chain = NULL;
+	bool keyed = chain_key(leaf, untrusted, roots, &k);
+	int all = 1 + sk_X509_num(untrusted) + sk_X509_num(roots);
+	if (chain_out != NULL)
+		*chain_out = NULL;
+	if (keyed && sl_vcache_get(&k, at, idx, &n)) {
+		chain = sk_X509_new_null();
+		for (size_t c = 0; chain != NULL && c < n; c++) {
+			X509 *x = idx[c] < all ? given(leaf, untrusted, roots, idx[c]) : NULL;
+			bool held = x != NULL && X509_up_ref(x) == 1;
+			if (!held || sk_X509_push(chain, x) <= 0) {
+				if (held)
+					X509_free(x);
+				sk_X509_pop_free(chain, X509_free);
+				chain = NULL;
+			}
+		}
+		if (chain != NULL) {
+			if (chain_out != NULL)
+				*chain_out = chain;
+			else
+				sk_X509_pop_free(chain, X509_free);
+			return SL_OK;
+		}
+	}
+	sl_err rc = verify_chain(leaf, untrusted, roots, at, &chain, what);
+	if (rc == SL_OK && keyed)
+		chain_put(&k, leaf, untrusted, roots, chain);
+	if (rc == SL_OK && chain_out != NULL)
+		*chain_out = chain;
+	else
+		sk_X509_pop_free(chain, X509_free);
+	return rc;
+}
+
+/* A CRL's signature by issuer, remembered by the CRL's and the issuer's
+ * exact bytes (a verdict on bytes alone: no time changes it). */
+static bool crl_sig_ok(X509_CRL *crl, X509 *issuer)
+{
+	uint8_t d[32];
+	unsigned int n = 0;
+	sl_vcache_key k;
+	bool keyed = false;
+	if (X509_CRL_digest(crl, EVP_sha256(), d, &n) == 1 && n == 32) {
+		sl_vcache_hasher *h = sl_vcache_begin("x509 crl signature");
+		sl_vcache_add(h, d, 32);
+		sl_x509_fingerprint(issuer, d);
+		sl_vcache_add(h, d, 32);
+		keyed = sl_vcache_end(h, &k);
+	}
+	if (keyed && sl_vcache_get(&k, 1, NULL, NULL))
+		return true;
+	if (X509_CRL_verify(crl, X509_get0_pubkey(issuer)) != 1)
+		return false;
+	if (keyed)
+		sl_vcache_put(&k, 0, INT64_MAX, NULL, 0);
+	return true;
+}
+
 sl_err sl_x509_check_crls(X509 *cert, X509 *issuer, STACK_OF(X509_CRL) * crls, bool *found,
                           const char *what)
 {
@@ -350,7 +486,7 @@ sl_err sl_x509_check_crls(X509 *cert, X509 *issuer, STACK_OF(X509_CRL) * crls, b
 		X509_CRL *crl = sk_X509_CRL_value(crls, i);
 		if (X509_NAME_cmp(X509_CRL_get_issuer(crl), X509_get_subject_name(issuer)) != 0)
 			continue;
-		if (X509_CRL_verify(crl, X509_get0_pubkey(issuer)) != 1) {
+		if (!crl_sig_ok(crl, issuer)) {
 			ERR_clear_error();
 			return sl_err_set(SL_E_ATTEST_CHAIN, "%s: CRL signature invalid", what);
 		}

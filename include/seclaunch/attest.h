@@ -61,6 +61,13 @@ SL_MUST_USE sl_err sl_evidence_collect(const char *kind, const sl_collect_opts *
 SL_MUST_USE sl_err sl_evidence_merge(sl_claims *dst, const sl_claims *src);
 /* Verifies one evidence object by its "kind" into claims. */
 SL_MUST_USE sl_err sl_evidence_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *claims);
+/* The process's verification cache (SEV-SNP and TDX: certificate chains,
+ * CRL and collateral signatures that passed, keyed by the SHA-256 of the
+ * exact bytes, held for the time in which they pass; docs/attestation.md):
+ * lookups that were served and that were not. */
+void sl_verify_cache_stats(uint64_t *hits, uint64_t *misses);
+/* Empties it and zeroes the counts; off: keep nothing from now on. */
+void sl_verify_cache_reset(bool off);
 
 /* ---- import ---------------------------------------------------------- */
 

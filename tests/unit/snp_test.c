@@ -464,6 +464,60 @@ static void test_vcek_der_tamper(void **state)
 	free(rep);
 }
 
+/* The verification cache (attest/vcache.c): a second verification of the
+ * same VCEK chain is served from it; a changed VCEK, a time past the
+ * VCEK's notAfter and a changed report all fail with the cache warm. */
+static void test_cache(void **state)
+{
+	(void)state;
+	size_t len = 0, dl = 0, bl = 0;
+	uint64_t h0 = 0, m0 = 0, h1 = 0, m1 = 0;
+	uint8_t *rep = load("gsg_milan_report.bin", &len);
+	uint8_t *der = load("gsg_milan_vcek.der", &dl);
+	uint8_t *b = load("trust/ask_ark_milan.pem", &bl);
+	char dir[64], p[2048], q[2048];
+	tl_tmpdir(dir, sizeof(dir), "snpcache");
+	snprintf(p, sizeof(p), "%s/vcek.der", dir);
+	snprintf(q, sizeof(q), "%s/chain.pem", dir);
+	assert_int_equal(sl_file_write_atomic(p, der, dl, 0600, false), SL_OK);
+	assert_int_equal(sl_file_write_atomic(q, b, bl, 0600, false), SL_OK);
+	sl_verify_cache_reset(false);
+	assert_int_equal(verify(rep, len, "vcek", NULL, dir, T2024, NULL, 0, NULL), SL_OK);
+	sl_verify_cache_stats(&h0, &m0);
+	assert_true(m0 >= 1);
+	/* (a) the same chain again: served, nothing verified again */
+	assert_int_equal(verify(rep, len, "vcek", NULL, dir, T2024, NULL, 0, NULL), SL_OK);
+	sl_verify_cache_stats(&h1, &m1);
+	assert_int_equal(m1, m0);
+	assert_true(h1 > h0);
+	/* (b) one byte of the VCEK changed: another key, verified, refused */
+	der[42]++;
+	assert_int_equal(sl_file_write_atomic(p, der, dl, 0600, true), SL_OK);
+	expect_fail(verify(rep, len, "vcek", NULL, dir, T2024, NULL, 0, NULL), SL_E_ATTEST_CHAIN,
+	            "certificate signature failure", "VCEK byte 42 + 1, cache warm");
+	der[42]--;
+	assert_int_equal(sl_file_write_atomic(p, der, dl, 0600, true), SL_OK);
+	assert_int_equal(verify(rep, len, "vcek", NULL, dir, T2024, NULL, 0, NULL), SL_OK);
+	/* (c) past the VCEK's notAfter (2029-09-24) after a cached success */
+	expect_fail(verify(rep, len, "vcek", NULL, dir, 1893456000 /* 2030-01-01 */, NULL, 0, NULL),
+	            SL_E_ATTEST_CHAIN, "expired", "VCEK at 2030, cache warm");
+	/* (d) the report's own signature, cache warm */
+	rep[0x90] ^= 1;
+	expect_fail(verify(rep, len, "vcek", NULL, dir, T2024, NULL, 0, NULL), SL_E_ATTEST_SIG,
+	            "signature", "measurement flipped, cache warm");
+	rep[0x90] ^= 1;
+	/* off: every check runs each time */
+	sl_verify_cache_reset(true);
+	assert_int_equal(verify(rep, len, "vcek", NULL, dir, T2024, NULL, 0, NULL), SL_OK);
+	sl_verify_cache_stats(&h1, &m1);
+	assert_int_equal(h1, 0);
+	sl_verify_cache_reset(false);
+	assert_int_equal(tl_rmtree(dir), 0);
+	free(b);
+	free(der);
+	free(rep);
+}
+
 #include "snp_test_forge.h"
 
 static void test_parse_fields(void **state)
@@ -554,6 +608,7 @@ int main(void)
 	    cmocka_unit_test(test_tamper),
 	    cmocka_unit_test(test_all_pairs),
 	    cmocka_unit_test(test_vcek_der_tamper),
+	    cmocka_unit_test(test_cache),
 	    cmocka_unit_test(test_vlek_expired),
 	    cmocka_unit_test(test_synthetic_hwid),
 	    cmocka_unit_test(test_turin),

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +227,96 @@ static void test_v5_leaf_dates(void **state)
 
 #include "tdx_test_coll.h"
 
+/* The verification cache (attest/vcache.c) over the 2023 collateral at a
+ * time before its nextUpdate: a second verification is served from it (no
+ * check verified again); a changed TCB info, a time past the PCK leaf's
+ * notAfter or past the collateral's nextUpdate, and a changed quote are
+ * verified again; concurrent verifications agree. */
+static const char *const cached[] = {"gtg_tcbinfo_fmspc_50806f000000.json",
+                                     "gtg_qe_identity_td_qe.json", "tcb_signing_chain.pem",
+                                     "gtg_pckcrl_platform.der", "gtg_rootcrl.der"};
+#define T_FRESH 1687305600 /* 2023-06-21, before the TCB info's nextUpdate */
+
+struct par {
+	const uint8_t *q;
+	size_t len;
+	const char *d;
+	int bad;
+};
+
+static void *par_run(void *arg)
+{
+	struct par *p = arg;
+	for (int i = 0; i < 25; i++)
+		if (verify(p->q, p->len, p->d, T_FRESH, NULL, 0, NULL) != SL_OK)
+			p->bad++;
+	return NULL;
+}
+
+static void test_cache(void **state)
+{
+	(void)state;
+	const char *d = mkcoll(cached, 5);
+	size_t len = 0, bl = 0;
+	uint64_t h0 = 0, m0 = 0, h1 = 0, m1 = 0;
+	sl_claims *c = NULL;
+	uint8_t *q = load("intel-tdx/trustee_quote_4.dat", &len), *b = NULL;
+	sl_verify_cache_reset(false);
+	assert_int_equal(verify(q, len, d, T_FRESH, NULL, 0, NULL), SL_OK);
+	sl_verify_cache_stats(&h0, &m0);
+	/* (a) PCK chain, two CRLs, the TCB signing chain, two signatures */
+	assert_int_equal(verify(q, len, d, T_FRESH, NULL, 0, &c), SL_OK);
+	sl_verify_cache_stats(&h1, &m1);
+	assert_int_equal(m1, m0);
+	assert_true(h1 - h0 >= 6);
+	assert_string_equal(sl_claims_get(c, "tdx.tcb_status"), "UpToDate");
+	assert_string_equal(sl_claims_get(c, "tdx.collateral_stale"), "false");
+	assert_string_equal(sl_claims_get(c, "tdx.pck_crl"), "checked");
+	sl_claims_free(c);
+	/* (b) one byte of the TCB info changed: another key, verified, refused */
+	char p[512];
+	snprintf(p, sizeof(p), "%s/%s", d, cached[0]);
+	assert_int_equal(sl_file_read(p, 1 << 20, &b, &bl), SL_OK);
+	char *hit = strstr((char *)b, "\"pcesvn\":11");
+	assert_non_null(hit);
+	hit[10] = '0';
+	assert_int_equal(sl_file_write_atomic(p, b, bl, 0600, true), SL_OK);
+	expect_fail(verify(q, len, d, T_FRESH, NULL, 0, NULL), SL_E_ATTEST_SIG,
+	            "tcbInfo) does not verify", "tampered TCB info, cache warm");
+	hit[10] = '1';
+	assert_int_equal(sl_file_write_atomic(p, b, bl, 0600, true), SL_OK);
+	assert_int_equal(verify(q, len, d, T_FRESH, NULL, 0, NULL), SL_OK);
+	/* (c) past the PCK leaf's notAfter (2030-02-07) after a cached success */
+	expect_fail(verify(q, len, d, 1924992000 /* 2031-01-01 */, NULL, 0, NULL),
+	            SL_E_ATTEST_CHAIN, "expired", "PCK at 2031, cache warm");
+	/* ... and past the collateral's nextUpdate: verified again, stale */
+	sl_verify_cache_stats(&h0, &m0);
+	assert_int_equal(verify(q, len, d, T_QUOTES, NULL, 0, &c), SL_OK);
+	sl_verify_cache_stats(&h1, &m1);
+	assert_true(m1 > m0);
+	assert_string_equal(sl_claims_get(c, "tdx.collateral_stale"), "true");
+	sl_claims_free(c);
+	/* (d) the quote's own signature, cache warm: REPORTDATA flipped */
+	q[48 + 520] ^= 1;
+	expect_fail(verify(q, len, d, T_FRESH, NULL, 0, NULL), SL_E_ATTEST_SIG,
+	            "TDX quote signature", "REPORTDATA flipped, cache warm");
+	q[48 + 520] ^= 1;
+	/* seclaunchd verifies on many threads at once */
+	struct par ps[4];
+	pthread_t th[4];
+	for (int i = 0; i < 4; i++) {
+		ps[i] = (struct par){q, len, d, 0};
+		assert_int_equal(pthread_create(&th[i], NULL, par_run, &ps[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		assert_int_equal(ps[i].bad, 0);
+	}
+	free(b);
+	free(q);
+	rmcoll(cached, 5);
+}
+
 int main(void)
 {
 	tl_vector_path(coll, sizeof(coll), "intel-tdx/collateral");
@@ -241,6 +332,7 @@ int main(void)
 	    cmocka_unit_test(test_tcb_signing_expired),
 	    cmocka_unit_test(test_collateral_tamper),
 	    cmocka_unit_test(test_collateral_duplicate),
+	    cmocka_unit_test(test_cache),
 	    cmocka_unit_test(test_ccel),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
