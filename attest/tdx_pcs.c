@@ -8,6 +8,7 @@
  * keys anywhere and members other than the signed one and "signature" are
  * refused, so no second copy can hide behind the signed one. */
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,10 +177,191 @@ static SL_RESULT signed_by(X509 *signer, const uint8_t sig[static 64], const uin
 	return rc;
 }
 
+/* Collateral files as parsed, keyed by the SHA-256 of their bytes (as
+ * x509_util.c's certificate parse cache): which collateral a file is (for
+ * scan) and, once the strict parse passed, the signed member, its byte
+ * range and the signature. Only parses are kept here; the signature is
+ * checked by check_signed (its verdict in vcache.c, bounded by nextUpdate). */
+#define DOC_SLOTS 32
+enum doc_kind { DOC_OTHER, DOC_TCBINFO, DOC_QEID };
+
+struct doc {
+	bool used, parsed;
+	uint8_t key[32];
+	enum doc_kind kind;
+	char fmspc[13];
+	char issued[32];
+	json_t *body; /* read only once here: shared by every verifier thread */
+	size_t off, len;
+	uint8_t sig[64];
+};
+
+static struct doc docs[DOC_SLOTS];
+static unsigned doc_next;
+static pthread_mutex_t doc_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static struct doc *doc_find(const uint8_t key[static 32])
+{
+	for (int i = 0; i < DOC_SLOTS; i++)
+		if (docs[i].used && memcmp(docs[i].key, key, 32) == 0)
+			return &docs[i];
+	return NULL;
+}
+
+/* The classification of the file whose bytes hash to key (false: unknown). */
+static bool doc_kind_get(const uint8_t key[static 32], struct doc *out)
+{
+	pthread_mutex_lock(&doc_mu);
+	struct doc *d = doc_find(key);
+	if (d != NULL) {
+		*out = *d;
+		out->body = NULL;
+	}
+	pthread_mutex_unlock(&doc_mu);
+	return d != NULL;
+}
+
+static void doc_kind_put(const struct doc *in)
+{
+	pthread_mutex_lock(&doc_mu);
+	if (doc_find(in->key) == NULL) {
+		struct doc *d = &docs[doc_next++ % DOC_SLOTS];
+		json_decref(d->body);
+		*d = *in;
+		d->used = true;
+		d->parsed = false;
+		d->body = NULL;
+	}
+	pthread_mutex_unlock(&doc_mu);
+}
+
+struct found {
+	bool have;
+	uint8_t *text;
+	size_t len;
+	uint8_t key[32];
+	char file[512];
+	char issued[32];
+};
+
+static void keep_newest(struct found *f, uint8_t **text, size_t len, const uint8_t key[static 32],
+                        const char *file, const char *issued)
+{
+	if (f->have && strcmp(issued, f->issued) <= 0)
+		return;
+	free(f->text);
+	f->have = true;
+	f->text = *text;
+	*text = NULL;
+	f->len = len;
+	memcpy(f->key, key, 32);
+	snprintf(f->file, sizeof(f->file), "%s", file);
+	snprintf(f->issued, sizeof(f->issued), "%s", issued);
+}
+
+/* What collateral text is, leniently: a malformed copy of the platform's
+ * collateral is chosen and then refused by the strict parse, not passed
+ * over. */
+static void classify(const uint8_t *text, size_t len, struct doc *d)
+{
+	json_t *doc = json_loadb((const char *)text, len, 0, NULL);
+	const json_t *t = json_object_get(doc, "tcbInfo");
+	const json_t *q = json_object_get(doc, "enclaveIdentity");
+	const char *f = sl_json_getstr(t, "fmspc");
+	const char *tid = sl_json_getstr(t, "id");
+	const char *qid = sl_json_getstr(q, "id");
+	d->kind = DOC_OTHER;
+	if (f != NULL && tid != NULL && strcmp(tid, "TDX") == 0 && strlen(f) < sizeof(d->fmspc)) {
+		d->kind = DOC_TCBINFO;
+		snprintf(d->fmspc, sizeof(d->fmspc), "%s", f);
+		snprintf(d->issued, sizeof(d->issued), "%s", sl_json_getstr(t, "issueDate") ?: "");
+	} else if (qid != NULL && strcmp(qid, "TD_QE") == 0) {
+		d->kind = DOC_QEID;
+		snprintf(d->issued, sizeof(d->issued), "%s", sl_json_getstr(q, "issueDate") ?: "");
+	}
+	json_decref(doc);
+}
+
+/* Picks the newest TDX TCB info for the platform's FMSPC and the newest TD_QE
+ * identity. Files that are not such collateral are passed over; the chosen
+ * ones are authenticated afterwards (check_signed). */
+static SL_RESULT scan(const char *dir, const sl_pck_ext *pck, struct found *ti, struct found *qi)
+{
+	sl_err rc = SL_E_IO;
+	DIR *d = opendir(dir);
+	uint8_t *text = NULL;
+	size_t len = 0;
+	int files = 0;
+	char path[4096], fm[13];
+
+	sl_hex_encode(pck->fmspc, 6, fm);
+	SL_ENSURE(d != NULL, SL_E_IO, "collateral %s: cannot open directory", dir);
+	for (struct dirent *e; (e = readdir(d)) != NULL;) {
+		const char *dot = strrchr(e->d_name, '.');
+		struct doc k = {0};
+		if (e->d_name[0] == '.' || dot == NULL || strcmp(dot, ".json") != 0)
+			continue;
+		SL_ENSURE(++files <= MAX_JSON_FILES, SL_E_TOO_LARGE,
+		          "collateral %s: more than %d JSON files", dir, MAX_JSON_FILES);
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		SL_GUARD(sl_file_read(path, MAX_JSON_BYTES, &text, &len));
+		sl_sha256(text, len, k.key);
+		if (!doc_kind_get(k.key, &k)) {
+			classify(text, len, &k);
+			doc_kind_put(&k);
+		}
+		if (k.kind == DOC_TCBINFO && strcasecmp(k.fmspc, fm) == 0)
+			keep_newest(ti, &text, len, k.key, path, k.issued);
+		else if (k.kind == DOC_QEID)
+			keep_newest(qi, &text, len, k.key, path, k.issued);
+		free(text);
+		text = NULL;
+	}
+	rc = SL_OK;
+out:
+	free(text);
+	if (d != NULL)
+		closedir(d);
+	return rc;
+}
+
+/* sl_tdx_pcs_parse of a chosen file, served from docs when these bytes
+ * parsed before. */
+static SL_RESULT parse_doc(const struct found *f, const char *key, json_t **body, const uint8_t **v,
+                           size_t *vlen, uint8_t sig[static 64])
+{
+	bool hit = false;
+	pthread_mutex_lock(&doc_mu);
+	struct doc *d = doc_find(f->key);
+	if (d != NULL && d->parsed && d->off + d->len <= f->len) {
+		*body = json_incref(d->body);
+		*v = f->text + d->off;
+		*vlen = d->len;
+		memcpy(sig, d->sig, 64);
+		hit = true;
+	}
+	pthread_mutex_unlock(&doc_mu);
+	if (hit)
+		return SL_OK;
+	sl_err rc = sl_tdx_pcs_parse(f->text, f->len, key, f->file, body, v, vlen, sig);
+	if (rc != SL_OK)
+		return rc;
+	pthread_mutex_lock(&doc_mu);
+	d = doc_find(f->key);
+	if (d != NULL && !d->parsed) {
+		d->parsed = true;
+		d->body = json_incref(*body);
+		d->off = (size_t)(*v - f->text);
+		d->len = *vlen;
+		memcpy(d->sig, sig, 64);
+	}
+	pthread_mutex_unlock(&doc_mu);
+	return SL_OK;
+}
+
 /* Verifies the signature over the signed member; *body is that member. */
-static SL_RESULT check_signed(const uint8_t *text, size_t len, const char *key,
-                              STACK_OF(X509) * certs, STACK_OF(X509) * roots, const char *file,
-                              time_t at, json_t **body)
+static SL_RESULT check_signed(const struct found *f, const char *key, STACK_OF(X509) * certs,
+                              STACK_OF(X509) * roots, time_t at, json_t **body)
 {
 	sl_err rc = SL_E_ATTEST_CHAIN;
 	const uint8_t *v = NULL;
@@ -191,8 +373,8 @@ static SL_RESULT check_signed(const uint8_t *text, size_t len, const char *key,
 	const char *id = NULL;
 	char what[600];
 
-	snprintf(what, sizeof(what), "%s (%s)", file, key);
-	SL_GUARD(sl_tdx_pcs_parse(text, len, key, file, &b, &v, &vlen, sig));
+	snprintf(what, sizeof(what), "%s (%s)", f->file, key);
+	SL_GUARD(parse_doc(f, key, &b, &v, &vlen, sig));
 	SL_GUARD(sl_json_str(b, "issueDate", 64, SL_E_ATTEST_FORMAT, what, &id));
 	SL_GUARD(sl_time_parse_rfc3339(id, &issued, "issueDate"));
 	for (int i = 0; i < sk_X509_num(certs) && signer == NULL; i++) {
@@ -214,83 +396,6 @@ out:
 	return rc;
 }
 
-struct found {
-	json_t *doc;
-	uint8_t *text;
-	size_t len;
-	char file[512];
-	char issued[32];
-};
-
-static void keep_newest(struct found *f, json_t *doc, uint8_t **text, size_t len, const char *file,
-                        const char *issued)
-{
-	if (f->doc != NULL && strcmp(issued, f->issued) <= 0)
-		return;
-	json_decref(f->doc);
-	free(f->text);
-	f->doc = json_incref(doc);
-	f->text = *text;
-	*text = NULL;
-	f->len = len;
-	snprintf(f->file, sizeof(f->file), "%s", file);
-	snprintf(f->issued, sizeof(f->issued), "%s", issued);
-}
-
-/* Picks the newest TDX TCB info for the platform's FMSPC and the newest TD_QE
- * identity. Files that are not such collateral are passed over; the chosen
- * ones are authenticated afterwards (check_signed). */
-static SL_RESULT scan(const char *dir, const sl_pck_ext *pck, struct found *ti, struct found *qi)
-{
-	sl_err rc = SL_E_IO;
-	DIR *d = opendir(dir);
-	uint8_t *text = NULL;
-	size_t len = 0;
-	json_t *doc = NULL;
-	int files = 0;
-	char path[4096], fm[13];
-
-	sl_hex_encode(pck->fmspc, 6, fm);
-	SL_ENSURE(d != NULL, SL_E_IO, "collateral %s: cannot open directory", dir);
-	for (struct dirent *e; (e = readdir(d)) != NULL;) {
-		const char *dot = strrchr(e->d_name, '.');
-		if (e->d_name[0] == '.' || dot == NULL || strcmp(dot, ".json") != 0)
-			continue;
-		SL_ENSURE(++files <= MAX_JSON_FILES, SL_E_TOO_LARGE,
-		          "collateral %s: more than %d JSON files", dir, MAX_JSON_FILES);
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		SL_GUARD(sl_file_read(path, MAX_JSON_BYTES, &text, &len));
-		/* leniently here: a malformed copy of the platform's collateral is
-		 * chosen and then refused by the strict parse, not passed over */
-		doc = json_loadb((const char *)text, len, 0, NULL);
-		if (doc != NULL) {
-			const json_t *t = json_object_get(doc, "tcbInfo");
-			const json_t *q = json_object_get(doc, "enclaveIdentity");
-			const char *f = sl_json_getstr(t, "fmspc");
-			const char *tid = sl_json_getstr(t, "id");
-			const char *qid = sl_json_getstr(q, "id");
-			if (f != NULL && tid != NULL && strcmp(tid, "TDX") == 0 &&
-			    strcasecmp(f, fm) == 0)
-				keep_newest(ti, doc, &text, len, path,
-				            sl_json_getstr(t, "issueDate") ?: "");
-			else if (qid != NULL && strcmp(qid, "TD_QE") == 0)
-				keep_newest(qi, doc, &text, len, path,
-				            sl_json_getstr(q, "issueDate") ?: "");
-		}
-		json_decref(doc);
-		doc = NULL;
-		free(text);
-		text = NULL;
-	}
-	rc = SL_OK;
-out:
-	json_decref(doc);
-	free(text);
-	if (d != NULL)
-		closedir(d);
-	return rc;
-}
-
 static bool stale(const json_t *obj, time_t at, char *next, size_t n)
 {
 	const char *s = sl_json_getstr(obj, "nextUpdate");
@@ -301,31 +406,26 @@ static bool stale(const json_t *obj, time_t at, char *next, size_t n)
 	return (at != 0 ? at : time(NULL)) > t;
 }
 
-sl_err sl_tdx_collateral_eval(const char *dir, STACK_OF(X509) * roots, time_t at,
-                              const sl_pck_ext *pck, const sl_tdx_body *b,
+sl_err sl_tdx_collateral_eval(const char *dir, STACK_OF(X509) * certs, STACK_OF(X509) * roots,
+                              time_t at, const sl_pck_ext *pck, const sl_tdx_body *b,
                               const sl_tdx_qe_report *qe, bool *found, sl_tdx_tcb *out)
 {
 	sl_err rc = SL_E_ATTEST;
 	struct found ti = {0}, qi = {0};
 	json_t *t = NULL, *q = NULL;
-	STACK_OF(X509) *certs = sk_X509_new_null();
-	STACK_OF(X509_CRL) *crls = sk_X509_CRL_new_null();
 
 	*found = false;
 	memset(out, 0, sizeof(*out));
-	SL_ENSURE(certs != NULL && crls != NULL, SL_E_NOMEM, "collateral");
 	SL_GUARD(scan(dir, pck, &ti, &qi));
-	if (ti.doc == NULL) {
+	if (!ti.have) {
 		rc = SL_OK;
 		goto out;
 	}
-	SL_GUARD(sl_x509_load_dir(dir, certs, crls));
-	SL_GUARD(check_signed(ti.text, ti.len, "tcbInfo", certs, roots, ti.file, at, &t));
+	SL_GUARD(check_signed(&ti, "tcbInfo", certs, roots, at, &t));
 	SL_GUARD(sl_tdx_tcb_eval(t, pck, b, out));
 	out->stale = stale(t, at, out->next_update, sizeof(out->next_update));
-	if (qi.doc != NULL) {
-		SL_GUARD(check_signed(qi.text, qi.len, "enclaveIdentity", certs, roots, qi.file, at,
-		                      &q));
+	if (qi.have) {
+		SL_GUARD(check_signed(&qi, "enclaveIdentity", certs, roots, at, &q));
 		SL_GUARD(sl_tdx_qe_eval(q, qe, out->qe_status));
 		char next[32];
 		out->stale = stale(q, at, next, sizeof(next)) || out->stale;
@@ -337,11 +437,7 @@ sl_err sl_tdx_collateral_eval(const char *dir, STACK_OF(X509) * roots, time_t at
 out:
 	json_decref(t);
 	json_decref(q);
-	json_decref(ti.doc);
-	json_decref(qi.doc);
 	free(ti.text);
 	free(qi.text);
-	sk_X509_pop_free(certs, X509_free);
-	sk_X509_CRL_pop_free(crls, X509_CRL_free);
 	return rc;
 }

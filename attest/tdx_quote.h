@@ -116,13 +116,15 @@ SL_MUST_USE sl_err sl_tdx_qe_eval(const json_t *ident, const sl_tdx_qe_report *q
 SL_MUST_USE sl_err sl_tdx_pcs_parse(const uint8_t *text, size_t len, const char *key,
                                     const char *file, json_t **body, const uint8_t **signed_bytes,
                                     size_t *signed_len, uint8_t sig[static 64]);
-/* Finds, verifies (signature by the Intel TCB signing certificate, chained
- * to the pinned root at the collateral's issueDate) and evaluates the TCB
- * info for pck->fmspc and the TD_QE identity among the JSON files of dir.
- * *found is false when the directory holds no TCB info for this FMSPC. */
-SL_MUST_USE sl_err sl_tdx_collateral_eval(const char *dir, STACK_OF(X509) * roots, time_t at,
-                                          const sl_pck_ext *pck, const sl_tdx_body *b,
-                                          const sl_tdx_qe_report *qe, bool *found, sl_tdx_tcb *out);
+/* Finds, verifies (signature by the Intel TCB signing certificate among
+ * certs, the certificates of dir, chained to the pinned root at the
+ * collateral's issueDate) and evaluates the TCB info for pck->fmspc and the
+ * TD_QE identity among the JSON files of dir. *found is false when the
+ * directory holds no TCB info for this FMSPC. */
+SL_MUST_USE sl_err sl_tdx_collateral_eval(const char *dir, STACK_OF(X509) * certs,
+                                          STACK_OF(X509) * roots, time_t at, const sl_pck_ext *pck,
+                                          const sl_tdx_body *b, const sl_tdx_qe_report *qe,
+                                          bool *found, sl_tdx_tcb *out);
 
 /* Verifies a raw quote (see tdx_verify.c) and adds the tdx.* claims.
  * check_binding as for SEV-SNP. rd_out (may be NULL) gets REPORTDATA. */

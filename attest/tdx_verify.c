@@ -129,23 +129,22 @@ out:
 }
 
 /* PCK leaf -> Platform/Processor CA -> pinned Intel SGX Root CA at o->at. */
-static SL_RESULT check_pck_chain(const sl_tdx_quote *q, const sl_verify_opts *o, X509 **leaf_out,
+/* coll, crls: the collateral directory's certificates and CRLs (loaded once
+ * for the chain and the TCB info's signer) */
+static SL_RESULT check_pck_chain(const sl_tdx_quote *q, const sl_verify_opts *o,
+                                 STACK_OF(X509) * coll, STACK_OF(X509_CRL) * crls, X509 **leaf_out,
                                  bool *crl_checked, STACK_OF(X509) * *roots_out)
 {
 	sl_err rc = SL_E_ATTEST_CHAIN;
 	STACK_OF(X509) *qc = sk_X509_new_null(), *mids = sk_X509_new_null(),
-	               *roots = sk_X509_new_null(), *coll = sk_X509_new_null(), *chain = NULL;
-	STACK_OF(X509_CRL) *crls = sk_X509_CRL_new_null();
+	               *roots = sk_X509_new_null(), *chain = NULL;
 	bool f1 = false, f2 = false;
 
 	*leaf_out = NULL;
 	*roots_out = NULL;
-	SL_ENSURE(qc != NULL && mids != NULL && roots != NULL && coll != NULL && crls != NULL,
-	          SL_E_NOMEM, "PCK chain");
+	SL_ENSURE(qc != NULL && mids != NULL && roots != NULL, SL_E_NOMEM, "PCK chain");
 	SL_GUARD(sl_x509_parse_blob(q->pck_chain, q->pck_chain_len, qc, NULL,
 	                            "TDX quote pck_cert_chain"));
-	if (o->collateral_dir != NULL)
-		SL_GUARD(sl_x509_load_dir(o->collateral_dir, coll, crls));
 	for (int pass = 0; pass < 2; pass++) {
 		STACK_OF(X509) *src = pass == 0 ? qc : coll;
 		for (int i = pass == 0 ? 1 : 0; i < sk_X509_num(src); i++) {
@@ -175,9 +174,7 @@ out:
 	sk_X509_pop_free(qc, X509_free);
 	sk_X509_pop_free(mids, X509_free);
 	sk_X509_pop_free(roots, X509_free);
-	sk_X509_pop_free(coll, X509_free);
 	sk_X509_pop_free(chain, X509_free);
-	sk_X509_CRL_pop_free(crls, X509_CRL_free);
 	return rc;
 }
 
@@ -208,11 +205,16 @@ sl_err sl_tdx_verify_quote(const uint8_t *quote, size_t len, const sl_verify_opt
 	sl_pck_ext ext;
 	bool crl = false, found = false;
 	sl_tdx_tcb tcb;
+	STACK_OF(X509) *coll = sk_X509_new_null();
+	STACK_OF(X509_CRL) *crls = sk_X509_CRL_new_null();
 
+	SL_ENSURE(coll != NULL && crls != NULL, SL_E_NOMEM, "TDX collateral");
 	SL_GUARD(sl_tdx_quote_parse(quote, len, &q));
 	SL_ENSURE(memcmp(q.qe_vendor_id, intel_qe_vendor, 16) == 0, SL_E_ATTEST_UNTRUSTED,
 	          "TDX quote: qe_vendor_id is not Intel's");
-	SL_GUARD(check_pck_chain(&q, o, &pck, &crl, &roots));
+	if (o->collateral_dir != NULL)
+		SL_GUARD(sl_x509_load_dir(o->collateral_dir, coll, crls));
+	SL_GUARD(check_pck_chain(&q, o, coll, crls, &pck, &crl, &roots));
 	SL_GUARD(sl_pck_ext_from_cert(pck, &ext));
 	SL_GUARD(check_qe(&q, pck));
 	SL_GUARD(p256_key(q.attest_key, &ak));
@@ -223,8 +225,8 @@ sl_err sl_tdx_verify_quote(const uint8_t *quote, size_t len, const sl_verify_opt
 		SL_GUARD(sl_tee_check_report_data(q.body.report_data, o, "TDX REPORTDATA", claims));
 	SL_GUARD(sl_claims_set(claims, "tdx.pck_crl", crl ? "checked" : "absent"));
 	if (o->collateral_dir != NULL) {
-		SL_GUARD(sl_tdx_collateral_eval(o->collateral_dir, roots, o->at, &ext, &q.body,
-		                                &q.qe_report, &found, &tcb));
+		SL_GUARD(sl_tdx_collateral_eval(o->collateral_dir, coll, roots, o->at, &ext,
+		                                &q.body, &q.qe_report, &found, &tcb));
 		if (found)
 			SL_GUARD(tcb_claims(&tcb, claims));
 	}
@@ -236,5 +238,7 @@ out:
 	EVP_PKEY_free(ak);
 	X509_free(pck);
 	sk_X509_pop_free(roots, X509_free);
+	sk_X509_pop_free(coll, X509_free);
+	sk_X509_CRL_pop_free(crls, X509_CRL_free);
 	return rc;
 }
