@@ -158,7 +158,7 @@ sl_err sl_snp_ev_certs(const json_t *ev, STACK_OF(X509) * st)
 	          key);
 	json_object_foreach (certs, key, val) {
 		SL_GUARD(b64_field(certs, key, MAX_CERT, true, &der, &len, "evidence.certs"));
-		SL_GUARD(sl_x509_from_der(der, len, &x, key));
+		SL_GUARD(sl_x509_from_der_cached(der, len, &x, key));
 		SL_ENSURE(sk_X509_push(st, x) > 0, SL_E_NOMEM, "evidence.certs");
 		x = NULL;
 		free(der);

@@ -202,6 +202,61 @@ sl_err sl_x509_parse_blob(const uint8_t *p, size_t len, STACK_OF(X509) * certs,
 	return rc;
 }
 
+sl_err sl_x509_from_der_cached(const uint8_t *p, size_t len, X509 **out, const char *what)
+{
+	struct cache_slot fresh = {.used = true};
+	X509 *x = NULL;
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	unsigned int n = 0;
+	bool keyed = false;
+
+	*out = NULL;
+	/* its own key space: the same bytes as a blob may parse otherwise (PEM) */
+	keyed = md != NULL && len <= CACHE_MAX_BLOB &&
+	        EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1 &&
+	        EVP_DigestUpdate(md, "one DER certificate", 19) == 1 &&
+	        EVP_DigestUpdate(md, p, len) == 1 && EVP_DigestFinal_ex(md, fresh.key, &n) == 1 &&
+	        n == 32;
+	EVP_MD_CTX_free(md);
+	if (keyed) {
+		pthread_mutex_lock(&cache_mu);
+		for (int i = 0; i < CACHE_SLOTS && x == NULL; i++)
+			if (cache[i].used && memcmp(cache[i].key, fresh.key, 32) == 0 &&
+			    sk_X509_num(cache[i].certs) == 1 &&
+			    X509_up_ref(sk_X509_value(cache[i].certs, 0)) == 1)
+				x = sk_X509_value(cache[i].certs, 0);
+		pthread_mutex_unlock(&cache_mu);
+		if (x != NULL) {
+			*out = x;
+			return SL_OK;
+		}
+	}
+	sl_err rc = sl_x509_from_der(p, len, &x, what);
+	if (rc != SL_OK || !keyed) {
+		*out = x;
+		return rc;
+	}
+	(void)X509_check_purpose(x, -1, 0); /* shared from here on: read only */
+	fresh.certs = sk_X509_new_null();
+	fresh.crls = sk_X509_CRL_new_null();
+	if (fresh.certs != NULL && fresh.crls != NULL && X509_up_ref(x) == 1) {
+		if (sk_X509_push(fresh.certs, x) > 0) {
+			pthread_mutex_lock(&cache_mu);
+			struct cache_slot *slot = &cache[cache_next++ % CACHE_SLOTS];
+			struct cache_slot old = *slot;
+			*slot = fresh;
+			pthread_mutex_unlock(&cache_mu);
+			fresh = old;
+		} else {
+			X509_free(x);
+		}
+	}
+	sk_X509_pop_free(fresh.certs, X509_free);
+	sk_X509_CRL_pop_free(fresh.crls, X509_CRL_free);
+	*out = x;
+	return SL_OK;
+}
+
 static bool cert_file_name(const char *n)
 {
 	const char *dot = strrchr(n, '.');

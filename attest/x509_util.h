@@ -19,6 +19,10 @@ SL_MUST_USE sl_err sl_x509_parse_blob(const uint8_t *p, size_t len, STACK_OF(X50
                                       STACK_OF(X509_CRL) * crls, const char *what);
 /* One DER certificate (the whole blob, nothing after it). */
 SL_MUST_USE sl_err sl_x509_from_der(const uint8_t *p, size_t len, X509 **out, const char *what);
+/* The same, kept parsed by the SHA-256 of the bytes (the blob cache): *out
+ * is a shared reference, read only. */
+SL_MUST_USE sl_err sl_x509_from_der_cached(const uint8_t *p, size_t len, X509 **out,
+                                           const char *what);
 /* Every *.pem, *.crt, *.cer, *.der file of dir (not recursive; at most 256
  * files of 1 MiB each). Other files are skipped; an unreadable or unparsable
  * certificate file fails naming it. */
