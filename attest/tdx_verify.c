@@ -7,6 +7,7 @@
 #include <openssl/ec.h>
 #include <openssl/err.h>
 #include <openssl/param_build.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "snp_report.h"
@@ -99,6 +100,43 @@ out:
 	OSSL_PARAM_BLD_free(b);
 	EVP_PKEY_CTX_free(ctx);
 	return rc;
+}
+
+/* Attestation keys as public key objects, by their exact 64 bytes: a QE
+ * signs every quote of its platform with one key, and making the object is
+ * a third of a quote's verification in OpenSSL 3. Only the object is kept;
+ * every quote's signature is verified with it. */
+#define AK_SLOTS 16
+static struct {
+	uint8_t xy[64];
+	EVP_PKEY *k;
+} aks[AK_SLOTS];
+static unsigned ak_next;
+static pthread_mutex_t ak_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static SL_RESULT attest_key(const uint8_t xy[static 64], EVP_PKEY **out)
+{
+	EVP_PKEY *old = NULL;
+	*out = NULL;
+	pthread_mutex_lock(&ak_mu);
+	for (int i = 0; i < AK_SLOTS && *out == NULL; i++)
+		if (aks[i].k != NULL && memcmp(aks[i].xy, xy, 64) == 0 &&
+		    EVP_PKEY_up_ref(aks[i].k) == 1)
+			*out = aks[i].k;
+	pthread_mutex_unlock(&ak_mu);
+	if (*out != NULL)
+		return SL_OK;
+	sl_err rc = p256_key(xy, out);
+	if (rc != SL_OK || EVP_PKEY_up_ref(*out) != 1)
+		return rc;
+	pthread_mutex_lock(&ak_mu);
+	unsigned i = ak_next++ % AK_SLOTS;
+	old = aks[i].k;
+	memcpy(aks[i].xy, xy, 64);
+	aks[i].k = *out;
+	pthread_mutex_unlock(&ak_mu);
+	EVP_PKEY_free(old);
+	return SL_OK;
 }
 
 static SL_RESULT check_qe(const sl_tdx_quote *q, X509 *pck)
@@ -217,7 +255,7 @@ sl_err sl_tdx_verify_quote(const uint8_t *quote, size_t len, const sl_verify_opt
 	SL_GUARD(check_pck_chain(&q, o, coll, crls, &pck, &crl, &roots));
 	SL_GUARD(sl_pck_ext_from_cert(pck, &ext));
 	SL_GUARD(check_qe(&q, pck));
-	SL_GUARD(p256_key(q.attest_key, &ak));
+	SL_GUARD(attest_key(q.attest_key, &ak));
 	SL_GUARD(sl_p256_verify(ak, q.sig, q.signed_part, q.signed_len,
 	                        "TDX quote signature (header and TD report body, with the "
 	                        "attestation key)"));

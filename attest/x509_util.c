@@ -13,6 +13,8 @@
 #include "x509_util.h"
 #include "seclaunch/util.h"
 
+static void fp_keep(X509 *x);
+
 #define MAX_DIR_FILES 256
 #define MAX_FILE_BYTES (1024 * 1024)
 
@@ -185,8 +187,10 @@ sl_err sl_x509_parse_blob(const uint8_t *p, size_t len, STACK_OF(X509) * certs,
 	if (rc == SL_OK) {
 		/* fill OpenSSL's per-certificate extension cache now, so shared
 		 * objects are only read from here on */
-		for (int i = 0; i < sk_X509_num(fresh.certs); i++)
+		for (int i = 0; i < sk_X509_num(fresh.certs); i++) {
 			(void)X509_check_purpose(sk_X509_value(fresh.certs, i), -1, 0);
+			fp_keep(sk_X509_value(fresh.certs, i));
+		}
 		ok = cache_copy(&fresh, certs, crls);
 		pthread_mutex_lock(&cache_mu);
 		struct cache_slot *slot = &cache[cache_next++ % CACHE_SLOTS];
@@ -237,6 +241,7 @@ sl_err sl_x509_from_der_cached(const uint8_t *p, size_t len, X509 **out, const c
 		return rc;
 	}
 	(void)X509_check_purpose(x, -1, 0); /* shared from here on: read only */
+	fp_keep(x);
 	fresh.certs = sk_X509_new_null();
 	fresh.crls = sk_X509_CRL_new_null();
 	if (fresh.certs != NULL && fresh.crls != NULL && X509_up_ref(x) == 1) {
@@ -295,11 +300,56 @@ out:
 	return rc;
 }
 
-void sl_x509_fingerprint(X509 *x, uint8_t out[static 32])
+/* The SHA-256 fingerprint of a cached (shared, read-only) certificate is
+ * computed once, before it is shared, and kept with it in its ex_data:
+ * X509_digest encodes the whole certificate again each time. */
+static int fp_index = -1;
+static pthread_once_t fp_once = PTHREAD_ONCE_INIT;
+
+static void fp_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+	(void)parent;
+	(void)ad;
+	(void)idx;
+	(void)argl;
+	(void)argp;
+	free(ptr);
+}
+
+static void fp_init(void)
+{
+	fp_index = X509_get_ex_new_index(0, NULL, NULL, NULL, fp_free);
+}
+
+static void digest(X509 *x, uint8_t out[static 32])
 {
 	unsigned int n = 32;
 	if (X509_digest(x, EVP_sha256(), out, &n) != 1 || n != 32)
 		memset(out, 0, 32);
+}
+
+/* Before x is shared: its fingerprint into its ex_data. */
+static void fp_keep(X509 *x)
+{
+	uint8_t *fp;
+	pthread_once(&fp_once, fp_init);
+	if (fp_index < 0 || X509_get_ex_data(x, fp_index) != NULL || (fp = malloc(32)) == NULL)
+		return;
+	digest(x, fp);
+	if (X509_set_ex_data(x, fp_index, fp) != 1)
+		free(fp);
+}
+
+void sl_x509_fingerprint(X509 *x, uint8_t out[static 32])
+{
+	const uint8_t *fp = NULL;
+	pthread_once(&fp_once, fp_init);
+	if (fp_index >= 0)
+		fp = X509_get_ex_data(x, fp_index);
+	if (fp != NULL)
+		memcpy(out, fp, 32);
+	else
+		digest(x, out);
 }
 
 void sl_x509_subject_cn(const X509 *x, char *buf, size_t n)
