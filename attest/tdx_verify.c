@@ -139,6 +139,43 @@ static SL_RESULT attest_key(const uint8_t xy[static 64], EVP_PKEY **out)
 	return SL_OK;
 }
 
+/* The PCK certificate's SGX extension as parsed, by the certificate's
+ * fingerprint (the same certificate for every quote of a platform). */
+#define PCK_SLOTS 16
+static struct {
+	bool used;
+	uint8_t fp[32];
+	sl_pck_ext ext;
+} pcks[PCK_SLOTS];
+static unsigned pck_next;
+static pthread_mutex_t pck_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static SL_RESULT pck_ext(X509 *pck, sl_pck_ext *out)
+{
+	uint8_t fp[32];
+	bool hit = false;
+	sl_x509_fingerprint(pck, fp);
+	pthread_mutex_lock(&pck_mu);
+	for (int i = 0; i < PCK_SLOTS && !hit; i++)
+		if (pcks[i].used && memcmp(pcks[i].fp, fp, 32) == 0) {
+			*out = pcks[i].ext;
+			hit = true;
+		}
+	pthread_mutex_unlock(&pck_mu);
+	if (hit)
+		return SL_OK;
+	sl_err rc = sl_pck_ext_from_cert(pck, out);
+	if (rc != SL_OK)
+		return rc;
+	pthread_mutex_lock(&pck_mu);
+	unsigned i = pck_next++ % PCK_SLOTS;
+	pcks[i].used = true;
+	memcpy(pcks[i].fp, fp, 32);
+	pcks[i].ext = *out;
+	pthread_mutex_unlock(&pck_mu);
+	return SL_OK;
+}
+
 static SL_RESULT check_qe(const sl_tdx_quote *q, X509 *pck)
 {
 	sl_err rc = SL_E_ATTEST_SIG;
@@ -253,7 +290,7 @@ sl_err sl_tdx_verify_quote(const uint8_t *quote, size_t len, const sl_verify_opt
 	if (o->collateral_dir != NULL)
 		SL_GUARD(sl_x509_load_dir(o->collateral_dir, coll, crls));
 	SL_GUARD(check_pck_chain(&q, o, coll, crls, &pck, &crl, &roots));
-	SL_GUARD(sl_pck_ext_from_cert(pck, &ext));
+	SL_GUARD(pck_ext(pck, &ext));
 	SL_GUARD(check_qe(&q, pck));
 	SL_GUARD(attest_key(q.attest_key, &ak));
 	SL_GUARD(sl_p256_verify(ak, q.sig, q.signed_part, q.signed_len,
