@@ -66,7 +66,10 @@ static void usage(FILE *f)
 	           "  --legacy            sign: legacy 'Ed' signature instead of prehashed "
 	           "'ED'\n"
 	           "  --claims F          explain: claims JSON as `seclaunch verify --json` "
-	           "prints it\n"
+	           "prints it;\n"
+	           "                      repeatable (verify --json and measure --predict --json\n"
+	           "                      of one machine and job: one claim set, no claim\n"
+	           "                      given two values)\n"
 	           "  --dataset D         explain: the dataset id asked for\n"
 	           "  --key ID            explain: the key id asked for\n"
 	           "  --destination URL   explain: a checkpoint/output destination the job "
@@ -367,6 +370,38 @@ out:
 	return rc;
 }
 
+/* Every --claims file as one claim set (attest + verify --json of the
+ * evidence, measure --predict --json of the job): a claim two files give
+ * with different values is an error naming both files. */
+static SL_RESULT load_all_claims(const struct opts *o, sl_claims **out)
+{
+	sl_err rc = SL_E_INTERNAL;
+	sl_claims *all = NULL, *one = NULL;
+	SL_GUARD(load_claims(o->claims[0], &all));
+	for (size_t f = 1; f < o->n_claims; f++) {
+		SL_GUARD(load_claims(o->claims[f], &one));
+		for (size_t i = 0; i < sl_claims_count(one); i++) {
+			const char *k = sl_claims_key(one, i), *v = sl_claims_value(one, i);
+			const char *had = sl_claims_get(all, k);
+			SL_ENSURE(
+			    had == NULL || strcmp(had, v) == 0, SL_E_INPUT,
+			    "--claims %s: claim %s is '%.80s' there and '%.80s' in an earlier "
+			    "--claims file (one machine's claims do not disagree)",
+			    o->claims[f], k, v, had);
+		}
+		SL_GUARD(sl_claims_merge(all, one));
+		sl_claims_free(one);
+		one = NULL;
+	}
+	*out = all;
+	all = NULL;
+	rc = SL_OK;
+out:
+	sl_claims_free(one);
+	sl_claims_free(all);
+	return rc;
+}
+
 /* Verifies --identity with the trust options and adds its claims. */
 static int do_explain(const struct opts *o)
 {
@@ -375,11 +410,11 @@ static int do_explain(const struct opts *o)
 	sl_claims *c = NULL;
 	sl_decision *d = NULL;
 	json_t *j = NULL;
-	if (o->policy == NULL || o->pubkey == NULL || o->claims == NULL || o->dataset == NULL)
+	if (o->policy == NULL || o->pubkey == NULL || o->n_claims == 0 || o->dataset == NULL)
 		return sl_cli_usage(
 		    CMD, "explain needs --policy, --policy-pubkey, --claims and --dataset");
 	SL_GUARD(sl_policy_load_signed(o->policy, o->sig, o->pubkey, &p));
-	SL_GUARD(load_claims(o->claims, &c));
+	SL_GUARD(load_all_claims(o, &c));
 	if (o->identity != NULL)
 		SL_GUARD(sl_policy_cli_add_identity(o, c));
 	sl_policy_request req = {o->dataset, o->key, o->outputs, o->n_outputs};
@@ -531,7 +566,9 @@ static int on_option(void *ctx, int key, char *arg)
 		o->legacy = true;
 		break;
 	case O_CLAIMS:
-		o->claims = arg;
+		if (o->n_claims == MAX_CLAIMS)
+			return sl_cli_usage(CMD, "--claims: at most %d files", MAX_CLAIMS);
+		o->claims[o->n_claims++] = arg;
 		break;
 	case O_DATASET:
 		o->dataset = arg;

@@ -10,9 +10,12 @@
 #include "seclaunch/identity.h"
 
 #define MAX_OUTPUTS 64
+#define MAX_CLAIMS 8
 
 struct opts {
-	const char *seckey, *pubkey_out, *policy, *pubkey, *sig, *comment, *claims, *dataset, *key;
+	const char *seckey, *pubkey_out, *policy, *pubkey, *sig, *comment, *dataset, *key;
+	const char *claims[MAX_CLAIMS]; /* --claims, repeatable: one claim set */
+	size_t n_claims;
 	const char *outputs[MAX_OUTPUTS];
 	size_t n_outputs;
 	bool no_password, force, legacy, strict;
