@@ -771,6 +771,16 @@ sl_err sl_audit_checkpoint(sl_audit *a)
 	return submit(a, NULL, "request", false);
 }
 
+bool sl_audit_unsealed(sl_audit *a)
+{
+	if (a == NULL || a->sk == NULL)
+		return false;
+	pthread_mutex_lock(&a->io);
+	bool r = a->since_cp > 0;
+	pthread_mutex_unlock(&a->io);
+	return r;
+}
+
 sl_err sl_audit_close(sl_audit *a)
 {
 	sl_err rc = SL_OK;

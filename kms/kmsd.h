@@ -56,7 +56,9 @@ typedef struct kmsd_config {
 	unsigned challenge_ttl_s;
 	unsigned refusal_rate_per_min; /* refused releases per source and minute; 0: no limit */
 	unsigned audit_aggregate_s;    /* window for summarising cheap refusals; 0: each in full */
-	unsigned enroll_rate_per_min;  /* /v1/enroll requests per source and minute; 0: no limit */
+	unsigned
+	    audit_checkpoint_s; /* a signed checkpoint at most this long after a record; 0: off */
+	unsigned enroll_rate_per_min; /* /v1/enroll requests per source and minute; 0: no limit */
 	/* KEK backend */
 	enum kmsd_backend backend;
 	char *keystore_file;

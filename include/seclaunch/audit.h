@@ -123,6 +123,10 @@ SL_MUST_USE sl_err sl_audit_event(sl_audit *a, const char *event, const char *jo
                                   const char *decision, json_t *details);
 /* Appends a signed checkpoint now (no-op without a key). */
 SL_MUST_USE sl_err sl_audit_checkpoint(sl_audit *a);
+/* Whether records were appended since the last checkpoint (false without a
+ * key): a long-running writer checkpoints them on a timer, so a live log
+ * verifies without waiting for the next hundred records or the stop. */
+bool sl_audit_unsealed(sl_audit *a);
 /* Writes the closing checkpoint (when a key is set) and frees the handle.
  * NULL-safe. The handle is freed even when the checkpoint fails. */
 SL_MUST_USE sl_err sl_audit_close(sl_audit *a);

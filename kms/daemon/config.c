@@ -27,6 +27,7 @@ void kmsd_config_defaults(kmsd_config *c)
 	c->refusal_rate_per_min = 60;
 	c->enroll_rate_per_min = 30;
 	c->audit_aggregate_s = 60;
+	c->audit_checkpoint_s = 60;
 	c->backend = KMSD_KEK_LOCAL;
 }
 
@@ -35,7 +36,7 @@ json_t *kmsd_config_defaults_json(void)
 	kmsd_config c;
 	kmsd_config_defaults(&c);
 	return json_pack(
-	    "{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
+	    "{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
 	    "accept_ek_without_cert", c.accept_ek_without_cert, "threads", (json_int_t)c.threads,
 	    "workers", (json_int_t)c.workers, "max_body", (json_int_t)c.max_body, "max_connections",
 	    (json_int_t)c.max_connections, "idle_timeout_s", (json_int_t)c.idle_timeout_s,
@@ -43,7 +44,8 @@ json_t *kmsd_config_defaults_json(void)
 	    (json_int_t)c.challenge_ttl_s, "refusal_rate_per_min",
 	    (json_int_t)c.refusal_rate_per_min, "enroll_rate_per_min",
 	    (json_int_t)c.enroll_rate_per_min, "audit_aggregate_s", (json_int_t)c.audit_aggregate_s,
-	    "kek_backend", c.backend == KMSD_KEK_LOCAL ? "local" : "pkcs11");
+	    "audit_checkpoint_s", (json_int_t)c.audit_checkpoint_s, "kek_backend",
+	    c.backend == KMSD_KEK_LOCAL ? "local" : "pkcs11");
 }
 
 void kmsd_config_free(kmsd_config *c)
@@ -170,6 +172,9 @@ static SL_RESULT apply(kmsd_config *c, const char *path, const char *k, json_t *
 	} else if (strcmp(k, "enroll_rate_per_min") == 0) {
 		SL_GUARD(set_uint(path, k, v, 0, 1000000, &u));
 		c->enroll_rate_per_min = (unsigned)u;
+	} else if (strcmp(k, "audit_checkpoint_s") == 0) {
+		SL_GUARD(set_uint(path, k, v, 0, 86400, &u));
+		c->audit_checkpoint_s = (unsigned)u;
 	} else if (strcmp(k, "audit_aggregate_s") == 0) {
 		SL_GUARD(set_uint(path, k, v, 0, 3600, &u));
 		c->audit_aggregate_s = (unsigned)u;

@@ -47,6 +47,8 @@ static void usage(FILE *f)
 	        "  -h, --help            this text\n\n"
 	        "Stops gracefully on SIGTERM or SIGINT. SIGHUP reloads the configuration and\n"
 	        "the policy (a bad one is refused and the old one stays) and reopens the log.\n"
+	        "SIGUSR1 seals the audit log's latest records with a signed checkpoint now\n"
+	        "(audit_checkpoint_s, default 60, does it on a timer).\n"
 	        "Exit codes: 0 stopped, 1 usage, 2 bad configuration or files (a key file or\n"
 	        "the state store readable by others, owned by another user, or a symbolic\n"
 	        "link), 4 policy signature invalid, 6 state store integrity failure (another\n"
@@ -205,6 +207,7 @@ int main(int argc, char **argv)
 	 * later inherit the mask */
 	sigemptyset(&hup);
 	sigaddset(&hup, SIGHUP);
+	sigaddset(&hup, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &hup, NULL);
 	if (rc != SL_OK) {
 		fprintf(stderr, "seclaunchd: %s\n", sl_err_detail());

@@ -209,6 +209,7 @@ static SL_RESULT keep_restart_keys(kmsd_config *c, const kmsd_config *s)
 	    {"challenge_ttl_s", c->challenge_ttl_s, s->challenge_ttl_s},
 	    {"kek_backend", c->backend, s->backend},
 	    {"enroll_rate_per_min", c->enroll_rate_per_min, s->enroll_rate_per_min},
+	    {"audit_checkpoint_s", c->audit_checkpoint_s, s->audit_checkpoint_s},
 	};
 	for (size_t i = 0; i < sizeof(restart_strs) / sizeof(restart_strs[0]); i++) {
 		char **dst = (char **)((char *)c + restart_strs[i].off);
@@ -237,6 +238,7 @@ static SL_RESULT keep_restart_keys(kmsd_config *c, const kmsd_config *s)
 	c->challenge_ttl_s = s->challenge_ttl_s;
 	c->backend = s->backend;
 	c->enroll_rate_per_min = s->enroll_rate_per_min;
+	c->audit_checkpoint_s = s->audit_checkpoint_s;
 	c->dev = s->dev;
 	return SL_OK;
 }

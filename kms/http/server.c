@@ -18,6 +18,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <time.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -453,6 +454,7 @@ sl_err kmsd_serve(kmsd_ctx *ctx)
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -510,9 +512,29 @@ sl_err kmsd_serve(kmsd_ctx *ctx)
 	if (cfg->url_file != NULL)
 		SL_GUARD(sl_file_write_atomic(cfg->url_file, url, strlen(url), 0644, true));
 
+	/* a live log verifies without waiting for a hundred records or the
+	 * stop: its records are sealed by a checkpoint at most
+	 * audit_checkpoint_s after they were written, and at once on SIGUSR1 */
+	struct timespec tick = {.tv_sec = 1};
+	uint64_t last_cp = (uint64_t)time(NULL);
 	for (;;) {
-		if (sigwait(&sigs, &sig) != 0)
+		sig = sigtimedwait(&sigs, NULL, &tick);
+		uint64_t now_s = (uint64_t)time(NULL);
+		if (sig < 0 || sig == SIGUSR1) {
+			bool due = sig == SIGUSR1 || (cfg->audit_checkpoint_s > 0 &&
+			                              now_s - last_cp >= cfg->audit_checkpoint_s);
+			if (due && sl_audit_unsealed(ctx->audit)) {
+				if (sl_audit_checkpoint(ctx->audit) != SL_OK)
+					kmsd_log(KMSD_LOG_ERR, "audit checkpoint: %s",
+					         sl_err_detail());
+				else if (sig == SIGUSR1)
+					kmsd_log(KMSD_LOG_NOTICE,
+					         "SIGUSR1: audit log checkpointed");
+			}
+			if (due)
+				last_cp = now_s;
 			continue;
+		}
 		if (sig != SIGHUP)
 			break;
 		if (ctx->live != NULL)
