@@ -266,7 +266,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		*con_cls = st;
 		if (cl != NULL && strtoull(cl, NULL, 10) > max_body) {
 			st->too_large = true;
-			return too_large(ctx, c, st);
+			/* a body a little over the limit is drained and answered at its
+			 * end: answered now, the close would reset the connection under
+			 * the client still sending it, and it would never read the 413 */
+			if (strtoull(cl, NULL, 10) > DRAIN_MAX)
+				return too_large(ctx, c, st);
 		}
 		return MHD_YES;
 	}
