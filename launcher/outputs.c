@@ -467,9 +467,9 @@ void sl_out_released(struct sl_run_st *s, sl_secret *resume_deks[], sl_kms_outpu
 {
 	struct sl_outputs *O = s->out;
 	size_t r = 0;
-	json_t *list = json_array();
 	if (O == NULL)
 		return;
+	json_t *list = json_array();
 	for (size_t i = 0; i < O->n; i++) {
 		if (O->o[i].r.man != NULL) {
 			O->o[i].r.dek = resume_deks[r];

@@ -285,7 +285,9 @@ for line in open(trace):
     used.add(call)
     if call not in allowed:
         bad.setdefault("call " + call, "system call %s is outside SystemCallFilter=: %s" % (call, line.strip()[:160]))
-    if call == "socket":
+    # a call strace shows split across threads ("<... socket resumed>) = 13")
+    # carries its arguments on its "<unfinished ...>" line, checked there
+    if call == "socket" and m.group(2) == "(":
         fam = rest.split(",")[0].strip()
         if fam not in families:
             bad.setdefault(fam, "socket family %s is outside RestrictAddressFamilies=" % fam)
