@@ -172,8 +172,9 @@ fi
 # --- kill -9 of a replica in the middle of a burst -----------------------------------
 python3 burst.py "$URL_B" "$CA_B" "$TOKEN" 100000 d d.txt >burst.out 2>&1 &
 BPID=$!
-for _ in $(seq 400); do
-	[ "$($PSQL -c "select count(*) from keys where id like 'd%'")" -ge 50 ] && break
+# (the burst's keys: d0, d1, ...; not the --dev service's own dev-outputs)
+for _ in $(seq 800); do
+	[ "$($PSQL -c "select count(*) from keys where id like 'd%' and id != 'dev-outputs'")" -ge 50 ] && break
 	sleep 0.05
 done
 kill -9 "$PID_B"
