@@ -85,7 +85,7 @@ sl_err sl_out_resume_open(struct sl_run_st *s, struct sl_outputs *O, struct out_
 	sl_err rc = SL_E_INTERNAL;
 	const char *src = sl_out_file_url_path(o->resume);
 	bool remote = src != NULL && sl_remote_is_url(src);
-	char base[2100], ck[40];
+	char base[2100] = "", ck[40];
 	uint64_t seq = 0, seen;
 
 	SL_ENSURE(src != NULL, SL_E_USAGE,
@@ -150,8 +150,8 @@ out:
 		             o->r.man != NULL ? sl_sldm_dataset_id(o->r.man) : NULL, NULL,
 		             SL_AUDIT_ERROR, NULL,
 		             json_pack("{s:s, s:s, s:I, s:s, s:s, s:s}", "output", o->name,
-		                       "source", src, "sequence", (json_int_t)seq, "error",
-		                       sl_err_name(rc), "message", msg));
+		                       "source", base[0] != '\0' ? base : o->resume, "sequence",
+		                       (json_int_t)seq, "error", sl_err_name(rc), "message", msg));
 		(void)sl_err_set(rc, "%s", msg);
 	}
 	return rc;
