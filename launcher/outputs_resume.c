@@ -149,8 +149,8 @@ out:
 		sl_out_audit(s, SL_AUDIT_EV_RUN_RESUME,
 		             o->r.man != NULL ? sl_sldm_dataset_id(o->r.man) : NULL, NULL,
 		             SL_AUDIT_ERROR, NULL,
-		             json_pack("{s:s, s:s, s:I, s:s, s:s, s:s}", "output", o->name,
-		                       "source", base[0] != '\0' ? base : o->resume, "sequence",
+		             json_pack("{s:s, s:s, s:I, s:s, s:s}", "output", o->name, "source",
+		                       base[0] != '\0' ? base : o->resume, "sequence",
 		                       (json_int_t)seq, "error", sl_err_name(rc), "message", msg));
 		(void)sl_err_set(rc, "%s", msg);
 	}
