@@ -175,11 +175,16 @@ $(BIN)/seclaunchd: $(BUILD)/kms/daemon/main.o $(LIB)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 # Loaded into slurmstepd: a plain hardened shared object whatever SAN says.
-$(BUILD)/slurm/spank_seclaunch.so: launcher/slurm/spank_seclaunch.c
+# Its object stays in $(BUILD)/launcher/slurm/ for scripts/check-layers.
+$(BUILD)/launcher/slurm/spank_seclaunch.o: launcher/slurm/spank_seclaunch.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -D_FORTIFY_SOURCE=3 \
-		-fstack-protector-strong -fstack-clash-protection -fcf-protection -MMD -MP -shared \
-		-Iinclude -Wl,-z,relro,-z,now,-z,noexecstack -o $@ $< -ljansson
+		-fstack-protector-strong -fstack-clash-protection -fcf-protection -MMD -MP \
+		-Iinclude -c -o $@ $<
+
+$(BUILD)/slurm/spank_seclaunch.so: $(BUILD)/launcher/slurm/spank_seclaunch.o
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-z,relro,-z,now,-z,noexecstack -o $@ $< -ljansson
 
 $(JOBSIDE_SO): jobside/seclaunch_data.c jobside/seclaunch_data.h crypto/gcm_arith.h \
 		include/seclaunch/cuda_api.h
@@ -306,7 +311,7 @@ install: all man completion
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PYTHON_SITE) $(DESTDIR)$(MANDIR)/man1 \
 		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(BASHCOMPDIR)
 	install -m 0755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 0644 launcher/python/seclaunch_data.py $(DESTDIR)$(PYTHON_SITE)/
+	install -m 0644 jobside/python/seclaunch_data.py $(DESTDIR)$(PYTHON_SITE)/
 	install -d $(DESTDIR)$(PREFIX)/lib/seclaunch $(DESTDIR)$(PREFIX)/include
 	install -m 0644 $(JOBSIDE_SO) $(DESTDIR)$(PREFIX)/lib/seclaunch/
 	if [ -f $(JOBSIDE_PTX) ]; then install -m 0644 $(JOBSIDE_PTX) $(DESTDIR)$(PREFIX)/lib/seclaunch/; fi
@@ -349,7 +354,7 @@ clean:
 	rm -rf build bin
 
 -include $(LIB_OBJS:.o=.d) $(BUILD)/launcher/main.d $(BUILD)/kms/daemon/main.d $(TESTLIB:.o=.d) \
-	$(UNIT_BINS:=.d) $(SPANK_SO:.so=.d)
+	$(UNIT_BINS:=.d) $(if $(SPANK_SO),$(BUILD)/launcher/slurm/spank_seclaunch.d)
 
 # For scripts: the compile flags and link libraries in force.
 print-flags:

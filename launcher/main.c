@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "seclaunch/util.h"
 
 static const struct sl_cmd commands[] = {

@@ -139,7 +139,7 @@ json.dump({"bytes": b, "hwm_kib": hwm}, open(sys.argv[1], "w"))
 EOF
 	local RS=(run --policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" "${KMSA[@]}"
 		--tcti "$SWTPM_TCTI" --ca-file "$W/tls/ca.pem" --stage stream --audit-log "$W/audit.log"
-		--env "PYTHONPATH=$ROOT/launcher/python" --env PYTHONDONTWRITEBYTECODE=1 -q)
+		--env "PYTHONPATH=$ROOT/jobside/python" --env PYTHONDONTWRITEBYTECODE=1 -q)
 	local c_args=() o
 	mapfile -t SO < <(objs "$W/www/sds")
 	for o in "${SO[@]}"; do c_args+=("$base""sds/${o%%:*}" -o /dev/null); done
@@ -379,7 +379,7 @@ kms_up || die "swtpm did not start"
 for stage in ${SL_BENCH_DS_STAGES:-host stream stream-read}; do
 	"$SL" run --policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" "${KMSA[@]}" \
 		--tcti "$SWTPM_TCTI" --stage "${stage%-read}" --env "READ_MODE=${stage##*-}" \
-		--env "PYTHONPATH=${SL_BENCH_PYTHONPATH:-$ROOT/launcher/python}" \
+		--env "PYTHONPATH=${SL_BENCH_PYTHONPATH:-$ROOT/jobside/python}" \
 		--env PYTHONDONTWRITEBYTECODE=1 --audit-log "$W/audit.log" -q "$W/smallds" -- \
 		"$PY" "$W/readers.py" "$W/svc-$stage.json" 2>"$W/err" || {
 		echo "data service: seclaunch run --stage $stage failed: $(tail -3 "$W/err")"

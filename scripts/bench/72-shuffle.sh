@@ -74,7 +74,7 @@ for mode in order shuffle map map-host; do
 	[ "$mode" = map-host ] && stage=host
 	"$SL" run --policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" "${KMSA[@]}" \
 		--tcti "$SWTPM_TCTI" --stage "$stage" --window "$window" --audit-log "$W/$mode.log" \
-		--env "PYTHONPATH=$ROOT/launcher/python" --env PYTHONDONTWRITEBYTECODE=1 \
+		--env "PYTHONPATH=$ROOT/jobside/python" --env PYTHONDONTWRITEBYTECODE=1 \
 		--env "MAP_S=${SL_BENCH_SHUF_MAP_S:-20}" --env OMP_NUM_THREADS=1 -q "$W/ds" -- \
 		"$PY" "$W/epoch.py" "$W/$mode.json" "$mode" 2>"$W/$mode.err" ||
 		die "run --stage $stage ($mode) failed: $(tail -3 "$W/$mode.err")"

@@ -1,4 +1,4 @@
-/* The data service's request parser alone (launcher/dsvc_request.c) and its
+/* The data service's request parser alone (launcher/stage/dsvc_request.c) and its
  * answer pager. Any bytes: sl_dsvc_parse returns cleanly, and what it
  * accepts satisfies the invariants the service relies on (a known op, a
  * NUL-terminated non-empty dataset id exactly for the ops that take one).
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../launcher/data_service.h"
+#include "../../launcher/stage/data_service.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

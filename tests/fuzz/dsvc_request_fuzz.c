@@ -1,4 +1,4 @@
-/* The data service's request parser (launcher/data_service.c) under serve's
+/* The data service's request parser (launcher/stage/data_service.c) under serve's
  * token admission: each input is one request on a new connection to a real
  * service (a host dataset and a stream dataset). The service must answer
  * with one JSON object or cut the peer off, never crash; a descriptor comes
@@ -14,7 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "../../launcher/data_service.h"
+#include "../../launcher/stage/data_service.h"
 #include "seclaunch/secret.h"
 
 #define TOKEN "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed"

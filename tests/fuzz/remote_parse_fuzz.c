@@ -1,14 +1,14 @@
-/* What remote sources send (launcher/remote_parse.c): the first byte picks
+/* What remote sources send (launcher/dataset/remote_parse.c): the first byte picks
  * the parser, the rest is its input. Content-Range values, the AWS shared
  * credentials file, the AWS instance metadata credentials JSON, the GCP
- * metadata token JSON, and (launcher/remote_upload.c) the UploadId and
+ * metadata token JSON, and (launcher/outputs/remote_upload.c) the UploadId and
  * error Code of S3's XML answers and the ETag of an UploadPart. Each returns cleanly on any bytes,
  * and what it accepts satisfies the checked invariants. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../launcher/remote.h"
+#include "../../launcher/dataset/remote.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,4 +1,4 @@
-/* The script an interpreter reads (launcher/workload_script.c): the input
+/* The script an interpreter reads (launcher/run/workload_script.c): the input
  * is a command line and an environment, NUL-separated strings, the two
  * parts split at the first empty string; the first string is the
  * interpreter. Whatever the bytes, the answer is NONE, UNKNOWN with a
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../launcher/workload_int.h"
+#include "../../launcher/run/workload_int.h"
 
 #define MAXS 64
 

@@ -81,7 +81,7 @@ buf.free()
 PY
 RUNA=(--policy "$T/policy.json" --policy-pubkey "$T/p.pub" "${K[@]}" --tcti "$SWTPM_TCTI"
 	--region gcp:europe-west4 --audit-log "$T/audit.log"
-	--env "PYTHONPATH=$SL_ROOT/launcher/python" --env PYTHONDONTWRITEBYTECODE=1
+	--env "PYTHONPATH=$SL_ROOT/jobside/python" --env PYTHONDONTWRITEBYTECODE=1
 	--env "SECLAUNCH_LIBCUDA=$FAKE" --env "SECLAUNCH_GCM_PTX=$PTX" --env "FAKECUDA_REPORT=$T/job.report")
 export SECLAUNCH_LIBCUDA=$FAKE FAKECUDA_REPORT=$T/run.report
 

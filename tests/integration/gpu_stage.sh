@@ -48,7 +48,7 @@ check "encrypt" 0 "$SL" encrypt "${K[@]}" --key-id gpu-key --admin-token-file "$
 	--dataset-id gpu-ds --chunk-size 64K -q "$T/plain" -o "$T/gpu.sld"
 rm -f "$T/plain"
 RUNA=(--policy "$T/policy.json" --policy-pubkey "$T/p.pub" "${K[@]}" --tcti "$SWTPM_TCTI"
-	--region gcp:europe-west4 --audit-log "$T/audit.log" --env "PYTHONPATH=$SL_ROOT/launcher/python" --env PYTHONDONTWRITEBYTECODE=1)
+	--region gcp:europe-west4 --audit-log "$T/audit.log" --env "PYTHONPATH=$SL_ROOT/jobside/python" --env PYTHONDONTWRITEBYTECODE=1)
 
 cat >"$T/job.py" <<'EOF'
 import ctypes, hashlib, sys

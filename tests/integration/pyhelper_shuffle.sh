@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# TorchFiles(shuffle=True), the shard-aware shuffle of launcher/python/
+# TorchFiles(shuffle=True), the shard-aware shuffle of jobside/python/
 # seclaunch_data.py, without `seclaunch run`: its plan on its own (every
 # file exactly once per epoch across 2 ranks x 2 DataLoader workers, the
 # order a function of seed and epoch), then read through a stand-in data
@@ -13,7 +13,7 @@ if ! [ -x "$PY" ] || ! "$PY" -c 'import torch.utils.data' 2>/dev/null; then
 	skip pyhelper_shuffle "python3-torch is not installed for /usr/bin/python3"
 	finish
 fi
-export PYTHONPATH=$SL_ROOT/launcher/python:$SL_ROOT/tests/integration PYTHONDONTWRITEBYTECODE=1
+export PYTHONPATH=$SL_ROOT/jobside/python:$SL_ROOT/tests/integration PYTHONDONTWRITEBYTECODE=1
 cd "$T" || exit 1
 
 py() { # name code

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# S3 multipart uploads of sealed outputs (launcher/remote_upload.c) against
+# S3 multipart uploads of sealed outputs (launcher/outputs/remote_upload.c) against
 # moto_server behind an HTTPS front (s3_proxy.py: logs requests, counts the
 # parts under way at once, injects faults): an object larger than a part
 # goes up as CreateMultipartUpload, parts in parallel (at most

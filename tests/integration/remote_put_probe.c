@@ -1,4 +1,4 @@
-/* Test client for uploads (launcher/remote_upload.c), built by
+/* Test client for uploads (launcher/outputs/remote_upload.c), built by
  * tests/integration/remote_multipart.sh and scripts/bench/70-remote.sh
  * against libseclaunch.a: sl_remote_put of one local file.
  *

@@ -197,7 +197,7 @@ EOF
 		shift || true
 		env "$@" "$SL" run --policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" \
 			"${KMSA[@]}" --tcti "$SWTPM_TCTI" --ca-file tls/ca.pem --stage stream --window 600K \
-			--env "PYTHONPATH=$SL_ROOT/launcher/python" --env PYTHONDONTWRITEBYTECODE=1 -q \
+			--env "PYTHONPATH=$SL_ROOT/jobside/python" --env PYTHONDONTWRITEBYTECODE=1 -q \
 			"$F/$mode/$ds/" -- python3 sjob.py "$out" "$which"
 	}
 	check "run --stage stream from the store: exit 0" 0 srun good "$T/s.sums" all

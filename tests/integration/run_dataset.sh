@@ -88,7 +88,7 @@ if __name__ == "__main__":
 EOF
 numpy_ok=$("$PY" -c 'import numpy' 2>/dev/null && echo numpy_ok || echo no_numpy)
 RUNA=(--policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" "${KMSA[@]}"
-	--tcti "$SWTPM_TCTI" --stage host --env "PYTHONPATH=$SL_ROOT/launcher/python"
+	--tcti "$SWTPM_TCTI" --stage host --env "PYTHONPATH=$SL_ROOT/jobside/python"
 	--env PYTHONDONTWRITEBYTECODE=1 --audit-log "$T/audit.log")
 RANK=3 WORLD_SIZE=8 MASTER_ADDR=10.1.2.3 SLURM_JOB_ID=42 NCCL_DEBUG=INFO SECLAUNCH_TCTI=$SWTPM_TCTI \
 	check "run a job over the sharded dataset: exit 0" 0 \

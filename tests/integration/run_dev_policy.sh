@@ -54,7 +54,7 @@ ds = sd.datasets()["dev-data"]
 open(sys.argv[1], "w").write(hashlib.sha256(ds.memoryview()).hexdigest() + "\n")
 EOF
 RUNA=(--policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" "${KMSA[@]}"
-	--tcti "$SWTPM_TCTI" --stage host --env "PYTHONPATH=$SL_ROOT/launcher/python" --env PYTHONDONTWRITEBYTECODE=1)
+	--tcti "$SWTPM_TCTI" --stage host --env "PYTHONPATH=$SL_ROOT/jobside/python" --env PYTHONDONTWRITEBYTECODE=1)
 check "run against a bare --dev service: exit 0" 0 \
 	"$SL" run "${RUNA[@]}" d.sld -- "$PY" job.py "$T/got1"
 assert "the job read exactly the plaintext" test "$(cat got1 2>/dev/null)" = "$want"
@@ -83,7 +83,7 @@ stop_pid "$KMS_PID"
 start_kms "$KMS_STATE" || exit 1
 KMSA=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
 RUNA=(--policy "$KMS_STATE/policy.json" --policy-pubkey "$T/pub.before" "${KMSA[@]}"
-	--tcti "$SWTPM_TCTI" --stage host --env "PYTHONPATH=$SL_ROOT/launcher/python" --env PYTHONDONTWRITEBYTECODE=1)
+	--tcti "$SWTPM_TCTI" --stage host --env "PYTHONPATH=$SL_ROOT/jobside/python" --env PYTHONDONTWRITEBYTECODE=1)
 assert "after a restart: the same development policy key" cmp -s pub.before "$KMS_STATE/policy.pub"
 check "after a restart: run with the key copied before succeeds" 0 \
 	"$SL" run "${RUNA[@]}" d.sld -- "$PY" job.py "$T/got2"

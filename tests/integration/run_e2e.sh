@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # seclaunch run end to end: real swtpm, seclaunchd --dev over TLS with a
 # policy signed by minisign, datasets encrypted under KMS keys. The job is a
-# python3 script using launcher/python/seclaunch_data.py. Failure injection
+# python3 script using jobside/python/seclaunch_data.py. Failure injection
 # before the job: KMS down, attestation failure, policy denial, region
 # denial, a tampered chunk, a wrong policy signature; after each: no job, the
 # exit code, no plaintext marker in any file under $T or /tmp.
@@ -21,7 +21,7 @@ fi
 # the interpreter itself, not a wrapper script that adds its own variables
 PY=$(python3 -c "import sys; print(sys.executable)")
 MARKER="SLPLAIN-$(od -An -tx1 -N8 /dev/urandom | tr -d ' \n')"
-PYHELPER=$SL_ROOT/launcher/python
+PYHELPER=$SL_ROOT/jobside/python
 AUDIT=$T/audit.log
 
 # Deterministic plaintext generator: never written to a file.

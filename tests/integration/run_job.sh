@@ -96,8 +96,8 @@ assert "-q: no final line" bash -c "! grep -q 'job exited' '$T/err'"
 # ---- a source build's job imports seclaunch_data without --env PYTHONPATH ----
 check "python3 -c 'import seclaunch_data' with no --env" 0 "$SL" "${R[@]}" -q "$T/ds.sld" -- \
 	"$PY" -c 'import seclaunch_data, sys; print(seclaunch_data.__file__); sys.exit(0 if seclaunch_data.datasets() else 3)'
-assert "... from this source tree's launcher/python" \
-	grep -qx "$(cd "$SL_ROOT/launcher/python" && pwd -P)/seclaunch_data.py" "$T/out"
+assert "... from this source tree's jobside/python" \
+	grep -qx "$(cd "$SL_ROOT/jobside/python" && pwd -P)/seclaunch_data.py" "$T/out"
 check "--env PYTHONPATH=DIR: the user's value wins" 0 "$SL" "${R[@]}" -q --env "PYTHONPATH=$T" \
 	"$T/ds.sld" -- "$PY" -c 'import os; print(os.environ["PYTHONPATH"])'
 assert "... PYTHONPATH is exactly DIR" grep -qx "$T" "$T/out"
@@ -231,7 +231,7 @@ fi
 # traversable, so $T/audit.key (0600 root) is where --audit-key names it
 chmod 711 "$T"
 mkdir -m 1777 "$T/pub"
-cp "$SL_ROOT/launcher/python/"*.py "$T/pub/"
+cp "$SL_ROOT/jobside/python/"*.py "$T/pub/"
 cat >"$T/pub/probe.py" <<'EOF2'
 import os, sys, hashlib
 sys.path.insert(0, os.path.dirname(__file__))

@@ -88,7 +88,7 @@ if __name__ == "__main__":
     main()
 EOF
 RUNA=(--policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" "${KMSA[@]}"
-	--tcti "$SWTPM_TCTI" --env "PYTHONPATH=$SL_ROOT/launcher/python"
+	--tcti "$SWTPM_TCTI" --env "PYTHONPATH=$SL_ROOT/jobside/python"
 	--env PYTHONDONTWRITEBYTECODE=1 --audit-log "$T/audit.log")
 "$PY" - want.sums >last.want <<'EOF'
 import sys
@@ -234,7 +234,7 @@ EOF
 task() { # OUT [env...]
 	local out=$1
 	shift
-	env -i PATH=/usr/bin:/bin PYTHONPATH="$SL_ROOT/launcher/python" PYTHONDONTWRITEBYTECODE=1 \
+	env -i PATH=/usr/bin:/bin PYTHONPATH="$SL_ROOT/jobside/python" PYTHONDONTWRITEBYTECODE=1 \
 		SECLAUNCH_DATA_SOCKET="$T/data.sock" SECLAUNCH_DATA_TOKEN="$stok" "$@" "$PY" task.py \
 		>"$out" 2>"$out.err"
 }

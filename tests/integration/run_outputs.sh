@@ -256,7 +256,7 @@ EOF
 check "audit checkpoint key" 0 "$SL" audit keygen --secret-key "$T/audit.key" --public-key "$T/audit.pub"
 RUN=(--policy "$T/policy.json" --policy-pubkey "$T/policy.pub" "${KMSA[@]}" --stage host
 	--region gcp:europe-west4 --audit-log "$AUDIT" --audit-key "$T/audit.key"
-	--env "PYTHONPATH=$SL_ROOT/launcher/python" --env PYTHONDONTWRITEBYTECODE=1)
+	--env "PYTHONPATH=$SL_ROOT/jobside/python" --env PYTHONDONTWRITEBYTECODE=1)
 ev_count() { grep -c "\"event\":\"$1\"" "$AUDIT"; }
 ev_has() { grep "\"event\":\"$1\"" "$AUDIT" | grep -q -- "$2"; }
 
@@ -641,7 +641,7 @@ for k in sorted(st):
     h.update(k.encode()); h.update(st[k].contiguous().numpy().tobytes())
 open(sys.argv[1], "w").write(h.hexdigest() + "\n")
 EOF
-	TRUN=(--env "PYTHONPATH=$SL_ROOT/launcher/python" --env PYTHONDONTWRITEBYTECODE=1)
+	TRUN=(--env "PYTHONPATH=$SL_ROOT/jobside/python" --env PYTHONDONTWRITEBYTECODE=1)
 	check "pytorch: uninterrupted run, 300 steps, a checkpoint every 50" 0 \
 		"$SL" run "${RUN[@]}" --tcti "$TCTI_A" --output "model=$T/dest_torch_full" "$T/in.sld" -- \
 		"$TORCHPY" "$T/torch_train.py" 300 50 "$RMARK" "$T/tprog_full"

@@ -66,7 +66,7 @@ check "key create" 0 "$SL" key create "${K[@]}" --admin-token-file "$KMS_TOKEN" 
 # the job's files: a folder nobody may enter and write; $T itself only traversable
 chmod 711 "$T"
 mkdir -m 1777 "$T/pub"
-cp "$SL_ROOT/launcher/python/"*.py "$T/pub/"
+cp "$SL_ROOT/jobside/python/"*.py "$T/pub/"
 chmod 644 "$T/pub/"*.py
 RUN=(run --policy "$T/policy.json" --policy-pubkey "$T/p.pub" "${K[@]}" --tcti "$SWTPM_TCTI"
 	--region gcp:europe-west4 --stage host --audit-log "$T/audit.log" --user nobody

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# launcher/python/seclaunch_data.py on its own (no seclaunch run needed): a
+# jobside/python/seclaunch_data.py on its own (no seclaunch run needed): a
 # host entry over a real memfd (as seclaunch hands it over), size 0, and the
 # error cases: SECLAUNCH_DATA unset, not JSON, not an object, unknown kind,
 # bad size, unknown dataset id, a GPU entry asked for host memory.
@@ -9,7 +9,7 @@ if ! command -v python3 >/dev/null; then
 	skip run_pyhelper "python3 not installed"
 	finish
 fi
-export PYTHONPATH=$SL_ROOT/launcher/python PYTHONDONTWRITEBYTECODE=1
+export PYTHONPATH=$SL_ROOT/jobside/python PYTHONDONTWRITEBYTECODE=1
 
 py() { # name want-rc code: runs code with the helper importable
 	local name=$1 want=$2

@@ -94,7 +94,7 @@ json.dump(seen, open("%s.%d" % (out, rank), "w"))
 dist.destroy_process_group()
 EOF
 RUNA=(--policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" "${KMSA[@]}"
-	--tcti "$SWTPM_TCTI" --env "PYTHONPATH=$SL_ROOT/launcher/python"
+	--tcti "$SWTPM_TCTI" --env "PYTHONPATH=$SL_ROOT/jobside/python"
 	--env PYTHONDONTWRITEBYTECODE=1 --env OMP_NUM_THREADS=1)
 wipe_rec() { # audit-log: shards_staged shards_refetched of the stream's run.wipe
 	"$PY" - "$1" <<'EOF'

@@ -16,7 +16,7 @@ missing= n=0
 # run's own table, the launch options it shares with serve (run_int.h), the region identity options it shares with decrypt (not
 # the hidden deprecated aliases) and the shared flags it accepts
 own=$(sed -n 's/^[[:space:]]*{"\([a-z-]*\)", [a-z_]*, [A-Z_]*, NULL}.*/\1/p' \
-	"$SL_ROOT/launcher/cmd_run.c" "$SL_ROOT/launcher/run_int.h" "$SL_ROOT/launcher/region_id.h")
+	"$SL_ROOT/launcher/cmd/cmd_run.c" "$SL_ROOT/launcher/run/run_int.h" "$SL_ROOT/launcher/cli/region_id.h")
 for opt in $own kms kms-ca kms-pin tcti audit-log json quiet; do
 	n=$((n + 1))
 	grep -q -- "--$opt" "$T/help" || missing="$missing --$opt"

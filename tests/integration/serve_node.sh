@@ -40,7 +40,7 @@ assert "... the token and the stop conditions" grep -q "SIGTERM" "$T/out"
 cp "$T/out" "$T/help"
 missing=
 for opt in $(sed -n 's/^[[:space:]]*{"\([a-z-]*\)", [a-z_]*, [A-Z_]*, NULL}.*/\1/p' \
-	"$SL_ROOT/launcher/cmd_serve.c" "$SL_ROOT/launcher/run_int.h" "$SL_ROOT/launcher/region_id.h"); do
+	"$SL_ROOT/launcher/cmd/cmd_serve.c" "$SL_ROOT/launcher/run/run_int.h" "$SL_ROOT/launcher/cli/region_id.h"); do
 	grep -q -- "--$opt" "$T/help" || missing="$missing --$opt"
 done
 assert "serve --help names every option of its parser${missing:+ (missing:$missing)}" test -z "$missing"
@@ -70,7 +70,7 @@ EOF2
 reader() { # reader OUT [env...]: a process that is not serve's child
 	local out=$1
 	shift
-	env -i PATH=/usr/bin:/bin PYTHONPATH="$SL_ROOT/launcher/python" PYTHONDONTWRITEBYTECODE=1 \
+	env -i PATH=/usr/bin:/bin PYTHONPATH="$SL_ROOT/jobside/python" PYTHONDONTWRITEBYTECODE=1 \
 		SECLAUNCH_DATA_SOCKET="$T/data.sock" "$@" "$PY" reader.py >"$out" 2>"$out.err"
 }
 sums_ok() {
@@ -197,12 +197,12 @@ _PIDS+=("$sp")
 for _ in $(seq 300); do [ -s "$T/home-u/ready-u.json" ] && break; sleep 0.05; done
 read -r usock utok < <("$PY" -c "import json; r=json.load(open('$T/home-u/ready-u.json')); print(r['socket'], r['token'])")
 assert "--user: the ready file belongs to the job's user" test "$(stat -c %U "$T/home-u/ready-u.json")" = nobody
-env -i PATH=/usr/bin:/bin PYTHONPATH="$SL_ROOT/launcher/python" PYTHONDONTWRITEBYTECODE=1 SECLAUNCH_DATA_SOCKET="$usock" \
+env -i PATH=/usr/bin:/bin PYTHONPATH="$SL_ROOT/jobside/python" PYTHONDONTWRITEBYTECODE=1 SECLAUNCH_DATA_SOCKET="$usock" \
 	SECLAUNCH_DATA_TOKEN="$utok" "$PY" reader.py >u1.json 2>u1.err
 assert "--user nobody: root with the right token is refused (not the job's user)" \
 	grep -q "not the job's user" u1.err
 chmod 0755 "$T"
-env -i PATH=/usr/bin:/bin PYTHONPATH="$SL_ROOT/launcher/python" PYTHONDONTWRITEBYTECODE=1 \
+env -i PATH=/usr/bin:/bin PYTHONPATH="$SL_ROOT/jobside/python" PYTHONDONTWRITEBYTECODE=1 \
 	SECLAUNCH_DATA_SOCKET="$usock" SECLAUNCH_DATA_TOKEN="$utok" \
 	setpriv --reuid=65534 --regid=65534 --clear-groups "$PY" "$T/reader.py" >u2.json 2>u2.err
 chmod 0700 "$T"

@@ -68,7 +68,7 @@ EOF2
 SA=(--seclaunch-policy="$T/policy.json" --seclaunch-pubkey="$T/policy.pub"
 	--seclaunch-kms="$KMS_URL" --seclaunch-kms-ca="$KMS_CA" --seclaunch-data="$T/ds"
 	--seclaunch-stage=host --seclaunch-region=gcp:europe-west4)
-JOBENV=("--export=ALL,PYTHONPATH=$SL_ROOT/launcher/python,PYTHONDONTWRITEBYTECODE=1")
+JOBENV=("--export=ALL,PYTHONPATH=$SL_ROOT/jobside/python,PYTHONDONTWRITEBYTECODE=1")
 releases() { grep '"event":"kms.release"' "$KMS_STATE/audit.log" | grep -c '"decision":"allow"'; }
 attestations() { grep -c '"event":"kms.release"' "$KMS_STATE/audit.log"; }
 

@@ -113,7 +113,7 @@ sys.exit(Std.from_str("0") is not None)'; then
 	TRA=(--redirects 2 --tee 2)
 fi
 RUNA=(--policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" "${KMSA[@]}"
-	--tcti "$SWTPM_TCTI" --stage host --env "PYTHONPATH=$SL_ROOT/launcher/python"
+	--tcti "$SWTPM_TCTI" --stage host --env "PYTHONPATH=$SL_ROOT/jobside/python"
 	--env PYTHONDONTWRITEBYTECODE=1 --env OMP_NUM_THREADS=1 --audit-log "$T/audit.log")
 before=$(grep -c '"event":"kms.release"' "$KMS_STATE/audit.log")
 check "seclaunch run -- torchrun --standalone --nproc_per_node 2 train.py: exit 0" 0 \

@@ -122,7 +122,7 @@ check_err "predict: --output without NAME= is usage" 1 "NAME=DEST" "$SL" measure
 
 PYSHA=$(sha256sum "$(readlink -f "$PY")" | cut -d' ' -f1)
 SCRIPTSHA=$(sha256sum job.py | cut -d' ' -f1)
-COMP="\"workloads\": [{\"exe_sha256\": [\"$PYSHA\"], \"script_sha256\": [\"$SCRIPTSHA\"], \"argv\": [\"$PY\", \"job.py\", \"--epochs=*\"], \"env\": [\"PATH=*\", \"HOME=*\", \"LANG=*\", \"LC_*\", \"TERM=*\", \"TZ=*\", \"CUDA_*\", \"NVIDIA_*\", \"PYTHONDONTWRITEBYTECODE=1\", \"PYTHONPATH=$SL_ROOT/launcher/python\", \"MODE=train\"]}]"
+COMP="\"workloads\": [{\"exe_sha256\": [\"$PYSHA\"], \"script_sha256\": [\"$SCRIPTSHA\"], \"argv\": [\"$PY\", \"job.py\", \"--epochs=*\"], \"env\": [\"PATH=*\", \"HOME=*\", \"LANG=*\", \"LC_*\", \"TERM=*\", \"TZ=*\", \"CUDA_*\", \"NVIDIA_*\", \"PYTHONDONTWRITEBYTECODE=1\", \"PYTHONPATH=$SL_ROOT/jobside/python\", \"MODE=train\"]}]"
 policy "$T/p1.json" "[$(rule wl-bin "\"workloads\": [{\"identity\": [\"$ID_BIN\"]}]"),
  $(rule wl-py "\"workloads\": [{\"identity\": [\"$ID_PY\"]}]"),
  $(rule wl-sh "\"workloads\": [{\"identity\": [\"$ID_SH\"]}]"),

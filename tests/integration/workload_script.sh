@@ -103,10 +103,10 @@ explain d-py "$PY" good.py >/dev/null 2>&1
 assert "explain: python3 good.py satisfies the workloads rule" \
 	grep -q 'workloads\[0\]: workload .* is allowed' "$T/out"
 
-# seclaunch's own PYTHONPATH (a source build's launcher/python, so that the
+# seclaunch's own PYTHONPATH (a source build's jobside/python, so that the
 # job imports seclaunch_data): in the measured environment, and known, so
 # the script is still the file; any other PYTHONPATH is the user's: unknown
-HELPER=$(cd "$SL_ROOT/launcher/python" && pwd -P)
+HELPER=$(cd "$SL_ROOT/jobside/python" && pwd -P)
 predict "$PY" good.py
 assert "a source build's job gets PYTHONPATH=$HELPER, in the measured env" python3 -c '
 import json, sys

@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../launcher/cli.h"
-#include "../../launcher/outputs.h"
+#include "../../launcher/cli/cli.h"
+#include "../../launcher/outputs/outputs.h"
 #include "seclaunch/attest.h"
 #include "seclaunch/audit.h"
 #include "seclaunch/crypto.h"

@@ -25,7 +25,7 @@
 
 #include <cmocka.h>
 
-#include "../../launcher/data_service.h"
+#include "../../launcher/stage/data_service.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/util.h"
 

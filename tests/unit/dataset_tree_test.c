@@ -18,8 +18,8 @@
 
 #include <cmocka.h>
 
-#include "../../launcher/dataset_tree.h"
-#include "../../launcher/stream.h"
+#include "../../launcher/dataset/dataset_tree.h"
+#include "../../launcher/stage/stream.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/stage.h"
 #include "seclaunch/util.h"

@@ -32,7 +32,7 @@
 #include "seclaunch/util.h"
 
 #include "../../jobside/seclaunch_data.h"
-#include "../../launcher/data_service.h"
+#include "../../launcher/stage/data_service.h"
 #include "sld_fixture.h"
 #include "testlib.h"
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "../../kms/http/http.h"
-#include "../../launcher/outputs.h"
+#include "../../launcher/outputs/outputs.h"
 #include "seclaunch/policy.h"
 #include "testlib.h"
 

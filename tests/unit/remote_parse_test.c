@@ -1,4 +1,4 @@
-/* The parsers of what remote sources send (launcher/remote_parse.c):
+/* The parsers of what remote sources send (launcher/dataset/remote_parse.c):
  * Content-Range values, the AWS shared credentials file, the AWS instance
  * metadata credentials and the GCP metadata token; lies and malformed
  * input refused. */
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "../../launcher/remote.h"
+#include "../../launcher/dataset/remote.h"
 
 static void test_content_range(void **state)
 {

@@ -29,7 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../launcher/cli.h"
+#include "../../launcher/cli/cli.h"
 #include "seclaunch/identity.h"
 #include "seclaunch/kms_client.h"
 #include "seclaunch/minisign.h"

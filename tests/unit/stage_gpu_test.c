@@ -1,4 +1,4 @@
-/* launcher/stage_gpu.c (--stage gpu-ipc: seclaunch fills device buffers)
+/* launcher/stage/stage_gpu.c (--stage gpu-ipc: seclaunch fills device buffers)
  * on the CPU stand-in for libcuda.so.1 (tests/fakecuda/), through the same
  * dlopen path ($SECLAUNCH_LIBCUDA): chunk order (the device buffer, whose
  * address the fake's IPC handle carries, is the plaintext), pinned buffers

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../launcher/job.h"
+#include "../../launcher/job/job.h"
 
 static char dir[64];
 

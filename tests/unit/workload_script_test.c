@@ -1,4 +1,4 @@
-/* Which script an interpreter reads (launcher/workload_script.c): a table
+/* Which script an interpreter reads (launcher/run/workload_script.c): a table
  * of command lines of python3, bash/sh/dash, perl, ruby, node, zsh and
  * Rscript, with the script each one really opens, or "unknown" where it
  * cannot be told. Among them the two attacks that measured the wrong file:
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../launcher/workload_int.h"
+#include "../../launcher/run/workload_int.h"
 
 #define MAXA 12
 #define U SL_WL_SCRIPT_UNKNOWN

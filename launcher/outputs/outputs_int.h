@@ -1,0 +1,79 @@
+/* Private to outputs*.c. */
+#ifndef SECLAUNCH_LAUNCHER_OUTPUTS_INT_H
+#define SECLAUNCH_LAUNCHER_OUTPUTS_INT_H
+
+#include <pthread.h>
+#include <jansson.h>
+
+#include "outputs.h"
+#include "preempt.h"
+#include "../run/run_int.h"
+#include "seclaunch/kms_client.h"
+#include "seclaunch/sldm.h"
+
+#define LATEST "LATEST"
+#define CKPT_REQ ".seclaunch-checkpoint-request"
+#define CKPT_STATUS ".seclaunch-checkpoint"
+#define RESTORE ".seclaunch-restore"
+
+struct out_one {
+	char name[SL_OUT_NAME_MAX + 1];
+	char dest[2048];        /* a folder, or a URL ending in '/' */
+	char policy_dest[2100]; /* what output_destinations match: the URL, or file://ABS/ */
+	bool remote;
+	char id[SL_KMS_DATASET_ID_MAX + 1]; /* NAME:JOBID */
+	sl_kms_output_key key;
+	uint64_t next_seq;
+	uint64_t sealed_seq; /* the last one sealed by this run (0: none) */
+	char sealed_root[2 * SL_SLDM_ROOT_LEN + 1];
+	const char *resume; /* SOURCE, or NULL */
+	/* --resume, read in the datasets step; its DEK comes in the launch's
+	 * release beside the inputs' */
+	struct {
+		sl_sldm *man;   /* the newest checkpoint's manifest (NULL: none) */
+		sl_remote *rem; /* its store, when remote */
+		char dir[2200]; /* its folder or URL */
+		char src[4200]; /* SOURCE as the records name it */
+		uint64_t seq;   /* LATEST there */
+		sl_secret *dek; /* released */
+	} r;
+};
+
+struct sl_outputs {
+	struct sl_run_st *s;
+	struct sl_out_cfg *c;
+	struct out_one o[SL_OUT_MAX];
+	size_t n;
+	sl_memdir dir;
+	pthread_mutex_t mu;
+	pthread_t th;
+	bool th_started;
+	int stop[2];
+	uint64_t requests;
+	sl_preempt *pre;
+	int forwarded;
+};
+
+/* The command that names messages ("run" or "serve") and the job's command
+ * as the KMS and the audit log see it (serve: the tasks' measured command,
+ * else "seclaunch serve"). */
+#define SL_OUT_CMD(s) ((s)->o->serve.on ? "serve" : "run")
+#define SL_OUT_JOB_CMD(s)                                                                          \
+	((s)->o->cmd != NULL             ? (s)->o->cmd[0]                                          \
+	 : (s)->o->serve.measure != NULL ? (s)->o->serve.measure[0]                                \
+	                                 : "seclaunch serve")
+
+/* outputs.c */
+void sl_out_audit(struct sl_run_st *s, const char *event, const char *ds, const char *key,
+                  const char *decision, json_t *reasons, json_t *details);
+SL_MUST_USE sl_err sl_out_read_latest(struct sl_outputs *O, const char *dest, bool remote,
+                                      uint64_t *seq);
+SL_MUST_USE sl_err sl_out_mkdir_p(const char *path);
+/* outputs_resume.c: open reads LATEST and the manifest at SOURCE (before
+ * any attestation: what the launch's release asks for); resume restores
+ * it with the released DEK. */
+SL_MUST_USE sl_err sl_out_resume_open(struct sl_run_st *s, struct sl_outputs *O, struct out_one *o);
+SL_MUST_USE sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *o);
+void sl_out_resume_free(struct out_one *o);
+
+#endif
