@@ -14,10 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dataset_tree.h"
+#include "dataset/dataset_tree.h"
 #include "seclaunch/secret.h"
 #include "seclaunch/sldm.h"
-#include "stream.h"
+#include "stage/stream.h"
 
 static double now(void)
 {

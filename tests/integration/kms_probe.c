@@ -40,7 +40,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "kms_http.h"
+#include "kmsc/kms_http.h"
 #include "seclaunch/attest.h"
 #include "seclaunch/tpm2.h"
 #include "seclaunch/kms_client.h"
