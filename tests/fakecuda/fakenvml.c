@@ -4,7 +4,8 @@
  *
  * CC settings: from the file $FAKENVML_CC, read again at every call, so a
  * test can change the GPU's mode while a job runs: "off" (or no file), "on",
- * "devtools" (on, in dev-tools mode). The GPU is never "ready".
+ * "devtools" (on, in dev-tools mode). The GPUs are never "ready" when asked;
+ * setting them ready succeeds only where they can attest ($FAKENVML_DIR).
  *
  * Attestation: $FAKENVML_DIR holds what tests/fakecuda/mkgpus.sh made: per
  * GPU i a folder gpu<i>/ with key.pem (its P-384 attestation key), chain.pem
@@ -89,6 +90,18 @@ EXPORT int nvmlSystemGetConfComputeSettings(nvml_cc_settings *s)
 	s->ccFeature = strcmp(mode, "on") == 0 || strcmp(mode, "devtools") == 0;
 	s->devToolsMode = strcmp(mode, "devtools") == 0;
 	return 0;
+}
+
+EXPORT int nvmlSystemGetConfComputeGpusReadyState(unsigned *accepting)
+{
+	*accepting = 0;
+	return 0;
+}
+
+EXPORT int nvmlSystemSetConfComputeGpusReadyState(unsigned accepting)
+{
+	(void)accepting;
+	return getenv("FAKENVML_DIR") != NULL ? 0 : NVML_ERROR_NOT_SUPPORTED;
 }
 
 static unsigned gpus(void)
