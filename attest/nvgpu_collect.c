@@ -70,8 +70,8 @@ static SL_RESULT nvml_open(struct nvml *n)
 	*(void **)&n->cert = dlsym(n->lib, "nvmlDeviceGetConfComputeGpuCertificate");
 	*(void **)&n->settings = dlsym(n->lib, "nvmlSystemGetConfComputeSettings");
 	*(void **)&n->error_string = dlsym(n->lib, "nvmlErrorString");
-	SL_ENSURE(n->init != NULL && n->shutdown != NULL && n->count != NULL &&
-	              n->handle != NULL && n->report != NULL && n->cert != NULL,
+	SL_ENSURE(n->init != NULL && n->shutdown != NULL && n->count != NULL && n->handle != NULL &&
+	              n->report != NULL && n->cert != NULL,
 	          SL_E_GPU,
 	          "nvidia-gpu: %s lacks the confidential-computing attestation calls (driver too "
 	          "old)",
@@ -145,8 +145,7 @@ static SL_RESULT collect_one(const struct nvml *n, unsigned int i, const sl_coll
 	          "confidential-computing mode?)",
 	          i, nvml_err(n, e));
 	e = n->cert(dev, cert);
-	SL_ENSURE(e == 0, SL_E_GPU, "nvidia-gpu: GPU %u: certificate chain: %s", i,
-	          nvml_err(n, e));
+	SL_ENSURE(e == 0, SL_E_GPU, "nvidia-gpu: GPU %u: certificate chain: %s", i, nvml_err(n, e));
 	SL_ENSURE(rep->report_size > 0 && rep->report_size <= sizeof(rep->report), SL_E_GPU,
 	          "nvidia-gpu: GPU %u: report size %u out of range", i, rep->report_size);
 	SL_ENSURE(cert->attestation_cert_chain_size > 0 &&

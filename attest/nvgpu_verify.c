@@ -296,8 +296,8 @@ static SL_RESULT verify_set(const json_t *ev, const json_t *gpus, const sl_verif
 
 	SL_ENSURE(json_is_array(gpus) && n > 0, SL_E_ATTEST_FORMAT,
 	          "evidence.gpus: not a non-empty array");
-	SL_ENSURE(n <= MAX_SET_GPUS, SL_E_ATTEST_FORMAT,
-	          "evidence.gpus: %zu GPUs, more than %d", n, MAX_SET_GPUS);
+	SL_ENSURE(n <= MAX_SET_GPUS, SL_E_ATTEST_FORMAT, "evidence.gpus: %zu GPUs, more than %d", n,
+	          MAX_SET_GPUS);
 	/* one item is either form, never both: a reader must not pick */
 	SL_ENSURE(json_object_get(ev, "report") == NULL && json_object_get(ev, "certs") == NULL,
 	          SL_E_ATTEST_FORMAT,

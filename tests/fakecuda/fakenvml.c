@@ -31,8 +31,12 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-enum { NVML_SUCCESS = 0, NVML_ERROR_INVALID_ARGUMENT = 2, NVML_ERROR_NOT_SUPPORTED = 3,
-       NVML_ERROR_UNKNOWN = 999 };
+enum {
+	NVML_SUCCESS = 0,
+	NVML_ERROR_INVALID_ARGUMENT = 2,
+	NVML_ERROR_NOT_SUPPORTED = 3,
+	NVML_ERROR_UNKNOWN = 999
+};
 
 typedef struct {
 	unsigned version, environment, ccFeature, devToolsMode, multiGpuMode;
@@ -190,7 +194,8 @@ static int sign(unsigned gpu, const unsigned char *p, size_t n, unsigned char si
 	EVP_PKEY *key = b != NULL ? PEM_read_bio_PrivateKey(b, NULL, NULL, NULL) : NULL;
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
 	ECDSA_SIG *es = NULL;
-	if (key != NULL && md != NULL && EVP_DigestSignInit(md, NULL, EVP_sha384(), NULL, key) == 1 &&
+	if (key != NULL && md != NULL &&
+	    EVP_DigestSignInit(md, NULL, EVP_sha384(), NULL, key) == 1 &&
 	    EVP_DigestSign(md, der, &dlen, p, n) == 1) {
 		const unsigned char *q = der;
 		es = d2i_ECDSA_SIG(NULL, &q, (long)dlen);

@@ -25,7 +25,8 @@ static bool named(const char *f)
 static bool all_text(const uint8_t *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (!(p[i] == ' ' || (p[i] >= '\t' && p[i] <= '\r') || (p[i] > 0x20 && p[i] < 0x7f)))
+		if (!(p[i] == ' ' || (p[i] >= '\t' && p[i] <= '\r') ||
+		      (p[i] > 0x20 && p[i] < 0x7f)))
 			return false;
 	}
 	return n > 0;
@@ -85,7 +86,8 @@ static void round_trip(const uint8_t *b, size_t n)
 		goto done;
 	sl_hex_encode(b, n, h);
 	h[2 * n] = '\n';
-	if (sl_import_decode((const uint8_t *)h, 2 * n + 1, MAX, &out, &olen, &fmt, "hex") != SL_OK ||
+	if (sl_import_decode((const uint8_t *)h, 2 * n + 1, MAX, &out, &olen, &fmt, "hex") !=
+	        SL_OK ||
 	    strcmp(fmt, "hex") != 0 || olen != n || memcmp(out, b, n) != 0)
 		abort();
 	free(out);
@@ -105,7 +107,8 @@ static void round_trip(const uint8_t *b, size_t n)
 				w[k++] = '\n';
 			w[k++] = b64[i];
 		}
-		if (sl_import_decode((const uint8_t *)w, k, MAX, &out, &olen, &fmt, "b64") != SL_OK ||
+		if (sl_import_decode((const uint8_t *)w, k, MAX, &out, &olen, &fmt, "b64") !=
+		        SL_OK ||
 		    strcmp(fmt, "base64") != 0 || olen != n || memcmp(out, b, n) != 0)
 			abort();
 		free(w);
