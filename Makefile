@@ -133,8 +133,13 @@ JOBSIDE_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -fvisibility=hidden
 JOBSIDE_LDFLAGS = -shared -Wl,-z,relro,-z,now,-z,noexecstack -Wl,-soname,libseclaunch_data.so
 # A CPU stand-in for libcuda.so.1, for tests only (tests/fakecuda/fakecuda.c).
 FAKECUDA := $(BUILD)/tests/fakecuda/libcuda.so.1
-# A stand-in for libnvidia-ml.so.1's CC settings (tests/fakecuda/fakenvml.c).
+# A stand-in for libnvidia-ml.so.1: CC settings and N GPUs' signed reports
+# (tests/fakecuda/fakenvml.c).
 FAKENVML := $(BUILD)/tests/fakecuda/libnvidia-ml.so.1
+# Test copies of the programs that also pin the fake NVML's test GPU root
+# (tests/fakecuda/nvgpu_testroot.c; attest/nvgpu_int.h says why only there).
+NVGPU_TESTROOT := $(BUILD)/tests/nvgpu-testroot
+NVGPU_TEST_PROGS := $(NVGPU_TESTROOT)/seclaunch $(if $(wildcard kms/daemon/main.c),$(NVGPU_TESTROOT)/seclaunchd)
 
 .PHONY: print-flags print-libs print-pkgs print-test-pkgs all deps build build-tests check unit-build asan fuzz \
 	lint bench demo install uninstall clean stress
@@ -206,7 +211,15 @@ $(FAKECUDA): tests/fakecuda/fakecuda.c crypto/gcm_arith.h
 $(FAKENVML): tests/fakecuda/fakenvml.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -fvisibility=hidden -shared \
-		-Wl,-soname,libnvidia-ml.so.1 -o $@ $<
+		-Wl,-soname,libnvidia-ml.so.1 -o $@ $< -lcrypto
+
+$(NVGPU_TESTROOT)/seclaunch: $(BUILD)/launcher/main.o $(BUILD)/tests/fakecuda/nvgpu_testroot.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(NVGPU_TESTROOT)/seclaunchd: $(BUILD)/kms/daemon/main.o $(BUILD)/tests/fakecuda/nvgpu_testroot.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 # Unit tests: cmocka, the shared helpers of tests/testlib/ linked into each.
 $(TESTLIB): tests/testlib/testlib.c
@@ -224,7 +237,7 @@ $(GPU_CHECK): tests/gpu/gpu_check.c jobside/seclaunch_data.h crypto/gcm_arith.h 
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -MMD -MP -o $@ $< $(LIB) $(LIBS)
 
-unit-build: $(UNIT_BINS) $(FAKECUDA) $(FAKENVML) $(JOBSIDE_SO) $(GPU_CHECK)
+unit-build: $(UNIT_BINS) $(FAKECUDA) $(FAKENVML) $(NVGPU_TEST_PROGS) $(JOBSIDE_SO) $(GPU_CHECK)
 
 # Every test: unit tests (cmocka) then integration scripts against real
 # swtpm / SoftHSM2 / seclaunchd on loopback. Prints "N passed, N failed".

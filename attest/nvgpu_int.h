@@ -10,6 +10,13 @@
 
 /* SHA-256 of the pinned NVIDIA Device Identity CA certificate (DER). */
 extern const uint8_t sl_nvgpu_root_sha256[32];
+/* Test copies of the programs only (tests/fakecuda/nvgpu_testroot.c, linked
+ * into build/tests/nvgpu-testroot/, never into bin/ or libseclaunch.a): one
+ * more root fingerprint pinned beside NVIDIA's, for the chains the fake
+ * NVML's test CA makes. A weak reference: where nothing defines it (every
+ * product build) it is NULL, and no input, file or environment variable can
+ * add a GPU root. */
+extern bool sl_nvgpu_test_root(uint8_t fp[static 32]) __attribute__((weak));
 
 /* Verifies a raw report with its certificate chain (leaf first) and adds
  * the gpu.* claims and binding to c (used by the kind and by tests). */

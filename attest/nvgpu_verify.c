@@ -1,6 +1,8 @@
 /* The "nvidia-gpu" evidence kind, verification:
  * {"kind":"nvidia-gpu","report":b64,"certs":b64 PEM chain leaf first,
- *  "driver":{...} (optional, unsigned, see docs/evidence-nvidia-gpu.md)}.
+ *  "driver":{...} (optional, unsigned, see docs/evidence-nvidia-gpu.md)},
+ * or a machine's GPUs in one item: {"kind":"nvidia-gpu","gpus":[{"report",
+ * "certs"},...],"driver":{...}}, each GPU verified alone, then as one set.
  * Order: parse the report; the chain up to the pinned NVIDIA Device
  * Identity CA at opts->at; the leaf's FWID (TCG DICE TcbInfo) against the
  * report's; the report
@@ -25,6 +27,7 @@
 #define MAX_REPORT_B64 12000
 #define MAX_CERTS_B64 65536
 #define MAX_CHAIN 8
+#define MAX_SET_GPUS 64 /* as nvgpu_set.c */
 
 /* SHA-256 of the DER of "CN = NVIDIA Device Identity CA, O = NVIDIA"
  * (notBefore 2021-11-05, notAfter 9999-12-31), the root of every NVIDIA GPU
@@ -96,7 +99,9 @@ static SL_RESULT verify_chain(STACK_OF(X509) * certs, const sl_verify_opts *o)
 	sl_err rc = SL_E_ATTEST_CHAIN;
 	STACK_OF(X509) *roots = sk_X509_new_null(), *untrusted = sk_X509_new_null();
 	STACK_OF(X509) *extra = sk_X509_new_null();
-	uint8_t fp[32];
+	uint8_t fp[32], test_root[32];
+	/* NULL in every product build (nvgpu_int.h) */
+	bool has_test_root = sl_nvgpu_test_root != NULL && sl_nvgpu_test_root(test_root);
 
 	SL_ENSURE(roots != NULL && untrusted != NULL && extra != NULL, SL_E_NOMEM, "GPU chain");
 	SL_ENSURE(sk_X509_num(certs) >= 2, SL_E_ATTEST_CHAIN,
@@ -113,7 +118,8 @@ static SL_RESULT verify_chain(STACK_OF(X509) * certs, const sl_verify_opts *o)
 		X509 *x = in_chain ? sk_X509_value(certs, i)
 		                   : sk_X509_value(extra, i - sk_X509_num(certs));
 		sl_x509_fingerprint(x, fp);
-		bool pinned = CRYPTO_memcmp(fp, sl_nvgpu_root_sha256, 32) == 0;
+		bool pinned = CRYPTO_memcmp(fp, sl_nvgpu_root_sha256, 32) == 0 ||
+		              (has_test_root && CRYPTO_memcmp(fp, test_root, 32) == 0);
 		if (pinned)
 			SL_ENSURE(sk_X509_push(roots, x) > 0, SL_E_NOMEM, "GPU chain");
 		else if (in_chain && i > 0)
@@ -250,33 +256,87 @@ out:
 	return rc;
 }
 
-static SL_RESULT nvgpu_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *c)
+/* One GPU's {"report", "certs"} (item) into its own claims; the machine's
+ * unsigned driver object (may be NULL) applies to every GPU of it. */
+static SL_RESULT verify_one(const json_t *item, const json_t *driver, const sl_verify_opts *o,
+                            sl_claims *one)
 {
 	sl_err rc = SL_E_ATTEST_FORMAT;
 	uint8_t *report = NULL;
 	size_t rlen = 0;
 	STACK_OF(X509) *certs = sk_X509_new_null();
-	sl_claims *tmp = NULL;
 
 	SL_ENSURE(certs != NULL, SL_E_NOMEM, "GPU evidence");
-	const char *b64 = sl_json_getstr(ev, "report");
+	SL_ENSURE(json_is_object(item), SL_E_ATTEST_FORMAT, "evidence: not an object");
+	const char *b64 = sl_json_getstr(item, "report");
 	SL_ENSURE(b64 != NULL, SL_E_ATTEST_FORMAT, "evidence.report: missing base64 string");
 	rc = sl_b64_decode(b64, MAX_REPORT_B64, &report, &rlen, "evidence.report");
 	if (rc == SL_E_FORMAT || rc == SL_E_TOO_LARGE)
 		rc = SL_E_ATTEST_FORMAT;
 	SL_GUARD(rc);
-	SL_GUARD(load_certs(ev, certs));
+	SL_GUARD(load_certs(item, certs));
+	SL_GUARD(sl_nvgpu_verify_parts(report, rlen, certs, o, one));
+	SL_GUARD(sl_nvgpu_driver_claims(driver, one));
+	rc = SL_OK;
+out:
+	sk_X509_pop_free(certs, X509_free);
+	free(report);
+	return rc;
+}
+
+/* {"gpus": [...]}: every GPU verified and joined into a set of its own
+ * first, so a refused GPU leaves c as it was; then the set joins c. */
+static SL_RESULT verify_set(const json_t *ev, const json_t *gpus, const sl_verify_opts *o,
+                            sl_claims *c)
+{
+	sl_err rc = SL_E_ATTEST_FORMAT;
+	sl_claims *set = NULL, *one = NULL;
+	const json_t *driver = json_object_get(ev, "driver");
+	size_t n = json_array_size(gpus);
+
+	SL_ENSURE(json_is_array(gpus) && n > 0, SL_E_ATTEST_FORMAT,
+	          "evidence.gpus: not a non-empty array");
+	SL_ENSURE(n <= MAX_SET_GPUS, SL_E_ATTEST_FORMAT, "evidence.gpus: %zu GPUs, more than %d", n,
+	          MAX_SET_GPUS);
+	/* one item is either form, never both: a reader must not pick */
+	SL_ENSURE(json_object_get(ev, "report") == NULL && json_object_get(ev, "certs") == NULL,
+	          SL_E_ATTEST_FORMAT,
+	          "evidence: both gpus and a single GPU's report/certs; one form only");
+	SL_GUARD(sl_claims_new(&set));
+	for (size_t i = 0; i < n; i++) {
+		SL_GUARD(sl_claims_new(&one));
+		rc = verify_one(json_array_get(gpus, i), driver, o, one);
+		if (rc == SL_OK)
+			rc = sl_nvgpu_set_add(set, one);
+		if (rc != SL_OK)
+			SL_GUARD(sl_err_wrap(rc, "evidence.gpus[%zu]", i));
+		sl_claims_free(one);
+		one = NULL;
+	}
+	SL_GUARD(sl_nvgpu_set_merge(c, set));
+	rc = SL_OK;
+out:
+	sl_claims_free(one);
+	sl_claims_free(set);
+	return rc;
+}
+
+static SL_RESULT nvgpu_verify(const json_t *ev, const sl_verify_opts *o, sl_claims *c)
+{
+	sl_err rc = SL_E_ATTEST_FORMAT;
+	sl_claims *tmp = NULL;
+	const json_t *gpus = json_object_get(ev, "gpus");
+
+	if (gpus != NULL)
+		return verify_set(ev, gpus, o, c);
 	/* claims land only when everything verified */
 	SL_GUARD(sl_claims_new(&tmp));
-	SL_GUARD(sl_nvgpu_verify_parts(report, rlen, certs, o, tmp));
-	SL_GUARD(sl_nvgpu_driver_claims(json_object_get(ev, "driver"), tmp));
+	SL_GUARD(verify_one(ev, json_object_get(ev, "driver"), o, tmp));
 	/* joins the GPUs already in c as one set (nvgpu_set.c) */
 	SL_GUARD(sl_nvgpu_set_add(c, tmp));
 	rc = SL_OK;
 out:
 	sl_claims_free(tmp);
-	sk_X509_pop_free(certs, X509_free);
-	free(report);
 	return rc;
 }
 

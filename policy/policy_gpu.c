@@ -2,7 +2,11 @@
  * GPUs attested as one set (attest/nvgpu_set.c): exactly N GPUs
  * (gpu.count), all in confidential-computing mode (gpu.cc=on) or all in
  * protected PCIe mode (gpu.mode=protected-pcie); and, as require_gpu_cc,
- * none in developer-tools mode and every report bound to this request. */
+ * none in developer-tools mode and every report bound to this request.
+ * "ppcie" is refused: in protected PCIe mode NVLink traffic crosses the
+ * NVSwitches in plaintext, so the switches must be attested too, and
+ * seclaunch can neither collect (NSCQ) nor verify NVSwitch evidence
+ * (docs/evidence-nvidia-gpu.md). The GPUs' reports alone do not do. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,6 +35,12 @@ sl_err sl_policy_check_gpu(const json_t *v, const char *path)
 	SL_ENSURE(m == NULL ||
 	              (json_is_string(m) && sl_policy_in_list(modes, json_string_value(m))),
 	          SL_E_INPUT, "%s: must be \"cc\" or \"ppcie\"", p);
+	SL_ENSURE(m == NULL || strcmp(json_string_value(m), "ppcie") != 0, SL_E_INPUT,
+	          "%s: \"ppcie\" is not supported: protected PCIe mode sends NVLink traffic "
+	          "through the NVSwitches in plaintext, and seclaunch cannot collect or verify "
+	          "NVSwitch attestation (NSCQ), so it will not release keys on the GPUs' reports "
+	          "alone; use \"cc\"",
+	          p);
 	rc = SL_OK;
 out:
 	return rc;
@@ -78,9 +88,11 @@ void sl_policy_eval_gpu(const sl_claims *c, const json_t *rule, const char *rpat
 		note(fn, d, ok, path, "%s in confidential-computing mode (gpu.cc=%s)",
 		     ok ? "every GPU" : "not every GPU", get(c, "gpu.cc"));
 	} else if (mode != NULL) {
-		bool ok = strcmp(get(c, "gpu.mode"), "protected-pcie") == 0;
-		note(fn, d, ok, path, "%s in protected PCIe mode (gpu.mode=%s)",
-		     ok ? "every GPU" : "not every GPU", get(c, "gpu.mode"));
+		/* refused at load (above); a rule that got here anyway never passes */
+		note(fn, d, false, path,
+		     "protected PCIe mode needs the NVSwitches attested, which seclaunch cannot do "
+		     "(gpu.mode=%s)",
+		     get(c, "gpu.mode"));
 	}
 	snprintf(path, sizeof(path), "%s.gpu", rpath);
 	if (sl_claims_get(c, "gpu.count") == NULL)

@@ -234,12 +234,85 @@ static void mixed_modes_refused(void **state)
 	sl_claims_free(real);
 }
 
+/* {"gpus": [...]}, the collector's form for several GPUs: one item, each
+ * GPU verified alone and then as a set; a refusal names the GPU's place in
+ * the item and leaves the claims as they were. */
+static json_t *set_item(json_t *a, json_t *b)
+{
+	json_t *gpus = json_array();
+	json_t *pair[2] = {a, b};
+	for (int i = 0; i < 2; i++) {
+		if (pair[i] == NULL)
+			continue;
+		json_t *g = json_deep_copy(pair[i]);
+		json_object_del(g, "kind");
+		json_array_append_new(gpus, g);
+	}
+	return json_pack("{s:s, s:o}", "kind", "nvidia-gpu", "gpus", gpus);
+}
+
+static void set_item_form(void **state)
+{
+	(void)state;
+	json_t *a = item("blackwell_coco_report.bin", "blackwell_coco_certs.txt", NULL);
+	json_t *b = item("hopper_coco_report1.bin", "hopper_coco_certs1.txt", NULL);
+	sl_claims *c = NULL;
+	/* one GPU in the set form: the claims of the single form */
+	json_t *one = set_item(a, NULL);
+	assert_int_equal(sl_claims_new(&c), SL_OK);
+	assert_int_equal(sl_evidence_verify(one, &unbound, c), SL_OK);
+	assert_string_equal(sl_claims_get(c, "gpu.count"), "1");
+	assert_string_equal(sl_claims_get(c, "gpu.0.ueid"), "48b02d7b1b9fe9ba");
+	assert_string_equal(sl_claims_get(c, "binding"), "unchecked");
+	size_t before = sl_claims_count(c);
+	/* the same GPU again, in a second item: refused as a repeat */
+	expect_fail(sl_evidence_verify(one, &unbound, c), SL_E_ATTEST, "GPU 1 is GPU 0 again");
+	assert_int_equal(sl_claims_count(c), before);
+	sl_claims_free(c);
+	/* two GPUs answering two nonces: GPU 1 refused, named by its place */
+	json_t *two = set_item(a, b);
+	assert_int_equal(sl_claims_new(&c), SL_OK);
+	expect_fail(sl_evidence_verify(two, &unbound, c), SL_E_ATTEST_BINDING,
+	            "evidence.gpus[1]: GPU evidence set: GPU 1's report is bound to nonce");
+	assert_int_equal(sl_claims_count(c), 0);
+	/* GPU 1 with GPU 0's chain does not verify: its reason, under its place */
+	json_t *gpus = json_object_get(two, "gpus");
+	json_object_set_new(json_array_get(gpus, 1), "certs",
+	                    json_deep_copy(json_object_get(json_array_get(gpus, 0), "certs")));
+	expect_fail(sl_evidence_verify(two, &unbound, c), SL_E_ATTEST_CHAIN,
+	            "evidence.gpus[1]: GPU report: opaque FWID does not equal");
+	assert_int_equal(sl_claims_count(c), 0);
+	/* both forms in one item, an empty set, a set that is not an array */
+	json_t *both = set_item(a, NULL);
+	json_object_set(both, "report", json_object_get(a, "report"));
+	expect_fail(sl_evidence_verify(both, &unbound, c), SL_E_ATTEST_FORMAT,
+	            "both gpus and a single GPU's report/certs");
+	json_t *empty = json_pack("{s:s, s:[]}", "kind", "nvidia-gpu", "gpus");
+	expect_fail(sl_evidence_verify(empty, &unbound, c), SL_E_ATTEST_FORMAT,
+	            "evidence.gpus: not a non-empty array");
+	json_object_set_new(empty, "gpus", json_string("x"));
+	expect_fail(sl_evidence_verify(empty, &unbound, c), SL_E_ATTEST_FORMAT,
+	            "evidence.gpus: not a non-empty array");
+	json_t *notobj = json_pack("{s:s, s:[i]}", "kind", "nvidia-gpu", "gpus", 1);
+	expect_fail(sl_evidence_verify(notobj, &unbound, c), SL_E_ATTEST_FORMAT,
+	            "evidence.gpus[0]: evidence: not an object");
+	assert_int_equal(sl_claims_count(c), 0);
+	sl_claims_free(c);
+	json_decref(notobj);
+	json_decref(empty);
+	json_decref(both);
+	json_decref(two);
+	json_decref(one);
+	json_decref(a);
+	json_decref(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(one_gpu_keeps_its_claims), cmocka_unit_test(mixed_nonces_refused),
 	    cmocka_unit_test(repeated_gpu_refused),     cmocka_unit_test(eight_gpus),
-	    cmocka_unit_test(mixed_modes_refused),
+	    cmocka_unit_test(mixed_modes_refused),      cmocka_unit_test(set_item_form),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
