@@ -8,16 +8,12 @@
  * k+1. A pinned buffer is reused only after its event says its copy is done,
  * so host memory holds at most NSLOTS chunks of plaintext at any time. */
 #include <dlfcn.h>
-#include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "seclaunch/cuda_api.h"
 #include "seclaunch/secret.h"
-#include "seclaunch/sld.h"
 #include "seclaunch/util.h"
 #include "stage_int.h"
 
@@ -198,6 +194,7 @@ out:
 #define NSLOTS 3
 #define NSTREAMS 2
 
+/* A GPU stage's own state (sl_stage.be). */
 struct sl_gpu_stage {
 	CUdevice dev;
 	int ordinal;
@@ -214,65 +211,13 @@ struct sl_gpu_stage {
 	bool have_ipc;
 };
 
-sl_err sl_stage_gpu_new(const char *dataset_id, uint64_t size, size_t chunk,
-                        const sl_gpu_info *info, sl_stage **out)
+/* ---- the backend's table ------------------------------------------------ */
+
+static SL_RESULT gpu_write(sl_stage *s, uint64_t off, const void *pv, size_t len)
 {
 	sl_err rc = SL_E_GPU;
-	char why[200] = "";
-	sl_stage *s = NULL;
-	struct sl_gpu_stage *g = NULL;
-
-	SL_ENSURE(!info->devtools, SL_E_GPU,
-	          "dataset %s: the GPU is in confidential-computing dev-tools mode; it gets no "
-	          "data",
-	          dataset_id);
-	SL_ENSURE(info->usable, SL_E_GPU, "dataset %s: no usable GPU: %s", dataset_id,
-	          info->reason);
-	SL_ENSURE(!info->needs_ready, SL_E_GPU,
-	          "dataset %s: the GPU is in CC mode but not attested and set ready", dataset_id);
-	SL_ENSURE(cuda_load(why, sizeof(why)), SL_E_GPU, "%s", why);
-	SL_ENSURE(size > 0 && size <= SIZE_MAX, SL_E_INPUT,
-	          "dataset %s: %llu bytes cannot be staged on a GPU", dataset_id,
-	          (unsigned long long)size);
-	s = calloc(1, sizeof(*s));
-	g = calloc(1, sizeof(*g));
-	if (s != NULL)
-		s->gpu = g;
-	else
-		free(g);
-	SL_ENSURE(s != NULL && g != NULL, SL_E_NOMEM, "allocating a GPU staging area");
-	s->fd = -1;
-	s->size = size;
-	s->method = "gpu-ipc";
-	s->dataset_id = strdup(dataset_id);
-	SL_ENSURE(s->dataset_id != NULL, SL_E_NOMEM, "allocating a GPU staging area");
-	g->size = (size_t)size;
-	g->chunk = chunk > 0 ? chunk : (size_t)1 << 20;
-	g->ordinal = info->device;
-	CU_GUARD(cu.Init(0), "cuInit");
-	CU_GUARD(cu.DeviceGet(&g->dev, g->ordinal), "cuDeviceGet(%d)", g->ordinal);
-	CU_GUARD(cu.PrimaryCtxRetain(&g->ctx, g->dev), "retaining the primary context");
-	CU_GUARD(cu.CtxSetCurrent(g->ctx), "making the primary context current");
-	CU_GUARD(cu.MemAlloc(&g->dptr, g->size), "allocating %zu bytes of device memory for %s",
-	         g->size, dataset_id);
-	for (int i = 0; i < NSTREAMS; i++)
-		CU_GUARD(cu.StreamCreate(&g->stream[i], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-	for (int i = 0; i < NSLOTS; i++) {
-		CU_GUARD(cu.MemHostAlloc(&g->pinned[i], g->chunk, 0), "pinning %zu bytes",
-		         g->chunk);
-		CU_GUARD(cu.EventCreate(&g->ev[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-	}
-	*out = s;
-	s = NULL;
-	rc = SL_OK;
-out:
-	sl_stage_free(s); /* wipes g through sl_gpu_stage_wipe */
-	return rc;
-}
-
-sl_err sl_gpu_stage_write(struct sl_gpu_stage *g, uint64_t off, const uint8_t *p, size_t len)
-{
-	sl_err rc = SL_E_GPU;
+	struct sl_gpu_stage *g = s->be;
+	const uint8_t *p = pv;
 	while (len > 0) {
 		unsigned slot = g->next;
 		size_t n = len < g->chunk ? len : g->chunk;
@@ -311,9 +256,10 @@ static SL_RESULT drain_pinned(struct sl_gpu_stage *g)
 	return rc;
 }
 
-sl_err sl_gpu_stage_finish(struct sl_gpu_stage *g)
+static SL_RESULT gpu_seal(sl_stage *s)
 {
 	sl_err rc = SL_E_GPU;
+	struct sl_gpu_stage *g = s->be;
 	SL_GUARD(drain_pinned(g));
 	for (int i = 0; i < NSTREAMS; i++)
 		CU_GUARD(cu.StreamSynchronize(g->stream[i]), "finishing the copies");
@@ -324,9 +270,13 @@ out:
 	return rc;
 }
 
-sl_err sl_gpu_stage_wipe(struct sl_gpu_stage *g)
+/* The one place a GPU stage's plaintext is cleared: the pinned buffers
+ * (drain_pinned), then the device buffer; the result says whether the
+ * device's clearing was confirmed. Everything is released either way. */
+static SL_RESULT gpu_wipe(sl_stage *s)
 {
 	sl_err rc = SL_OK;
+	struct sl_gpu_stage *g = s->be;
 	if (g == NULL)
 		return SL_OK;
 	if (g->ctx != NULL)
@@ -354,21 +304,82 @@ sl_err sl_gpu_stage_wipe(struct sl_gpu_stage *g)
 		(void)cu.PrimaryCtxRelease(g->dev);
 	sl_wipe(g, sizeof(*g));
 	free(g);
+	s->be = NULL;
 	return rc;
 }
 
-sl_err sl_gpu_stage_describe(const struct sl_gpu_stage *g, json_t *obj)
+static SL_RESULT gpu_describe(const sl_stage *s, int job_fd, json_t *o)
 {
 	sl_err rc = SL_E_NOMEM;
+	const struct sl_gpu_stage *g = s->be;
 	char hex[2 * sizeof(g->ipc.reserved) + 1];
 
+	(void)job_fd; /* the job opens it by its IPC handle */
 	SL_ENSURE(g->have_ipc, SL_E_INTERNAL, "GPU staging not finished");
 	sl_hex_encode((const uint8_t *)g->ipc.reserved, sizeof(g->ipc.reserved), hex);
-	SL_ENSURE(json_object_set_new(obj, "device", json_integer(g->ordinal)) == 0 &&
-	              json_object_set_new(obj, "ipc_handle", json_string(hex)) == 0,
+	SL_ENSURE(json_object_set_new(o, "kind", json_string("gpu")) == 0 &&
+	              json_object_set_new(o, "device", json_integer(g->ordinal)) == 0 &&
+	              json_object_set_new(o, "ipc_handle", json_string(hex)) == 0,
 	          SL_E_NOMEM, "building SECLAUNCH_DATA");
 	rc = SL_OK;
 out:
+	return rc;
+}
+
+/* no descriptor, no host view: the fd and view entries stay NULL */
+static const struct sl_stage_ops gpu_ops = {
+    .write = gpu_write,
+    .seal = gpu_seal,
+    .describe = gpu_describe,
+    .wipe = gpu_wipe,
+};
+
+sl_err sl_stage_gpu_new(const char *dataset_id, uint64_t size, size_t chunk,
+                        const sl_gpu_info *info, sl_stage **out)
+{
+	sl_err rc = SL_E_GPU;
+	char why[200] = "";
+	sl_stage *s = NULL;
+	struct sl_gpu_stage *g = NULL;
+
+	SL_ENSURE(!info->devtools, SL_E_GPU,
+	          "dataset %s: the GPU is in confidential-computing dev-tools mode; it gets no "
+	          "data",
+	          dataset_id);
+	SL_ENSURE(info->usable, SL_E_GPU, "dataset %s: no usable GPU: %s", dataset_id,
+	          info->reason);
+	SL_ENSURE(!info->needs_ready, SL_E_GPU,
+	          "dataset %s: the GPU is in CC mode but not attested and set ready", dataset_id);
+	SL_ENSURE(cuda_load(why, sizeof(why)), SL_E_GPU, "%s", why);
+	SL_ENSURE(size > 0 && size <= SIZE_MAX, SL_E_INPUT,
+	          "dataset %s: %llu bytes cannot be staged on a GPU", dataset_id,
+	          (unsigned long long)size);
+	SL_GUARD(sl_stage_new_(&gpu_ops, dataset_id, size, &s));
+	s->method = "gpu-ipc";
+	g = calloc(1, sizeof(*g));
+	SL_ENSURE(g != NULL, SL_E_NOMEM, "allocating a GPU staging area");
+	s->be = g;
+	g->size = (size_t)size;
+	g->chunk = chunk > 0 ? chunk : (size_t)1 << 20;
+	g->ordinal = info->device;
+	CU_GUARD(cu.Init(0), "cuInit");
+	CU_GUARD(cu.DeviceGet(&g->dev, g->ordinal), "cuDeviceGet(%d)", g->ordinal);
+	CU_GUARD(cu.PrimaryCtxRetain(&g->ctx, g->dev), "retaining the primary context");
+	CU_GUARD(cu.CtxSetCurrent(g->ctx), "making the primary context current");
+	CU_GUARD(cu.MemAlloc(&g->dptr, g->size), "allocating %zu bytes of device memory for %s",
+	         g->size, dataset_id);
+	for (int i = 0; i < NSTREAMS; i++)
+		CU_GUARD(cu.StreamCreate(&g->stream[i], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+	for (int i = 0; i < NSLOTS; i++) {
+		CU_GUARD(cu.MemHostAlloc(&g->pinned[i], g->chunk, 0), "pinning %zu bytes",
+		         g->chunk);
+		CU_GUARD(cu.EventCreate(&g->ev[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+	}
+	*out = s;
+	s = NULL;
+	rc = SL_OK;
+out:
+	sl_stage_free(s); /* clears and releases g through gpu_wipe */
 	return rc;
 }
 
@@ -403,175 +414,5 @@ out:
 		(void)cu.MemsetD8(p, 0, (size_t)2 << 20), (void)cu.MemFree(p);
 	if (ctx != NULL)
 		(void)cu.PrimaryCtxRelease(dev);
-	return rc;
-}
-
-/* ---- --stage gpu and --gpu-decrypt: the job's own context uploads -------- */
-#define SL_GPU_KEY_AREA 4096 /* --gpu-decrypt: file key, zeros, then the SLD file */
-
-struct sl_gpu_job {
-	int device;
-	char library[PATH_MAX];
-	bool decrypt;
-	uint64_t plain_size;
-	uint64_t header_len, chunk_count;
-	uint32_t chunk_size;
-	char digest_hex[65];
-};
-
-/* $SECLAUNCH_DATA_LIB, else beside the installed or the built seclaunch. */
-sl_err sl_stage_gpu_library(char *out, size_t n)
-{
-	sl_err rc = SL_E_GPU;
-	const char *env = getenv("SECLAUNCH_DATA_LIB");
-	char exe[PATH_MAX];
-	/* installed; a build tree (bin/ beside build/); a build under build/
-	 * with its own bin/ (make asan: build/asan/bin, build/asan/jobside) */
-	static const char *const rel[] = {"/../lib/seclaunch/libseclaunch_data.so",
-	                                  "/../build/jobside/libseclaunch_data.so",
-	                                  "/../jobside/libseclaunch_data.so"};
-	if (env != NULL && *env != '\0') {
-		SL_ENSURE(realpath(env, out) != NULL && strlen(out) < n, SL_E_GPU,
-		          "SECLAUNCH_DATA_LIB=%s: no such library", env);
-		return SL_OK;
-	}
-	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	SL_ENSURE(len > 0, SL_E_GPU, "finding libseclaunch_data.so: /proc/self/exe unreadable");
-	exe[len] = '\0';
-	char *slash = strrchr(exe, '/');
-	if (slash != NULL)
-		*slash = '\0';
-	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-		char cand[PATH_MAX + 64];
-		snprintf(cand, sizeof(cand), "%s%s", exe, rel[i]);
-		if (realpath(cand, out) != NULL && access(out, R_OK) == 0)
-			return SL_OK;
-	}
-	SL_FAIL(SL_E_GPU,
-	        "the job-side GPU library libseclaunch_data.so is not installed beside %s "
-	        "(set SECLAUNCH_DATA_LIB, or use --stage host)",
-	        exe);
-out:
-	return rc;
-}
-
-static SL_RESULT gpu_job_new(sl_stage *s, const sl_gpu_info *gpu)
-{
-	sl_err rc = SL_E_NOMEM;
-	struct sl_gpu_job *j = calloc(1, sizeof(*j));
-	SL_ENSURE(j != NULL, SL_E_NOMEM, "dataset %s: GPU hand-off", s->dataset_id);
-	j->device = gpu->device;
-	j->plain_size = s->size;
-	SL_GUARD(sl_stage_gpu_library(j->library, sizeof(j->library)));
-	s->gpu_job = j;
-	j = NULL;
-	rc = SL_OK;
-out:
-	free(j);
-	return rc;
-}
-
-sl_err sl_stage_gpu_handoff(sl_stage *s, const sl_gpu_info *gpu)
-{
-	sl_err rc = SL_E_GPU;
-	SL_ENSURE(gpu->usable && !gpu->devtools && !gpu->needs_ready, SL_E_GPU,
-	          "dataset %s: no usable GPU: %s", s->dataset_id, gpu->reason);
-	rc = gpu_job_new(s, gpu);
-out:
-	return rc;
-}
-
-void sl_gpu_job_free(struct sl_gpu_job *j)
-{
-	free(j);
-}
-
-sl_err sl_gpu_job_describe(const sl_stage *s, json_t *o)
-{
-	sl_err rc = SL_E_NOMEM;
-	const struct sl_gpu_job *j = s->gpu_job;
-	json_t *g = NULL;
-	if (j == NULL)
-		return SL_OK;
-	g = json_pack("{s:i, s:s}", "device", j->device, "library", j->library);
-	SL_ENSURE(g != NULL, SL_E_NOMEM, "building SECLAUNCH_DATA");
-	if (j->decrypt)
-		SL_ENSURE(
-		    json_object_set_new(o, "kind", json_string("sld")) == 0 &&
-		        json_object_set_new(o, "size", json_integer((json_int_t)j->plain_size)) ==
-		            0 &&
-		        json_object_set_new(o, "file_size", json_integer((json_int_t)s->size)) ==
-		            0 &&
-		        json_object_set_new(o, "header_len",
-		                            json_integer((json_int_t)j->header_len)) == 0 &&
-		        json_object_set_new(o, "chunk_size", json_integer(j->chunk_size)) == 0 &&
-		        json_object_set_new(o, "chunk_count",
-		                            json_integer((json_int_t)j->chunk_count)) == 0 &&
-		        json_object_set_new(o, "header_sha256", json_string(j->digest_hex)) == 0,
-		    SL_E_NOMEM, "building SECLAUNCH_DATA");
-	SL_ENSURE(json_object_set_new(o, "gpu", g) == 0, SL_E_NOMEM, "building SECLAUNCH_DATA");
-	g = NULL;
-	rc = SL_OK;
-out:
-	json_decref(g);
-	return rc;
-}
-
-sl_err sl_stage_sld_gpu_decrypt(int fd, const char *name, sl_secret *dek, const sl_gpu_info *gpu,
-                                bool force_memfd, int (*interrupted)(void), sl_stage **out)
-{
-	sl_err rc = SL_E_GPU;
-	sl_sld_reader *r = NULL;
-	sl_secret *key = NULL;
-	sl_stage *s = NULL;
-	uint8_t *buf = NULL, zeros[SL_GPU_KEY_AREA] = {0}, digest[32];
-	const size_t bufsz = (size_t)4 << 20;
-
-	*out = NULL;
-	SL_ENSURE(gpu->usable && !gpu->devtools && !gpu->needs_ready, SL_E_GPU,
-	          "%s: --gpu-decrypt: no usable GPU: %s", name, gpu->reason);
-	/* the key check, the header MAC and the file's size, as for host staging */
-	SL_GUARD(sl_sld_open(fd, name, dek, &r));
-	const sl_sld_header *h = sl_sld_reader_header(r);
-	SL_ENSURE(sl_sld_header_aead(h) == SL_AEAD_AES_256_GCM, SL_E_INPUT,
-	          "%s: --gpu-decrypt needs an AES-256-GCM dataset (this one is %s)", name,
-	          sl_aead_name(sl_sld_header_aead(h)));
-	uint64_t fsize = sl_sld_header_file_size(h);
-	SL_GUARD(sl_stage_host_new(sl_sld_header_dataset_id(h), SL_GPU_KEY_AREA + fsize,
-	                           force_memfd, &s));
-	SL_GUARD(sl_sld_export_file_key(r, &key));
-	SL_GUARD(sl_stage_write(s, 0, sl_secret_data(key), sl_secret_len(key)));
-	SL_GUARD(
-	    sl_stage_write(s, sl_secret_len(key), zeros, SL_GPU_KEY_AREA - sl_secret_len(key)));
-	buf = malloc(bufsz);
-	SL_ENSURE(buf != NULL, SL_E_NOMEM, "%s: staging ciphertext", name);
-	for (uint64_t off = 0; off < fsize;) {
-		size_t want = fsize - off < bufsz ? (size_t)(fsize - off) : bufsz;
-		ssize_t got = pread(fd, buf, want, (off_t)off);
-		SL_ENSURE(got > 0, SL_E_IO, "%s: reading at %llu: %s", name,
-		          (unsigned long long)off,
-		          got < 0 ? strerror(errno) : "unexpected end of file");
-		SL_GUARD(sl_stage_write(s, SL_GPU_KEY_AREA + off, buf, (size_t)got));
-		off += (uint64_t)got;
-		int sig = interrupted != NULL ? interrupted() : 0;
-		SL_ENSURE(sig == 0, SL_E_SYSTEM, "interrupted by signal %d", sig);
-	}
-	SL_GUARD(sl_stage_seal(s));
-	SL_GUARD(gpu_job_new(s, gpu));
-	s->gpu_job->decrypt = true;
-	s->gpu_job->plain_size = sl_sld_header_plaintext_len(h);
-	s->gpu_job->header_len = sl_sld_header_len(h);
-	s->gpu_job->chunk_size = sl_sld_header_chunk_size(h);
-	s->gpu_job->chunk_count = sl_sld_header_chunk_count(h);
-	sl_sld_header_digest(h, digest);
-	sl_hex_encode(digest, sizeof(digest), s->gpu_job->digest_hex);
-	*out = s;
-	s = NULL;
-	rc = SL_OK;
-out:
-	sl_stage_free(s); /* wipes the key area too */
-	sl_secret_free(key);
-	sl_sld_close(r);
-	free(buf);
 	return rc;
 }

@@ -64,10 +64,12 @@ static SL_RESULT stage_host_into(sl_stage *s, sl_sld_reader *r, unsigned threads
 	sl_sld_into_ops ops = {.prepare = into_prepare, .done = into_done, .ctx = c};
 	uint64_t len = sl_sld_header_plaintext_len(sl_sld_reader_header(r));
 
+	uint8_t *map = sl_stage_host_map(s);
+
 	SL_ENSURE(s->written == c->base && !s->sealed && !s->wiped && len <= s->size - c->base,
 	          SL_E_INTERNAL, "dataset %s: staging out of order", s->dataset_id);
 	sl_stage_host_alloc_start(s);
-	rc = sl_sld_decrypt_into(r, threads, s->map + c->base, (size_t)len, &ops);
+	rc = sl_sld_decrypt_into(r, threads, map + c->base, (size_t)len, &ops);
 	sl_stage_host_alloc_stop(s);
 	SL_GUARD(rc);
 	s->written = c->base + len;
