@@ -49,6 +49,7 @@ typedef struct kmsd_config {
 	/* limits */
 	unsigned threads; /* libmicrohttpd's connection threads */
 	unsigned workers; /* request handler threads */
+	unsigned store_pool; /* state store connections per process (0: twice the CPUs) */
 	size_t max_body;
 	unsigned max_connections;
 	unsigned idle_timeout_s;
