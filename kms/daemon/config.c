@@ -38,11 +38,11 @@ json_t *kmsd_config_defaults_json(void)
 	return json_pack(
 	    "{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
 	    "accept_ek_without_cert", c.accept_ek_without_cert, "threads", (json_int_t)c.threads,
-	    "workers", (json_int_t)c.workers, "store_pool", (json_int_t)c.store_pool, "max_body", (json_int_t)c.max_body, "max_connections",
-	    (json_int_t)c.max_connections, "idle_timeout_s", (json_int_t)c.idle_timeout_s,
-	    "max_challenges", (json_int_t)c.max_challenges, "challenge_ttl_s",
-	    (json_int_t)c.challenge_ttl_s, "refusal_rate_per_min",
-	    (json_int_t)c.refusal_rate_per_min, "enroll_rate_per_min",
+	    "workers", (json_int_t)c.workers, "store_pool", (json_int_t)c.store_pool, "max_body",
+	    (json_int_t)c.max_body, "max_connections", (json_int_t)c.max_connections,
+	    "idle_timeout_s", (json_int_t)c.idle_timeout_s, "max_challenges",
+	    (json_int_t)c.max_challenges, "challenge_ttl_s", (json_int_t)c.challenge_ttl_s,
+	    "refusal_rate_per_min", (json_int_t)c.refusal_rate_per_min, "enroll_rate_per_min",
 	    (json_int_t)c.enroll_rate_per_min, "audit_aggregate_s", (json_int_t)c.audit_aggregate_s,
 	    "audit_checkpoint_s", (json_int_t)c.audit_checkpoint_s, "kek_backend",
 	    c.backend == KMSD_KEK_LOCAL ? "local" : "pkcs11");

@@ -141,7 +141,8 @@ static SL_RESULT run(kmsd_config *cfg, const kmsd_start_opts *opts)
 	SL_GUARD(kmsd_keyproc_start(cfg, keyproc_channels(cfg), &ctx.keyproc));
 	SL_GUARD(kmsd_store_open(cfg->store, kmsd_store_pool(cfg), &ctx.store));
 	kmsd_log(KMSD_LOG_NOTICE, "state store %s (%u connections); KEKs in process %d",
-	         kmsd_store_kind(ctx.store), kmsd_store_pool(cfg), (int)kmsd_keyproc_pid(ctx.keyproc));
+	         kmsd_store_kind(ctx.store), kmsd_store_pool(cfg),
+	         (int)kmsd_keyproc_pid(ctx.keyproc));
 	SL_GUARD(kmsd_kek_open_remote(ctx.keyproc, ctx.store, &ctx.kek));
 	SL_GUARD(kmsd_registry_open(ctx.store, cfg->registry_key_file, &ctx.registry));
 	SL_GUARD(

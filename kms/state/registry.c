@@ -166,8 +166,8 @@ static SL_RESULT ak_status(kmsd_registry *r, const uint8_t *name, size_t len,
 	return SL_OK;
 }
 
-sl_err kmsd_registry_lookup_read(kmsd_registry *r, const kmsd_release_read *rd,
-                                 const uint8_t *name, size_t len, enum kmsd_ak_status *status)
+sl_err kmsd_registry_lookup_read(kmsd_registry *r, const kmsd_release_read *rd, const uint8_t *name,
+                                 size_t len, enum kmsd_ak_status *status)
 {
 	kmsd_ak_row row = {0};
 	bool found = false;

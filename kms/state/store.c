@@ -204,7 +204,7 @@ static SL_RESULT count1(kmsd_store *s, const char *sql, const kmsd_sqlv *args, s
 static SL_RESULT txn_end(kmsd_store *s, void *c, sl_err rc)
 {
 	if (rc == SL_OK)
-		rc = s->drv->commit(c);
+		rc = s->drv->script(c, "COMMIT");
 	if (rc != SL_OK)
 		s->drv->rollback(c);
 	if (durable(s, c, false) != SL_OK && rc == SL_OK)
@@ -223,7 +223,7 @@ static SL_RESULT txn_begin(kmsd_store *s, void **c)
 		return rc;
 	rc = durable(s, *c, true);
 	if (rc == SL_OK)
-		rc = s->drv->begin(*c);
+		rc = s->drv->script(*c, s->drv->begin_sql);
 	if (rc != SL_OK) {
 		rc = txn_end(s, *c, rc);
 		*c = NULL;
@@ -274,7 +274,7 @@ static SL_RESULT schema(kmsd_store *s, const char *spec)
 	kmsd_sqlv a[] = {V_INT(KMSD_STORE_SCHEMA)};
 	if (rc != SL_OK)
 		return rc;
-	SL_GUARD(s->drv->begin(c));
+	SL_GUARD(s->drv->script(c, s->drv->begin_sql));
 	SL_GUARD(s->drv->schema_lock(c));
 	SL_GUARD(s->drv->script(c, s->drv->schema_sql));
 	SL_GUARD(s->drv->exec(c, SQL_SCHEMA_GET, NULL, 0, one_int, &have, NULL));
@@ -290,7 +290,7 @@ static SL_RESULT schema(kmsd_store *s, const char *spec)
 		          have > KMSD_STORE_SCHEMA
 		              ? "another replica was upgraded; upgrade this one to the same release"
 		              : "upgrade the store with this release's seclaunchd migrate");
-	SL_GUARD(s->drv->commit(c));
+	SL_GUARD(s->drv->script(c, "COMMIT"));
 	(void)spec;
 	rc = SL_OK;
 out:
@@ -352,7 +352,9 @@ unsigned kmsd_store_pool(const kmsd_config *c)
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned n = c->store_pool;
 	if (n == 0)
-		n = cpus > 1 ? (unsigned)(cpus < KMSD_STORE_POOL_MAX ? 2 * cpus : KMSD_STORE_POOL_MAX) : 2;
+		n = cpus > 1
+		        ? (unsigned)(cpus < KMSD_STORE_POOL_MAX ? 2 * cpus : KMSD_STORE_POOL_MAX)
+		        : 2;
 	return n > KMSD_STORE_POOL_MAX ? KMSD_STORE_POOL_MAX : n;
 }
 
@@ -396,36 +398,38 @@ sl_err kmsd_store_ak_put(kmsd_store *s, const uint8_t *name, size_t len, const k
 /* whether the AK's machine (its EK) is revoked, as a column of an aks row */
 #define SQL_EK_REVOKED "(SELECT count(*) FROM ek_revocations e WHERE e.ek_sha256 = a.ek_sha256)"
 
-struct ak_get {
-	kmsd_ak_row *row;
+/* A row read into the caller's struct: whether there was one. */
+struct got {
+	void *row;
 	bool found;
 };
 
 static SL_RESULT ak_row(void *ctx, const kmsd_sqlv *c, size_t n)
 {
 	sl_err rc;
-	struct ak_get *g = ctx;
+	struct got *g = ctx;
+	kmsd_ak_row *row = g->row;
 	if (n != 5 || c[1].t != KMSD_SQLV_INT || c[2].t != KMSD_SQLV_INT || c[4].t != KMSD_SQLV_INT)
 		return sl_err_set(SL_E_INTEGRITY, "state store: aks row");
-	g->row->ek_revoked = c[4].i != 0;
-	if ((rc = copy32(&c[0], g->row->ek_sha256, "aks.ek_sha256")) != SL_OK)
+	row->ek_revoked = c[4].i != 0;
+	if ((rc = copy32(&c[0], row->ek_sha256, "aks.ek_sha256")) != SL_OK)
 		return rc;
-	g->row->enrolled = c[1].i;
-	g->row->revoked = c[2].i != 0;
-	if ((rc = copy32(&c[3], g->row->mac, "aks.mac")) != SL_OK)
+	row->enrolled = c[1].i;
+	row->revoked = c[2].i != 0;
+	if ((rc = copy32(&c[3], row->mac, "aks.mac")) != SL_OK)
 		return rc;
 	g->found = true;
 	return SL_OK;
 }
 
-static const char SQL_AK_GET[] = "SELECT ek_sha256, enrolled, revoked, mac, " SQL_EK_REVOKED
-                                 " FROM aks a WHERE name = ?";
+static const char SQL_AK_GET[] =
+    "SELECT ek_sha256, enrolled, revoked, mac, " SQL_EK_REVOKED " FROM aks a WHERE name = ?";
 
 sl_err kmsd_store_ak_get(kmsd_store *s, const uint8_t *name, size_t len, kmsd_ak_row *row,
                          bool *found)
 {
 	kmsd_sqlv a[] = {V_BLOB(name, len)};
-	struct ak_get g = {row, false};
+	struct got g = {row, false};
 	sl_err rc = exec1(s, SQL_AK_GET, a, 1, ak_row, &g, NULL);
 	*found = g.found;
 	return rc;
@@ -447,7 +451,7 @@ static SL_RESULT ak_list_row(void *ctx, const kmsd_sqlv *c, size_t n)
 {
 	struct ak_list *l = ctx;
 	kmsd_ak_row row = {0};
-	struct ak_get g = {&row, false};
+	struct got g = {&row, false};
 	if (n != 6 || c[0].t != KMSD_SQLV_BLOB || c[0].n == 0 || c[0].n > KMSD_AK_NAME_MAX)
 		return sl_err_set(SL_E_INTEGRITY, "state store: aks row");
 	sl_err rc = ak_row(&g, c + 1, n - 1);
@@ -575,23 +579,19 @@ out:
 	return txn_end(s, c, rc);
 }
 
-struct key_get {
-	kmsd_key_row *row;
-	bool found;
-};
-
 static SL_RESULT key_row(void *ctx, const kmsd_sqlv *c, size_t n)
 {
-	struct key_get *g = ctx;
-	if (n != 4 || c[0].t != KMSD_SQLV_TEXT || c[0].n >= sizeof(g->row->backend) ||
+	struct got *g = ctx;
+	kmsd_key_row *row = g->row;
+	if (n != 4 || c[0].t != KMSD_SQLV_TEXT || c[0].n >= sizeof(row->backend) ||
 	    c[1].t != KMSD_SQLV_INT || c[2].t != KMSD_SQLV_INT || c[3].t != KMSD_SQLV_INT ||
 	    c[3].i < 1 || c[3].i > KMSD_KEK_VERSION_MAX)
 		return sl_err_set(SL_E_INTEGRITY, "state store: keys row");
-	memcpy(g->row->backend, c[0].p, c[0].n);
-	g->row->backend[c[0].n] = '\0';
-	g->row->state = c[1].i == 0 ? KMSD_KEY_ENABLED : KMSD_KEY_DISABLED;
-	g->row->created = c[2].i;
-	g->row->current = (unsigned)c[3].i;
+	memcpy(row->backend, c[0].p, c[0].n);
+	row->backend[c[0].n] = '\0';
+	row->state = c[1].i == 0 ? KMSD_KEY_ENABLED : KMSD_KEY_DISABLED;
+	row->created = c[2].i;
+	row->current = (unsigned)c[3].i;
 	g->found = true;
 	return SL_OK;
 }
@@ -601,7 +601,7 @@ static const char SQL_KEY_GET[] = "SELECT backend, state, created, current FROM 
 sl_err kmsd_store_key_get(kmsd_store *s, const char *id, kmsd_key_row *row, bool *found)
 {
 	kmsd_sqlv a[] = {V_TEXT(id)};
-	struct key_get g = {row, false};
+	struct got g = {row, false};
 	sl_err rc = exec1(s, SQL_KEY_GET, a, 1, key_row, &g, NULL);
 	*found = g.found;
 	return rc;
@@ -880,8 +880,8 @@ sl_err kmsd_store_challenge_read(kmsd_store *s, const uint8_t nonce[static 32], 
 	static const char seen_sql[] = "SELECT count(*) FROM challenges WHERE nonce = ?";
 	kmsd_sqlv a[] = {V_BLOB(nonce, 32), V_BLOB(nonce, 32)};
 	kmsd_sqlv ak[KMSD_READ_AKS], key[KMSD_READ_KEYS];
-	struct ak_get ag[KMSD_READ_AKS];
-	struct key_get kg[KMSD_READ_KEYS];
+	struct got ag[KMSD_READ_AKS];
+	struct got kg[KMSD_READ_KEYS];
 	struct ahead ah[KMSD_READ_AKS + KMSD_READ_KEYS];
 	kmsd_sql_stmt st[KMSD_BATCH_MAX];
 	struct use u = {0};
@@ -897,20 +897,20 @@ sl_err kmsd_store_challenge_read(kmsd_store *s, const uint8_t nonce[static 32], 
 	}
 	for (size_t i = 0; i < nak; i++) {
 		ak[i] = V_BLOB(rd->ak[i].name, rd->ak[i].len);
-		ag[i] = (struct ak_get){&rd->ak[i].row, false};
+		ag[i] = (struct got){&rd->ak[i].row, false};
 		ah[i] = (struct ahead){ak_row, &ag[i], false};
 		st[n++] = (kmsd_sql_stmt){SQL_AK_GET, &ak[i], 1, ahead_row, &ah[i], NULL};
 	}
 	for (size_t i = 0; i < nkeys; i++) {
 		key[i] = V_TEXT(rd->key[i].id);
-		kg[i] = (struct key_get){&rd->key[i].row, false};
+		kg[i] = (struct got){&rd->key[i].row, false};
 		ah[nak + i] = (struct ahead){key_row, &kg[i], false};
 		st[n++] = (kmsd_sql_stmt){SQL_KEY_GET, &key[i], 1, ahead_row, &ah[nak + i], NULL};
 	}
 	rc = run(s, st, n, false);
 	if (rc != SL_OK)
 		return rc;
-	*res = u.took ? (u.expires > now ? KMSD_CH_OK : KMSD_CH_EXPIRED)
+	*res = u.took   ? (u.expires > now ? KMSD_CH_OK : KMSD_CH_EXPIRED)
 	       : u.seen ? KMSD_CH_USED
 	                : KMSD_CH_UNKNOWN;
 	for (size_t i = 0; i < nak; i++) {
@@ -967,29 +967,25 @@ sl_err kmsd_store_pending_put(kmsd_store *s, const uint8_t session[static 16],
 	return exec1(s, sql, a, NARGS(a), NULL, NULL, NULL);
 }
 
-struct take {
-	kmsd_pending_row *row;
-	bool found;
-};
-
 static SL_RESULT take_row(void *ctx, const kmsd_sqlv *c, size_t n)
 {
 	sl_err rc;
-	struct take *t = ctx;
+	struct got *t = ctx;
+	kmsd_pending_row *row = t->row;
 	if (n != 5 || c[0].t != KMSD_SQLV_BLOB || c[0].n == 0 || c[0].n > KMSD_AK_NAME_MAX ||
 	    c[3].t != KMSD_SQLV_INT)
 		return sl_err_set(SL_E_INTEGRITY, "state store: pending row");
 	/* a MAC of another length is kept as all zero: it never verifies */
-	memset(t->row->mac, 0, 32);
+	memset(row->mac, 0, 32);
 	if (c[4].t == KMSD_SQLV_BLOB && c[4].n == 32)
-		memcpy(t->row->mac, c[4].p, 32);
-	memcpy(t->row->ak_name, c[0].p, c[0].n);
-	t->row->ak_name_len = c[0].n;
-	if ((rc = copy32(&c[1], t->row->ek_sha256, "pending.ek_sha256")) != SL_OK)
+		memcpy(row->mac, c[4].p, 32);
+	memcpy(row->ak_name, c[0].p, c[0].n);
+	row->ak_name_len = c[0].n;
+	if ((rc = copy32(&c[1], row->ek_sha256, "pending.ek_sha256")) != SL_OK)
 		return rc;
-	if ((rc = copy32(&c[2], t->row->cred_sha256, "pending.cred_sha256")) != SL_OK)
+	if ((rc = copy32(&c[2], row->cred_sha256, "pending.cred_sha256")) != SL_OK)
 		return rc;
-	t->row->expires = c[3].i;
+	row->expires = c[3].i;
 	t->found = true;
 	return SL_OK;
 }
@@ -1000,7 +996,7 @@ sl_err kmsd_store_pending_take(kmsd_store *s, const uint8_t session[static 16],
 	static const char sql[] = "DELETE FROM pending WHERE session = ? "
 	                          "RETURNING ak_name, ek_sha256, cred_sha256, expires, mac";
 	kmsd_sqlv a[] = {V_BLOB(session, 16)};
-	struct take t = {row, false};
+	struct got t = {row, false};
 	sl_err rc = exec1(s, sql, a, 1, take_row, &t, NULL);
 	*found = t.found;
 	return rc;
@@ -1034,7 +1030,7 @@ struct key_use {
 static SL_RESULT key_use_row(void *ctx, const kmsd_sqlv *c, size_t n)
 {
 	struct key_use *u = ctx;
-	struct key_get g = {u->row, false};
+	struct got g = {u->row, false};
 	sl_err rc;
 	if (n != 6 || (c[5].t != KMSD_SQLV_NULL &&
 	               (c[5].t != KMSD_SQLV_BLOB || c[5].n > KMSD_KEK_WRAPPED_MAX)))

@@ -304,11 +304,11 @@ typedef struct kmsd_store_driver {
 	 * one row (expires if this use took it, else NULL; whether it exists).
 	 * NULL: store.c's conditional UPDATE and a SELECT after it */
 	const char *challenge_use_sql;
-	/* several statements without parameters (the schema) */
+	/* statements without parameters (the schema, BEGIN, COMMIT) */
 	SL_MUST_USE sl_err (*script)(void *conn, const char *sql);
-	/* BEGIN (a write transaction), COMMIT, ROLLBACK; the schema lock */
-	SL_MUST_USE sl_err (*begin)(void *conn);
-	SL_MUST_USE sl_err (*commit)(void *conn);
+	/* what begins a write transaction; ROLLBACK (keeps the error that led
+	 * there); the schema lock */
+	const char *begin_sql;
 	void (*rollback)(void *conn);
 	SL_MUST_USE sl_err (*schema_lock)(void *conn);
 	/* durable: the next commits reach stable storage before they return

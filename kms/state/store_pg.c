@@ -210,10 +210,10 @@ static SL_RESULT send_one(struct conn *c, const kmsd_sql_stmt *st, const char *n
 	SL_GUARD(bind_params(st->args, st->nargs, &b));
 	if (name == NULL)
 		SL_GUARD(numbered(st->sql, text, sizeof(text)));
-	if ((name != NULL ? PQsendQueryPrepared(c->pg, name, (int)st->nargs, b.vals, b.lens, b.fmts,
-	                                        1)
-	                  : PQsendQueryParams(c->pg, text, (int)st->nargs, b.types, b.vals, b.lens,
-	                                      b.fmts, 1)) != 1)
+	if ((name != NULL
+	         ? PQsendQueryPrepared(c->pg, name, (int)st->nargs, b.vals, b.lens, b.fmts, 1)
+	         : PQsendQueryParams(c->pg, text, (int)st->nargs, b.types, b.vals, b.lens, b.fmts,
+	                             1)) != 1)
 		rc = result_err(c, NULL, "send");
 out:
 	return rc;
@@ -221,8 +221,7 @@ out:
 
 /* The name of each statement, prepared first where it was not (PQprepare
  * waits for its answer: never inside a pipeline). */
-static SL_RESULT prepare_all(struct conn *c, const kmsd_sql_stmt *st, size_t n,
-                             const char **names)
+static SL_RESULT prepare_all(struct conn *c, const kmsd_sql_stmt *st, size_t n, const char **names)
 {
 	struct params b;
 	sl_err rc = SL_OK;
@@ -373,8 +372,9 @@ out:
 	return rc;
 }
 
-static SL_RESULT simple(struct conn *c, const char *sql)
+static SL_RESULT simple(void *p, const char *sql)
 {
+	struct conn *c = p;
 	PGresult *r = PQexec(c->pg, sql);
 	sl_err rc = SL_OK;
 	if (r == NULL ||
@@ -382,21 +382,6 @@ static SL_RESULT simple(struct conn *c, const char *sql)
 		rc = result_err(c, r, sql);
 	PQclear(r);
 	return rc;
-}
-
-static SL_RESULT simple_v(void *p, const char *sql)
-{
-	return simple(p, sql);
-}
-
-static SL_RESULT pg_begin(void *p)
-{
-	return simple(p, "BEGIN");
-}
-
-static SL_RESULT pg_commit(void *p)
-{
-	return simple(p, "COMMIT");
 }
 
 static void pg_rollback(void *p)
@@ -463,9 +448,8 @@ const kmsd_store_driver kmsd_store_pg = {
     .ready = pg_ready,
     .exec = pg_exec,
     .batch = pg_batch,
-    .script = simple_v,
-    .begin = pg_begin,
-    .commit = pg_commit,
+    .script = simple,
+    .begin_sql = "BEGIN",
     .rollback = pg_rollback,
     .schema_lock = pg_schema_lock,
     .backup = NULL,
