@@ -75,7 +75,11 @@ static void *take(kmsd_store *s)
 	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
 	pthread_cond_init(&w.cv, &a);
 	pthread_condattr_destroy(&a);
+	/* in line until handed a connection or timed out: either way it has
+	 * left the line before this returns */
+	/* cppcheck-suppress autoVariables */
 	*s->tail = &w;
+	/* cppcheck-suppress autoVariables */
 	s->tail = &w.next;
 	clock_gettime(CLOCK_MONOTONIC, &until);
 	until.tv_sec += KMSD_STORE_WAIT_MS / 1000;
@@ -885,8 +889,15 @@ sl_err kmsd_store_challenge_read(kmsd_store *s, const uint8_t nonce[static 32], 
 	struct ahead ah[KMSD_READ_AKS + KMSD_READ_KEYS];
 	kmsd_sql_stmt st[KMSD_BATCH_MAX];
 	struct use u = {0};
-	size_t n = 0, nak = rd ? rd->nak : 0, nkeys = rd ? rd->nkeys : 0;
+	kmsd_release_read none;
+	size_t n = 0, nak, nkeys;
 	sl_err rc;
+	if (rd == NULL) {
+		none.nak = none.nkeys = 0;
+		rd = &none;
+	}
+	nak = rd->nak;
+	nkeys = rd->nkeys;
 	if (nak > KMSD_READ_AKS || nkeys > KMSD_READ_KEYS)
 		return sl_err_set(SL_E_INTERNAL, "state store: %zu AKs, %zu keys", nak, nkeys);
 	if (s->drv->challenge_use_sql != NULL) {
