@@ -89,15 +89,13 @@ db_cpu() {
 	echo "$t"
 }
 
-# What PostgreSQL has done so far: "STATEMENTS TRANSACTIONS" (statements
-# executed, from pg_stat_statements; transactions committed), or nothing
-# without PostgreSQL. Between two of them (the timed phase: challenges and
-# quotes are prepared before) each release's share: a statement that
-# commits on its own is one transaction and one round trip; statements
-# batched in one pipeline are one transaction and one round trip together.
+# The statements PostgreSQL has executed so far (pg_stat_statements), or
+# nothing without it. Between two of them (the timed phase: challenges and
+# quotes are prepared before) each release's share. (pg_stat_database's
+# transaction counts lag by up to a second: not used.)
 db_work() {
 	[ -n "${PG_STATS:-}" ] && kill -0 "${PG_PID:-0}" 2>/dev/null || return 0
-	$PSQL -c "SELECT (SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat%'), (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database())" 2>/dev/null | tr '|' ' '
+	$PSQL -c "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat%'" 2>/dev/null
 }
 
 # burst LABEL N CONC URL... : one probe per URL (CONC split), run together;
@@ -140,8 +138,7 @@ print(f"{label} concurrency={c} per_s={per_s:.0f} p50_ms={max(float(r['p50_ms'])
       f"requests={n} offered_per_s={sum(float(r['offered_per_s']) for r in rows):.0f} "
       f"server_cpu_ms_per_release={(c1 - c0) * 1000 / n:.3f} db_cpu_ms_per_release={(d1 - d0) * 1000 / n:.3f} "
       f"client_cpu_ms_per_request={client:.3f}"
-      + (f" statements_per_release={(s1[0] - s0[0]) / n:.2f} transactions_per_release={(s1[1] - s0[1]) / n:.2f}"
-         if len(s0) == 2 and len(s1) == 2 else ""))
+      + (f" statements_per_release={(s1[0] - s0[0]) / n:.2f}" if s0 and s1 else ""))
 EOP
 	rm -f b*.out b*.err
 	for u in "$@"; do
@@ -256,8 +253,7 @@ for store in ("pg1", "pg2"):
     for c in ("1", "2", "16", "64"):
         r = rows.get((store, c))
         if r and "statements_per_release" in r:
-            print(f"{store} {c:>2} clients: PostgreSQL ran {float(r['statements_per_release']):.2f} statements and committed "
-                  f"{float(r['transactions_per_release']):.2f} transactions per release (a transaction: one round trip)")
+            print(f"{store} {c:>2} clients: PostgreSQL ran {float(r['statements_per_release']):.2f} statements per release")
 l = rows.get(("load", "64"))
 if l:
     print(f"\nload, 64 launcher processes over 2 replicas: {l['requests']} releases, {float(l['per_s']):.0f}/s, "
