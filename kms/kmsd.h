@@ -47,8 +47,9 @@ typedef struct kmsd_config {
 	char *url_file;       /* where the URL is written once listening */
 	char *log_file;       /* daemon log; NULL: stderr (reopened on SIGHUP) */
 	/* limits */
-	unsigned threads; /* libmicrohttpd's connection threads */
-	unsigned workers; /* request handler threads */
+	unsigned threads;    /* libmicrohttpd's connection threads */
+	unsigned workers;    /* request handler threads */
+	unsigned store_pool; /* state store connections per process (0: twice the CPUs) */
 	size_t max_body;
 	unsigned max_connections;
 	unsigned idle_timeout_s;

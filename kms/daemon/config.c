@@ -36,13 +36,13 @@ json_t *kmsd_config_defaults_json(void)
 	kmsd_config c;
 	kmsd_config_defaults(&c);
 	return json_pack(
-	    "{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
+	    "{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
 	    "accept_ek_without_cert", c.accept_ek_without_cert, "threads", (json_int_t)c.threads,
-	    "workers", (json_int_t)c.workers, "max_body", (json_int_t)c.max_body, "max_connections",
-	    (json_int_t)c.max_connections, "idle_timeout_s", (json_int_t)c.idle_timeout_s,
-	    "max_challenges", (json_int_t)c.max_challenges, "challenge_ttl_s",
-	    (json_int_t)c.challenge_ttl_s, "refusal_rate_per_min",
-	    (json_int_t)c.refusal_rate_per_min, "enroll_rate_per_min",
+	    "workers", (json_int_t)c.workers, "store_pool", (json_int_t)c.store_pool, "max_body",
+	    (json_int_t)c.max_body, "max_connections", (json_int_t)c.max_connections,
+	    "idle_timeout_s", (json_int_t)c.idle_timeout_s, "max_challenges",
+	    (json_int_t)c.max_challenges, "challenge_ttl_s", (json_int_t)c.challenge_ttl_s,
+	    "refusal_rate_per_min", (json_int_t)c.refusal_rate_per_min, "enroll_rate_per_min",
 	    (json_int_t)c.enroll_rate_per_min, "audit_aggregate_s", (json_int_t)c.audit_aggregate_s,
 	    "audit_checkpoint_s", (json_int_t)c.audit_checkpoint_s, "kek_backend",
 	    c.backend == KMSD_KEK_LOCAL ? "local" : "pkcs11");
@@ -151,6 +151,9 @@ static SL_RESULT apply(kmsd_config *c, const char *path, const char *k, json_t *
 	} else if (strcmp(k, "workers") == 0) {
 		SL_GUARD(set_uint(path, k, v, 0, 1024, &u));
 		c->workers = (unsigned)u;
+	} else if (strcmp(k, "store_pool") == 0) {
+		SL_GUARD(set_uint(path, k, v, 0, KMSD_STORE_POOL_MAX, &u));
+		c->store_pool = (unsigned)u;
 	} else if (strcmp(k, "max_body") == 0) {
 		SL_GUARD(set_uint(path, k, v, 1024, 16u << 20, &u));
 		c->max_body = (size_t)u;

@@ -86,6 +86,14 @@ static void keyproc_event(void *arg, int state, int pid, int status)
 
 /* The development policy seals every output under one key: made here once,
  * kept across restarts, so that `seclaunch run --output` works at once. */
+/* Channels to the key process: one per handler, up to 24 (a channel is a
+ * thread there; its store connections are capped by store_pool). */
+static unsigned keyproc_channels(const kmsd_config *c)
+{
+	unsigned n = c->workers > 0 ? c->workers : c->threads;
+	return n < 1 ? 1 : n > 24 ? 24 : n;
+}
+
 static SL_RESULT dev_output_key(kmsd_ctx *ctx)
 {
 	sl_err rc = kmsd_kek_create(ctx->kek, SL_POLICY_DEV_OUTPUT_KEY);
@@ -130,9 +138,10 @@ static SL_RESULT run(kmsd_config *cfg, const kmsd_start_opts *opts)
 	kmsd_log(KMSD_LOG_NOTICE, "policy %s", sl_policy_digest_hex(ctx.policy));
 	SL_GUARD(kmsd_tokens_load(&ctx, cfg));
 	/* the key process first: it alone reads the master key or the PIN */
-	SL_GUARD(kmsd_keyproc_start(cfg, kmsd_store_pool(cfg), &ctx.keyproc));
+	SL_GUARD(kmsd_keyproc_start(cfg, keyproc_channels(cfg), &ctx.keyproc));
 	SL_GUARD(kmsd_store_open(cfg->store, kmsd_store_pool(cfg), &ctx.store));
-	kmsd_log(KMSD_LOG_NOTICE, "state store %s; KEKs in process %d", kmsd_store_kind(ctx.store),
+	kmsd_log(KMSD_LOG_NOTICE, "state store %s (%u connections); KEKs in process %d",
+	         kmsd_store_kind(ctx.store), kmsd_store_pool(cfg),
 	         (int)kmsd_keyproc_pid(ctx.keyproc));
 	SL_GUARD(kmsd_kek_open_remote(ctx.keyproc, ctx.store, &ctx.kek));
 	SL_GUARD(kmsd_registry_open(ctx.store, cfg->registry_key_file, &ctx.registry));

@@ -203,6 +203,7 @@ static SL_RESULT keep_restart_keys(kmsd_config *c, const kmsd_config *s)
 	} nums[] = {
 	    {"threads", c->threads, s->threads},
 	    {"workers", c->workers, s->workers},
+	    {"store_pool", c->store_pool, s->store_pool},
 	    {"max_connections", c->max_connections, s->max_connections},
 	    {"idle_timeout_s", c->idle_timeout_s, s->idle_timeout_s},
 	    {"max_challenges", c->max_challenges, s->max_challenges},
@@ -232,6 +233,7 @@ static SL_RESULT keep_restart_keys(kmsd_config *c, const kmsd_config *s)
 			         nums[i].name, nums[i].was);
 	c->threads = s->threads;
 	c->workers = s->workers;
+	c->store_pool = s->store_pool;
 	c->max_connections = s->max_connections;
 	c->idle_timeout_s = s->idle_timeout_s;
 	c->max_challenges = s->max_challenges;

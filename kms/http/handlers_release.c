@@ -40,7 +40,11 @@ struct rel {
 	kmsd_outputs_ask ask;
 	const char *inputs[KMSD_MAX_KEYS];
 	const char *out_keys[KMSD_MAX_OUTPUTS];
+	/* the AK and key rows read with the nonce's use (one round trip) */
+	kmsd_release_read rd;
 };
+
+_Static_assert(KMSD_MAX_KEYS <= KMSD_READ_KEYS, "every key of a release is read ahead");
 
 static void deny(struct rel *r, enum kmsd_denial d, const kmsd_key_entry *key, const char *fmt, ...)
     SL_PRINTF(4, 5);
@@ -67,7 +71,7 @@ static bool ak_enrolled(const uint8_t *name, size_t len, void *cbctx)
 	enum kmsd_ak_status st = KMSD_AK_UNKNOWN;
 	if (len <= 66)
 		sl_hex_encode(name, len, r->ak_hex);
-	sl_err rc = kmsd_registry_lookup(r->ctx->registry, name, len, &st);
+	sl_err rc = kmsd_registry_lookup_read(r->ctx->registry, &r->rd, name, len, &st);
 	if (rc == SL_E_SYSTEM)
 		r->store_failed = true;
 	else if (rc != SL_OK)
@@ -82,9 +86,32 @@ static bool ak_enrolled(const uint8_t *name, size_t len, void *cbctx)
 	return st == KMSD_AK_ENROLLED;
 }
 
+/* What the store is asked with the nonce's use: the keys the request names
+ * and the AKs its evidence names. Those names are not verified yet: a row
+ * read here serves only the name the evidence then verifies to (registry.c
+ * checks its MAC as it checks any AK row), any other is asked anew. */
+static void read_ahead(struct rel *r)
+{
+	kmsd_release_read *rd = &r->rd;
+	for (size_t i = 0; i < r->req->nkeys && rd->nkeys < KMSD_READ_KEYS; i++)
+		rd->key[rd->nkeys++].id = r->req->keys[i].key_id;
+	for (size_t i = 0; i < json_array_size(r->req->evidence) && rd->nak < KMSD_READ_AKS; i++) {
+		const char *hex = sl_json_getstr(json_array_get(r->req->evidence, i), "ak_name");
+		size_t len = hex != NULL ? strlen(hex) / 2 : 0;
+		if (len == 0 || len > KMSD_AK_NAME_MAX || strlen(hex) != 2 * len)
+			continue;
+		if (sl_hex_decode(hex, rd->ak[rd->nak].name, len, "evidence.ak_name") != SL_OK) {
+			sl_err_clear(); /* the verification reports it */
+			continue;
+		}
+		rd->ak[rd->nak++].len = len;
+	}
+}
+
 static void check_nonce(struct rel *r)
 {
-	switch (kmsd_nonces_consume(r->ctx->nonces, r->req->nonce)) {
+	read_ahead(r);
+	switch (kmsd_nonces_consume_read(r->ctx->nonces, r->req->nonce, &r->rd)) {
 	case KMSD_NONCE_OK:
 		r->nonce_taken = true;
 		break;
@@ -163,7 +190,7 @@ static void check_policy(struct rel *r)
 		sl_policy_request pr = {.dataset_id = k->dataset_id, .key_id = k->key_id};
 		sl_decision *d = NULL;
 		char why[300];
-		int use = kmsd_kek_usable(r->ctx->kek, k->key_id, why, sizeof(why));
+		int use = kmsd_kek_usable(r->ctx->kek, &r->rd, k->key_id, why, sizeof(why));
 		if (use == KMSD_KEY_STORE_DOWN) {
 			r->store_failed = true;
 			return;

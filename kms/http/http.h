@@ -36,10 +36,13 @@ SL_MUST_USE sl_err kmsd_kek_delete(kmsd_kek *k, const char *id, bool force, size
 bool kmsd_kek_exists(kmsd_kek *k, const char *id);
 /* Whether key id may be used for a decision now: the denial it earns
  * (KMSD_D_KEY_UNKNOWN, KMSD_D_KEY_DISABLED) with *why, KMSD_KEY_USABLE, or
- * KMSD_KEY_STORE_DOWN when the state store could not answer. */
+ * KMSD_KEY_STORE_DOWN when the state store could not answer. rd: the key
+ * rows read with the request's challenge (NULL or without this id: the
+ * store is asked). The key process checks the key again at the unwrap. */
 #define KMSD_KEY_USABLE (-1)
 #define KMSD_KEY_STORE_DOWN (-2)
-int kmsd_kek_usable(kmsd_kek *k, const char *id, char *why, size_t why_n);
+int kmsd_kek_usable(kmsd_kek *k, const kmsd_release_read *rd, const char *id, char *why,
+                    size_t why_n);
 /* Wipes what this replica's key process holds of key id (its cached KEKs),
  * after the store's rows are deleted. */
 SL_MUST_USE sl_err kmsd_kek_forget(kmsd_kek *k, const char *id);

@@ -468,11 +468,26 @@ bool kmsd_kek_exists(kmsd_kek *k, const char *id)
 	return kmsd_store_key_get(k->st, id, &row, &found) == SL_OK && found;
 }
 
-int kmsd_kek_usable(kmsd_kek *k, const char *id, char *why, size_t why_n)
+/* The row of id read ahead in rd, if it holds one. */
+static bool read_ahead(const kmsd_release_read *rd, const char *id, kmsd_key_row *row, bool *found)
+{
+	for (size_t i = 0; rd != NULL && i < rd->nkeys; i++) {
+		if (rd->key[i].read && strcmp(rd->key[i].id, id) == 0) {
+			*row = rd->key[i].row;
+			*found = rd->key[i].found;
+			return true;
+		}
+	}
+	return false;
+}
+
+int kmsd_kek_usable(kmsd_kek *k, const kmsd_release_read *rd, const char *id, char *why,
+                    size_t why_n)
 {
 	kmsd_key_row row = {0};
 	bool found = false;
-	if (kmsd_store_key_get(k->st, id, &row, &found) != SL_OK)
+	if (!read_ahead(rd, id, &row, &found) &&
+	    kmsd_store_key_get(k->st, id, &row, &found) != SL_OK)
 		return KMSD_KEY_STORE_DOWN;
 	if (!found) {
 		snprintf(why, why_n, "unknown key id '%s'", id);

@@ -98,7 +98,7 @@ static void check_policy(struct outctx *o)
 			continue;
 		}
 		char why[300];
-		int use = kmsd_kek_usable(o->ctx->kek, key, why, sizeof(why));
+		int use = kmsd_kek_usable(o->ctx->kek, NULL, key, why, sizeof(why));
 		if (use == KMSD_KEY_STORE_DOWN) {
 			o->store_failed = true;
 			return;

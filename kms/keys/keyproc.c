@@ -153,7 +153,11 @@ static _Noreturn void keyproc_main(const kmsd_config *cfg, int *fds, size_t n, b
 	signal(SIGINT, SIG_IGN); /* the parent ends it by closing the channels */
 	signal(SIGTERM, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
-	rc = th && args ? kmsd_store_open(cfg->store, (unsigned)(n < 8 ? n : 8), &st) : SL_E_NOMEM;
+	/* the store connections of the network process's setting, no more
+	 * than there are channels (each thread holds one at a time) */
+	unsigned pool = kmsd_store_pool(cfg);
+	rc = th && args ? kmsd_store_open(cfg->store, (unsigned)(n < pool ? n : pool), &st)
+	                : SL_E_NOMEM;
 	if (rc == SL_OK)
 		rc = kmsd_keys_open(cfg, st, &k);
 	if (first)

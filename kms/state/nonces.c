@@ -92,8 +92,15 @@ sl_err kmsd_nonces_issue(kmsd_nonces *t, uint8_t nonce[static SL_NONCE_LEN], tim
 
 enum kmsd_nonce_result kmsd_nonces_consume(kmsd_nonces *t, const uint8_t nonce[static SL_NONCE_LEN])
 {
+	return kmsd_nonces_consume_read(t, nonce, NULL);
+}
+
+enum kmsd_nonce_result kmsd_nonces_consume_read(kmsd_nonces *t,
+                                                const uint8_t nonce[static SL_NONCE_LEN],
+                                                kmsd_release_read *rd)
+{
 	enum kmsd_challenge_result r = KMSD_CH_UNKNOWN;
-	if (kmsd_store_challenge_use(t->st, nonce, now_ms(), &r) != SL_OK)
+	if (kmsd_store_challenge_read(t->st, nonce, now_ms(), &r, rd) != SL_OK)
 		return KMSD_NONCE_FAILED;
 	switch (r) {
 	case KMSD_CH_OK:

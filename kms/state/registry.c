@@ -144,19 +144,15 @@ void kmsd_registry_close(kmsd_registry *r)
 	free(r);
 }
 
-sl_err kmsd_registry_lookup(kmsd_registry *r, const uint8_t *name, size_t len,
-                            enum kmsd_ak_status *status)
+/* What an AK row (found or not) says of the AK. */
+static SL_RESULT ak_status(kmsd_registry *r, const uint8_t *name, size_t len,
+                           const kmsd_ak_row *row, bool found, enum kmsd_ak_status *status)
 {
-	kmsd_ak_row row = {0};
-	bool found = false;
 	char hex[2 * KMSD_AK_NAME_MAX + 1];
 	*status = KMSD_AK_UNKNOWN;
-	if (len == 0 || len > KMSD_AK_NAME_MAX)
+	if (!found)
 		return SL_OK;
-	sl_err rc = kmsd_store_ak_get(r->st, name, len, &row, &found);
-	if (rc != SL_OK || !found)
-		return rc;
-	if (!ak_ok(r, name, len, &row)) {
+	if (!ak_ok(r, name, len, row)) {
 		sl_hex_encode(name, len, hex);
 		*status = KMSD_AK_FORGED;
 		return sl_err_set(
@@ -166,8 +162,32 @@ sl_err kmsd_registry_lookup(kmsd_registry *r, const uint8_t *name, size_t len,
 		    hex);
 	}
 	/* revocation names the machine: every AK of a revoked EK is refused */
-	*status = row.revoked || row.ek_revoked ? KMSD_AK_REVOKED : KMSD_AK_ENROLLED;
+	*status = row->revoked || row->ek_revoked ? KMSD_AK_REVOKED : KMSD_AK_ENROLLED;
 	return SL_OK;
+}
+
+sl_err kmsd_registry_lookup_read(kmsd_registry *r, const kmsd_release_read *rd, const uint8_t *name,
+                                 size_t len, enum kmsd_ak_status *status)
+{
+	kmsd_ak_row row = {0};
+	bool found = false;
+	*status = KMSD_AK_UNKNOWN;
+	if (len == 0 || len > KMSD_AK_NAME_MAX)
+		return SL_OK;
+	/* a row read ahead counts only for the very name verified here */
+	for (size_t i = 0; rd != NULL && i < rd->nak; i++)
+		if (rd->ak[i].read && rd->ak[i].len == len && sl_ct_eq(rd->ak[i].name, name, len))
+			return ak_status(r, name, len, &rd->ak[i].row, rd->ak[i].found, status);
+	sl_err rc = kmsd_store_ak_get(r->st, name, len, &row, &found);
+	if (rc != SL_OK)
+		return rc;
+	return ak_status(r, name, len, &row, found, status);
+}
+
+sl_err kmsd_registry_lookup(kmsd_registry *r, const uint8_t *name, size_t len,
+                            enum kmsd_ak_status *status)
+{
+	return kmsd_registry_lookup_read(r, NULL, name, len, status);
 }
 
 bool kmsd_registry_has(kmsd_registry *r, const uint8_t *name, size_t len)

@@ -28,6 +28,11 @@ SL_MUST_USE sl_err kmsd_nonces_issue(kmsd_nonces *t, uint8_t nonce[static SL_NON
                                      time_t *expires);
 enum kmsd_nonce_result kmsd_nonces_consume(kmsd_nonces *t,
                                            const uint8_t nonce[static SL_NONCE_LEN]);
+/* The same, reading the rows rd asks for in the same round trip (the
+ * release's AKs and keys: store.h). */
+enum kmsd_nonce_result kmsd_nonces_consume_read(kmsd_nonces *t,
+                                                const uint8_t nonce[static SL_NONCE_LEN],
+                                                kmsd_release_read *rd);
 /* A request that consumed the nonce ended with no decision (503): the
  * nonce is unused again, so that the identical request retried is decided
  * rather than refused as reused (docs/protocol.md: a 503 decided nothing). */
@@ -45,6 +50,11 @@ void kmsd_registry_close(kmsd_registry *r);
  * whose MAC does not verify. */
 SL_MUST_USE sl_err kmsd_registry_lookup(kmsd_registry *r, const uint8_t *ak_name, size_t len,
                                         enum kmsd_ak_status *status);
+/* The same, from the row read ahead in rd when rd holds one for this name
+ * (its MAC checked here as the store's would be), else from the store. */
+SL_MUST_USE sl_err kmsd_registry_lookup_read(kmsd_registry *r, const kmsd_release_read *rd,
+                                             const uint8_t *ak_name, size_t len,
+                                             enum kmsd_ak_status *status);
 /* Enrolled and not revoked (false on any failure). */
 bool kmsd_registry_has(kmsd_registry *r, const uint8_t *ak_name, size_t len);
 /* Records an AK (idempotent); ek_digest identifies the TPM it lives in. */

@@ -1,20 +1,30 @@
 /* The state store's operations, written once over the driver interface
  * (store.h): a fixed set of parameterised statements, a bounded pool of
  * connections, the schema and its version check. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "state.h"
+
+/* A caller waiting for a connection: the pool hands one to the longest
+ * waiting first (its own condition variable, so nobody else wakes). */
+struct waiter {
+	pthread_cond_t cv;
+	void *conn;
+	struct waiter *next;
+};
 
 struct kmsd_store {
 	const kmsd_store_driver *drv;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
 	void **conns; /* free connections: conns[0..nfree) */
 	size_t nfree, n;
+	struct waiter *head, **tail; /* the line, oldest first */
 	bool healthy;
 };
 
@@ -36,18 +46,79 @@ bool kmsd_store_healthy(kmsd_store *s)
 	return h;
 }
 
+/* Puts a connection back: to the oldest waiter, else among the free. */
+static void give(kmsd_store *s, void *c)
+{
+	struct waiter *w = s->head;
+	if (w != NULL) {
+		s->head = w->next;
+		if (s->head == NULL)
+			s->tail = &s->head;
+		w->conn = c;
+		pthread_cond_signal(&w->cv);
+	} else {
+		s->conns[s->nfree++] = c;
+	}
+}
+
+/* A free connection, or one in line behind the callers already waiting,
+ * for at most KMSD_STORE_WAIT_MS. Called with mu held. */
+static void *take(kmsd_store *s)
+{
+	struct waiter w = {.conn = NULL, .next = NULL};
+	pthread_condattr_t a;
+	struct timespec until;
+	int e = 0;
+	if (s->nfree > 0 && s->head == NULL)
+		return s->conns[--s->nfree];
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&w.cv, &a);
+	pthread_condattr_destroy(&a);
+	/* in line until handed a connection or timed out: either way it has
+	 * left the line before this returns */
+	/* cppcheck-suppress autoVariables */
+	*s->tail = &w;
+	/* cppcheck-suppress autoVariables */
+	s->tail = &w.next;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += KMSD_STORE_WAIT_MS / 1000;
+	until.tv_nsec += (long)(KMSD_STORE_WAIT_MS % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	while (w.conn == NULL && e != ETIMEDOUT)
+		e = pthread_cond_timedwait(&w.cv, &s->mu, &until);
+	if (w.conn == NULL) {
+		/* out of the line; nobody handed it anything */
+		for (struct waiter **p = &s->head; *p != NULL; p = &(*p)->next) {
+			if (*p == &w) {
+				*p = w.next;
+				if (s->tail == &w.next)
+					s->tail = p;
+				break;
+			}
+		}
+	}
+	pthread_cond_destroy(&w.cv);
+	return w.conn;
+}
+
 static SL_RESULT acquire(kmsd_store *s, void **c)
 {
 	pthread_mutex_lock(&s->mu);
-	while (s->nfree == 0)
-		pthread_cond_wait(&s->cv, &s->mu);
-	*c = s->conns[--s->nfree];
+	*c = take(s);
 	pthread_mutex_unlock(&s->mu);
+	if (*c == NULL)
+		return sl_err_set(SL_E_SYSTEM,
+		                  "state store %s: all %zu connections stayed busy for %d ms "
+		                  "(store_pool)",
+		                  s->drv->name, s->n, KMSD_STORE_WAIT_MS);
 	if (!s->drv->ready(*c)) {
 		pthread_mutex_lock(&s->mu);
 		s->healthy = false;
-		s->conns[s->nfree++] = *c;
-		pthread_cond_signal(&s->cv);
+		give(s, *c);
 		pthread_mutex_unlock(&s->mu);
 		*c = NULL;
 		return sl_err_set(SL_E_SYSTEM, "state store: %s is unavailable (reconnecting)",
@@ -60,8 +131,7 @@ static void release(kmsd_store *s, void *c, sl_err rc)
 {
 	pthread_mutex_lock(&s->mu);
 	s->healthy = rc != SL_E_SYSTEM;
-	s->conns[s->nfree++] = c;
-	pthread_cond_signal(&s->cv);
+	give(s, c);
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -70,18 +140,23 @@ static SL_RESULT durable(kmsd_store *s, void *c, bool on)
 	return s->drv->durable != NULL ? s->drv->durable(c, on) : SL_OK;
 }
 
-/* One statement that must survive a crash of the machine. */
-static SL_RESULT exec1_durable(kmsd_store *s, const char *sql, const kmsd_sqlv *args, size_t nargs,
-                               int64_t *changes)
+/* Statements sent together on one pooled connection: one round trip
+ * where the driver batches (each its own autocommit on SQLite, one
+ * implicit transaction on PostgreSQL); durable: they must survive a crash
+ * of the machine. */
+static SL_RESULT run(kmsd_store *s, const kmsd_sql_stmt *st, size_t n, bool sync)
 {
 	void *c = NULL;
 	sl_err rc = acquire(s, &c);
 	if (rc != SL_OK)
 		return rc;
-	rc = durable(s, c, true);
-	if (rc == SL_OK)
-		rc = s->drv->exec(c, sql, args, nargs, NULL, NULL, changes);
-	if (durable(s, c, false) != SL_OK && rc == SL_OK)
+	rc = sync ? durable(s, c, true) : SL_OK;
+	if (rc == SL_OK && s->drv->batch != NULL && n > 1)
+		rc = s->drv->batch(c, st, n);
+	for (size_t i = 0; rc == SL_OK && (s->drv->batch == NULL || n == 1) && i < n; i++)
+		rc = s->drv->exec(c, st[i].sql, st[i].args, st[i].nargs, st[i].fn, st[i].ctx,
+		                  st[i].changes);
+	if (sync && durable(s, c, false) != SL_OK && rc == SL_OK)
 		rc = sl_err_set(SL_E_SYSTEM, "state store: synchronous mode");
 	release(s, c, rc);
 	return rc;
@@ -91,12 +166,20 @@ static SL_RESULT exec1_durable(kmsd_store *s, const char *sql, const kmsd_sqlv *
 static SL_RESULT exec1(kmsd_store *s, const char *sql, const kmsd_sqlv *args, size_t nargs,
                        kmsd_sql_row_fn fn, void *ctx, int64_t *changes)
 {
-	void *c = NULL;
-	sl_err rc = acquire(s, &c);
-	if (rc != SL_OK)
-		return rc;
-	rc = s->drv->exec(c, sql, args, nargs, fn, ctx, changes);
-	release(s, c, rc);
+	const kmsd_sql_stmt st = {sql, args, nargs, fn, ctx, changes};
+	return run(s, &st, 1, false);
+}
+
+/* One write that must survive a crash of the machine; *changed (when
+ * asked): it changed a row. */
+static SL_RESULT write1(kmsd_store *s, const char *sql, const kmsd_sqlv *args, size_t nargs,
+                        bool *changed)
+{
+	int64_t ch = 0;
+	const kmsd_sql_stmt st = {sql, args, nargs, NULL, NULL, &ch};
+	sl_err rc = run(s, &st, 1, true);
+	if (changed != NULL)
+		*changed = rc == SL_OK && ch > 0;
 	return rc;
 }
 
@@ -125,7 +208,7 @@ static SL_RESULT count1(kmsd_store *s, const char *sql, const kmsd_sqlv *args, s
 static SL_RESULT txn_end(kmsd_store *s, void *c, sl_err rc)
 {
 	if (rc == SL_OK)
-		rc = s->drv->commit(c);
+		rc = s->drv->script(c, "COMMIT");
 	if (rc != SL_OK)
 		s->drv->rollback(c);
 	if (durable(s, c, false) != SL_OK && rc == SL_OK)
@@ -144,7 +227,7 @@ static SL_RESULT txn_begin(kmsd_store *s, void **c)
 		return rc;
 	rc = durable(s, *c, true);
 	if (rc == SL_OK)
-		rc = s->drv->begin(*c);
+		rc = s->drv->script(*c, s->drv->begin_sql);
 	if (rc != SL_OK) {
 		rc = txn_end(s, *c, rc);
 		*c = NULL;
@@ -195,7 +278,7 @@ static SL_RESULT schema(kmsd_store *s, const char *spec)
 	kmsd_sqlv a[] = {V_INT(KMSD_STORE_SCHEMA)};
 	if (rc != SL_OK)
 		return rc;
-	SL_GUARD(s->drv->begin(c));
+	SL_GUARD(s->drv->script(c, s->drv->begin_sql));
 	SL_GUARD(s->drv->schema_lock(c));
 	SL_GUARD(s->drv->script(c, s->drv->schema_sql));
 	SL_GUARD(s->drv->exec(c, SQL_SCHEMA_GET, NULL, 0, one_int, &have, NULL));
@@ -211,7 +294,7 @@ static SL_RESULT schema(kmsd_store *s, const char *spec)
 		          have > KMSD_STORE_SCHEMA
 		              ? "another replica was upgraded; upgrade this one to the same release"
 		              : "upgrade the store with this release's seclaunchd migrate");
-	SL_GUARD(s->drv->commit(c));
+	SL_GUARD(s->drv->script(c, "COMMIT"));
 	(void)spec;
 	rc = SL_OK;
 out:
@@ -228,7 +311,7 @@ sl_err kmsd_store_open(const char *spec, unsigned pool, kmsd_store **out)
 	SL_ENSURE(s != NULL, SL_E_NOMEM, "state store");
 	SL_ENSURE(spec != NULL && spec[0] != '\0', SL_E_INPUT, "config: \"store\" is empty");
 	pthread_mutex_init(&s->mu, NULL);
-	pthread_cond_init(&s->cv, NULL);
+	s->tail = &s->head;
 	s->drv = strncmp(spec, "postgresql://", 13) == 0 || strncmp(spec, "postgres://", 11) == 0
 	             ? &kmsd_store_pg
 	             : &kmsd_store_sqlite;
@@ -236,8 +319,8 @@ sl_err kmsd_store_open(const char *spec, unsigned pool, kmsd_store **out)
 	 * mutex instead of in the busy handler's sleeps (which cost p99) */
 	if (pool < 1 || s->drv == &kmsd_store_sqlite)
 		pool = 1;
-	if (pool > 64)
-		pool = 64;
+	if (pool > KMSD_STORE_POOL_MAX)
+		pool = KMSD_STORE_POOL_MAX;
 	s->conns = calloc(pool, sizeof(*s->conns));
 	SL_ENSURE(s->conns != NULL, SL_E_NOMEM, "state store");
 	s->n = pool;
@@ -264,19 +347,19 @@ void kmsd_store_close(kmsd_store *s)
 	for (size_t i = 0; i < s->nfree; i++)
 		s->drv->disconnect(s->conns[i]);
 	free(s->conns);
-	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }
 
-/* Connections per process: one per handler up to KMSD_STORE_POOL_MAX (a
- * statement holds one for well under a millisecond; handlers beyond it
- * queue). Bounded so that replicas fit PostgreSQL's default
- * max_connections of 100: each takes this many plus the key process's 8. */
 unsigned kmsd_store_pool(const kmsd_config *c)
 {
-	unsigned n = c->workers > 0 ? c->workers : c->threads;
-	return n < 1 ? 1 : n > KMSD_STORE_POOL_MAX ? KMSD_STORE_POOL_MAX : n;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned n = c->store_pool;
+	if (n == 0)
+		n = cpus > 1
+		        ? (unsigned)(cpus < KMSD_STORE_POOL_MAX ? 2 * cpus : KMSD_STORE_POOL_MAX)
+		        : 2;
+	return n > KMSD_STORE_POOL_MAX ? KMSD_STORE_POOL_MAX : n;
 }
 
 sl_err kmsd_store_backup(kmsd_store *s, const char *dest)
@@ -313,46 +396,45 @@ sl_err kmsd_store_ak_put(kmsd_store *s, const uint8_t *name, size_t len, const k
 	                          "VALUES (?, ?, ?, 0, ?) ON CONFLICT (name) DO NOTHING";
 	kmsd_sqlv a[] = {V_BLOB(name, len), V_BLOB(row->ek_sha256, 32), V_INT(row->enrolled),
 	                 V_BLOB(row->mac, 32)};
-	int64_t ch = 0;
-	sl_err rc = exec1_durable(s, sql, a, NARGS(a), &ch);
-	if (rc == SL_OK && added != NULL)
-		*added = ch > 0;
-	return rc;
+	return write1(s, sql, a, NARGS(a), added);
 }
 
 /* whether the AK's machine (its EK) is revoked, as a column of an aks row */
 #define SQL_EK_REVOKED "(SELECT count(*) FROM ek_revocations e WHERE e.ek_sha256 = a.ek_sha256)"
 
-struct ak_get {
-	kmsd_ak_row *row;
+/* A row read into the caller's struct: whether there was one. */
+struct got {
+	void *row;
 	bool found;
 };
 
 static SL_RESULT ak_row(void *ctx, const kmsd_sqlv *c, size_t n)
 {
 	sl_err rc;
-	struct ak_get *g = ctx;
+	struct got *g = ctx;
+	kmsd_ak_row *row = g->row;
 	if (n != 5 || c[1].t != KMSD_SQLV_INT || c[2].t != KMSD_SQLV_INT || c[4].t != KMSD_SQLV_INT)
 		return sl_err_set(SL_E_INTEGRITY, "state store: aks row");
-	g->row->ek_revoked = c[4].i != 0;
-	if ((rc = copy32(&c[0], g->row->ek_sha256, "aks.ek_sha256")) != SL_OK)
+	row->ek_revoked = c[4].i != 0;
+	if ((rc = copy32(&c[0], row->ek_sha256, "aks.ek_sha256")) != SL_OK)
 		return rc;
-	g->row->enrolled = c[1].i;
-	g->row->revoked = c[2].i != 0;
-	if ((rc = copy32(&c[3], g->row->mac, "aks.mac")) != SL_OK)
+	row->enrolled = c[1].i;
+	row->revoked = c[2].i != 0;
+	if ((rc = copy32(&c[3], row->mac, "aks.mac")) != SL_OK)
 		return rc;
 	g->found = true;
 	return SL_OK;
 }
 
+static const char SQL_AK_GET[] =
+    "SELECT ek_sha256, enrolled, revoked, mac, " SQL_EK_REVOKED " FROM aks a WHERE name = ?";
+
 sl_err kmsd_store_ak_get(kmsd_store *s, const uint8_t *name, size_t len, kmsd_ak_row *row,
                          bool *found)
 {
-	static const char sql[] = "SELECT ek_sha256, enrolled, revoked, mac, " SQL_EK_REVOKED
-	                          " FROM aks a WHERE name = ?";
 	kmsd_sqlv a[] = {V_BLOB(name, len)};
-	struct ak_get g = {row, false};
-	sl_err rc = exec1(s, sql, a, 1, ak_row, &g, NULL);
+	struct got g = {row, false};
+	sl_err rc = exec1(s, SQL_AK_GET, a, 1, ak_row, &g, NULL);
 	*found = g.found;
 	return rc;
 }
@@ -361,10 +443,7 @@ sl_err kmsd_store_ak_revoke(kmsd_store *s, const uint8_t *name, size_t len, bool
 {
 	static const char sql[] = "UPDATE aks SET revoked = 1 WHERE name = ?";
 	kmsd_sqlv a[] = {V_BLOB(name, len)};
-	int64_t ch = 0;
-	sl_err rc = exec1_durable(s, sql, a, 1, &ch);
-	*found = ch > 0;
-	return rc;
+	return write1(s, sql, a, 1, found);
 }
 
 struct ak_list {
@@ -376,7 +455,7 @@ static SL_RESULT ak_list_row(void *ctx, const kmsd_sqlv *c, size_t n)
 {
 	struct ak_list *l = ctx;
 	kmsd_ak_row row = {0};
-	struct ak_get g = {&row, false};
+	struct got g = {&row, false};
 	if (n != 6 || c[0].t != KMSD_SQLV_BLOB || c[0].n == 0 || c[0].n > KMSD_AK_NAME_MAX)
 		return sl_err_set(SL_E_INTEGRITY, "state store: aks row");
 	sl_err rc = ak_row(&g, c + 1, n - 1);
@@ -398,7 +477,7 @@ sl_err kmsd_store_ak_set_mac(kmsd_store *s, const uint8_t *name, size_t len,
 {
 	static const char sql[] = "UPDATE aks SET mac = ? WHERE name = ? AND mac = ?";
 	kmsd_sqlv a[] = {V_BLOB(mac, 32), V_BLOB(name, len), V_BLOB(was, 32)};
-	return exec1_durable(s, sql, a, NARGS(a), NULL);
+	return write1(s, sql, a, NARGS(a), NULL);
 }
 
 /* ---- revoked machines (EKs) ------------------------------------------------ */
@@ -409,20 +488,14 @@ sl_err kmsd_store_ek_revoke(kmsd_store *s, const uint8_t ek[static 32], const ui
 	static const char sql[] = "INSERT INTO ek_revocations (ek_sha256, revoked, ak_name) "
 	                          "VALUES (?, ?, ?) ON CONFLICT (ek_sha256) DO NOTHING";
 	kmsd_sqlv a[] = {V_BLOB(ek, 32), V_INT(when), V_BLOB(ak, ak_len)};
-	int64_t ch = 0;
-	sl_err rc = exec1_durable(s, sql, a, NARGS(a), &ch);
-	*added = rc == SL_OK && ch > 0;
-	return rc;
+	return write1(s, sql, a, NARGS(a), added);
 }
 
 sl_err kmsd_store_ek_readmit(kmsd_store *s, const uint8_t ek[static 32], bool *found)
 {
 	static const char sql[] = "DELETE FROM ek_revocations WHERE ek_sha256 = ?";
 	kmsd_sqlv a[] = {V_BLOB(ek, 32)};
-	int64_t ch = 0;
-	sl_err rc = exec1_durable(s, sql, a, 1, &ch);
-	*found = rc == SL_OK && ch > 0;
-	return rc;
+	return write1(s, sql, a, 1, found);
 }
 
 sl_err kmsd_store_ek_revoked(kmsd_store *s, const uint8_t ek[static 32], bool *revoked)
@@ -477,9 +550,7 @@ sl_err kmsd_store_keycheck(kmsd_store *s, const char *name, const uint8_t kcv[st
 	                          "ON CONFLICT (name) DO NOTHING";
 	static const char get[] = "SELECT kcv FROM keychecks WHERE name = ?";
 	kmsd_sqlv a[] = {V_TEXT(name), V_BLOB(kcv, 32)};
-	int64_t ch = 0;
-	sl_err rc = exec1_durable(s, put, a, NARGS(a), &ch);
-	*written = rc == SL_OK && ch > 0;
+	sl_err rc = write1(s, put, a, NARGS(a), written);
 	if (rc == SL_OK)
 		rc = exec1(s, get, a, 1, kcv_row, have, NULL);
 	return rc;
@@ -512,33 +583,30 @@ out:
 	return txn_end(s, c, rc);
 }
 
-struct key_get {
-	kmsd_key_row *row;
-	bool found;
-};
-
 static SL_RESULT key_row(void *ctx, const kmsd_sqlv *c, size_t n)
 {
-	struct key_get *g = ctx;
-	if (n != 4 || c[0].t != KMSD_SQLV_TEXT || c[0].n >= sizeof(g->row->backend) ||
+	struct got *g = ctx;
+	kmsd_key_row *row = g->row;
+	if (n != 4 || c[0].t != KMSD_SQLV_TEXT || c[0].n >= sizeof(row->backend) ||
 	    c[1].t != KMSD_SQLV_INT || c[2].t != KMSD_SQLV_INT || c[3].t != KMSD_SQLV_INT ||
 	    c[3].i < 1 || c[3].i > KMSD_KEK_VERSION_MAX)
 		return sl_err_set(SL_E_INTEGRITY, "state store: keys row");
-	memcpy(g->row->backend, c[0].p, c[0].n);
-	g->row->backend[c[0].n] = '\0';
-	g->row->state = c[1].i == 0 ? KMSD_KEY_ENABLED : KMSD_KEY_DISABLED;
-	g->row->created = c[2].i;
-	g->row->current = (unsigned)c[3].i;
+	memcpy(row->backend, c[0].p, c[0].n);
+	row->backend[c[0].n] = '\0';
+	row->state = c[1].i == 0 ? KMSD_KEY_ENABLED : KMSD_KEY_DISABLED;
+	row->created = c[2].i;
+	row->current = (unsigned)c[3].i;
 	g->found = true;
 	return SL_OK;
 }
 
+static const char SQL_KEY_GET[] = "SELECT backend, state, created, current FROM keys WHERE id = ?";
+
 sl_err kmsd_store_key_get(kmsd_store *s, const char *id, kmsd_key_row *row, bool *found)
 {
-	static const char sql[] = "SELECT backend, state, created, current FROM keys WHERE id = ?";
 	kmsd_sqlv a[] = {V_TEXT(id)};
-	struct key_get g = {row, false};
-	sl_err rc = exec1(s, sql, a, 1, key_row, &g, NULL);
+	struct got g = {row, false};
+	sl_err rc = exec1(s, SQL_KEY_GET, a, 1, key_row, &g, NULL);
 	*found = g.found;
 	return rc;
 }
@@ -607,7 +675,8 @@ sl_err kmsd_store_kek_retire(kmsd_store *s, const char *id, unsigned below, size
 	                          "WHERE key_id = ? AND version < ? AND retired = 0";
 	kmsd_sqlv a[] = {V_TEXT(id), V_INT(below)};
 	int64_t ch = 0;
-	sl_err rc = exec1_durable(s, sql, a, NARGS(a), &ch);
+	const kmsd_sql_stmt st = {sql, a, NARGS(a), NULL, NULL, &ch};
+	sl_err rc = run(s, &st, 1, true);
 	*n = (size_t)ch;
 	return rc;
 }
@@ -616,10 +685,7 @@ sl_err kmsd_store_key_set_state(kmsd_store *s, const char *id, enum kmsd_key_sta
 {
 	static const char sql[] = "UPDATE keys SET state = ? WHERE id = ?";
 	kmsd_sqlv a[] = {V_INT(st), V_TEXT(id)};
-	int64_t ch = 0;
-	sl_err rc = exec1_durable(s, sql, a, NARGS(a), &ch);
-	*found = ch > 0;
-	return rc;
+	return write1(s, sql, a, NARGS(a), found);
 }
 
 sl_err kmsd_store_key_delete(kmsd_store *s, const char *id, bool force, size_t *refs, bool *deleted)
@@ -744,7 +810,7 @@ sl_err kmsd_store_ref_note(kmsd_store *s, const char *id, unsigned version, cons
 	static const char sql[] = "INSERT INTO key_refs (key_id, version, dataset_id, noted) "
 	                          "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING";
 	kmsd_sqlv a[] = {V_TEXT(id), V_INT(version), V_TEXT(dataset_id), V_INT(now)};
-	return exec1_durable(s, sql, a, NARGS(a), NULL);
+	return write1(s, sql, a, NARGS(a), NULL);
 }
 
 /* ---- challenges ---------------------------------------------------------- */
@@ -758,40 +824,121 @@ sl_err kmsd_store_challenge_put(kmsd_store *s, const uint8_t nonce[static 32], i
 
 struct use {
 	int64_t expires;
-	bool found;
+	bool took, seen;
 };
 
-static SL_RESULT use_row(void *ctx, const kmsd_sqlv *c, size_t n)
+/* the conditional UPDATE's row: this use took it */
+static SL_RESULT took_row(void *ctx, const kmsd_sqlv *c, size_t n)
 {
 	struct use *u = ctx;
 	if (n != 1 || c[0].t != KMSD_SQLV_INT)
 		return sl_err_set(SL_E_INTEGRITY, "state store: challenges row");
 	u->expires = c[0].i;
-	u->found = true;
+	u->took = u->seen = true;
+	return SL_OK;
+}
+
+/* the row that says whether it exists (and, from a driver's one-statement
+ * use, what the use took: expires or NULL first) */
+static SL_RESULT seen_row(void *ctx, const kmsd_sqlv *c, size_t n)
+{
+	struct use *u = ctx;
+	if (n < 1 || n > 2 || c[n - 1].t != KMSD_SQLV_INT ||
+	    (n == 2 && c[0].t != KMSD_SQLV_INT && c[0].t != KMSD_SQLV_NULL))
+		return sl_err_set(SL_E_INTEGRITY, "state store: challenges row");
+	if (n == 2 && c[0].t == KMSD_SQLV_INT) {
+		u->expires = c[0].i;
+		u->took = true;
+	}
+	u->seen = u->seen || c[n - 1].i > 0;
+	return SL_OK;
+}
+
+/* A row read ahead for a caller that can ask again: one that does not
+ * parse marks it unread (the caller's own lookup then reports it) instead
+ * of failing the statements around it. */
+struct ahead {
+	kmsd_sql_row_fn fn;
+	void *ctx;
+	bool bad;
+};
+
+static SL_RESULT ahead_row(void *ctx, const kmsd_sqlv *c, size_t n)
+{
+	struct ahead *a = ctx;
+	if (a->fn(a->ctx, c, n) != SL_OK) {
+		a->bad = true;
+		sl_err_clear();
+	}
+	return SL_OK;
+}
+
+sl_err kmsd_store_challenge_read(kmsd_store *s, const uint8_t nonce[static 32], int64_t now,
+                                 enum kmsd_challenge_result *res, kmsd_release_read *rd)
+{
+	/* one conditional UPDATE: of two replicas presenting the same nonce at
+	 * once, exactly one sees used = 0 (the driver's one statement holds the
+	 * same UPDATE) */
+	static const char use_sql[] = "UPDATE challenges SET used = 1 WHERE nonce = ? AND used = 0 "
+	                              "RETURNING expires";
+	static const char seen_sql[] = "SELECT count(*) FROM challenges WHERE nonce = ?";
+	kmsd_sqlv a[] = {V_BLOB(nonce, 32), V_BLOB(nonce, 32)};
+	kmsd_sqlv ak[KMSD_READ_AKS], key[KMSD_READ_KEYS];
+	struct got ag[KMSD_READ_AKS];
+	struct got kg[KMSD_READ_KEYS];
+	struct ahead ah[KMSD_READ_AKS + KMSD_READ_KEYS];
+	kmsd_sql_stmt st[KMSD_BATCH_MAX];
+	struct use u = {0};
+	kmsd_release_read none;
+	size_t n = 0, nak, nkeys;
+	sl_err rc;
+	if (rd == NULL) {
+		none.nak = none.nkeys = 0;
+		rd = &none;
+	}
+	nak = rd->nak;
+	nkeys = rd->nkeys;
+	if (nak > KMSD_READ_AKS || nkeys > KMSD_READ_KEYS)
+		return sl_err_set(SL_E_INTERNAL, "state store: %zu AKs, %zu keys", nak, nkeys);
+	if (s->drv->challenge_use_sql != NULL) {
+		st[n++] = (kmsd_sql_stmt){s->drv->challenge_use_sql, a, 2, seen_row, &u, NULL};
+	} else {
+		st[n++] = (kmsd_sql_stmt){use_sql, a, 1, took_row, &u, NULL};
+		st[n++] = (kmsd_sql_stmt){seen_sql, a, 1, seen_row, &u, NULL};
+	}
+	for (size_t i = 0; i < nak; i++) {
+		ak[i] = V_BLOB(rd->ak[i].name, rd->ak[i].len);
+		ag[i] = (struct got){&rd->ak[i].row, false};
+		ah[i] = (struct ahead){ak_row, &ag[i], false};
+		st[n++] = (kmsd_sql_stmt){SQL_AK_GET, &ak[i], 1, ahead_row, &ah[i], NULL};
+	}
+	for (size_t i = 0; i < nkeys; i++) {
+		key[i] = V_TEXT(rd->key[i].id);
+		kg[i] = (struct got){&rd->key[i].row, false};
+		ah[nak + i] = (struct ahead){key_row, &kg[i], false};
+		st[n++] = (kmsd_sql_stmt){SQL_KEY_GET, &key[i], 1, ahead_row, &ah[nak + i], NULL};
+	}
+	rc = run(s, st, n, false);
+	if (rc != SL_OK)
+		return rc;
+	*res = u.took   ? (u.expires > now ? KMSD_CH_OK : KMSD_CH_EXPIRED)
+	       : u.seen ? KMSD_CH_USED
+	                : KMSD_CH_UNKNOWN;
+	for (size_t i = 0; i < nak; i++) {
+		rd->ak[i].found = ag[i].found;
+		rd->ak[i].read = !ah[i].bad;
+	}
+	for (size_t i = 0; i < nkeys; i++) {
+		rd->key[i].found = kg[i].found;
+		rd->key[i].read = !ah[nak + i].bad;
+	}
 	return SL_OK;
 }
 
 sl_err kmsd_store_challenge_use(kmsd_store *s, const uint8_t nonce[static 32], int64_t now,
                                 enum kmsd_challenge_result *res)
 {
-	/* one conditional UPDATE: of two replicas presenting the same nonce at
-	 * once, exactly one sees used = 0 */
-	static const char use_sql[] = "UPDATE challenges SET used = 1 WHERE nonce = ? AND used = 0 "
-	                              "RETURNING expires";
-	static const char seen_sql[] = "SELECT expires FROM challenges WHERE nonce = ?";
-	kmsd_sqlv a[] = {V_BLOB(nonce, 32)};
-	struct use u = {0};
-	sl_err rc = exec1(s, use_sql, a, 1, use_row, &u, NULL);
-	if (rc != SL_OK)
-		return rc;
-	if (u.found) {
-		*res = u.expires > now ? KMSD_CH_OK : KMSD_CH_EXPIRED;
-		return SL_OK;
-	}
-	rc = exec1(s, seen_sql, a, 1, use_row, &u, NULL);
-	if (rc == SL_OK)
-		*res = u.found ? KMSD_CH_USED : KMSD_CH_UNKNOWN;
-	return rc;
+	return kmsd_store_challenge_read(s, nonce, now, res, NULL);
 }
 
 sl_err kmsd_store_challenge_unuse(kmsd_store *s, const uint8_t nonce[static 32])
@@ -831,29 +978,25 @@ sl_err kmsd_store_pending_put(kmsd_store *s, const uint8_t session[static 16],
 	return exec1(s, sql, a, NARGS(a), NULL, NULL, NULL);
 }
 
-struct take {
-	kmsd_pending_row *row;
-	bool found;
-};
-
 static SL_RESULT take_row(void *ctx, const kmsd_sqlv *c, size_t n)
 {
 	sl_err rc;
-	struct take *t = ctx;
+	struct got *t = ctx;
+	kmsd_pending_row *row = t->row;
 	if (n != 5 || c[0].t != KMSD_SQLV_BLOB || c[0].n == 0 || c[0].n > KMSD_AK_NAME_MAX ||
 	    c[3].t != KMSD_SQLV_INT)
 		return sl_err_set(SL_E_INTEGRITY, "state store: pending row");
 	/* a MAC of another length is kept as all zero: it never verifies */
-	memset(t->row->mac, 0, 32);
+	memset(row->mac, 0, 32);
 	if (c[4].t == KMSD_SQLV_BLOB && c[4].n == 32)
-		memcpy(t->row->mac, c[4].p, 32);
-	memcpy(t->row->ak_name, c[0].p, c[0].n);
-	t->row->ak_name_len = c[0].n;
-	if ((rc = copy32(&c[1], t->row->ek_sha256, "pending.ek_sha256")) != SL_OK)
+		memcpy(row->mac, c[4].p, 32);
+	memcpy(row->ak_name, c[0].p, c[0].n);
+	row->ak_name_len = c[0].n;
+	if ((rc = copy32(&c[1], row->ek_sha256, "pending.ek_sha256")) != SL_OK)
 		return rc;
-	if ((rc = copy32(&c[2], t->row->cred_sha256, "pending.cred_sha256")) != SL_OK)
+	if ((rc = copy32(&c[2], row->cred_sha256, "pending.cred_sha256")) != SL_OK)
 		return rc;
-	t->row->expires = c[3].i;
+	row->expires = c[3].i;
 	t->found = true;
 	return SL_OK;
 }
@@ -864,7 +1007,7 @@ sl_err kmsd_store_pending_take(kmsd_store *s, const uint8_t session[static 16],
 	static const char sql[] = "DELETE FROM pending WHERE session = ? "
 	                          "RETURNING ak_name, ek_sha256, cred_sha256, expires, mac";
 	kmsd_sqlv a[] = {V_BLOB(session, 16)};
-	struct take t = {row, false};
+	struct got t = {row, false};
 	sl_err rc = exec1(s, sql, a, 1, take_row, &t, NULL);
 	*found = t.found;
 	return rc;
@@ -898,7 +1041,7 @@ struct key_use {
 static SL_RESULT key_use_row(void *ctx, const kmsd_sqlv *c, size_t n)
 {
 	struct key_use *u = ctx;
-	struct key_get g = {u->row, false};
+	struct got g = {u->row, false};
 	sl_err rc;
 	if (n != 6 || (c[5].t != KMSD_SQLV_NULL &&
 	               (c[5].t != KMSD_SQLV_BLOB || c[5].n > KMSD_KEK_WRAPPED_MAX)))
@@ -963,7 +1106,7 @@ sl_err kmsd_store_etoken_put(kmsd_store *s, const uint8_t hash[static 32], int64
 	static const char sql[] =
 	    "INSERT INTO enroll_tokens (hash, expires, used, mac) VALUES (?, ?, 0, ?)";
 	kmsd_sqlv a[] = {V_BLOB(hash, 32), V_INT(expires), V_BLOB(mac, 32)};
-	return exec1_durable(s, sql, a, NARGS(a), NULL);
+	return write1(s, sql, a, NARGS(a), NULL);
 }
 
 struct etoken_use {
@@ -994,17 +1137,8 @@ sl_err kmsd_store_etoken_use(kmsd_store *s, const uint8_t hash[static 32], int64
 	                          "RETURNING expires, mac";
 	kmsd_sqlv a[] = {V_BLOB(hash, 32), V_INT(now)};
 	struct etoken_use u = {expires, mac, false};
-	void *c = NULL;
-	sl_err rc = acquire(s, &c);
-	*found = false;
-	if (rc != SL_OK)
-		return rc;
-	rc = durable(s, c, true);
-	if (rc == SL_OK)
-		rc = s->drv->exec(c, sql, a, NARGS(a), etoken_row, &u, NULL);
-	if (durable(s, c, false) != SL_OK && rc == SL_OK)
-		rc = sl_err_set(SL_E_SYSTEM, "state store: synchronous mode");
-	release(s, c, rc);
+	const kmsd_sql_stmt st = {sql, a, NARGS(a), etoken_row, &u, NULL};
+	sl_err rc = run(s, &st, 1, true);
 	*found = rc == SL_OK && u.found;
 	return rc;
 }
@@ -1035,7 +1169,7 @@ sl_err kmsd_store_run_bind(kmsd_store *s, const char *run_id, const uint8_t subj
 	kmsd_sqlv b[] = {V_TEXT(run_id)};
 	struct run_get g = {{0}, false};
 	*same = false;
-	sl_err rc = exec1_durable(s, ins, a, NARGS(a), NULL);
+	sl_err rc = write1(s, ins, a, NARGS(a), NULL);
 	if (rc == SL_OK)
 		rc = exec1(s, sel, b, NARGS(b), run_row, &g, NULL);
 	if (rc == SL_OK && !g.found)

@@ -36,12 +36,18 @@
 typedef struct kmsd_store kmsd_store;
 
 /* spec: "postgresql://…" / "postgres://…" (libpq URI), "sqlite:PATH", or a
- * plain PATH (SQLite). pool: connections kept open (1..64). */
+ * plain PATH (SQLite). pool: connections kept open (1..KMSD_STORE_POOL_MAX;
+ * SQLite always 1). Callers beyond them wait in line, first come first
+ * served, at most KMSD_STORE_WAIT_MS: then SL_E_SYSTEM "state store: all N
+ * connections busy" (a 503, decided nothing). */
 SL_MUST_USE sl_err kmsd_store_open(const char *spec, unsigned pool, kmsd_store **out);
 void kmsd_store_close(kmsd_store *s);
-/* Connections for the service: one per request worker, at most 64. */
 struct kmsd_config;
-#define KMSD_STORE_POOL_MAX 24
+#define KMSD_STORE_POOL_MAX 64
+#define KMSD_STORE_WAIT_MS 5000
+/* The connections of one process: the config's store_pool, or (0) twice
+ * the CPUs, at least 2: a statement holds one for one round trip, and more
+ * connections than the database's CPUs can run only contend there. */
 unsigned kmsd_store_pool(const struct kmsd_config *c);
 /* "sqlite" or "postgresql" */
 const char *kmsd_store_kind(const kmsd_store *s);
@@ -174,6 +180,32 @@ SL_MUST_USE sl_err kmsd_store_challenge_put(kmsd_store *s, const uint8_t nonce[s
  * it was before. */
 SL_MUST_USE sl_err kmsd_store_challenge_use(kmsd_store *s, const uint8_t nonce[static 32],
                                             int64_t now, enum kmsd_challenge_result *res);
+/* What a release reads besides its challenge, asked for in the same round
+ * trip as the challenge's use (kmsd_store_challenge_read): the rows of the
+ * AKs the evidence names (unverified names: the caller takes a row only for
+ * the name it verified, and checks its MAC as registry.c does) and of the
+ * keys the request names. */
+#define KMSD_READ_AKS 4
+#define KMSD_READ_KEYS 64
+typedef struct kmsd_release_read {
+	size_t nak, nkeys; /* asked for */
+	struct {
+		uint8_t name[KMSD_AK_NAME_MAX];
+		size_t len;
+		kmsd_ak_row row;
+		bool read, found; /* read: answered here (else ask the store again) */
+	} ak[KMSD_READ_AKS];
+	struct {
+		const char *id;
+		kmsd_key_row row;
+		bool read, found;
+	} key[KMSD_READ_KEYS];
+} kmsd_release_read;
+/* kmsd_store_challenge_use, and the rows rd asks for, in one round trip;
+ * rd may be NULL. A row that does not parse is left unread. */
+SL_MUST_USE sl_err kmsd_store_challenge_read(kmsd_store *s, const uint8_t nonce[static 32],
+                                             int64_t now, enum kmsd_challenge_result *res,
+                                             kmsd_release_read *rd);
 /* Gives back a nonce this replica used for a request that ended with no
  * decision (503): the identical request, retried, is then decided. */
 SL_MUST_USE sl_err kmsd_store_challenge_unuse(kmsd_store *s, const uint8_t nonce[static 32]);
@@ -233,6 +265,17 @@ typedef struct kmsd_sqlv {
 /* Called once per result row; a non-OK return stops the statement. */
 typedef sl_err (*kmsd_sql_row_fn)(void *ctx, const kmsd_sqlv *cols, size_t ncols);
 
+/* One statement of a batch: exec's arguments. */
+typedef struct kmsd_sql_stmt {
+	const char *sql;
+	const kmsd_sqlv *args;
+	size_t nargs;
+	kmsd_sql_row_fn fn;
+	void *ctx;
+	int64_t *changes;
+} kmsd_sql_stmt;
+#define KMSD_BATCH_MAX (2 + KMSD_READ_AKS + KMSD_READ_KEYS)
+
 typedef struct kmsd_store_driver {
 	const char *name;
 	/* DDL run (in one transaction, under the driver's schema lock) at open */
@@ -245,17 +288,27 @@ typedef struct kmsd_store_driver {
 	void (*disconnect)(void *conn);
 	/* true when the connection is usable (reconnects a broken one) */
 	bool (*ready)(void *conn);
-	/* sql uses ? placeholders; SL_E_EXISTS on a unique violation;
+	/* sql (static text: drivers keep it prepared, found by its address)
+	 * uses ? placeholders; SL_E_EXISTS on a unique violation;
 	 * SL_E_KMS_REFUSED on a foreign key violation (the key a row refers to
 	 * was deleted meanwhile);
 	 * SL_E_SYSTEM "state store: ..." otherwise. changes: rows affected. */
 	SL_MUST_USE sl_err (*exec)(void *conn, const char *sql, const kmsd_sqlv *args, size_t nargs,
 	                           kmsd_sql_row_fn fn, void *ctx, int64_t *changes);
-	/* BEGIN (a write transaction), COMMIT, ROLLBACK; the schema lock */
-	/* several statements without parameters (the schema) */
+	/* statements sent together and answered together, in order (one
+	 * round trip: PostgreSQL's pipeline), each as exec, the first error
+	 * returned; outside a transaction they are one implicit transaction.
+	 * At most KMSD_BATCH_MAX. NULL: store.c runs them one by one. */
+	SL_MUST_USE sl_err (*batch)(void *conn, const kmsd_sql_stmt *st, size_t n);
+	/* one statement that uses a challenge (nonce ?) and says what it was:
+	 * one row (expires if this use took it, else NULL; whether it exists).
+	 * NULL: store.c's conditional UPDATE and a SELECT after it */
+	const char *challenge_use_sql;
+	/* statements without parameters (the schema, BEGIN, COMMIT) */
 	SL_MUST_USE sl_err (*script)(void *conn, const char *sql);
-	SL_MUST_USE sl_err (*begin)(void *conn);
-	SL_MUST_USE sl_err (*commit)(void *conn);
+	/* what begins a write transaction; ROLLBACK (keeps the error that led
+	 * there); the schema lock */
+	const char *begin_sql;
 	void (*rollback)(void *conn);
 	SL_MUST_USE sl_err (*schema_lock)(void *conn);
 	/* durable: the next commits reach stable storage before they return

@@ -21,9 +21,18 @@
 #define MAX_ARGS 12
 #define SCHEMA_LOCK_ID 0x5ec1a0c5
 
+/* Statements are prepared once per connection (PQprepare) and found again
+ * by their text; a reset connection has none and prepares them anew. */
+#define STMT_CACHE 48
+
 struct conn {
 	PGconn *pg;
 	bool broken;
+	struct {
+		const char *sql; /* the caller's static text */
+		char name[8];
+	} cache[STMT_CACHE];
+	size_t ncache;
 };
 
 static void pg_disconnect(void *p)
@@ -82,6 +91,7 @@ static bool pg_ready(void *p)
 	if (!c->broken && PQstatus(c->pg) == CONNECTION_OK && pg_alive(c))
 		return true;
 	PQreset(c->pg);
+	c->ncache = 0; /* a new session: nothing is prepared there */
 	c->broken = PQstatus(c->pg) != CONNECTION_OK;
 	return !c->broken;
 }
@@ -119,6 +129,110 @@ static SL_RESULT numbered(const char *sql, char *out, size_t cap)
 	return SL_OK;
 }
 
+/* One statement's parameters in libpq's binary form. */
+struct params {
+	Oid types[MAX_ARGS];
+	const char *vals[MAX_ARGS];
+	int lens[MAX_ARGS], fmts[MAX_ARGS];
+	uint8_t ints[MAX_ARGS][8];
+};
+
+static SL_RESULT bind_params(const kmsd_sqlv *args, size_t nargs, struct params *b)
+{
+	if (nargs > MAX_ARGS)
+		return sl_err_set(SL_E_INTERNAL, "state store: %zu parameters", nargs);
+	for (size_t i = 0; i < nargs; i++) {
+		b->fmts[i] = 1;
+		switch (args[i].t) {
+		case KMSD_SQLV_NULL:
+			b->types[i] = 0;
+			b->vals[i] = NULL;
+			b->lens[i] = 0;
+			break;
+		case KMSD_SQLV_INT:
+			for (int k = 0; k < 8; k++)
+				b->ints[i][k] = (uint8_t)((uint64_t)args[i].i >> (56 - 8 * k));
+			b->types[i] = OID_INT8;
+			b->vals[i] = (const char *)b->ints[i];
+			b->lens[i] = 8;
+			break;
+		case KMSD_SQLV_BLOB:
+		case KMSD_SQLV_TEXT:
+			b->types[i] = args[i].t == KMSD_SQLV_BLOB ? OID_BYTEA : OID_TEXT;
+			/* libpq takes no NULL pointer for an empty value */
+			b->vals[i] = args[i].n > 0 ? args[i].p : "";
+			b->lens[i] = (int)args[i].n;
+			break;
+		}
+	}
+	return SL_OK;
+}
+
+/* The statement's name on this connection, prepared now if it was not;
+ * NULL (and SL_OK) when the cache is full: it is then sent unprepared. The
+ * parameter types are those of the first use (a NULL lets the server infer
+ * the column's). */
+static SL_RESULT prepared(struct conn *c, const char *sql, const struct params *b, size_t nargs,
+                          const char **name)
+{
+	char text[2048];
+	PGresult *r;
+	sl_err rc = SL_OK;
+	*name = NULL;
+	for (size_t i = 0; i < c->ncache; i++) {
+		if (c->cache[i].sql == sql) {
+			*name = c->cache[i].name;
+			return SL_OK;
+		}
+	}
+	if (c->ncache == STMT_CACHE)
+		return SL_OK;
+	SL_GUARD(numbered(sql, text, sizeof(text)));
+	snprintf(c->cache[c->ncache].name, sizeof(c->cache[c->ncache].name), "s%zu", c->ncache);
+	r = PQprepare(c->pg, c->cache[c->ncache].name, text, (int)nargs, b->types);
+	if (r == NULL || PQresultStatus(r) != PGRES_COMMAND_OK)
+		rc = result_err(c, r, "prepare");
+	PQclear(r);
+	if (rc != SL_OK)
+		return rc;
+	c->cache[c->ncache].sql = sql;
+	*name = c->cache[c->ncache++].name;
+out:
+	return rc;
+}
+
+/* Sends one statement, prepared (name) or not (NULL). */
+static SL_RESULT send_one(struct conn *c, const kmsd_sql_stmt *st, const char *name)
+{
+	struct params b;
+	char text[2048];
+	sl_err rc;
+	SL_GUARD(bind_params(st->args, st->nargs, &b));
+	if (name == NULL)
+		SL_GUARD(numbered(st->sql, text, sizeof(text)));
+	if ((name != NULL
+	         ? PQsendQueryPrepared(c->pg, name, (int)st->nargs, b.vals, b.lens, b.fmts, 1)
+	         : PQsendQueryParams(c->pg, text, (int)st->nargs, b.types, b.vals, b.lens, b.fmts,
+	                             1)) != 1)
+		rc = result_err(c, NULL, "send");
+out:
+	return rc;
+}
+
+/* The name of each statement, prepared first where it was not (PQprepare
+ * waits for its answer: never inside a pipeline). */
+static SL_RESULT prepare_all(struct conn *c, const kmsd_sql_stmt *st, size_t n, const char **names)
+{
+	struct params b;
+	sl_err rc = SL_OK;
+	for (size_t i = 0; i < n && rc == SL_OK; i++) {
+		rc = bind_params(st[i].args, st[i].nargs, &b);
+		if (rc == SL_OK)
+			rc = prepared(c, st[i].sql, &b, st[i].nargs, &names[i]);
+	}
+	return rc;
+}
+
 static uint64_t be64(const uint8_t *b)
 {
 	uint64_t v = 0;
@@ -127,51 +241,14 @@ static uint64_t be64(const uint8_t *b)
 	return v;
 }
 
-static SL_RESULT pg_exec(void *p, const char *sql, const kmsd_sqlv *args, size_t nargs,
-                         kmsd_sql_row_fn fn, void *ctx, int64_t *changes)
+/* A statement's result: its rows through st->fn, its count of changes. */
+static SL_RESULT rows(struct conn *c, PGresult *r, const kmsd_sql_stmt *st)
 {
-	struct conn *c = p;
-	char text[2048];
-	Oid types[MAX_ARGS];
-	const char *vals[MAX_ARGS];
-	int lens[MAX_ARGS], fmts[MAX_ARGS];
-	uint8_t ints[MAX_ARGS][8];
-	PGresult *r = NULL;
 	sl_err rc = SL_E_SYSTEM;
-	ExecStatusType st;
-	SL_ENSURE(nargs <= MAX_ARGS, SL_E_INTERNAL, "state store: %zu parameters", nargs);
-	SL_GUARD(numbered(sql, text, sizeof(text)));
-	for (size_t i = 0; i < nargs; i++) {
-		fmts[i] = 1;
-		switch (args[i].t) {
-		case KMSD_SQLV_NULL:
-			types[i] = 0;
-			vals[i] = NULL;
-			lens[i] = 0;
-			break;
-		case KMSD_SQLV_INT:
-			for (int b = 0; b < 8; b++)
-				ints[i][b] = (uint8_t)((uint64_t)args[i].i >> (56 - 8 * b));
-			types[i] = OID_INT8;
-			vals[i] = (const char *)ints[i];
-			lens[i] = 8;
-			break;
-		case KMSD_SQLV_BLOB:
-		case KMSD_SQLV_TEXT:
-			types[i] = args[i].t == KMSD_SQLV_BLOB ? OID_BYTEA : OID_TEXT;
-			/* libpq takes no NULL pointer for an empty value */
-			vals[i] = args[i].n > 0 ? args[i].p : "";
-			lens[i] = (int)args[i].n;
-			break;
-		}
-	}
-	r = PQexecParams(c->pg, text, (int)nargs, types, vals, lens, fmts, 1);
-	st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
-	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-		rc = result_err(c, r, "statement");
-		goto out;
-	}
-	for (int row = 0; row < PQntuples(r) && fn != NULL; row++) {
+	ExecStatusType es = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+	if (es != PGRES_COMMAND_OK && es != PGRES_TUPLES_OK)
+		return result_err(c, r, "statement");
+	for (int row = 0; row < PQntuples(r) && st->fn != NULL; row++) {
 		kmsd_sqlv cols[16];
 		int n = PQnfields(r);
 		if (n > 16)
@@ -207,20 +284,97 @@ static SL_RESULT pg_exec(void *p, const char *sql, const kmsd_sqlv *args, size_t
 				cols[i].n = (size_t)len;
 			}
 		}
-		SL_GUARD(fn(ctx, cols, (size_t)n));
+		SL_GUARD(st->fn(st->ctx, cols, (size_t)n));
 	}
-	if (changes != NULL) {
+	if (st->changes != NULL) {
 		const char *t = PQcmdTuples(r);
-		*changes = t && t[0] ? strtoll(t, NULL, 10) : 0;
+		*st->changes = t && t[0] ? strtoll(t, NULL, 10) : 0;
 	}
 	rc = SL_OK;
 out:
-	PQclear(r);
 	return rc;
 }
 
-static SL_RESULT simple(struct conn *c, const char *sql)
+static SL_RESULT pg_exec(void *p, const char *sql, const kmsd_sqlv *args, size_t nargs,
+                         kmsd_sql_row_fn fn, void *ctx, int64_t *changes)
 {
+	struct conn *c = p;
+	const kmsd_sql_stmt st = {sql, args, nargs, fn, ctx, changes};
+	const char *name = NULL;
+	sl_err rc;
+	PGresult *r, *more;
+	SL_GUARD(prepare_all(c, &st, 1, &name));
+	SL_GUARD(send_one(c, &st, name));
+	r = PQgetResult(c->pg);
+	rc = rows(c, r, &st);
+	PQclear(r);
+	/* the end of the answer (a NULL); anything else there breaks the session */
+	while ((more = PQgetResult(c->pg)) != NULL) {
+		PQclear(more);
+		c->broken = true;
+	}
+out:
+	return rc;
+}
+
+/* Several statements in one round trip (libpq's pipeline mode): all sent,
+ * one sync, then the answers read in order. Between the syncs they are one
+ * implicit transaction (or part of the open one): a statement that fails
+ * aborts the ones after it, and the first error is the one reported. */
+static SL_RESULT pg_batch(void *p, const kmsd_sql_stmt *st, size_t n)
+{
+	struct conn *c = p;
+	const char *names[KMSD_BATCH_MAX];
+	sl_err rc = SL_OK, first;
+	size_t sent = 0;
+	PGresult *r;
+	if (n > KMSD_BATCH_MAX)
+		return sl_err_set(SL_E_INTERNAL, "state store: %zu statements in one batch", n);
+	SL_GUARD(prepare_all(c, st, n, names));
+	if (PQenterPipelineMode(c->pg) != 1)
+		return result_err(c, NULL, "pipeline");
+	while (sent < n && rc == SL_OK)
+		if ((rc = send_one(c, &st[sent], names[sent])) == SL_OK)
+			sent++;
+	if (PQpipelineSync(c->pg) != 1 && rc == SL_OK)
+		rc = result_err(c, NULL, "pipeline sync");
+	first = rc;
+	for (size_t i = 0; i < sent && !c->broken; i++) {
+		r = PQgetResult(c->pg);
+		if (r == NULL) {
+			rc = result_err(c, NULL, "pipeline");
+			c->broken = true;
+			break;
+		}
+		rc = PQresultStatus(r) == PGRES_PIPELINE_ABORTED
+		         ? sl_err_set(SL_E_SYSTEM, "state store: PostgreSQL: statement aborted")
+		         : rows(c, r, &st[i]);
+		PQclear(r);
+		if (first == SL_OK)
+			first = rc;
+		/* each statement's answer ends with a NULL */
+		while ((r = PQgetResult(c->pg)) != NULL)
+			PQclear(r);
+	}
+	/* then the sync's own answer */
+	while (!c->broken && (r = PQgetResult(c->pg)) != NULL) {
+		bool sync = PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+		PQclear(r);
+		if (sync)
+			break;
+	}
+	if (PQexitPipelineMode(c->pg) != 1)
+		c->broken = true;
+	if (c->broken && first == SL_OK)
+		first = sl_err_set(SL_E_SYSTEM, "state store: PostgreSQL: connection lost");
+	rc = first;
+out:
+	return rc;
+}
+
+static SL_RESULT simple(void *p, const char *sql)
+{
+	struct conn *c = p;
 	PGresult *r = PQexec(c->pg, sql);
 	sl_err rc = SL_OK;
 	if (r == NULL ||
@@ -228,21 +382,6 @@ static SL_RESULT simple(struct conn *c, const char *sql)
 		rc = result_err(c, r, sql);
 	PQclear(r);
 	return rc;
-}
-
-static SL_RESULT simple_v(void *p, const char *sql)
-{
-	return simple(p, sql);
-}
-
-static SL_RESULT pg_begin(void *p)
-{
-	return simple(p, "BEGIN");
-}
-
-static SL_RESULT pg_commit(void *p)
-{
-	return simple(p, "COMMIT");
 }
 
 static void pg_rollback(void *p)
@@ -270,6 +409,11 @@ static SL_RESULT pg_schema_lock(void *p)
 const kmsd_store_driver kmsd_store_pg = {
     .name = "postgresql",
     .lock_key_sql = "SELECT count(*) FROM (SELECT id FROM keys WHERE id = ? FOR UPDATE) l",
+    /* the UPDATE and whether the row exists, in one statement (the outer
+     * SELECT sees the row as it was before the UPDATE: it exists either way) */
+    .challenge_use_sql = "WITH u AS (UPDATE challenges SET used = 1 WHERE nonce = ? AND used = 0 "
+                         "RETURNING expires) SELECT (SELECT expires FROM u), "
+                         "(SELECT count(*) FROM challenges WHERE nonce = ?)",
     .schema_sql =
         "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v BIGINT NOT NULL);"
         "CREATE TABLE IF NOT EXISTS aks (name BYTEA PRIMARY KEY, ek_sha256 BYTEA NOT NULL,"
@@ -303,9 +447,9 @@ const kmsd_store_driver kmsd_store_pg = {
     .disconnect = pg_disconnect,
     .ready = pg_ready,
     .exec = pg_exec,
-    .script = simple_v,
-    .begin = pg_begin,
-    .commit = pg_commit,
+    .batch = pg_batch,
+    .script = simple,
+    .begin_sql = "BEGIN",
     .rollback = pg_rollback,
     .schema_lock = pg_schema_lock,
     .backup = NULL,

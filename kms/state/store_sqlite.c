@@ -44,8 +44,9 @@ static SL_RESULT fail(struct conn *c, const char *what)
 	                  sqlite3_errmsg(c->db));
 }
 
-static SL_RESULT run_text(struct conn *c, const char *sql)
+static SL_RESULT run_text(void *p, const char *sql)
 {
+	struct conn *c = p;
 	char *msg = NULL;
 	if (sqlite3_exec(c->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
 		sl_err rc = sl_err_set(SL_E_SYSTEM, "state store: %s: %s", c->path,
@@ -260,21 +261,6 @@ out:
 	return rc;
 }
 
-static SL_RESULT run_text_v(void *p, const char *sql)
-{
-	return run_text(p, sql);
-}
-
-static SL_RESULT sq_begin(void *p)
-{
-	return run_text(p, "BEGIN IMMEDIATE");
-}
-
-static SL_RESULT sq_commit(void *p)
-{
-	return run_text(p, "COMMIT");
-}
-
 static void sq_rollback(void *p)
 {
 	struct conn *c = p;
@@ -358,9 +344,8 @@ const kmsd_store_driver kmsd_store_sqlite = {
     .disconnect = sq_disconnect,
     .ready = sq_ready,
     .exec = sq_exec,
-    .script = run_text_v,
-    .begin = sq_begin,
-    .commit = sq_commit,
+    .script = run_text,
+    .begin_sql = "BEGIN IMMEDIATE",
     .rollback = sq_rollback,
     .schema_lock = sq_schema_lock,
     .durable = sq_durable,

@@ -89,6 +89,15 @@ db_cpu() {
 	echo "$t"
 }
 
+# The statements PostgreSQL has executed so far (pg_stat_statements), or
+# nothing without it. Between two of them (the timed phase: challenges and
+# quotes are prepared before) each release's share. (pg_stat_database's
+# transaction counts lag by up to a second: not used.)
+db_work() {
+	[ -n "${PG_STATS:-}" ] && kill -0 "${PG_PID:-0}" 2>/dev/null || return 0
+	$PSQL -c "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat%'" 2>/dev/null
+}
+
 # burst LABEL N CONC URL... : one probe per URL (CONC split), run together;
 # $RATE (releases/s in all, split likewise): open loop instead of closed
 burst() {
@@ -107,16 +116,17 @@ burst() {
 	for ((j = 0; j < i; j++)); do
 		while ! grep -q prepared "b$j.err" 2>/dev/null && eval "kill -0 \$BP$j" 2>/dev/null; do sleep 0.05; done
 	done
-	local c0 c1 d0 d1
-	c0=$(server_cpu) d0=$(db_cpu)
+	local c0 c1 d0 d1 s0 s1
+	c0=$(server_cpu) d0=$(db_cpu) s0=$(db_work)
 	touch "$T/go"
 	for ((j = 0; j < i; j++)); do eval "wait \$BP$j"; done
-	c1=$(server_cpu) d1=$(db_cpu)
+	c1=$(server_cpu) d1=$(db_cpu) s1=$(db_work)
 	rm -f "$T/go"
-	python3 - "$label" "$c" "$c0" "$c1" "$d0" "$d1" b*.out <<'EOP' | tee -a results.txt
+	python3 - "$label" "$c" "$c0" "$c1" "$d0" "$d1" "$s0" "$s1" b*.out <<'EOP' | tee -a results.txt
 import re, sys
 label, c, c0, c1, d0, d1 = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
-files = sys.argv[7:]
+s0, s1 = [int(x) for x in sys.argv[7].split()], [int(x) for x in sys.argv[8].split()]
+files = sys.argv[9:]
 rows = [dict(re.findall(r"(\w+)=([\d.]+)", open(f).read())) for f in files]
 # the probes start together: the rate is all requests over the longest wall time
 n = sum(int(r["requests"]) for r in rows)
@@ -127,7 +137,8 @@ print(f"{label} concurrency={c} per_s={per_s:.0f} p50_ms={max(float(r['p50_ms'])
       f"mixups={sum(int(r['mixups']) for r in rows)} failed={sum(int(r['failed']) for r in rows)} "
       f"requests={n} offered_per_s={sum(float(r['offered_per_s']) for r in rows):.0f} "
       f"server_cpu_ms_per_release={(c1 - c0) * 1000 / n:.3f} db_cpu_ms_per_release={(d1 - d0) * 1000 / n:.3f} "
-      f"client_cpu_ms_per_request={client:.3f}")
+      f"client_cpu_ms_per_request={client:.3f}"
+      + (f" statements_per_release={(s1[0] - s0[0]) / n:.2f}" if s0 and s1 else ""))
 EOP
 	rm -f b*.out b*.err
 	for u in "$@"; do
@@ -196,6 +207,14 @@ case " $STORES " in *" pg "*) ;; *) HAVE_PG=0 ;; esac
 
 if [ "$HAVE_PG" = 1 ]; then
 	start_pg || exit 1
+	# pg_stat_statements counts the statements each release makes
+	if $PSQL -c "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'" && stop_pg &&
+		restart_pg && $PSQL -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"; then
+		PG_STATS=1
+	else
+		echo "35-kms-store: no pg_stat_statements: statements per release not counted"
+		kill -0 "$PG_PID" 2>/dev/null || restart_pg || exit 1
+	fi
 	printf '{"store": "%s", "challenge_ttl_s": 600, "max_challenges": 400000}\n' "$PG_URI" >pg.json
 	rm -rf "$T/A"
 	replica A pg.json || exit 1
@@ -229,7 +248,12 @@ p = rows.get(("pg1", "64"))
 if p:
     srv, db = float(p["server_cpu_ms_per_release"]), float(p.get("db_cpu_ms_per_release", 0))
     print(f"PostgreSQL, one replica, 64 clients: seclaunchd {srv:.3f} + PostgreSQL {db:.3f} ms CPU per release on the same {cpus} CPUs "
-          f"-> at most {cpus * 1000 / (srv + db):.0f}/s; each release is 4 statements (challenge use, AK, key state; the key process's key check), each a round trip")
+          f"-> at most {cpus * 1000 / (srv + db):.0f}/s")
+for store in ("pg1", "pg2"):
+    for c in ("1", "2", "16", "64"):
+        r = rows.get((store, c))
+        if r and "statements_per_release" in r:
+            print(f"{store} {c:>2} clients: PostgreSQL ran {float(r['statements_per_release']):.2f} statements per release")
 l = rows.get(("load", "64"))
 if l:
     print(f"\nload, 64 launcher processes over 2 replicas: {l['requests']} releases, {float(l['per_s']):.0f}/s, "

@@ -8,6 +8,9 @@
  *              digest | flip | dataset:OTHER
  *     prints the SHA-256 of the released DEK; exits with the error's code.
  *     $KMS_PROBE_WORKLOAD_LOG: carry that workload log (PCR 15 quoted).
+ *   kms_probe URL CA body KEY_ID DATASET_ID WRAPPED_B64
+ *     a fresh challenge and a quote bound to it: prints the release
+ *     request's JSON body, unsent (to be replayed, at once, elsewhere).
  *   kms_probe URL CA output KEY_ID JOB_ID OUTPUT_ID DESTINATION
  *     one attested POST /v1/output for OUTPUT_ID under KEY_ID with job.id
  *     JOB_ID (any output id: a client that lies about its run); prints the
@@ -648,6 +651,28 @@ static int cmd_burst(sl_kms *k, char **argv)
 	return ret;
 }
 
+static int cmd_body(sl_kms *k, char **argv)
+{
+	struct key key = {0};
+	struct job j = {0};
+	char *body = NULL;
+	sl_err rc;
+	snprintf(key.id, sizeof(key.id), "%s", argv[0]);
+	snprintf(key.ds, sizeof(key.ds), "%s", argv[1]);
+	rc = sl_b64_decode(argv[2], 4096, &key.wrapped, &key.wrapped_len, "wrapped");
+	if (rc == SL_OK)
+		rc = prepare(k, &j, false);
+	if (rc == SL_OK && (body = release_body(&j, &key)) == NULL)
+		rc = sl_err_set(SL_E_NOMEM, "body");
+	if (rc == SL_OK)
+		printf("%s\n", body);
+	free(body);
+	free(key.wrapped);
+	json_decref(j.evidence);
+	sl_secret_free(j.eph_sk);
+	return rc == SL_OK ? 0 : die("body", rc);
+}
+
 int main(int argc, char **argv)
 {
 	sl_kms *k = NULL;
@@ -662,6 +687,8 @@ int main(int argc, char **argv)
 	int ret;
 	if (strcmp(argv[3], "release") == 0 && argc >= 7)
 		ret = cmd_release(k, argv + 4, argc - 4);
+	else if (strcmp(argv[3], "body") == 0 && argc >= 7)
+		ret = cmd_body(k, argv + 4);
 	else if (strcmp(argv[3], "output") == 0 && argc >= 8)
 		ret = cmd_output(k, argv + 4);
 	else if (strcmp(argv[3], "enroll-wrong") == 0)
