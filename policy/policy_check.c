@@ -10,36 +10,6 @@
 #include "seclaunch/json.h"
 #include "policy_int.h"
 
-static SL_RESULT add(json_t *list, const char *path, const char *msg)
-{
-	json_t *o = json_pack("{s:s, s:s}", "path", path, "message", msg);
-	if (o == NULL || json_array_append_new(list, o) != 0)
-		return sl_err_set(SL_E_NOMEM, "policy check: recording a finding");
-	return SL_OK;
-}
-
-sl_err sl_policy_note(struct vctx *c, sl_err e)
-{
-	if (e == SL_OK)
-		return SL_OK;
-	if (e != SL_E_INPUT && e != SL_E_VERSION && e != SL_E_FORMAT)
-		return e;
-	/* the detail is "PATH: message"; a path holds no ": " of its own */
-	char buf[1024];
-	snprintf(buf, sizeof(buf), "%s", sl_err_detail());
-	char *sep = strstr(buf, ": ");
-	const char *path = "$", *msg = buf;
-	if (sep != NULL && buf[0] == '$') {
-		*sep = '\0';
-		path = buf;
-		msg = sep + 2;
-	}
-	if (c->first == SL_OK)
-		c->first = e;
-	sl_err_clear();
-	return add(c->errors, path, msg);
-}
-
 /* A dangerous gap that is still valid (policy check --strict makes it an error). */
 static void sl_policy_warn(struct vctx *c, const char *path, const char *fmt, ...)
 {
@@ -49,73 +19,8 @@ static void sl_policy_warn(struct vctx *c, const char *path, const char *fmt, ..
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	/* a warning lost to OOM is not a policy error */
-	if (add(c->warnings, path, msg) != SL_OK)
+	if (sl_policy_finding(c->warnings, path, msg) != SL_OK)
 		sl_err_clear();
-}
-
-/* Levenshtein distance, two rows; names are short (capped at 64). */
-static size_t distance(const char *a, const char *b)
-{
-	size_t la = strnlen(a, 64), lb = strnlen(b, 64);
-	size_t row[65], prev[65];
-	for (size_t j = 0; j <= lb; j++)
-		prev[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-			size_t del = prev[j] + 1, ins = row[j - 1] + 1;
-			row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-		}
-		memcpy(prev, row, (lb + 1) * sizeof(row[0]));
-	}
-	return prev[lb];
-}
-
-static bool close_enough(const char *s, size_t d)
-{
-	size_t n = strnlen(s, 64);
-	size_t limit = n / 3 > 0 ? n / 3 : 1;
-	return d > 0 && d <= limit && d < n;
-}
-
-const char *sl_policy_nearest(const char *s, const char *const *cands, size_t n)
-{
-	const char *best = NULL;
-	size_t bd = SIZE_MAX;
-	for (size_t i = 0; i < n && cands[i] != NULL; i++) {
-		size_t d = distance(s, cands[i]);
-		if (d < bd) {
-			bd = d;
-			best = cands[i];
-		}
-	}
-	return best != NULL && close_enough(s, bd) ? best : NULL;
-}
-
-const char *sl_policy_nearest_json(const char *s, const json_t *v)
-{
-	const char *best = NULL, *k;
-	size_t bd = SIZE_MAX, i;
-	json_t *e;
-	if (json_is_array(v)) {
-		json_array_foreach ((json_t *)v, i, e) {
-			size_t d = distance(s, json_string_value(e));
-			if (d < bd) {
-				bd = d;
-				best = json_string_value(e);
-			}
-		}
-	} else {
-		json_object_foreach ((json_t *)v, k, e) {
-			size_t d = distance(s, k);
-			if (d < bd) {
-				bd = d;
-				best = k;
-			}
-		}
-	}
-	return best != NULL && close_enough(s, bd) ? best : NULL;
 }
 
 static bool has_kind(const json_t *kinds, const char *k)
@@ -219,14 +124,14 @@ sl_err sl_policy_check(const uint8_t *data, size_t len, bool strict, json_t **re
 	*report = NULL;
 	SL_ENSURE(c.errors != NULL && c.warnings != NULL, SL_E_NOMEM, "policy check");
 	if (len > SL_POLICY_MAX_BYTES) {
-		SL_GUARD(add(c.errors, "$", "the policy is larger than 1 MiB"));
+		SL_GUARD(sl_policy_finding(c.errors, "$", "the policy is larger than 1 MiB"));
 		c.first = SL_E_TOO_LARGE;
 	} else if ((root = json_loadb((const char *)data, len, JSON_REJECT_DUPLICATES, &je)) ==
 	           NULL) {
 		char msg[256];
 		snprintf(msg, sizeof(msg), "not valid JSON at line %d column %d: %s", je.line,
 		         je.column, je.text);
-		SL_GUARD(add(c.errors, "$", msg));
+		SL_GUARD(sl_policy_finding(c.errors, "$", msg));
 		c.first = SL_E_FORMAT;
 	} else {
 		SL_GUARD(sl_policy_builtin_regions(&c.known, &c.groups));

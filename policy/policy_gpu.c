@@ -7,7 +7,6 @@
  * NVSwitches in plaintext, so the switches must be attested too, and
  * seclaunch can neither collect (NSCQ) nor verify NVSwitch evidence
  * (docs/evidence-nvidia-gpu.md). The GPUs' reports alone do not do. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,18 +45,6 @@ out:
 	return rc;
 }
 
-static void note(sl_policy_note_fn fn, void *d, bool pass, const char *path, const char *fmt, ...)
-    SL_PRINTF(5, 6);
-static void note(sl_policy_note_fn fn, void *d, bool pass, const char *path, const char *fmt, ...)
-{
-	char text[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	fn(d, pass, path, text);
-}
-
 static const char *get(const sl_claims *c, const char *k)
 {
 	const char *v = sl_claims_get(c, k);
@@ -77,29 +64,32 @@ void sl_policy_eval_gpu(const sl_claims *c, const json_t *rule, const char *rpat
 		snprintf(path, sizeof(path), "%s.gpu.count", rpath);
 		snprintf(want, sizeof(want), "%lld", (long long)json_integer_value(n));
 		bool ok = strcmp(get(c, "gpu.count"), want) == 0;
-		note(fn, d, ok, path,
-		     "%s GPUs attested as one set (gpu.count=%s), the rule asks %s",
-		     ok ? "the" : "not the", get(c, "gpu.count"), want);
+		sl_policy_notef(fn, d, ok, path,
+		                "%s GPUs attested as one set (gpu.count=%s), the rule asks %s",
+		                ok ? "the" : "not the", get(c, "gpu.count"), want);
 	}
 	const char *mode = json_string_value(json_object_get(g, "mode"));
 	snprintf(path, sizeof(path), "%s.gpu.mode", rpath);
 	if (mode != NULL && strcmp(mode, "cc") == 0) {
 		bool ok = strcmp(get(c, "gpu.cc"), "on") == 0;
-		note(fn, d, ok, path, "%s in confidential-computing mode (gpu.cc=%s)",
-		     ok ? "every GPU" : "not every GPU", get(c, "gpu.cc"));
+		sl_policy_notef(fn, d, ok, path, "%s in confidential-computing mode (gpu.cc=%s)",
+		                ok ? "every GPU" : "not every GPU", get(c, "gpu.cc"));
 	} else if (mode != NULL) {
 		/* refused at load (above); a rule that got here anyway never passes */
-		note(fn, d, false, path,
-		     "protected PCIe mode needs the NVSwitches attested, which seclaunch cannot do "
-		     "(gpu.mode=%s)",
-		     get(c, "gpu.mode"));
+		sl_policy_notef(
+		    fn, d, false, path,
+		    "protected PCIe mode needs the NVSwitches attested, which seclaunch cannot do "
+		    "(gpu.mode=%s)",
+		    get(c, "gpu.mode"));
 	}
 	snprintf(path, sizeof(path), "%s.gpu", rpath);
 	if (sl_claims_get(c, "gpu.count") == NULL)
-		note(fn, d, false, path, "no attested GPU (gpu.count missing)");
+		sl_policy_notef(fn, d, false, path, "no attested GPU (gpu.count missing)");
 	if (strcmp(get(c, "gpu.devtools"), "true") == 0)
-		note(fn, d, false, path, "a GPU is in developer-tools mode (gpu.devtools=true)");
+		sl_policy_notef(fn, d, false, path,
+		                "a GPU is in developer-tools mode (gpu.devtools=true)");
 	if (strcmp(get(c, "gpu.binding"), "unchecked") == 0)
-		note(fn, d, false, path,
-		     "the GPU evidence is not bound to this request (gpu.binding=unchecked)");
+		sl_policy_notef(
+		    fn, d, false, path,
+		    "the GPU evidence is not bound to this request (gpu.binding=unchecked)");
 }

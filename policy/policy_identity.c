@@ -3,7 +3,6 @@
  * instance to the TEE evidence where the evidence names one. Without a pin a
  * region claim says only "some VM in this region": any VM there can mint a
  * token bound to another machine's request (docs/policy.md). */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -74,9 +73,7 @@ static SL_RESULT check_values(const struct pin *pn, const json_t *v, const char 
 	char p[PATH_MAX_LEN];
 	size_t i;
 	json_t *e;
-	SL_GUARD(sl_policy_want_type(v, JSON_ARRAY, path, "an array of strings"));
-	SL_ENSURE(json_array_size(v) > 0, SL_E_INPUT, "%s: an empty allow-list allows nothing",
-	          path);
+	SL_GUARD(sl_policy_want_list(v, path, "an array of strings"));
 	json_array_foreach (v, i, e) {
 		snprintf(p, sizeof(p), "%s[%zu]", path, i);
 		SL_GUARD(sl_policy_want_type(e, JSON_STRING, p, pn->shape));
@@ -118,18 +115,6 @@ out:
 	return rc;
 }
 
-static void note(sl_policy_note_fn fn, void *d, bool pass, const char *path, const char *fmt, ...)
-    SL_PRINTF(5, 6);
-static void note(sl_policy_note_fn fn, void *d, bool pass, const char *path, const char *fmt, ...)
-{
-	char text[768];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	fn(d, pass, path, text);
-}
-
 static void join(const json_t *arr, char *buf, size_t n)
 {
 	size_t i, off = 0;
@@ -156,10 +141,11 @@ void sl_policy_eval_identity(const sl_claims *c, const json_t *rule, const char 
 		return;
 	snprintf(path, sizeof(path), "%s.cloud_identity", rpath);
 	if (prov == NULL || verified == NULL || strcmp(verified, "true") != 0) {
-		note(fn, d, false, path,
-		     "the rule pins the cloud identity, and there is no provider-signed identity "
-		     "document (cloud.provider=%s, cloud.region_verified=%s)",
-		     prov ? prov : "missing", verified ? verified : "missing");
+		sl_policy_notef(
+		    fn, d, false, path,
+		    "the rule pins the cloud identity, and there is no provider-signed identity "
+		    "document (cloud.provider=%s, cloud.region_verified=%s)",
+		    prov ? prov : "missing", verified ? verified : "missing");
 		return;
 	}
 	for (size_t i = 0; i < NPINS; i++) {
@@ -178,25 +164,28 @@ void sl_policy_eval_identity(const sl_claims *c, const json_t *rule, const char 
 		}
 		join(want, list, sizeof(list));
 		if (ok)
-			note(fn, d, true, path, "the %s identity's %s is %s (provider-signed)",
-			     prov, PINS[i].claim, have);
+			sl_policy_notef(fn, d, true, path,
+			                "the %s identity's %s is %s (provider-signed)", prov,
+			                PINS[i].claim, have);
 		else
-			note(fn, d, false, path,
-			     "the %s identity's %s is %s, want one of [%s]: an identity from "
-			     "another %s",
-			     prov, PINS[i].claim, have ? have : "missing", list,
-			     strstr(PINS[i].field, "instance")  ? "instance"
-			     : strstr(PINS[i].field, "account") ? "account"
-			                                        : "project");
+			sl_policy_notef(
+			    fn, d, false, path,
+			    "the %s identity's %s is %s, want one of [%s]: an identity from "
+			    "another %s",
+			    prov, PINS[i].claim, have ? have : "missing", list,
+			    strstr(PINS[i].field, "instance")  ? "instance"
+			    : strstr(PINS[i].field, "account") ? "account"
+			                                       : "project");
 	}
 	/* pins for some providers only: an identity from another provider is
 	 * exactly the relay they are meant to stop */
 	if (any_pin && !pinned) {
 		snprintf(path, sizeof(path), "%s.cloud_identity", rpath);
-		note(fn, d, false, path,
-		     "the rule pins the cloud identity but nothing for provider '%s': a %s "
-		     "identity is refused",
-		     prov, prov);
+		sl_policy_notef(
+		    fn, d, false, path,
+		    "the rule pins the cloud identity but nothing for provider '%s': a %s "
+		    "identity is refused",
+		    prov, prov);
 	}
 	if (!json_is_true(json_object_get(ci, "same_instance")))
 		return;
@@ -205,21 +194,25 @@ void sl_policy_eval_identity(const sl_claims *c, const json_t *rule, const char 
 	const char *tee = ck != NULL ? sl_claims_get(c, ck) : NULL;
 	const char *inst = sl_claims_get(c, "cloud.instance_id");
 	if (ck == NULL)
-		note(fn, d, false, path,
-		     "no TEE evidence seclaunch verifies names a %s instance (vTPM quotes, "
-		     "SEV-SNP and TDX reports carry no instance id), so the identity cannot be "
-		     "tied to the attested machine",
-		     prov);
+		sl_policy_notef(
+		    fn, d, false, path,
+		    "no TEE evidence seclaunch verifies names a %s instance (vTPM quotes, "
+		    "SEV-SNP and TDX reports carry no instance id), so the identity cannot be "
+		    "tied to the attested machine",
+		    prov);
 	else if (tee == NULL || inst == NULL)
-		note(fn, d, false, path,
-		     "the identity and the TEE evidence must name the same instance, and %s is "
-		     "missing",
-		     tee == NULL ? ck : "cloud.instance_id");
+		sl_policy_notef(
+		    fn, d, false, path,
+		    "the identity and the TEE evidence must name the same instance, and %s is "
+		    "missing",
+		    tee == NULL ? ck : "cloud.instance_id");
 	else if (strcasecmp(tee, inst) != 0)
-		note(fn, d, false, path,
-		     "the identity names instance %s, the TEE evidence %s (%s): a relayed "
-		     "identity",
-		     inst, tee, ck);
+		sl_policy_notef(
+		    fn, d, false, path,
+		    "the identity names instance %s, the TEE evidence %s (%s): a relayed "
+		    "identity",
+		    inst, tee, ck);
 	else
-		note(fn, d, true, path, "the identity and the TEE evidence name instance %s", inst);
+		sl_policy_notef(fn, d, true, path,
+		                "the identity and the TEE evidence name instance %s", inst);
 }

@@ -13,120 +13,6 @@
 
 static const char *const TEE_KINDS[] = {"tpm2", "sev-snp", "tdx", "aws-nitro", NULL};
 
-bool sl_policy_in_list(const char *const *list, const char *s)
-{
-	for (size_t i = 0; list[i] != NULL; i++)
-		if (strcmp(list[i], s) == 0)
-			return true;
-	return false;
-}
-
-bool sl_policy_glob(const char *pat, const char *s)
-{
-	const char *star = NULL, *resume = NULL;
-	while (*s != '\0') {
-		if (*pat == '*') {
-			star = pat++;
-			resume = s;
-		} else if (*pat == *s) {
-			pat++;
-			s++;
-		} else if (star != NULL) {
-			pat = star + 1;
-			s = ++resume;
-		} else {
-			return false;
-		}
-	}
-	while (*pat == '*')
-		pat++;
-	return *pat == '\0';
-}
-
-sl_err sl_policy_builtin_regions(json_t **known, json_t **groups)
-{
-	sl_err rc = SL_E_INTERNAL;
-	json_error_t je;
-	json_t *root = json_loadb(sl_policy_regions_json, sl_policy_regions_json_len, 0, &je);
-	json_t *k = json_array();
-	const char *cloud;
-	json_t *list;
-
-	SL_ENSURE(root != NULL && k != NULL, SL_E_INTERNAL, "built-in regions.json: %s", je.text);
-	json_object_foreach (json_object_get(root, "known_regions"), cloud, list) {
-		size_t i;
-		json_t *r;
-		json_array_foreach (list, i, r) {
-			char buf[128];
-			snprintf(buf, sizeof(buf), "%s:%s", cloud, json_string_value(r));
-			SL_ENSURE(json_array_append_new(k, json_string(buf)) == 0, SL_E_NOMEM,
-			          "regions");
-		}
-	}
-	SL_ENSURE(json_is_object(json_object_get(root, "groups")), SL_E_INTERNAL,
-	          "built-in regions.json: no groups");
-	*groups = json_deep_copy(json_object_get(root, "groups"));
-	SL_ENSURE(*groups != NULL, SL_E_NOMEM, "regions");
-	*known = k;
-	k = NULL;
-	rc = SL_OK;
-out:
-	json_decref(k);
-	json_decref(root);
-	return rc;
-}
-
-sl_err sl_policy_verr(const char *path, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return sl_err_set(SL_E_INPUT, "%s: %s", path, msg);
-}
-
-const char *sl_policy_type_name(const json_t *v)
-{
-	switch (json_typeof(v)) {
-	case JSON_OBJECT:
-		return "an object";
-	case JSON_ARRAY:
-		return "an array";
-	case JSON_STRING:
-		return "a string";
-	case JSON_INTEGER:
-		return "an integer";
-	case JSON_REAL:
-		return "a number";
-	case JSON_TRUE:
-	case JSON_FALSE:
-		return "a boolean";
-	default:
-		return "null";
-	}
-}
-
-static SL_RESULT unknown_field(const char *path, const char *k, const char *const *allowed)
-{
-	const char *near = sl_policy_nearest(k, allowed, SIZE_MAX);
-	if (near != NULL)
-		return sl_policy_verr(path, "unknown field '%s' (did you mean '%s'?)", k, near);
-	return sl_policy_verr(path, "unknown field '%s'", k);
-}
-
-/* Rejects members not in allowed (NULL-terminated). */
-sl_err sl_policy_only_fields(const json_t *obj, const char *path, const char *const *allowed)
-{
-	const char *k;
-	json_t *v;
-	json_object_foreach ((json_t *)obj, k, v) {
-		if (!sl_policy_in_list(allowed, k))
-			return unknown_field(path, k, allowed);
-	}
-	return SL_OK;
-}
-
 /* Every unknown member, each noted. */
 static SL_RESULT only_fields_all(struct vctx *c, const json_t *obj, const char *path,
                                  const char *const *allowed)
@@ -136,19 +22,11 @@ static SL_RESULT only_fields_all(struct vctx *c, const json_t *obj, const char *
 	json_t *v;
 	json_object_foreach ((json_t *)obj, k, v) {
 		if (!sl_policy_in_list(allowed, k))
-			NOTE(unknown_field(path, k, allowed));
+			NOTE(sl_policy_unknown_field(path, k, allowed));
 	}
 	rc = SL_OK;
 out:
 	return rc;
-}
-
-sl_err sl_policy_want_type(const json_t *v, json_type t, const char *path, const char *what)
-{
-	if (v == NULL || json_typeof(v) != t)
-		return sl_policy_verr(path, "must be %s, not %s", what,
-		                      v == NULL ? "absent" : sl_policy_type_name(v));
-	return SL_OK;
 }
 
 static SL_RESULT want_bool(const json_t *obj, const char *name, const char *path)
@@ -254,9 +132,7 @@ static SL_RESULT check_outputs(struct vctx *c, const json_t *v, const char *path
 	size_t i;
 	json_t *e;
 
-	SL_GUARD(sl_policy_want_type(v, JSON_ARRAY, path, "an array of {url, region}"));
-	SL_ENSURE(json_array_size(v) > 0, SL_E_INPUT, "%s: an empty allow-list allows nothing",
-	          path);
+	SL_GUARD(sl_policy_want_list(v, path, "an array of {url, region}"));
 	json_array_foreach (v, i, e) {
 		snprintf(p, sizeof(p), "%s[%zu]", path, i);
 		NOTE(check_output(c, e, p));
@@ -271,9 +147,8 @@ static SL_RESULT check_tee_kinds(const json_t *v, const char *p)
 	sl_err rc = SL_E_INPUT;
 	size_t i;
 	json_t *e;
-	SL_GUARD(sl_policy_want_type(v, JSON_ARRAY, p,
-	                             "an array of TEE kinds (tpm2, sev-snp, tdx, aws-nitro)"));
-	SL_ENSURE(json_array_size(v) > 0, SL_E_INPUT, "%s: an empty allow-list allows nothing", p);
+	SL_GUARD(
+	    sl_policy_want_list(v, p, "an array of TEE kinds (tpm2, sev-snp, tdx, aws-nitro)"));
 	json_array_foreach (v, i, e) {
 		char q[PATH_MAX_LEN];
 		snprintf(q, sizeof(q), "%s[%zu]", p, i);
@@ -428,9 +303,7 @@ static SL_RESULT check_key(struct vctx *c, const char *id, const json_t *list)
 
 	snprintf(p, sizeof(p), "$.keys.%s", id);
 	SL_ENSURE(id[0] != '\0', SL_E_INPUT, "$.keys: empty key id");
-	SL_GUARD(sl_policy_want_type(list, JSON_ARRAY, p, "an array of dataset id patterns"));
-	SL_ENSURE(json_array_size(list) > 0, SL_E_INPUT, "%s: an empty allow-list allows nothing",
-	          p);
+	SL_GUARD(sl_policy_want_list(list, p, "an array of dataset id patterns"));
 	json_array_foreach (list, i, e) {
 		snprintf(q, sizeof(q), "%s[%zu]", p, i);
 		NOTE(json_is_string(e)
@@ -479,9 +352,7 @@ static SL_RESULT check_datasets(struct vctx *c, const json_t *v)
 	size_t i;
 	json_t *d;
 
-	SL_GUARD(sl_policy_want_type(v, JSON_ARRAY, "$.datasets", "an array of dataset rules"));
-	SL_ENSURE(json_array_size(v) > 0, SL_E_INPUT,
-	          "$.datasets: an empty allow-list allows nothing");
+	SL_GUARD(sl_policy_want_list(v, "$.datasets", "an array of dataset rules"));
 	json_array_foreach (v, i, d) {
 		snprintf(p, sizeof(p), "$.datasets[%zu]", i);
 		NOTE(check_dataset(c, d, p));

@@ -171,10 +171,7 @@ sl_err sl_policy_check_min_tcb(json_t *m, const char *path)
 				          SL_E_INPUT, "%s: must be an integer 0..255", q);
 				continue;
 			}
-			SL_GUARD(sl_policy_want_type(fv, JSON_ARRAY, q,
-			                             "an array of acceptable TCB statuses"));
-			SL_ENSURE(json_array_size(fv) > 0, SL_E_INPUT,
-			          "%s: an empty allow-list allows nothing", q);
+			SL_GUARD(sl_policy_want_list(fv, q, "an array of acceptable TCB statuses"));
 			size_t i;
 			json_t *e;
 			json_array_foreach (fv, i, e) {
