@@ -31,89 +31,136 @@ void kmsd_config_defaults(kmsd_config *c)
 	c->backend = KMSD_KEK_LOCAL;
 }
 
+#define FIELD(f) offsetof(kmsd_config, f), sizeof(((kmsd_config *)0)->f)
+#define STR(n, f, fl)                                                                              \
+	{                                                                                          \
+		n, KMSD_SET_STR, FIELD(f), 0, 0, fl                                                \
+	}
+#define NUM(n, f, lo, hi, fl)                                                                      \
+	{                                                                                          \
+		n, KMSD_SET_UINT, FIELD(f), lo, hi, fl                                             \
+	}
+#define RESTART KMSD_SET_RESTART
+/* Every setting once (daemon.h). A reload names the restart-only keys it
+ * leaves unchanged in this order, the strings first. */
+const struct kmsd_setting kmsd_settings[] = {
+    STR("listen", listen, RESTART),
+    STR("tls_cert", tls_cert, RESTART),
+    STR("tls_key", tls_key, RESTART),
+    STR("admin_token_file", admin_token_file, RESTART),
+    STR("wrap_token_file", wrap_token_file, RESTART),
+    STR("operate_token_file", operate_token_file, RESTART),
+    STR("metrics_token_file", metrics_token_file, RESTART),
+    STR("store", store, RESTART),
+    STR("registry", registry_file, RESTART),
+    STR("registry_key_file", registry_key_file, RESTART),
+    STR("audit_log", audit_log, RESTART),
+    STR("audit_key_file", audit_key_file, RESTART),
+    STR("ek_ca_dir", ek_ca_dir, 0),
+    STR("policy", policy, 0),
+    STR("policy_pubkey", policy_pubkey, 0),
+    STR("url_file", url_file, RESTART),
+    STR("log_file", log_file, 0),
+    STR("gcp_jwks", gcp_jwks, 0),
+    STR("aws_trust_dir", aws_trust_dir, 0),
+    STR("ak_ca_dir", ak_ca_dir, 0),
+    STR("collateral_dir", collateral_dir, 0),
+    STR("keystore", keystore_file, RESTART),
+    STR("master_key_file", master_key_file, RESTART),
+    STR("pkcs11_module", p11_module, RESTART),
+    STR("pkcs11_token_label", p11_token_label, RESTART),
+    STR("pkcs11_pin_file", p11_pin_file, RESTART),
+    STR("aws_region", aws_region, 0),
+    STR("aws_kms_endpoint", aws_kms_endpoint, 0),
+    STR("aws_metadata_url", aws_metadata_url, 0),
+    STR("state_dir", state_dir, RESTART | KMSD_SET_OPTION),
+    {"accept_ek_without_cert", KMSD_SET_BOOL, FIELD(accept_ek_without_cert), 0, 0, 0},
+    NUM("threads", threads, 1, 256, RESTART),
+    NUM("workers", workers, 0, 1024, RESTART),
+    NUM("store_pool", store_pool, 0, KMSD_STORE_POOL_MAX, RESTART),
+    NUM("max_body", max_body, 1024, 16u << 20, 0),
+    NUM("max_connections", max_connections, 1, 65536, RESTART),
+    NUM("idle_timeout_s", idle_timeout_s, 1, 3600, RESTART),
+    NUM("max_challenges", max_challenges, 1, 10000000, RESTART),
+    NUM("challenge_ttl_s", challenge_ttl_s, 1, 600, RESTART),
+    NUM("refusal_rate_per_min", refusal_rate_per_min, 0, 1000000, 0),
+    {"kek_backend", KMSD_SET_BACKEND, FIELD(backend), 0, 0, RESTART},
+    NUM("enroll_rate_per_min", enroll_rate_per_min, 0, 1000000, RESTART),
+    NUM("audit_checkpoint_s", audit_checkpoint_s, 0, 86400, RESTART),
+    NUM("audit_aggregate_s", audit_aggregate_s, 0, 3600, 0),
+};
+const size_t kmsd_nsettings = sizeof(kmsd_settings) / sizeof(kmsd_settings[0]);
+#undef RESTART
+#undef NUM
+#undef STR
+#undef FIELD
+
+/* kek_backend's values, by enum kmsd_backend */
+static const char *const BACKENDS[] = {"local", "pkcs11", "aws-kms"};
+_Static_assert(sizeof(enum kmsd_backend) == sizeof(uint32_t), "kek_backend is read as 32 bits");
+
+unsigned long long kmsd_setting_num(const kmsd_config *c, const struct kmsd_setting *s)
+{
+	const char *p = (const char *)c + s->off;
+	if (s->size == sizeof(uint64_t)) {
+		uint64_t v;
+		memcpy(&v, p, sizeof(v));
+		return v;
+	}
+	if (s->size == sizeof(uint32_t)) {
+		uint32_t v;
+		memcpy(&v, p, sizeof(v));
+		return v;
+	}
+	bool b;
+	memcpy(&b, p, sizeof(b));
+	return b;
+}
+
+static void set_num(kmsd_config *c, const struct kmsd_setting *s, uint64_t u)
+{
+	char *p = (char *)c + s->off;
+	if (s->size == sizeof(uint64_t)) {
+		memcpy(p, &u, sizeof(u));
+	} else if (s->size == sizeof(uint32_t)) {
+		uint32_t v = (uint32_t)u;
+		memcpy(p, &v, sizeof(v));
+	} else {
+		bool b = u != 0;
+		memcpy(p, &b, sizeof(b));
+	}
+}
+
 json_t *kmsd_config_defaults_json(void)
 {
 	kmsd_config c;
+	json_t *o = json_object();
 	kmsd_config_defaults(&c);
-	return json_pack(
-	    "{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
-	    "accept_ek_without_cert", c.accept_ek_without_cert, "threads", (json_int_t)c.threads,
-	    "workers", (json_int_t)c.workers, "store_pool", (json_int_t)c.store_pool, "max_body",
-	    (json_int_t)c.max_body, "max_connections", (json_int_t)c.max_connections,
-	    "idle_timeout_s", (json_int_t)c.idle_timeout_s, "max_challenges",
-	    (json_int_t)c.max_challenges, "challenge_ttl_s", (json_int_t)c.challenge_ttl_s,
-	    "refusal_rate_per_min", (json_int_t)c.refusal_rate_per_min, "enroll_rate_per_min",
-	    (json_int_t)c.enroll_rate_per_min, "audit_aggregate_s", (json_int_t)c.audit_aggregate_s,
-	    "audit_checkpoint_s", (json_int_t)c.audit_checkpoint_s, "kek_backend",
-	    c.backend == KMSD_KEK_LOCAL ? "local" : "pkcs11");
+	for (size_t i = 0; o != NULL && i < kmsd_nsettings; i++) {
+		const struct kmsd_setting *s = &kmsd_settings[i];
+		unsigned long long u = kmsd_setting_num(&c, s);
+		json_t *v = s->kind == KMSD_SET_BOOL      ? json_boolean(u)
+		            : s->kind == KMSD_SET_UINT    ? json_integer((json_int_t)u)
+		            : s->kind == KMSD_SET_BACKEND ? json_string(BACKENDS[u])
+		                                          : NULL;
+		if (s->kind != KMSD_SET_STR && json_object_set_new(o, s->name, v) != 0) {
+			json_decref(o);
+			o = NULL;
+		}
+	}
+	return o;
 }
 
 void kmsd_config_free(kmsd_config *c)
 {
-	char **strs[] = {&c->state_dir,          &c->listen,
-	                 &c->tls_cert,           &c->tls_key,
-	                 &c->admin_token_file,   &c->registry_file,
-	                 &c->registry_key_file,  &c->audit_log,
-	                 &c->ek_ca_dir,          &c->policy,
-	                 &c->policy_pubkey,      &c->url_file,
-	                 &c->keystore_file,      &c->master_key_file,
-	                 &c->p11_module,         &c->p11_token_label,
-	                 &c->p11_pin_file,       &c->gcp_jwks,
-	                 &c->aws_trust_dir,      &c->ak_ca_dir,
-	                 &c->audit_key_file,     &c->collateral_dir,
-	                 &c->log_file,           &c->wrap_token_file,
-	                 &c->operate_token_file, &c->metrics_token_file,
-	                 &c->aws_region,         &c->aws_kms_endpoint,
-	                 &c->aws_metadata_url};
-	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
-		free(*strs[i]);
-		*strs[i] = NULL;
+	for (size_t i = 0; i < kmsd_nsettings; i++) {
+		if (kmsd_settings[i].kind != KMSD_SET_STR)
+			continue;
+		char **p = (char **)((char *)c + kmsd_settings[i].off);
+		free(*p);
+		*p = NULL;
 	}
-	free(c->store);
-	c->store = NULL;
 }
-
-struct strkey {
-	const char *name;
-	size_t off;
-};
-
-#define S(n, f)                                                                                    \
-	{                                                                                          \
-		n, offsetof(kmsd_config, f)                                                        \
-	}
-static const struct strkey str_keys[] = {
-    S("listen", listen),
-    S("tls_cert", tls_cert),
-    S("tls_key", tls_key),
-    S("admin_token_file", admin_token_file),
-    S("wrap_token_file", wrap_token_file),
-    S("operate_token_file", operate_token_file),
-    S("metrics_token_file", metrics_token_file),
-    S("store", store),
-    S("registry", registry_file),
-    S("registry_key_file", registry_key_file),
-    S("audit_log", audit_log),
-    S("audit_key_file", audit_key_file),
-    S("ek_ca_dir", ek_ca_dir),
-    S("policy", policy),
-    S("policy_pubkey", policy_pubkey),
-    S("url_file", url_file),
-    S("log_file", log_file),
-    S("gcp_jwks", gcp_jwks),
-    S("aws_trust_dir", aws_trust_dir),
-    S("ak_ca_dir", ak_ca_dir),
-    S("collateral_dir", collateral_dir),
-    S("keystore", keystore_file),
-    S("master_key_file", master_key_file),
-    S("pkcs11_module", p11_module),
-    S("pkcs11_token_label", p11_token_label),
-    S("pkcs11_pin_file", p11_pin_file),
-    S("aws_region", aws_region),
-    S("aws_kms_endpoint", aws_kms_endpoint),
-    S("aws_metadata_url", aws_metadata_url),
-};
-#undef S
 
 static SL_RESULT set_uint(const char *path, const char *k, json_t *v, uint64_t lo, uint64_t hi,
                           uint64_t *out)
@@ -129,69 +176,42 @@ static SL_RESULT set_uint(const char *path, const char *k, json_t *v, uint64_t l
 static SL_RESULT apply(kmsd_config *c, const char *path, const char *k, json_t *v)
 {
 	sl_err rc = SL_E_INPUT;
+	const struct kmsd_setting *s = NULL;
 	uint64_t u = 0;
-	for (size_t i = 0; i < sizeof(str_keys) / sizeof(str_keys[0]); i++) {
-		if (strcmp(k, str_keys[i].name) != 0)
-			continue;
-		char **dst = (char **)((char *)c + str_keys[i].off);
+	for (size_t i = 0; s == NULL && i < kmsd_nsettings; i++)
+		if (!(kmsd_settings[i].flags & KMSD_SET_OPTION) &&
+		    strcmp(k, kmsd_settings[i].name) == 0)
+			s = &kmsd_settings[i];
+	SL_ENSURE(s != NULL, SL_E_INPUT, "%s: unknown key \"%.64s\"", path, k);
+	switch (s->kind) {
+	case KMSD_SET_STR: {
+		char **dst = (char **)((char *)c + s->off);
 		SL_ENSURE(json_is_string(v) && json_string_length(v) > 0, SL_E_INPUT,
 		          "%s: \"%s\" must be a non-empty string", path, k);
 		free(*dst);
 		*dst = strdup(json_string_value(v));
 		SL_ENSURE(*dst != NULL, SL_E_NOMEM, "config");
-		return SL_OK;
+		break;
 	}
-	if (strcmp(k, "accept_ek_without_cert") == 0) {
+	case KMSD_SET_BOOL:
 		SL_ENSURE(json_is_boolean(v), SL_E_INPUT, "%s: \"%s\" must be true or false", path,
 		          k);
-		c->accept_ek_without_cert = json_is_true(v);
-	} else if (strcmp(k, "threads") == 0) {
-		SL_GUARD(set_uint(path, k, v, 1, 256, &u));
-		c->threads = (unsigned)u;
-	} else if (strcmp(k, "workers") == 0) {
-		SL_GUARD(set_uint(path, k, v, 0, 1024, &u));
-		c->workers = (unsigned)u;
-	} else if (strcmp(k, "store_pool") == 0) {
-		SL_GUARD(set_uint(path, k, v, 0, KMSD_STORE_POOL_MAX, &u));
-		c->store_pool = (unsigned)u;
-	} else if (strcmp(k, "max_body") == 0) {
-		SL_GUARD(set_uint(path, k, v, 1024, 16u << 20, &u));
-		c->max_body = (size_t)u;
-	} else if (strcmp(k, "max_connections") == 0) {
-		SL_GUARD(set_uint(path, k, v, 1, 65536, &u));
-		c->max_connections = (unsigned)u;
-	} else if (strcmp(k, "idle_timeout_s") == 0) {
-		SL_GUARD(set_uint(path, k, v, 1, 3600, &u));
-		c->idle_timeout_s = (unsigned)u;
-	} else if (strcmp(k, "max_challenges") == 0) {
-		SL_GUARD(set_uint(path, k, v, 1, 10000000, &u));
-		c->max_challenges = (size_t)u;
-	} else if (strcmp(k, "challenge_ttl_s") == 0) {
-		SL_GUARD(set_uint(path, k, v, 1, 600, &u));
-		c->challenge_ttl_s = (unsigned)u;
-	} else if (strcmp(k, "refusal_rate_per_min") == 0) {
-		SL_GUARD(set_uint(path, k, v, 0, 1000000, &u));
-		c->refusal_rate_per_min = (unsigned)u;
-	} else if (strcmp(k, "enroll_rate_per_min") == 0) {
-		SL_GUARD(set_uint(path, k, v, 0, 1000000, &u));
-		c->enroll_rate_per_min = (unsigned)u;
-	} else if (strcmp(k, "audit_checkpoint_s") == 0) {
-		SL_GUARD(set_uint(path, k, v, 0, 86400, &u));
-		c->audit_checkpoint_s = (unsigned)u;
-	} else if (strcmp(k, "audit_aggregate_s") == 0) {
-		SL_GUARD(set_uint(path, k, v, 0, 3600, &u));
-		c->audit_aggregate_s = (unsigned)u;
-	} else if (strcmp(k, "kek_backend") == 0) {
-		const char *s = json_string_value(v);
-		SL_ENSURE(s != NULL && (strcmp(s, "local") == 0 || strcmp(s, "pkcs11") == 0 ||
-		                        strcmp(s, "aws-kms") == 0),
-		          SL_E_INPUT,
+		set_num(c, s, json_is_true(v));
+		break;
+	case KMSD_SET_UINT:
+		SL_GUARD(set_uint(path, k, v, s->lo, s->hi, &u));
+		set_num(c, s, u);
+		break;
+	case KMSD_SET_BACKEND: {
+		const char *b = json_string_value(v);
+		for (u = 0; b != NULL && u < sizeof(BACKENDS) / sizeof(BACKENDS[0]); u++)
+			if (strcmp(b, BACKENDS[u]) == 0)
+				break;
+		SL_ENSURE(b != NULL && u < sizeof(BACKENDS) / sizeof(BACKENDS[0]), SL_E_INPUT,
 		          "%s: \"kek_backend\" must be \"local\", \"pkcs11\" or \"aws-kms\"", path);
-		c->backend = strcmp(s, "local") == 0    ? KMSD_KEK_LOCAL
-		             : strcmp(s, "pkcs11") == 0 ? KMSD_KEK_PKCS11
-		                                        : KMSD_KEK_AWS;
-	} else {
-		SL_FAIL(SL_E_INPUT, "%s: unknown key \"%.64s\"", path, k);
+		set_num(c, s, u);
+		break;
+	}
 	}
 	rc = SL_OK;
 out:

@@ -8,6 +8,28 @@
 #include "../keys/keys.h"
 
 void kmsd_config_defaults(kmsd_config *c);
+/* The settings of kmsd_config, one table for all that reads them: the
+ * config file's keys and their checks (config.c), the defaults, freeing,
+ * and the keys a reload keeps at their start-up value (reload.c). */
+enum kmsd_setting_kind {
+	KMSD_SET_STR,    /* char *, a non-empty string */
+	KMSD_SET_UINT,   /* unsigned or size_t, in lo..hi */
+	KMSD_SET_BOOL,   /* bool */
+	KMSD_SET_BACKEND /* enum kmsd_backend, by name */
+};
+#define KMSD_SET_RESTART 1u /* fixed at start: a reload keeps the start-up value */
+#define KMSD_SET_OPTION 2u  /* set by a command-line option, not a key of the file */
+struct kmsd_setting {
+	const char *name;
+	enum kmsd_setting_kind kind;
+	size_t off, size; /* the member of kmsd_config */
+	uint64_t lo, hi;
+	unsigned flags;
+};
+extern const struct kmsd_setting kmsd_settings[];
+extern const size_t kmsd_nsettings;
+/* A number, bool or backend setting's value in c. */
+unsigned long long kmsd_setting_num(const kmsd_config *c, const struct kmsd_setting *s);
 /* The defaults of the settings that have one, as the configuration file
  * spells them (`seclaunchd --print-defaults`; tests/integration/
  * conf_defaults.sh holds the packaged seclaunchd.conf and its man page to

@@ -157,90 +157,53 @@ void kmsd_live_leave(kmsd_gen *g)
 		gen_free(g);
 }
 
-/* Keys fixed at start: the string ones by offset, then the numbers. */
-#define S(n, f)                                                                                    \
-	{                                                                                          \
-		n, offsetof(kmsd_config, f)                                                        \
-	}
-static const struct {
-	const char *name;
-	size_t off;
-} restart_strs[] = {
-    S("listen", listen),
-    S("tls_cert", tls_cert),
-    S("tls_key", tls_key),
-    S("admin_token_file", admin_token_file),
-    S("wrap_token_file", wrap_token_file),
-    S("operate_token_file", operate_token_file),
-    S("metrics_token_file", metrics_token_file),
-    S("store", store),
-    S("registry", registry_file),
-    S("registry_key_file", registry_key_file),
-    S("audit_log", audit_log),
-    S("audit_key_file", audit_key_file),
-    S("url_file", url_file),
-    S("keystore", keystore_file),
-    S("master_key_file", master_key_file),
-    S("pkcs11_module", p11_module),
-    S("pkcs11_token_label", p11_token_label),
-    S("pkcs11_pin_file", p11_pin_file),
-    S("state_dir", state_dir),
-};
-#undef S
-
 static bool str_differs(const char *a, const char *b)
 {
 	return (a == NULL) != (b == NULL) || (a != NULL && strcmp(a, b) != 0);
 }
 
+/* A restart-only string key: the start-up value back into c, with a warning
+ * when the new configuration changed it. */
+static SL_RESULT keep_str(kmsd_config *c, const kmsd_config *s, const struct kmsd_setting *k)
+{
+	char **dst = (char **)((char *)c + k->off);
+	char *const *was = (char *const *)((const char *)s + k->off);
+	if (!str_differs(*dst, *was))
+		return SL_OK;
+	kmsd_log(KMSD_LOG_WARNING,
+	         "reload: \"%s\" changed; it takes effect only after a restart (still %s)", k->name,
+	         *was != NULL ? *was : "unset");
+	free(*dst);
+	*dst = NULL;
+	if (*was != NULL && (*dst = strdup(*was)) == NULL)
+		return sl_err_set(SL_E_NOMEM, "reload");
+	return SL_OK;
+}
+
 /* Puts the start-up value of every restart-only key into c, warning about
- * each one the new configuration changes. */
+ * each one the new configuration changes: the strings, then the others. */
 static SL_RESULT keep_restart_keys(kmsd_config *c, const kmsd_config *s)
 {
-	const struct {
-		const char *name;
-		unsigned long long now, was;
-	} nums[] = {
-	    {"threads", c->threads, s->threads},
-	    {"workers", c->workers, s->workers},
-	    {"store_pool", c->store_pool, s->store_pool},
-	    {"max_connections", c->max_connections, s->max_connections},
-	    {"idle_timeout_s", c->idle_timeout_s, s->idle_timeout_s},
-	    {"max_challenges", c->max_challenges, s->max_challenges},
-	    {"challenge_ttl_s", c->challenge_ttl_s, s->challenge_ttl_s},
-	    {"kek_backend", c->backend, s->backend},
-	    {"enroll_rate_per_min", c->enroll_rate_per_min, s->enroll_rate_per_min},
-	    {"audit_checkpoint_s", c->audit_checkpoint_s, s->audit_checkpoint_s},
-	};
-	for (size_t i = 0; i < sizeof(restart_strs) / sizeof(restart_strs[0]); i++) {
-		char **dst = (char **)((char *)c + restart_strs[i].off);
-		char *const *was = (char *const *)((const char *)s + restart_strs[i].off);
-		if (!str_differs(*dst, *was))
-			continue;
-		kmsd_log(KMSD_LOG_WARNING,
-		         "reload: \"%s\" changed; it takes effect only after a restart (still %s)",
-		         restart_strs[i].name, *was != NULL ? *was : "unset");
-		free(*dst);
-		*dst = NULL;
-		if (*was != NULL && (*dst = strdup(*was)) == NULL)
-			return sl_err_set(SL_E_NOMEM, "reload");
+	for (size_t i = 0; i < kmsd_nsettings; i++) {
+		const struct kmsd_setting *k = &kmsd_settings[i];
+		if ((k->flags & KMSD_SET_RESTART) && k->kind == KMSD_SET_STR) {
+			sl_err rc = keep_str(c, s, k);
+			if (rc != SL_OK)
+				return rc;
+		}
 	}
-	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++)
-		if (nums[i].now != nums[i].was)
+	for (size_t i = 0; i < kmsd_nsettings; i++) {
+		const struct kmsd_setting *k = &kmsd_settings[i];
+		if (!(k->flags & KMSD_SET_RESTART) || k->kind == KMSD_SET_STR)
+			continue;
+		unsigned long long was = kmsd_setting_num(s, k);
+		if (kmsd_setting_num(c, k) != was)
 			kmsd_log(KMSD_LOG_WARNING,
 			         "reload: \"%s\" changed; it takes effect only after a restart "
 			         "(still %llu)",
-			         nums[i].name, nums[i].was);
-	c->threads = s->threads;
-	c->workers = s->workers;
-	c->store_pool = s->store_pool;
-	c->max_connections = s->max_connections;
-	c->idle_timeout_s = s->idle_timeout_s;
-	c->max_challenges = s->max_challenges;
-	c->challenge_ttl_s = s->challenge_ttl_s;
-	c->backend = s->backend;
-	c->enroll_rate_per_min = s->enroll_rate_per_min;
-	c->audit_checkpoint_s = s->audit_checkpoint_s;
+			         k->name, was);
+		memcpy((char *)c + k->off, (const char *)s + k->off, k->size);
+	}
 	c->dev = s->dev;
 	return SL_OK;
 }

@@ -499,6 +499,66 @@ static void test_keystore(void **state)
 	kmsd_store_close(st);
 }
 
+/* ---- configuration: one table of settings ------------------------------------- */
+
+static sl_err load_conf(kmsd_config *c, const char *text)
+{
+	write_file("conf.json", text, strlen(text), 0600);
+	kmsd_config_defaults(c);
+	return kmsd_config_load(c, in_dir("conf.json"));
+}
+
+static void test_config_table(void **state)
+{
+	kmsd_config c;
+	(void)state;
+	/* a key of each kind lands in its member */
+	assert_int_equal(load_conf(&c, "{\"listen\": \"127.0.0.1:9\", \"keystore\": \"ks\", "
+	                               "\"accept_ek_without_cert\": true, \"threads\": 7, "
+	                               "\"max_body\": 4096, \"kek_backend\": \"aws-kms\"}"),
+	                 SL_OK);
+	assert_string_equal(c.listen, "127.0.0.1:9");
+	assert_string_equal(c.keystore_file, "ks");
+	assert_true(c.accept_ek_without_cert);
+	assert_int_equal(c.threads, 7);
+	assert_int_equal(c.max_body, 4096);
+	assert_int_equal(c.backend, KMSD_KEK_AWS);
+	assert_int_equal(c.workers, 64); /* a default stays */
+	kmsd_config_free(&c);
+	assert_null(c.listen);
+	assert_null(c.keystore_file);
+	/* each check names the key */
+	assert_int_equal(load_conf(&c, "{\"threads\": 0}"), SL_E_INPUT);
+	assert_non_null(strstr(sl_err_detail(), "\"threads\" must be an integer in 1..256"));
+	kmsd_config_free(&c);
+	assert_int_equal(load_conf(&c, "{\"tls_cert\": \"\"}"), SL_E_INPUT);
+	assert_non_null(strstr(sl_err_detail(), "\"tls_cert\" must be a non-empty string"));
+	kmsd_config_free(&c);
+	assert_int_equal(load_conf(&c, "{\"kek_backend\": \"hsm\"}"), SL_E_INPUT);
+	assert_non_null(strstr(sl_err_detail(), "\"kek_backend\" must be \"local\""));
+	kmsd_config_free(&c);
+	assert_int_equal(load_conf(&c, "{\"debug_allowed\": true}"), SL_E_INPUT);
+	assert_non_null(strstr(sl_err_detail(), "unknown key \"debug_allowed\""));
+	kmsd_config_free(&c);
+	/* state_dir comes from --state only */
+	assert_int_equal(load_conf(&c, "{\"state_dir\": \"/tmp\"}"), SL_E_INPUT);
+	assert_non_null(strstr(sl_err_detail(), "unknown key \"state_dir\""));
+	kmsd_config_free(&c);
+	/* every setting with a default is in --print-defaults, no string one */
+	json_t *d = kmsd_config_defaults_json();
+	assert_non_null(d);
+	size_t want = 0;
+	for (size_t i = 0; i < kmsd_nsettings; i++) {
+		bool str = kmsd_settings[i].kind == KMSD_SET_STR;
+		want += !str;
+		assert_true((json_object_get(d, kmsd_settings[i].name) != NULL) == !str);
+	}
+	assert_int_equal(json_object_size(d), want);
+	assert_string_equal(json_string_value(json_object_get(d, "kek_backend")), "local");
+	assert_int_equal(json_integer_value(json_object_get(d, "max_connections")), 512);
+	json_decref(d);
+}
+
 /* ---- key process (privilege separation) --------------------------------------- */
 
 static void test_keyproc(void **state)
@@ -1211,6 +1271,7 @@ int main(void)
 	    cmocka_unit_test(test_nonces),
 	    cmocka_unit_test(test_nonces_many),
 	    cmocka_unit_test(test_nonces_two_handles),
+	    cmocka_unit_test(test_config_table),
 	    cmocka_unit_test(test_keystore),
 	    cmocka_unit_test(test_keyproc),
 	    cmocka_unit_test(test_registry),
