@@ -217,7 +217,7 @@ sl_err sl_x509_from_der_cached(const uint8_t *p, size_t len, X509 **out, const c
 	*out = NULL;
 	/* its own key space: the same bytes as a blob may parse otherwise (PEM) */
 	keyed = md != NULL && len <= CACHE_MAX_BLOB &&
-	        EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1 &&
+	        EVP_DigestInit_ex(md, sl_vcache_md(), NULL) == 1 &&
 	        EVP_DigestUpdate(md, "one DER certificate", 19) == 1 &&
 	        EVP_DigestUpdate(md, p, len) == 1 && EVP_DigestFinal_ex(md, fresh.key, &n) == 1 &&
 	        n == 32;
@@ -567,7 +567,7 @@ static bool crl_sig_ok(X509_CRL *crl, X509 *issuer)
 	unsigned int n = 0;
 	sl_vcache_key k;
 	bool keyed = false;
-	if (X509_CRL_digest(crl, EVP_sha256(), d, &n) == 1 && n == 32) {
+	if (X509_CRL_digest(crl, sl_vcache_md(), d, &n) == 1 && n == 32) {
 		sl_vcache_hasher *h = sl_vcache_begin("x509 crl signature");
 		sl_vcache_add(h, d, 32);
 		sl_x509_fingerprint(issuer, d);

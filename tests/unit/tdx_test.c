@@ -8,7 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +217,49 @@ static void test_tamper(void **state)
 }
 
 /* gtg_quote_v5_sample's PCK leaf starts 2026-01-27 14:36:27 (README: verify at >= 2026-01-28). */
+/* sl_p256_verify against OpenSSL's own signatures: r and s with the top
+ * bit set and with leading zero bytes (each DER INTEGER shape) verify, a
+ * flipped bit in r, s or the message does not, and a P-384 key is refused. */
+static void test_p256_verify(void **state)
+{
+	(void)state;
+	EVP_PKEY *k = EVP_EC_gen("prime256v1"), *k384 = EVP_EC_gen("secp384r1");
+	uint8_t msg[100], rs[64];
+	bool high = false, zero = false;
+	assert_non_null(k);
+	assert_non_null(k384);
+	for (int i = 0; i < 20000 && !(i >= 64 && high && zero); i++) {
+		EVP_MD_CTX *md = EVP_MD_CTX_new();
+		unsigned char der[80];
+		size_t dl = sizeof(der);
+		randombytes_buf(msg, sizeof(msg));
+		assert_int_equal(EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, k), 1);
+		assert_int_equal(EVP_DigestSign(md, der, &dl, msg, sizeof(msg)), 1);
+		EVP_MD_CTX_free(md);
+		const unsigned char *p = der;
+		ECDSA_SIG *sig = d2i_ECDSA_SIG(NULL, &p, (long)dl);
+		assert_non_null(sig);
+		assert_int_equal(BN_bn2binpad(ECDSA_SIG_get0_r(sig), rs, 32), 32);
+		assert_int_equal(BN_bn2binpad(ECDSA_SIG_get0_s(sig), rs + 32, 32), 32);
+		ECDSA_SIG_free(sig);
+		high = high || rs[0] >= 0x80 || rs[32] >= 0x80;
+		zero = zero || rs[0] == 0 || rs[32] == 0;
+		assert_int_equal(sl_p256_verify(k, rs, msg, sizeof(msg), "t"), SL_OK);
+		int bit = (int)randombytes_uniform(64 * 8);
+		rs[bit / 8] ^= (uint8_t)(1 << (bit % 8));
+		assert_int_equal(sl_p256_verify(k, rs, msg, sizeof(msg), "t"), SL_E_ATTEST_SIG);
+		rs[bit / 8] ^= (uint8_t)(1 << (bit % 8));
+		msg[i % sizeof(msg)] ^= 1;
+		assert_int_equal(sl_p256_verify(k, rs, msg, sizeof(msg), "t"), SL_E_ATTEST_SIG);
+	}
+	assert_true(high && zero);
+	memset(rs, 0, sizeof(rs));
+	assert_int_equal(sl_p256_verify(k, rs, msg, sizeof(msg), "t"), SL_E_ATTEST_SIG);
+	assert_int_equal(sl_p256_verify(k384, rs, msg, sizeof(msg), "t"), SL_E_ATTEST_CHAIN);
+	EVP_PKEY_free(k);
+	EVP_PKEY_free(k384);
+}
+
 static void test_v5_leaf_dates(void **state)
 {
 	(void)state;
@@ -324,6 +370,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_vectors_valid),
 	    cmocka_unit_test(test_tamper),
+	    cmocka_unit_test(test_p256_verify),
 	    cmocka_unit_test(test_v5_leaf_dates),
 	    cmocka_unit_test(test_pck_ext),
 	    cmocka_unit_test(test_crl),
