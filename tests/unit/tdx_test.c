@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../attest/coll_dir.h"
 #include "../../attest/tdx_quote.h"
 #include "../../attest/x509_util.h"
 #include "seclaunch/attest.h"
@@ -363,6 +364,87 @@ static void test_cache(void **state)
 	rmcoll(cached, 5);
 }
 
+/* The collateral directory's snapshot (attest/coll_dir.c): once its files
+ * are two seconds old, verifications read them from the snapshot; a byte
+ * changed in place (same size, same name), a file replaced by rename and a
+ * file removed are each seen by the next verification, and a fresh change
+ * is never served from a snapshot. */
+static void flip_in_place(const char *path, const char *needle, size_t at, char to)
+{
+	uint8_t *b = NULL;
+	size_t bl = 0;
+	assert_int_equal(sl_file_read(path, 1 << 20, &b, &bl), SL_OK);
+	char *hit = strstr((char *)b, needle);
+	assert_non_null(hit);
+	FILE *f = fopen(path, "r+");
+	assert_non_null(f);
+	assert_int_equal(fseek(f, (long)(hit - (char *)b + (long)at), SEEK_SET), 0);
+	assert_int_equal(fputc(to, f), to);
+	assert_int_equal(fclose(f), 0);
+	free(b);
+}
+
+static void test_coll_snapshot(void **state)
+{
+	(void)state;
+	const char *d = mkcoll(cached, 5);
+	size_t len = 0;
+	uint64_t s0 = 0, r0 = 0, s1 = 0, r1 = 0;
+	sl_claims *c = NULL;
+	uint8_t *q = load("intel-tdx/trustee_quote_4.dat", &len);
+	char p[512];
+	snprintf(p, sizeof(p), "%s/%s", d, cached[0]);
+
+	/* just written: read each time, never kept */
+	sl_coll_dir_stats(&s0, &r0);
+	assert_int_equal(verify(q, len, d, T_FRESH, NULL, 0, NULL), SL_OK);
+	sl_coll_dir_stats(&s1, &r1);
+	assert_int_equal(s1, s0);
+	assert_true(r1 > r0);
+	sleep(3);
+	assert_int_equal(verify(q, len, d, T_FRESH, NULL, 0, NULL), SL_OK);
+	sl_coll_dir_stats(&s0, &r0);
+	assert_int_equal(verify(q, len, d, T_FRESH, NULL, 0, &c), SL_OK);
+	sl_coll_dir_stats(&s1, &r1);
+	assert_int_equal(r1, r0);
+	assert_true(s1 - s0 >= 2); /* the certificates and the JSON files */
+	assert_string_equal(sl_claims_get(c, "tdx.tcb_status"), "UpToDate");
+	sl_claims_free(c);
+
+	/* one byte of the TCB info changed in place, snapshot warm */
+	flip_in_place(p, "\"pcesvn\":11", 10, '0');
+	expect_fail(verify(q, len, d, T_FRESH, NULL, 0, NULL), SL_E_ATTEST_SIG,
+	            "tcbInfo) does not verify", "TCB info changed in place, snapshot warm");
+	flip_in_place(p, "\"pcesvn\":10", 10, '1');
+	assert_int_equal(verify(q, len, d, T_FRESH, NULL, 0, NULL), SL_OK);
+
+	/* replaced by rename, after the snapshot settled again */
+	sleep(3);
+	assert_int_equal(verify(q, len, d, T_FRESH, NULL, 0, NULL), SL_OK);
+	uint8_t *b = NULL;
+	size_t bl = 0;
+	assert_int_equal(sl_file_read(p, 1 << 20, &b, &bl), SL_OK);
+	char *hit = strstr((char *)b, "\"pcesvn\":11");
+	assert_non_null(hit);
+	hit[10] = '0';
+	assert_int_equal(sl_file_write_atomic(p, b, bl, 0600, true), SL_OK);
+	expect_fail(verify(q, len, d, T_FRESH, NULL, 0, NULL), SL_E_ATTEST_SIG,
+	            "tcbInfo) does not verify", "TCB info replaced, snapshot warm");
+	hit[10] = '1';
+	assert_int_equal(sl_file_write_atomic(p, b, bl, 0600, true), SL_OK);
+	free(b);
+
+	/* removed: no TCB info for this platform any more */
+	sleep(3);
+	assert_int_equal(verify(q, len, d, T_FRESH, NULL, 0, NULL), SL_OK);
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(verify(q, len, d, T_FRESH, NULL, 0, &c), SL_OK);
+	assert_string_equal(sl_claims_get(c, "tdx.tcb_status"), "unknown");
+	sl_claims_free(c);
+	free(q);
+	rmcoll(cached + 1, 4);
+}
+
 int main(void)
 {
 	tl_vector_path(coll, sizeof(coll), "intel-tdx/collateral");
@@ -380,6 +462,7 @@ int main(void)
 	    cmocka_unit_test(test_collateral_tamper),
 	    cmocka_unit_test(test_collateral_duplicate),
 	    cmocka_unit_test(test_cache),
+	    cmocka_unit_test(test_coll_snapshot),
 	    cmocka_unit_test(test_ccel),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
