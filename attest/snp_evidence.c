@@ -132,7 +132,7 @@ static SL_RESULT b64_field(const json_t *obj, const char *key, size_t max, bool 
 		return SL_OK;
 	if (!json_is_string(v))
 		return sl_err_set(SL_E_ATTEST_FORMAT, "%s.%s: missing or not a string", what, key);
-	sl_err rc = sl_b64_decode(json_string_value(v), max, out, len, key);
+	sl_err rc = sl_b64_decode_public(json_string_value(v), max, out, len, key);
 	if (rc != SL_OK)
 		return sl_err_wrap(SL_E_ATTEST_FORMAT, "%s", what);
 	return SL_OK;

@@ -73,7 +73,7 @@ static SL_RESULT check_ccel(const json_t *ev, const uint8_t *quote, size_t qlen,
 	if (json_object_get(ev, "ccel") == NULL)
 		return sl_claims_set(claims, "tdx.ccel", "absent");
 	SL_ENSURE(s != NULL, SL_E_ATTEST_FORMAT, "evidence.ccel: not a string");
-	rc = sl_b64_decode(s, MAX_CCEL, &log, &len, "evidence.ccel");
+	rc = sl_b64_decode_public(s, MAX_CCEL, &log, &len, "evidence.ccel");
 	if (rc != SL_OK) {
 		rc = sl_err_wrap(SL_E_ATTEST_FORMAT, "tdx evidence");
 		goto out;
@@ -99,7 +99,7 @@ static SL_RESULT tdx_verify(const json_t *ev, const sl_verify_opts *o, sl_claims
 	const char *s = sl_json_getstr(ev, "quote");
 
 	SL_ENSURE(s != NULL, SL_E_ATTEST_FORMAT, "evidence.quote: missing or not a string");
-	rc = sl_b64_decode(s, MAX_QUOTE, &quote, &qlen, "evidence.quote");
+	rc = sl_b64_decode_public(s, MAX_QUOTE, &quote, &qlen, "evidence.quote");
 	if (rc != SL_OK) {
 		rc = sl_err_wrap(SL_E_ATTEST_FORMAT, "tdx evidence");
 		goto out;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "coll_dir.h"
 #include "tdx_quote.h"
 #include "vcache.h"
 #include "x509_util.h"
@@ -285,35 +286,84 @@ static void classify(const uint8_t *text, size_t len, struct doc *d)
 /* Picks the newest TDX TCB info for the platform's FMSPC and the newest TD_QE
  * identity. Files that are not such collateral are passed over; the chosen
  * ones are authenticated afterwards (check_signed). */
+/* One JSON file of the directory: classified (once per content) and kept
+ * when it is the newest of its kind so far; *text is taken when kept. */
+static void consider(const char *path, uint8_t **text, size_t len, const uint8_t key[static 32],
+                     const char *fm, struct found *ti, struct found *qi)
+{
+	struct doc k = {0};
+	memcpy(k.key, key, 32);
+	if (!doc_kind_get(k.key, &k)) {
+		classify(*text, len, &k);
+		doc_kind_put(&k);
+	}
+	if (k.kind == DOC_TCBINFO && strcasecmp(k.fmspc, fm) == 0)
+		keep_newest(ti, text, len, k.key, path, k.issued);
+	else if (k.kind == DOC_QEID)
+		keep_newest(qi, text, len, k.key, path, k.issued);
+}
+
+/* scan over a snapshot of the directory (coll_dir.h): the same files in
+ * the same order, read once while they are unchanged. */
+static SL_RESULT scan_snapshot(const char *dir, const sl_coll_dir *snap, const char *fm,
+                               struct found *ti, struct found *qi)
+{
+	sl_err rc = SL_E_IO;
+	int files = 0;
+	char path[4096];
+	uint8_t *text = NULL;
+
+	for (size_t i = 0; i < sl_coll_dir_count(snap); i++) {
+		const sl_coll_file *f = sl_coll_dir_file(snap, i);
+		const char *dot = strrchr(f->name, '.');
+		if (f->name[0] == '.' || dot == NULL || strcmp(dot, ".json") != 0)
+			continue;
+		SL_ENSURE(++files <= MAX_JSON_FILES, SL_E_TOO_LARGE,
+		          "collateral %s: more than %d JSON files", dir, MAX_JSON_FILES);
+		snprintf(path, sizeof(path), "%s/%s", dir, f->name);
+		/* NUL-terminated like sl_file_read's, owned like it */
+		text = malloc(f->len + 1);
+		SL_ENSURE(text != NULL, SL_E_NOMEM, "%s: allocating", path);
+		memcpy(text, f->data, f->len);
+		text[f->len] = '\0';
+		consider(path, &text, f->len, f->sha256, fm, ti, qi);
+		free(text);
+		text = NULL;
+	}
+	rc = SL_OK;
+out:
+	free(text);
+	return rc;
+}
+
 static SL_RESULT scan(const char *dir, const sl_pck_ext *pck, struct found *ti, struct found *qi)
 {
 	sl_err rc = SL_E_IO;
-	DIR *d = opendir(dir);
-	uint8_t *text = NULL;
+	DIR *d = NULL;
+	uint8_t *text = NULL, key[32];
 	size_t len = 0;
 	int files = 0;
 	char path[4096], fm[13];
+	sl_coll_dir *snap = sl_coll_dir_get(dir);
 
 	sl_hex_encode(pck->fmspc, 6, fm);
+	if (snap != NULL) {
+		rc = scan_snapshot(dir, snap, fm, ti, qi);
+		sl_coll_dir_release(snap);
+		return rc;
+	}
+	d = opendir(dir);
 	SL_ENSURE(d != NULL, SL_E_IO, "collateral %s: cannot open directory", dir);
 	for (struct dirent *e; (e = readdir(d)) != NULL;) {
 		const char *dot = strrchr(e->d_name, '.');
-		struct doc k = {0};
 		if (e->d_name[0] == '.' || dot == NULL || strcmp(dot, ".json") != 0)
 			continue;
 		SL_ENSURE(++files <= MAX_JSON_FILES, SL_E_TOO_LARGE,
 		          "collateral %s: more than %d JSON files", dir, MAX_JSON_FILES);
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		SL_GUARD(sl_file_read(path, MAX_JSON_BYTES, &text, &len));
-		sl_sha256(text, len, k.key);
-		if (!doc_kind_get(k.key, &k)) {
-			classify(text, len, &k);
-			doc_kind_put(&k);
-		}
-		if (k.kind == DOC_TCBINFO && strcasecmp(k.fmspc, fm) == 0)
-			keep_newest(ti, &text, len, k.key, path, k.issued);
-		else if (k.kind == DOC_QEID)
-			keep_newest(qi, &text, len, k.key, path, k.issued);
+		sl_sha256(text, len, key);
+		consider(path, &text, len, key, fm, ti, qi);
 		free(text);
 		text = NULL;
 	}

@@ -140,7 +140,7 @@ SL_MUST_USE sl_err sl_tdx_ccel_replay(const uint8_t *log, size_t len, uint8_t rt
 SL_MUST_USE sl_err sl_tdx_claims(const sl_tdx_quote *q, const sl_pck_ext *pck, sl_claims *c);
 
 /* Verifies an ECDSA P-256 / SHA-256 signature given as r || s (64 bytes,
- * big-endian) with key (EVP_PKEY) over msg. */
+ * big-endian) with key (EVP_PKEY) over msg (tdx_p256.c). */
 SL_MUST_USE sl_err sl_p256_verify(EVP_PKEY *key, const uint8_t sig[static 64], const uint8_t *msg,
                                   size_t len, const char *what);
 

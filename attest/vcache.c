@@ -30,10 +30,24 @@ struct sl_vcache_hasher {
 	EVP_MD_CTX *md;
 };
 
+static EVP_MD *sha256;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+static void sha256_fetch(void)
+{
+	sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
+const EVP_MD *sl_vcache_md(void)
+{
+	pthread_once(&sha256_once, sha256_fetch);
+	return sha256 != NULL ? sha256 : EVP_sha256();
+}
+
 sl_vcache_hasher *sl_vcache_begin(const char *label)
 {
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 ||
+	if (md == NULL || EVP_DigestInit_ex(md, sl_vcache_md(), NULL) != 1 ||
 	    EVP_DigestUpdate(md, label, strlen(label) + 1) != 1) {
 		EVP_MD_CTX_free(md);
 		return NULL;

@@ -9,6 +9,7 @@
 #ifndef SECLAUNCH_ATTEST_VCACHE_H
 #define SECLAUNCH_ATTEST_VCACHE_H
 
+#include <openssl/types.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +20,10 @@
 typedef struct sl_vcache_key {
 	uint8_t h[32];
 } sl_vcache_key;
+
+/* SHA-256 fetched once (EVP_sha256() is fetched from the provider again
+ * at each use in OpenSSL 3, which costs more than hashing a key's inputs). */
+const EVP_MD *sl_vcache_md(void);
 
 /* Incremental key: a domain label, then the bytes checked, in order. */
 typedef struct sl_vcache_hasher sl_vcache_hasher;

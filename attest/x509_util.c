@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coll_dir.h"
 #include "vcache.h"
 #include "x509_util.h"
 #include "seclaunch/util.h"
@@ -217,7 +218,7 @@ sl_err sl_x509_from_der_cached(const uint8_t *p, size_t len, X509 **out, const c
 	*out = NULL;
 	/* its own key space: the same bytes as a blob may parse otherwise (PEM) */
 	keyed = md != NULL && len <= CACHE_MAX_BLOB &&
-	        EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1 &&
+	        EVP_DigestInit_ex(md, sl_vcache_md(), NULL) == 1 &&
 	        EVP_DigestUpdate(md, "one DER certificate", 19) == 1 &&
 	        EVP_DigestUpdate(md, p, len) == 1 && EVP_DigestFinal_ex(md, fresh.key, &n) == 1 &&
 	        n == 32;
@@ -269,15 +270,48 @@ static bool cert_file_name(const char *n)
 	                       strcmp(dot, ".cer") == 0 || strcmp(dot, ".der") == 0);
 }
 
+/* sl_x509_load_dir from a snapshot of the directory (coll_dir.h): the
+ * same files in the same order, their bytes read once for every
+ * verification while they are unchanged. */
+static SL_RESULT load_snapshot(const char *dir, const sl_coll_dir *snap, STACK_OF(X509) * certs,
+                               STACK_OF(X509_CRL) * crls)
+{
+	sl_err rc = SL_E_IO;
+	int files = 0;
+	char path[4096];
+
+	for (size_t i = 0; i < sl_coll_dir_count(snap); i++) {
+		const sl_coll_file *f = sl_coll_dir_file(snap, i);
+		if (!cert_file_name(f->name))
+			continue;
+		SL_ENSURE(++files <= MAX_DIR_FILES, SL_E_TOO_LARGE,
+		          "collateral %s: more than %d certificate files", dir, MAX_DIR_FILES);
+		int n = snprintf(path, sizeof(path), "%s/%s", dir, f->name);
+		SL_ENSURE(n > 0 && (size_t)n < sizeof(path), SL_E_IO,
+		          "collateral %s: path too long", dir);
+		SL_GUARD(sl_x509_parse_blob(f->data, f->len, certs, crls, path));
+	}
+	rc = SL_OK;
+out:
+	return rc;
+}
+
 sl_err sl_x509_load_dir(const char *dir, STACK_OF(X509) * certs, STACK_OF(X509_CRL) * crls)
 {
 	sl_err rc = SL_E_IO;
-	DIR *d = opendir(dir);
+	DIR *d = NULL;
 	uint8_t *buf = NULL;
 	size_t len = 0;
 	int files = 0;
 	char path[4096];
+	sl_coll_dir *snap = sl_coll_dir_get(dir);
 
+	if (snap != NULL) {
+		rc = load_snapshot(dir, snap, certs, crls);
+		sl_coll_dir_release(snap);
+		return rc;
+	}
+	d = opendir(dir);
 	SL_ENSURE(d != NULL, SL_E_IO, "collateral %s: cannot open directory", dir);
 	for (struct dirent *e; (e = readdir(d)) != NULL;) {
 		if (e->d_name[0] == '.' || !cert_file_name(e->d_name))
@@ -567,7 +601,7 @@ static bool crl_sig_ok(X509_CRL *crl, X509 *issuer)
 	unsigned int n = 0;
 	sl_vcache_key k;
 	bool keyed = false;
-	if (X509_CRL_digest(crl, EVP_sha256(), d, &n) == 1 && n == 32) {
+	if (X509_CRL_digest(crl, sl_vcache_md(), d, &n) == 1 && n == 32) {
 		sl_vcache_hasher *h = sl_vcache_begin("x509 crl signature");
 		sl_vcache_add(h, d, 32);
 		sl_x509_fingerprint(issuer, d);

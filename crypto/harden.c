@@ -1,6 +1,7 @@
 /* Process hardening at the start of every binary, time and hash helpers. */
 #include <openssl/evp.h>
 #include <openssl/sha.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -23,9 +24,21 @@ sl_err sl_harden_process(void)
 	return sl_crypto_init();
 }
 
+/* SHA256() fetches the implementation from the provider on every call
+ * (OpenSSL 3), which costs more than hashing a certificate: fetched once. */
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+static void sha256_fetch(void)
+{
+	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
 void sl_sha256(const void *p, size_t len, uint8_t out[static SL_SHA256_LEN])
 {
-	SHA256(p, len, out);
+	pthread_once(&sha256_once, sha256_fetch);
+	if (sha256_md == NULL || EVP_Digest(p, len, out, NULL, sha256_md, NULL) != 1)
+		SHA256(p, len, out);
 }
 
 void sl_sha384(const void *p, size_t len, uint8_t out[static SL_SHA384_LEN])

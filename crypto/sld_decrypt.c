@@ -3,7 +3,6 @@
  * authenticated bytes. */
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,21 +19,6 @@ struct sl_sld_reader {
 	sl_sld_header *h;
 	sl_secret *file_key;
 };
-
-unsigned sl_sld_default_threads(void)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	cpu_set_t set;
-	/* a CPU affinity mask (taskset, cgroup cpusets) may allow fewer */
-	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0 &&
-	    CPU_COUNT(&set) < n)
-		n = CPU_COUNT(&set);
-	if (n < 1)
-		n = 1;
-	if (n > SL_SLD_THREADS_MAX)
-		n = SL_SLD_THREADS_MAX;
-	return (unsigned)n;
-}
 
 static SL_RESULT check_size(const sl_sld_reader *r)
 {

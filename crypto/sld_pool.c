@@ -6,9 +6,11 @@
  * bounds memory and lets workers run ahead of a slow consumer; buffers are
  * sl_secret memory, so whatever plaintext they held is wiped at the end. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sld_internal.h"
 
@@ -40,6 +42,22 @@ struct worker {
 	pthread_t tid;
 	bool started;
 };
+
+/* The pool's default size: one worker per CPU this process may run on. */
+unsigned sl_sld_default_threads(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	cpu_set_t set;
+	/* a CPU affinity mask (taskset, cgroup cpusets) may allow fewer */
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0 &&
+	    CPU_COUNT(&set) < n)
+		n = CPU_COUNT(&set);
+	if (n < 1)
+		n = 1;
+	if (n > SL_SLD_THREADS_MAX)
+		n = SL_SLD_THREADS_MAX;
+	return (unsigned)n;
+}
 
 static uint8_t *slot_data(sl_secret *buf)
 {

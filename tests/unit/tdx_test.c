@@ -8,13 +8,17 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../attest/coll_dir.h"
 #include "../../attest/tdx_quote.h"
 #include "../../attest/x509_util.h"
 #include "seclaunch/attest.h"
@@ -214,6 +218,49 @@ static void test_tamper(void **state)
 }
 
 /* gtg_quote_v5_sample's PCK leaf starts 2026-01-27 14:36:27 (README: verify at >= 2026-01-28). */
+/* sl_p256_verify against OpenSSL's own signatures: r and s with the top
+ * bit set and with leading zero bytes (each DER INTEGER shape) verify, a
+ * flipped bit in r, s or the message does not, and a P-384 key is refused. */
+static void test_p256_verify(void **state)
+{
+	(void)state;
+	EVP_PKEY *k = EVP_EC_gen("prime256v1"), *k384 = EVP_EC_gen("secp384r1");
+	uint8_t msg[100], rs[64];
+	bool high = false, zero = false;
+	assert_non_null(k);
+	assert_non_null(k384);
+	for (int i = 0; i < 20000 && !(i >= 64 && high && zero); i++) {
+		EVP_MD_CTX *md = EVP_MD_CTX_new();
+		unsigned char der[80];
+		size_t dl = sizeof(der);
+		randombytes_buf(msg, sizeof(msg));
+		assert_int_equal(EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, k), 1);
+		assert_int_equal(EVP_DigestSign(md, der, &dl, msg, sizeof(msg)), 1);
+		EVP_MD_CTX_free(md);
+		const unsigned char *p = der;
+		ECDSA_SIG *sig = d2i_ECDSA_SIG(NULL, &p, (long)dl);
+		assert_non_null(sig);
+		assert_int_equal(BN_bn2binpad(ECDSA_SIG_get0_r(sig), rs, 32), 32);
+		assert_int_equal(BN_bn2binpad(ECDSA_SIG_get0_s(sig), rs + 32, 32), 32);
+		ECDSA_SIG_free(sig);
+		high = high || rs[0] >= 0x80 || rs[32] >= 0x80;
+		zero = zero || rs[0] == 0 || rs[32] == 0;
+		assert_int_equal(sl_p256_verify(k, rs, msg, sizeof(msg), "t"), SL_OK);
+		int bit = (int)randombytes_uniform(64 * 8);
+		rs[bit / 8] ^= (uint8_t)(1 << (bit % 8));
+		assert_int_equal(sl_p256_verify(k, rs, msg, sizeof(msg), "t"), SL_E_ATTEST_SIG);
+		rs[bit / 8] ^= (uint8_t)(1 << (bit % 8));
+		msg[i % sizeof(msg)] ^= 1;
+		assert_int_equal(sl_p256_verify(k, rs, msg, sizeof(msg), "t"), SL_E_ATTEST_SIG);
+	}
+	assert_true(high && zero);
+	memset(rs, 0, sizeof(rs));
+	assert_int_equal(sl_p256_verify(k, rs, msg, sizeof(msg), "t"), SL_E_ATTEST_SIG);
+	assert_int_equal(sl_p256_verify(k384, rs, msg, sizeof(msg), "t"), SL_E_ATTEST_CHAIN);
+	EVP_PKEY_free(k);
+	EVP_PKEY_free(k384);
+}
+
 static void test_v5_leaf_dates(void **state)
 {
 	(void)state;
@@ -317,6 +364,87 @@ static void test_cache(void **state)
 	rmcoll(cached, 5);
 }
 
+/* The collateral directory's snapshot (attest/coll_dir.c): once its files
+ * are two seconds old, verifications read them from the snapshot; a byte
+ * changed in place (same size, same name), a file replaced by rename and a
+ * file removed are each seen by the next verification, and a fresh change
+ * is never served from a snapshot. */
+static void flip_in_place(const char *path, const char *needle, size_t at, char to)
+{
+	uint8_t *b = NULL;
+	size_t bl = 0;
+	assert_int_equal(sl_file_read(path, 1 << 20, &b, &bl), SL_OK);
+	char *hit = strstr((char *)b, needle);
+	assert_non_null(hit);
+	FILE *f = fopen(path, "r+");
+	assert_non_null(f);
+	assert_int_equal(fseek(f, (long)(hit - (char *)b + (long)at), SEEK_SET), 0);
+	assert_int_equal(fputc(to, f), to);
+	assert_int_equal(fclose(f), 0);
+	free(b);
+}
+
+static void test_coll_snapshot(void **state)
+{
+	(void)state;
+	const char *d = mkcoll(cached, 5);
+	size_t len = 0;
+	uint64_t s0 = 0, r0 = 0, s1 = 0, r1 = 0;
+	sl_claims *c = NULL;
+	uint8_t *q = load("intel-tdx/trustee_quote_4.dat", &len);
+	char p[512];
+	snprintf(p, sizeof(p), "%s/%s", d, cached[0]);
+
+	/* just written: read each time, never kept */
+	sl_coll_dir_stats(&s0, &r0);
+	assert_int_equal(verify(q, len, d, T_FRESH, NULL, 0, NULL), SL_OK);
+	sl_coll_dir_stats(&s1, &r1);
+	assert_int_equal(s1, s0);
+	assert_true(r1 > r0);
+	sleep(3);
+	assert_int_equal(verify(q, len, d, T_FRESH, NULL, 0, NULL), SL_OK);
+	sl_coll_dir_stats(&s0, &r0);
+	assert_int_equal(verify(q, len, d, T_FRESH, NULL, 0, &c), SL_OK);
+	sl_coll_dir_stats(&s1, &r1);
+	assert_int_equal(r1, r0);
+	assert_true(s1 - s0 >= 2); /* the certificates and the JSON files */
+	assert_string_equal(sl_claims_get(c, "tdx.tcb_status"), "UpToDate");
+	sl_claims_free(c);
+
+	/* one byte of the TCB info changed in place, snapshot warm */
+	flip_in_place(p, "\"pcesvn\":11", 10, '0');
+	expect_fail(verify(q, len, d, T_FRESH, NULL, 0, NULL), SL_E_ATTEST_SIG,
+	            "tcbInfo) does not verify", "TCB info changed in place, snapshot warm");
+	flip_in_place(p, "\"pcesvn\":10", 10, '1');
+	assert_int_equal(verify(q, len, d, T_FRESH, NULL, 0, NULL), SL_OK);
+
+	/* replaced by rename, after the snapshot settled again */
+	sleep(3);
+	assert_int_equal(verify(q, len, d, T_FRESH, NULL, 0, NULL), SL_OK);
+	uint8_t *b = NULL;
+	size_t bl = 0;
+	assert_int_equal(sl_file_read(p, 1 << 20, &b, &bl), SL_OK);
+	char *hit = strstr((char *)b, "\"pcesvn\":11");
+	assert_non_null(hit);
+	hit[10] = '0';
+	assert_int_equal(sl_file_write_atomic(p, b, bl, 0600, true), SL_OK);
+	expect_fail(verify(q, len, d, T_FRESH, NULL, 0, NULL), SL_E_ATTEST_SIG,
+	            "tcbInfo) does not verify", "TCB info replaced, snapshot warm");
+	hit[10] = '1';
+	assert_int_equal(sl_file_write_atomic(p, b, bl, 0600, true), SL_OK);
+	free(b);
+
+	/* removed: no TCB info for this platform any more */
+	sleep(3);
+	assert_int_equal(verify(q, len, d, T_FRESH, NULL, 0, NULL), SL_OK);
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(verify(q, len, d, T_FRESH, NULL, 0, &c), SL_OK);
+	assert_string_equal(sl_claims_get(c, "tdx.tcb_status"), "unknown");
+	sl_claims_free(c);
+	free(q);
+	rmcoll(cached + 1, 4);
+}
+
 int main(void)
 {
 	tl_vector_path(coll, sizeof(coll), "intel-tdx/collateral");
@@ -324,6 +452,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_vectors_valid),
 	    cmocka_unit_test(test_tamper),
+	    cmocka_unit_test(test_p256_verify),
 	    cmocka_unit_test(test_v5_leaf_dates),
 	    cmocka_unit_test(test_pck_ext),
 	    cmocka_unit_test(test_crl),
@@ -333,6 +462,7 @@ int main(void)
 	    cmocka_unit_test(test_collateral_tamper),
 	    cmocka_unit_test(test_collateral_duplicate),
 	    cmocka_unit_test(test_cache),
+	    cmocka_unit_test(test_coll_snapshot),
 	    cmocka_unit_test(test_ccel),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
