@@ -21,8 +21,7 @@
 #include "seclaunch/util.h"
 #include "seclaunch/json.h"
 
-static int g_sig;                 /* a termination signal that arrived before the job */
-static const char *g_cmd = "run"; /* "serve" under seclaunch serve: names every message */
+static int g_sig; /* a termination signal that arrived before the job */
 
 static int poll_sig(void)
 {
@@ -34,51 +33,6 @@ static int poll_sig(void)
 #define CHECK_SIGNAL()                                                                             \
 	SL_ENSURE(poll_sig() == 0, SL_E_SYSTEM, "interrupted by signal %d before the job started", \
 	          g_sig)
-
-void sl_run_say(const char *fmt, ...)
-{
-	va_list ap;
-	if (sl_cli_quiet)
-		return;
-	fprintf(stderr, "seclaunch %s: ", g_cmd);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-sl_err sl_run_record(struct sl_run_st *s, const char *event, const char *ds, const char *key,
-                     const char *decision, json_t *reasons, json_t *details)
-{
-	sl_err rc = SL_OK;
-	if (s->audit != NULL) {
-		sl_audit_record rec = {
-		    .event = event,
-		    .job_id = s->job_id,
-		    .dataset_id = ds,
-		    .key_id = key,
-		    .policy_digest = s->policy != NULL ? sl_policy_digest_hex(s->policy) : NULL,
-		    .decision = decision,
-		    .reasons = reasons,
-		    .claims_digest = s->claims_digest[0] != '\0' ? s->claims_digest : NULL,
-		    .details = details,
-		};
-		/* before the job starts, what the run did stays in this process:
-		 * its records are written at once and fsync'd together just before
-		 * the job (sl_audit_sync in step_job); a refusal or an error is
-		 * durable at once */
-		bool lazy =
-		    s->audit_defer && (decision == NULL || (strcmp(decision, SL_AUDIT_DENY) != 0 &&
-		                                            strcmp(decision, SL_AUDIT_ERROR) != 0));
-		rc = lazy ? sl_audit_append_deferred(s->audit, &rec)
-		          : sl_audit_append(s->audit, &rec);
-		if (rc != SL_OK)
-			rc = sl_err_wrap(rc, "audit log %s", s->o->audit_log);
-	}
-	json_decref(reasons);
-	json_decref(details);
-	return rc;
-}
 
 /* A dataset is an SLD file (hdr) or a sharded dataset (man). */
 static const char *ds_id(const struct sl_run_st *s, size_t i)
@@ -111,13 +65,15 @@ static SL_RESULT step_audit_open(struct sl_run_st *s)
 	json_t *argv0 = NULL, *files = json_array();
 
 	sl_random(id, sizeof(id));
-	sl_hex_encode(id, sizeof(id), s->job_id);
+	sl_hex_encode(id, sizeof(id), s->rep.job_id);
 	if (s->o->audit_log == NULL)
-		sl_run_say("WARNING: no audit log (no --audit-log, $SECLAUNCH_AUDIT_LOG or $HOME)");
+		sl_report_say(
+		    &s->rep,
+		    "WARNING: no audit log (no --audit-log, $SECLAUNCH_AUDIT_LOG or $HOME)");
 	else
 		SL_GUARD(sl_audit_open(s->o->audit_log, s->o->audit_key,
 		                       s->o->serve.on ? "seclaunch serve" : "seclaunch run", 0,
-		                       &s->audit));
+		                       &s->rep.audit));
 	for (size_t i = 0; i < s->o->ndatasets; i++)
 		json_array_append_new(files, json_string(s->o->datasets[i]));
 	argv0 = json_pack("{s:s?, s:o, s:s, s:s, s:s, s:s?, s:s, s:O?}", "command",
@@ -129,7 +85,7 @@ static SL_RESULT step_audit_open(struct sl_run_st *s)
 	                  "user", s->o->user, "mode", s->o->serve.on ? "serve" : "run", "context",
 	                  s->context);
 	files = NULL;
-	SL_GUARD(sl_run_record(s, SL_AUDIT_EV_RUN_START, NULL, NULL, NULL, NULL, argv0));
+	SL_GUARD(sl_report_record(&s->rep, SL_AUDIT_EV_RUN_START, NULL, NULL, NULL, NULL, argv0));
 	argv0 = NULL;
 	rc = SL_OK;
 out:
@@ -178,9 +134,10 @@ static SL_RESULT step_command(struct sl_run_st *s)
 	 * read, the job can read (docs/job-interface.md) */
 	if (!s->user.set && s->o->audit_key != NULL && stat(s->o->audit_key, &st) == 0 &&
 	    st.st_uid == geteuid())
-		sl_run_say("WARNING: the job runs as this user and can read the audit key %s; "
-		           "run seclaunch as root with --user to keep it from the job",
-		           s->o->audit_key);
+		sl_report_say(&s->rep,
+		              "WARNING: the job runs as this user and can read the audit key %s; "
+		              "run seclaunch as root with --user to keep it from the job",
+		              s->o->audit_key);
 	rc = SL_OK;
 out:
 	sl_strv_free(envp);
@@ -310,8 +267,9 @@ static SL_RESULT step_policy(struct sl_run_st *s)
 	sl_err rc = SL_E_INTERNAL;
 	SL_GUARD(sl_policy_load_signed(s->o->policy_path, s->o->policy_sig, s->o->policy_pub,
 	                               &s->policy));
-	sl_run_say("policy %s: signature verified, sha256 %s", s->o->policy_path,
-	           sl_policy_digest_hex(s->policy));
+	s->rep.policy_digest = sl_policy_digest_hex(s->policy);
+	sl_report_say(&s->rep, "policy %s: signature verified, sha256 %s", s->o->policy_path,
+	              sl_policy_digest_hex(s->policy));
 	rc = SL_OK;
 out:
 	return rc;
@@ -335,13 +293,13 @@ static SL_RESULT step_preflight(struct sl_run_st *s)
 		SL_GUARD(sl_decision_reasons_json(d, &reasons));
 		details = json_pack("{s:s, s:s}", "gpu", s->gpu.reason[0] ? s->gpu.reason : "none",
 		                    "gpu_cc", s->gpu.cc);
-		SL_GUARD(sl_run_record(s, SL_AUDIT_EV_RUN_PREFLIGHT, ds, key,
-		                       ok ? SL_AUDIT_ALLOW : SL_AUDIT_DENY, reasons, details));
+		SL_GUARD(sl_report_record(&s->rep, SL_AUDIT_EV_RUN_PREFLIGHT, ds, key,
+		                          ok ? SL_AUDIT_ALLOW : SL_AUDIT_DENY, reasons, details));
 		reasons = details = NULL;
 		if (!ok) {
 			fprintf(stderr,
 			        "seclaunch %s: the policy denies dataset %s (key %s) here:\n",
-			        g_cmd, ds, key);
+			        s->rep.cmd, ds, key);
 			for (size_t j = 0; j < sl_decision_reason_count(d); j++)
 				fprintf(stderr, "  - %s\n", sl_decision_reason(d, j));
 			fprintf(stderr, "  nothing was fetched from the KMS\n");
@@ -349,13 +307,36 @@ static SL_RESULT step_preflight(struct sl_run_st *s)
 			SL_GUARD(sl_decision_err(d));
 		}
 	}
-	sl_run_say("pre-flight: the policy allows %zu dataset%s here", s->n, s->n == 1 ? "" : "s");
+	sl_report_say(&s->rep, "pre-flight: the policy allows %zu dataset%s here", s->n,
+	              s->n == 1 ? "" : "s");
 	rc = SL_OK;
 out:
 	json_decref(reasons);
 	json_decref(details);
 	sl_decision_free(d);
 	return rc;
+}
+
+/* What --output and --resume name, read before anything is attested. */
+static SL_RESULT step_outputs_open(struct sl_run_st *s)
+{
+	struct sl_out_ctx x = {.rep = &s->rep,
+	                       .c = &s->o->outcfg,
+	                       .remote = &s->o->remote,
+	                       .user = &s->user,
+	                       .env = s->o->env,
+	                       .kms_url = s->o->kms_url,
+	                       .threads = s->o->threads};
+	return sl_out_open(&x, &s->out);
+}
+
+/* The policy's verdict on every output, beside the inputs it reads. */
+static SL_RESULT step_outputs_preflight(struct sl_run_st *s)
+{
+	const char *ids[SL_RUN_MAX_DATASETS];
+	for (size_t i = 0; i < s->n; i++)
+		ids[i] = ds_id(s, i);
+	return sl_out_preflight(s->out, s->policy, s->claims, ids, s->n, &s->explained);
 }
 
 /* The KMS answers every refusal with 403 and a list of reasons, each with a
@@ -371,15 +352,15 @@ static SL_RESULT explain_refusal(struct sl_run_st *s)
 	size_t i;
 
 	snprintf(detail, sizeof(detail), "%s", sl_err_detail());
-	fprintf(stderr, "seclaunch %s: the KMS refused to release the keys:\n", g_cmd);
+	fprintf(stderr, "seclaunch %s: the KMS refused to release the keys:\n", s->rep.cmd);
 	json_array_foreach (reasons, i, r) {
 		const char *c = sl_json_getstr(r, "code");
 		const char *d = sl_json_getstr(r, "detail");
 		fprintf(stderr, "  - [%s] %s\n", c != NULL ? c : "?", d != NULL ? d : "?");
 	}
 	s->explained = true;
-	sl_err a = sl_run_record(s, SL_AUDIT_EV_RUN_RELEASE, NULL, NULL, SL_AUDIT_DENY,
-	                         reasons != NULL ? json_deep_copy(reasons) : NULL, NULL);
+	sl_err a = sl_report_record(&s->rep, SL_AUDIT_EV_RUN_RELEASE, NULL, NULL, SL_AUDIT_DENY,
+	                            reasons != NULL ? json_deep_copy(reasons) : NULL, NULL);
 	(void)a;
 	return sl_err_set(
 	    code, "%s%s",
@@ -395,12 +376,14 @@ static void step_time(const struct sl_run_st *s, const char *name, uint64_t t)
 	if (!s->o->verbose)
 		return;
 	if (strcmp(name, "challenge") != 0)
-		sl_run_say("time: %s %.2f ms", name, ms);
+		sl_report_say(&s->rep, "time: %s %.2f ms", name, ms);
 	else if (s->ch_async.started)
-		sl_run_say("time: challenge sent %.2f ms", ms);
+		sl_report_say(&s->rep, "time: challenge sent %.2f ms", ms);
 	else
-		sl_run_say("time: challenge wait %.2f ms (round trip %.2f ms, beside the workload)",
-		           ms, (double)s->ch_async.ns / 1e6);
+		sl_report_say(
+		    &s->rep,
+		    "time: challenge wait %.2f ms (round trip %.2f ms, beside the workload)", ms,
+		    (double)s->ch_async.ns / 1e6);
 }
 
 /* The launch's one release: the inputs' keys, the resumed checkpoints'
@@ -429,12 +412,13 @@ static SL_RESULT step_release(struct sl_run_st *s)
 		s->dek[i] = deks[i];
 		deks[i] = NULL;
 	}
-	sl_out_released(s, &deks[s->n], r->out_keys);
-	SL_GUARD(sl_run_record(s, SL_AUDIT_EV_RUN_RELEASE, NULL, NULL, SL_AUDIT_ALLOW, NULL,
-	                       json_pack("{s:i, s:i, s:i}", "keys", (int)s->n, "resumes",
-	                                 (int)r->nresume, "outputs", (int)r->noutputs)));
-	sl_run_say("KMS released %zu key%s (sealed to this run's ephemeral key)", r->rq.nkeys,
-	           r->rq.nkeys == 1 ? "" : "s");
+	sl_out_released(s->out, &deks[s->n], r->out_keys);
+	SL_GUARD(sl_report_record(&s->rep, SL_AUDIT_EV_RUN_RELEASE, NULL, NULL, SL_AUDIT_ALLOW,
+	                          NULL,
+	                          json_pack("{s:i, s:i, s:i}", "keys", (int)s->n, "resumes",
+	                                    (int)r->nresume, "outputs", (int)r->noutputs)));
+	sl_report_say(&s->rep, "KMS released %zu key%s (sealed to this run's ephemeral key)",
+	              r->rq.nkeys, r->rq.nkeys == 1 ? "" : "s");
 	rc = SL_OK;
 out:
 	for (size_t i = 0; i < SL_RUN_MAX_DATASETS + SL_OUT_MAX; i++)
@@ -467,13 +451,14 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 			SL_GUARD(rc);
 			sl_stream_stats st;
 			sl_stream_stats_get(s->stream[i], &st);
-			SL_GUARD(sl_run_record(
-			    s, SL_AUDIT_EV_RUN_STAGE, ds_id(s, i), ds_key(s, i), NULL, NULL,
+			SL_GUARD(sl_report_record(
+			    &s->rep, SL_AUDIT_EV_RUN_STAGE, ds_id(s, i), ds_key(s, i), NULL, NULL,
 			    json_pack("{s:s, s:I, s:s, s:I, s:I}", "method", "stream", "size",
 			              (json_int_t)ds_size(s, i), "root", s->root[i], "shards",
 			              (json_int_t)sl_sldm_shard_count(s->man[i]), "window",
 			              (json_int_t)st.window)));
-			sl_run_say(
+			sl_report_say(
+			    &s->rep,
 			    "streaming %s: %llu bytes in %u shards through a %llu-byte window",
 			    ds_id(s, i), (unsigned long long)ds_size(s, i),
 			    sl_sldm_shard_count(s->man[i]), (unsigned long long)st.window);
@@ -506,8 +491,8 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 			s->partial = ds_id(s, i);
 		SL_GUARD(rc);
 		const char *ds = ds_id(s, i);
-		SL_GUARD(sl_run_record(
-		    s, SL_AUDIT_EV_RUN_STAGE, ds, ds_key(s, i), NULL, NULL,
+		SL_GUARD(sl_report_record(
+		    &s->rep, SL_AUDIT_EV_RUN_STAGE, ds, ds_key(s, i), NULL, NULL,
 		    json_pack(
 		        "{s:s, s:I, s:s, s:I, s:s}", "method", sl_stage_method(s->stage[i]), "size",
 		        (json_int_t)sl_stage_size(s->stage[i]), "root", s->root[i], "shards",
@@ -516,9 +501,9 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 		        : !s->use_gpu     ? "none"
 		        : ipc             ? "ipc"
 		                          : "upload by the job")));
-		sl_run_say("staged %s: %llu bytes (%s)", ds,
-		           (unsigned long long)sl_stage_size(s->stage[i]),
-		           sl_stage_method(s->stage[i]));
+		sl_report_say(&s->rep, "staged %s: %llu bytes (%s)", ds,
+		              (unsigned long long)sl_stage_size(s->stage[i]),
+		              sl_stage_method(s->stage[i]));
 	}
 	rc = SL_OK;
 out:
@@ -552,11 +537,11 @@ static json_t *files_json(const sl_sldm *m)
 static void data_refused(void *ctx, pid_t pid, uid_t uid, const char *why)
 {
 	struct sl_run_st *s = ctx;
-	sl_err rc = sl_run_record(s, SL_AUDIT_EV_RUN_DATA_REFUSED, NULL, NULL, SL_AUDIT_DENY,
-	                          json_pack("[s]", why),
-	                          json_pack("{s:i, s:i}", "pid", (int)pid, "uid", (int)uid));
+	sl_err rc = sl_report_record(&s->rep, SL_AUDIT_EV_RUN_DATA_REFUSED, NULL, NULL,
+	                             SL_AUDIT_DENY, json_pack("[s]", why),
+	                             json_pack("{s:i, s:i}", "pid", (int)pid, "uid", (int)uid));
 	if (rc != SL_OK)
-		fprintf(stderr, "seclaunch %s: warning: %s\n", g_cmd, sl_err_detail());
+		fprintf(stderr, "seclaunch %s: warning: %s\n", s->rep.cmd, sl_err_detail());
 }
 
 static SL_RESULT stream_acquire(void *ctx, uint32_t shard, int *fd, uint64_t *len, int *not_ready)
@@ -640,73 +625,15 @@ out:
 	return rc;
 }
 
-/* SECLAUNCH_DATA as the job gets it. One environment string may hold at
- * most 128 KiB (the kernel's MAX_ARG_STRLEN; exec fails with E2BIG past
- * it), and a dataset of a few thousand files lists more than that. Past
- * SL_RUN_DATA_ENV_MAX, each entry's "files" and "shards" are left out, with
- * their counts and "files_from": "service": the job pages them from the data
- * service ("files" / "shards" requests). */
-sl_err sl_run_data_slim(json_t *data, size_t max, bool *cut_any)
-{
-	sl_err rc = SL_E_NOMEM;
-	char *text = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
-	const char *id;
-	json_t *e;
-
-	*cut_any = false;
-	SL_ENSURE(text != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
-	size_t full = strlen(text);
-	sl_wipe(text, full);
-	free(text);
-	text = NULL;
-	if (full <= max)
-		return SL_OK;
-	json_object_foreach (data, id, e) {
-		static const char *const lists[] = {"files", "shards"};
-		static const char *const counts[] = {"file_count", "shard_count"};
-		bool cut = false;
-		for (size_t k = 0; k < 2; k++) {
-			const json_t *a = json_object_get(e, lists[k]);
-			if (!json_is_array(a))
-				continue;
-			SL_ENSURE(json_object_set_new(
-			              e, counts[k], json_integer((json_int_t)json_array_size(a))) ==
-			                  0 &&
-			              json_object_del(e, lists[k]) == 0,
-			          SL_E_NOMEM, "SECLAUNCH_DATA");
-			cut = true;
-		}
-		if (cut)
-			SL_ENSURE(json_object_set_new(e, "files_from", json_string("service")) == 0,
-			          SL_E_NOMEM, "SECLAUNCH_DATA");
-		*cut_any |= cut;
-	}
-	text = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
-	SL_ENSURE(text != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
-	SL_ENSURE(strlen(text) <= max, SL_E_TOO_LARGE,
-	          "SECLAUNCH_DATA: %zu bytes even without the file lists (at most %zu)",
-	          strlen(text), max);
-	sl_run_say("SECLAUNCH_DATA lists no files (%zu bytes with them, over %zu): the job "
-	           "pages them from the data service",
-	           full, max);
-	rc = SL_OK;
-out:
-	if (text != NULL) {
-		sl_wipe(text, strlen(text));
-		free(text);
-	}
-	return rc;
-}
-
 /* SECLAUNCH_DATA as the job gets it (sl_run_data_slim). */
-static SL_RESULT data_env_text(const json_t *data, char **out)
+static SL_RESULT data_env_text(const struct sl_report *rep, const json_t *data, char **out)
 {
 	sl_err rc = SL_E_NOMEM;
 	json_t *slim = json_deep_copy(data);
 	bool cut;
 
 	SL_ENSURE(slim != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
-	SL_GUARD(sl_run_data_slim(slim, SL_RUN_DATA_ENV_MAX, &cut));
+	SL_GUARD(sl_run_data_slim(rep, slim, SL_RUN_DATA_ENV_MAX, &cut));
 	*out = json_dumps(slim, JSON_COMPACT | JSON_SORT_KEYS);
 	SL_ENSURE(*out != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
 	rc = SL_OK;
@@ -719,15 +646,30 @@ static void job_started(pid_t pid, void *ctx)
 {
 	struct sl_run_st *s = ctx;
 	if (s->o->verbose)
-		sl_run_say("time: job started %.2f ms after the run began",
-		           (double)(sl_now_ns() - s->t0) / 1e6);
+		sl_report_say(&s->rep, "time: job started %.2f ms after the run began",
+		              (double)(sl_now_ns() - s->t0) / 1e6);
 	sl_err rc =
-	    sl_run_record(s, SL_AUDIT_EV_RUN_JOB_START, NULL, NULL, NULL, NULL,
-	                  json_pack("{s:i, s:s}", "pid", (int)pid, "command", s->o->cmd[0]));
+	    sl_report_record(&s->rep, SL_AUDIT_EV_RUN_JOB_START, NULL, NULL, NULL, NULL,
+	                     json_pack("{s:i, s:s}", "pid", (int)pid, "command", s->o->cmd[0]));
 	if (rc != SL_OK)
-		fprintf(stderr, "seclaunch %s: warning: %s\n", g_cmd, sl_err_detail());
-	sl_run_lease_start(s);
-	sl_out_job_started(s, pid);
+		fprintf(stderr, "seclaunch %s: warning: %s\n", s->rep.cmd, sl_err_detail());
+	sl_run_lease_start(s->lease);
+	sl_out_job_started(s->out, pid);
+}
+
+/* The lease the release granted (NULL: no key_ttl). */
+static const json_t *granted_lease(const struct sl_run_st *s)
+{
+	return s->kms != NULL ? sl_kms_last_lease(s->kms) : NULL;
+}
+
+/* serve's data service (struct sl_run_serve_in), over this run's datasets. */
+static SL_RESULT serve_data_service(void *ctx, json_t *data, const char *token, const char **socket)
+{
+	struct sl_run_st *s = ctx;
+	sl_err rc = sl_run_data_service(s, data, token);
+	*socket = rc == SL_OK ? sl_dsvc_path(s->dsvc) : NULL;
+	return rc;
 }
 
 static SL_RESULT step_job(struct sl_run_st *s, int *exit_code, const char **why)
@@ -762,24 +704,33 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code, const char **why)
 	}
 	/* every record of the launch is on disk before a job (or serve's
 	 * clients) can see any data */
-	rc = sl_audit_sync(s->audit);
+	rc = sl_audit_sync(s->rep.audit);
 	if (rc != SL_OK)
 		SL_GUARD(sl_err_wrap(rc, "audit log %s", s->o->audit_log));
-	s->audit_defer = false;
+	s->rep.defer = false;
 	if (s->o->serve.on) {
-		SL_GUARD(sl_run_step_serve(s, data, why, exit_code));
+		struct sl_run_serve_in in = {.rep = &s->rep,
+		                             .o = &s->o->serve,
+		                             .user = &s->user,
+		                             .ndatasets = s->n,
+		                             .out = s->out,
+		                             .lease = s->lease,
+		                             .granted = granted_lease(s),
+		                             .data_service = serve_data_service,
+		                             .ctx = s};
+		SL_GUARD(sl_run_step_serve(&in, data, why, exit_code));
 		rc = SL_OK;
 		goto out;
 	}
 	SL_GUARD(sl_run_data_service(s, data, NULL));
-	SL_GUARD(data_env_text(data, &text));
+	SL_GUARD(data_env_text(&s->rep, data, &text));
 	SL_GUARD(sl_job_env_build(s->o->env, environ, text, &envp));
 	CHECK_SIGNAL();
 	const char *nocg = getenv("SECLAUNCH_NO_CGROUP");
 	sl_job_spec sp = {.argv = s->wl.exec_argv != NULL ? s->wl.exec_argv : s->o->cmd,
 	                  .path = s->exe,
 	                  .exec_fd = s->wl.exe_fd >= 0 ? &s->wl.exe_fd : NULL,
-	                  .stop_fd = sl_run_lease_stop_fd(s),
+	                  .stop_fd = sl_run_lease_stop_fd(s->lease, granted_lease(s)),
 	                  .envp = envp,
 	                  .fds = fds,
 	                  .nfds = nfds,
@@ -787,31 +738,32 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code, const char **why)
 	                  .grace_s =
 	                      s->o->kill_grace_set ? s->o->kill_grace_s : SL_RUN_KILL_GRACE_DEFAULT,
 	                  .user = &s->user,
-	                  .name = s->job_id,
+	                  .name = s->rep.job_id,
 	                  .no_cgroup = nocg != NULL && strcmp(nocg, "1") == 0,
 	                  .started = job_started,
 	                  .ctx = s};
-	sl_run_say("starting the job: %s", s->o->cmd[0]);
+	sl_report_say(&s->rep, "starting the job: %s", s->o->cmd[0]);
 	rc = sl_job_run(&sp, &res);
-	sl_run_lease_stop(s);
+	sl_run_lease_stop(s->lease);
 	SL_GUARD(rc);
-	sl_out_job_exited(s, &res);
+	sl_out_job_exited(s->out, &res);
 	*exit_code = res.exit_code;
-	SL_GUARD(sl_run_record(s, SL_AUDIT_EV_RUN_JOB_EXIT, NULL, NULL, NULL, NULL,
-	                       json_pack("{s:i, s:i, s:i, s:b, s:b, s:b, s:i, s:s, s:i, s:s?}",
-	                                 "pid", (int)res.pid, "exit_code", res.exit_code, "signal",
-	                                 res.signaled ? res.signo : 0, "timed_out", res.timed_out,
-	                                 "killed", res.killed, "escalated", res.escalated,
-	                                 "forwarded_signal", res.forwarded, "containment",
-	                                 res.containment, "leftover_killed", (int)res.leftover,
-	                                 "user", s->user.set ? s->user.name : NULL)));
+	SL_GUARD(sl_report_record(
+	    &s->rep, SL_AUDIT_EV_RUN_JOB_EXIT, NULL, NULL, NULL, NULL,
+	    json_pack("{s:i, s:i, s:i, s:b, s:b, s:b, s:i, s:s, s:i, s:s?}", "pid", (int)res.pid,
+	              "exit_code", res.exit_code, "signal", res.signaled ? res.signo : 0,
+	              "timed_out", res.timed_out, "killed", res.killed, "escalated", res.escalated,
+	              "forwarded_signal", res.forwarded, "containment", res.containment,
+	              "leftover_killed", (int)res.leftover, "user",
+	              s->user.set ? s->user.name : NULL)));
 	if (res.leftover > 0)
-		sl_run_say("killed %u process%s the job left running (%s containment)",
-		           res.leftover, res.leftover == 1 ? "" : "es", res.containment);
+		sl_report_say(&s->rep, "killed %u process%s the job left running (%s containment)",
+		              res.leftover, res.leftover == 1 ? "" : "es", res.containment);
 	if (res.timed_out)
-		sl_run_say("the job ran past --timeout %u s and was stopped", s->o->timeout_s);
+		sl_report_say(&s->rep, "the job ran past --timeout %u s and was stopped",
+		              s->o->timeout_s);
 	if (res.stopped)
-		(void)sl_run_lease_end(s, exit_code);
+		(void)sl_run_lease_end(s->lease, exit_code);
 	rc = SL_OK;
 out:
 	json_decref(e);
@@ -874,8 +826,8 @@ static SL_RESULT wipe_all(struct sl_run_st *s, const char *why)
 	bool eph = s->eph_sk != NULL;
 	sl_secret_free(s->eph_sk);
 	s->eph_sk = NULL;
-	return sl_run_record(
-	    s, SL_AUDIT_EV_RUN_WIPE, NULL, NULL, all ? SL_AUDIT_ALLOW : SL_AUDIT_ERROR, NULL,
+	return sl_report_record(
+	    &s->rep, SL_AUDIT_EV_RUN_WIPE, NULL, NULL, all ? SL_AUDIT_ALLOW : SL_AUDIT_ERROR, NULL,
 	    json_pack("{s:s, s:o, s:s?, s:i, s:b, s:b, s:O?}", "after", why, "staged", list,
 	              "partly_staged_wiped", s->partial, "deks_wiped_unused", (int)deks,
 	              "ephemeral_key_wiped_now", eph, "all_zeroed", all, "context", s->context));
@@ -900,8 +852,10 @@ static void cleanup(struct sl_run_st *s)
 	sl_secret_free(s->eph_sk);
 	s->eph_sk = NULL;
 	sl_kms_free(s->kms);
+	s->rep.policy_digest = NULL;
 	sl_policy_free(s->policy);
-	sl_run_lease_free(s);
+	sl_run_lease_free(s->lease);
+	s->lease = NULL;
 	sl_wl_free(&s->wl);
 	json_decref(s->context);
 }
@@ -916,17 +870,27 @@ int sl_run_execute(struct sl_run *o)
 
 	memset(&s, 0, sizeof(s));
 	s.t0 = sl_now_ns();
-	s.audit_defer = true;
+	s.rep.defer = true;
+	s.rep.cmd = cmd;
+	s.rep.audit_log = o->audit_log;
 	s.o = o;
 	for (size_t i = 0; i < SL_RUN_MAX_DATASETS; i++)
 		s.fd[i] = s.dfd[i] = -1;
 	sl_wl_init(&s.wl);
-	g_cmd = cmd;
+	struct sl_run_lease_cfg lc = {.rep = &s.rep,
+	                              .kms_url = o->kms_url,
+	                              .kms_ca = o->kms_ca,
+	                              .kms_pin = o->kms_pin,
+	                              .grace_s = o->lease_grace_s,
+	                              .renew = sl_run_renew,
+	                              .ctx = &s};
+	s.lease = sl_run_lease_new(&lc);
 	if (o->serve.on)
 		s.context = sl_run_serve_context();
 	rc = sl_supervise_init();
 	if (rc != SL_OK) {
 		json_decref(s.context);
+		sl_run_lease_free(s.lease);
 		return sl_cli_fail(cmd, rc);
 	}
 #define STEP(name, call)                                                                           \
@@ -945,7 +909,7 @@ int sl_run_execute(struct sl_run *o)
 	STEP("command", step_command(&s));
 	STEP("datasets", step_datasets(&s));
 	/* what --output and --resume name, read before anything is attested */
-	STEP("datasets", sl_out_open(&s));
+	STEP("datasets", step_outputs_open(&s));
 	STEP("policy", step_policy(&s));
 	STEP("gpu", sl_run_step_gpu(&s));
 	STEP("challenge", sl_run_challenge_begin(&s));
@@ -957,10 +921,10 @@ int sl_run_execute(struct sl_run *o)
 	STEP("identity", sl_run_step_identity(&s));
 	STEP("claims", sl_run_step_claims(&s));
 	STEP("preflight", step_preflight(&s));
-	STEP("outputs", sl_out_preflight(&s));
+	STEP("outputs", step_outputs_preflight(&s));
 	STEP("release", step_release(&s));
 	STEP("stage", step_stage(&s));
-	STEP("outputs", sl_out_prepare(&s));
+	STEP("outputs", sl_out_prepare(s.out));
 	s.step = o->serve.on ? "serve" : "job";
 	rc = step_job(&s, &job_code, &why);
 	if (rc != SL_OK)
@@ -972,8 +936,8 @@ int sl_run_execute(struct sl_run *o)
 		if (se != SL_OK) {
 			fprintf(stderr, "seclaunch %s: streaming %s failed while the job ran\n",
 			        cmd, ds_id(&s, i));
-			sl_err a = sl_run_record(
-			    &s, SL_AUDIT_EV_RUN_ERROR, ds_id(&s, i), NULL, SL_AUDIT_ERROR, NULL,
+			sl_err a = sl_report_record(
+			    &s.rep, SL_AUDIT_EV_RUN_ERROR, ds_id(&s, i), NULL, SL_AUDIT_ERROR, NULL,
 			    json_pack("{s:s, s:s, s:i}", "step", "stream", "error", sl_err_name(se),
 			              "job_exit_code", job_code));
 			(void)a;
@@ -982,7 +946,7 @@ int sl_run_execute(struct sl_run *o)
 		}
 	}
 	/* outputs sealed and uploaded (or not): the run's status */
-	run_code = sl_out_finish(&s, job_code);
+	run_code = sl_out_finish(&s.out, job_code);
 	rc = wipe_all(&s, why);
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch %s: warning: %s\n", cmd, sl_err_detail());
@@ -997,7 +961,7 @@ int sl_run_execute(struct sl_run *o)
 		        run_code == SL_OUT_PREEMPTED_EXIT ? " (preempted, outputs sealed)" : "");
 	else if (!sl_cli_quiet)
 		fprintf(stderr, "seclaunch run: job exited %d; data and keys wiped\n", job_code);
-	if (s.audit != NULL && sl_audit_close(s.audit) != SL_OK)
+	if (s.rep.audit != NULL && sl_audit_close(s.rep.audit) != SL_OK)
 		fprintf(stderr, "seclaunch %s: warning: closing the audit log: %s\n", cmd,
 		        sl_err_detail());
 	cleanup(&s);
@@ -1012,11 +976,11 @@ failed:
 		           : s.cmd_status > 0 ? s.cmd_status
 		                              : sl_err_exit_code(rc);
 		/* the record of the failure, then the wipe: both before exit */
-		sl_err a =
-		    sl_run_record(&s, SL_AUDIT_EV_RUN_ERROR, NULL, NULL, SL_AUDIT_ERROR, NULL,
-		                  json_pack("{s:s, s:s, s:s, s:i}", "step", s.step, "error",
-		                            sl_err_name(rc), "message", detail, "exit_code", code));
-		sl_out_abort(&s);
+		sl_err a = sl_report_record(
+		    &s.rep, SL_AUDIT_EV_RUN_ERROR, NULL, NULL, SL_AUDIT_ERROR, NULL,
+		    json_pack("{s:s, s:s, s:s, s:i}", "step", s.step, "error", sl_err_name(rc),
+		              "message", detail, "exit_code", code));
+		sl_out_abort(&s.out);
 		sl_err w = wipe_all(&s, g_sig != 0 ? "signal" : "error");
 		/* a refusal whose reasons are printed already is not printed again
 		 * (under --json the one error object is still due) */
@@ -1024,11 +988,11 @@ failed:
 			sl_cli_report(cmd, rc, code, detail);
 		if (o->serve.on)
 			sl_run_serve_failed(s.o, rc, code, detail);
-		if ((a != SL_OK || w != SL_OK) && s.audit != NULL)
+		if ((a != SL_OK || w != SL_OK) && s.rep.audit != NULL)
 			fprintf(stderr,
 			        "seclaunch %s: warning: the audit log could not record this\n",
 			        cmd);
-		if (s.audit != NULL && sl_audit_close(s.audit) != SL_OK)
+		if (s.rep.audit != NULL && sl_audit_close(s.rep.audit) != SL_OK)
 			fprintf(stderr, "seclaunch %s: warning: closing the audit log: %s\n", cmd,
 			        sl_err_detail());
 		cleanup(&s);
