@@ -34,30 +34,6 @@ static int poll_sig(void)
 	SL_ENSURE(poll_sig() == 0, SL_E_SYSTEM, "interrupted by signal %d before the job started", \
 	          g_sig)
 
-/* A dataset is an SLD file (hdr) or a sharded dataset (man). */
-static const char *ds_id(const struct sl_run_st *s, size_t i)
-{
-	return s->man[i] != NULL ? sl_sldm_dataset_id(s->man[i])
-	                         : sl_sld_header_dataset_id(s->hdr[i]);
-}
-
-static const char *ds_key(const struct sl_run_st *s, size_t i)
-{
-	return s->man[i] != NULL ? sl_sldm_key_id(s->man[i]) : sl_sld_header_key_id(s->hdr[i]);
-}
-
-static const uint8_t *ds_wrapped(const struct sl_run_st *s, size_t i, size_t *len)
-{
-	return s->man[i] != NULL ? sl_sldm_wrapped_dek(s->man[i], len)
-	                         : sl_sld_header_wrapped_dek(s->hdr[i], len);
-}
-
-static uint64_t ds_size(const struct sl_run_st *s, size_t i)
-{
-	return s->man[i] != NULL ? sl_sldm_plaintext_len(s->man[i])
-	                         : sl_sld_header_plaintext_len(s->hdr[i]);
-}
-
 static SL_RESULT step_audit_open(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
@@ -160,40 +136,17 @@ static uint64_t mem_available(void)
 }
 
 /* Opens one dataset: an SLD file, a dataset folder, or a dataset URL. */
-static SL_RESULT open_dataset(struct sl_run_st *s, size_t i, const char *path)
+static SL_RESULT open_dataset(struct sl_run_st *s, sl_dataset *d, const char *path)
 {
 	sl_err rc = SL_E_INPUT;
-	uint8_t d[32];
 
-	if (sl_remote_is_url(path)) {
-		s->o->remote.quiet = sl_cli_quiet;
-		SL_GUARD(sl_remote_open(path, &s->o->remote, &s->rem[i]));
-		SL_GUARD(sl_tree_manifest(NULL, s->rem[i], &s->man[i]));
-	} else {
-		/* opened with the rights of the job's user (--user): a dataset
-		 * that user cannot read is not read for them by root; every later
-		 * read goes through this descriptor */
-		struct stat st;
-		int fd = -1;
-		SL_GUARD(sl_user_open(&s->user, path, &fd));
-		if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-			s->dfd[i] = fd;
-			SL_GUARD(sl_tree_manifest_at(fd, path, &s->man[i]));
-		} else {
-			s->fd[i] = fd;
-			SL_GUARD(sl_sld_header_read_fd(fd, path, &s->hdr[i]));
-		}
-	}
+	s->o->remote.quiet = sl_cli_quiet;
+	SL_GUARD(sl_dataset_open(d, path, &s->user, &s->o->remote));
 	/* GPU decryption takes SLD chunks one file at a time: single files only */
-	SL_ENSURE(s->man[i] == NULL || !s->o->gpu_decrypt, SL_E_USAGE,
+	SL_ENSURE(d->man == NULL || !s->o->gpu_decrypt, SL_E_USAGE,
 	          "%s: --gpu-decrypt takes SLD files; a sharded dataset is staged in host "
 	          "memory and uploaded by the job (--stage gpu)",
 	          path);
-	if (s->man[i] != NULL)
-		sl_sldm_root(s->man[i], d);
-	else
-		sl_sld_header_digest(s->hdr[i], d);
-	sl_hex_encode(d, sizeof(d), s->root[i]);
 	rc = SL_OK;
 out:
 	return rc;
@@ -206,18 +159,19 @@ static SL_RESULT step_datasets(struct sl_run_st *s)
 	for (size_t i = 0; i < s->o->ndatasets; i++) {
 		const char *path = s->o->datasets[i];
 		s->n = i + 1;
-		SL_GUARD(open_dataset(s, i, path));
+		sl_dataset *d = &s->ds[i];
+		SL_GUARD(open_dataset(s, d, path));
 		size_t wl = 0;
-		(void)ds_wrapped(s, i, &wl);
-		SL_ENSURE(ds_key(s, i)[0] != '\0' && wl > 0, SL_E_INPUT,
+		(void)sl_dataset_wrapped_dek(d, &wl);
+		SL_ENSURE(sl_dataset_key_id(d)[0] != '\0' && wl > 0, SL_E_INPUT,
 		          "%s: encrypted with a local key file (no KMS key id in its %s); "
 		          "seclaunch run needs a dataset encrypted with --kms",
-		          path, s->man[i] != NULL ? "manifest" : "header");
+		          path, d->man != NULL ? "manifest" : "header");
 		for (size_t j = 0; j < i; j++)
-			SL_ENSURE(strcmp(ds_id(s, j), ds_id(s, i)) != 0, SL_E_INPUT,
-			          "%s and %s hold the same dataset id '%s'", s->o->datasets[j],
-			          path, ds_id(s, i));
-		total += ds_size(s, i);
+			SL_ENSURE(strcmp(sl_dataset_id(&s->ds[j]), sl_dataset_id(d)) != 0,
+			          SL_E_INPUT, "%s and %s hold the same dataset id '%s'",
+			          s->o->datasets[j], path, sl_dataset_id(d));
+		total += sl_dataset_size(d);
 	}
 	/* how each dataset is staged: --stage stream streams every sharded
 	 * dataset; auto streams them when staging them whole would take more
@@ -228,21 +182,22 @@ static SL_RESULT step_datasets(struct sl_run_st *s)
 	                  (s->o->where == SL_STAGE_AUTO && avail > 0 && total > avail / 2);
 	uint64_t need = 0;
 	for (size_t i = 0; i < s->n; i++) {
-		s->streamed[i] = stream_all && s->man[i] != NULL;
-		if (s->streamed[i]) {
+		sl_dataset *d = &s->ds[i];
+		d->streamed = stream_all && d->man != NULL;
+		if (d->streamed) {
 			uint64_t largest = 0;
-			for (uint32_t k = 0; k < sl_sldm_shard_count(s->man[i]); k++)
-				if (sl_sldm_shard_at(s->man[i], k).plaintext_len > largest)
-					largest = sl_sldm_shard_at(s->man[i], k).plaintext_len;
+			for (uint32_t k = 0; k < sl_sldm_shard_count(d->man); k++)
+				if (sl_sldm_shard_at(d->man, k).plaintext_len > largest)
+					largest = sl_sldm_shard_at(d->man, k).plaintext_len;
 			SL_ENSURE(
 			    largest <= window, SL_E_USAGE,
 			    "%s: its largest shard holds %llu bytes, more than the --window of "
 			    "%llu; give a larger --window",
 			    s->o->datasets[i], (unsigned long long)largest,
 			    (unsigned long long)window);
-			need += ds_size(s, i) < window ? ds_size(s, i) : window;
+			need += sl_dataset_size(d) < window ? sl_dataset_size(d) : window;
 		} else {
-			need += ds_size(s, i);
+			need += sl_dataset_size(d);
 		}
 	}
 	/* what is staged must fit in memory: said now, before any key is
@@ -282,8 +237,8 @@ static SL_RESULT step_preflight(struct sl_run_st *s)
 	json_t *reasons = NULL, *details = NULL;
 
 	for (size_t i = 0; i < s->n; i++) {
-		const char *ds = ds_id(s, i);
-		const char *key = ds_key(s, i);
+		const char *ds = sl_dataset_id(&s->ds[i]);
+		const char *key = sl_dataset_key_id(&s->ds[i]);
 		sl_policy_request req = {
 		    .dataset_id = ds, .key_id = key, .gpu_decrypt = s->o->gpu_decrypt};
 		sl_decision_free(d);
@@ -335,7 +290,7 @@ static SL_RESULT step_outputs_preflight(struct sl_run_st *s)
 {
 	const char *ids[SL_RUN_MAX_DATASETS];
 	for (size_t i = 0; i < s->n; i++)
-		ids[i] = ds_id(s, i);
+		ids[i] = sl_dataset_id(&s->ds[i]);
 	return sl_out_preflight(s->out, s->policy, s->claims, ids, s->n, &s->explained);
 }
 
@@ -409,7 +364,7 @@ static SL_RESULT step_release(struct sl_run_st *s)
 		rc = explain_refusal(s);
 	SL_GUARD(rc);
 	for (size_t i = 0; i < s->n; i++) {
-		s->dek[i] = deks[i];
+		s->ds[i].dek = deks[i];
 		deks[i] = NULL;
 	}
 	sl_out_released(s->out, &deks[s->n], r->out_keys);
@@ -433,77 +388,75 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	for (size_t i = 0; i < s->n; i++) {
+		sl_dataset *d = &s->ds[i];
 		CHECK_SIGNAL();
 		/* gpu-ipc: seclaunch fills device buffers; gpu: the job's own context
 		 * uploads host-staged data; --gpu-decrypt: ciphertext, decrypted there */
 		bool ipc = s->use_gpu && s->o->where == SL_STAGE_GPU_IPC;
-		if (s->streamed[i]) {
-			rc = sl_stream_new(s->dfd[i], s->rem[i] != NULL ? NULL : s->o->datasets[i],
-			                   s->rem[i], s->man[i], s->dek[i],
+		if (d->streamed) {
+			rc = sl_stream_new(d->dfd, sl_dataset_local_path(d), d->rem, d->man, d->dek,
 			                   s->o->window ? s->o->window : SL_RUN_WINDOW_DEFAULT,
 			                   s->o->linger_set ? s->o->linger_s * 1000u
 			                                    : SL_RUN_LINGER_DEFAULT_S * 1000u,
-			                   s->o->threads, &s->stream[i]);
-			sl_secret_free(s->dek[i]);
-			s->dek[i] = NULL;
+			                   s->o->threads, &d->stream);
+			sl_secret_free(d->dek);
+			d->dek = NULL;
 			if (rc != SL_OK)
-				s->partial = ds_id(s, i);
+				s->partial = sl_dataset_id(d);
 			SL_GUARD(rc);
 			sl_stream_stats st;
-			sl_stream_stats_get(s->stream[i], &st);
+			sl_stream_stats_get(d->stream, &st);
 			SL_GUARD(sl_report_record(
-			    &s->rep, SL_AUDIT_EV_RUN_STAGE, ds_id(s, i), ds_key(s, i), NULL, NULL,
+			    &s->rep, SL_AUDIT_EV_RUN_STAGE, sl_dataset_id(d), sl_dataset_key_id(d),
+			    NULL, NULL,
 			    json_pack("{s:s, s:I, s:s, s:I, s:I}", "method", "stream", "size",
-			              (json_int_t)ds_size(s, i), "root", s->root[i], "shards",
-			              (json_int_t)sl_sldm_shard_count(s->man[i]), "window",
+			              (json_int_t)sl_dataset_size(d), "root", d->root, "shards",
+			              (json_int_t)sl_sldm_shard_count(d->man), "window",
 			              (json_int_t)st.window)));
 			sl_report_say(
 			    &s->rep,
 			    "streaming %s: %llu bytes in %u shards through a %llu-byte window",
-			    ds_id(s, i), (unsigned long long)ds_size(s, i),
-			    sl_sldm_shard_count(s->man[i]), (unsigned long long)st.window);
+			    sl_dataset_id(d), (unsigned long long)sl_dataset_size(d),
+			    sl_sldm_shard_count(d->man), (unsigned long long)st.window);
 			continue;
 		}
-		if (s->man[i] != NULL)
-			rc = sl_stage_sldm(s->dfd[i], s->rem[i] != NULL ? NULL : s->o->datasets[i],
-			                   s->rem[i], s->man[i], s->dek[i], ipc ? &s->gpu : NULL,
-			                   s->o->threads, false, poll_sig, &s->stage[i]);
+		if (d->man != NULL)
+			rc = sl_stage_sldm(d->dfd, sl_dataset_local_path(d), d->rem, d->man, d->dek,
+			                   ipc ? &s->gpu : NULL, s->o->threads, false, poll_sig,
+			                   &d->stage);
 		else if (s->o->gpu_decrypt)
-			rc = sl_stage_sld_gpu_decrypt(s->fd[i], s->o->datasets[i], s->dek[i],
-			                              &s->gpu, false, poll_sig, &s->stage[i]);
+			rc = sl_stage_sld_gpu_decrypt(d->fd, d->path, d->dek, &s->gpu, false,
+			                              poll_sig, &d->stage);
 		else
-			rc = sl_stage_sld(s->fd[i], s->o->datasets[i], s->dek[i],
-			                  ipc ? &s->gpu : NULL, s->o->threads, false, poll_sig,
-			                  &s->stage[i]);
+			rc = sl_stage_sld(d->fd, d->path, d->dek, ipc ? &s->gpu : NULL,
+			                  s->o->threads, false, poll_sig, &d->stage);
 		if (rc == SL_OK && s->use_gpu && !ipc && !s->o->gpu_decrypt &&
-		    (rc = sl_stage_gpu_handoff(s->stage[i], &s->gpu)) != SL_OK) {
-			sl_stage_free(s->stage[i]);
-			s->stage[i] = NULL;
+		    (rc = sl_stage_gpu_handoff(d->stage, &s->gpu)) != SL_OK) {
+			sl_stage_free(d->stage);
+			d->stage = NULL;
 		}
 		/* the DEK is not needed once its data is staged (or failed to be) */
-		sl_secret_free(s->dek[i]);
-		s->dek[i] = NULL;
-		if (s->fd[i] >= 0)
-			close(s->fd[i]);
-		s->fd[i] = -1;
+		sl_secret_free(d->dek);
+		d->dek = NULL;
+		sl_dataset_close_file(d);
 		/* staging zeroes and unmaps a partly staged dataset itself */
 		if (rc != SL_OK)
-			s->partial = ds_id(s, i);
+			s->partial = sl_dataset_id(d);
 		SL_GUARD(rc);
-		const char *ds = ds_id(s, i);
+		const char *ds = sl_dataset_id(d);
 		SL_GUARD(sl_report_record(
-		    &s->rep, SL_AUDIT_EV_RUN_STAGE, ds, ds_key(s, i), NULL, NULL,
-		    json_pack(
-		        "{s:s, s:I, s:s, s:I, s:s}", "method", sl_stage_method(s->stage[i]), "size",
-		        (json_int_t)sl_stage_size(s->stage[i]), "root", s->root[i], "shards",
-		        (json_int_t)(s->man[i] != NULL ? sl_sldm_shard_count(s->man[i]) : 0), "gpu",
-		        s->o->gpu_decrypt ? "decrypt (file key to the job)"
-		        : !s->use_gpu     ? "none"
-		        : ipc             ? "ipc"
-		                          : "upload by the job")));
+		    &s->rep, SL_AUDIT_EV_RUN_STAGE, ds, sl_dataset_key_id(d), NULL, NULL,
+		    json_pack("{s:s, s:I, s:s, s:I, s:s}", "method", sl_stage_method(d->stage),
+		              "size", (json_int_t)sl_stage_size(d->stage), "root", d->root,
+		              "shards",
+		              (json_int_t)(d->man != NULL ? sl_sldm_shard_count(d->man) : 0), "gpu",
+		              s->o->gpu_decrypt ? "decrypt (file key to the job)"
+		              : !s->use_gpu     ? "none"
+		              : ipc             ? "ipc"
+		                                : "upload by the job")));
 		sl_report_say(&s->rep, "staged %s: %llu bytes (%s)", ds,
-		              (unsigned long long)sl_stage_size(s->stage[i]),
-		              sl_stage_method(s->stage[i]));
+		              (unsigned long long)sl_stage_size(d->stage),
+		              sl_stage_method(d->stage));
 	}
 	rc = SL_OK;
 out:
@@ -556,9 +509,9 @@ static void stream_release(void *ctx, uint32_t shard)
 
 /* A streamed dataset for the job: its files and where each shard's
  * plaintext starts (the job asks the data service for shards). */
-static json_t *stream_entry(const struct sl_run_st *s, size_t i)
+static json_t *stream_entry(const struct sl_run_st *s, const sl_dataset *d)
 {
-	const sl_sldm *m = s->man[i];
+	const sl_sldm *m = d->man;
 	json_t *sh = json_array();
 	uint64_t off = 0;
 	for (uint32_t k = 0; k < sl_sldm_shard_count(m); k++) {
@@ -569,7 +522,7 @@ static json_t *stream_entry(const struct sl_run_st *s, size_t i)
 		off += len;
 	}
 	return json_pack("{s:s, s:s, s:I, s:s, s:o, s:o, s:I}", "kind", "stream", "method",
-	                 "stream", "size", (json_int_t)ds_size(s, i), "root", s->root[i], "files",
+	                 "stream", "size", (json_int_t)sl_dataset_size(d), "root", d->root, "files",
 	                 files_json(m), "shards", sh, "window",
 	                 (json_int_t)(s->o->window ? s->o->window : SL_RUN_WINDOW_DEFAULT));
 }
@@ -588,26 +541,25 @@ sl_err sl_run_data_service(struct sl_run_st *s, json_t *data, const char *token)
 	                  .refused_ctx = s};
 	SL_GUARD(sl_dsvc_new(&o, &s->dsvc));
 	for (size_t i = 0; i < s->n; i++) {
-		if (s->streamed[i]) {
-			sl_dsvc_stream_ops ops = {.acquire = stream_acquire,
-			                          .release = stream_release,
-			                          .ctx = s->stream[i]};
-			json_t *info = json_deep_copy(json_object_get(data, ds_id(s, i)));
+		sl_dataset *d = &s->ds[i];
+		if (d->streamed) {
+			sl_dsvc_stream_ops ops = {
+			    .acquire = stream_acquire, .release = stream_release, .ctx = d->stream};
+			json_t *info = json_deep_copy(json_object_get(data, sl_dataset_id(d)));
 			SL_ENSURE(info != NULL, SL_E_NOMEM, "data service");
-			rc = sl_dsvc_add_stream(s->dsvc, ds_id(s, i), info, &ops);
+			rc = sl_dsvc_add_stream(s->dsvc, sl_dataset_id(d), info, &ops);
 			json_decref(info);
 			SL_GUARD(rc);
 			continue;
 		}
-		int fd = sl_stage_fd(s->stage[i]);
+		int fd = sl_stage_fd(d->stage);
 		if (fd < 0)
 			continue;
-		json_t *info =
-		    json_deep_copy(json_object_get(data, sl_stage_dataset_id(s->stage[i])));
+		json_t *info = json_deep_copy(json_object_get(data, sl_stage_dataset_id(d->stage)));
 		SL_ENSURE(info != NULL, SL_E_NOMEM, "data service");
 		json_object_del(info, "fd");
 		json_object_del(info, "path");
-		rc = sl_dsvc_add(s->dsvc, sl_stage_dataset_id(s->stage[i]), fd, info);
+		rc = sl_dsvc_add(s->dsvc, sl_stage_dataset_id(d->stage), fd, info);
 		json_decref(info);
 		SL_GUARD(rc);
 	}
@@ -684,21 +636,22 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code, const char **why)
 
 	SL_ENSURE(data != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
 	for (size_t i = 0; i < s->n; i++) {
-		if (s->streamed[i]) {
-			e = stream_entry(s, i);
-			SL_ENSURE(e != NULL && json_object_set_new(data, ds_id(s, i), e) == 0,
+		sl_dataset *d = &s->ds[i];
+		if (d->streamed) {
+			e = stream_entry(s, d);
+			SL_ENSURE(e != NULL && json_object_set_new(data, sl_dataset_id(d), e) == 0,
 			          SL_E_NOMEM, "SECLAUNCH_DATA");
 			e = NULL;
 			continue;
 		}
-		int fd = sl_stage_fd(s->stage[i]);
+		int fd = sl_stage_fd(d->stage);
 		if (fd >= 0)
 			fds[nfds++] = fd;
-		SL_GUARD(sl_stage_describe(s->stage[i], fd, &e));
-		json_object_set_new(e, "root", json_string(s->root[i]));
-		if (s->man[i] != NULL)
-			json_object_set_new(e, "files", files_json(s->man[i]));
-		SL_ENSURE(json_object_set_new(data, sl_stage_dataset_id(s->stage[i]), e) == 0,
+		SL_GUARD(sl_stage_describe(d->stage, fd, &e));
+		json_object_set_new(e, "root", json_string(d->root));
+		if (d->man != NULL)
+			json_object_set_new(e, "files", files_json(d->man));
+		SL_ENSURE(json_object_set_new(data, sl_stage_dataset_id(d->stage), e) == 0,
 		          SL_E_NOMEM, "SECLAUNCH_DATA");
 		e = NULL;
 	}
@@ -790,36 +743,37 @@ static SL_RESULT wipe_all(struct sl_run_st *s, const char *why)
 	sl_dsvc_free(s->dsvc);
 	s->dsvc = NULL;
 	for (size_t i = 0; i < s->n; i++) {
-		if (s->stream[i] != NULL) {
+		sl_dataset *d = &s->ds[i];
+		if (d->stream != NULL) {
 			sl_stream_stats st;
-			sl_err w = sl_stream_wipe_all(s->stream[i]);
-			sl_stream_stats_get(s->stream[i], &st);
+			sl_err w = sl_stream_wipe_all(d->stream);
+			sl_stream_stats_get(d->stream, &st);
 			all &= w == SL_OK;
 			json_array_append_new(
 			    list,
 			    json_pack("{s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I}", "dataset",
-			              ds_id(s, i), "method", "stream", "zeroed", w == SL_OK,
+			              sl_dataset_id(d), "method", "stream", "zeroed", w == SL_OK,
 			              "window", (json_int_t)st.window, "peak_staged",
 			              (json_int_t)st.peak, "shards_staged", (json_int_t)st.staged,
 			              "shards_wiped", (json_int_t)st.wiped, "shards_reused",
 			              (json_int_t)st.reused, "shards_refetched",
 			              (json_int_t)st.refetched));
-			sl_stream_free(s->stream[i]);
-			s->stream[i] = NULL;
+			sl_stream_free(d->stream);
+			d->stream = NULL;
 		}
-		if (s->stage[i] != NULL) {
-			sl_err w = sl_stage_wipe(s->stage[i]);
+		if (d->stage != NULL) {
+			sl_err w = sl_stage_wipe(d->stage);
 			all &= w == SL_OK;
-			json_array_append_new(
-			    list, json_pack("{s:s, s:s, s:b}", "dataset",
-			                    sl_stage_dataset_id(s->stage[i]), "method",
-			                    sl_stage_method(s->stage[i]), "zeroed", w == SL_OK));
-			sl_stage_free(s->stage[i]);
-			s->stage[i] = NULL;
+			json_array_append_new(list, json_pack("{s:s, s:s, s:b}", "dataset",
+			                                      sl_stage_dataset_id(d->stage),
+			                                      "method", sl_stage_method(d->stage),
+			                                      "zeroed", w == SL_OK));
+			sl_stage_free(d->stage);
+			d->stage = NULL;
 		}
-		if (s->dek[i] != NULL) {
-			sl_secret_free(s->dek[i]);
-			s->dek[i] = NULL;
+		if (d->dek != NULL) {
+			sl_secret_free(d->dek);
+			d->dek = NULL;
 			deks++;
 		}
 	}
@@ -835,15 +789,8 @@ static SL_RESULT wipe_all(struct sl_run_st *s, const char *why)
 
 static void cleanup(struct sl_run_st *s)
 {
-	for (size_t i = 0; i < s->n; i++) {
-		if (s->fd[i] >= 0)
-			close(s->fd[i]);
-		if (s->dfd[i] >= 0)
-			close(s->dfd[i]);
-		sl_sld_header_free(s->hdr[i]);
-		sl_sldm_free(s->man[i]);
-		sl_remote_free(s->rem[i]);
-	}
+	for (size_t i = 0; i < s->n; i++)
+		sl_dataset_free(&s->ds[i]);
 	json_decref(s->evidence);
 	json_decref(s->identity);
 	sl_claims_free(s->claims);
@@ -875,7 +822,7 @@ int sl_run_execute(struct sl_run *o)
 	s.rep.audit_log = o->audit_log;
 	s.o = o;
 	for (size_t i = 0; i < SL_RUN_MAX_DATASETS; i++)
-		s.fd[i] = s.dfd[i] = -1;
+		sl_dataset_init(&s.ds[i]);
 	sl_wl_init(&s.wl);
 	struct sl_run_lease_cfg lc = {.rep = &s.rep,
 	                              .kms_url = o->kms_url,
@@ -932,14 +879,16 @@ int sl_run_execute(struct sl_run *o)
 	/* a shard that failed to stage while the job ran is not lost in a
 	 * job's exit 0: the run fails with it */
 	for (size_t i = 0; i < s.n; i++) {
-		sl_err se = s.stream[i] != NULL ? sl_stream_error(s.stream[i]) : SL_OK;
+		const sl_dataset *d = &s.ds[i];
+		sl_err se = d->stream != NULL ? sl_stream_error(d->stream) : SL_OK;
 		if (se != SL_OK) {
 			fprintf(stderr, "seclaunch %s: streaming %s failed while the job ran\n",
-			        cmd, ds_id(&s, i));
-			sl_err a = sl_report_record(
-			    &s.rep, SL_AUDIT_EV_RUN_ERROR, ds_id(&s, i), NULL, SL_AUDIT_ERROR, NULL,
-			    json_pack("{s:s, s:s, s:i}", "step", "stream", "error", sl_err_name(se),
-			              "job_exit_code", job_code));
+			        cmd, sl_dataset_id(d));
+			sl_err a =
+			    sl_report_record(&s.rep, SL_AUDIT_EV_RUN_ERROR, sl_dataset_id(d), NULL,
+			                     SL_AUDIT_ERROR, NULL,
+			                     json_pack("{s:s, s:s, s:i}", "step", "stream", "error",
+			                               sl_err_name(se), "job_exit_code", job_code));
 			(void)a;
 			if (job_code == 0)
 				job_code = sl_err_exit_code(se);

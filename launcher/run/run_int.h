@@ -11,6 +11,7 @@
 #include "../job/job.h"
 #include "workload_int.h"
 #include "../outputs/outputs.h"
+#include "../dataset/dataset.h"
 #include "../dataset/remote.h"
 #include "../stage/stream.h"
 #include "seclaunch/attest.h"
@@ -74,18 +75,9 @@ struct sl_run_st {
 	sl_claims *claims;
 	sl_gpu_info gpu;
 	bool use_gpu;
-	size_t n;
-	int fd[SL_RUN_MAX_DATASETS];              /* an SLD file, opened as the job's user */
-	int dfd[SL_RUN_MAX_DATASETS];             /* a local dataset folder, the same */
-	sl_sld_header *hdr[SL_RUN_MAX_DATASETS];  /* an SLD file, or NULL: */
-	struct sl_sldm *man[SL_RUN_MAX_DATASETS]; /* a sharded dataset's manifest */
-	sl_remote *rem[SL_RUN_MAX_DATASETS];      /* its store, when remote */
-	char root[SL_RUN_MAX_DATASETS][65];       /* manifest root / SLD header SHA-256 */
-	sl_dsvc *dsvc;                            /* the data service while the job runs */
-	bool streamed[SL_RUN_MAX_DATASETS];       /* staged shard by shard (--stage stream) */
-	sl_stream *stream[SL_RUN_MAX_DATASETS];
-	sl_secret *dek[SL_RUN_MAX_DATASETS];
-	sl_stage *stage[SL_RUN_MAX_DATASETS];
+	size_t n;                           /* the datasets opened (or being opened) */
+	sl_dataset ds[SL_RUN_MAX_DATASETS]; /* the operands, in order */
+	sl_dsvc *dsvc;                      /* the data service while the job runs */
 	const char *partial;        /* dataset whose staging failed midway (wiped by then) */
 	sl_job_user user;           /* the job's user (user.set: --user) */
 	char exe[4096];             /* the job's executable, resolved before attesting */

@@ -38,9 +38,8 @@ sl_err sl_run_step_workload(struct sl_run_st *s)
 	for (size_t i = 0; i < s->n; i++) {
 		/* the root run_exec.c computed: a sharded dataset's manifest root,
 		 * a single SLD file's header SHA-256 */
-		const char *id = s->man[i] != NULL ? sl_sldm_dataset_id(s->man[i])
-		                                   : sl_sld_header_dataset_id(s->hdr[i]);
-		snprintf(root, sizeof(root), "sha256:%s", s->root[i]);
+		const char *id = sl_dataset_id(&s->ds[i]);
+		snprintf(root, sizeof(root), "sha256:%s", s->ds[i].root);
 		SL_ENSURE(
 		    json_array_append_new(ds, json_pack("{s:s, s:s}", "id", id, "root", root)) == 0,
 		    SL_E_NOMEM, "datasets");

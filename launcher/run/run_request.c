@@ -46,17 +46,14 @@ sl_err sl_run_request(struct sl_run_st *s, const uint8_t *nonce, const uint8_t *
 	SL_ENSURE(ds != NULL && roots != NULL && res != NULL, SL_E_NOMEM, "job description");
 	for (size_t i = 0; i < s->n; i++, n++) {
 		/* an SLD header's key reference or a manifest's */
-		const struct sl_sldm *m = s->man[i];
-		r->keys[n].key_id = m != NULL ? sl_sldm_key_id(m) : sl_sld_header_key_id(s->hdr[i]);
-		r->keys[n].dataset_id =
-		    m != NULL ? sl_sldm_dataset_id(m) : sl_sld_header_dataset_id(s->hdr[i]);
+		r->keys[n].key_id = sl_dataset_key_id(&s->ds[i]);
+		r->keys[n].dataset_id = sl_dataset_id(&s->ds[i]);
 		r->keys[n].wrapped_dek =
-		    m != NULL ? sl_sldm_wrapped_dek(m, &r->keys[n].wrapped_dek_len)
-		              : sl_sld_header_wrapped_dek(s->hdr[i], &r->keys[n].wrapped_dek_len);
+		    sl_dataset_wrapped_dek(&s->ds[i], &r->keys[n].wrapped_dek_len);
 		json_array_append_new(ds, json_string(r->keys[n].dataset_id));
 		/* each dataset's root: a manifest's authenticated digest, an SLD
 		 * file's header digest (either names every byte of the dataset) */
-		json_object_set_new(roots, r->keys[n].dataset_id, json_string(s->root[i]));
+		json_object_set_new(roots, r->keys[n].dataset_id, json_string(s->ds[i].root));
 	}
 	r->nresume = sl_out_resume_keys(s->out, &r->keys[n]);
 	for (size_t i = 0; i < r->nresume; i++)
