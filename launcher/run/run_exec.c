@@ -489,12 +489,9 @@ static json_t *files_json(const sl_sldm *m)
 /* The data service's refusals go to the audit log (on its thread). */
 static void data_refused(void *ctx, pid_t pid, uid_t uid, const char *why)
 {
-	struct sl_run_st *s = ctx;
-	sl_err rc = sl_report_record(&s->rep, SL_AUDIT_EV_RUN_DATA_REFUSED, NULL, NULL,
-	                             SL_AUDIT_DENY, json_pack("[s]", why),
-	                             json_pack("{s:i, s:i}", "pid", (int)pid, "uid", (int)uid));
-	if (rc != SL_OK)
-		fprintf(stderr, "seclaunch %s: warning: %s\n", s->rep.cmd, sl_err_detail());
+	sl_report_note(ctx, SL_AUDIT_EV_RUN_DATA_REFUSED, NULL, NULL, SL_AUDIT_DENY,
+	               json_pack("[s]", why),
+	               json_pack("{s:i, s:i}", "pid", (int)pid, "uid", (int)uid));
 }
 
 static SL_RESULT stream_acquire(void *ctx, uint32_t shard, int *fd, uint64_t *len, int *not_ready)
@@ -538,7 +535,7 @@ sl_err sl_run_data_service(struct sl_run_st *s, json_t *data, const char *token)
 	                  .path = s->o->serve.socket,
 	                  .token = token,
 	                  .refused = data_refused,
-	                  .refused_ctx = s};
+	                  .refused_ctx = &s->rep};
 	SL_GUARD(sl_dsvc_new(&o, &s->dsvc));
 	for (size_t i = 0; i < s->n; i++) {
 		sl_dataset *d = &s->ds[i];
@@ -600,11 +597,8 @@ static void job_started(pid_t pid, void *ctx)
 	if (s->o->verbose)
 		sl_report_say(&s->rep, "time: job started %.2f ms after the run began",
 		              (double)(sl_now_ns() - s->t0) / 1e6);
-	sl_err rc =
-	    sl_report_record(&s->rep, SL_AUDIT_EV_RUN_JOB_START, NULL, NULL, NULL, NULL,
-	                     json_pack("{s:i, s:s}", "pid", (int)pid, "command", s->o->cmd[0]));
-	if (rc != SL_OK)
-		fprintf(stderr, "seclaunch %s: warning: %s\n", s->rep.cmd, sl_err_detail());
+	sl_report_note(&s->rep, SL_AUDIT_EV_RUN_JOB_START, NULL, NULL, NULL, NULL,
+	               json_pack("{s:i, s:s}", "pid", (int)pid, "command", s->o->cmd[0]));
 	sl_run_lease_start(s->lease);
 	sl_out_job_started(s->out, pid);
 }

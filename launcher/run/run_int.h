@@ -84,7 +84,7 @@ struct sl_run_st {
 	int cmd_status;             /* 126/127: the command cannot be executed (env(1)'s codes) */
 	bool explained;             /* a refusal's reasons are on stderr already */
 	sl_wl wl;                   /* the job's workload identity (run_measure.c) */
-	struct sl_run_lease *lease; /* the keys' lease (run_lease.c); NULL: none */
+	struct sl_run_lease *lease; /* the keys' lease (run_lease.c), armed by the release's */
 	/* sealed outputs (outputs.c; NULL: none) */
 	struct sl_outputs *out;
 	/* the challenge, asked for on its own thread while the job is measured
