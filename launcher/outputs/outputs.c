@@ -27,7 +27,6 @@
 #include "../dataset/dataset_tree.h"
 #include "outputs_int.h"
 #include "preempt.h"
-#include "../run/run_int.h"
 #include "seclaunch/json.h"
 #include "seclaunch/util.h"
 
@@ -242,154 +241,30 @@ sl_err sl_out_check(struct sl_out_cfg *c)
 	return SL_OK;
 }
 
-/* ---- helpers ------------------------------------------------------------ */
-
-void sl_out_audit(struct sl_run_st *s, const char *event, const char *ds, const char *key,
-                  const char *decision, json_t *reasons, json_t *details)
-{
-	if (sl_run_record(s, event, ds, key, decision, reasons, details) != SL_OK)
-		fprintf(stderr, "seclaunch %s: warning: %s\n", SL_OUT_CMD(s), sl_err_detail());
-}
+/* ---- pre-flight ---------------------------------------------------------- */
 
 /* What the job reads: the inputs and the resumed checkpoints (the KMS
  * judges every key of the release as read, docs/protocol.md). */
-static size_t input_ids(struct sl_run_st *s, const char **ids)
+static size_t input_ids(const struct sl_outputs *O, const char *const *inputs, size_t ninputs,
+                        const char **ids)
 {
 	size_t n = 0;
-	for (size_t i = 0; i < s->n; i++)
-		ids[n++] = s->man[i] != NULL ? sl_sldm_dataset_id(s->man[i])
-		                             : sl_sld_header_dataset_id(s->hdr[i]);
-	for (size_t i = 0; s->out != NULL && i < s->out->n; i++)
-		if (s->out->o[i].r.man != NULL)
-			ids[n++] = sl_sldm_dataset_id(s->out->o[i].r.man);
+	for (size_t i = 0; i < ninputs; i++)
+		ids[n++] = inputs[i];
+	for (size_t i = 0; i < O->n; i++)
+		if (O->o[i].r.man != NULL)
+			ids[n++] = sl_sldm_dataset_id(O->o[i].r.man);
 	return n;
 }
 
-sl_err sl_out_mkdir_p(const char *path)
-{
-	char buf[2048];
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (char *p = buf + 1; *p != '\0'; p++) {
-		if (*p == '/') {
-			*p = '\0';
-			if (mkdir(buf, 0755) != 0 && /* lint: trusted path (--output DEST) */
-			    errno != EEXIST)
-				return sl_err_set(SL_E_IO, "%s: %s", buf, strerror(errno));
-			*p = '/';
-		}
-	}
-	if (mkdir(buf, 0755) != 0 && errno != EEXIST) /* lint: trusted path (--output DEST) */
-		return sl_err_set(SL_E_IO, "%s: %s", buf, strerror(errno));
-	return SL_OK;
-}
-
-/* The sequence LATEST names at dest; 0 when there is none yet. */
-sl_err sl_out_read_latest(struct sl_outputs *O, const char *dest, bool remote, uint64_t *seq)
-{
-	sl_err rc = SL_E_INPUT;
-	uint8_t *p = NULL;
-	size_t len = 0;
-	sl_remote *r = NULL;
-	char path[2100];
-
-	*seq = 0;
-	if (remote) {
-		O->s->o->remote.quiet = sl_cli_quiet;
-		SL_GUARD(sl_remote_open(dest, &O->s->o->remote, &r));
-		/* room for a store's XML error body: a 404 must be seen as one */
-		rc = sl_remote_get(r, LATEST, 4096, &p, &len);
-		if (rc != SL_OK && strstr(sl_err_detail(), "HTTP 404") != NULL)
-			rc = SL_OK; /* nothing written there yet */
-		else if (rc != SL_OK)
-			goto out;
-	} else {
-		snprintf(path, sizeof(path), "%s/" LATEST, dest);
-		if (access(path, F_OK) == 0)
-			SL_GUARD(sl_file_read(path, 64, &p, &len));
-	}
-	if (p != NULL) {
-		char *end = NULL;
-		unsigned long long v = strtoull((const char *)p, &end, 10);
-		SL_ENSURE(len > 0 && len <= 32 && p[0] >= '0' && p[0] <= '9' && end != NULL &&
-		              (*end == '\n' || *end == '\0') && v > 0,
-		          SL_E_INTEGRITY, "%s%s" LATEST ": not a sequence number", dest,
-		          remote ? "" : "/");
-		*seq = v;
-	}
-	rc = SL_OK;
-out:
-	free(p);
-	sl_remote_free(r);
-	return rc;
-}
-
-/* ---- pre-flight ---------------------------------------------------------- */
-
-const char *sl_out_file_url_path(const char *dest)
-{
-	if (strncmp(dest, "file://", 7) != 0)
-		return dest;
-	dest += 7;
-	if (strncmp(dest, "localhost/", 10) == 0)
-		dest += 9;
-	return dest[0] == '/' ? dest : NULL;
-}
-
-sl_err sl_out_destination(const char *spec, char *dest, size_t dest_n, char *policy_dest,
-                          size_t policy_n, bool *remote)
-{
-	sl_err rc = SL_E_USAGE;
-	char cwd[1024];
-	const char *eq = strchr(spec, '=');
-	SL_ENSURE(eq != NULL, SL_E_USAGE, "--output %s: NAME=DEST", spec);
-	*remote = sl_remote_is_url(eq + 1);
-	size_t dl = strlen(eq + 1);
-	SL_ENSURE(dl + 2 < dest_n && dl + 9 < policy_n, SL_E_USAGE, "--output %s: too long", spec);
-	if (*remote) {
-		snprintf(dest, dest_n, "%s%s", eq + 1, eq[dl] == '/' ? "" : "/");
-		snprintf(policy_dest, policy_n, "%s", dest);
-	} else {
-		/* file:///PATH/ is the folder PATH: the same dest, the same policy_dest */
-		const char *folder = sl_out_file_url_path(eq + 1);
-		SL_ENSURE(folder != NULL, SL_E_USAGE,
-		          "--output %s: a file:// DEST names a folder of this machine "
-		          "(file:///PATH/)",
-		          spec);
-		SL_ENSURE(strstr(folder, "://") == NULL, SL_E_USAGE,
-		          "--output %s: DEST is a folder, file:///PATH/, https://, s3:// or gs://",
-		          spec);
-		dl = strlen(folder);
-		if (folder[0] == '/')
-			snprintf(dest, dest_n, "%s", folder);
-		else {
-			SL_ENSURE(getcwd(cwd, sizeof(cwd)) != NULL, SL_E_SYSTEM, "getcwd: %s",
-			          strerror(errno));
-			SL_ENSURE(strlen(cwd) + dl + 2 < dest_n, SL_E_USAGE,
-			          "--output %s: too long", spec);
-			snprintf(dest, dest_n, "%s/%s", cwd, folder);
-		}
-		size_t l = strlen(dest);
-		while (l > 1 && dest[l - 1] == '/')
-			dest[--l] = '\0';
-		SL_ENSURE(strstr(dest, "/../") == NULL && strstr(dest, "/./") == NULL &&
-		              (l < 3 || strcmp(dest + l - 3, "/..") != 0),
-		          SL_E_USAGE, "--output %s: no . or .. in the folder", spec);
-		SL_ENSURE(l + 9 < policy_n, SL_E_USAGE, "--output %s: too long", spec);
-		snprintf(policy_dest, policy_n, "file://%s/", dest);
-	}
-	rc = SL_OK;
-out:
-	return rc;
-}
-
-static SL_RESULT describe(struct sl_run_st *s, struct sl_outputs *O)
+static SL_RESULT describe(struct sl_outputs *O)
 {
 	sl_err rc = SL_E_USAGE;
 	for (size_t i = 0; i < O->c->n; i++) {
 		struct out_one *o = &O->o[i];
 		const char *spec = O->c->spec[i], *eq = strchr(spec, '=');
 		snprintf(o->name, sizeof(o->name), "%.*s", (int)(eq - spec), spec);
-		snprintf(o->id, sizeof(o->id), "%s:%s", o->name, s->job_id);
+		snprintf(o->id, sizeof(o->id), "%s:%s", o->name, O->x.rep->job_id);
 		SL_GUARD(sl_out_destination(spec, o->dest, sizeof(o->dest), o->policy_dest,
 		                            sizeof(o->policy_dest), &o->remote));
 		for (size_t j = 0; j < O->c->nresume; j++) {
@@ -405,13 +280,14 @@ out:
 	return rc;
 }
 
-sl_err sl_out_open(struct sl_run_st *s)
+sl_err sl_out_open(const struct sl_out_ctx *x, struct sl_outputs **out)
 {
 	sl_err rc = SL_E_INTERNAL;
 	struct sl_outputs *O = NULL;
 	sigset_t us;
 
-	if (s->o->outcfg.n == 0)
+	*out = NULL;
+	if (x->c->n == 0)
 		return SL_OK;
 	/* checkpoint requests by signal are read by the watcher thread alone */
 	sigemptyset(&us);
@@ -419,12 +295,12 @@ sl_err sl_out_open(struct sl_run_st *s)
 	pthread_sigmask(SIG_BLOCK, &us, NULL);
 	O = calloc(1, sizeof(*O));
 	SL_ENSURE(O != NULL, SL_E_NOMEM, "outputs");
-	O->s = s;
-	O->c = &s->o->outcfg;
+	O->x = *x;
+	O->c = x->c;
 	O->stop[0] = O->stop[1] = -1;
 	pthread_mutex_init(&O->mu, NULL);
-	s->out = O;
-	SL_GUARD(describe(s, O));
+	*out = O;
+	SL_GUARD(describe(O));
 	/* a run that does not resume continues after what DEST already holds,
 	 * so sequences only grow there */
 	for (size_t i = 0; i < O->n; i++) {
@@ -434,17 +310,17 @@ sl_err sl_out_open(struct sl_run_st *s)
 	}
 	for (size_t i = 0; i < O->n; i++)
 		if (O->o[i].resume != NULL)
-			SL_GUARD(sl_out_resume_open(s, O, &O->o[i]));
+			SL_GUARD(sl_out_resume_open(O, &O->o[i]));
 	rc = SL_OK;
 out:
 	return rc;
 }
 
-size_t sl_out_resume_keys(const struct sl_run_st *s, sl_kms_key_req *keys)
+size_t sl_out_resume_keys(const struct sl_outputs *O, sl_kms_key_req *keys)
 {
 	size_t n = 0;
-	for (size_t i = 0; s->out != NULL && i < s->out->n; i++) {
-		const sl_sldm *m = s->out->o[i].r.man;
+	for (size_t i = 0; O != NULL && i < O->n; i++) {
+		const sl_sldm *m = O->o[i].r.man;
 		if (m == NULL)
 			continue;
 		keys[n].key_id = sl_sldm_key_id(m);
@@ -455,17 +331,16 @@ size_t sl_out_resume_keys(const struct sl_run_st *s, sl_kms_key_req *keys)
 	return n;
 }
 
-size_t sl_out_wants(const struct sl_run_st *s, sl_kms_output_want *want)
+size_t sl_out_wants(const struct sl_outputs *O, sl_kms_output_want *want)
 {
 	size_t n = 0;
-	for (size_t i = 0; s->out != NULL && i < s->out->n; i++, n++)
-		want[n] = (sl_kms_output_want){s->out->o[i].id, s->out->o[i].policy_dest, NULL};
+	for (size_t i = 0; O != NULL && i < O->n; i++, n++)
+		want[n] = (sl_kms_output_want){O->o[i].id, O->o[i].policy_dest, NULL};
 	return n;
 }
 
-void sl_out_released(struct sl_run_st *s, sl_secret *resume_deks[], sl_kms_output_key keys[])
+void sl_out_released(struct sl_outputs *O, sl_secret *resume_deks[], sl_kms_output_key keys[])
 {
-	struct sl_outputs *O = s->out;
 	size_t r = 0;
 	if (O == NULL)
 		return;
@@ -481,28 +356,31 @@ void sl_out_released(struct sl_run_st *s, sl_secret *resume_deks[], sl_kms_outpu
 		                                      "output_id", O->o[i].id, "destination",
 		                                      O->o[i].policy_dest));
 	}
-	sl_out_audit(s, SL_AUDIT_EV_RUN_OUTPUT_KEY, NULL, NULL, SL_AUDIT_ALLOW, NULL,
-	             json_pack("{s:o}", "outputs", list));
-	sl_run_say("KMS issued %zu output key%s in the same release", O->n, O->n == 1 ? "" : "s");
+	sl_report_note(O->x.rep, SL_AUDIT_EV_RUN_OUTPUT_KEY, NULL, NULL, SL_AUDIT_ALLOW, NULL,
+	               json_pack("{s:o}", "outputs", list));
+	sl_report_say(O->x.rep, "KMS issued %zu output key%s in the same release", O->n,
+	              O->n == 1 ? "" : "s");
 }
 
-sl_err sl_out_preflight(struct sl_run_st *s)
+sl_err sl_out_preflight(struct sl_outputs *O, const sl_policy *policy, const sl_claims *claims,
+                        const char *const *inputs, size_t ninputs, bool *explained)
 {
 	sl_err rc = SL_E_INTERNAL;
-	struct sl_outputs *O = s->out;
 	sl_decision *d = NULL;
-	const char *ids[SL_RUN_MAX_DATASETS + SL_OUT_MAX];
-	size_t nin = input_ids(s, ids);
+	const char **ids = NULL;
 	bool denied = false;
 
 	if (O == NULL)
 		return SL_OK;
+	ids = calloc(ninputs + SL_OUT_MAX, sizeof(*ids));
+	SL_ENSURE(ids != NULL, SL_E_NOMEM, "outputs");
+	size_t nin = input_ids(O, inputs, ninputs, ids);
 	for (size_t i = 0; i < O->n; i++) {
 		struct out_one *o = &O->o[i];
 		const char *key = NULL, *dest[1] = {o->policy_dest};
 		json_t *reasons = json_array();
 		bool ok = true;
-		if (sl_policy_output_key(s->policy, o->id, &key) != SL_OK) {
+		if (sl_policy_output_key(policy, o->id, &key) != SL_OK) {
 			json_array_append_new(reasons, json_string(sl_err_detail()));
 			ok = false;
 		}
@@ -513,7 +391,7 @@ sl_err sl_out_preflight(struct sl_run_st *s)
 			                        .n_outputs = 1};
 			sl_decision_free(d);
 			d = NULL;
-			SL_GUARD(sl_policy_evaluate(s->policy, s->claims, &pr, &d));
+			SL_GUARD(sl_policy_evaluate(policy, claims, &pr, &d));
 			for (size_t k = 0; k < sl_decision_reason_count(d); k++) {
 				char line[1400];
 				snprintf(line, sizeof(line), "%s%s%s%s",
@@ -523,15 +401,15 @@ sl_err sl_out_preflight(struct sl_run_st *s)
 			}
 			ok &= sl_decision_allowed(d);
 		}
-		sl_out_audit(
-		    s, SL_AUDIT_EV_RUN_PREFLIGHT, o->id, key, ok ? SL_AUDIT_ALLOW : SL_AUDIT_DENY,
-		    ok ? NULL : json_incref(reasons),
+		sl_report_note(
+		    O->x.rep, SL_AUDIT_EV_RUN_PREFLIGHT, o->id, key,
+		    ok ? SL_AUDIT_ALLOW : SL_AUDIT_DENY, ok ? NULL : json_incref(reasons),
 		    json_pack("{s:s, s:s}", "output", o->name, "destination", o->policy_dest));
 		if (!ok) {
 			size_t k;
 			json_t *r;
 			fprintf(stderr, "seclaunch %s: the policy denies output %s -> %s:\n",
-			        SL_OUT_CMD(s), o->name, o->policy_dest);
+			        O->x.rep->cmd, o->name, o->policy_dest);
 			json_array_foreach (reasons, k, r) {
 				fprintf(stderr, "  - %s\n", json_string_value(r));
 			}
@@ -541,12 +419,14 @@ sl_err sl_out_preflight(struct sl_run_st *s)
 	}
 	if (denied) {
 		fprintf(stderr, "  nothing was fetched from the KMS and nothing was written\n");
-		s->explained = true;
+		*explained = true;
 		SL_FAIL(SL_E_POLICY_DENIED, "the policy denies an output destination");
 	}
-	sl_run_say("pre-flight: the policy allows %zu output%s here", O->n, O->n == 1 ? "" : "s");
+	sl_report_say(O->x.rep, "pre-flight: the policy allows %zu output%s here", O->n,
+	              O->n == 1 ? "" : "s");
 	rc = SL_OK;
 out:
+	free(ids);
 	sl_decision_free(d);
 	return rc;
 }

@@ -1,8 +1,10 @@
 /* Sealed outputs of `seclaunch run` (docs/job-interface.md, "Outputs"):
  * --output NAME=DEST, --resume NAME=SOURCE, the in-memory output folder,
  * checkpoints, preemption. Private to the launcher: run_exec.c calls the
- * hooks below at fixed steps; everything else lives in outputs.c,
- * outputs_dir.c, preempt.c and remote.c (uploads). */
+ * hooks below at fixed steps with what they take of the launch (struct
+ * sl_out_ctx); everything else lives in outputs.c (options, pre-flight,
+ * release), outputs_dest.c (destinations, LATEST), outputs_resume.c,
+ * outputs_seal.c, outputs_dir.c, preempt.c and remote_upload.c. */
 #ifndef SECLAUNCH_LAUNCHER_OUTPUTS_H
 #define SECLAUNCH_LAUNCHER_OUTPUTS_H
 
@@ -11,8 +13,11 @@
 #include <sys/types.h>
 
 #include "../dataset/remote.h"
+#include "../job/job.h"
+#include "seclaunch/claims.h"
 #include "seclaunch/error.h"
 #include "seclaunch/kms_client.h"
+#include "seclaunch/policy.h"
 
 #define SL_OUT_MAX 16
 #define SL_OUT_NAME_MAX 64
@@ -86,23 +91,38 @@ SL_MUST_USE sl_err sl_out_check(struct sl_out_cfg *c);
  * folder's tmpfs when seclaunch may make one (why not in c->ns_why). */
 void sl_out_early(struct sl_out_cfg *c);
 
-struct sl_run_st;
+struct sl_report;
 struct sl_job_result;
+struct sl_outputs;
+/* What the outputs take from the launch. */
+struct sl_out_ctx {
+	struct sl_report *rep;   /* messages, audit records, the lease's end, the job id */
+	struct sl_out_cfg *c;    /* the options */
+	sl_remote_opts *remote;  /* --ca-file, --s3-endpoint, --connections */
+	const sl_job_user *user; /* the job's user (user->set: --user) */
+	sl_job_env *env;         /* the job's environment (NULL: serve's ready line) */
+	const char *kms_url;     /* named in each sealed manifest */
+	unsigned threads;        /* --threads */
+};
 /* The datasets step: each --output's destination and what LATEST names
  * there, each --resume's newest checkpoint (LATEST, its manifest, the
- * rollback check), before anything is attested. */
-SL_MUST_USE sl_err sl_out_open(struct sl_run_st *s);
-/* After the pre-flight: the policy's verdict on every output here (deny:
- * SL_E_POLICY_DENIED, every reason printed and audited). */
-SL_MUST_USE sl_err sl_out_preflight(struct sl_run_st *s);
+ * rollback check), before anything is attested. *out: NULL without
+ * --output; set as soon as made, so that sl_out_abort wipes a half-open one. */
+SL_MUST_USE sl_err sl_out_open(const struct sl_out_ctx *x, struct sl_outputs **out);
+/* After the pre-flight: the policy's verdict on every output here, given
+ * the inputs' dataset ids (deny: SL_E_POLICY_DENIED, every reason printed
+ * and audited, *explained set). */
+SL_MUST_USE sl_err sl_out_preflight(struct sl_outputs *O, const sl_policy *policy,
+                                    const sl_claims *claims, const char *const *inputs,
+                                    size_t ninputs, bool *explained);
 /* What the launch's release (and each renewal) asks for besides the
  * inputs: the resumed checkpoints' keys (at most SL_OUT_MAX, appended at
  * keys) and the output keys (want: SL_OUT_MAX); the counts. */
-size_t sl_out_resume_keys(const struct sl_run_st *s, sl_kms_key_req *keys);
-size_t sl_out_wants(const struct sl_run_st *s, sl_kms_output_want *want);
+size_t sl_out_resume_keys(const struct sl_outputs *O, sl_kms_key_req *keys);
+size_t sl_out_wants(const struct sl_outputs *O, sl_kms_output_want *want);
 /* The release's answer: resume_deks[i] for the i-th resume key, keys[i]
  * for the i-th output (both taken over, NULL'd). */
-void sl_out_released(struct sl_run_st *s, sl_secret *resume_deks[], sl_kms_output_key keys[]);
+void sl_out_released(struct sl_outputs *O, sl_secret *resume_deks[], sl_kms_output_key keys[]);
 /* An --output NAME=DEST's destination: dest (a folder, or a URL ending in
  * '/') and policy_dest (what output_destinations match and what the job's
  * workload identity names: the URL, or file:///ABSOLUTE/PATH/). */
@@ -114,19 +134,20 @@ SL_MUST_USE sl_err sl_out_destination(const char *spec, char *dest, size_t dest_
 const char *sl_out_file_url_path(const char *dest);
 /* After staging: the in-memory folder, the resumed checkpoints restored
  * into it (their keys came in the release), the watchers. No KMS call. */
-SL_MUST_USE sl_err sl_out_prepare(struct sl_run_st *s);
-void sl_out_job_started(struct sl_run_st *s, pid_t pid);
-void sl_out_job_exited(struct sl_run_st *s, const struct sl_job_result *res);
+SL_MUST_USE sl_err sl_out_prepare(struct sl_outputs *O);
+void sl_out_job_started(struct sl_outputs *O, pid_t pid);
+void sl_out_job_exited(struct sl_outputs *O, const struct sl_job_result *res);
 /* After the job: the final seal and upload, the wipe, run.preempted when
- * due. Returns the exit status of the run (job_code, 143 after a saved
- * preemption, or the failure's exit code, reported on stderr). */
-int sl_out_finish(struct sl_run_st *s, int job_code);
+ * due; *O is freed. Returns the exit status of the run (job_code, 143
+ * after a saved preemption, or the failure's exit code, reported on
+ * stderr). */
+int sl_out_finish(struct sl_outputs **O, int job_code);
 /* serve: the output folder ($SECLAUNCH_OUTPUT_DIR; NULL: no --output), and
  * whether a --preempt-watch gce|aws notice came (serve then stops). */
-const char *sl_out_dir(const struct sl_run_st *s);
-bool sl_out_preempt_noticed(struct sl_run_st *s);
-/* Any failure: stop the watchers, wipe the folder, seal nothing. */
-void sl_out_abort(struct sl_run_st *s);
+const char *sl_out_dir(const struct sl_outputs *O);
+bool sl_out_preempt_noticed(struct sl_outputs *O);
+/* Any failure: stop the watchers, wipe the folder, seal nothing; *O is freed. */
+void sl_out_abort(struct sl_outputs **O);
 
 /* ---- the in-memory output folder (outputs_dir.c) ----------------------- */
 

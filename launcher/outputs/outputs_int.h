@@ -5,9 +5,9 @@
 #include <pthread.h>
 #include <jansson.h>
 
+#include "../cli/report.h"
 #include "outputs.h"
 #include "preempt.h"
-#include "../run/run_int.h"
 #include "seclaunch/kms_client.h"
 #include "seclaunch/sldm.h"
 
@@ -40,8 +40,8 @@ struct out_one {
 };
 
 struct sl_outputs {
-	struct sl_run_st *s;
-	struct sl_out_cfg *c;
+	struct sl_out_ctx x;  /* what they take of the launch */
+	struct sl_out_cfg *c; /* x.c */
 	struct out_one o[SL_OUT_MAX];
 	size_t n;
 	sl_memdir dir;
@@ -54,26 +54,16 @@ struct sl_outputs {
 	int forwarded;
 };
 
-/* The command that names messages ("run" or "serve") and the job's command
- * as the KMS and the audit log see it (serve: the tasks' measured command,
- * else "seclaunch serve"). */
-#define SL_OUT_CMD(s) ((s)->o->serve.on ? "serve" : "run")
-#define SL_OUT_JOB_CMD(s)                                                                          \
-	((s)->o->cmd != NULL             ? (s)->o->cmd[0]                                          \
-	 : (s)->o->serve.measure != NULL ? (s)->o->serve.measure[0]                                \
-	                                 : "seclaunch serve")
-
-/* outputs.c */
-void sl_out_audit(struct sl_run_st *s, const char *event, const char *ds, const char *key,
-                  const char *decision, json_t *reasons, json_t *details);
+/* outputs_dest.c: the sequence LATEST names at dest (0: none yet); a
+ * local DEST made with its parents. */
 SL_MUST_USE sl_err sl_out_read_latest(struct sl_outputs *O, const char *dest, bool remote,
                                       uint64_t *seq);
 SL_MUST_USE sl_err sl_out_mkdir_p(const char *path);
 /* outputs_resume.c: open reads LATEST and the manifest at SOURCE (before
  * any attestation: what the launch's release asks for); resume restores
  * it with the released DEK. */
-SL_MUST_USE sl_err sl_out_resume_open(struct sl_run_st *s, struct sl_outputs *O, struct out_one *o);
-SL_MUST_USE sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *o);
+SL_MUST_USE sl_err sl_out_resume_open(struct sl_outputs *O, struct out_one *o);
+SL_MUST_USE sl_err sl_out_resume(struct sl_outputs *O, struct out_one *o);
 void sl_out_resume_free(struct out_one *o);
 
 #endif

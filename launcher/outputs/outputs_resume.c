@@ -80,8 +80,9 @@ static SL_RESULT chown_one(void *ctx, sl_fsat_ent *e)
 	return SL_OK;
 }
 
-sl_err sl_out_resume_open(struct sl_run_st *s, struct sl_outputs *O, struct out_one *o)
+sl_err sl_out_resume_open(struct sl_outputs *O, struct out_one *o)
 {
+	const sl_job_user *user = O->x.user;
 	sl_err rc = SL_E_INTERNAL;
 	const char *src = sl_out_file_url_path(o->resume);
 	bool remote = src != NULL && sl_remote_is_url(src);
@@ -94,9 +95,9 @@ sl_err sl_out_resume_open(struct sl_run_st *s, struct sl_outputs *O, struct out_
 	snprintf(base, sizeof(base), "%s%s", src, remote && src[strlen(src) - 1] != '/' ? "/" : "");
 	/* a folder the job's user named: root reads it only when that user
 	 * can (the same gate as the datasets: root is no confused deputy) */
-	if (!remote && s->user.set) {
+	if (!remote && user->set) {
 		int ufd = -1;
-		SL_GUARD(sl_user_open(&s->user, base, &ufd));
+		SL_GUARD(sl_user_open(user, base, &ufd));
 		close(ufd);
 	}
 	SL_GUARD(sl_out_read_latest(O, base, remote, &seq));
@@ -105,13 +106,13 @@ sl_err sl_out_resume_open(struct sl_run_st *s, struct sl_outputs *O, struct out_
 	snprintf(ck, sizeof(ck), "ckpt-%08llu", (unsigned long long)seq);
 	if (remote) {
 		snprintf(o->r.dir, sizeof(o->r.dir), "%s%s/", base, ck);
-		O->s->o->remote.quiet = sl_cli_quiet;
-		SL_GUARD(sl_remote_open(o->r.dir, &O->s->o->remote, &o->r.rem));
+		O->x.remote->quiet = sl_cli_quiet;
+		SL_GUARD(sl_remote_open(o->r.dir, O->x.remote, &o->r.rem));
 	} else {
 		snprintf(o->r.dir, sizeof(o->r.dir), "%s/%s", base, ck);
-		if (s->user.set) {
+		if (user->set) {
 			int ufd = -1;
-			SL_GUARD(sl_user_open(&s->user, o->r.dir, &ufd));
+			SL_GUARD(sl_user_open(user, o->r.dir, &ufd));
 			close(ufd);
 		}
 	}
@@ -134,24 +135,25 @@ sl_err sl_out_resume_open(struct sl_run_st *s, struct sl_outputs *O, struct out_
 		snprintf(o->r.src, sizeof(o->r.src), "file://%s/", abs);
 	else
 		snprintf(o->r.src, sizeof(o->r.src), "%s", base);
-	seen = audit_latest(s->o->audit_log, o->name, o->r.src);
+	seen = audit_latest(O->x.rep->audit_log, o->name, o->r.src);
 	SL_ENSURE(seq >= seen, SL_E_INTEGRITY,
 	          "%s: rollback: %s names checkpoint %llu but the audit log %s recorded "
 	          "checkpoint %llu of output %s there",
-	          src, LATEST, (unsigned long long)seq, s->o->audit_log, (unsigned long long)seen,
-	          o->name);
+	          src, LATEST, (unsigned long long)seq, O->x.rep->audit_log,
+	          (unsigned long long)seen, o->name);
 	o->r.seq = seq;
 	rc = SL_OK;
 out:
 	if (rc != SL_OK) {
 		char msg[1024];
 		snprintf(msg, sizeof(msg), "%s", sl_err_detail());
-		sl_out_audit(s, SL_AUDIT_EV_RUN_RESUME,
-		             o->r.man != NULL ? sl_sldm_dataset_id(o->r.man) : NULL, NULL,
-		             SL_AUDIT_ERROR, NULL,
-		             json_pack("{s:s, s:s, s:I, s:s, s:s}", "output", o->name, "source",
-		                       base[0] != '\0' ? base : o->resume, "sequence",
-		                       (json_int_t)seq, "error", sl_err_name(rc), "message", msg));
+		sl_report_note(O->x.rep, SL_AUDIT_EV_RUN_RESUME,
+		               o->r.man != NULL ? sl_sldm_dataset_id(o->r.man) : NULL, NULL,
+		               SL_AUDIT_ERROR, NULL,
+		               json_pack("{s:s, s:s, s:I, s:s, s:s}", "output", o->name, "source",
+		                         base[0] != '\0' ? base : o->resume, "sequence",
+		                         (json_int_t)seq, "error", sl_err_name(rc), "message",
+		                         msg));
 		(void)sl_err_set(rc, "%s", msg);
 	}
 	return rc;
@@ -167,8 +169,9 @@ void sl_out_resume_free(struct out_one *o)
 	o->r.rem = NULL;
 }
 
-sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *o)
+sl_err sl_out_resume(struct sl_outputs *O, struct out_one *o)
 {
+	const sl_job_user *user = O->x.user;
 	sl_err rc = SL_E_INTERNAL;
 	const char *src = o->resume, *dir = o->r.dir;
 	char restore[400], final[400], root[65] = "";
@@ -185,15 +188,15 @@ sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *
 	          dir, LATEST, (unsigned long long)seq, (unsigned long long)sl_sldm_sequence(m));
 	snprintf(restore, sizeof(restore), "%s/" RESTORE, O->dir.path);
 	snprintf(final, sizeof(final), "%s/%s", O->dir.path, o->name);
-	SL_GUARD(sl_tree_decrypt(dir, o->r.rem, m, o->r.dek, restore, true, s->o->threads, &st));
+	SL_GUARD(sl_tree_decrypt(dir, o->r.rem, m, o->r.dek, restore, true, O->x.threads, &st));
 	/* the checkpoint's key has done its one job */
 	sl_secret_free(o->r.dek);
 	o->r.dek = NULL;
 	SL_ENSURE(renameat(O->dir.fd, RESTORE, O->dir.fd, o->name) == 0, SL_E_SYSTEM, "%s: %s",
 	          final, strerror(errno));
 	{
-		struct owner w = {s->user.set ? s->user.uid : geteuid(),
-		                  s->user.set ? s->user.gid : getegid()};
+		struct owner w = {user->set ? user->uid : geteuid(),
+		                  user->set ? user->gid : getegid()};
 		int nfd = -1;
 		SL_GUARD(sl_fsat_open_dir(O->dir.fd, o->name, 0, O->dir.path, &nfd));
 		rc = fchown(nfd, w.uid, w.gid) == 0
@@ -205,24 +208,24 @@ sl_err sl_out_resume(struct sl_run_st *s, struct sl_outputs *O, struct out_one *
 	sl_hex_encode(st.root, sizeof(st.root), root);
 	if (seq + 1 > o->next_seq)
 		o->next_seq = seq + 1;
-	sl_out_audit(s, SL_AUDIT_EV_RUN_RESUME, sl_sldm_dataset_id(m), sl_sldm_key_id(m),
-	             SL_AUDIT_ALLOW, NULL,
-	             json_pack("{s:s, s:s, s:I, s:s, s:I, s:I}", "output", o->name, "destination",
-	                       o->r.src, "sequence", (json_int_t)seq, "root", root, "files",
-	                       (json_int_t)st.files, "bytes", (json_int_t)st.bytes));
-	sl_run_say("resumed %s from checkpoint %llu of %s (%u file%s, %llu bytes)", o->name,
-	           (unsigned long long)seq, src, st.files, st.files == 1 ? "" : "s",
-	           (unsigned long long)st.bytes);
+	sl_report_note(O->x.rep, SL_AUDIT_EV_RUN_RESUME, sl_sldm_dataset_id(m), sl_sldm_key_id(m),
+	               SL_AUDIT_ALLOW, NULL,
+	               json_pack("{s:s, s:s, s:I, s:s, s:I, s:I}", "output", o->name, "destination",
+	                         o->r.src, "sequence", (json_int_t)seq, "root", root, "files",
+	                         (json_int_t)st.files, "bytes", (json_int_t)st.bytes));
+	sl_report_say(O->x.rep, "resumed %s from checkpoint %llu of %s (%u file%s, %llu bytes)",
+	              o->name, (unsigned long long)seq, src, st.files, st.files == 1 ? "" : "s",
+	              (unsigned long long)st.bytes);
 	rc = SL_OK;
 out:
 	if (rc != SL_OK) {
 		char msg[1024];
 		snprintf(msg, sizeof(msg), "%s", sl_err_detail());
-		sl_out_audit(s, SL_AUDIT_EV_RUN_RESUME, m != NULL ? sl_sldm_dataset_id(m) : NULL,
-		             NULL, SL_AUDIT_ERROR, NULL,
-		             json_pack("{s:s, s:s, s:I, s:s, s:s}", "output", o->name, "source",
-		                       src, "sequence", (json_int_t)seq, "error", sl_err_name(rc),
-		                       "message", msg));
+		sl_report_note(O->x.rep, SL_AUDIT_EV_RUN_RESUME,
+		               m != NULL ? sl_sldm_dataset_id(m) : NULL, NULL, SL_AUDIT_ERROR, NULL,
+		               json_pack("{s:s, s:s, s:I, s:s, s:s}", "output", o->name, "source",
+		                         src, "sequence", (json_int_t)seq, "error", sl_err_name(rc),
+		                         "message", msg));
 		(void)sl_err_set(rc, "%s", msg);
 	}
 	return rc;

@@ -61,8 +61,8 @@ static SL_RESULT upload_dir(struct sl_outputs *O, struct out_one *o, const char 
 	int fd = -1;
 
 	snprintf(url, sizeof(url), "%s%s/", o->dest, ck);
-	O->s->o->remote.quiet = sl_cli_quiet;
-	SL_GUARD(sl_remote_open(url, &O->s->o->remote, &r));
+	O->x.remote->quiet = sl_cli_quiet;
+	SL_GUARD(sl_remote_open(url, O->x.remote, &r));
 	d = opendir(dir); /* lint: trusted path (root's staging folder) */
 	SL_ENSURE(d != NULL, SL_E_IO, "%s: %s", dir, strerror(errno));
 	while ((e = readdir(d)) != NULL && n < sizeof(names) / sizeof(names[0])) {
@@ -110,7 +110,7 @@ static SL_RESULT put_latest(struct sl_outputs *O, struct out_one *o, uint64_t se
 	fd = memfd_create("latest", MFD_CLOEXEC);
 	SL_ENSURE(fd >= 0, SL_E_SYSTEM, "memfd_create: %s", strerror(errno));
 	SL_GUARD(sl_write_all(fd, text, (size_t)n, "LATEST"));
-	SL_GUARD(sl_remote_open(o->dest, &O->s->o->remote, &r));
+	SL_GUARD(sl_remote_open(o->dest, O->x.remote, &r));
 	SL_GUARD(sl_remote_put(r, LATEST, fd, (uint64_t)n));
 	rc = SL_OK;
 out:
@@ -123,7 +123,7 @@ out:
 /* Seals what the job wrote to NAME/ as the next checkpoint. Caller holds O->mu. */
 static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *trigger)
 {
-	struct sl_run_st *s = O->s;
+	const sl_job_user *user = O->x.user;
 	sl_err rc = SL_E_INTERNAL;
 	char src[400], ck[40], outdir[2300], stage[400] = "", root[65] = "", msg[1024];
 	const char *paths[1] = {o->name};
@@ -135,9 +135,9 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 
 	/* the output keys are under the lease of every key: once it ended,
 	 * nothing more is sealed (what was sealed before stays) */
-	SL_ENSURE(!sl_run_lease_ended(s), SL_E_ATTEST,
+	SL_ENSURE(!sl_report_lease_ended(O->x.rep), SL_E_ATTEST,
 	          "output %s: not sealed: the keys' lease ended (%s)", o->name,
-	          sl_run_lease_reason(s));
+	          sl_report_lease_reason(O->x.rep));
 	/* the job's tree, reached only beneath the folder's descriptor */
 	snprintf(src, sizeof(src), "%s/%s", O->dir.path, o->name);
 	SL_GUARD(sl_fsat_open_dir(O->dir.fd, o->name, 0, O->dir.path, &sfd));
@@ -148,7 +148,8 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	          "output %s: the job wrote %llu bytes, over --output-limit %llu: not sealed",
 	          o->name, (unsigned long long)bytes, (unsigned long long)O->c->limit);
 	if (files == 0) {
-		sl_run_say("output %s: nothing written (%s): nothing sealed", o->name, trigger);
+		sl_report_say(O->x.rep, "output %s: nothing written (%s): nothing sealed", o->name,
+		              trigger);
 		return SL_OK;
 	}
 	snprintf(ck, sizeof(ck), "ckpt-%08llu", (unsigned long long)seq);
@@ -175,14 +176,14 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	    .beneath_fd = O->dir.fd,
 	    .beneath_name = O->dir.path,
 	    /* under --user every file of the tree is that user's */
-	    .owner_set = s->user.set,
-	    .owner = s->user.uid,
+	    .owner_set = user->set,
+	    .owner = user->uid,
 	    .p = {.dataset_id = o->id,
-	          .kms_url = s->o->kms_url,
+	          .kms_url = O->x.kms_url,
 	          .key_id = o->key.key_id,
 	          .wrapped_dek = o->key.wrapped_dek,
 	          .wrapped_dek_len = o->key.wrapped_dek_len,
-	          .threads = s->o->threads},
+	          .threads = O->x.threads},
 	};
 	SL_GUARD(sl_tree_encrypt(o->key.dek, &t, &st));
 	if (o->remote)
@@ -192,14 +193,15 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	o->next_seq = seq + 1;
 	sl_hex_encode(st.root, sizeof(st.root), root);
 	snprintf(o->sealed_root, sizeof(o->sealed_root), "%s", root);
-	sl_out_audit(s, SL_AUDIT_EV_RUN_OUTPUT, o->id, o->key.key_id, SL_AUDIT_ALLOW, NULL,
-	             json_pack("{s:s, s:s, s:I, s:s, s:s, s:I, s:i, s:i}", "output", o->name,
-	                       "destination", o->policy_dest, "sequence", (json_int_t)seq,
-	                       "trigger", trigger, "root", root, "bytes", (json_int_t)st.bytes,
-	                       "files", (int)st.files, "shards", (int)st.shards));
-	sl_run_say("output %s: sealed checkpoint %llu (%u file%s, %llu bytes, %s) to %s", o->name,
-	           (unsigned long long)seq, st.files, st.files == 1 ? "" : "s",
-	           (unsigned long long)st.bytes, trigger, o->dest);
+	sl_report_note(O->x.rep, SL_AUDIT_EV_RUN_OUTPUT, o->id, o->key.key_id, SL_AUDIT_ALLOW, NULL,
+	               json_pack("{s:s, s:s, s:I, s:s, s:s, s:I, s:i, s:i}", "output", o->name,
+	                         "destination", o->policy_dest, "sequence", (json_int_t)seq,
+	                         "trigger", trigger, "root", root, "bytes", (json_int_t)st.bytes,
+	                         "files", (int)st.files, "shards", (int)st.shards));
+	sl_report_say(O->x.rep,
+	              "output %s: sealed checkpoint %llu (%u file%s, %llu bytes, %s) to %s",
+	              o->name, (unsigned long long)seq, st.files, st.files == 1 ? "" : "s",
+	              (unsigned long long)st.bytes, trigger, o->dest);
 	rc = SL_OK;
 out:
 	if (sfd >= 0)
@@ -210,11 +212,12 @@ out:
 	}
 	if (rc != SL_OK) {
 		snprintf(msg, sizeof(msg), "%s", sl_err_detail());
-		sl_out_audit(s, SL_AUDIT_EV_RUN_OUTPUT, o->id, o->key.key_id, SL_AUDIT_ERROR, NULL,
-		             json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:I}", "output", o->name,
-		                       "destination", o->policy_dest, "sequence", (json_int_t)seq,
-		                       "trigger", trigger, "error", sl_err_name(rc), "message", msg,
-		                       "bytes", (json_int_t)bytes));
+		sl_report_note(O->x.rep, SL_AUDIT_EV_RUN_OUTPUT, o->id, o->key.key_id,
+		               SL_AUDIT_ERROR, NULL,
+		               json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:I}", "output", o->name,
+		                         "destination", o->policy_dest, "sequence", (json_int_t)seq,
+		                         "trigger", trigger, "error", sl_err_name(rc), "message",
+		                         msg, "bytes", (json_int_t)bytes));
 		(void)sl_err_set(rc, "%s", msg);
 	}
 	return rc;
@@ -248,7 +251,7 @@ static void checkpoint(struct sl_outputs *O, const char *how, uint64_t nreq)
 	sl_err rc = seal_all(O, "checkpoint");
 	O->requests += nreq;
 	if (rc != SL_OK)
-		fprintf(stderr, "seclaunch %s: checkpoint (%s) failed: %s\n", SL_OUT_CMD(O->s), how,
+		fprintf(stderr, "seclaunch %s: checkpoint (%s) failed: %s\n", O->x.rep->cmd, how,
 		        sl_err_detail());
 	/* the job's answer: "N ok" or "N error: ..." (N counts requests) */
 	int n = snprintf(text, sizeof(text), "%llu %s%s\n", (unsigned long long)O->requests,
@@ -256,9 +259,9 @@ static void checkpoint(struct sl_outputs *O, const char *how, uint64_t nreq)
 	/* in the job's folder: made beneath its descriptor and given the job's
 	 * user on the new file's own descriptor, before the rename shows it */
 	if (sl_fsat_write_atomic(O->dir.fd, CKPT_STATUS, text, (size_t)n, 0644,
-	                         O->s->user.set ? O->s->user.uid : (uid_t)-1,
-	                         O->s->user.set ? O->s->user.gid : (gid_t)-1, O->dir.path) != SL_OK)
-		fprintf(stderr, "seclaunch %s: warning: %s\n", SL_OUT_CMD(O->s), sl_err_detail());
+	                         O->x.user->set ? O->x.user->uid : (uid_t)-1,
+	                         O->x.user->set ? O->x.user->gid : (gid_t)-1, O->dir.path) != SL_OK)
+		fprintf(stderr, "seclaunch %s: warning: %s\n", O->x.rep->cmd, sl_err_detail());
 }
 
 static void *watch_requests(void *arg)
@@ -353,36 +356,38 @@ static void stop_watchers(struct sl_outputs *O)
 
 /* ---- the hooks --------------------------------------------------------------- */
 
-sl_err sl_out_prepare(struct sl_run_st *s)
+sl_err sl_out_prepare(struct sl_outputs *O)
 {
 	sl_err rc = SL_E_INTERNAL;
-	struct sl_outputs *O = s->out;
 	char env[600];
-	uid_t uid = s->user.set ? s->user.uid : geteuid();
-	gid_t gid = s->user.set ? s->user.gid : getegid();
 
 	if (O == NULL)
 		return SL_OK;
+	uid_t uid = O->x.user->set ? O->x.user->uid : geteuid();
+	gid_t gid = O->x.user->set ? O->x.user->gid : getegid();
 	SL_GUARD(sl_memdir_create(&O->dir, O->c->ns, O->c->limit, uid, gid));
 	if (!O->dir.mounted && O->c->ns_why[0] != '\0')
-		sl_run_say("%s: %s; using a %s", SL_OUT_ENV, O->c->ns_why, O->dir.method);
+		sl_report_say(O->x.rep, "%s: %s; using a %s", SL_OUT_ENV, O->c->ns_why,
+		              O->dir.method);
 	bool swap = sl_swap_active() && !O->dir.noswap;
 	if (swap)
-		sl_run_say("WARNING: swap is on: the kernel may write pages of %s (plaintext) to "
-		           "swap; turn swap off or use encrypted swap",
-		           SL_OUT_ENV);
+		sl_report_say(
+		    O->x.rep,
+		    "WARNING: swap is on: the kernel may write pages of %s (plaintext) to "
+		    "swap; turn swap off or use encrypted swap",
+		    SL_OUT_ENV);
 	for (size_t i = 0; i < O->n; i++)
 		if (O->o[i].resume != NULL)
-			SL_GUARD(sl_out_resume(s, O, &O->o[i]));
+			SL_GUARD(sl_out_resume(O, &O->o[i]));
 	for (size_t i = 0; i < O->n; i++)
 		SL_GUARD(sl_fsat_mkdir(O->dir.fd, O->o[i].name, 0700, uid, gid, O->dir.path, NULL));
 	/* serve has no job environment: the folder goes to the tasks in its
 	 * ready line (run_serve.c) */
-	if (s->o->env != NULL) {
+	if (O->x.env != NULL) {
 		snprintf(env, sizeof(env), "%s=%s", SL_OUT_ENV, O->dir.path);
-		SL_GUARD(sl_job_env_own(s->o->env, env));
+		SL_GUARD(sl_job_env_own(O->x.env, env));
 		snprintf(env, sizeof(env), "SECLAUNCH_PID=%d", (int)getpid());
-		SL_GUARD(sl_job_env_own(s->o->env, env));
+		SL_GUARD(sl_job_env_own(O->x.env, env));
 	}
 	SL_ENSURE(pipe2(O->stop, O_CLOEXEC) == 0, SL_E_SYSTEM, "pipe: %s", strerror(errno));
 	SL_ENSURE(pthread_create(&O->th, NULL, watch_requests, O) == 0, SL_E_SYSTEM,
@@ -395,38 +400,38 @@ sl_err sl_out_prepare(struct sl_run_st *s)
 		                      .grace_s = O->c->preempt_grace_s};
 		SL_GUARD(sl_preempt_start(&po, &O->pre));
 	}
-	sl_out_audit(s, SL_AUDIT_EV_RUN_OUTPUT, NULL, NULL, NULL, NULL,
-	             json_pack("{s:s, s:s, s:b, s:I, s:s}", "stage", "ready", "folder",
-	                       O->dir.method, "swap_on", swap, "limit", (json_int_t)O->c->limit,
-	                       "preempt_watch",
-	                       O->c->preempt == SL_PREEMPT_GCE       ? "gce"
-	                       : O->c->preempt == SL_PREEMPT_AWS     ? "aws"
-	                       : O->c->preempt == SL_PREEMPT_SIGTERM ? "sigterm"
-	                                                             : "none"));
-	sl_run_say("outputs in %s (%s)", O->dir.path, O->dir.method);
+	sl_report_note(O->x.rep, SL_AUDIT_EV_RUN_OUTPUT, NULL, NULL, NULL, NULL,
+	               json_pack("{s:s, s:s, s:b, s:I, s:s}", "stage", "ready", "folder",
+	                         O->dir.method, "swap_on", swap, "limit", (json_int_t)O->c->limit,
+	                         "preempt_watch",
+	                         O->c->preempt == SL_PREEMPT_GCE       ? "gce"
+	                         : O->c->preempt == SL_PREEMPT_AWS     ? "aws"
+	                         : O->c->preempt == SL_PREEMPT_SIGTERM ? "sigterm"
+	                                                               : "none"));
+	sl_report_say(O->x.rep, "outputs in %s (%s)", O->dir.path, O->dir.method);
 	rc = SL_OK;
 out:
 	return rc;
 }
 
-void sl_out_job_started(struct sl_run_st *s, pid_t pid)
+void sl_out_job_started(struct sl_outputs *O, pid_t pid)
 {
-	if (s->out != NULL && s->out->pre != NULL)
-		sl_preempt_set_job(s->out->pre, pid);
+	if (O != NULL && O->pre != NULL)
+		sl_preempt_set_job(O->pre, pid);
 }
 
-void sl_out_job_exited(struct sl_run_st *s, const struct sl_job_result *res)
+void sl_out_job_exited(struct sl_outputs *O, const struct sl_job_result *res)
 {
-	if (s->out == NULL)
+	if (O == NULL)
 		return;
 	/* no checkpoint once the job is gone: the final seal is next */
-	stop_watchers(s->out);
-	s->out->forwarded = res->forwarded;
+	stop_watchers(O);
+	O->forwarded = res->forwarded;
 }
 
-static void free_all(struct sl_run_st *s)
+static void free_all(struct sl_outputs **Op)
 {
-	struct sl_outputs *O = s->out;
+	struct sl_outputs *O = *Op;
 	stop_watchers(O);
 	sl_preempt_free(O->pre);
 	O->pre = NULL;
@@ -436,10 +441,10 @@ static void free_all(struct sl_run_st *s)
 		sl_out_resume_free(&O->o[i]);
 	}
 	if (sl_memdir_wipe(&O->dir) != SL_OK)
-		fprintf(stderr, "seclaunch %s: warning: %s\n", SL_OUT_CMD(s), sl_err_detail());
+		fprintf(stderr, "seclaunch %s: warning: %s\n", O->x.rep->cmd, sl_err_detail());
 	pthread_mutex_destroy(&O->mu);
 	free(O);
-	s->out = NULL;
+	*Op = NULL;
 }
 
 /* ---- strays -------------------------------------------------------------------- */
@@ -484,27 +489,27 @@ static bool report_strays(struct sl_outputs *O, bool fatal)
 	    sl_fsat_walk(O->dir.fd, 0, 2, true, stray_entry, &st, O->dir.path) != SL_OK)
 		fprintf(stderr,
 		        "seclaunch %s: warning: looking for files outside every output: %s\n",
-		        SL_OUT_CMD(O->s), sl_err_detail());
+		        O->x.rep->cmd, sl_err_detail());
 	bool any = json_array_size(st.names) > 0;
 	json_array_foreach (st.names, i, n) {
 		json_t *m = json_sprintf("%s is outside every output (%s): not sealed",
 		                         json_string_value(n), outs);
-		sl_run_say("%s", json_string_value(m));
+		sl_report_say(O->x.rep, "%s", json_string_value(m));
 		json_array_append_new(msgs, m);
 	}
 	if (any)
-		sl_out_audit(O->s, SL_AUDIT_EV_RUN_OUTPUT, NULL, NULL,
-		             fatal ? SL_AUDIT_ERROR : NULL, NULL,
-		             json_pack("{s:s, s:O, s:O, s:b}", "stage", "strays", "strays",
-		                       st.names, "messages", msgs, "sealed_any", !fatal));
+		sl_report_note(O->x.rep, SL_AUDIT_EV_RUN_OUTPUT, NULL, NULL,
+		               fatal ? SL_AUDIT_ERROR : NULL, NULL,
+		               json_pack("{s:s, s:O, s:O, s:b}", "stage", "strays", "strays",
+		                         st.names, "messages", msgs, "sealed_any", !fatal));
 	json_decref(st.names);
 	json_decref(msgs);
 	return any;
 }
 
-int sl_out_finish(struct sl_run_st *s, int job_code)
+int sl_out_finish(struct sl_outputs **Op, int job_code)
 {
-	struct sl_outputs *O = s->out;
+	struct sl_outputs *O = *Op;
 	char source[16] = "sigterm", msg[1024];
 	double when = 0;
 	int code = job_code;
@@ -515,7 +520,7 @@ int sl_out_finish(struct sl_run_st *s, int job_code)
 	sl_preempt_free(O->pre);
 	O->pre = NULL;
 	bool preempted = noticed || (O->c->preempt != SL_PREEMPT_NONE && O->forwarded == SIGTERM);
-	if (sl_run_lease_ended(s)) {
+	if (sl_report_lease_ended(O->x.rep)) {
 		/* the lease ended the job (run.lease_ended says why, the exit
 		 * status is its): the outputs are wiped unsealed */
 		json_t *list = json_array();
@@ -524,11 +529,13 @@ int sl_out_finish(struct sl_run_st *s, int job_code)
 			    list, json_pack("{s:s, s:s, s:I}", "output", O->o[i].name,
 			                    "destination", O->o[i].policy_dest, "sealed_sequence",
 			                    (json_int_t)O->o[i].sealed_seq));
-		sl_out_audit(s, SL_AUDIT_EV_RUN_OUTPUT, NULL, NULL, SL_AUDIT_DENY,
-		             json_pack("[s]", "the keys' lease ended: nothing more is sealed"),
-		             json_pack("{s:s, s:o}", "stage", "final", "outputs", list));
-		sl_run_say("the lease ended: outputs wiped, not sealed (earlier checkpoints stay)");
-		free_all(s);
+		sl_report_note(O->x.rep, SL_AUDIT_EV_RUN_OUTPUT, NULL, NULL, SL_AUDIT_DENY,
+		               json_pack("[s]", "the keys' lease ended: nothing more is sealed"),
+		               json_pack("{s:s, s:o}", "stage", "final", "outputs", list));
+		sl_report_say(
+		    O->x.rep,
+		    "the lease ended: outputs wiped, not sealed (earlier checkpoints stay)");
+		free_all(Op);
 		return job_code;
 	}
 	sl_err rc = seal_all(O, preempted ? "preemption" : "exit");
@@ -554,43 +561,44 @@ int sl_out_finish(struct sl_run_st *s, int job_code)
 			                                       (json_int_t)O->o[i].sealed_seq,
 			                                       "root", O->o[i].sealed_root));
 		double took = noticed ? sl_preempt_now() - when : 0;
-		sl_out_audit(s, SL_AUDIT_EV_RUN_PREEMPTED, NULL, NULL,
-		             rc == SL_OK ? SL_AUDIT_ALLOW : SL_AUDIT_ERROR, NULL,
-		             json_pack("{s:s, s:o, s:i, s:i, s:i, s:f, s:b, s:s?}", "notice",
-		                       source, "saved", saved, "job_exit_code", job_code, "signal",
-		                       noticed ? O->c->preempt_signal : SIGTERM, "grace_s",
-		                       (int)O->c->preempt_grace_s, "notice_to_sealed_s", took,
-		                       "all_saved", rc == SL_OK, "error",
-		                       rc == SL_OK ? NULL : msg));
+		sl_report_note(O->x.rep, SL_AUDIT_EV_RUN_PREEMPTED, NULL, NULL,
+		               rc == SL_OK ? SL_AUDIT_ALLOW : SL_AUDIT_ERROR, NULL,
+		               json_pack("{s:s, s:o, s:i, s:i, s:i, s:f, s:b, s:s?}", "notice",
+		                         source, "saved", saved, "job_exit_code", job_code,
+		                         "signal", noticed ? O->c->preempt_signal : SIGTERM,
+		                         "grace_s", (int)O->c->preempt_grace_s,
+		                         "notice_to_sealed_s", took, "all_saved", rc == SL_OK,
+		                         "error", rc == SL_OK ? NULL : msg));
 		if (rc == SL_OK) {
-			sl_run_say("preempted (%s): outputs sealed%s; exit %d", source,
-			           noticed ? "" : " after SIGTERM", SL_OUT_PREEMPTED_EXIT);
+			sl_report_say(O->x.rep, "preempted (%s): outputs sealed%s; exit %d", source,
+			              noticed ? "" : " after SIGTERM", SL_OUT_PREEMPTED_EXIT);
 			code = SL_OUT_PREEMPTED_EXIT;
 		}
 	}
-	free_all(s);
+	const char *cmd = O->x.rep->cmd;
+	free_all(Op);
 	if (rc != SL_OK) {
 		code = sl_err_exit_code(rc);
-		sl_cli_report(SL_OUT_CMD(s), rc, code, msg);
+		sl_cli_report(cmd, rc, code, msg);
 	}
 	return code;
 }
 
-const char *sl_out_dir(const struct sl_run_st *s)
+const char *sl_out_dir(const struct sl_outputs *O)
 {
-	return s->out != NULL && s->out->dir.path[0] != '\0' ? s->out->dir.path : NULL;
+	return O != NULL && O->dir.path[0] != '\0' ? O->dir.path : NULL;
 }
 
-bool sl_out_preempt_noticed(struct sl_run_st *s)
+bool sl_out_preempt_noticed(struct sl_outputs *O)
 {
 	char source[16];
 	double when;
-	return s->out != NULL && s->out->pre != NULL &&
-	       sl_preempt_noticed(s->out->pre, source, sizeof(source), &when);
+	return O != NULL && O->pre != NULL &&
+	       sl_preempt_noticed(O->pre, source, sizeof(source), &when);
 }
 
-void sl_out_abort(struct sl_run_st *s)
+void sl_out_abort(struct sl_outputs **O)
 {
-	if (s->out != NULL)
-		free_all(s);
+	if (*O != NULL)
+		free_all(O);
 }

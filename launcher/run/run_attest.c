@@ -97,7 +97,7 @@ static SL_RESULT gpu_evidence(struct sl_run_st *s)
 	SL_ENSURE(json_array_append(s->evidence, ev) == 0, SL_E_NOMEM, "evidence list");
 	if (s->gpu.needs_ready)
 		SL_GUARD(sl_gpu_set_ready(&s->gpu));
-	sl_run_say("GPU attested: nvidia-gpu evidence bound to the same nonce");
+	sl_report_say(&s->rep, "GPU attested: nvidia-gpu evidence bound to the same nonce");
 	rc = SL_OK;
 out:
 	json_decref(ev);
@@ -161,7 +161,8 @@ sl_err sl_run_step_evidence(struct sl_run_st *s)
 	SL_ENSURE(s->evidence != NULL && json_array_append(s->evidence, ev) == 0, SL_E_NOMEM,
 	          "evidence list");
 	const char *kind = sl_claims_get(s->claims, "tee.kind");
-	sl_run_say("attested: %s evidence bound to the KMS nonce", kind != NULL ? kind : s->o->tee);
+	sl_report_say(&s->rep, "attested: %s evidence bound to the KMS nonce",
+	              kind != NULL ? kind : s->o->tee);
 	if (s->use_gpu && strcmp(s->gpu.cc, "on") == 0)
 		SL_GUARD(gpu_evidence(s));
 	rc = SL_OK;
@@ -186,17 +187,18 @@ sl_err sl_run_step_identity(struct sl_run_st *s)
 	SL_ENSURE(s->identity != NULL, SL_E_NOMEM, "identity list");
 	SL_GUARD(sl_region_id_collect(&rid, s->binding, s->claims, &doc));
 	if (s->o->region != NULL && sl_policy_allow_unverified_region(s->policy))
-		sl_run_say("WARNING: region %s is UNVERIFIED (given with --region, signed by "
-		           "nobody); "
-		           "it counts only because the policy sets allow_unverified_region: "
-		           "development use only",
-		           s->o->region);
+		sl_report_say(&s->rep,
+		              "WARNING: region %s is UNVERIFIED (given with --region, signed by "
+		              "nobody); "
+		              "it counts only because the policy sets allow_unverified_region: "
+		              "development use only",
+		              s->o->region);
 	if (doc != NULL) {
 		SL_ENSURE(json_array_append(s->identity, doc) == 0, SL_E_NOMEM, "identity list");
 		const char *p = sl_claims_get(s->claims, "cloud.provider");
 		const char *g = sl_claims_get(s->claims, "cloud.region");
-		sl_run_say(
-		    "region %s:%s (%s)", p != NULL ? p : "?", g != NULL ? g : "?",
+		sl_report_say(
+		    &s->rep, "region %s:%s (%s)", p != NULL ? p : "?", g != NULL ? g : "?",
 		    sl_claims_get(s->claims, "cloud.region_verified") != NULL &&
 		            strcmp(sl_claims_get(s->claims, "cloud.region_verified"), "true") == 0
 		        ? "verified"
@@ -246,12 +248,12 @@ sl_err sl_run_step_gpu(struct sl_run_st *s)
 		if (!s->use_gpu) {
 			/* a CPU-only machine is no news: the probe's reason only with -v */
 			if (s->o->verbose)
-				sl_run_say("staging in host memory: %s", s->gpu.reason);
+				sl_report_say(&s->rep, "staging in host memory: %s", s->gpu.reason);
 			else
-				sl_run_say("staging in host memory");
+				sl_report_say(&s->rep, "staging in host memory");
 			snprintf(s->gpu.cc, sizeof(s->gpu.cc), "absent");
 		} else {
-			sl_run_say("GPU %s: %s", s->gpu.name, s->gpu.reason);
+			sl_report_say(&s->rep, "GPU %s: %s", s->gpu.name, s->gpu.reason);
 		}
 	}
 	rc = SL_OK;
@@ -273,7 +275,7 @@ sl_err sl_run_step_claims(struct sl_run_st *s)
 		SL_GUARD(
 		    sl_claims_set(s->claims, "gpu.devtools", s->gpu.devtools ? "true" : "false"));
 	sl_claims_digest(s->claims, d);
-	sl_hex_encode(d, sizeof(d), s->claims_digest);
+	sl_hex_encode(d, sizeof(d), s->rep.claims_digest);
 	rc = SL_OK;
 out:
 	return rc;

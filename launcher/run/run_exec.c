@@ -21,8 +21,7 @@
 #include "seclaunch/util.h"
 #include "seclaunch/json.h"
 
-static int g_sig;                 /* a termination signal that arrived before the job */
-static const char *g_cmd = "run"; /* "serve" under seclaunch serve: names every message */
+static int g_sig; /* a termination signal that arrived before the job */
 
 static int poll_sig(void)
 {
@@ -35,75 +34,6 @@ static int poll_sig(void)
 	SL_ENSURE(poll_sig() == 0, SL_E_SYSTEM, "interrupted by signal %d before the job started", \
 	          g_sig)
 
-void sl_run_say(const char *fmt, ...)
-{
-	va_list ap;
-	if (sl_cli_quiet)
-		return;
-	fprintf(stderr, "seclaunch %s: ", g_cmd);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-sl_err sl_run_record(struct sl_run_st *s, const char *event, const char *ds, const char *key,
-                     const char *decision, json_t *reasons, json_t *details)
-{
-	sl_err rc = SL_OK;
-	if (s->audit != NULL) {
-		sl_audit_record rec = {
-		    .event = event,
-		    .job_id = s->job_id,
-		    .dataset_id = ds,
-		    .key_id = key,
-		    .policy_digest = s->policy != NULL ? sl_policy_digest_hex(s->policy) : NULL,
-		    .decision = decision,
-		    .reasons = reasons,
-		    .claims_digest = s->claims_digest[0] != '\0' ? s->claims_digest : NULL,
-		    .details = details,
-		};
-		/* before the job starts, what the run did stays in this process:
-		 * its records are written at once and fsync'd together just before
-		 * the job (sl_audit_sync in step_job); a refusal or an error is
-		 * durable at once */
-		bool lazy =
-		    s->audit_defer && (decision == NULL || (strcmp(decision, SL_AUDIT_DENY) != 0 &&
-		                                            strcmp(decision, SL_AUDIT_ERROR) != 0));
-		rc = lazy ? sl_audit_append_deferred(s->audit, &rec)
-		          : sl_audit_append(s->audit, &rec);
-		if (rc != SL_OK)
-			rc = sl_err_wrap(rc, "audit log %s", s->o->audit_log);
-	}
-	json_decref(reasons);
-	json_decref(details);
-	return rc;
-}
-
-/* A dataset is an SLD file (hdr) or a sharded dataset (man). */
-static const char *ds_id(const struct sl_run_st *s, size_t i)
-{
-	return s->man[i] != NULL ? sl_sldm_dataset_id(s->man[i])
-	                         : sl_sld_header_dataset_id(s->hdr[i]);
-}
-
-static const char *ds_key(const struct sl_run_st *s, size_t i)
-{
-	return s->man[i] != NULL ? sl_sldm_key_id(s->man[i]) : sl_sld_header_key_id(s->hdr[i]);
-}
-
-static const uint8_t *ds_wrapped(const struct sl_run_st *s, size_t i, size_t *len)
-{
-	return s->man[i] != NULL ? sl_sldm_wrapped_dek(s->man[i], len)
-	                         : sl_sld_header_wrapped_dek(s->hdr[i], len);
-}
-
-static uint64_t ds_size(const struct sl_run_st *s, size_t i)
-{
-	return s->man[i] != NULL ? sl_sldm_plaintext_len(s->man[i])
-	                         : sl_sld_header_plaintext_len(s->hdr[i]);
-}
-
 static SL_RESULT step_audit_open(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
@@ -111,13 +41,15 @@ static SL_RESULT step_audit_open(struct sl_run_st *s)
 	json_t *argv0 = NULL, *files = json_array();
 
 	sl_random(id, sizeof(id));
-	sl_hex_encode(id, sizeof(id), s->job_id);
+	sl_hex_encode(id, sizeof(id), s->rep.job_id);
 	if (s->o->audit_log == NULL)
-		sl_run_say("WARNING: no audit log (no --audit-log, $SECLAUNCH_AUDIT_LOG or $HOME)");
+		sl_report_say(
+		    &s->rep,
+		    "WARNING: no audit log (no --audit-log, $SECLAUNCH_AUDIT_LOG or $HOME)");
 	else
 		SL_GUARD(sl_audit_open(s->o->audit_log, s->o->audit_key,
 		                       s->o->serve.on ? "seclaunch serve" : "seclaunch run", 0,
-		                       &s->audit));
+		                       &s->rep.audit));
 	for (size_t i = 0; i < s->o->ndatasets; i++)
 		json_array_append_new(files, json_string(s->o->datasets[i]));
 	argv0 = json_pack("{s:s?, s:o, s:s, s:s, s:s, s:s?, s:s, s:O?}", "command",
@@ -129,7 +61,7 @@ static SL_RESULT step_audit_open(struct sl_run_st *s)
 	                  "user", s->o->user, "mode", s->o->serve.on ? "serve" : "run", "context",
 	                  s->context);
 	files = NULL;
-	SL_GUARD(sl_run_record(s, SL_AUDIT_EV_RUN_START, NULL, NULL, NULL, NULL, argv0));
+	SL_GUARD(sl_report_record(&s->rep, SL_AUDIT_EV_RUN_START, NULL, NULL, NULL, NULL, argv0));
 	argv0 = NULL;
 	rc = SL_OK;
 out:
@@ -178,9 +110,10 @@ static SL_RESULT step_command(struct sl_run_st *s)
 	 * read, the job can read (docs/job-interface.md) */
 	if (!s->user.set && s->o->audit_key != NULL && stat(s->o->audit_key, &st) == 0 &&
 	    st.st_uid == geteuid())
-		sl_run_say("WARNING: the job runs as this user and can read the audit key %s; "
-		           "run seclaunch as root with --user to keep it from the job",
-		           s->o->audit_key);
+		sl_report_say(&s->rep,
+		              "WARNING: the job runs as this user and can read the audit key %s; "
+		              "run seclaunch as root with --user to keep it from the job",
+		              s->o->audit_key);
 	rc = SL_OK;
 out:
 	sl_strv_free(envp);
@@ -203,40 +136,17 @@ static uint64_t mem_available(void)
 }
 
 /* Opens one dataset: an SLD file, a dataset folder, or a dataset URL. */
-static SL_RESULT open_dataset(struct sl_run_st *s, size_t i, const char *path)
+static SL_RESULT open_dataset(struct sl_run_st *s, sl_dataset *d, const char *path)
 {
 	sl_err rc = SL_E_INPUT;
-	uint8_t d[32];
 
-	if (sl_remote_is_url(path)) {
-		s->o->remote.quiet = sl_cli_quiet;
-		SL_GUARD(sl_remote_open(path, &s->o->remote, &s->rem[i]));
-		SL_GUARD(sl_tree_manifest(NULL, s->rem[i], &s->man[i]));
-	} else {
-		/* opened with the rights of the job's user (--user): a dataset
-		 * that user cannot read is not read for them by root; every later
-		 * read goes through this descriptor */
-		struct stat st;
-		int fd = -1;
-		SL_GUARD(sl_user_open(&s->user, path, &fd));
-		if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-			s->dfd[i] = fd;
-			SL_GUARD(sl_tree_manifest_at(fd, path, &s->man[i]));
-		} else {
-			s->fd[i] = fd;
-			SL_GUARD(sl_sld_header_read_fd(fd, path, &s->hdr[i]));
-		}
-	}
+	s->o->remote.quiet = sl_cli_quiet;
+	SL_GUARD(sl_dataset_open(d, path, &s->user, &s->o->remote));
 	/* GPU decryption takes SLD chunks one file at a time: single files only */
-	SL_ENSURE(s->man[i] == NULL || !s->o->gpu_decrypt, SL_E_USAGE,
+	SL_ENSURE(d->man == NULL || !s->o->gpu_decrypt, SL_E_USAGE,
 	          "%s: --gpu-decrypt takes SLD files; a sharded dataset is staged in host "
 	          "memory and uploaded by the job (--stage gpu)",
 	          path);
-	if (s->man[i] != NULL)
-		sl_sldm_root(s->man[i], d);
-	else
-		sl_sld_header_digest(s->hdr[i], d);
-	sl_hex_encode(d, sizeof(d), s->root[i]);
 	rc = SL_OK;
 out:
 	return rc;
@@ -249,18 +159,19 @@ static SL_RESULT step_datasets(struct sl_run_st *s)
 	for (size_t i = 0; i < s->o->ndatasets; i++) {
 		const char *path = s->o->datasets[i];
 		s->n = i + 1;
-		SL_GUARD(open_dataset(s, i, path));
+		sl_dataset *d = &s->ds[i];
+		SL_GUARD(open_dataset(s, d, path));
 		size_t wl = 0;
-		(void)ds_wrapped(s, i, &wl);
-		SL_ENSURE(ds_key(s, i)[0] != '\0' && wl > 0, SL_E_INPUT,
+		(void)sl_dataset_wrapped_dek(d, &wl);
+		SL_ENSURE(sl_dataset_key_id(d)[0] != '\0' && wl > 0, SL_E_INPUT,
 		          "%s: encrypted with a local key file (no KMS key id in its %s); "
 		          "seclaunch run needs a dataset encrypted with --kms",
-		          path, s->man[i] != NULL ? "manifest" : "header");
+		          path, d->man != NULL ? "manifest" : "header");
 		for (size_t j = 0; j < i; j++)
-			SL_ENSURE(strcmp(ds_id(s, j), ds_id(s, i)) != 0, SL_E_INPUT,
-			          "%s and %s hold the same dataset id '%s'", s->o->datasets[j],
-			          path, ds_id(s, i));
-		total += ds_size(s, i);
+			SL_ENSURE(strcmp(sl_dataset_id(&s->ds[j]), sl_dataset_id(d)) != 0,
+			          SL_E_INPUT, "%s and %s hold the same dataset id '%s'",
+			          s->o->datasets[j], path, sl_dataset_id(d));
+		total += sl_dataset_size(d);
 	}
 	/* how each dataset is staged: --stage stream streams every sharded
 	 * dataset; auto streams them when staging them whole would take more
@@ -271,21 +182,22 @@ static SL_RESULT step_datasets(struct sl_run_st *s)
 	                  (s->o->where == SL_STAGE_AUTO && avail > 0 && total > avail / 2);
 	uint64_t need = 0;
 	for (size_t i = 0; i < s->n; i++) {
-		s->streamed[i] = stream_all && s->man[i] != NULL;
-		if (s->streamed[i]) {
+		sl_dataset *d = &s->ds[i];
+		d->streamed = stream_all && d->man != NULL;
+		if (d->streamed) {
 			uint64_t largest = 0;
-			for (uint32_t k = 0; k < sl_sldm_shard_count(s->man[i]); k++)
-				if (sl_sldm_shard_at(s->man[i], k).plaintext_len > largest)
-					largest = sl_sldm_shard_at(s->man[i], k).plaintext_len;
+			for (uint32_t k = 0; k < sl_sldm_shard_count(d->man); k++)
+				if (sl_sldm_shard_at(d->man, k).plaintext_len > largest)
+					largest = sl_sldm_shard_at(d->man, k).plaintext_len;
 			SL_ENSURE(
 			    largest <= window, SL_E_USAGE,
 			    "%s: its largest shard holds %llu bytes, more than the --window of "
 			    "%llu; give a larger --window",
 			    s->o->datasets[i], (unsigned long long)largest,
 			    (unsigned long long)window);
-			need += ds_size(s, i) < window ? ds_size(s, i) : window;
+			need += sl_dataset_size(d) < window ? sl_dataset_size(d) : window;
 		} else {
-			need += ds_size(s, i);
+			need += sl_dataset_size(d);
 		}
 	}
 	/* what is staged must fit in memory: said now, before any key is
@@ -310,8 +222,9 @@ static SL_RESULT step_policy(struct sl_run_st *s)
 	sl_err rc = SL_E_INTERNAL;
 	SL_GUARD(sl_policy_load_signed(s->o->policy_path, s->o->policy_sig, s->o->policy_pub,
 	                               &s->policy));
-	sl_run_say("policy %s: signature verified, sha256 %s", s->o->policy_path,
-	           sl_policy_digest_hex(s->policy));
+	s->rep.policy_digest = sl_policy_digest_hex(s->policy);
+	sl_report_say(&s->rep, "policy %s: signature verified, sha256 %s", s->o->policy_path,
+	              sl_policy_digest_hex(s->policy));
 	rc = SL_OK;
 out:
 	return rc;
@@ -324,8 +237,8 @@ static SL_RESULT step_preflight(struct sl_run_st *s)
 	json_t *reasons = NULL, *details = NULL;
 
 	for (size_t i = 0; i < s->n; i++) {
-		const char *ds = ds_id(s, i);
-		const char *key = ds_key(s, i);
+		const char *ds = sl_dataset_id(&s->ds[i]);
+		const char *key = sl_dataset_key_id(&s->ds[i]);
 		sl_policy_request req = {
 		    .dataset_id = ds, .key_id = key, .gpu_decrypt = s->o->gpu_decrypt};
 		sl_decision_free(d);
@@ -335,13 +248,13 @@ static SL_RESULT step_preflight(struct sl_run_st *s)
 		SL_GUARD(sl_decision_reasons_json(d, &reasons));
 		details = json_pack("{s:s, s:s}", "gpu", s->gpu.reason[0] ? s->gpu.reason : "none",
 		                    "gpu_cc", s->gpu.cc);
-		SL_GUARD(sl_run_record(s, SL_AUDIT_EV_RUN_PREFLIGHT, ds, key,
-		                       ok ? SL_AUDIT_ALLOW : SL_AUDIT_DENY, reasons, details));
+		SL_GUARD(sl_report_record(&s->rep, SL_AUDIT_EV_RUN_PREFLIGHT, ds, key,
+		                          ok ? SL_AUDIT_ALLOW : SL_AUDIT_DENY, reasons, details));
 		reasons = details = NULL;
 		if (!ok) {
 			fprintf(stderr,
 			        "seclaunch %s: the policy denies dataset %s (key %s) here:\n",
-			        g_cmd, ds, key);
+			        s->rep.cmd, ds, key);
 			for (size_t j = 0; j < sl_decision_reason_count(d); j++)
 				fprintf(stderr, "  - %s\n", sl_decision_reason(d, j));
 			fprintf(stderr, "  nothing was fetched from the KMS\n");
@@ -349,13 +262,36 @@ static SL_RESULT step_preflight(struct sl_run_st *s)
 			SL_GUARD(sl_decision_err(d));
 		}
 	}
-	sl_run_say("pre-flight: the policy allows %zu dataset%s here", s->n, s->n == 1 ? "" : "s");
+	sl_report_say(&s->rep, "pre-flight: the policy allows %zu dataset%s here", s->n,
+	              s->n == 1 ? "" : "s");
 	rc = SL_OK;
 out:
 	json_decref(reasons);
 	json_decref(details);
 	sl_decision_free(d);
 	return rc;
+}
+
+/* What --output and --resume name, read before anything is attested. */
+static SL_RESULT step_outputs_open(struct sl_run_st *s)
+{
+	struct sl_out_ctx x = {.rep = &s->rep,
+	                       .c = &s->o->outcfg,
+	                       .remote = &s->o->remote,
+	                       .user = &s->user,
+	                       .env = s->o->env,
+	                       .kms_url = s->o->kms_url,
+	                       .threads = s->o->threads};
+	return sl_out_open(&x, &s->out);
+}
+
+/* The policy's verdict on every output, beside the inputs it reads. */
+static SL_RESULT step_outputs_preflight(struct sl_run_st *s)
+{
+	const char *ids[SL_RUN_MAX_DATASETS];
+	for (size_t i = 0; i < s->n; i++)
+		ids[i] = sl_dataset_id(&s->ds[i]);
+	return sl_out_preflight(s->out, s->policy, s->claims, ids, s->n, &s->explained);
 }
 
 /* The KMS answers every refusal with 403 and a list of reasons, each with a
@@ -371,15 +307,15 @@ static SL_RESULT explain_refusal(struct sl_run_st *s)
 	size_t i;
 
 	snprintf(detail, sizeof(detail), "%s", sl_err_detail());
-	fprintf(stderr, "seclaunch %s: the KMS refused to release the keys:\n", g_cmd);
+	fprintf(stderr, "seclaunch %s: the KMS refused to release the keys:\n", s->rep.cmd);
 	json_array_foreach (reasons, i, r) {
 		const char *c = sl_json_getstr(r, "code");
 		const char *d = sl_json_getstr(r, "detail");
 		fprintf(stderr, "  - [%s] %s\n", c != NULL ? c : "?", d != NULL ? d : "?");
 	}
 	s->explained = true;
-	sl_err a = sl_run_record(s, SL_AUDIT_EV_RUN_RELEASE, NULL, NULL, SL_AUDIT_DENY,
-	                         reasons != NULL ? json_deep_copy(reasons) : NULL, NULL);
+	sl_err a = sl_report_record(&s->rep, SL_AUDIT_EV_RUN_RELEASE, NULL, NULL, SL_AUDIT_DENY,
+	                            reasons != NULL ? json_deep_copy(reasons) : NULL, NULL);
 	(void)a;
 	return sl_err_set(
 	    code, "%s%s",
@@ -395,12 +331,14 @@ static void step_time(const struct sl_run_st *s, const char *name, uint64_t t)
 	if (!s->o->verbose)
 		return;
 	if (strcmp(name, "challenge") != 0)
-		sl_run_say("time: %s %.2f ms", name, ms);
+		sl_report_say(&s->rep, "time: %s %.2f ms", name, ms);
 	else if (s->ch_async.started)
-		sl_run_say("time: challenge sent %.2f ms", ms);
+		sl_report_say(&s->rep, "time: challenge sent %.2f ms", ms);
 	else
-		sl_run_say("time: challenge wait %.2f ms (round trip %.2f ms, beside the workload)",
-		           ms, (double)s->ch_async.ns / 1e6);
+		sl_report_say(
+		    &s->rep,
+		    "time: challenge wait %.2f ms (round trip %.2f ms, beside the workload)", ms,
+		    (double)s->ch_async.ns / 1e6);
 }
 
 /* The launch's one release: the inputs' keys, the resumed checkpoints'
@@ -426,15 +364,16 @@ static SL_RESULT step_release(struct sl_run_st *s)
 		rc = explain_refusal(s);
 	SL_GUARD(rc);
 	for (size_t i = 0; i < s->n; i++) {
-		s->dek[i] = deks[i];
+		s->ds[i].dek = deks[i];
 		deks[i] = NULL;
 	}
-	sl_out_released(s, &deks[s->n], r->out_keys);
-	SL_GUARD(sl_run_record(s, SL_AUDIT_EV_RUN_RELEASE, NULL, NULL, SL_AUDIT_ALLOW, NULL,
-	                       json_pack("{s:i, s:i, s:i}", "keys", (int)s->n, "resumes",
-	                                 (int)r->nresume, "outputs", (int)r->noutputs)));
-	sl_run_say("KMS released %zu key%s (sealed to this run's ephemeral key)", r->rq.nkeys,
-	           r->rq.nkeys == 1 ? "" : "s");
+	sl_out_released(s->out, &deks[s->n], r->out_keys);
+	SL_GUARD(sl_report_record(&s->rep, SL_AUDIT_EV_RUN_RELEASE, NULL, NULL, SL_AUDIT_ALLOW,
+	                          NULL,
+	                          json_pack("{s:i, s:i, s:i}", "keys", (int)s->n, "resumes",
+	                                    (int)r->nresume, "outputs", (int)r->noutputs)));
+	sl_report_say(&s->rep, "KMS released %zu key%s (sealed to this run's ephemeral key)",
+	              r->rq.nkeys, r->rq.nkeys == 1 ? "" : "s");
 	rc = SL_OK;
 out:
 	for (size_t i = 0; i < SL_RUN_MAX_DATASETS + SL_OUT_MAX; i++)
@@ -449,76 +388,75 @@ static SL_RESULT step_stage(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	for (size_t i = 0; i < s->n; i++) {
+		sl_dataset *d = &s->ds[i];
 		CHECK_SIGNAL();
 		/* gpu-ipc: seclaunch fills device buffers; gpu: the job's own context
 		 * uploads host-staged data; --gpu-decrypt: ciphertext, decrypted there */
 		bool ipc = s->use_gpu && s->o->where == SL_STAGE_GPU_IPC;
-		if (s->streamed[i]) {
-			rc = sl_stream_new(s->dfd[i], s->rem[i] != NULL ? NULL : s->o->datasets[i],
-			                   s->rem[i], s->man[i], s->dek[i],
+		if (d->streamed) {
+			rc = sl_stream_new(d->dfd, sl_dataset_local_path(d), d->rem, d->man, d->dek,
 			                   s->o->window ? s->o->window : SL_RUN_WINDOW_DEFAULT,
 			                   s->o->linger_set ? s->o->linger_s * 1000u
 			                                    : SL_RUN_LINGER_DEFAULT_S * 1000u,
-			                   s->o->threads, &s->stream[i]);
-			sl_secret_free(s->dek[i]);
-			s->dek[i] = NULL;
+			                   s->o->threads, &d->stream);
+			sl_secret_free(d->dek);
+			d->dek = NULL;
 			if (rc != SL_OK)
-				s->partial = ds_id(s, i);
+				s->partial = sl_dataset_id(d);
 			SL_GUARD(rc);
 			sl_stream_stats st;
-			sl_stream_stats_get(s->stream[i], &st);
-			SL_GUARD(sl_run_record(
-			    s, SL_AUDIT_EV_RUN_STAGE, ds_id(s, i), ds_key(s, i), NULL, NULL,
+			sl_stream_stats_get(d->stream, &st);
+			SL_GUARD(sl_report_record(
+			    &s->rep, SL_AUDIT_EV_RUN_STAGE, sl_dataset_id(d), sl_dataset_key_id(d),
+			    NULL, NULL,
 			    json_pack("{s:s, s:I, s:s, s:I, s:I}", "method", "stream", "size",
-			              (json_int_t)ds_size(s, i), "root", s->root[i], "shards",
-			              (json_int_t)sl_sldm_shard_count(s->man[i]), "window",
+			              (json_int_t)sl_dataset_size(d), "root", d->root, "shards",
+			              (json_int_t)sl_sldm_shard_count(d->man), "window",
 			              (json_int_t)st.window)));
-			sl_run_say(
+			sl_report_say(
+			    &s->rep,
 			    "streaming %s: %llu bytes in %u shards through a %llu-byte window",
-			    ds_id(s, i), (unsigned long long)ds_size(s, i),
-			    sl_sldm_shard_count(s->man[i]), (unsigned long long)st.window);
+			    sl_dataset_id(d), (unsigned long long)sl_dataset_size(d),
+			    sl_sldm_shard_count(d->man), (unsigned long long)st.window);
 			continue;
 		}
-		if (s->man[i] != NULL)
-			rc = sl_stage_sldm(s->dfd[i], s->rem[i] != NULL ? NULL : s->o->datasets[i],
-			                   s->rem[i], s->man[i], s->dek[i], ipc ? &s->gpu : NULL,
-			                   s->o->threads, false, poll_sig, &s->stage[i]);
+		if (d->man != NULL)
+			rc = sl_stage_sldm(d->dfd, sl_dataset_local_path(d), d->rem, d->man, d->dek,
+			                   ipc ? &s->gpu : NULL, s->o->threads, false, poll_sig,
+			                   &d->stage);
 		else if (s->o->gpu_decrypt)
-			rc = sl_stage_sld_gpu_decrypt(s->fd[i], s->o->datasets[i], s->dek[i],
-			                              &s->gpu, false, poll_sig, &s->stage[i]);
+			rc = sl_stage_sld_gpu_decrypt(d->fd, d->path, d->dek, &s->gpu, false,
+			                              poll_sig, &d->stage);
 		else
-			rc = sl_stage_sld(s->fd[i], s->o->datasets[i], s->dek[i],
-			                  ipc ? &s->gpu : NULL, s->o->threads, false, poll_sig,
-			                  &s->stage[i]);
+			rc = sl_stage_sld(d->fd, d->path, d->dek, ipc ? &s->gpu : NULL,
+			                  s->o->threads, false, poll_sig, &d->stage);
 		if (rc == SL_OK && s->use_gpu && !ipc && !s->o->gpu_decrypt &&
-		    (rc = sl_stage_gpu_handoff(s->stage[i], &s->gpu)) != SL_OK) {
-			sl_stage_free(s->stage[i]);
-			s->stage[i] = NULL;
+		    (rc = sl_stage_gpu_handoff(d->stage, &s->gpu)) != SL_OK) {
+			sl_stage_free(d->stage);
+			d->stage = NULL;
 		}
 		/* the DEK is not needed once its data is staged (or failed to be) */
-		sl_secret_free(s->dek[i]);
-		s->dek[i] = NULL;
-		if (s->fd[i] >= 0)
-			close(s->fd[i]);
-		s->fd[i] = -1;
+		sl_secret_free(d->dek);
+		d->dek = NULL;
+		sl_dataset_close_file(d);
 		/* staging zeroes and unmaps a partly staged dataset itself */
 		if (rc != SL_OK)
-			s->partial = ds_id(s, i);
+			s->partial = sl_dataset_id(d);
 		SL_GUARD(rc);
-		const char *ds = ds_id(s, i);
-		SL_GUARD(sl_run_record(
-		    s, SL_AUDIT_EV_RUN_STAGE, ds, ds_key(s, i), NULL, NULL,
-		    json_pack(
-		        "{s:s, s:I, s:s, s:I, s:s}", "method", sl_stage_method(s->stage[i]), "size",
-		        (json_int_t)sl_stage_size(s->stage[i]), "root", s->root[i], "shards",
-		        (json_int_t)(s->man[i] != NULL ? sl_sldm_shard_count(s->man[i]) : 0), "gpu",
-		        s->o->gpu_decrypt ? "decrypt (file key to the job)"
-		        : !s->use_gpu     ? "none"
-		        : ipc             ? "ipc"
-		                          : "upload by the job")));
-		sl_run_say("staged %s: %llu bytes (%s)", ds,
-		           (unsigned long long)sl_stage_size(s->stage[i]),
-		           sl_stage_method(s->stage[i]));
+		const char *ds = sl_dataset_id(d);
+		SL_GUARD(sl_report_record(
+		    &s->rep, SL_AUDIT_EV_RUN_STAGE, ds, sl_dataset_key_id(d), NULL, NULL,
+		    json_pack("{s:s, s:I, s:s, s:I, s:s}", "method", sl_stage_method(d->stage),
+		              "size", (json_int_t)sl_stage_size(d->stage), "root", d->root,
+		              "shards",
+		              (json_int_t)(d->man != NULL ? sl_sldm_shard_count(d->man) : 0), "gpu",
+		              s->o->gpu_decrypt ? "decrypt (file key to the job)"
+		              : !s->use_gpu     ? "none"
+		              : ipc             ? "ipc"
+		                                : "upload by the job")));
+		sl_report_say(&s->rep, "staged %s: %llu bytes (%s)", ds,
+		              (unsigned long long)sl_stage_size(d->stage),
+		              sl_stage_method(d->stage));
 	}
 	rc = SL_OK;
 out:
@@ -551,12 +489,9 @@ static json_t *files_json(const sl_sldm *m)
 /* The data service's refusals go to the audit log (on its thread). */
 static void data_refused(void *ctx, pid_t pid, uid_t uid, const char *why)
 {
-	struct sl_run_st *s = ctx;
-	sl_err rc = sl_run_record(s, SL_AUDIT_EV_RUN_DATA_REFUSED, NULL, NULL, SL_AUDIT_DENY,
-	                          json_pack("[s]", why),
-	                          json_pack("{s:i, s:i}", "pid", (int)pid, "uid", (int)uid));
-	if (rc != SL_OK)
-		fprintf(stderr, "seclaunch %s: warning: %s\n", g_cmd, sl_err_detail());
+	sl_report_note(ctx, SL_AUDIT_EV_RUN_DATA_REFUSED, NULL, NULL, SL_AUDIT_DENY,
+	               json_pack("[s]", why),
+	               json_pack("{s:i, s:i}", "pid", (int)pid, "uid", (int)uid));
 }
 
 static SL_RESULT stream_acquire(void *ctx, uint32_t shard, int *fd, uint64_t *len, int *not_ready)
@@ -571,9 +506,9 @@ static void stream_release(void *ctx, uint32_t shard)
 
 /* A streamed dataset for the job: its files and where each shard's
  * plaintext starts (the job asks the data service for shards). */
-static json_t *stream_entry(const struct sl_run_st *s, size_t i)
+static json_t *stream_entry(const struct sl_run_st *s, const sl_dataset *d)
 {
-	const sl_sldm *m = s->man[i];
+	const sl_sldm *m = d->man;
 	json_t *sh = json_array();
 	uint64_t off = 0;
 	for (uint32_t k = 0; k < sl_sldm_shard_count(m); k++) {
@@ -584,7 +519,7 @@ static json_t *stream_entry(const struct sl_run_st *s, size_t i)
 		off += len;
 	}
 	return json_pack("{s:s, s:s, s:I, s:s, s:o, s:o, s:I}", "kind", "stream", "method",
-	                 "stream", "size", (json_int_t)ds_size(s, i), "root", s->root[i], "files",
+	                 "stream", "size", (json_int_t)sl_dataset_size(d), "root", d->root, "files",
 	                 files_json(m), "shards", sh, "window",
 	                 (json_int_t)(s->o->window ? s->o->window : SL_RUN_WINDOW_DEFAULT));
 }
@@ -600,29 +535,28 @@ sl_err sl_run_data_service(struct sl_run_st *s, json_t *data, const char *token)
 	                  .path = s->o->serve.socket,
 	                  .token = token,
 	                  .refused = data_refused,
-	                  .refused_ctx = s};
+	                  .refused_ctx = &s->rep};
 	SL_GUARD(sl_dsvc_new(&o, &s->dsvc));
 	for (size_t i = 0; i < s->n; i++) {
-		if (s->streamed[i]) {
-			sl_dsvc_stream_ops ops = {.acquire = stream_acquire,
-			                          .release = stream_release,
-			                          .ctx = s->stream[i]};
-			json_t *info = json_deep_copy(json_object_get(data, ds_id(s, i)));
+		sl_dataset *d = &s->ds[i];
+		if (d->streamed) {
+			sl_dsvc_stream_ops ops = {
+			    .acquire = stream_acquire, .release = stream_release, .ctx = d->stream};
+			json_t *info = json_deep_copy(json_object_get(data, sl_dataset_id(d)));
 			SL_ENSURE(info != NULL, SL_E_NOMEM, "data service");
-			rc = sl_dsvc_add_stream(s->dsvc, ds_id(s, i), info, &ops);
+			rc = sl_dsvc_add_stream(s->dsvc, sl_dataset_id(d), info, &ops);
 			json_decref(info);
 			SL_GUARD(rc);
 			continue;
 		}
-		int fd = sl_stage_fd(s->stage[i]);
+		int fd = sl_stage_fd(d->stage);
 		if (fd < 0)
 			continue;
-		json_t *info =
-		    json_deep_copy(json_object_get(data, sl_stage_dataset_id(s->stage[i])));
+		json_t *info = json_deep_copy(json_object_get(data, sl_stage_dataset_id(d->stage)));
 		SL_ENSURE(info != NULL, SL_E_NOMEM, "data service");
 		json_object_del(info, "fd");
 		json_object_del(info, "path");
-		rc = sl_dsvc_add(s->dsvc, sl_stage_dataset_id(s->stage[i]), fd, info);
+		rc = sl_dsvc_add(s->dsvc, sl_stage_dataset_id(d->stage), fd, info);
 		json_decref(info);
 		SL_GUARD(rc);
 	}
@@ -640,73 +574,15 @@ out:
 	return rc;
 }
 
-/* SECLAUNCH_DATA as the job gets it. One environment string may hold at
- * most 128 KiB (the kernel's MAX_ARG_STRLEN; exec fails with E2BIG past
- * it), and a dataset of a few thousand files lists more than that. Past
- * SL_RUN_DATA_ENV_MAX, each entry's "files" and "shards" are left out, with
- * their counts and "files_from": "service": the job pages them from the data
- * service ("files" / "shards" requests). */
-sl_err sl_run_data_slim(json_t *data, size_t max, bool *cut_any)
-{
-	sl_err rc = SL_E_NOMEM;
-	char *text = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
-	const char *id;
-	json_t *e;
-
-	*cut_any = false;
-	SL_ENSURE(text != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
-	size_t full = strlen(text);
-	sl_wipe(text, full);
-	free(text);
-	text = NULL;
-	if (full <= max)
-		return SL_OK;
-	json_object_foreach (data, id, e) {
-		static const char *const lists[] = {"files", "shards"};
-		static const char *const counts[] = {"file_count", "shard_count"};
-		bool cut = false;
-		for (size_t k = 0; k < 2; k++) {
-			const json_t *a = json_object_get(e, lists[k]);
-			if (!json_is_array(a))
-				continue;
-			SL_ENSURE(json_object_set_new(
-			              e, counts[k], json_integer((json_int_t)json_array_size(a))) ==
-			                  0 &&
-			              json_object_del(e, lists[k]) == 0,
-			          SL_E_NOMEM, "SECLAUNCH_DATA");
-			cut = true;
-		}
-		if (cut)
-			SL_ENSURE(json_object_set_new(e, "files_from", json_string("service")) == 0,
-			          SL_E_NOMEM, "SECLAUNCH_DATA");
-		*cut_any |= cut;
-	}
-	text = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
-	SL_ENSURE(text != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
-	SL_ENSURE(strlen(text) <= max, SL_E_TOO_LARGE,
-	          "SECLAUNCH_DATA: %zu bytes even without the file lists (at most %zu)",
-	          strlen(text), max);
-	sl_run_say("SECLAUNCH_DATA lists no files (%zu bytes with them, over %zu): the job "
-	           "pages them from the data service",
-	           full, max);
-	rc = SL_OK;
-out:
-	if (text != NULL) {
-		sl_wipe(text, strlen(text));
-		free(text);
-	}
-	return rc;
-}
-
 /* SECLAUNCH_DATA as the job gets it (sl_run_data_slim). */
-static SL_RESULT data_env_text(const json_t *data, char **out)
+static SL_RESULT data_env_text(const struct sl_report *rep, const json_t *data, char **out)
 {
 	sl_err rc = SL_E_NOMEM;
 	json_t *slim = json_deep_copy(data);
 	bool cut;
 
 	SL_ENSURE(slim != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
-	SL_GUARD(sl_run_data_slim(slim, SL_RUN_DATA_ENV_MAX, &cut));
+	SL_GUARD(sl_run_data_slim(rep, slim, SL_RUN_DATA_ENV_MAX, &cut));
 	*out = json_dumps(slim, JSON_COMPACT | JSON_SORT_KEYS);
 	SL_ENSURE(*out != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
 	rc = SL_OK;
@@ -719,15 +595,27 @@ static void job_started(pid_t pid, void *ctx)
 {
 	struct sl_run_st *s = ctx;
 	if (s->o->verbose)
-		sl_run_say("time: job started %.2f ms after the run began",
-		           (double)(sl_now_ns() - s->t0) / 1e6);
-	sl_err rc =
-	    sl_run_record(s, SL_AUDIT_EV_RUN_JOB_START, NULL, NULL, NULL, NULL,
-	                  json_pack("{s:i, s:s}", "pid", (int)pid, "command", s->o->cmd[0]));
-	if (rc != SL_OK)
-		fprintf(stderr, "seclaunch %s: warning: %s\n", g_cmd, sl_err_detail());
-	sl_run_lease_start(s);
-	sl_out_job_started(s, pid);
+		sl_report_say(&s->rep, "time: job started %.2f ms after the run began",
+		              (double)(sl_now_ns() - s->t0) / 1e6);
+	sl_report_note(&s->rep, SL_AUDIT_EV_RUN_JOB_START, NULL, NULL, NULL, NULL,
+	               json_pack("{s:i, s:s}", "pid", (int)pid, "command", s->o->cmd[0]));
+	sl_run_lease_start(s->lease);
+	sl_out_job_started(s->out, pid);
+}
+
+/* The lease the release granted (NULL: no key_ttl). */
+static const json_t *granted_lease(const struct sl_run_st *s)
+{
+	return s->kms != NULL ? sl_kms_last_lease(s->kms) : NULL;
+}
+
+/* serve's data service (struct sl_run_serve_in), over this run's datasets. */
+static SL_RESULT serve_data_service(void *ctx, json_t *data, const char *token, const char **socket)
+{
+	struct sl_run_st *s = ctx;
+	sl_err rc = sl_run_data_service(s, data, token);
+	*socket = rc == SL_OK ? sl_dsvc_path(s->dsvc) : NULL;
+	return rc;
 }
 
 static SL_RESULT step_job(struct sl_run_st *s, int *exit_code, const char **why)
@@ -742,44 +630,54 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code, const char **why)
 
 	SL_ENSURE(data != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
 	for (size_t i = 0; i < s->n; i++) {
-		if (s->streamed[i]) {
-			e = stream_entry(s, i);
-			SL_ENSURE(e != NULL && json_object_set_new(data, ds_id(s, i), e) == 0,
+		sl_dataset *d = &s->ds[i];
+		if (d->streamed) {
+			e = stream_entry(s, d);
+			SL_ENSURE(e != NULL && json_object_set_new(data, sl_dataset_id(d), e) == 0,
 			          SL_E_NOMEM, "SECLAUNCH_DATA");
 			e = NULL;
 			continue;
 		}
-		int fd = sl_stage_fd(s->stage[i]);
+		int fd = sl_stage_fd(d->stage);
 		if (fd >= 0)
 			fds[nfds++] = fd;
-		SL_GUARD(sl_stage_describe(s->stage[i], fd, &e));
-		json_object_set_new(e, "root", json_string(s->root[i]));
-		if (s->man[i] != NULL)
-			json_object_set_new(e, "files", files_json(s->man[i]));
-		SL_ENSURE(json_object_set_new(data, sl_stage_dataset_id(s->stage[i]), e) == 0,
+		SL_GUARD(sl_stage_describe(d->stage, fd, &e));
+		json_object_set_new(e, "root", json_string(d->root));
+		if (d->man != NULL)
+			json_object_set_new(e, "files", files_json(d->man));
+		SL_ENSURE(json_object_set_new(data, sl_stage_dataset_id(d->stage), e) == 0,
 		          SL_E_NOMEM, "SECLAUNCH_DATA");
 		e = NULL;
 	}
 	/* every record of the launch is on disk before a job (or serve's
 	 * clients) can see any data */
-	rc = sl_audit_sync(s->audit);
+	rc = sl_audit_sync(s->rep.audit);
 	if (rc != SL_OK)
 		SL_GUARD(sl_err_wrap(rc, "audit log %s", s->o->audit_log));
-	s->audit_defer = false;
+	s->rep.defer = false;
 	if (s->o->serve.on) {
-		SL_GUARD(sl_run_step_serve(s, data, why, exit_code));
+		struct sl_run_serve_in in = {.rep = &s->rep,
+		                             .o = &s->o->serve,
+		                             .user = &s->user,
+		                             .ndatasets = s->n,
+		                             .out = s->out,
+		                             .lease = s->lease,
+		                             .granted = granted_lease(s),
+		                             .data_service = serve_data_service,
+		                             .ctx = s};
+		SL_GUARD(sl_run_step_serve(&in, data, why, exit_code));
 		rc = SL_OK;
 		goto out;
 	}
 	SL_GUARD(sl_run_data_service(s, data, NULL));
-	SL_GUARD(data_env_text(data, &text));
+	SL_GUARD(data_env_text(&s->rep, data, &text));
 	SL_GUARD(sl_job_env_build(s->o->env, environ, text, &envp));
 	CHECK_SIGNAL();
 	const char *nocg = getenv("SECLAUNCH_NO_CGROUP");
 	sl_job_spec sp = {.argv = s->wl.exec_argv != NULL ? s->wl.exec_argv : s->o->cmd,
 	                  .path = s->exe,
 	                  .exec_fd = s->wl.exe_fd >= 0 ? &s->wl.exe_fd : NULL,
-	                  .stop_fd = sl_run_lease_stop_fd(s),
+	                  .stop_fd = sl_run_lease_stop_fd(s->lease, granted_lease(s)),
 	                  .envp = envp,
 	                  .fds = fds,
 	                  .nfds = nfds,
@@ -787,31 +685,32 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code, const char **why)
 	                  .grace_s =
 	                      s->o->kill_grace_set ? s->o->kill_grace_s : SL_RUN_KILL_GRACE_DEFAULT,
 	                  .user = &s->user,
-	                  .name = s->job_id,
+	                  .name = s->rep.job_id,
 	                  .no_cgroup = nocg != NULL && strcmp(nocg, "1") == 0,
 	                  .started = job_started,
 	                  .ctx = s};
-	sl_run_say("starting the job: %s", s->o->cmd[0]);
+	sl_report_say(&s->rep, "starting the job: %s", s->o->cmd[0]);
 	rc = sl_job_run(&sp, &res);
-	sl_run_lease_stop(s);
+	sl_run_lease_stop(s->lease);
 	SL_GUARD(rc);
-	sl_out_job_exited(s, &res);
+	sl_out_job_exited(s->out, &res);
 	*exit_code = res.exit_code;
-	SL_GUARD(sl_run_record(s, SL_AUDIT_EV_RUN_JOB_EXIT, NULL, NULL, NULL, NULL,
-	                       json_pack("{s:i, s:i, s:i, s:b, s:b, s:b, s:i, s:s, s:i, s:s?}",
-	                                 "pid", (int)res.pid, "exit_code", res.exit_code, "signal",
-	                                 res.signaled ? res.signo : 0, "timed_out", res.timed_out,
-	                                 "killed", res.killed, "escalated", res.escalated,
-	                                 "forwarded_signal", res.forwarded, "containment",
-	                                 res.containment, "leftover_killed", (int)res.leftover,
-	                                 "user", s->user.set ? s->user.name : NULL)));
+	SL_GUARD(sl_report_record(
+	    &s->rep, SL_AUDIT_EV_RUN_JOB_EXIT, NULL, NULL, NULL, NULL,
+	    json_pack("{s:i, s:i, s:i, s:b, s:b, s:b, s:i, s:s, s:i, s:s?}", "pid", (int)res.pid,
+	              "exit_code", res.exit_code, "signal", res.signaled ? res.signo : 0,
+	              "timed_out", res.timed_out, "killed", res.killed, "escalated", res.escalated,
+	              "forwarded_signal", res.forwarded, "containment", res.containment,
+	              "leftover_killed", (int)res.leftover, "user",
+	              s->user.set ? s->user.name : NULL)));
 	if (res.leftover > 0)
-		sl_run_say("killed %u process%s the job left running (%s containment)",
-		           res.leftover, res.leftover == 1 ? "" : "es", res.containment);
+		sl_report_say(&s->rep, "killed %u process%s the job left running (%s containment)",
+		              res.leftover, res.leftover == 1 ? "" : "es", res.containment);
 	if (res.timed_out)
-		sl_run_say("the job ran past --timeout %u s and was stopped", s->o->timeout_s);
+		sl_report_say(&s->rep, "the job ran past --timeout %u s and was stopped",
+		              s->o->timeout_s);
 	if (res.stopped)
-		(void)sl_run_lease_end(s, exit_code);
+		(void)sl_run_lease_end(s->lease, exit_code);
 	rc = SL_OK;
 out:
 	json_decref(e);
@@ -838,44 +737,45 @@ static SL_RESULT wipe_all(struct sl_run_st *s, const char *why)
 	sl_dsvc_free(s->dsvc);
 	s->dsvc = NULL;
 	for (size_t i = 0; i < s->n; i++) {
-		if (s->stream[i] != NULL) {
+		sl_dataset *d = &s->ds[i];
+		if (d->stream != NULL) {
 			sl_stream_stats st;
-			sl_err w = sl_stream_wipe_all(s->stream[i]);
-			sl_stream_stats_get(s->stream[i], &st);
+			sl_err w = sl_stream_wipe_all(d->stream);
+			sl_stream_stats_get(d->stream, &st);
 			all &= w == SL_OK;
 			json_array_append_new(
 			    list,
 			    json_pack("{s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I}", "dataset",
-			              ds_id(s, i), "method", "stream", "zeroed", w == SL_OK,
+			              sl_dataset_id(d), "method", "stream", "zeroed", w == SL_OK,
 			              "window", (json_int_t)st.window, "peak_staged",
 			              (json_int_t)st.peak, "shards_staged", (json_int_t)st.staged,
 			              "shards_wiped", (json_int_t)st.wiped, "shards_reused",
 			              (json_int_t)st.reused, "shards_refetched",
 			              (json_int_t)st.refetched));
-			sl_stream_free(s->stream[i]);
-			s->stream[i] = NULL;
+			sl_stream_free(d->stream);
+			d->stream = NULL;
 		}
-		if (s->stage[i] != NULL) {
-			sl_err w = sl_stage_wipe(s->stage[i]);
+		if (d->stage != NULL) {
+			sl_err w = sl_stage_wipe(d->stage);
 			all &= w == SL_OK;
-			json_array_append_new(
-			    list, json_pack("{s:s, s:s, s:b}", "dataset",
-			                    sl_stage_dataset_id(s->stage[i]), "method",
-			                    sl_stage_method(s->stage[i]), "zeroed", w == SL_OK));
-			sl_stage_free(s->stage[i]);
-			s->stage[i] = NULL;
+			json_array_append_new(list, json_pack("{s:s, s:s, s:b}", "dataset",
+			                                      sl_stage_dataset_id(d->stage),
+			                                      "method", sl_stage_method(d->stage),
+			                                      "zeroed", w == SL_OK));
+			sl_stage_free(d->stage);
+			d->stage = NULL;
 		}
-		if (s->dek[i] != NULL) {
-			sl_secret_free(s->dek[i]);
-			s->dek[i] = NULL;
+		if (d->dek != NULL) {
+			sl_secret_free(d->dek);
+			d->dek = NULL;
 			deks++;
 		}
 	}
 	bool eph = s->eph_sk != NULL;
 	sl_secret_free(s->eph_sk);
 	s->eph_sk = NULL;
-	return sl_run_record(
-	    s, SL_AUDIT_EV_RUN_WIPE, NULL, NULL, all ? SL_AUDIT_ALLOW : SL_AUDIT_ERROR, NULL,
+	return sl_report_record(
+	    &s->rep, SL_AUDIT_EV_RUN_WIPE, NULL, NULL, all ? SL_AUDIT_ALLOW : SL_AUDIT_ERROR, NULL,
 	    json_pack("{s:s, s:o, s:s?, s:i, s:b, s:b, s:O?}", "after", why, "staged", list,
 	              "partly_staged_wiped", s->partial, "deks_wiped_unused", (int)deks,
 	              "ephemeral_key_wiped_now", eph, "all_zeroed", all, "context", s->context));
@@ -883,15 +783,8 @@ static SL_RESULT wipe_all(struct sl_run_st *s, const char *why)
 
 static void cleanup(struct sl_run_st *s)
 {
-	for (size_t i = 0; i < s->n; i++) {
-		if (s->fd[i] >= 0)
-			close(s->fd[i]);
-		if (s->dfd[i] >= 0)
-			close(s->dfd[i]);
-		sl_sld_header_free(s->hdr[i]);
-		sl_sldm_free(s->man[i]);
-		sl_remote_free(s->rem[i]);
-	}
+	for (size_t i = 0; i < s->n; i++)
+		sl_dataset_free(&s->ds[i]);
 	json_decref(s->evidence);
 	json_decref(s->identity);
 	sl_claims_free(s->claims);
@@ -900,8 +793,10 @@ static void cleanup(struct sl_run_st *s)
 	sl_secret_free(s->eph_sk);
 	s->eph_sk = NULL;
 	sl_kms_free(s->kms);
+	s->rep.policy_digest = NULL;
 	sl_policy_free(s->policy);
-	sl_run_lease_free(s);
+	sl_run_lease_free(s->lease);
+	s->lease = NULL;
 	sl_wl_free(&s->wl);
 	json_decref(s->context);
 }
@@ -916,17 +811,27 @@ int sl_run_execute(struct sl_run *o)
 
 	memset(&s, 0, sizeof(s));
 	s.t0 = sl_now_ns();
-	s.audit_defer = true;
+	s.rep.defer = true;
+	s.rep.cmd = cmd;
+	s.rep.audit_log = o->audit_log;
 	s.o = o;
 	for (size_t i = 0; i < SL_RUN_MAX_DATASETS; i++)
-		s.fd[i] = s.dfd[i] = -1;
+		sl_dataset_init(&s.ds[i]);
 	sl_wl_init(&s.wl);
-	g_cmd = cmd;
+	struct sl_run_lease_cfg lc = {.rep = &s.rep,
+	                              .kms_url = o->kms_url,
+	                              .kms_ca = o->kms_ca,
+	                              .kms_pin = o->kms_pin,
+	                              .grace_s = o->lease_grace_s,
+	                              .renew = sl_run_renew,
+	                              .ctx = &s};
+	s.lease = sl_run_lease_new(&lc);
 	if (o->serve.on)
 		s.context = sl_run_serve_context();
 	rc = sl_supervise_init();
 	if (rc != SL_OK) {
 		json_decref(s.context);
+		sl_run_lease_free(s.lease);
 		return sl_cli_fail(cmd, rc);
 	}
 #define STEP(name, call)                                                                           \
@@ -945,7 +850,7 @@ int sl_run_execute(struct sl_run *o)
 	STEP("command", step_command(&s));
 	STEP("datasets", step_datasets(&s));
 	/* what --output and --resume name, read before anything is attested */
-	STEP("datasets", sl_out_open(&s));
+	STEP("datasets", step_outputs_open(&s));
 	STEP("policy", step_policy(&s));
 	STEP("gpu", sl_run_step_gpu(&s));
 	STEP("challenge", sl_run_challenge_begin(&s));
@@ -957,10 +862,10 @@ int sl_run_execute(struct sl_run *o)
 	STEP("identity", sl_run_step_identity(&s));
 	STEP("claims", sl_run_step_claims(&s));
 	STEP("preflight", step_preflight(&s));
-	STEP("outputs", sl_out_preflight(&s));
+	STEP("outputs", step_outputs_preflight(&s));
 	STEP("release", step_release(&s));
 	STEP("stage", step_stage(&s));
-	STEP("outputs", sl_out_prepare(&s));
+	STEP("outputs", sl_out_prepare(s.out));
 	s.step = o->serve.on ? "serve" : "job";
 	rc = step_job(&s, &job_code, &why);
 	if (rc != SL_OK)
@@ -968,21 +873,23 @@ int sl_run_execute(struct sl_run *o)
 	/* a shard that failed to stage while the job ran is not lost in a
 	 * job's exit 0: the run fails with it */
 	for (size_t i = 0; i < s.n; i++) {
-		sl_err se = s.stream[i] != NULL ? sl_stream_error(s.stream[i]) : SL_OK;
+		const sl_dataset *d = &s.ds[i];
+		sl_err se = d->stream != NULL ? sl_stream_error(d->stream) : SL_OK;
 		if (se != SL_OK) {
 			fprintf(stderr, "seclaunch %s: streaming %s failed while the job ran\n",
-			        cmd, ds_id(&s, i));
-			sl_err a = sl_run_record(
-			    &s, SL_AUDIT_EV_RUN_ERROR, ds_id(&s, i), NULL, SL_AUDIT_ERROR, NULL,
-			    json_pack("{s:s, s:s, s:i}", "step", "stream", "error", sl_err_name(se),
-			              "job_exit_code", job_code));
+			        cmd, sl_dataset_id(d));
+			sl_err a =
+			    sl_report_record(&s.rep, SL_AUDIT_EV_RUN_ERROR, sl_dataset_id(d), NULL,
+			                     SL_AUDIT_ERROR, NULL,
+			                     json_pack("{s:s, s:s, s:i}", "step", "stream", "error",
+			                               sl_err_name(se), "job_exit_code", job_code));
 			(void)a;
 			if (job_code == 0)
 				job_code = sl_err_exit_code(se);
 		}
 	}
 	/* outputs sealed and uploaded (or not): the run's status */
-	run_code = sl_out_finish(&s, job_code);
+	run_code = sl_out_finish(&s.out, job_code);
 	rc = wipe_all(&s, why);
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch %s: warning: %s\n", cmd, sl_err_detail());
@@ -997,7 +904,7 @@ int sl_run_execute(struct sl_run *o)
 		        run_code == SL_OUT_PREEMPTED_EXIT ? " (preempted, outputs sealed)" : "");
 	else if (!sl_cli_quiet)
 		fprintf(stderr, "seclaunch run: job exited %d; data and keys wiped\n", job_code);
-	if (s.audit != NULL && sl_audit_close(s.audit) != SL_OK)
+	if (s.rep.audit != NULL && sl_audit_close(s.rep.audit) != SL_OK)
 		fprintf(stderr, "seclaunch %s: warning: closing the audit log: %s\n", cmd,
 		        sl_err_detail());
 	cleanup(&s);
@@ -1012,11 +919,11 @@ failed:
 		           : s.cmd_status > 0 ? s.cmd_status
 		                              : sl_err_exit_code(rc);
 		/* the record of the failure, then the wipe: both before exit */
-		sl_err a =
-		    sl_run_record(&s, SL_AUDIT_EV_RUN_ERROR, NULL, NULL, SL_AUDIT_ERROR, NULL,
-		                  json_pack("{s:s, s:s, s:s, s:i}", "step", s.step, "error",
-		                            sl_err_name(rc), "message", detail, "exit_code", code));
-		sl_out_abort(&s);
+		sl_err a = sl_report_record(
+		    &s.rep, SL_AUDIT_EV_RUN_ERROR, NULL, NULL, SL_AUDIT_ERROR, NULL,
+		    json_pack("{s:s, s:s, s:s, s:i}", "step", s.step, "error", sl_err_name(rc),
+		              "message", detail, "exit_code", code));
+		sl_out_abort(&s.out);
 		sl_err w = wipe_all(&s, g_sig != 0 ? "signal" : "error");
 		/* a refusal whose reasons are printed already is not printed again
 		 * (under --json the one error object is still due) */
@@ -1024,11 +931,11 @@ failed:
 			sl_cli_report(cmd, rc, code, detail);
 		if (o->serve.on)
 			sl_run_serve_failed(s.o, rc, code, detail);
-		if ((a != SL_OK || w != SL_OK) && s.audit != NULL)
+		if ((a != SL_OK || w != SL_OK) && s.rep.audit != NULL)
 			fprintf(stderr,
 			        "seclaunch %s: warning: the audit log could not record this\n",
 			        cmd);
-		if (s.audit != NULL && sl_audit_close(s.audit) != SL_OK)
+		if (s.rep.audit != NULL && sl_audit_close(s.rep.audit) != SL_OK)
 			fprintf(stderr, "seclaunch %s: warning: closing the audit log: %s\n", cmd,
 			        sl_err_detail());
 		cleanup(&s);

@@ -6,10 +6,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../cli/report.h"
 #include "../stage/data_service.h"
 #include "../job/job.h"
 #include "workload_int.h"
 #include "../outputs/outputs.h"
+#include "../dataset/dataset.h"
 #include "../dataset/remote.h"
 #include "../stage/stream.h"
 #include "seclaunch/attest.h"
@@ -61,9 +63,8 @@ struct sl_run {
 /* The state of one run (run_exec.c, run_attest.c). */
 struct sl_run_st {
 	struct sl_run *o;
-	char job_id[17];
+	struct sl_report rep; /* messages and audit records: the job id, the digests */
 	const char *step;
-	sl_audit *audit;
 	sl_policy *policy;
 	sl_kms *kms;
 	sl_kms_challenge ch;
@@ -72,28 +73,18 @@ struct sl_run_st {
 	uint8_t binding[SL_BINDING_LEN];
 	json_t *evidence, *identity;
 	sl_claims *claims;
-	char claims_digest[65];
 	sl_gpu_info gpu;
 	bool use_gpu;
-	size_t n;
-	int fd[SL_RUN_MAX_DATASETS];              /* an SLD file, opened as the job's user */
-	int dfd[SL_RUN_MAX_DATASETS];             /* a local dataset folder, the same */
-	sl_sld_header *hdr[SL_RUN_MAX_DATASETS];  /* an SLD file, or NULL: */
-	struct sl_sldm *man[SL_RUN_MAX_DATASETS]; /* a sharded dataset's manifest */
-	sl_remote *rem[SL_RUN_MAX_DATASETS];      /* its store, when remote */
-	char root[SL_RUN_MAX_DATASETS][65];       /* manifest root / SLD header SHA-256 */
-	sl_dsvc *dsvc;                            /* the data service while the job runs */
-	bool streamed[SL_RUN_MAX_DATASETS];       /* staged shard by shard (--stage stream) */
-	sl_stream *stream[SL_RUN_MAX_DATASETS];
-	sl_secret *dek[SL_RUN_MAX_DATASETS];
-	sl_stage *stage[SL_RUN_MAX_DATASETS];
+	size_t n;                           /* the datasets opened (or being opened) */
+	sl_dataset ds[SL_RUN_MAX_DATASETS]; /* the operands, in order */
+	sl_dsvc *dsvc;                      /* the data service while the job runs */
 	const char *partial;        /* dataset whose staging failed midway (wiped by then) */
 	sl_job_user user;           /* the job's user (user.set: --user) */
 	char exe[4096];             /* the job's executable, resolved before attesting */
 	int cmd_status;             /* 126/127: the command cannot be executed (env(1)'s codes) */
 	bool explained;             /* a refusal's reasons are on stderr already */
 	sl_wl wl;                   /* the job's workload identity (run_measure.c) */
-	struct sl_run_lease *lease; /* the keys' lease (run_lease.c); NULL: none */
+	struct sl_run_lease *lease; /* the keys' lease (run_lease.c), armed by the release's */
 	/* sealed outputs (outputs.c; NULL: none) */
 	struct sl_outputs *out;
 	/* the challenge, asked for on its own thread while the job is measured
@@ -105,9 +96,8 @@ struct sl_run_st {
 		char detail[1024];
 		uint64_t ns;
 	} ch_async;
-	uint64_t t0;      /* sl_now_ns() when the run began (-v prints step times) */
-	bool audit_defer; /* until the job starts: records fsync'd together (run_exec.c) */
-	json_t *context;  /* serve: node, Slurm job/step (in run.start and run.wipe) */
+	uint64_t t0;     /* sl_now_ns() when the run began (-v prints step times) */
+	json_t *context; /* serve: node, Slurm job/step (in run.start and run.wipe) */
 };
 
 /* run_measure.c: the job's identity, extended into the workload register
@@ -137,28 +127,36 @@ SL_MUST_USE sl_err sl_run_collect(struct sl_run_st *s, const uint8_t binding[sta
                                   json_t **ev);
 
 /* run_lease.c: the lease of the released keys (release answer + key_ttl).
- * start: when the job has started (renewals from then on, in a thread);
- * stop_fd: for sl_job_spec.stop_fd (NULL: no lease); stop: joins the
- * renewal thread after the job ended; end: when the lease ended the job,
- * records run.lease_ended with the reason and sets *exit_code to the exit
- * status of that reason (docs/exit-codes.md); false when it did not. */
-void sl_run_lease_start(struct sl_run_st *s);
-const int *sl_run_lease_stop_fd(struct sl_run_st *s);
-void sl_run_lease_stop(struct sl_run_st *s);
-bool sl_run_lease_end(struct sl_run_st *s, int *exit_code);
-void sl_run_lease_free(struct sl_run_st *s);
-/* Whether the lease ended (refused or missed renewal): from then on no key
- * of the run is used, no output sealed. Any thread. reason: why ("" none). */
-bool sl_run_lease_ended(const struct sl_run_st *s);
-const char *sl_run_lease_reason(const struct sl_run_st *s);
+ * new: a lease not yet armed (NULL: out of memory, no lease); stop_fd arms
+ * it from granted, the release's lease (NULL: no key_ttl, no lease), the
+ * first time, and returns the descriptor for sl_job_spec.stop_fd (NULL: no
+ * lease); start: when the job has started (renewals from then on, in a
+ * thread; nothing while not armed); stop: joins the renewal thread after
+ * the job ended; end: when the lease ended the job, records
+ * run.lease_ended with the reason and sets *exit_code to the exit status of
+ * that reason (docs/exit-codes.md); false when it did not. The end itself
+ * is in the report (sl_report_lease_ended), for every thread. */
+struct sl_run_lease_cfg {
+	struct sl_report *rep;
+	const char *kms_url, *kms_ca, *kms_pin; /* the renewals' own connection */
+	unsigned grace_s;                       /* --lease-grace */
+	/* one renewal over kms, the launch's attested request again
+	 * (sl_run_renew): SL_OK with *lease, NULL when there is none any more */
+	sl_err (*renew)(void *ctx, sl_kms *kms, unsigned renewal, json_t **lease);
+	void *ctx;
+};
+struct sl_run_lease *sl_run_lease_new(const struct sl_run_lease_cfg *c);
+const int *sl_run_lease_stop_fd(struct sl_run_lease *L, const json_t *granted);
+void sl_run_lease_start(struct sl_run_lease *L);
+void sl_run_lease_stop(struct sl_run_lease *L);
+bool sl_run_lease_end(struct sl_run_lease *L, int *exit_code);
+void sl_run_lease_free(struct sl_run_lease *L);
+/* run_request.c: a renewal of the run's lease (a sl_run_lease_cfg.renew;
+ * ctx: the struct sl_run_st): a fresh challenge, the workload register
+ * quoted again, the GPU's CC state read again, every key and output key. */
+SL_MUST_USE sl_err sl_run_renew(void *ctx, sl_kms *kms, unsigned renewal, json_t **lease);
 #define SL_RUN_LEASE_GRACE_DEFAULT 2
 
-void sl_run_say(const char *fmt, ...) SL_PRINTF(1, 2);
-/* Appends one record to the run's audit log (none: nothing); reasons and
- * details are consumed (json_decref). */
-SL_MUST_USE sl_err sl_run_record(struct sl_run_st *s, const char *event, const char *ds,
-                                 const char *key, const char *decision, json_t *reasons,
-                                 json_t *details);
 SL_MUST_USE sl_err sl_run_step_gpu(struct sl_run_st *s);
 SL_MUST_USE sl_err sl_run_step_challenge(struct sl_run_st *s);
 /* The challenge round trip overlapped with the measurement: begin starts
@@ -187,18 +185,32 @@ SL_MUST_USE sl_err sl_run_step_claims(struct sl_run_st *s);
 /* The data service over the staged datasets (data: SECLAUNCH_DATA's
  * object); token: serve's admission token (NULL: run's). */
 SL_MUST_USE sl_err sl_run_data_service(struct sl_run_st *s, json_t *data, const char *token);
-/* serve: the data service until SIGTERM/SIGINT/SIGHUP, --until-pid's end or
- * the end of the keys' lease (run_serve.c); *why says which, *exit_code is
- * 0 but after a lease that ended. */
 /* SECLAUNCH_DATA past max bytes (SL_RUN_DATA_ENV_MAX: the kernel takes at
  * most 128 KiB per environment string, and a dataset of a few thousand
  * files lists more): each entry's "files" and "shards" are taken out, their
  * counts and "files_from": "service" put in (the job pages them from the
  * data service). *cut_any says whether anything was. SL_E_TOO_LARGE when
- * it is still over max. */
-SL_MUST_USE sl_err sl_run_data_slim(json_t *data, size_t max, bool *cut_any);
-SL_MUST_USE sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why,
-                                     int *exit_code);
+ * it is still over max (run_data.c). */
+SL_MUST_USE sl_err sl_run_data_slim(const struct sl_report *rep, json_t *data, size_t max,
+                                    bool *cut_any);
+/* serve: the data service until SIGTERM/SIGINT/SIGHUP, --until-pid's end or
+ * the end of the keys' lease (run_serve.c); *why says which, *exit_code is
+ * 0 but after a lease that ended. What it takes of the launch: */
+struct sl_run_serve_in {
+	struct sl_report *rep;
+	struct sl_run_serve *o;  /* --socket, --ready-fd (closed once written), ... */
+	const sl_job_user *user; /* the job's user: the --ready-file is theirs */
+	size_t ndatasets;        /* what it serves */
+	struct sl_outputs *out;  /* NULL: no --output */
+	struct sl_run_lease *lease;
+	const json_t *granted; /* the release's lease (NULL: none) */
+	/* the data service over the staged datasets for the holders of token
+	 * (sl_run_data_service); *socket: where it listens */
+	sl_err (*data_service)(void *ctx, json_t *data, const char *token, const char **socket);
+	void *ctx;
+};
+SL_MUST_USE sl_err sl_run_step_serve(const struct sl_run_serve_in *in, json_t *data,
+                                     const char **why, int *exit_code);
 /* serve: a failure before serving, as one JSON line on --ready-fd
  * ({"error": {"code", "exit", "message"}}) for the caller that waits there. */
 void sl_run_serve_failed(struct sl_run *o, sl_err rc, int exit_code, const char *message);

@@ -1,11 +1,10 @@
 /* The lease of the keys `seclaunch run` was given (docs/protocol.md,
  * Leases): the release answer carries it (expiry = release + the policy's
  * key_ttl); while the job runs, a thread renews it at half its life with a
- * fresh challenge and fresh evidence (the workload register quoted again,
- * the GPU's CC state read again). A refused renewal, or none that succeeded
- * by expiry + --lease-grace, ends it: the stop descriptor becomes readable,
- * supervise.c gives the job SIGTERM and SIGKILL after --kill-grace, and run
- * wipes and records run.lease_ended with the reason.
+ * fresh challenge and fresh evidence (the renew callback: sl_run_renew) (the workload register
+ * quoted again, the GPU's CC state read again). A refused renewal, or none that succeeded by expiry
+ * + --lease-grace, ends it: the stop descriptor becomes readable, supervise.c gives the job SIGTERM
+ * and SIGKILL after --kill-grace, and run wipes and records run.lease_ended with the reason.
  *
  * The audit writer is shared with the main thread and the data service's
  * (it serialises appends); the main thread joins this one before it writes
@@ -20,14 +19,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../cli/region_id.h"
 #include "run_int.h"
-#include "seclaunch/identity.h"
 #include "seclaunch/json.h"
 #include "seclaunch/util.h"
 
 struct sl_run_lease {
-	struct sl_run_st *s;
+	struct sl_run_lease_cfg c;
+	bool armed; /* from the release's lease (sl_run_lease_stop_fd) */
 	pthread_t th;
 	bool running;
 	int stop[2]; /* thread -> supervise: the job must stop */
@@ -35,27 +33,10 @@ struct sl_run_lease {
 	sl_kms *kms; /* the thread's own connection */
 	int64_t expires;
 	unsigned ttl, renewals;
-	bool ended;        /* the lease ended the job */
-	sl_err code;       /* why, as an error category */
+	sl_err code;       /* why it ended, as an error category */
 	char reason[1200]; /* why, one line */
 	json_t *reasons;   /* the KMS's reasons, when it refused */
 };
-
-static void audit(struct sl_run_st *s, const char *event, const char *decision, json_t *reasons,
-                  json_t *details)
-{
-	if (s->audit != NULL) {
-		sl_audit_record rec = {.event = event,
-		                       .job_id = s->job_id,
-		                       .policy_digest = sl_policy_digest_hex(s->policy),
-		                       .decision = decision,
-		                       .reasons = reasons,
-		                       .details = details};
-		if (sl_audit_append(s->audit, &rec) != SL_OK)
-			fprintf(stderr, "seclaunch run: warning: audit: %s\n", sl_err_detail());
-	}
-	json_decref(details);
-}
 
 static bool lease_times(const json_t *l, int64_t *exp, unsigned *ttl)
 {
@@ -67,38 +48,32 @@ static bool lease_times(const json_t *l, int64_t *exp, unsigned *ttl)
 	return true;
 }
 
-const int *sl_run_lease_stop_fd(struct sl_run_st *s)
+struct sl_run_lease *sl_run_lease_new(const struct sl_run_lease_cfg *c)
 {
-	struct sl_run_lease *L;
-	const json_t *l = s->kms != NULL ? sl_kms_last_lease(s->kms) : NULL;
-	if (s->lease != NULL)
-		return &s->lease->stop[0];
-	if (l == NULL)
-		return NULL; /* no key_ttl: no lease */
-	L = calloc(1, sizeof(*L));
+	struct sl_run_lease *L = calloc(1, sizeof(*L));
 	if (L == NULL)
 		return NULL;
-	L->s = s;
+	L->c = *c;
 	L->stop[0] = L->stop[1] = L->ctl[0] = L->ctl[1] = -1;
-	if (!lease_times(l, &L->expires, &L->ttl) || pipe2(L->stop, O_CLOEXEC) != 0 ||
+	return L;
+}
+
+const int *sl_run_lease_stop_fd(struct sl_run_lease *L, const json_t *granted)
+{
+	if (L == NULL)
+		return NULL;
+	if (L->armed)
+		return &L->stop[0];
+	if (granted == NULL)
+		return NULL; /* no key_ttl: no lease */
+	if (!lease_times(granted, &L->expires, &L->ttl) || pipe2(L->stop, O_CLOEXEC) != 0 ||
 	    pipe2(L->ctl, O_CLOEXEC) != 0) {
 		/* a lease the run cannot keep is a lease that ends now */
 		snprintf(L->reason, sizeof(L->reason), "the KMS's lease could not be kept: %s",
 		         strerror(errno));
 	}
-	__atomic_store_n(&s->lease, L, __ATOMIC_RELEASE);
+	L->armed = true;
 	return L->stop[0] >= 0 ? &L->stop[0] : NULL;
-}
-
-bool sl_run_lease_ended(const struct sl_run_st *s)
-{
-	const struct sl_run_lease *L = __atomic_load_n(&s->lease, __ATOMIC_ACQUIRE);
-	return L != NULL && __atomic_load_n(&L->ended, __ATOMIC_ACQUIRE);
-}
-
-const char *sl_run_lease_reason(const struct sl_run_st *s)
-{
-	return sl_run_lease_ended(s) ? s->lease->reason : "";
 }
 
 static void end(struct sl_run_lease *L, sl_err code, const char *fmt, ...) SL_PRINTF(3, 4);
@@ -109,81 +84,11 @@ static void end(struct sl_run_lease *L, sl_err code, const char *fmt, ...)
 	vsnprintf(L->reason, sizeof(L->reason), fmt, ap);
 	va_end(ap);
 	L->code = code;
-	__atomic_store_n(&L->ended, true, __ATOMIC_RELEASE);
+	sl_report_lease_end(L->c.rep, L->reason);
 	fprintf(stderr, "seclaunch run: lease ended: %s: stopping the job\n", L->reason);
 	if (write(L->stop[1], "x", 1) < 0) {
 		/* the pipe is ours and empty: cannot fail short of a closed end */
 	}
-}
-
-/* One renewal; SL_OK with *lease (NULL: no lease any more). The request is
- * the launch's (sl_run_request): every key and output key the run holds. */
-static SL_RESULT renew_once(struct sl_run_lease *L, json_t **lease)
-{
-	struct sl_run_st *s = L->s;
-	sl_err rc = SL_E_INTERNAL;
-	sl_kms_challenge ch;
-	uint8_t pub[SL_EPH_PUB_LEN], b[SL_BINDING_LEN];
-	sl_secret *sk = NULL;
-	json_t *evs = json_array(), *ev = NULL, *ids = json_array(), *doc = NULL;
-	sl_claims *scratch = NULL;
-	struct sl_run_req *rq = calloc(1, sizeof(*rq));
-	bool locked = false;
-
-	SL_ENSURE(evs != NULL && ids != NULL && rq != NULL, SL_E_NOMEM, "renewal");
-	SL_GUARD(sl_kms_challenge_get(L->kms, &ch));
-	/* an ephemeral key that opens nothing: the binding keeps its one form */
-	SL_GUARD(sl_kms_eph_keypair(pub, &sk));
-	sl_secret_free(sk);
-	sk = NULL;
-	sl_binding_compute(ch.nonce, pub, sl_policy_digest(s->policy), b);
-	if (s->use_gpu) {
-		sl_gpu_info g;
-		memset(&g, 0, sizeof(g));
-		sl_gpu_probe(&g);
-		SL_ENSURE(strcmp(g.cc, s->gpu.cc) == 0, SL_E_ATTEST,
-		          "the GPU's confidential-computing mode changed from %s to %s", s->gpu.cc,
-		          g.cc);
-	}
-	SL_GUARD(sl_wl_refresh(&s->wl));
-	locked = true;
-	SL_GUARD(sl_run_collect(s, b, &ev));
-	sl_wl_unlock(&s->wl);
-	locked = false;
-	SL_ENSURE(json_array_append_new(evs, ev) == 0, SL_E_NOMEM, "evidence");
-	ev = NULL;
-	if (s->use_gpu && strcmp(s->gpu.cc, "on") == 0) {
-		sl_collect_opts go = {.nonce = b, .nonce_len = SL_BINDING_LEN};
-		SL_GUARD(sl_evidence_collect("nvidia-gpu", &go, &ev));
-		SL_ENSURE(json_array_append_new(evs, ev) == 0, SL_E_NOMEM, "evidence");
-		ev = NULL;
-	}
-	if (json_array_size(s->identity) > 0) {
-		struct sl_region_id rid = {.cloud_identity = s->o->cloud_identity,
-		                           .gcp_jwks = s->o->gcp_jwks,
-		                           .aws_trust = s->o->aws_certs,
-		                           .region = s->o->region};
-		SL_GUARD(sl_claims_new(&scratch));
-		SL_GUARD(sl_region_id_collect(&rid, b, scratch, &doc));
-		if (doc != NULL)
-			SL_ENSURE(json_array_append(ids, doc) == 0, SL_E_NOMEM, "identity");
-	}
-	SL_GUARD(sl_run_request(s, ch.nonce, pub, evs, ids, L->renewals + 1, rq));
-	SL_GUARD(sl_kms_renew(L->kms, &rq->rq, lease));
-	rc = SL_OK;
-out:
-	if (locked)
-		sl_wl_unlock(&s->wl);
-	sl_secret_free(sk);
-	sl_claims_free(scratch);
-	if (rq != NULL)
-		sl_run_request_free(rq);
-	free(rq);
-	json_decref(evs);
-	json_decref(ev);
-	json_decref(ids);
-	json_decref(doc);
-	return rc;
 }
 
 /* Waits up to ms for the job's end; true when it ended. */
@@ -206,8 +111,8 @@ static int64_t now_ms(void)
 static void *renewer(void *arg)
 {
 	struct sl_run_lease *L = arg;
-	struct sl_run_st *s = L->s;
-	unsigned grace = s->o->lease_grace_s;
+	struct sl_report *rep = L->c.rep;
+	unsigned grace = L->c.grace_s;
 	char last[600] = "";
 	for (;;) {
 		/* renew at half the lease's life; after a failure, every second */
@@ -226,22 +131,23 @@ static void *renewer(void *arg)
 		}
 		json_t *lease = NULL;
 		uint64_t t0 = sl_now_ns();
-		sl_err rc = renew_once(L, &lease);
+		sl_err rc = L->c.renew(L->c.ctx, L->kms, L->renewals + 1, &lease);
 		if (rc == SL_OK) {
 			L->renewals++;
 			last[0] = '\0';
 			if (lease == NULL) {
-				audit(
-				    s, SL_AUDIT_EV_RUN_LEASE_RENEWED, SL_AUDIT_ALLOW, NULL,
+				sl_report_lease_record(
+				    rep, SL_AUDIT_EV_RUN_LEASE_RENEWED, SL_AUDIT_ALLOW, NULL,
 				    json_pack("{s:i, s:n}", "renewal", (int)L->renewals, "lease"));
-				sl_run_say(
-				    "the policy in force sets no key_ttl any more: no lease");
+				sl_report_say(
+				    rep, "the policy in force sets no key_ttl any more: no lease");
 				return NULL;
 			}
 			(void)lease_times(lease, &L->expires, &L->ttl);
-			audit(s, SL_AUDIT_EV_RUN_LEASE_RENEWED, SL_AUDIT_ALLOW, NULL,
-			      json_pack("{s:i, s:O, s:f}", "renewal", (int)L->renewals, "lease",
-			                lease, "ms", (double)(sl_now_ns() - t0) / 1e6));
+			sl_report_lease_record(
+			    rep, SL_AUDIT_EV_RUN_LEASE_RENEWED, SL_AUDIT_ALLOW, NULL,
+			    json_pack("{s:i, s:O, s:f}", "renewal", (int)L->renewals, "lease",
+			              lease, "ms", (double)(sl_now_ns() - t0) / 1e6));
 			json_decref(lease);
 			continue;
 		}
@@ -258,22 +164,22 @@ static void *renewer(void *arg)
 			return NULL;
 		}
 		snprintf(last, sizeof(last), "%s", sl_err_detail());
-		sl_run_say("lease renewal failed (%s); retrying until expiry + %u s", last, grace);
+		sl_report_say(rep, "lease renewal failed (%s); retrying until expiry + %u s", last,
+		              grace);
 	}
 }
 
-void sl_run_lease_start(struct sl_run_st *s)
+void sl_run_lease_start(struct sl_run_lease *L)
 {
-	struct sl_run_lease *L = s->lease;
-	if (L == NULL)
+	if (L == NULL || !L->armed)
 		return;
 	if (L->stop[0] < 0 || L->ctl[0] < 0) {
 		end(L, SL_E_SYSTEM, "%s", L->reason);
 		return;
 	}
-	sl_kms_opts ko = {.url = s->o->kms_url,
-	                  .ca_file = s->o->kms_ca,
-	                  .pinned_pubkey = s->o->kms_pin,
+	sl_kms_opts ko = {.url = L->c.kms_url,
+	                  .ca_file = L->c.kms_ca,
+	                  .pinned_pubkey = L->c.kms_pin,
 	                  .connect_timeout_ms = 2000,
 	                  .total_timeout_ms = 10000,
 	                  .max_attempts = 1};
@@ -282,13 +188,12 @@ void sl_run_lease_start(struct sl_run_st *s)
 		return;
 	}
 	L->running = true;
-	sl_run_say("lease: %u s, renewed every %u s while the job runs", L->ttl,
-	           L->ttl / 2 > 0 ? L->ttl / 2 : 1);
+	sl_report_say(L->c.rep, "lease: %u s, renewed every %u s while the job runs", L->ttl,
+	              L->ttl / 2 > 0 ? L->ttl / 2 : 1);
 }
 
-void sl_run_lease_stop(struct sl_run_st *s)
+void sl_run_lease_stop(struct sl_run_lease *L)
 {
-	struct sl_run_lease *L = s->lease;
 	if (L == NULL || !L->running)
 		return;
 	if (write(L->ctl[1], "x", 1) < 0) {
@@ -298,25 +203,25 @@ void sl_run_lease_stop(struct sl_run_st *s)
 	L->running = false;
 }
 
-bool sl_run_lease_end(struct sl_run_st *s, int *exit_code)
+bool sl_run_lease_end(struct sl_run_lease *L, int *exit_code)
 {
-	struct sl_run_lease *L = s->lease;
-	if (L == NULL || !L->ended)
+	if (L == NULL || !L->armed || !sl_report_lease_ended(L->c.rep))
 		return false;
 	*exit_code = sl_err_exit_code(L->code);
-	audit(s, SL_AUDIT_EV_RUN_LEASE_ENDED, SL_AUDIT_DENY, L->reasons,
-	      json_pack("{s:s, s:i, s:i, s:I}", "reason", L->reason, "exit_code", *exit_code,
-	                "renewals", (int)L->renewals, "expires_unix", (json_int_t)L->expires));
-	sl_run_say("the lease ended (%s); the job was stopped; exit %d", L->reason, *exit_code);
+	sl_report_lease_record(L->c.rep, SL_AUDIT_EV_RUN_LEASE_ENDED, SL_AUDIT_DENY, L->reasons,
+	                       json_pack("{s:s, s:i, s:i, s:I}", "reason", L->reason, "exit_code",
+	                                 *exit_code, "renewals", (int)L->renewals, "expires_unix",
+	                                 (json_int_t)L->expires));
+	sl_report_say(L->c.rep, "the lease ended (%s); the job was stopped; exit %d", L->reason,
+	              *exit_code);
 	return true;
 }
 
-void sl_run_lease_free(struct sl_run_st *s)
+void sl_run_lease_free(struct sl_run_lease *L)
 {
-	struct sl_run_lease *L = s->lease;
 	if (L == NULL)
 		return;
-	sl_run_lease_stop(s);
+	sl_run_lease_stop(L);
 	for (int i = 0; i < 2; i++) {
 		if (L->stop[i] >= 0)
 			close(L->stop[i]);
@@ -326,5 +231,4 @@ void sl_run_lease_free(struct sl_run_st *s)
 	sl_kms_free(L->kms);
 	json_decref(L->reasons);
 	free(L);
-	s->lease = NULL;
 }

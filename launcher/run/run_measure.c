@@ -38,9 +38,8 @@ sl_err sl_run_step_workload(struct sl_run_st *s)
 	for (size_t i = 0; i < s->n; i++) {
 		/* the root run_exec.c computed: a sharded dataset's manifest root,
 		 * a single SLD file's header SHA-256 */
-		const char *id = s->man[i] != NULL ? sl_sldm_dataset_id(s->man[i])
-		                                   : sl_sld_header_dataset_id(s->hdr[i]);
-		snprintf(root, sizeof(root), "sha256:%s", s->root[i]);
+		const char *id = sl_dataset_id(&s->ds[i]);
+		snprintf(root, sizeof(root), "sha256:%s", s->ds[i].root);
 		SL_ENSURE(
 		    json_array_append_new(ds, json_pack("{s:s, s:s}", "id", id, "root", root)) == 0,
 		    SL_E_NOMEM, "datasets");
@@ -62,32 +61,24 @@ sl_err sl_run_step_workload(struct sl_run_st *s)
 	SL_GUARD(sl_wl_extend(&s->wl, kind, s->o->tcti, s->o->workload_pcr, s->o->workload_log));
 	sl_hex_encode(s->wl.identity, 32, hex);
 	if (s->wl.script_why[0] != '\0')
-		sl_run_say("workload script unknown: %s (a policy entry that pins script_sha256 "
-		           "denies it)",
-		           s->wl.script_why);
+		sl_report_say(&s->rep,
+		              "workload script unknown: %s (a policy entry that pins script_sha256 "
+		              "denies it)",
+		              s->wl.script_why);
 	if (s->wl.reg[0] == '\0') {
-		sl_run_say("workload %.16s... not measured: %s evidence has no workload register",
-		           hex, kind);
+		sl_report_say(
+		    &s->rep, "workload %.16s... not measured: %s evidence has no workload register",
+		    hex, kind);
 	} else {
-		sl_run_say("workload %.16s... extended into %s (log %s)", hex, s->wl.reg,
-		           s->wl.log_path);
+		sl_report_say(&s->rep, "workload %.16s... extended into %s (log %s)", hex,
+		              s->wl.reg, s->wl.log_path);
 	}
-	if (s->audit != NULL) {
-		char ed[65];
-		sl_hex_encode(s->wl.event_digest, 32, ed);
-		sl_audit_record rec = {
-		    .event = SL_AUDIT_EV_RUN_MEASURE,
-		    .job_id = s->job_id,
-		    .policy_digest = sl_policy_digest_hex(s->policy),
-		    .details = json_pack("{s:s, s:s, s:s, s:O}", "identity", hex, "event_sha256",
-		                         ed, "register", s->wl.reg[0] ? s->wl.reg : "none", "event",
-		                         s->wl.event),
-		};
-		rc = s->audit_defer ? sl_audit_append_deferred(s->audit, &rec)
-		                    : sl_audit_append(s->audit, &rec);
-		json_decref(rec.details);
-		SL_GUARD(rc);
-	}
+	char ed[65];
+	sl_hex_encode(s->wl.event_digest, 32, ed);
+	SL_GUARD(sl_report_record(&s->rep, SL_AUDIT_EV_RUN_MEASURE, NULL, NULL, NULL, NULL,
+	                          json_pack("{s:s, s:s, s:s, s:O}", "identity", hex, "event_sha256",
+	                                    ed, "register", s->wl.reg[0] ? s->wl.reg : "none",
+	                                    "event", s->wl.event)));
 	rc = SL_OK;
 out:
 	sl_strv_free(envp);

@@ -77,16 +77,16 @@ static bool write_all(int fd, const char *p, size_t n)
 	return true;
 }
 
-static SL_RESULT announce(struct sl_run_st *s, const char *line)
+static SL_RESULT announce(const struct sl_run_serve_in *in, const char *line)
 {
 	sl_err rc = SL_E_SYSTEM;
 	int fd = -1;
-	struct sl_run_serve *o = &s->o->serve;
+	struct sl_run_serve *o = in->o;
 
 	if (o->ready_file != NULL) {
 		/* with --user, made by the job's user (whose file it is), so a
 		 * folder on its path that the user can change misleads nobody */
-		rc = sl_user_create(s->user.set ? &s->user : NULL, o->ready_file, &fd);
+		rc = sl_user_create(in->user->set ? in->user : NULL, o->ready_file, &fd);
 		if (rc != SL_OK) {
 			rc = sl_err_wrap(SL_E_SYSTEM, "--ready-file");
 			goto out;
@@ -111,7 +111,8 @@ out:
 	return rc;
 }
 
-sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why, int *exit_code)
+sl_err sl_run_step_serve(const struct sl_run_serve_in *in, json_t *data, const char **why,
+                         int *exit_code)
 {
 	sl_err rc = SL_E_INTERNAL;
 	uint8_t raw[32];
@@ -119,28 +120,29 @@ sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why, in
 	char *line = NULL, *text = NULL;
 	json_t *td = tasks_data(data), *ready = NULL;
 	static char sigwhy[32];
+	const char *socket = NULL;
 
 	bool cut;
 	SL_ENSURE(td != NULL, SL_E_NOMEM, "SECLAUNCH_DATA");
 	/* the tasks' SECLAUNCH_DATA is this; past the limit they page the
 	 * file lists from the service */
-	SL_GUARD(sl_run_data_slim(td, SL_RUN_DATA_ENV_MAX, &cut));
+	SL_GUARD(sl_run_data_slim(in->rep, td, SL_RUN_DATA_ENV_MAX, &cut));
 	sl_random(raw, sizeof(raw));
 	sl_hex_encode(raw, sizeof(raw), token);
-	SL_GUARD(sl_run_data_service(s, data, token));
-	ready = json_pack("{s:s, s:s, s:O, s:s?}", "socket", sl_dsvc_path(s->dsvc), "token", token,
-	                  "data", td, "output_dir", sl_out_dir(s));
+	SL_GUARD(in->data_service(in->ctx, data, token, &socket));
+	ready = json_pack("{s:s, s:s, s:O, s:s?}", "socket", socket, "token", token, "data", td,
+	                  "output_dir", sl_out_dir(in->out));
 	SL_ENSURE(ready != NULL, SL_E_NOMEM, "ready line");
 	text = json_dumps(ready, JSON_COMPACT | JSON_SORT_KEYS);
 	SL_ENSURE(text != NULL && asprintf(&line, "%s\n", text) > 0, SL_E_NOMEM, "ready line");
-	SL_GUARD(announce(s, line));
-	sl_run_say("serving %zu dataset%s on %s", s->n, s->n == 1 ? "" : "s",
-	           sl_dsvc_path(s->dsvc));
+	SL_GUARD(announce(in, line));
+	sl_report_say(in->rep, "serving %zu dataset%s on %s", in->ndatasets,
+	              in->ndatasets == 1 ? "" : "s", socket);
 	/* keys released under key_ttl are a lease: renewed while serving; a
 	 * refused or missed renewal stops serve as it stops a job */
 	*exit_code = 0;
-	sl_run_lease_start(s);
-	const int *lease_fd = sl_run_lease_stop_fd(s);
+	sl_run_lease_start(in->lease);
+	const int *lease_fd = sl_run_lease_stop_fd(in->lease, in->granted);
 	int sig = 0;
 	for (;;) {
 		sig = sl_supervise_take_pending();
@@ -149,11 +151,11 @@ sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why, in
 			*why = sigwhy;
 			break;
 		}
-		if (sl_out_preempt_noticed(s)) {
+		if (sl_out_preempt_noticed(in->out)) {
 			*why = "preemption notice";
 			break;
 		}
-		if (s->o->serve.until_pid > 0 && !sl_proc_alive(s->o->serve.until_pid)) {
+		if (in->o->until_pid > 0 && !sl_proc_alive(in->o->until_pid)) {
 			*why = "--until-pid ended";
 			break;
 		}
@@ -163,13 +165,13 @@ sl_err sl_run_step_serve(struct sl_run_st *s, json_t *data, const char **why, in
 			break;
 		}
 	}
-	sl_run_lease_stop(s);
+	sl_run_lease_stop(in->lease);
 	/* the outputs as after a job: no checkpoint from here on; a SIGTERM
 	 * under --preempt-watch sigterm is a preemption (outputs.c) */
 	sl_job_result res = {.forwarded = sig};
-	sl_out_job_exited(s, &res);
+	sl_out_job_exited(in->out, &res);
 	if (strcmp(*why, "lease ended") == 0)
-		(void)sl_run_lease_end(s, exit_code);
+		(void)sl_run_lease_end(in->lease, exit_code);
 	rc = SL_OK;
 out:
 	sl_wipe(raw, sizeof(raw));
