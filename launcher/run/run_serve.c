@@ -141,8 +141,10 @@ sl_err sl_run_step_serve(const struct sl_run_serve_in *in, json_t *data, const c
 	/* keys released under key_ttl are a lease: renewed while serving; a
 	 * refused or missed renewal stops serve as it stops a job */
 	*exit_code = 0;
-	sl_run_lease_start(in->lease);
+	/* armed from the release's lease first: started unarmed, it would
+	 * never renew (nor end) */
 	const int *lease_fd = sl_run_lease_stop_fd(in->lease, in->granted);
+	sl_run_lease_start(in->lease);
 	int sig = 0;
 	for (;;) {
 		sig = sl_supervise_take_pending();

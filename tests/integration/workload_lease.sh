@@ -285,6 +285,39 @@ assert "KMS stopped: run.lease_ended names the reason, then the wipe" \
 	bash -c "grep '\"run.lease_ended\"' '$AUDIT' | tail -1 | grep -q 'no renewal succeeded' && tail -n 1 '$AUDIT' | grep -q '\"run.wipe\".*\"all_zeroed\":true'"
 
 start_kms "$T/kms" --listen "127.0.0.1:$KMS_PORT" --policy "$T/kms-policy.json" --policy-pubkey "$T/policy.pub" || exit 1
+
+# serve holds its keys under the same lease as run: renewed while it serves
+# (each renewal recorded on both sides), and a KMS that stops answering
+# stops it within expiry + grace, wiped
+SERVEA=(--policy "$T/p1.json" --policy-pubkey "$T/policy.pub" "${KMSA[@]}" --tcti "$SWTPM_TCTI"
+	--region gcp:europe-west4 --stage host --lease-grace 2)
+serve_lease() { # NAME: serve wl-lease in the background until $T/NAME.ready
+	rm -f "$T/$1.ready"
+	"$SL" serve "${SERVEA[@]}" --audit-log "$T/$1.audit" --ready-file "$T/$1.ready" \
+		"$T/wl-lease.sld" >"$T/$1.out" 2>&1 &
+	LPID=$!
+	for _ in $(seq 300); do [ -s "$T/$1.ready" ] && break; sleep 0.05; done
+}
+kms_renews() { grep -c '"kms.renew"' "$KMS_STATE/audit.log"; }
+serve_lease serve-renew
+assert "serve under key_ttl: ready" test -s "$T/serve-renew.ready"
+assert "serve under key_ttl: says its lease" grep -q "lease: 3 s, renewed every 1 s" "$T/serve-renew.out"
+krenew0=$(kms_renews)
+sleep 4.5
+assert "serve under key_ttl: still serving across renewals" kill -0 "$LPID"
+srenewed=$(grep -c '"run.lease_renewed"' "$T/serve-renew.audit")
+assert "serve under key_ttl: its audit log shows each renewal (>= 2, got $srenewed)" test "$srenewed" -ge 2
+assert "serve under key_ttl: seclaunchd recorded them" test "$(kms_renews)" -gt "$krenew0"
+t0=$(date +%s.%N)
+stop_kms
+wait_lease 12
+rc=$?
+dt=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")
+echo "# KMS stopped -> serve stopped after $dt s (ttl 3 + grace 2)"
+assert "serve, KMS stopped: exit 5 (KMS unreachable) within expiry + grace (rc $rc)" test "$rc" -eq 5
+assert "serve, KMS stopped: run.lease_ended names the reason, then the wipe" \
+	bash -c "grep '\"run.lease_ended\"' '$T/serve-renew.audit' | tail -1 | grep -q 'no renewal succeeded' && tail -n 1 '$T/serve-renew.audit' | grep -q '\"run.wipe\".*\"all_zeroed\":true'"
+start_kms "$T/kms" --listen "127.0.0.1:$KMS_PORT" --policy "$T/kms-policy.json" --policy-pubkey "$T/policy.pub" || exit 1
 # hup: SIGHUP to seclaunchd, then waits for the reload's outcome in its log
 hup() {
 	local n i
