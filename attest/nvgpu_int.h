@@ -8,8 +8,6 @@
 #include "nvgpu_report.h"
 #include "seclaunch/attest.h"
 
-/* SHA-256 of the pinned NVIDIA Device Identity CA certificate (DER). */
-extern const uint8_t sl_nvgpu_root_sha256[32];
 /* Test copies of the programs only (tests/fakecuda/nvgpu_testroot.c, linked
  * into build/tests/nvgpu-testroot/, never into bin/ or libseclaunch.a): one
  * more root fingerprint pinned beside NVIDIA's, for the chains the fake

@@ -190,7 +190,8 @@ static bool role_ok(const char *s)
 	           n;
 }
 
-sl_err sl_aws_creds_imds(const char *imds_base, sl_aws_creds *c)
+/* IMDSv2 at base (NULL: http://169.254.169.254). */
+static SL_RESULT sl_aws_creds_imds(const char *imds_base, sl_aws_creds *c)
 {
 	sl_err rc = SL_E_REMOTE_UNREACHABLE;
 	const char *base = imds_base != NULL ? imds_base : "http://169.254.169.254";

@@ -36,8 +36,6 @@ SL_MUST_USE sl_err sl_aws_creds_file(sl_aws_creds *c);
 #define SL_AWS_IMDS_TOKEN_PATH "/latest/api/token"
 #define SL_AWS_IMDS_TOKEN_TTL_HEADER "X-aws-ec2-metadata-token-ttl-seconds: 300"
 #define SL_AWS_IMDS_ROLE_PATH "/latest/meta-data/iam/security-credentials/"
-/* IMDSv2 at base (NULL: http://169.254.169.254). */
-SL_MUST_USE sl_err sl_aws_creds_imds(const char *imds_base, sl_aws_creds *c);
 
 /* The whole chain; SL_E_REMOTE_REFUSED naming every source when none gave
  * credentials (a credentials file that is unsafe or malformed: its error). */

@@ -156,10 +156,9 @@ SL_MUST_USE sl_err sl_kms_enroll(sl_kms *k, const char *tcti, char **ak_name_hex
 
 /* ---- admin (Bearer admin token) --------------------------------------- */
 
-/* POST /v1/keys {"id"}: creates a KEK. An existing id fails (SL_E_KMS_REFUSED, 409). */
-SL_MUST_USE sl_err sl_kms_key_create(sl_kms *k, const char *key_id);
-/* As create; aws_key_id (an AWS KMS key id, ARN or alias; NULL: none)
- * adopts that AWS key (seclaunchd's kek_backend "aws-kms"). */
+/* POST /v1/keys {"id"}: creates a KEK. An existing id fails (SL_E_KMS_REFUSED, 409).
+ * aws_key_id (an AWS KMS key id, ARN or alias; NULL: none) adopts that AWS
+ * key (seclaunchd's kek_backend "aws-kms"). */
 SL_MUST_USE sl_err sl_kms_key_create_aws(sl_kms *k, const char *key_id, const char *aws_key_id);
 
 /* POST /v1/keys/{id}/wrap: wraps dek (SL_KMS_DEK_LEN) for dataset_id; *wrapped

@@ -77,15 +77,11 @@ SL_MUST_USE sl_err kmsd_policy_load(const kmsd_config *c, struct sl_policy **out
  * start-up config must outlive kmsd_live_stop(). */
 SL_MUST_USE sl_err kmsd_live_start(kmsd_ctx *ctx, const kmsd_config *start,
                                    const kmsd_start_opts *o);
-/* req = base with the current generation's config and policy, held until
- * kmsd_live_leave. */
-kmsd_gen *kmsd_live_enter(const kmsd_ctx *base, kmsd_ctx *req);
-void kmsd_live_leave(kmsd_gen *g);
 void kmsd_live_stop(void);
-/* SIGHUP: reopen the log; rebuild config + policy and swap them in whole, or
- * keep the old ones and say why (log + audit record). Never stops the service. */
-void kmsd_reload(kmsd_ctx *ctx);
-/* enter, leave and reload, for the server (ctx->live). */
+/* enter, leave and reload, for the server (ctx->live): enter gives a request
+ * the current generation's config and policy, held until leave; reload
+ * (SIGHUP) swaps in a rebuilt config + policy whole, or keeps the old ones and
+ * says why, and never stops the service. */
 extern const kmsd_live_ops kmsd_live;
 
 /* keyproc_start.c: forks the key process (kmsd_keyproc_spawn) and attaches

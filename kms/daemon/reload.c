@@ -119,17 +119,9 @@ sl_err kmsd_live_start(kmsd_ctx *ctx, const kmsd_config *start, const kmsd_start
 	return SL_OK;
 }
 
-void kmsd_live_stop(void)
-{
-	kmsd_gen *g;
-	pthread_mutex_lock(&g_mu);
-	g = g_cur;
-	g_cur = NULL;
-	pthread_mutex_unlock(&g_mu);
-	kmsd_live_leave(g);
-}
-
-kmsd_gen *kmsd_live_enter(const kmsd_ctx *base, kmsd_ctx *req)
+/* req = base with the current generation's config and policy, held until
+ * kmsd_live_leave. */
+static kmsd_gen *kmsd_live_enter(const kmsd_ctx *base, kmsd_ctx *req)
 {
 	kmsd_gen *g;
 	*req = *base;
@@ -145,7 +137,7 @@ kmsd_gen *kmsd_live_enter(const kmsd_ctx *base, kmsd_ctx *req)
 	return g;
 }
 
-void kmsd_live_leave(kmsd_gen *g)
+static void kmsd_live_leave(kmsd_gen *g)
 {
 	bool last;
 	if (g == NULL)
@@ -155,6 +147,16 @@ void kmsd_live_leave(kmsd_gen *g)
 	pthread_mutex_unlock(&g_mu);
 	if (last)
 		gen_free(g);
+}
+
+void kmsd_live_stop(void)
+{
+	kmsd_gen *g;
+	pthread_mutex_lock(&g_mu);
+	g = g_cur;
+	g_cur = NULL;
+	pthread_mutex_unlock(&g_mu);
+	kmsd_live_leave(g);
 }
 
 static bool str_differs(const char *a, const char *b)
@@ -208,7 +210,9 @@ static SL_RESULT keep_restart_keys(kmsd_config *c, const kmsd_config *s)
 	return SL_OK;
 }
 
-void kmsd_reload(kmsd_ctx *ctx)
+/* SIGHUP: reopen the log; rebuild config + policy and swap them in whole, or
+ * keep the old ones and say why (log + audit record). Never stops the service. */
+static void kmsd_reload(kmsd_ctx *ctx)
 {
 	kmsd_config *c = calloc(1, sizeof(*c));
 	kmsd_gen *g = NULL, *old = NULL, *cur;

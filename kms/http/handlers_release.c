@@ -282,9 +282,11 @@ static bool is_measurement(const char *k)
 /* Who asked, and what they proved (docs/audit.md, "Release records"): the
  * AK, the TEE kinds, the measurements, the region and whether a signed
  * document verified it, the client address, the workload identity, and
- * the whole claim set (attestation facts only: nothing secret is a claim). */
-json_t *kmsd_audit_subject(const sl_claims *c, const json_t *evidence, const char *source,
-                           const char *ak_hint)
+ * the whole claim set (attestation facts only: nothing secret is a claim).
+ * ak_hint: the AK name presented when no verified claim names it (an
+ * unenrolled AK). */
+static json_t *kmsd_audit_subject(const sl_claims *c, const json_t *evidence, const char *source,
+                                  const char *ak_hint)
 {
 	json_t *kinds = json_array(), *meas = json_object(), *work = json_object(), *all = NULL;
 	const char *ak = sl_claims_get(c, "tpm.ak.name") ? sl_claims_get(c, "tpm.ak.name")

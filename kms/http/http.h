@@ -33,7 +33,6 @@ SL_MUST_USE sl_err kmsd_kek_set_state(kmsd_kek *k, const char *id, bool enable, 
  * ScheduleKeyDeletion of every version. */
 SL_MUST_USE sl_err kmsd_kek_delete(kmsd_kek *k, const char *id, bool force, size_t *refs,
                                    bool *deleted);
-bool kmsd_kek_exists(kmsd_kek *k, const char *id);
 /* Whether key id may be used for a decision now: the denial it earns
  * (KMSD_D_KEY_UNKNOWN, KMSD_D_KEY_DISABLED) with *why, KMSD_KEY_USABLE, or
  * KMSD_KEY_STORE_DOWN when the state store could not answer. rd: the key
@@ -43,9 +42,6 @@ bool kmsd_kek_exists(kmsd_kek *k, const char *id);
 #define KMSD_KEY_STORE_DOWN (-2)
 int kmsd_kek_usable(kmsd_kek *k, const kmsd_release_read *rd, const char *id, char *why,
                     size_t why_n);
-/* Wipes what this replica's key process holds of key id (its cached KEKs),
- * after the store's rows are deleted. */
-SL_MUST_USE sl_err kmsd_kek_forget(kmsd_kek *k, const char *id);
 /* The key's row in the store (state, current version). */
 SL_MUST_USE sl_err kmsd_kek_state(kmsd_kek *k, const char *id, struct kmsd_key_row *row,
                                   bool *found);
@@ -404,13 +400,6 @@ bool kmsd_audit(kmsd_ctx *ctx, const char *event, const char *key_id, const char
 bool kmsd_audit_job(kmsd_ctx *ctx, const char *event, const char *job_id, const char *key_id,
                     const char *dataset_id, const char *decision, json_t *reasons,
                     const char *claims_digest, json_t *details);
-/* handlers_release.c: the "subject" of a release, renewal, denial or
- * enrollment record (docs/audit.md): ak_name, tee_kinds, measurements,
- * region, region_verified, client, workload, claims. ak_hint: the AK name
- * presented when no verified claim names it (an unenrolled AK). */
-struct sl_claims;
-json_t *kmsd_audit_subject(const struct sl_claims *c, const json_t *evidence, const char *source,
-                           const char *ak_hint);
 /* 503: the decision (grant or refusal) was not recorded, so it is not
  * given; the client may retry. */
 void kmsd_audit_failed(kmsd_ctx *ctx, kmsd_response *res, const char *what);
@@ -483,7 +472,7 @@ void kmsd_store_failed(kmsd_ctx *ctx, kmsd_response *res, const char *what);
 /* Routes one request (pure dispatch: used by the server and the fuzz target). */
 enum kmsd_route kmsd_dispatch(kmsd_ctx *ctx, const kmsd_request *req, kmsd_response *res);
 
-/* Runs the HTTPS server until SIGTERM/SIGINT; SIGHUP calls kmsd_reload. */
+/* Runs the HTTPS server until SIGTERM/SIGINT; SIGHUP calls ctx->live->reload. */
 SL_MUST_USE sl_err kmsd_serve(kmsd_ctx *ctx);
 /* The limits a reload may change (max_body). */
 void kmsd_server_set_limits(const kmsd_config *c);

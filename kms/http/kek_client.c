@@ -277,14 +277,6 @@ static SL_RESULT kp_rotate(kmsd_keyproc *kp, const char *id, unsigned *version)
 	return rc;
 }
 
-static SL_RESULT kp_forget(kmsd_keyproc *kp, const char *id)
-{
-	struct kp_req rq = {.op = KP_FORGET};
-	struct kp_res rs;
-	ids(&rq, id, NULL);
-	return call(kp, &rq, &rs);
-}
-
 /* An answer of 1..max bytes (a wrapped DEK's length is the backend's). */
 static SL_RESULT out_upto(struct kp_res *rs, uint8_t *out, size_t max, size_t *len)
 {
@@ -421,11 +413,6 @@ sl_err kmsd_kek_rotate(kmsd_kek *k, const char *id, unsigned *version)
 	return kp_rotate(k->kp, id, version);
 }
 
-sl_err kmsd_kek_forget(kmsd_kek *k, const char *id)
-{
-	return kp_forget(k->kp, id);
-}
-
 sl_err kmsd_kek_wrap(kmsd_kek *k, const char *id, const char *dataset_id,
                      const uint8_t dek[static SL_KMS_DEK_LEN],
                      uint8_t out[static SL_KMS_WRAPPED_DEK_MAX], size_t *out_len)
@@ -459,13 +446,6 @@ sl_err kmsd_kek_new_sealed(kmsd_kek *k, const char *id, const char *dataset_id,
 sl_err kmsd_kek_state(kmsd_kek *k, const char *id, kmsd_key_row *row, bool *found)
 {
 	return kmsd_store_key_get(k->st, id, row, found);
-}
-
-bool kmsd_kek_exists(kmsd_kek *k, const char *id)
-{
-	kmsd_key_row row = {0};
-	bool found = false;
-	return kmsd_store_key_get(k->st, id, &row, &found) == SL_OK && found;
 }
 
 /* The row of id read ahead in rd, if it holds one. */

@@ -204,8 +204,8 @@ size_t kmsd_registry_count(kmsd_registry *r)
 	return n;
 }
 
-sl_err kmsd_registry_add_at(kmsd_registry *r, const uint8_t *name, size_t len,
-                            const uint8_t ek_digest[static 32], int64_t when)
+static SL_RESULT kmsd_registry_add_at(kmsd_registry *r, const uint8_t *name, size_t len,
+                                      const uint8_t ek_digest[static 32], int64_t when)
 {
 	kmsd_ak_row row = {.enrolled = when};
 	if (len == 0 || len > KMSD_AK_NAME_MAX)

@@ -60,8 +60,6 @@ bool kmsd_registry_has(kmsd_registry *r, const uint8_t *ak_name, size_t len);
 /* Records an AK (idempotent); ek_digest identifies the TPM it lives in. */
 SL_MUST_USE sl_err kmsd_registry_add(kmsd_registry *r, const uint8_t *ak_name, size_t len,
                                      const uint8_t ek_digest[static 32]);
-SL_MUST_USE sl_err kmsd_registry_add_at(kmsd_registry *r, const uint8_t *ak_name, size_t len,
-                                        const uint8_t ek_digest[static 32], int64_t when);
 size_t kmsd_registry_count(kmsd_registry *r);
 /* Revocation (an admin's, handlers_aks.c): a revoked AK stays listed, is
  * refused by name, and cannot enroll again. SL_E_INPUT when not enrolled;

@@ -935,12 +935,6 @@ sl_err kmsd_store_challenge_read(kmsd_store *s, const uint8_t nonce[static 32], 
 	return SL_OK;
 }
 
-sl_err kmsd_store_challenge_use(kmsd_store *s, const uint8_t nonce[static 32], int64_t now,
-                                enum kmsd_challenge_result *res)
-{
-	return kmsd_store_challenge_read(s, nonce, now, res, NULL);
-}
-
 sl_err kmsd_store_challenge_unuse(kmsd_store *s, const uint8_t nonce[static 32])
 {
 	static const char sql[] = "UPDATE challenges SET used = 0 WHERE nonce = ? AND used = 1";

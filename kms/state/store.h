@@ -176,10 +176,6 @@ enum kmsd_challenge_result {
 };
 SL_MUST_USE sl_err kmsd_store_challenge_put(kmsd_store *s, const uint8_t nonce[static 32],
                                             int64_t expires);
-/* Marks it used (any presentation uses it up, on any replica) and says what
- * it was before. */
-SL_MUST_USE sl_err kmsd_store_challenge_use(kmsd_store *s, const uint8_t nonce[static 32],
-                                            int64_t now, enum kmsd_challenge_result *res);
 /* What a release reads besides its challenge, asked for in the same round
  * trip as the challenge's use (kmsd_store_challenge_read): the rows of the
  * AKs the evidence names (unverified names: the caller takes a row only for
@@ -201,7 +197,8 @@ typedef struct kmsd_release_read {
 		bool read, found;
 	} key[KMSD_READ_KEYS];
 } kmsd_release_read;
-/* kmsd_store_challenge_use, and the rows rd asks for, in one round trip;
+/* Marks the challenge used (any presentation uses it up, on any replica) and
+ * says what it was before, and reads the rows rd asks for, in one round trip;
  * rd may be NULL. A row that does not parse is left unread. */
 SL_MUST_USE sl_err kmsd_store_challenge_read(kmsd_store *s, const uint8_t nonce[static 32],
                                              int64_t now, enum kmsd_challenge_result *res,

@@ -426,11 +426,6 @@ out:
 	return rc;
 }
 
-sl_err sl_kms_key_create(sl_kms *k, const char *key_id)
-{
-	return sl_kms_key_create_aws(k, key_id, NULL);
-}
-
 sl_err sl_kms_key_create_aws(sl_kms *k, const char *key_id, const char *aws_key_id)
 {
 	sl_err rc = SL_E_NOMEM;

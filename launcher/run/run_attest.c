@@ -15,7 +15,7 @@
 #include "seclaunch/util.h"
 #include "seclaunch/json.h"
 
-sl_err sl_run_step_challenge(struct sl_run_st *s)
+static SL_RESULT sl_run_step_challenge(struct sl_run_st *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	sl_kms_opts ko = {

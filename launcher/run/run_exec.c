@@ -525,8 +525,9 @@ static json_t *stream_entry(const struct sl_run_st *s, const sl_dataset *d)
 }
 
 /* The data service: every host-staged dataset, for the job and every
- * process it starts (SECLAUNCH_DATA_SOCKET). */
-sl_err sl_run_data_service(struct sl_run_st *s, json_t *data, const char *token)
+ * process it starts (SECLAUNCH_DATA_SOCKET). data: SECLAUNCH_DATA's object;
+ * token: serve's admission token (NULL: run's). */
+static SL_RESULT sl_run_data_service(struct sl_run_st *s, json_t *data, const char *token)
 {
 	sl_err rc = SL_E_INTERNAL;
 	char *kv = NULL;

@@ -158,9 +158,8 @@ SL_MUST_USE sl_err sl_run_renew(void *ctx, sl_kms *kms, unsigned renewal, json_t
 #define SL_RUN_LEASE_GRACE_DEFAULT 2
 
 SL_MUST_USE sl_err sl_run_step_gpu(struct sl_run_st *s);
-SL_MUST_USE sl_err sl_run_step_challenge(struct sl_run_st *s);
 /* The challenge round trip overlapped with the measurement: begin starts
- * sl_run_step_challenge on a thread, end joins it and returns its result
+ * the challenge step (run_attest.c) on a thread, end joins it and returns its result
  * (the thread's error detail carried over), SL_OK when begin was not
  * called; join only waits for the thread (cleanup), harmless twice. */
 SL_MUST_USE sl_err sl_run_challenge_begin(struct sl_run_st *s);
@@ -182,9 +181,6 @@ SL_MUST_USE sl_err sl_run_step_claims(struct sl_run_st *s);
 /* The default of --kill-grace, in seconds. */
 #define SL_RUN_KILL_GRACE_DEFAULT 10
 
-/* The data service over the staged datasets (data: SECLAUNCH_DATA's
- * object); token: serve's admission token (NULL: run's). */
-SL_MUST_USE sl_err sl_run_data_service(struct sl_run_st *s, json_t *data, const char *token);
 /* SECLAUNCH_DATA past max bytes (SL_RUN_DATA_ENV_MAX: the kernel takes at
  * most 128 KiB per environment string, and a dataset of a few thousand
  * files lists more): each entry's "files" and "shards" are taken out, their
