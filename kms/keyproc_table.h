@@ -7,8 +7,6 @@
  *   op            request                          answer
  *   CREATE        key id, AWS key to adopt or ""   -
  *   ROTATE        key id                           the new version
- *   FORGET        key id                           - (its cached KEKs wiped: the
- *                                                  key was deleted)
  *   SET_STATE     key id, 1 enable / 0 disable     - (the store's state and the
  *                                                  backend's: AWS Enable/DisableKey)
  *   DELETE        key id, 1 force / 0              references counted, deleted
@@ -68,7 +66,6 @@ enum kp_op {
 	KP_UNWRAP_SEAL,
 	KP_REWRAP,
 	KP_NEW_SEALED,
-	KP_FORGET,
 	KP_SET_STATE,
 	KP_DELETE
 };

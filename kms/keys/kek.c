@@ -136,13 +136,6 @@ sl_err kmsd_keys_rotate(kmsd_keys *k, const char *id, unsigned *version)
 	return rc;
 }
 
-sl_err kmsd_keys_forget(kmsd_keys *k, const char *id)
-{
-	if (k->ks != NULL)
-		kmsd_keystore_forget(k->ks, id);
-	return SL_OK;
-}
-
 /* SL_E_INPUT unknown key or version; SL_E_KMS_REFUSED disabled or retired;
  * SL_E_SYSTEM the store failed. wrapped/wlen: the version's KEK row as read
  * now (the keystore's cache serves only these bytes). */

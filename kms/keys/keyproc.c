@@ -58,9 +58,6 @@ static void handle(kmsd_keys *k, struct kp_req *rq, struct kp_res *rs)
 		rc = kmsd_keys_rotate(k, rq->id, &v);
 		rs->version = v;
 		break;
-	case KP_FORGET:
-		rc = kmsd_keys_forget(k, rq->id);
-		break;
 	case KP_WRAP:
 		rc = kmsd_keys_wrap(k, rq->id, rq->ds, rq->dek, rs->out, &n);
 		rs->out_len = rc == SL_OK ? (uint32_t)n : 0;
@@ -103,8 +100,8 @@ static void *serve(void *p)
 			continue;
 		if (n != (ssize_t)sizeof(rq))
 			break; /* closed, or not one whole request: stop serving */
-		bool no_ds = rq.op == KP_CREATE || rq.op == KP_ROTATE || rq.op == KP_FORGET ||
-		             rq.op == KP_SET_STATE || rq.op == KP_DELETE;
+		bool no_ds = rq.op == KP_CREATE || rq.op == KP_ROTATE || rq.op == KP_SET_STATE ||
+		             rq.op == KP_DELETE;
 		bool ok = rq.op >= KP_CREATE && rq.op <= KP_OP_LAST &&
 		          valid_str(rq.id, sizeof(rq.id), kmsd_valid_key_id) &&
 		          (no_ds || valid_str(rq.ds, sizeof(rq.ds), kmsd_valid_dataset_id)) &&

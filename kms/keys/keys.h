@@ -42,8 +42,6 @@ SL_MUST_USE sl_err kmsd_keys_set_state(kmsd_keys *k, const char *id, bool enable
  * of it, and for AWS keys ScheduleKeyDeletion of every version. */
 SL_MUST_USE sl_err kmsd_keys_delete(kmsd_keys *k, const char *id, bool force, size_t *refs,
                                     bool *deleted);
-/* Wipes the cached KEKs of key id, after the store's rows are deleted. */
-SL_MUST_USE sl_err kmsd_keys_forget(kmsd_keys *k, const char *id);
 /* A new KEK version for new wraps; older versions keep unwrapping until
  * retired. *version: the new one. */
 SL_MUST_USE sl_err kmsd_keys_rotate(kmsd_keys *k, const char *id, unsigned *version);
