@@ -42,7 +42,7 @@ cat >"$W/fetch.c" <<'EOF'
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "remote.h"
+#include "dataset/remote.h"
 #include "seclaunch/secret.h"
 sl_err sl_heap_wipe_install(void);
 int main(int argc, char **argv) /* CA ENDPOINT|- URL OBJECT:SIZE... */

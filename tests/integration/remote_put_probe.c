@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "remote.h"
+#include "dataset/remote.h"
 #include "seclaunch/secret.h"
 
 int main(int argc, char **argv)
