@@ -952,17 +952,10 @@ out:
 
 /* ---- parallel ranges -------------------------------------------------- */
 
-/* A range's bytes are gathered in memory and written to the descriptor in
- * pieces of this size: libcurl hands them over a TLS record or an HTTP/2
- * frame at a time (8 to 16 KiB), a system call each otherwise. */
-#define WBUF_LEN ((size_t)1 << 20)
-
 struct xfer {
 	CURL *h;
 	struct curl_slist *hdrs;
 	uint64_t off, len, got;
-	uint8_t *wbuf; /* the slot's gathering buffer (WBUF_LEN bytes, ciphertext) */
-	size_t wlen;   /* bytes in it, not yet written: the last ones of got */
 	int fd;
 	unsigned tries;
 	bool overflow, io_error;
@@ -970,25 +963,6 @@ struct xfer {
 	char content_range[128];
 	char range[64];
 };
-
-/* Writes what the gathering buffer holds at its place in the file. */
-static bool flush_wbuf(struct xfer *x)
-{
-	size_t done = 0;
-	uint64_t at = x->off + x->got - x->wlen;
-	while (done < x->wlen) {
-		ssize_t w = pwrite(x->fd, x->wbuf + done, x->wlen - done, (off_t)(at + done));
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			x->io_error = true;
-			return false;
-		}
-		done += (size_t)w;
-	}
-	x->wlen = 0;
-	return true;
-}
 
 static size_t range_write(char *data, size_t sz, size_t n, void *ctx)
 {
@@ -999,14 +973,16 @@ static size_t range_write(char *data, size_t sz, size_t n, void *ctx)
 		return 0;
 	}
 	while (done < k) {
-		size_t c = WBUF_LEN - x->wlen < k - done ? WBUF_LEN - x->wlen : k - done;
-		memcpy(x->wbuf + x->wlen, data + done, c);
-		x->wlen += c;
-		x->got += c;
-		done += c;
-		if (x->wlen == WBUF_LEN && !flush_wbuf(x))
+		ssize_t w = pwrite(x->fd, data + done, k - done, (off_t)(x->off + x->got + done));
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			x->io_error = true;
 			return 0;
+		}
+		done += (size_t)w;
 	}
+	x->got += k;
 	return k;
 }
 
@@ -1034,7 +1010,6 @@ static SL_RESULT start_xfer(sl_remote *r, CURLM *m, struct xfer *x, const char *
 	sl_err rc = SL_E_NOMEM;
 
 	x->got = 0;
-	x->wlen = 0;
 	x->overflow = x->io_error = false;
 	x->content_range[0] = '\0';
 	x->h = curl_easy_init();
@@ -1077,8 +1052,6 @@ static SL_RESULT judge(const sl_remote *r, const char *what, struct xfer *x, CUR
 	uint64_t a = 0, b = 0, t = 0;
 
 	*retry = false;
-	if (cc == CURLE_OK && !x->overflow)
-		(void)flush_wbuf(x); /* a failure is x->io_error, reported below */
 	(void)curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &st);
 	if (st == 200 && !(x->off == 0 && x->len == size))
 		/* the whole object for a part of it: refused before its bytes
@@ -1146,7 +1119,6 @@ sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd)
 	unsigned retries = r->o.retries > 0 ? r->o.retries : 4;
 	uint64_t n_ranges = size == 0 ? 0 : (size + rs - 1) / rs, next = 0;
 	struct xfer *xs = NULL;
-	uint8_t **wbufs = NULL;
 	CURLM *m = NULL;
 	int active = 0;
 
@@ -1158,16 +1130,9 @@ sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd)
 		return SL_OK;
 	SL_ENSURE(ftruncate(fd, (off_t)size) == 0, SL_E_NOMEM, "%s: %llu bytes of memory: %s", what,
 	          (unsigned long long)size, strerror(errno));
-	if (n_ranges < conns)
-		conns = (unsigned)n_ranges;
 	xs = calloc(conns, sizeof(*xs));
-	wbufs = calloc(conns, sizeof(*wbufs));
 	m = curl_multi_init();
-	SL_ENSURE(xs != NULL && wbufs != NULL && m != NULL, SL_E_NOMEM, "curl multi");
-	for (unsigned i = 0; i < conns; i++) {
-		wbufs[i] = malloc(WBUF_LEN);
-		SL_ENSURE(wbufs[i] != NULL, SL_E_NOMEM, "%s: range buffers", what);
-	}
+	SL_ENSURE(xs != NULL && m != NULL, SL_E_NOMEM, "curl multi");
 	(void)curl_multi_setopt(m, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
 	(void)curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, (long)conns);
 	for (;;) {
@@ -1178,7 +1143,7 @@ sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd)
 		for (unsigned i = 0; i < conns && next < n_ranges; i++) {
 			if (xs[i].h != NULL)
 				continue;
-			xs[i] = (struct xfer){.off = next * rs, .fd = fd, .wbuf = wbufs[i]};
+			xs[i] = (struct xfer){.off = next * rs, .fd = fd};
 			xs[i].len = size - xs[i].off < rs ? size - xs[i].off : rs;
 			next++;
 			SL_GUARD(start_xfer(r, m, &xs[i], url));
@@ -1226,9 +1191,6 @@ sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd)
 out:
 	for (unsigned i = 0; xs != NULL && i < conns; i++)
 		end_xfer(m, &xs[i]);
-	for (unsigned i = 0; wbufs != NULL && i < conns; i++)
-		free(wbufs[i]);
-	free(wbufs);
 	free(xs);
 	if (m != NULL)
 		curl_multi_cleanup(m);
