@@ -330,13 +330,23 @@ static void *stage_thread(void *arg)
 		pthread_mutex_unlock(&s->mu);
 
 		int fd = -1, cb = -1;
-		sl_err rc = shard_source(s, pf, i, &fd, &cb, name, sizeof(name));
-		if (rc == SL_OK && ahead < s->n)
-			prefetch_start(pf, ahead, (cb + 1) % N_CBUFS);
+		sl_err rc = SL_OK;
+		/* making a buffer (locking and faulting in its pages) takes as
+		 * long as fetching a good part of a shard: a remote shard not yet
+		 * under way is fetched meanwhile, on the prefetch thread (both
+		 * ciphertext files are free: no refill runs now) */
+		if (s->remote != NULL && st == NULL && !pf->running)
+			prefetch_start(pf, i, 0);
 		/* a new buffer only while the window has room for one more: at
 		 * most window / largest of them, ever */
-		if (rc == SL_OK && st == NULL)
+		if (st == NULL)
 			rc = sl_stage_pool_new(sl_sldm_dataset_id(s->m), s->largest, &st);
+		/* always: it joins the prefetch */
+		sl_err src = shard_source(s, pf, i, &fd, &cb, name, sizeof(name));
+		if (rc == SL_OK)
+			rc = src;
+		if (rc == SL_OK && ahead < s->n)
+			prefetch_start(pf, ahead, (cb + 1) % N_CBUFS);
 		if (rc == SL_OK)
 			rc = sl_stage_sld_refill(fd, name, s->dek, s->threads, stream_interrupted,
 			                         st);
@@ -392,6 +402,10 @@ sl_err sl_stream_new(int dfd, const char *dir, sl_remote *remote, const sl_sldm 
 	s->dir = dir;
 	s->remote = remote;
 	s->m = m;
+	/* a remote stream is as fast as its fetch: decryption (which keeps
+	 * up on fewer threads) leaves the fetch and TLS a core of their own */
+	if (threads == 0 && remote != NULL)
+		threads = sl_sld_default_threads() > 1 ? sl_sld_default_threads() - 1 : 1;
 	s->threads = threads;
 	s->n = sl_sldm_shard_count(m);
 	s->st.window = window;
