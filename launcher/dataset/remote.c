@@ -767,7 +767,8 @@ static bool host_is_address(const char *host, size_t n)
 }
 
 /* Endpoints of the metadata services and of GCS, the stall timeout, the
- * deadline and the minimum rate, the retries and the range size, from the
+ * deadline and the minimum rate, the retries, the part size, the multipart
+ * threshold and the range size, from the
  * environment when the caller set none: for tests
  * against local servers (and for a metadata proxy), not options a user
  * needs. */
@@ -824,6 +825,18 @@ static SL_RESULT env_overrides(sl_remote_opts *o)
 			                  (unsigned long long)SL_REMOTE_PART_MIN,
 			                  (unsigned long long)SL_REMOTE_PART_MAX);
 		o->part_size = (uint64_t)n;
+	}
+	if (o->multipart_min == 0 && (v = getenv("SECLAUNCH_REMOTE_MULTIPART_MIN")) != NULL) {
+		char *end;
+		errno = 0;
+		unsigned long long n = strtoull(v, &end, 10);
+		if (errno != 0 || end == v || *end != '\0' || n < SL_REMOTE_PART_MIN ||
+		    n > SL_REMOTE_PART_MAX)
+			return sl_err_set(SL_E_USAGE,
+			                  "SECLAUNCH_REMOTE_MULTIPART_MIN=%s: must be %llu..%llu",
+			                  v, (unsigned long long)SL_REMOTE_PART_MIN,
+			                  (unsigned long long)SL_REMOTE_PART_MAX);
+		o->multipart_min = (uint64_t)n;
 	}
 	if (o->range_size == 0 && (v = getenv("SECLAUNCH_REMOTE_RANGE")) != NULL) {
 		char *end;

@@ -38,6 +38,8 @@ typedef struct sl_remote_opts {
 	long rate_window_s;           /* default 10 */
 	size_t range_size;            /* bytes per range request (default 8 MiB) */
 	uint64_t part_size;           /* S3 multipart part size (default SL_REMOTE_PART_DEFAULT) */
+	uint64_t multipart_min;       /* S3 objects larger than this go up in parts (default
+	                                 SL_REMOTE_MULTIPART_MIN_DEFAULT) */
 	bool quiet;
 } sl_remote_opts;
 
@@ -72,11 +74,15 @@ void sl_remote_set_abort(sl_remote *r, const atomic_bool *flag);
  * retried with backoff on connection errors, 429 and 5xx (never on other
  * 4xx); 200, 201 or 204 only, and only once every byte was sent. S3 and GCS
  * HMAC requests are signed with SigV4 (payload UNSIGNED-PAYLOAD over TLS).
- * An S3 object larger than one part goes up as a multipart upload: parts
- * of part_size bytes, `connections` of them at once, each retried as a PUT
- * is; the object exists only once CompleteMultipartUpload succeeds, and any
- * failure aborts the upload (AbortMultipartUpload), so no object and no
- * stored parts are left behind. */
+ * An S3 object larger than multipart_min (and than one part) goes up as a
+ * multipart upload: parts of part_size bytes, `connections` of them at
+ * once, each retried as a PUT is; the object exists only once
+ * CompleteMultipartUpload succeeds, and any failure aborts the upload
+ * (AbortMultipartUpload), so no object and no stored parts are left
+ * behind. Smaller objects (a sealed output's shards) go up in one PUT:
+ * a multipart upload costs three more requests and the store a second
+ * pass over the bytes when it assembles the parts (s3rver: one thread,
+ * slower than one PUT below a gigabyte on two cores). */
 SL_MUST_USE sl_err sl_remote_put(sl_remote *r, const char *object, int fd, uint64_t size);
 
 /* S3's limits on a part (the last may be smaller) and on their number. */
@@ -84,6 +90,7 @@ SL_MUST_USE sl_err sl_remote_put(sl_remote *r, const char *object, int fd, uint6
 #define SL_REMOTE_PART_MAX ((uint64_t)5 << 30)
 #define SL_REMOTE_PART_DEFAULT ((uint64_t)32 << 20)
 #define SL_REMOTE_PARTS_MAX 10000u
+#define SL_REMOTE_MULTIPART_MIN_DEFAULT ((uint64_t)1 << 30)
 
 /* The text of the first <tag>…</tag> in an XML answer of S3 into out (at
  * most cap - 1 bytes, none of them '<', '>', '&', '"', a control byte or a

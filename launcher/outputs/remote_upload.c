@@ -1,5 +1,5 @@
 /* Uploads to remote sources (remote.h): one PUT, or for an S3 object larger
- * than a part a multipart upload with its parts sent in parallel
+ * than the multipart threshold a multipart upload with its parts sent in parallel
  * (CreateMultipartUpload, UploadPart x N on `connections` threads,
  * CompleteMultipartUpload; AbortMultipartUpload on any failure). Every
  * request goes through sl_remote_request: SigV4 by libcurl, the stall, rate
@@ -268,7 +268,11 @@ sl_err sl_remote_put(sl_remote *r, const char *object, int fd, uint64_t size)
 	/* S3 allows at most 10000 parts: bigger parts for a bigger object */
 	if (size / ps >= SL_REMOTE_PARTS_MAX)
 		ps = (size + SL_REMOTE_PARTS_MAX - 1) / SL_REMOTE_PARTS_MAX;
-	if (r->kind == K_S3 && size > ps)
+	uint64_t mp_min =
+	    r->o.multipart_min > 0 ? r->o.multipart_min : SL_REMOTE_MULTIPART_MIN_DEFAULT;
+	/* one PUT up to the threshold: a store assembles parts with a second
+	 * pass over every byte */
+	if (r->kind == K_S3 && size > ps && size > mp_min)
 		SL_GUARD(multipart_put(r, url, what, fd, size, ps));
 	else
 		SL_GUARD(single_put(r, url, what, fd, size));

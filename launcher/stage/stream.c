@@ -6,6 +6,7 @@
  * reused: a wiped shard's buffer is zeroed in place and goes back to the
  * free list, so no shard pays for allocating, faulting, locking and
  * freeing its pages. */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -13,10 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../dataset/dataset_tree.h"
+#include "seclaunch/sld.h"
 #include "seclaunch/stage.h"
 #include "seclaunch/util.h"
 #include "stream.h"
@@ -38,6 +41,13 @@ struct slot {
 #define STREAM_REUSE_NS (100 * 1000000ull)
 /* The staging thread looks at lingering shards at least this often. */
 #define STREAM_TICK_NS (50 * 1000000ull)
+
+/* A remote shard's ciphertext lands in one of two memory files kept for
+ * the stream's life (one being decrypted, one being fetched into), each
+ * sized once for the largest shard, so that no shard pays for allocating,
+ * zeroing and freeing its ciphertext's pages; a fetch overwrites every
+ * byte of the file or fails. Ciphertext only: the job never sees them. */
+#define N_CBUFS 2
 
 struct sl_stream {
 	pthread_mutex_t mu;
@@ -62,6 +72,7 @@ struct sl_stream {
 	bool running;
 	pthread_t thr;
 	sl_stream_stats st;
+	int cbuf[N_CBUFS]; /* remote: the ciphertext files (-1 for a local dataset) */
 };
 
 static _Thread_local sl_stream *tl_stream;
@@ -179,16 +190,39 @@ static void wait_for_work(sl_stream *s, bool lingering)
 	(void)pthread_cond_timedwait(&s->cv, &s->mu, &ts);
 }
 
-/* A remote dataset's next shard, fetched (ciphertext, into a memory file)
- * on a thread of its own while the staging thread decrypts the current one,
- * so that the network and the decryption overlap. Only one thread uses the
- * remote reader at a time: the staging thread joins this one first. */
+/* Fetches shard i into the ciphertext file cfd and checks its header
+ * against the manifest (as sl_tree_open_shard_at does for a fresh file). */
+static SL_RESULT fetch_remote(sl_stream *s, uint32_t i, int cfd, char *name, size_t cap)
+{
+	sl_err rc = SL_E_IO;
+	sl_sldm_shard sh = sl_sldm_shard_at(s->m, i);
+	sl_sld_header *h = NULL;
+
+	snprintf(name, cap, "%s%s", sl_remote_name(s->remote), sh.name);
+	SL_GUARD(sl_remote_fetch(s->remote, sh.name, sh.file_size, cfd));
+	rc = sl_sld_header_read_fd(cfd, name, &h);
+	if (rc != SL_OK && rc != SL_E_NOMEM)
+		rc = sl_err_wrap(SL_E_INTEGRITY, "shard %u (%s)", i, sh.name);
+	if (rc != SL_OK)
+		goto out;
+	SL_GUARD(sl_sldm_check_shard(s->m, i, h, sh.file_size));
+	rc = SL_OK;
+out:
+	sl_sld_header_free(h);
+	return rc;
+}
+
+/* A remote dataset's next shard, fetched (ciphertext, into the ciphertext
+ * file not being decrypted) on a thread of its own while the staging
+ * thread decrypts the current one, so that the network and the decryption
+ * overlap. Only one thread uses the remote reader at a time: the staging
+ * thread joins this one first. */
 struct prefetch {
 	sl_stream *s;
 	bool running;
 	pthread_t thr;
 	uint32_t i;
-	int fd;
+	int cb; /* the ciphertext file it fills */
 	sl_err rc;
 	char errmsg[512];
 	char name[4096];
@@ -197,39 +231,57 @@ struct prefetch {
 static void *prefetch_main(void *arg)
 {
 	struct prefetch *p = arg;
-	p->fd = -1;
-	p->rc = sl_tree_open_shard_at(p->s->dfd, p->s->dir, p->s->remote, p->s->m, p->i, &p->fd,
-	                              p->name, sizeof(p->name));
+	p->rc = fetch_remote(p->s, p->i, p->s->cbuf[p->cb], p->name, sizeof(p->name));
 	if (p->rc != SL_OK)
 		snprintf(p->errmsg, sizeof(p->errmsg), "%s", sl_err_detail());
 	return NULL;
 }
 
-static void prefetch_start(struct prefetch *p, uint32_t i)
+static void prefetch_start(struct prefetch *p, uint32_t i, int cb)
 {
 	p->i = i;
+	p->cb = cb;
 	p->running = pthread_create(&p->thr, NULL, prefetch_main, p) == 0;
 }
 
-/* Waits for the prefetch; the shard's descriptor when it is shard i (and
- * fetched), else -1 (a prefetch of another shard is closed). */
-static SL_RESULT prefetch_take(struct prefetch *p, uint32_t i, int *fd, char *name, size_t cap)
+/* Waits for the prefetch; *cb is the ciphertext file holding shard i when
+ * the prefetch fetched it, else -1 (a prefetch of another shard is
+ * dropped: its file is free again). */
+static SL_RESULT prefetch_take(struct prefetch *p, uint32_t i, int *cb, char *name, size_t cap)
 {
-	sl_err rc = SL_OK;
-	*fd = -1;
+	*cb = -1;
 	if (!p->running)
 		return SL_OK;
 	pthread_join(p->thr, NULL);
 	p->running = false;
-	if (p->i != i) {
-		if (p->fd >= 0)
-			close(p->fd);
+	if (p->i != i)
 		return SL_OK;
-	}
 	if (p->rc != SL_OK)
 		return sl_err_set(p->rc, "%s", p->errmsg);
-	*fd = p->fd;
+	*cb = p->cb;
 	snprintf(name, cap, "%s", p->name);
+	return SL_OK;
+}
+
+/* Shard i's SLD file open for decryption: a local shard opened (*fd, to
+ * close), or a remote one in a ciphertext file (*fd borrowed from it,
+ * *cb its index), fetched now unless the prefetch holds it. */
+static SL_RESULT shard_source(sl_stream *s, struct prefetch *pf, uint32_t i, int *fd, int *cb,
+                              char *name, size_t cap)
+{
+	sl_err rc = SL_E_IO;
+
+	*fd = -1;
+	if (s->remote == NULL)
+		return sl_tree_open_shard_at(s->dfd, s->dir, NULL, s->m, i, fd, name, cap);
+	SL_GUARD(prefetch_take(pf, i, cb, name, cap));
+	if (*cb < 0) {
+		*cb = 0;
+		SL_GUARD(fetch_remote(s, i, s->cbuf[0], name, cap));
+	}
+	*fd = s->cbuf[*cb];
+	rc = SL_OK;
+out:
 	return rc;
 }
 
@@ -277,21 +329,28 @@ static void *stage_thread(void *arg)
 		sl_stage *st = s->n_free > 0 ? s->free_bufs[--s->n_free] : NULL;
 		pthread_mutex_unlock(&s->mu);
 
-		int fd = -1;
-		sl_err rc = prefetch_take(pf, i, &fd, name, sizeof(name));
-		if (rc == SL_OK && fd < 0)
-			rc = sl_tree_open_shard_at(s->dfd, s->dir, s->remote, s->m, i, &fd, name,
-			                           sizeof(name));
-		if (rc == SL_OK && ahead < s->n)
-			prefetch_start(pf, ahead);
+		int fd = -1, cb = -1;
+		sl_err rc = SL_OK;
+		/* making a buffer (locking and faulting in its pages) takes as
+		 * long as fetching a good part of a shard: a remote shard not yet
+		 * under way is fetched meanwhile, on the prefetch thread (both
+		 * ciphertext files are free: no refill runs now) */
+		if (s->remote != NULL && st == NULL && !pf->running)
+			prefetch_start(pf, i, 0);
 		/* a new buffer only while the window has room for one more: at
 		 * most window / largest of them, ever */
-		if (rc == SL_OK && st == NULL)
+		if (st == NULL)
 			rc = sl_stage_pool_new(sl_sldm_dataset_id(s->m), s->largest, &st);
+		/* always: it joins the prefetch */
+		sl_err src = shard_source(s, pf, i, &fd, &cb, name, sizeof(name));
+		if (rc == SL_OK)
+			rc = src;
+		if (rc == SL_OK && ahead < s->n)
+			prefetch_start(pf, ahead, (cb + 1) % N_CBUFS);
 		if (rc == SL_OK)
 			rc = sl_stage_sld_refill(fd, name, s->dek, s->threads, stream_interrupted,
 			                         st);
-		if (fd >= 0)
+		if (fd >= 0 && cb < 0)
 			close(fd);
 
 		pthread_mutex_lock(&s->mu);
@@ -317,8 +376,8 @@ static void *stage_thread(void *arg)
 		pthread_cond_broadcast(&s->cv);
 	}
 	pthread_mutex_unlock(&s->mu);
-	int fd = -1;
-	(void)!prefetch_take(pf, s->n, &fd, name, sizeof(name)); /* closes it */
+	int cb = -1;
+	(void)!prefetch_take(pf, s->n, &cb, name, sizeof(name)); /* waits for it */
 	free(pf);
 	return NULL;
 }
@@ -343,9 +402,15 @@ sl_err sl_stream_new(int dfd, const char *dir, sl_remote *remote, const sl_sldm 
 	s->dir = dir;
 	s->remote = remote;
 	s->m = m;
+	/* a remote stream is as fast as its fetch: decryption (which keeps
+	 * up on fewer threads) leaves the fetch and TLS a core of their own */
+	if (threads == 0 && remote != NULL)
+		threads = sl_sld_default_threads() > 1 ? sl_sld_default_threads() - 1 : 1;
 	s->threads = threads;
 	s->n = sl_sldm_shard_count(m);
 	s->st.window = window;
+	for (unsigned k = 0; k < N_CBUFS; k++)
+		s->cbuf[k] = -1;
 	SL_GUARD(sl_sldm_authenticate(m, dek));
 	for (uint32_t i = 0; i < s->n; i++)
 		if (shard_len(s, i) > largest)
@@ -360,6 +425,11 @@ sl_err sl_stream_new(int dfd, const char *dir, sl_remote *remote, const sl_sldm 
 	s->slots = calloc(s->n, sizeof(*s->slots));
 	SL_ENSURE(s->slots != NULL, SL_E_NOMEM, "stream staging");
 	SL_GUARD(sl_secret_from(sl_secret_data(dek), sl_secret_len(dek), &s->dek));
+	for (unsigned k = 0; remote != NULL && k < N_CBUFS; k++) {
+		s->cbuf[k] = memfd_create("seclaunch-shard", MFD_CLOEXEC);
+		SL_ENSURE(s->cbuf[k] >= 0, SL_E_NOMEM, "dataset %s: memory file: %s",
+		          sl_sldm_dataset_id(m), strerror(errno));
+	}
 	if (remote != NULL)
 		sl_remote_set_abort(remote, &s->stop);
 	SL_ENSURE(pthread_create(&s->thr, NULL, stage_thread, s) == 0, SL_E_SYSTEM,
@@ -477,6 +547,9 @@ void sl_stream_free(sl_stream *s)
 	(void)!sl_stream_wipe_all(s);
 	if (s->remote != NULL)
 		sl_remote_set_abort(s->remote, NULL);
+	for (unsigned k = 0; k < N_CBUFS; k++)
+		if (s->cbuf[k] >= 0)
+			close(s->cbuf[k]);
 	free(s->slots);
 	free(s->free_bufs);
 	sl_secret_free(s->dek);

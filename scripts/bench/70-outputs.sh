@@ -11,8 +11,13 @@
 # installed) -> seclaunch exits, in seconds and as a fraction of GCE's 30 s,
 # and against one curl PUT of as many bytes (goal <= 1.0x); (3) with s3rver,
 # one 256 MiB object (a checkpoint shard) put by sl_remote_put as a
-# multipart upload, as one PUT, and by curl. Prints figures; asserts nothing.
-# SL_BENCH_OUT_MB overrides the 1024 MiB size.
+# multipart upload (32 MiB parts 4 at once, 64 MiB parts 2 at once), as one
+# PUT (what sl_remote_put does below SECLAUNCH_REMOTE_MULTIPART_MIN), and by
+# curl, one PUT and the same multipart upload made of parallel curl part
+# PUTs (the server's own cost of parts, apart from ours), each with
+# s3rver's CPU seconds. Prints figures; asserts nothing.
+# SL_BENCH_OUT_MB overrides the 1024 MiB size; SL_BENCH_OUT_PARTS picks
+# parts (default "seal preempt upload").
 set -uo pipefail
 . "$(dirname "$0")/lib.bash"
 MB=${SL_BENCH_OUT_MB:-1024}
@@ -26,7 +31,11 @@ _cleanup_more() { rm -rf "$DISK" "$S"; }
 trap '_cleanup_more; _cleanup' EXIT
 now() { date +%s%N; }
 
+parts=" ${SL_BENCH_OUT_PARTS:-seal preempt upload} "
+want() { [[ $parts == *" $1 "* ]]; }
+
 # ---- (1) sealing throughput ------------------------------------------------
+if want seal; then
 mkdir -p "$S/in"
 head -c $((MB << 20)) /dev/urandom >"$S/in/ckpt.bin"
 bytes=$((MB << 20))
@@ -114,6 +123,7 @@ print("  to tmpfs:     user %.2f s, system %.2f s (read copy + write copy + tmpf
       "allocation; dd alone: %.2f s)" % (tmpfs[1], tmpfs[2], ddshm[1] + ddshm[2]))
 PY
 rm -rf "$S/in"
+fi
 
 # ---- (2) preemption notice -> exit, 1 GiB to the local S3-compatible server ----
 start_swtpm tpm || die "swtpm did not start"
@@ -200,6 +210,7 @@ open(sys.argv[2], "w").close()
 while True:
     time.sleep(1)
 EOF
+if want preempt; then
 rm -f "$W/flip" "$W/ready"
 "$SL" run --policy "$W/policy.json" --policy-pubkey "$W/p.pub" "${K[@]}" --stage host \
 	--region gcp:europe-west4 --audit-log "$W/audit.log" -q --ca-file "$W/srv.pem" \
@@ -239,34 +250,75 @@ print("  where it goes: one curl PUT of %d MiB to the same store takes %.2f s (%
       % (mb, put_ns / 1e9, put_ns / ns * 100))
 print("  ratio notice -> exit / one curl PUT: %.2fx (goal <= 1.0x)" % (ns / put_ns))
 PY
+fi
 
 # ---- (3) one 256 MiB object (a checkpoint shard) up to the same S3 store:
-# sl_remote_put as a multipart upload (32 MiB parts, 4 at once), the same as
-# one PUT, and curl's one PUT
-if [ "$STORE" = s3rver ]; then
+# sl_remote_put as a multipart upload (forced: the default sends it in one
+# PUT), as one PUT, curl's one PUT, and the same multipart upload made by
+# curl (parallel part PUTs): s3rver's CPU seconds beside each say what the
+# server spends, apart from our side
+if [ "$STORE" = s3rver ] && want upload; then
 	pkgs=$(sl_make print-pkgs)
 	# shellcheck disable=SC2046,SC2086
 	if cc -std=c11 -D_GNU_SOURCE -O2 -I"$ROOT/include" -I"$ROOT/launcher" $(pkg-config --cflags $pkgs) \
 		"$ROOT/tests/integration/remote_put_probe.c" "${SL_BUILD:-$ROOT/build}/libseclaunch.a" \
 		$(pkg-config --libs $pkgs) -lpthread -ldl -lm -o "$W/put_probe" 2>"$W/cc-put.err"; then
 		head -c $((256 << 20)) /dev/urandom >"$DISK/shard.bin"
+		split -b $((32 << 20)) -d "$DISK/shard.bin" "$DISK/part."
 		export SECLAUNCH_TEST_CA=$W/srv.pem SECLAUNCH_TEST_S3_ENDPOINT=https://127.0.0.1:$S3RVER_PORT
-		t_mpu=$(median_of 3 "$W/put_probe" s3://bkt/up/ mpu.bin "$DISK/shard.bin") || die "multipart upload"
-		t_one=$(SECLAUNCH_REMOTE_PART_SIZE=$((5 << 30)) median_of 3 "$W/put_probe" s3://bkt/up/ one.bin \
-			"$DISK/shard.bin") || die "one PUT"
-		t_curl=$(median_of 3 curl -sf --cacert "$W/srv.pem" --aws-sigv4 aws:amz:us-east-1:s3 \
-			--user S3RVER:S3RVER -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -T "$DISK/shard.bin" \
-			"https://127.0.0.1:$S3RVER_PORT/bkt/up/curl.bin" -o /dev/null) || die "curl PUT"
-		rm -f "$DISK/shard.bin"
-		python3 - "$t_mpu" "$t_one" "$t_curl" <<'PY'
+		EP=https://127.0.0.1:$S3RVER_PORT
+		C=(curl -sf --cacert "$W/srv.pem" --aws-sigv4 aws:amz:us-east-1:s3 --user S3RVER:S3RVER
+			-H 'x-amz-content-sha256: UNSIGNED-PAYLOAD')
+		# the same multipart upload by curl: create, 8 part PUTs 4 at once, complete
+		cat >"$W/curl_mpu.sh" <<'EOS'
+set -e
+E=$1 CA=$2 D=$3 obj=$4
+C=(curl -sf --cacert "$CA" --aws-sigv4 aws:amz:us-east-1:s3 --user S3RVER:S3RVER -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD')
+id=$("${C[@]}" -X POST "$E/bkt/up/$obj?uploads=" | sed -n 's:.*<UploadId>\(.*\)</UploadId>.*:\1:p')
+ls "$D"/part.* | awk '{ print NR, $0 }' | xargs -P 4 -n 2 sh -c \
+	"curl -sf --cacert '$CA' --aws-sigv4 aws:amz:us-east-1:s3 --user S3RVER:S3RVER -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -T \"\$1\" -D \"\$1.h\" -o /dev/null '$E/bkt/up/$obj?partNumber='\$0'&uploadId=$id'"
+body="<CompleteMultipartUpload>"
+n=0
+for p in $(ls "$D"/part.* | grep -v '\.h$'); do
+	n=$((n + 1))
+	body+="<Part><PartNumber>$n</PartNumber><ETag>$(grep -i '^etag:' "$p.h" | tr -d '\r' | cut -d' ' -f2)</ETag></Part>"
+done
+"${C[@]}" -X POST --data-binary "$body</CompleteMultipartUpload>" "$E/bkt/up/$obj?uploadId=$id" -o /dev/null
+rm -f "$D"/part.*.h
+EOS
+		scpu() { awk '{ print $14 + $15 }' "/proc/$S3RVER_PID/stat"; }
+		# LABEL CMD...: median wall of 3 and s3rver's CPU seconds over the 3 runs / 3
+		up_one() {
+			local l=$1 c0 c1 t
+			shift
+			c0=$(scpu)
+			t=$(median_of 3 "$@") || die "$l"
+			c1=$(scpu)
+			echo "$l|$t|$(python3 -c "import sys; print('%.2f' % ((float(sys.argv[2]) - float(sys.argv[1])) / 300))" "$c0" "$c1")"
+		}
+		{
+			up_one "sl_remote_put, multipart (32 MiB parts, 4 at once)" env SECLAUNCH_REMOTE_MULTIPART_MIN=$((5 << 20)) \
+				"$W/put_probe" s3://bkt/up/ mpu.bin "$DISK/shard.bin" 4
+			up_one "sl_remote_put, multipart (64 MiB parts, 2 at once)" env SECLAUNCH_REMOTE_MULTIPART_MIN=$((5 << 20)) \
+				SECLAUNCH_REMOTE_PART_SIZE=$((64 << 20)) "$W/put_probe" s3://bkt/up/ mpu2.bin "$DISK/shard.bin" 2
+			up_one "curl, the same multipart upload (32 MiB, 4 at once)" bash "$W/curl_mpu.sh" "$EP" "$W/srv.pem" "$DISK" cmpu.bin
+			up_one "sl_remote_put, default (one PUT)" "$W/put_probe" s3://bkt/up/ one.bin "$DISK/shard.bin"
+			up_one "curl -T, one PUT" "${C[@]}" -T "$DISK/shard.bin" "$EP/bkt/up/curl.bin" -o /dev/null
+		} >"$W/up.txt"
+		rm -f "$DISK/shard.bin" "$DISK"/part.*
+		python3 - "$W/up.txt" <<'PY'
 import sys
-m, o, c = (float(x) for x in sys.argv[1:4])
-print("one 256 MiB object to s3rver over TLS (median of 3):")
-print("  sl_remote_put, multipart (32 MiB parts, 4 at once): %.2f s  %.0f MiB/s" % (m, 256 / m))
-print("  sl_remote_put, one PUT:                             %.2f s  %.0f MiB/s" % (o, 256 / o))
-print("  curl -T, one PUT:                                   %.2f s  %.0f MiB/s" % (c, 256 / c))
-print("  ratio multipart / curl PUT: %.2fx (goal <= 1.0x; s3rver writes each part, then"
-      " copies them all into the object on completion, on one thread)" % (m / c))
+rows = [l.rstrip("\n").split("|") for l in open(sys.argv[1])]
+print("one 256 MiB object to s3rver over TLS (median of 3; s3rver's CPU seconds per upload):")
+for name, t, cpu in rows:
+    print("  %-54s %6.2f s %5.0f MiB/s  s3rver CPU %5.2f s" % (name, float(t), 256 / float(t), float(cpu)))
+t = {r[0]: float(r[1]) for r in rows}
+c = t["curl -T, one PUT"]
+print("  ratio sl_remote_put default / curl PUT: %.2fx; multipart (32 MiB x 4) / curl PUT: %.2fx;"
+      " curl's multipart / curl PUT: %.2fx (the store's own cost of parts)"
+      % (t["sl_remote_put, default (one PUT)"] / c,
+         t["sl_remote_put, multipart (32 MiB parts, 4 at once)"] / c,
+         t["curl, the same multipart upload (32 MiB, 4 at once)"] / c))
 PY
 	else
 		echo "upload comparison: skipped (cannot build the probe: $(head -3 "$W/cc-put.err"))"

@@ -24,6 +24,8 @@ unset AWS_SESSION_TOKEN AWS_PROFILE
 export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
 export AWS_SHARED_CREDENTIALS_FILE=$T/no-credentials HOME=$T
 export SECLAUNCH_REMOTE_PART_SIZE=$((5 << 20)) # S3's smallest part
+# parts from the smallest object up (the default sends objects up to 1 GiB in one PUT)
+export SECLAUNCH_REMOTE_MULTIPART_MIN=$((5 << 20))
 
 build=${SL_BUILD:-$SL_ROOT/build}
 pkgs=$(sl_make print-pkgs)
@@ -80,6 +82,18 @@ check "decrypt reads the uploaded dataset back" 0 "$SL" decrypt -q --key-file ke
 	s3://bkt/ds/ -o back
 assert "byte for byte" diff -r src back
 assert "no upload left pending" no_pending
+
+# ---- at or below the multipart threshold: one PUT, no upload created ------
+: >"$T/px.log"
+check "a 13 MiB shard under a 16 MiB threshold" 0 env SECLAUNCH_REMOTE_MULTIPART_MIN=$((16 << 20)) \
+	./put_probe s3://bkt/one/ "$shard" "ds/$shard"
+assert "went up in one PUT" grep -q "^PUT /bkt/one/$shard -> 200" "$T/px.log"
+assert "no multipart upload was created" test "$(grep -c "^POST /bkt/one/" "$T/px.log")" -eq 0
+# (moto answers an anonymous GET of a PUT object 403: read through the proxy, signed)
+assert "the object is the file" cmp -s "ds/$shard" <(curl -sf --cacert tls/ca.pem \
+	--aws-sigv4 aws:amz:us-east-1:s3 --user testing:testing "https://127.0.0.1:$PP/bkt/one/$shard")
+check_err "a threshold under S3's smallest part is refused" 1 "SECLAUNCH_REMOTE_MULTIPART_MIN=1000: must be" \
+	env SECLAUNCH_REMOTE_MULTIPART_MIN=1000 ./put_probe s3://bkt/one/ x "ds/$shard"
 
 # ---- bounded: --connections 2, 5 parts: never more than 2 at once ----------
 head -c $((21 << 20)) /dev/urandom >five.bin

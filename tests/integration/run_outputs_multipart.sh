@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# A sealed output to S3 through `seclaunch run --output model=s3://…` whose
+# shard goes up as a multipart upload (moto_server behind the HTTPS front
+# s3_proxy.py, parts of 5 MiB from the smallest object up): the good case
+# leaves the object, the manifest and LATEST; a part refused midway (403,
+# not retried) fails the run (exit 5, naming the part), aborts the upload
+# (no object, no pending upload), uploads neither the manifest nor LATEST,
+# and the audit log records the output as failed, never as sealed. An
+# object at or under the threshold goes up in one PUT. Skips (77) without
+# moto_server, swtpm or minisign.
+. "$(dirname "$0")/lib.sh"
+
+for tool in moto_server swtpm minisign python3 openssl curl; do
+	command -v "$tool" >/dev/null || {
+		echo "SKIP: run_outputs_multipart: $tool is not installed"
+		exit 77
+	}
+done
+cd "$T" || exit 1
+unset AWS_SESSION_TOKEN AWS_PROFILE SECLAUNCH_TCTI TPM2TOOLS_TCTI
+export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
+export AWS_SHARED_CREDENTIALS_FILE=$T/no-credentials HOME=$T
+export SECLAUNCH_REMOTE_PART_SIZE=$((5 << 20)) SECLAUNCH_REMOTE_MULTIPART_MIN=$((5 << 20))
+PY=$(python3 -c "import sys; print(sys.executable)")
+AUDIT=$T/audit.log
+
+make_tls_ca tls || { echo "not ok - test CA"; exit 1; }
+MP=$(free_port)
+moto_server -H 127.0.0.1 -p "$MP" >moto.log 2>&1 &
+_PIDS+=($!)
+wait_port "$MP" 20 || { echo "not ok - moto_server did not start"; cat moto.log; exit 1; }
+curl -sf -X PUT "http://127.0.0.1:$MP/bkt" -o /dev/null || { echo "not ok - bucket"; exit 1; }
+"$PY" "$SL_ROOT/tests/integration/s3_proxy.py" "$T/pp" "$MP" tls/srv.pem tls/srv.key "$T/px.log" &
+_PIDS+=($!)
+for ((i = 0; i < 100; i++)); do [ -s "$T/pp" ] && break; sleep 0.1; done
+PP=$(cat "$T/pp")
+wait_port "$PP" 10 || { echo "not ok - proxy"; exit 1; }
+# an object, read through the proxy (moto answers an anonymous GET of a PUT object 403)
+signed_get() {
+	curl -sf --cacert tls/ca.pem --aws-sigv4 aws:amz:us-east-1:s3 --user testing:testing \
+		"https://127.0.0.1:$PP/bkt/$1" -o "${2:-/dev/null}"
+}
+no_pending() { ! curl -sf "http://127.0.0.1:$MP/bkt?uploads" | grep -q "<Upload>"; }
+
+start_swtpm tpm || { echo "not ok - no swtpm"; exit 1; }
+minisign -G -W -p policy.pub -s policy.key >/dev/null 2>&1
+cat >policy.json <<'EOF'
+{"version": 1, "allow_unverified_region": true, "keys": {"ckpt-key": ["model:*"]},
+ "datasets": [{"id": "model:*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
+   "output_destinations": [{"url": "s3://bkt/*", "region": "gcp:europe-west4"}]}]}
+EOF
+minisign -S -s policy.key -m policy.json -t "outputs" >/dev/null 2>&1
+start_kms "$T/kms" --policy policy.json --policy-pubkey policy.pub || {
+	echo "not ok - seclaunchd did not start"
+	exit 1
+}
+KMSA=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
+"$SL" enroll "${KMSA[@]}" --tcti "$SWTPM_TCTI" -q || { echo "not ok - enroll"; exit 1; }
+"$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ckpt-key -q ||
+	{ echo "not ok - key create"; exit 1; }
+
+# the job writes 12 MiB (one shard of three 5 MiB parts) into its output and exits
+cat >job.py <<'EOF'
+import os, sys
+with open(os.environ["SECLAUNCH_OUTPUT_DIR"] + "/model/ckpt.bin", "wb") as f:
+    f.write(os.urandom(12 << 20))
+EOF
+srun() { # PREFIX
+	"$SL" run --policy policy.json --policy-pubkey policy.pub "${KMSA[@]}" --tcti "$SWTPM_TCTI" \
+		--stage host --region gcp:europe-west4 --audit-log "$AUDIT" -q --ca-file tls/ca.pem \
+		--s3-endpoint "https://127.0.0.1:$PP" --output "model=s3://bkt/$1/" -- "$PY" job.py
+}
+shard_of() { grep -o "^PUT /bkt/$1/ckpt-[0-9]*/shard-[0-9]*\.sld?partNumber=1&" "$T/px.log" | head -1 |
+	sed 's/^PUT \/bkt\///; s/?.*//'; }
+
+sealed_count() { grep '"event":"run.output"' "$AUDIT" 2>/dev/null | grep -c '"root"'; }
+
+# ---- the good case: parts, completed, then the manifest and LATEST -----------
+: >"$T/px.log"
+n0=$(sealed_count)
+check "sealed and uploaded to s3://bkt/good/ (multipart)" 0 srun good
+assert "the audit log records it sealed" test "$(sealed_count)" -eq $((n0 + 1))
+shard=$(shard_of good)
+assert "the shard went up in parts ($shard)" test -n "$shard"
+assert "... completed" grep -q "^POST /bkt/$shard?uploadId=.* -> 200" "$T/px.log"
+assert "the shard is in the store" signed_get "$shard"
+assert "the manifest is in the store" signed_get "${shard%/*}/manifest.sldm"
+assert "LATEST is in the store" signed_get good/LATEST
+assert "no upload left pending" no_pending
+
+# ---- a part refused midway: aborted, nothing reported as sealed --------------
+echo "403 2" >"$T/pp.fail"
+: >"$T/px.log"
+n0=$(sealed_count)
+check_err "part 2 refused (403): the run fails, exit 5, naming the part" 5 "part 2 of 3.*403" srun bad
+rm -f "$T/pp.fail"
+shard=$(shard_of bad)
+assert "the shard had started in parts ($shard)" test -n "$shard"
+assert "the upload was aborted (AbortMultipartUpload)" \
+	grep -q "^DELETE /bkt/$shard?uploadId=.* -> 204" "$T/px.log"
+assert "never completed" test "$(grep -c "^POST /bkt/$shard?uploadId=" "$T/px.log")" -eq 0
+assert "no shard object" test "$(curl -s -o /dev/null -w '%{http_code}' \
+	"http://127.0.0.1:$MP/bkt/$shard")" = 404
+assert "no manifest sent" test "$(grep -c "^PUT /bkt/bad/.*manifest.sldm" "$T/px.log")" -eq 0
+assert "no LATEST sent" test "$(grep -c "^PUT /bkt/bad/LATEST" "$T/px.log")" -eq 0
+assert "no upload left pending" no_pending
+assert "the audit log records the output as failed" \
+	grep -q '"event":"run.output".*"error":"SL_E_REMOTE_REFUSED"' "$AUDIT"
+assert "... and never as sealed" test "$(sealed_count)" -eq "$n0"
+
+# ---- at or under the threshold: one PUT, no upload created -------------------
+: >"$T/px.log"
+export SECLAUNCH_REMOTE_MULTIPART_MIN=$((16 << 20))
+check "with a 16 MiB threshold: sealed and uploaded to s3://bkt/one/" 0 srun one
+assert "the shard went up in one PUT" grep -q "^PUT /bkt/one/ckpt-[0-9]*/shard-[0-9]*\.sld -> 200" "$T/px.log"
+assert "no multipart upload created" test "$(grep -c "^POST /bkt/one/.*uploads=" "$T/px.log")" -eq 0
+assert "LATEST is in the store" signed_get one/LATEST
+
+finish
