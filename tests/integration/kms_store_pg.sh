@@ -24,15 +24,7 @@ start_pg || exit 1
 printf '{"store": "%s", "store_pool": 2, "enroll_rate_per_min": 0, "refusal_rate_per_min": 0}\n' \
 	"$PG_URI" >store.json
 
-replica() {
-	local n=$1
-	mkdir -p -m 700 "$T/$n"
-	if [ "$n" != A ]; then
-		cp -p "$T/A/master.key" "$T/A/registry.key" "$T/A/admin.token" "$T/$n/"
-	fi
-	start_kms "$T/$n" --config "$T/store.json" || return 1
-	eval "URL_$n=\$KMS_URL CA_$n=\$KMS_CA PID_$n=\$KMS_PID"
-}
+replica() { start_replica "$1" "$T/store.json"; }
 replica A || exit 1
 replica B || exit 1
 TOKEN=$T/A/admin.token

@@ -69,3 +69,16 @@ stop_pg() {
 	wait "$PG_PID" 2>/dev/null
 	return 0
 }
+
+# start_replica NAME CONFIG: a seclaunchd replica in $T/NAME on the shared
+# store CONFIG names; B..Z share A's master key, registry key and admin
+# token (they are one service). Sets URL_NAME, CA_NAME and PID_NAME.
+start_replica() {
+	local n=$1
+	mkdir -p -m 700 "$T/$n"
+	if [ "$n" != A ]; then
+		cp -p "$T/A/master.key" "$T/A/registry.key" "$T/A/admin.token" "$T/$n/"
+	fi
+	start_kms "$T/$n" --config "$2" || return 1
+	eval "URL_$n=\$KMS_URL CA_$n=\$KMS_CA PID_$n=\$KMS_PID"
+}
