@@ -132,7 +132,10 @@ for c in $("$R/usr/bin/seclaunch" --help | sed -n '/^Commands:/,/^$/s/^  \([a-z]
 done
 assert "seclaunch(1) has a section for every command${missing:+ (missing:$missing)}" test -z "$missing"
 assert "seclaunch(1) carries each command's options (encrypt --dataset-id)" grep -q -- "--dataset-id D" "$T/seclaunch.1.txt"
-keys=$(sed -n 's/.*S("\([a-z0-9_]*\)", .*/\1/p; s/.*strcmp(k, "\([a-z0-9_]*\)").*/\1/p' "$SL_ROOT/kms/daemon/config.c" | sort -u)
+# the settings table (kmsd_settings[]): STR/NUM rows and the kek_backend
+# row; state_dir is an option, never a file key
+keys=$(sed -n '/KMSD_SET_OPTION/d; s/^[[:space:]]*\(STR\|NUM\)("\([a-z0-9_]*\)",.*/\2/p; s/^[[:space:]]*{"\([a-z0-9_]*\)", KMSD_SET_.*/\1/p' \
+	"$SL_ROOT/kms/daemon/config.c" | sort -u)
 missing='' n=0
 for k in $keys; do
 	n=$((n + 1))
