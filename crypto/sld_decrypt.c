@@ -3,11 +3,16 @@
  * authenticated bytes. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "seclaunch/util.h"
@@ -18,7 +23,104 @@ struct sl_sld_reader {
 	char name[256];
 	sl_sld_header *h;
 	sl_secret *file_key;
+	/* read lease held: chunks are authenticated and decrypted straight
+	 * from a mapping of the file (see take_lease) */
+	bool leased;
+	atomic_bool lease_lost;
 };
+
+static SL_RESULT check_size(const sl_sld_reader *r);
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+
+/* Reading a chunk with pread copies it out of the page cache: about a
+ * third of a thread's time next to the AEAD. Decrypting from a mapping of
+ * the file instead is safe only while nobody can change the bytes between
+ * the tag's GHASH and the CTR decryption, which read them separately: a
+ * writer who knew a chunk's plaintext could otherwise make its own
+ * plaintext pass the tag. A read lease gives exactly that: the kernel
+ * grants it only while no descriptor anywhere has the file open for
+ * writing (a shared writable mapping holds one), and an open for writing
+ * or a truncate later blocks until the holder releases it (or
+ * /proc/sys/fs/lease-break-time runs out) and marks it broken at once.
+ * Each chunk is checked for the lease after it was authenticated and
+ * before its plaintext is used: a lease still held then means no write
+ * can have happened; a broken one means the chunk is discarded, the lease
+ * released, and the file read with pread from there on (the writer waits
+ * one chunk at most). Only on local filesystems whose every writer goes
+ * through this kernel's inode (a network, FUSE or overlay filesystem can
+ * change bytes without an open here). The break is signalled with SIGURG,
+ * whose default is to be ignored; a process that handles SIGURG itself,
+ * or a descriptor not opened read-only, reads with pread. */
+static bool lease_fs(int fd)
+{
+	struct statfs sf;
+	if (fstatfs(fd, &sf) != 0)
+		return false;
+	switch ((unsigned long)sf.f_type) {
+	case EXT4_SUPER_MAGIC: /* also ext2 and ext3 */
+	case XFS_SUPER_MAGIC:
+	case BTRFS_SUPER_MAGIC:
+	case TMPFS_MAGIC:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool take_lease(int fd)
+{
+	struct sigaction sa;
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || (fl & O_ACCMODE) != O_RDONLY || !lease_fs(fd))
+		return false;
+	if (sigaction(SIGURG, NULL, &sa) != 0 || (sa.sa_flags & SA_SIGINFO) != 0 ||
+	    (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN))
+		return false;
+	return fcntl(fd, F_SETSIG, SIGURG) == 0 && fcntl(fd, F_SETLEASE, F_RDLCK) == 0;
+}
+
+/* True while the read lease is unbroken; once it is not, it is released
+ * so that the writer goes on, and every later chunk is read with pread. */
+static bool lease_held(sl_sld_reader *r)
+{
+	if (!r->leased || atomic_load(&r->lease_lost))
+		return false;
+	if (fcntl(r->fd, F_GETLEASE) == F_RDLCK)
+		return true;
+	if (!atomic_exchange(&r->lease_lost, true))
+		(void)fcntl(r->fd, F_SETLEASE, F_UNLCK);
+	return false;
+}
+
+bool sl_sld_reader_mapped(const sl_sld_reader *r)
+{
+	return r->leased && !atomic_load(&r->lease_lost);
+}
+
+/* A whole decryption holds the lease from its start to its end, no longer:
+ * a reader kept open between reads (random access) never makes a writer
+ * wait. The size is checked again under the lease: from then on nobody
+ * can shrink the file under a mapping of it. */
+static SL_RESULT lease_begin(sl_sld_reader *r)
+{
+	r->leased = r->h->aead == SL_AEAD_AES_256_GCM && take_lease(r->fd);
+	atomic_store(&r->lease_lost, false);
+	sl_err rc = r->leased ? check_size(r) : SL_OK;
+	if (rc != SL_OK) {
+		atomic_store(&r->lease_lost, true);
+		(void)fcntl(r->fd, F_SETLEASE, F_UNLCK);
+	}
+	return rc;
+}
+
+static void lease_end(sl_sld_reader *r)
+{
+	if (r->leased && !atomic_load(&r->lease_lost))
+		(void)fcntl(r->fd, F_SETLEASE, F_UNLCK);
+}
 
 static SL_RESULT check_size(const sl_sld_reader *r)
 {
@@ -194,6 +296,45 @@ out:
 	return rc;
 }
 
+/* AES-256-GCM straight from a mapping of the chunk, under the read lease
+ * (take_lease). *reread: the mapping could not be made or filled (an I/O
+ * error shows here rather than as SIGBUS, MADV_POPULATE_READ) or the lease
+ * broke before the verdict; dst then holds no plaintext and the caller
+ * reads the chunk with pread. */
+static SL_RESULT chunk_open_mapped(sl_sld_reader *r, sl_aead *a, uint64_t i, uint8_t *dst,
+                                   size_t plen, bool *reread)
+{
+	sl_err rc = SL_E_IO;
+	const sl_sld_header *h = r->h;
+	uint64_t off = h->len + i * ((uint64_t)h->chunk_size + SL_AEAD_TAG_LEN);
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), at = off / page * page;
+	size_t len = (size_t)(off - at) + plen + SL_AEAD_TAG_LEN;
+	uint8_t nonce[SL_AEAD_MAX_NONCE_LEN], aad[SLD_AAD_LEN];
+	uint8_t *m = mmap(NULL, len, PROT_READ, MAP_SHARED, r->fd, (off_t)at);
+
+	*reread = true;
+	if (m == MAP_FAILED)
+		return SL_E_IO;
+	if (madvise(m, len, MADV_POPULATE_READ) != 0)
+		goto out;
+	const uint8_t *c = m + (off - at);
+	sld_chunk_nonce(h->aead, i, nonce);
+	sld_chunk_aad(h->digest, i, i + 1 == h->chunk_count, aad);
+	SL_GUARD(sld_gcm_open_begin(a, nonce, aad, sizeof(aad)));
+	if (plen > 0)
+		SL_GUARD(sld_gcm_open_update(a, c, plen, dst));
+	rc = sld_gcm_open_final(a, c + plen);
+	/* a verdict counts only if no write can have come before it */
+	*reread = !lease_held(r);
+	if (!*reread && rc == SL_E_INTEGRITY)
+		rc = chunk_failed(r, i);
+out:
+	if (rc != SL_OK && plen > 0)
+		sl_wipe(dst, plen);
+	(void)munmap(m, len);
+	return rc;
+}
+
 /* The whole chunk read at once into dst (and its tag beside it), then
  * opened in place: XChaCha20-Poly1305, which has no streaming form, and
  * callers without a bounce buffer. */
@@ -224,9 +365,11 @@ static SL_RESULT chunk_open(sl_sld_reader *r, sl_aead *a, uint64_t i, uint8_t *d
                             size_t *len)
 {
 	size_t plen = sl_sld_chunk_plain_len(r->h, i);
-	sl_err rc = bounce != NULL && sl_aead_id_of(a) == SL_AEAD_AES_256_GCM
-	                ? chunk_open_streamed(r, a, i, dst, plen, bounce)
-	                : chunk_open_whole(r, a, i, dst, plen);
+	bool gcm = sl_aead_id_of(a) == SL_AEAD_AES_256_GCM, reread = true;
+	sl_err rc = gcm && lease_held(r) ? chunk_open_mapped(r, a, i, dst, plen, &reread) : SL_OK;
+	if (reread)
+		rc = bounce != NULL && gcm ? chunk_open_streamed(r, a, i, dst, plen, bounce)
+		                           : chunk_open_whole(r, a, i, dst, plen);
 	if (rc == SL_OK)
 		*len = plen;
 	return rc;
@@ -352,7 +495,11 @@ sl_err sl_sld_decrypt(sl_sld_reader *r, unsigned threads, sl_sld_sink_fn sink, v
 	    .work = dec_work,
 	    .emit = dec_emit,
 	};
-	return sld_pool_run(&ops);
+	if ((rc = lease_begin(r)) != SL_OK)
+		return rc;
+	rc = sld_pool_run(&ops);
+	lease_end(r);
+	return rc;
 }
 
 /* Chunk i decrypted into its place in the destination. */
@@ -407,5 +554,9 @@ sl_err sl_sld_decrypt_into(sl_sld_reader *r, unsigned threads, uint8_t *dst, uin
 	    .work = into_work,
 	    .emit = into_emit,
 	};
-	return sld_pool_run(&ops);
+	if ((rc = lease_begin(r)) != SL_OK)
+		return rc;
+	rc = sld_pool_run(&ops);
+	lease_end(r);
+	return rc;
 }

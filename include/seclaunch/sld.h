@@ -139,6 +139,13 @@ typedef struct sl_sld_reader sl_sld_reader;
  * SL_E_INTEGRITY for extra bytes). fd must support pread; it is not closed
  * by the reader and must stay open while the reader is used. */
 SL_MUST_USE sl_err sl_sld_open(int fd, const char *name, sl_secret *dek, sl_sld_reader **out);
+/* Whether the running or last sl_sld_decrypt / sl_sld_decrypt_into of r
+ * read every chunk from a mapping of the file. Where the kernel grants a
+ * read lease (a read-only descriptor of a file on a local filesystem that
+ * nobody has open for writing), a whole decryption holds it and decrypts
+ * AES-256-GCM chunks from a mapping; an open for writing elsewhere breaks
+ * it, and the rest is read with pread (sld_decrypt.c, take_lease). */
+bool sl_sld_reader_mapped(const sl_sld_reader *r);
 void sl_sld_close(sl_sld_reader *r); /* NULL-safe; wipes the keys */
 const sl_sld_header *sl_sld_reader_header(const sl_sld_reader *r);
 /* A copy of the file key (HKDF of the DEK and the salt, 32 bytes) for

@@ -11,7 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -568,6 +572,220 @@ static void test_outfile(void **state)
 	assert_int_equal(tl_rmtree(dir), 0);
 }
 
+/* ---- decryption from a mapping, under a read lease ---------------------- */
+
+/* bytes written to a file of their own in a fresh folder; *fd is it open
+ * read-only. False when the folder's filesystem is not one the reader maps
+ * (the tests then say so and check nothing). */
+static bool lease_file(const uint8_t *bytes, size_t n, char *dir, size_t dn, char *path, size_t pn,
+                       int *fd)
+{
+	struct statfs sf;
+	tl_tmpdir(dir, dn, "sldmap");
+	snprintf(path, pn, "%s/f.sld", dir);
+	int w = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(w >= 0);
+	assert_int_equal(write(w, bytes, n), (ssize_t)n);
+	close(w);
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(*fd >= 0);
+	assert_int_equal(statfs(dir, &sf), 0);
+	switch ((unsigned long)sf.f_type) {
+	case 0xEF53:
+	case 0x58465342:
+	case 0x9123683E:
+	case 0x01021994:
+		return true;
+	default:
+		print_message("  (%s is not ext4, xfs, btrfs or tmpfs: nothing mapped)\n", dir);
+		return false;
+	}
+}
+
+static void lease_file_free(char *dir, int fd)
+{
+	close(fd);
+	assert_int_equal(tl_rmtree(dir), 0);
+}
+
+/* A read-only descriptor of a file nobody writes: the reader maps it; the
+ * plaintext is the file's, and tampering is caught and named as on pread. */
+static void test_mapped_decrypt(void **state)
+{
+	(void)state;
+	struct file f;
+	char dir[256], path[300];
+	int fd;
+	const size_t stride = CS + 16;
+	make_file(&f, 4, 100); /* 5 chunks */
+	uint8_t *b = malloc(f.n);
+	for (int v = 0; v < 3; v++) {
+		memcpy(b, f.bytes, f.n);
+		if (v == 1)
+			b[f.hl + 2 * stride + 7] ^= 0x10; /* chunk 2's data */
+		if (v == 2)
+			b[f.hl + 4 * stride + 100 + 3] ^= 0x01; /* the last tag */
+		bool fs = lease_file(b, f.n, dir, sizeof(dir), path, sizeof(path), &fd);
+		for (unsigned t = 1; t <= 2; t++) {
+			sl_sld_reader *r = NULL;
+			struct collect c = {.buf = malloc(f.n), .cap = f.n, .fail_at = UINT64_MAX};
+			assert_int_equal(sl_sld_open(fd, "m.sld", f.dek, &r), SL_OK);
+			sl_err rc = sl_sld_decrypt(r, t, collect_sink, &c, NULL, NULL);
+			if (v == 0) {
+				assert_int_equal(rc, SL_OK);
+				assert_int_equal(c.len, f.plain_n);
+				assert_memory_equal(c.buf, f.plain, f.plain_n);
+			} else {
+				expect_fail(rc, SL_E_INTEGRITY,
+				            v == 1 ? "chunk 2 of 5" : "chunk 4 of 5");
+				assert_int_equal(c.next_index, v == 1 ? 2 : 4);
+			}
+			/* read from the mapping to the end: nothing broke the lease;
+			 * and it was given back when the decryption ended */
+			assert_int_equal(sl_sld_reader_mapped(r), fs);
+			assert_int_equal(fcntl(fd, F_GETLEASE), F_UNLCK);
+			sl_sld_close(r);
+			free(c.buf);
+		}
+		lease_file_free(dir, fd);
+	}
+	free(b);
+	free_file(&f);
+}
+
+static void urg_handler(int sig)
+{
+	(void)sig;
+}
+
+/* No lease, so pread: the file open for writing somewhere (here by this
+ * very process), a descriptor that is not read-only, a SIGURG handler. */
+static void test_mapped_refused(void **state)
+{
+	(void)state;
+	struct file f;
+	char dir[256], path[300];
+	int fd;
+	make_file(&f, 2, 9);
+	bool fs = lease_file(f.bytes, f.n, dir, sizeof(dir), path, sizeof(path), &fd);
+	int wfd = open(path, O_WRONLY | O_CLOEXEC), rwfd = open(path, O_RDWR | O_CLOEXEC);
+	assert_true(wfd >= 0 && rwfd >= 0);
+	struct sigaction sa = {.sa_handler = urg_handler}, old;
+	for (int k = 0; k < 3; k++) {
+		sl_sld_reader *r = NULL;
+		struct collect c = {.buf = malloc(f.n), .cap = f.n, .fail_at = UINT64_MAX};
+		if (k == 1)
+			close(wfd);
+		if (k == 2) {
+			sigemptyset(&sa.sa_mask);
+			assert_int_equal(sigaction(SIGURG, &sa, &old), 0);
+		}
+		/* k == 1: read-write, the only writer being itself */
+		assert_int_equal(sl_sld_open(k == 1 ? rwfd : fd, "m.sld", f.dek, &r), SL_OK);
+		assert_int_equal(sl_sld_decrypt(r, 2, collect_sink, &c, NULL, NULL), SL_OK);
+		assert_false(sl_sld_reader_mapped(r));
+		assert_memory_equal(c.buf, f.plain, f.plain_n);
+		sl_sld_close(r);
+		free(c.buf);
+	}
+	assert_int_equal(sigaction(SIGURG, &old, NULL), 0);
+	/* and once nothing writes and nothing handles SIGURG, it maps */
+	close(rwfd);
+	sl_sld_reader *r = NULL;
+	struct collect c = {.buf = malloc(f.n), .cap = f.n, .fail_at = UINT64_MAX};
+	assert_int_equal(sl_sld_open(fd, "m.sld", f.dek, &r), SL_OK);
+	assert_int_equal(sl_sld_decrypt(r, 2, collect_sink, &c, NULL, NULL), SL_OK);
+	assert_int_equal(sl_sld_reader_mapped(r), fs);
+	sl_sld_close(r);
+	free(c.buf);
+	lease_file_free(dir, fd);
+	free_file(&f);
+}
+
+/* The attack a mapping invites: a writer changing ciphertext while it is
+ * decrypted. Its open for writing breaks the lease; the reader notices at
+ * the next chunk, releases the lease (the writer goes on at once rather
+ * than after lease-break-time) and reads with pread from then on, so the
+ * writer's change to a later chunk is caught by that chunk's tag. */
+struct breaker {
+	struct collect c;
+	const char *path;
+	int fd;
+	size_t flip_at;
+	pid_t child;
+	double child_ms;
+	struct timespec t0;
+};
+
+static sl_err breaker_sink(void *ctx, uint64_t i, const uint8_t *plain, size_t len)
+{
+	struct breaker *b = ctx;
+	if (i == 0) /* the decryption holds the lease */
+		assert_int_equal(fcntl(b->fd, F_GETLEASE), F_RDLCK);
+	if (i == 1) {
+		b->child = fork();
+		assert_true(b->child >= 0);
+		if (b->child == 0) {
+			int w = open(b->path, O_RDWR | O_CLOEXEC); /* blocks on the lease */
+			uint8_t x = 0;
+			if (w < 0 || pread(w, &x, 1, (off_t)b->flip_at) != 1)
+				_exit(2);
+			x ^= 0x40;
+			_exit(pwrite(w, &x, 1, (off_t)b->flip_at) == 1 ? 0 : 3);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &b->t0);
+		/* until the child's open is waiting on the lease */
+		for (int k = 0; k < 5000 && fcntl(b->fd, F_GETLEASE) == F_RDLCK; k++)
+			usleep(1000);
+		assert_int_equal(fcntl(b->fd, F_GETLEASE), F_UNLCK);
+	}
+	if (i == 2) {
+		/* chunk 2 was opened after the break: the lease is released and
+		 * the writer has finished its write before chunk 3 is read */
+		int st = 0;
+		struct timespec t1;
+		assert_int_equal(waitpid(b->child, &st, 0), b->child);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		b->child_ms = (double)(t1.tv_sec - b->t0.tv_sec) * 1e3 +
+		              (double)(t1.tv_nsec - b->t0.tv_nsec) / 1e6;
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	return collect_sink(&b->c, i, plain, len);
+}
+
+static void test_mapped_writer_breaks_lease(void **state)
+{
+	(void)state;
+	struct file f;
+	char dir[256], path[300];
+	int fd;
+	make_file(&f, 5, 0); /* 5 chunks */
+	if (!lease_file(f.bytes, f.n, dir, sizeof(dir), path, sizeof(path), &fd)) {
+		lease_file_free(dir, fd);
+		free_file(&f);
+		return;
+	}
+	struct breaker b = {.c = {.buf = malloc(f.n), .cap = f.n, .fail_at = UINT64_MAX},
+	                    .path = path,
+	                    .fd = fd,
+	                    .flip_at = f.hl + 3 * (CS + 16) + 5};
+	sl_sld_reader *r = NULL;
+	assert_int_equal(sl_sld_open(fd, "m.sld", f.dek, &r), SL_OK);
+	/* one thread: chunk i+1 is opened only after chunk i reached the sink */
+	expect_fail(sl_sld_decrypt(r, 1, breaker_sink, &b, NULL, NULL), SL_E_INTEGRITY,
+	            "chunk 3 of 5");
+	assert_int_equal(b.c.next_index, 3);
+	assert_memory_equal(b.c.buf, f.plain, 3 * (size_t)CS); /* the chunks before it */
+	assert_false(sl_sld_reader_mapped(r));
+	/* the writer waited for about one chunk, not lease-break-time (45 s) */
+	assert_true(b.child_ms < 10000.0);
+	assert_int_equal(fcntl(fd, F_GETLEASE), F_UNLCK);
+	sl_sld_close(r);
+	free(b.c.buf);
+	lease_file_free(dir, fd);
+	free_file(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -584,6 +802,9 @@ int main(void)
 	    cmocka_unit_test(test_decrypt_into),
 	    cmocka_unit_test(test_decrypt_into_tamper),
 	    cmocka_unit_test(test_outfile),
+	    cmocka_unit_test(test_mapped_decrypt),
+	    cmocka_unit_test(test_mapped_refused),
+	    cmocka_unit_test(test_mapped_writer_breaks_lease),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
