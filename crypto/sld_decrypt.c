@@ -27,6 +27,7 @@ struct sl_sld_reader {
 	 * from a mapping of the file (see take_lease) */
 	bool leased;
 	atomic_bool lease_lost;
+	int lfd; /* the reader's own open of the file, holding the lease */
 };
 
 static SL_RESULT check_size(const sl_sld_reader *r);
@@ -52,8 +53,8 @@ static SL_RESULT check_size(const sl_sld_reader *r);
  * one chunk at most). Only on local filesystems whose every writer goes
  * through this kernel's inode (a network, FUSE or overlay filesystem can
  * change bytes without an open here). The break is signalled with SIGURG,
- * whose default is to be ignored; a process that handles SIGURG itself,
- * or a descriptor not opened read-only, reads with pread. */
+ * whose default is to be ignored; a process that handles SIGURG itself
+ * reads with pread, as does one holding the file open for writing. */
 static bool lease_fs(int fd)
 {
 	struct statfs sf;
@@ -70,16 +71,31 @@ static bool lease_fs(int fd)
 	}
 }
 
-static bool take_lease(int fd)
+/* The lease is taken on an open file description of the reader's own
+ * (the same inode, opened again through /proc/self/fd): a lease belongs to
+ * a description, and one shared with another reader could be released or
+ * taken again by it between this reader's checks. -1: no lease. */
+static int take_lease(int fd)
 {
 	struct sigaction sa;
-	int fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || (fl & O_ACCMODE) != O_RDONLY || !lease_fs(fd))
-		return false;
-	if (sigaction(SIGURG, NULL, &sa) != 0 || (sa.sa_flags & SA_SIGINFO) != 0 ||
+	struct stat a, b;
+	char path[48];
+	int lfd;
+
+	if (!lease_fs(fd) || sigaction(SIGURG, NULL, &sa) != 0 || (sa.sa_flags & SA_SIGINFO) != 0 ||
 	    (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN))
-		return false;
-	return fcntl(fd, F_SETSIG, SIGURG) == 0 && fcntl(fd, F_SETLEASE, F_RDLCK) == 0;
+		return -1;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	lfd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY); /* lint: trusted path (our own fd) */
+	if (lfd < 0)
+		return -1;
+	if (fstat(fd, &a) != 0 || fstat(lfd, &b) != 0 || a.st_dev != b.st_dev ||
+	    a.st_ino != b.st_ino || !S_ISREG(b.st_mode) || fcntl(lfd, F_SETSIG, SIGURG) != 0 ||
+	    fcntl(lfd, F_SETLEASE, F_RDLCK) != 0) {
+		close(lfd);
+		return -1;
+	}
+	return lfd;
 }
 
 /* True while the read lease is unbroken; once it is not, it is released
@@ -88,10 +104,10 @@ static bool lease_held(sl_sld_reader *r)
 {
 	if (!r->leased || atomic_load(&r->lease_lost))
 		return false;
-	if (fcntl(r->fd, F_GETLEASE) == F_RDLCK)
+	if (fcntl(r->lfd, F_GETLEASE) == F_RDLCK)
 		return true;
 	if (!atomic_exchange(&r->lease_lost, true))
-		(void)fcntl(r->fd, F_SETLEASE, F_UNLCK);
+		(void)fcntl(r->lfd, F_SETLEASE, F_UNLCK);
 	return false;
 }
 
@@ -106,20 +122,21 @@ bool sl_sld_reader_mapped(const sl_sld_reader *r)
  * can shrink the file under a mapping of it. */
 static SL_RESULT lease_begin(sl_sld_reader *r)
 {
-	r->leased = r->h->aead == SL_AEAD_AES_256_GCM && take_lease(r->fd);
+	r->lfd = r->h->aead == SL_AEAD_AES_256_GCM ? take_lease(r->fd) : -1;
+	r->leased = r->lfd >= 0;
 	atomic_store(&r->lease_lost, false);
 	sl_err rc = r->leased ? check_size(r) : SL_OK;
-	if (rc != SL_OK) {
+	if (rc != SL_OK)
 		atomic_store(&r->lease_lost, true);
-		(void)fcntl(r->fd, F_SETLEASE, F_UNLCK);
-	}
 	return rc;
 }
 
+/* Closing the reader's own description releases its lease. */
 static void lease_end(sl_sld_reader *r)
 {
-	if (r->leased && !atomic_load(&r->lease_lost))
-		(void)fcntl(r->fd, F_SETLEASE, F_UNLCK);
+	if (r->lfd >= 0)
+		close(r->lfd);
+	r->lfd = -1;
 }
 
 static SL_RESULT check_size(const sl_sld_reader *r)
@@ -164,6 +181,7 @@ sl_err sl_sld_open(int fd, const char *name, sl_secret *dek, sl_sld_reader **out
 
 	SL_ENSURE(r != NULL, SL_E_NOMEM, "allocating an SLD reader");
 	r->fd = fd;
+	r->lfd = -1;
 	snprintf(r->name, sizeof(r->name), "%s", name);
 	SL_GUARD(sl_sld_header_read_fd(fd, name, &r->h));
 	SL_GUARD(sld_derive_keys(dek, r->h->salt, &keys));
@@ -310,7 +328,7 @@ static SL_RESULT chunk_open_mapped(sl_sld_reader *r, sl_aead *a, uint64_t i, uin
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), at = off / page * page;
 	size_t len = (size_t)(off - at) + plen + SL_AEAD_TAG_LEN;
 	uint8_t nonce[SL_AEAD_MAX_NONCE_LEN], aad[SLD_AAD_LEN];
-	uint8_t *m = mmap(NULL, len, PROT_READ, MAP_SHARED, r->fd, (off_t)at);
+	uint8_t *m = mmap(NULL, len, PROT_READ, MAP_SHARED, r->lfd, (off_t)at);
 
 	*reread = true;
 	if (m == MAP_FAILED)
@@ -495,9 +513,8 @@ sl_err sl_sld_decrypt(sl_sld_reader *r, unsigned threads, sl_sld_sink_fn sink, v
 	    .work = dec_work,
 	    .emit = dec_emit,
 	};
-	if ((rc = lease_begin(r)) != SL_OK)
-		return rc;
-	rc = sld_pool_run(&ops);
+	if ((rc = lease_begin(r)) == SL_OK)
+		rc = sld_pool_run(&ops);
 	lease_end(r);
 	return rc;
 }
@@ -554,9 +571,8 @@ sl_err sl_sld_decrypt_into(sl_sld_reader *r, unsigned threads, uint8_t *dst, uin
 	    .work = into_work,
 	    .emit = into_emit,
 	};
-	if ((rc = lease_begin(r)) != SL_OK)
-		return rc;
-	rc = sld_pool_run(&ops);
+	if ((rc = lease_begin(r)) == SL_OK)
+		rc = sld_pool_run(&ops);
 	lease_end(r);
 	return rc;
 }
