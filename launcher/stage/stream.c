@@ -25,13 +25,14 @@
 #include "stream.h"
 
 struct slot {
-	sl_stage *stage;            /* staged and sealed, or NULL */
-	int refs;                   /* readers holding it */
-	bool demanded;              /* a reader asked for it before it was staged */
-	bool consumed;              /* read and released: not staged again unless asked */
-	bool lingering;             /* released by every holder, still staged until idle_end */
-	bool reused;                /* asked for again while it lingered */
-	bool staged_once;           /* decrypted before in this run */
+	sl_stage *stage;  /* staged and sealed, or NULL */
+	int refs;         /* readers holding it */
+	bool demanded;    /* a reader asked for it before it was staged */
+	bool consumed;    /* read and released: not staged again unless asked */
+	bool lingering;   /* released by every holder, still staged until idle_end */
+	bool reused;      /* asked for again while it lingered */
+	bool staged_once; /* decrypted before in this run */
+	bool gave_way; /* dropped from ahead for a demanded shard: staged again only when asked */
 	uint64_t idle_at, idle_end; /* when the last holder released it; its wipe */
 };
 
@@ -115,7 +116,8 @@ static uint32_t pick(sl_stream *s)
 		if (s->slots[i].demanded && s->slots[i].stage == NULL)
 			return i;
 	while (s->next_seq < s->n &&
-	       (s->slots[s->next_seq].stage != NULL || s->slots[s->next_seq].consumed))
+	       (s->slots[s->next_seq].stage != NULL || s->slots[s->next_seq].consumed ||
+	        s->slots[s->next_seq].gave_way))
 		s->next_seq++;
 	return s->next_seq;
 }
@@ -159,8 +161,11 @@ static bool expire(sl_stream *s, uint64_t ahead)
 }
 
 /* A reader waits for shard `want`: lingering shards give way first, then
- * shards staged ahead that no one holds yet, the farthest ahead first (they
- * are staged again when their turn comes). Called locked. */
+ * shards staged ahead that no one holds yet, the farthest ahead first. One
+ * that gave way is staged again when a reader asks for it, not ahead: a
+ * reader in shuffled order would otherwise keep asking for shards that
+ * push out the ones staged ahead, which are staged ahead again into the
+ * room it leaves, each decrypted over and over. Called locked. */
 static void make_room(sl_stream *s, uint64_t need, uint32_t want)
 {
 	for (uint32_t k = 0; k < s->n && s->reserved + need > s->st.window; k++)
@@ -170,6 +175,7 @@ static void make_room(sl_stream *s, uint64_t need, uint32_t want)
 		struct slot *sl = &s->slots[k];
 		if (k == want || sl->stage == NULL || sl->refs > 0)
 			continue;
+		sl->gave_way = !sl->consumed;
 		drop(s, k);
 	}
 }
@@ -290,7 +296,8 @@ out:
 static uint32_t fetch_ahead(const sl_stream *s, uint32_t i)
 {
 	uint32_t j = i + 1;
-	return s->remote != NULL && j < s->n && s->slots[j].stage == NULL && !s->slots[j].consumed
+	return s->remote != NULL && j < s->n && s->slots[j].stage == NULL &&
+	               !s->slots[j].consumed && !s->slots[j].gave_way
 	           ? j
 	           : s->n;
 }
@@ -367,6 +374,7 @@ static void *stage_thread(void *arg)
 		}
 		s->slots[i].stage = st;
 		s->slots[i].demanded = false;
+		s->slots[i].gave_way = false;
 		s->st.staged++;
 		if (s->slots[i].staged_once)
 			s->st.refetched++;

@@ -135,7 +135,11 @@ assert "1 epoch: every file exactly once across ranks and workers, exact bytes" 
 # into room the readers leave): in the first epoch, shards it staged ahead
 # that gave way to those the shuffle asked for are decrypted again when
 # their turn comes; at most twice the window (3 shards of 256 KiB in
-# 768 KiB). Every later epoch asks for every shard, in its order
+# 768 KiB). Every later epoch asks for every shard again, in its order, and
+# stages ahead as the first did, so the margin is the first epoch's once
+# per epoch: how many staged-ahead shards give way depends on how fast the
+# readers go (7 in two epochs was seen on a loaded 2-CPU machine), while a
+# reader that thrashes decrypts a shard again for most files (below)
 read -r st1 re1 < <(wipe_rec "$T/s1.log")
 assert "1 epoch: each of the $NS shards decrypted once, but for what was staged ahead (staged $st1, again $re1)" \
 	test "$((${st1:-0} - ${re1:-0}))" = "$NS" -a "${re1:-99}" -le 6
@@ -143,7 +147,7 @@ check "TorchFiles(shuffle=True), 2 epochs: exit 0" 0 shufrun s2 shuffle 2
 assert "2 epochs: every file once per epoch, exact bytes, another order in epoch 1" verify s2 2
 read -r st2 re2 < <(wipe_rec "$T/s2.log")
 assert "2 epochs: each shard decrypted once per epoch (staged $st2, again $re2)" \
-	test "$((${st2:-0} - ${re2:-0}))" = "$NS" -a "${re2:-0}" -ge "$NS" -a "${re2:-99}" -le $((NS + 6))
+	test "$((${st2:-0} - ${re2:-0}))" = "$NS" -a "${re2:-0}" -ge "$NS" -a "${re2:-99}" -le $((NS + 2 * 6))
 assert "the shard-aware shuffle is not warned about" \
 	bash -c "! grep -q 'TorchFiles' '$T/s2.err'"
 
