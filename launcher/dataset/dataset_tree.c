@@ -639,9 +639,12 @@ static SL_RESULT write_shards(sl_secret *dek, const sl_tree_encrypt_opts *o,
 	for (uint32_t k = 0; k < n && !o->no_fsync; k++)
 		SL_ENSURE(fsync(fd[k]) == 0, SL_E_IO, "%s/%s: fsync: %s", dir, name[k],
 		          strerror(errno));
-	for (uint32_t k = 0; k < n; k++)
-		SL_GUARD(
-		    sl_sldm_builder_add_shard(b, name[k], h[k], sl_sld_header_file_size(h[k])));
+	for (uint32_t k = 0; k < n; k++) {
+		uint64_t size = sl_sld_header_file_size(h[k]);
+		SL_GUARD(sl_sldm_builder_add_shard(b, name[k], h[k], size));
+		if (o->shard_done != NULL)
+			SL_GUARD(o->shard_done(o->shard_ctx, dir, name[k], fd[k], size));
+	}
 	rc = SL_OK;
 out:
 	for (uint32_t k = 0; k < n; k++) {
@@ -659,10 +662,12 @@ static SL_RESULT encrypt_files(sl_secret *dek, const sl_tree_encrypt_opts *o,
 	sl_err rc = SL_E_IO;
 	struct plan pl = {0};
 	uint64_t S = o->shard_size ? o->shard_size : SL_TREE_SHARD_DEFAULT;
+	/* a shard handed on as it is done is sealed alone, by every thread */
+	uint32_t group = o->shard_done != NULL ? 1 : GROUP_SHARDS;
 
 	SL_GUARD(make_plan(l, S, &pl));
-	for (uint32_t s = 0; s < pl.n_shards; s += GROUP_SHARDS) {
-		uint32_t n = pl.n_shards - s < GROUP_SHARDS ? pl.n_shards - s : GROUP_SHARDS;
+	for (uint32_t s = 0; s < pl.n_shards; s += group) {
+		uint32_t n = pl.n_shards - s < group ? pl.n_shards - s : group;
 		struct tree_src ts = {
 		    .l = l, .pl = &pl, .shard0 = s, .follow = o->follow_symlinks && !o->beneath};
 		sl_sld_source src = {

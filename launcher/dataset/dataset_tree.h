@@ -38,6 +38,17 @@ typedef struct sl_tree_encrypt_opts {
 	 * someone else's file is not the tree owner's to seal */
 	bool owner_set;
 	uid_t owner;
+	/* called once each shard file is complete (written, fsynced unless
+	 * no_fsync, closed after the call), in shard order, from the thread
+	 * that sealed it: the folder being built (dir), the shard's name in
+	 * it, the file open as fd (the callee dups what it keeps) and its
+	 * size. The callee may unlink dir/name: the manifest needs nothing
+	 * more of it. A failure stops the sealing and is what
+	 * sl_tree_encrypt returns. With a callback the shards are sealed one
+	 * at a time (every thread on one), so each is done as early as it can
+	 * be; NULL: none. */
+	sl_err (*shard_done)(void *ctx, const char *dir, const char *name, int fd, uint64_t size);
+	void *shard_ctx;
 	/* dataset id, AEAD, chunk size, threads; its key reference goes into
 	 * the manifest, never into a shard */
 	sl_sld_encrypt_params p;

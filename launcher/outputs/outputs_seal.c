@@ -23,11 +23,6 @@
 #include "seclaunch/json.h"
 #include "seclaunch/util.h"
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* The staging folder under root's TMPDIR (ciphertext awaiting upload). */
 static void remove_dir(const char *dir)
 {
@@ -46,53 +41,69 @@ static void remove_dir(const char *dir)
 	(void)rmdir(dir); /* lint: trusted path (root's staging folder) */
 }
 
-/* Every shard of the sealed folder, then its manifest; LATEST is the
- * caller's, last. */
-static SL_RESULT upload_dir(struct sl_outputs *O, struct out_one *o, const char *dir,
-                            const char *ck)
+/* What seal_one hands the tree: each complete shard is queued for upload
+ * at once, while the next is sealed. */
+struct seal_pipe {
+	struct sl_outputs *O;
+	struct out_one *o;
+	sl_out_up *up;
+};
+
+static SL_RESULT shard_sealed(void *ctx, const char *dir, const char *name, int fd, uint64_t size)
+{
+	struct seal_pipe *sp = ctx;
+	sl_err rc = SL_E_ATTEST;
+	char p[4200];
+
+	/* the lease rule holds between shards too: once it ended, no more */
+	SL_ENSURE(!sl_report_lease_ended(sp->O->x.rep), SL_E_ATTEST,
+	          "output %s: not sealed: the keys' lease ended (%s)", sp->o->name,
+	          sl_report_lease_reason(sp->O->x.rep));
+	SL_GUARD(sl_out_up_add(sp->up, name, fd, size));
+	/* its descriptor keeps the ciphertext until the PUT; the name goes now */
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	(void)unlink(p); /* lint: trusted path (root's staging folder) */
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+/* The manifest, once every shard is in the store; LATEST is the caller's,
+ * last. */
+static SL_RESULT put_manifest(sl_remote *r, const char *dir)
 {
 	sl_err rc = SL_E_IO;
-	char url[2200], p[4200];
-	char *names[4096];
-	size_t n = 0;
-	sl_remote *r = NULL;
-	DIR *d = NULL;
-	struct dirent *e;
-	int fd = -1;
+	char p[4200];
+	struct stat st;
+	int fd;
 
-	snprintf(url, sizeof(url), "%s%s/", o->dest, ck);
-	O->x.remote->quiet = sl_cli_quiet;
-	SL_GUARD(sl_remote_open(url, O->x.remote, &r));
-	d = opendir(dir); /* lint: trusted path (root's staging folder) */
-	SL_ENSURE(d != NULL, SL_E_IO, "%s: %s", dir, strerror(errno));
-	while ((e = readdir(d)) != NULL && n < sizeof(names) / sizeof(names[0])) {
-		if (e->d_name[0] == '.' || strcmp(e->d_name, SL_SLDM_NAME) == 0)
-			continue;
-		names[n] = strdup(e->d_name);
-		SL_ENSURE(names[n] != NULL, SL_E_NOMEM, "listing %s", dir);
-		n++;
-	}
-	qsort(names, n, sizeof(names[0]), cmp_str);
-	names[n] = (char *)SL_SLDM_NAME;
-	for (size_t i = 0; i <= n; i++) {
-		struct stat st;
-		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
-		fd = open(p, O_RDONLY | O_CLOEXEC); /* lint: trusted path (root's staging folder) */
-		SL_ENSURE(fd >= 0 && fstat(fd, &st) == 0, SL_E_IO, "%s: %s", p, strerror(errno));
-		SL_GUARD(sl_remote_put(r, names[i], fd, (uint64_t)st.st_size));
-		close(fd);
-		fd = -1;
-	}
+	snprintf(p, sizeof(p), "%s/%s", dir, SL_SLDM_NAME);
+	fd = open(p, O_RDONLY | O_CLOEXEC); /* lint: trusted path (root's staging folder) */
+	SL_ENSURE(fd >= 0 && fstat(fd, &st) == 0, SL_E_IO, "%s: %s", p, strerror(errno));
+	SL_GUARD(sl_remote_put(r, SL_SLDM_NAME, fd, (uint64_t)st.st_size));
 	rc = SL_OK;
 out:
 	if (fd >= 0)
 		close(fd);
-	if (d != NULL)
-		closedir(d);
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	sl_remote_free(r);
 	return rc;
+}
+
+/* A positive number from the environment (for measuring and tests), def
+ * when unset. */
+static SL_RESULT env_num(const char *name, uint64_t min, uint64_t max, uint64_t def, uint64_t *v)
+{
+	const char *s = getenv(name);
+	char *end = NULL;
+	*v = def;
+	if (s == NULL || s[0] == '\0')
+		return SL_OK;
+	errno = 0;
+	unsigned long long n = strtoull(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || n < min || n > max)
+		return sl_err_set(SL_E_USAGE, "%s=%s: must be %llu..%llu", name, s,
+		                  (unsigned long long)min, (unsigned long long)max);
+	*v = n;
+	return SL_OK;
 }
 
 static SL_RESULT put_latest(struct sl_outputs *O, struct out_one *o, uint64_t seq)
@@ -125,13 +136,15 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 {
 	const sl_job_user *user = O->x.user;
 	sl_err rc = SL_E_INTERNAL;
-	char src[400], ck[40], outdir[2300], stage[400] = "", root[65] = "", msg[1024];
+	char src[400], ck[40], outdir[2300], stage[400] = "", root[65] = "", msg[1024], url[2200];
 	const char *paths[1] = {o->name};
 	uint64_t bytes = 0, seq = o->next_seq;
 	uint32_t files = 0;
 	sl_tree_stats st;
 	const char *tmp = getenv("TMPDIR");
 	int sfd = -1;
+	uint64_t shard_size = 0, uploads = SL_OUT_UPLOADS_DEFAULT;
+	struct seal_pipe sp = {.O = O, .o = o};
 
 	/* the output keys are under the lease of every key: once it ended,
 	 * nothing more is sealed (what was sealed before stays) */
@@ -159,6 +172,14 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 		         tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
 		SL_ENSURE(mkdtemp(stage) != NULL, SL_E_SYSTEM, "%s: %s", stage, strerror(errno));
 		snprintf(outdir, sizeof(outdir), "%s/%s", stage, ck);
+		SL_GUARD(env_num("SECLAUNCH_OUTPUT_SHARD_SIZE", SL_SLD_CHUNK_MIN, (uint64_t)1 << 40,
+		                 0, &shard_size));
+		SL_GUARD(env_num("SECLAUNCH_OUTPUT_UPLOADS", 1, SL_OUT_UPLOADS_MAX,
+		                 SL_OUT_UPLOADS_DEFAULT, &uploads));
+		/* each shard goes up as soon as it is sealed, while the next is */
+		snprintf(url, sizeof(url), "%s%s/", o->dest, ck);
+		O->x.remote->quiet = sl_cli_quiet;
+		SL_GUARD(sl_out_up_start(url, O->x.remote, (unsigned)uploads, &sp.up));
 	} else {
 		SL_GUARD(sl_out_mkdir_p(o->dest));
 		snprintf(outdir, sizeof(outdir), "%s/%s", o->dest, ck);
@@ -172,6 +193,9 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	    .sequence = seq,
 	    /* a staged copy lives only until it is uploaded: nothing to fsync */
 	    .no_fsync = o->remote,
+	    .shard_size = shard_size,
+	    .shard_done = o->remote ? shard_sealed : NULL,
+	    .shard_ctx = &sp,
 	    .beneath = true,
 	    .beneath_fd = O->dir.fd,
 	    .beneath_name = O->dir.path,
@@ -186,8 +210,11 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	          .threads = O->x.threads},
 	};
 	SL_GUARD(sl_tree_encrypt(o->key.dek, &t, &st));
-	if (o->remote)
-		SL_GUARD(upload_dir(O, o, outdir, ck));
+	if (o->remote) {
+		/* every shard in the store before the manifest names them */
+		SL_GUARD(sl_out_up_wait(sp.up));
+		SL_GUARD(put_manifest(sl_out_up_remote(sp.up), outdir));
+	}
 	SL_GUARD(put_latest(O, o, seq));
 	o->sealed_seq = seq;
 	o->next_seq = seq + 1;
@@ -206,6 +233,8 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 out:
 	if (sfd >= 0)
 		close(sfd);
+	/* every upload thread joined before the staging folder goes */
+	sl_out_up_free(sp.up);
 	if (stage[0] != '\0') {
 		remove_dir(outdir);
 		(void)rmdir(stage); /* lint: trusted path (root's staging folder) */

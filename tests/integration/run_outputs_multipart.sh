@@ -6,8 +6,13 @@
 # not retried) fails the run (exit 5, naming the part), aborts the upload
 # (no object, no pending upload), uploads neither the manifest nor LATEST,
 # and the audit log records the output as failed, never as sealed. An
-# object at or under the threshold goes up in one PUT. Skips (77) without
-# moto_server, swtpm or minisign.
+# object at or under the threshold goes up in one PUT. Shards go up while
+# the rest is sealed, several PUTs at once: the manifest only after every
+# shard's PUT was answered, LATEST after it; one shard refused while others
+# are under way fails the run naming it, with no manifest and no LATEST,
+# every PUT begun answered before the run ends (no upload thread left),
+# and the staging folder gone. Skips (77) without moto_server, swtpm or
+# minisign.
 . "$(dirname "$0")/lib.sh"
 
 for tool in moto_server swtpm minisign python3 openssl curl; do
@@ -115,5 +120,52 @@ check "with a 16 MiB threshold: sealed and uploaded to s3://bkt/one/" 0 srun one
 assert "the shard went up in one PUT" grep -q "^PUT /bkt/one/ckpt-[0-9]*/shard-[0-9]*\.sld -> 200" "$T/px.log"
 assert "no multipart upload created" test "$(grep -c "^POST /bkt/one/.*uploads=" "$T/px.log")" -eq 0
 assert "LATEST is in the store" signed_get one/LATEST
+
+# ---- shards sealed and uploaded side by side ---------------------------------
+# 1 MiB shards (12), three PUTs at once, each shard's held 0.3 s by the proxy
+export SECLAUNCH_REMOTE_MULTIPART_MIN=$((64 << 20)) SECLAUNCH_OUTPUT_SHARD_SIZE=$((1 << 20))
+export SECLAUNCH_OUTPUT_UPLOADS=3
+mkdir -p "$T/stage"
+line_of() { grep -n -m1 -- "$1" "$T/px.log" | cut -d: -f1; }
+last_of() { grep -n -- "$1" "$T/px.log" | tail -1 | cut -d: -f1; }
+staged_left() { test -z "$(ls -A "$T/stage")"; }
+echo "hold-put 0.3" >"$T/pp.fail"
+: >"$T/px.log"
+TMPDIR=$T/stage check "12 shards sealed and uploaded side by side to s3://bkt/par/" 0 srun par
+rm -f "$T/pp.fail"
+assert "every shard went up in one PUT" \
+	test "$(grep -c "^PUT /bkt/par/ckpt-[0-9]*/shard-[0-9]*\.sld -> 200" "$T/px.log")" -eq 12
+assert "shard PUTs were under way at once" grep -qx "putinflight [2-9]" "$T/px.log"
+man_begin=$(line_of "^begin PUT /bkt/par/ckpt-[0-9]*/manifest.sldm")
+assert "the manifest was sent after every shard's PUT was answered" \
+	test "${man_begin:-0}" -gt "$(last_of "^PUT /bkt/par/ckpt-[0-9]*/shard-.* -> 200")"
+assert "LATEST was sent after the manifest was stored" \
+	test "$(line_of "^begin PUT /bkt/par/LATEST")" -gt \
+	"$(line_of "^PUT /bkt/par/ckpt-[0-9]*/manifest.sldm -> 200")"
+assert "the manifest is in the store" signed_get "par/ckpt-00000001/manifest.sldm"
+assert "LATEST is in the store" signed_get par/LATEST
+assert "the staging folder is gone" staged_left
+
+# ---- one shard refused while others are sealed and uploaded ------------------
+echo "403-put shard-00001.sld 1" >"$T/pp.fail"
+: >"$T/px.log"
+n0=$(sealed_count)
+TMPDIR=$T/stage check_err "shard 1 refused (403) while others are under way: exit 5, naming it" 5 \
+	"shard-00001\.sld.*403" srun pfail
+begun=$(grep -c "^begin PUT" "$T/px.log")
+answered=$(grep -c "^PUT .* -> " "$T/px.log")
+rm -f "$T/pp.fail"
+assert "every PUT begun was answered before the run ended (no upload left running)" \
+	test "$begun" -eq "$answered"
+assert "other shards were under way when it was refused" grep -qx "putinflight [2-9]" "$T/px.log"
+assert "no shard PUT begun after the refusal (at most the three under way)" \
+	test "$(grep -c "^begin PUT /bkt/pfail/.*shard-" "$T/px.log")" -le 3
+assert "no manifest sent" test "$(grep -c "^begin PUT /bkt/pfail/.*manifest.sldm" "$T/px.log")" -eq 0
+assert "no LATEST sent" test "$(grep -c "^begin PUT /bkt/pfail/LATEST" "$T/px.log")" -eq 0
+assert "the audit log records the output as failed" \
+	grep -q '"event":"run.output".*"error":"SL_E_REMOTE_REFUSED".*shard-00001' "$AUDIT"
+assert "... and never as sealed" test "$(sealed_count)" -eq "$n0"
+assert "the staging folder is gone" staged_left
+unset SECLAUNCH_OUTPUT_SHARD_SIZE SECLAUNCH_OUTPUT_UPLOADS
 
 finish

@@ -13,7 +13,13 @@ before it is forwarded (so parts sent at once overlap).
 Faults, read from the file PORTFILE.fail at each request when it exists:
 "403 N" answers UploadPart number N with 403 (not retried), "503 N K"
 answers it 503 K times (retried), "complete-error" answers
-CompleteMultipartUpload with 200 and an <Error> body (as S3 may).
+CompleteMultipartUpload with 200 and an <Error> body (as S3 may),
+"403-put NAME [HOLD]" answers a plain PUT of an object named NAME (its
+last path component) with 403 at once and holds every other plain PUT of
+an .sld object HOLD seconds before it is forwarded (so the refusal comes
+while other shards are under way), "hold-put HOLD" only holds them.
+Every request is logged as "begin METHOD PATH?QUERY" when it arrives, and
+"putinflight N" as each plain PUT starts (N: those under way then).
 """
 import http.client
 import http.server
@@ -28,7 +34,7 @@ import urllib.parse
 portfile, upstream, cert, key, logf = sys.argv[1:6]
 hold = float(sys.argv[7]) if len(sys.argv) > 7 and sys.argv[6] == "--hold" else 0.0
 lock = threading.Lock()
-state = {"inflight": 0, "counts": {}}
+state = {"inflight": 0, "putinflight": 0, "counts": {}}
 
 
 def log(line):
@@ -63,7 +69,25 @@ class H(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(n) if n else b""
         q = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query, keep_blank_values=True)
         is_part = self.command == "PUT" and "partNumber" in q and "uploadId" in q
+        log("begin %s %s" % (self.command, self.path))
         f = fault()
+        if self.command == "PUT" and not is_part:
+            obj = urllib.parse.urlparse(self.path).path.rsplit("/", 1)[-1]
+            with lock:
+                state["putinflight"] += 1
+                with open(logf, "a") as lf:
+                    lf.write("putinflight %d\n" % state["putinflight"])
+            try:
+                if len(f) >= 2 and f[0] == "403-put" and f[1] == obj:
+                    return self.answer(403, b"<Error><Code>AccessDenied</Code></Error>")
+                held = (f[2] if len(f) >= 3 and f[0] == "403-put" else
+                        f[1] if len(f) >= 2 and f[0] == "hold-put" else None)
+                if held is not None and obj.endswith(".sld"):
+                    time.sleep(float(held))
+                return self.forward(body)
+            finally:
+                with lock:
+                    state["putinflight"] -= 1
         if is_part:
             pn = q["partNumber"][0]
             with lock:

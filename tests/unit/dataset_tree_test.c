@@ -587,10 +587,119 @@ static void test_stream_buffers_reused(void **state)
 	sl_secret_free(k);
 }
 
+/* ---- the per-shard callback (sealed outputs upload each shard as it is
+ * done) ---------------------------------------------------------------- */
+
+struct done_log {
+	unsigned calls, fail_at;
+	char names[16][32];
+	bool sizes_ok, unlink;
+};
+
+/* Copies each shard out through its descriptor into base/side/, then
+ * (like the outputs' uploader) unlinks it from the folder being built. */
+static sl_err on_shard(void *ctx, const char *dir, const char *name, int fd, uint64_t size)
+{
+	struct done_log *d = ctx;
+	char p[1024];
+	struct stat st;
+	if (d->calls == d->fail_at)
+		return sl_err_set(SL_E_REMOTE_REFUSED, "PUT %s: HTTP 403 (test)", name);
+	if (d->calls < 16)
+		snprintf(d->names[d->calls], sizeof(d->names[0]), "%s", name);
+	d->calls++;
+	d->sizes_ok &= fstat(fd, &st) == 0 && (uint64_t)st.st_size == size;
+	uint8_t *b = malloc(size + 1);
+	size_t got = 0;
+	if (b == NULL || sl_pread_full(fd, b, (size_t)size, 0, &got, name) != SL_OK || got != size)
+		d->sizes_ok = false;
+	snprintf(p, sizeof(p), "%s/side/%s", base, name);
+	int out = open(p, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	if (out < 0 || b == NULL || sl_write_all(out, b, (size_t)size, p) != SL_OK)
+		d->sizes_ok = false;
+	if (out >= 0)
+		close(out);
+	free(b);
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	if (d->unlink && unlink(p) != 0)
+		d->sizes_ok = false;
+	return SL_OK;
+}
+
+static sl_err enc_cb(sl_secret *k, const char *in_rel, const char *out_rel, uint64_t shard,
+                     struct done_log *d, sl_tree_stats *st)
+{
+	char in[512], out[512];
+	snprintf(in, sizeof(in), "%s/%s", base, in_rel);
+	snprintf(out, sizeof(out), "%s/%s", base, out_rel);
+	const char *paths[] = {in};
+	sl_tree_encrypt_opts o = {
+	    .paths = paths,
+	    .n_paths = 1,
+	    .out_dir = out,
+	    .quiet = true,
+	    .no_fsync = true,
+	    .shard_size = shard,
+	    .shard_done = on_shard,
+	    .shard_ctx = d,
+	    .p = {.dataset_id = "cb-1", .chunk_size = 64 << 10, .threads = 2}};
+	return sl_tree_encrypt(k, &o, st);
+}
+
+static void test_shard_done_callback(void **state)
+{
+	(void)state;
+	sl_secret *k = dek();
+	sl_tree_stats st, st2;
+	struct done_log d = {.fail_at = UINT32_MAX, .sizes_ok = true, .unlink = true};
+
+	mkd("cbsrc");
+	mkd("side");
+	put("cbsrc/a.bin", 300000, 0644, 7);
+	put("cbsrc/b.bin", 200000, 0600, 8);
+	assert_int_equal(enc_cb(k, "cbsrc", "cbds", 128 << 10, &d, &st), SL_OK);
+	/* once per shard, in order, each complete when it was handed on */
+	assert_int_equal(d.calls, st.shards);
+	assert_true(st.shards >= 4);
+	assert_true(d.sizes_ok);
+	uint32_t shards = st.shards;
+	for (unsigned i = 0; i < d.calls && i < 16; i++) {
+		char want[32];
+		snprintf(want, sizeof(want), "shard-%05u.sld", i);
+		assert_string_equal(d.names[i], want);
+	}
+	/* the callee took every shard away: the folder holds the manifest */
+	assert_true(exists("cbds/manifest.sldm"));
+	assert_false(exists("cbds/shard-00000.sld"));
+	assert_no_partials();
+	/* what it was handed is the dataset, byte for byte */
+	assert_int_equal(run("cp side/*.sld cbds/"), 0);
+	assert_int_equal(dec(k, "cbds", "cbout", &st2), SL_OK);
+	assert_memory_equal(st.root, st2.root, 32);
+	assert_int_equal(run("diff -r cbsrc cbout"), 0);
+
+	/* a failing callback (a refused upload) stops the sealing with its
+	 * error: nothing sealed after it, no target, no partial folder */
+	struct done_log f = {.fail_at = 1, .sizes_ok = true, .unlink = false};
+	assert_int_equal(run("rm -f side/*"), 0);
+	assert_int_equal(enc_cb(k, "cbsrc", "cbfail", 128 << 10, &f, &st), SL_E_REMOTE_REFUSED);
+	assert_non_null(strstr(sl_err_detail(), "shard-00001.sld"));
+	assert_int_equal(f.calls, 1);
+	assert_false(exists("cbfail"));
+	assert_false(exists("side/shard-00002.sld"));
+	assert_no_partials();
+
+	/* without a callback the same tree seals to the same shards' layout */
+	assert_int_equal(enc(k, "cbsrc", "cbplain", "cb-1", 128 << 10, &st2), SL_OK);
+	assert_int_equal(st2.shards, shards);
+	sl_secret_free(k);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_tree_round_trip),
+	    cmocka_unit_test(test_shard_done_callback),
 	    cmocka_unit_test(test_tampering),
 	    cmocka_unit_test(test_tar_shards_and_collisions),
 	    cmocka_unit_test(test_changed_while_encrypting),
