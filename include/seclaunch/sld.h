@@ -139,6 +139,15 @@ typedef struct sl_sld_reader sl_sld_reader;
  * SL_E_INTEGRITY for extra bytes). fd must support pread; it is not closed
  * by the reader and must stay open while the reader is used. */
 SL_MUST_USE sl_err sl_sld_open(int fd, const char *name, sl_secret *dek, sl_sld_reader **out);
+/* The same over len bytes of memory at base (the whole SLD file): the same
+ * checks and errors (a len short of the header's file size is
+ * SL_E_TRUNCATED, a longer one SL_E_INTEGRITY "extended"), and chunks are
+ * authenticated and decrypted straight from base into their destination,
+ * with no read and no bounce buffer. base must be the caller's private
+ * memory that nothing writes while the reader is used (sld_decrypt.c says
+ * why); it must outlive the reader. */
+SL_MUST_USE sl_err sl_sld_open_mem(const uint8_t *base, size_t len, const char *name,
+                                   sl_secret *dek, sl_sld_reader **out);
 void sl_sld_close(sl_sld_reader *r); /* NULL-safe; wipes the keys */
 const sl_sld_header *sl_sld_reader_header(const sl_sld_reader *r);
 /* A copy of the file key (HKDF of the DEK and the salt, 32 bytes) for
