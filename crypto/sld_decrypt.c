@@ -1,6 +1,8 @@
 /* SLD v1 decryption: open (key check, header MAC, size), random access to a
  * chunk, and in-order parallel decryption to a sink that only ever sees
- * authenticated bytes. */
+ * authenticated bytes. The ciphertext comes from one of two sources behind
+ * the same checks and the same chunk opening: a file (pread, through a
+ * bounce buffer) or the caller's private memory (read in place). */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -18,8 +20,17 @@
 #include "seclaunch/util.h"
 #include "sld_internal.h"
 
-struct sl_sld_reader {
+/* Where the ciphertext is: fd >= 0, a file (pread, or a mapping under a
+ * read lease); else mem, len
+ * bytes of the caller's memory (sl_sld_open_mem). */
+struct src {
 	int fd;
+	const uint8_t *mem;
+	uint64_t len;
+};
+
+struct sl_sld_reader {
+	struct src src;
 	char name[256];
 	sl_sld_header *h;
 	sl_secret *file_key;
@@ -122,7 +133,7 @@ bool sl_sld_reader_mapped(const sl_sld_reader *r)
  * can shrink the file under a mapping of it. */
 static SL_RESULT lease_begin(sl_sld_reader *r)
 {
-	r->lfd = r->h->aead == SL_AEAD_AES_256_GCM ? take_lease(r->fd) : -1;
+	r->lfd = r->h->aead == SL_AEAD_AES_256_GCM && r->src.fd >= 0 ? take_lease(r->src.fd) : -1;
 	r->leased = r->lfd >= 0;
 	atomic_store(&r->lease_lost, false);
 	sl_err rc = r->leased ? check_size(r) : SL_OK;
@@ -144,12 +155,16 @@ static SL_RESULT check_size(const sl_sld_reader *r)
 	sl_err rc = SL_E_IO;
 	const sl_sld_header *h = r->h;
 	struct stat st;
-	uint64_t want = sl_sld_header_file_size(h), have;
+	uint64_t want = sl_sld_header_file_size(h), have = r->src.len;
 
-	SL_ENSURE(fstat(r->fd, &st) == 0, SL_E_IO, "%s: stat: %s", r->name, strerror(errno));
-	SL_ENSURE(S_ISREG(st.st_mode), SL_E_INPUT,
-	          "%s: not a regular file (decryption reads chunks at their offsets)", r->name);
-	have = (uint64_t)st.st_size;
+	if (r->src.fd >= 0) {
+		SL_ENSURE(fstat(r->src.fd, &st) == 0, SL_E_IO, "%s: stat: %s", r->name,
+		          strerror(errno));
+		SL_ENSURE(S_ISREG(st.st_mode), SL_E_INPUT,
+		          "%s: not a regular file (decryption reads chunks at their offsets)",
+		          r->name);
+		have = (uint64_t)st.st_size;
+	}
 	if (have < want) {
 		uint64_t k = have > h->len
 		                 ? (have - h->len) / ((uint64_t)h->chunk_size + SL_AEAD_TAG_LEN)
@@ -172,7 +187,21 @@ out:
 	return rc;
 }
 
-sl_err sl_sld_open(int fd, const char *name, sl_secret *dek, sl_sld_reader **out)
+/* The header at the source's start (the same parser and errors for both). */
+static SL_RESULT read_header(const struct src *src, const char *name, sl_sld_header **out)
+{
+	sl_err rc;
+	if (src->fd >= 0)
+		return sl_sld_header_read_fd(src->fd, name, out);
+	rc = sl_sld_header_parse(
+	    src->mem, src->len < SL_SLD_HEADER_MAX ? (size_t)src->len : SL_SLD_HEADER_MAX, out);
+	if (rc != SL_OK)
+		sl_err_wrap(rc, "%s", name);
+	return rc;
+}
+
+static SL_RESULT reader_open(const struct src *src, const char *name, sl_secret *dek,
+                             sl_sld_reader **out)
 {
 	sl_err rc = SL_E_NOMEM;
 	struct sld_keys keys = {0};
@@ -180,10 +209,10 @@ sl_err sl_sld_open(int fd, const char *name, sl_secret *dek, sl_sld_reader **out
 	sl_sld_reader *r = calloc(1, sizeof(*r));
 
 	SL_ENSURE(r != NULL, SL_E_NOMEM, "allocating an SLD reader");
-	r->fd = fd;
+	r->src = *src;
 	r->lfd = -1;
 	snprintf(r->name, sizeof(r->name), "%s", name);
-	SL_GUARD(sl_sld_header_read_fd(fd, name, &r->h));
+	SL_GUARD(read_header(src, name, &r->h));
 	SL_GUARD(sld_derive_keys(dek, r->h->salt, &keys));
 	SL_ENSURE(sl_ct_eq(keys.key_check, r->h->key_check, SLD_KEY_CHECK_LEN), SL_E_WRONG_KEY,
 	          "%s: wrong key: this key did not encrypt this file "
@@ -199,7 +228,8 @@ sl_err sl_sld_open(int fd, const char *name, sl_secret *dek, sl_sld_reader **out
 	          name);
 	SL_GUARD(check_size(r));
 	/* workers read disjoint chunks out of order: ask for wide readahead */
-	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	if (src->fd >= 0)
+		(void)posix_fadvise(src->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	r->file_key = keys.file_key;
 	keys.file_key = NULL;
 	*out = r;
@@ -209,6 +239,25 @@ out:
 	sld_keys_free(&keys);
 	sl_sld_close(r);
 	return rc;
+}
+
+sl_err sl_sld_open(int fd, const char *name, sl_secret *dek, sl_sld_reader **out)
+{
+	struct src src = {.fd = fd};
+	if (fd < 0)
+		return sl_err_set(SL_E_INTERNAL, "%s: no descriptor", name);
+	return reader_open(&src, name, dek, out);
+}
+
+sl_err sl_sld_open_mem(const uint8_t *base, size_t len, const char *name, sl_secret *dek,
+                       sl_sld_reader **out)
+{
+	struct src src = {.fd = -1, .mem = base, .len = len};
+	if (base == NULL && len > 0)
+		return sl_err_set(SL_E_INTERNAL, "%s: no memory", name);
+	if (base == NULL)
+		src.mem = (const uint8_t *)""; /* an empty buffer: parsed as truncated */
+	return reader_open(&src, name, dek, out);
 }
 
 sl_err sl_sld_export_file_key(const sl_sld_reader *r, sl_secret **out)
@@ -247,7 +296,7 @@ static SL_RESULT read_exact(sl_sld_reader *r, uint64_t i, struct iovec *iov, int
 	sl_err rc = SL_E_IO;
 
 	while (n > 0) {
-		ssize_t got = preadv(r->fd, iov, n, off);
+		ssize_t got = preadv(r->src.fd, iov, n, off);
 		if (got < 0 && errno == EINTR)
 			continue;
 		SL_ENSURE(got >= 0, SL_E_IO, "%s: chunk %llu: read: %s", r->name,
@@ -377,6 +426,42 @@ out:
 	return rc;
 }
 
+/* Chunk i authenticated and decrypted straight from the caller's memory
+ * into dst, one pass, no copy: the ciphertext is read where it lies.
+ *
+ * Why memory needs no bounce while a file does: AES-GCM reads the
+ * ciphertext twice (GHASH for the tag, CTR for the plaintext), and a file
+ * can have another writer (a shared mapping, another process with the file
+ * open) that changes bytes between the two reads, so that the tag checks
+ * one text and dst receives another; the fd path therefore copies each
+ * piece once into private memory and works only on that copy, unless a
+ * read lease proves there is no writer (take_lease). The memory
+ * of sl_sld_open_mem is the caller's own (stream staging: a memory file
+ * the process created, never passed to the job or anyone else, mapped
+ * only by it, and written only by a fetch that has finished before the
+ * reader opens it): no one else can write it, so both reads see the same
+ * bytes. dst is private until the call returns (as for the fd path), and
+ * sl_aead_open wipes it when the tag does not match. */
+static SL_RESULT chunk_open_mem(sl_sld_reader *r, sl_aead *a, uint64_t i, uint8_t *dst, size_t plen)
+{
+	sl_err rc = SL_E_INTERNAL;
+	const sl_sld_header *h = r->h;
+	uint64_t off = h->len + i * ((uint64_t)h->chunk_size + SL_AEAD_TAG_LEN);
+	uint8_t nonce[SL_AEAD_MAX_NONCE_LEN], aad[SLD_AAD_LEN];
+
+	/* check_size held the length to the header's file size at open */
+	SL_ENSURE(off + plen + SL_AEAD_TAG_LEN <= r->src.len, SL_E_INTERNAL,
+	          "%s: chunk %llu lies past the end of memory", r->name, (unsigned long long)i);
+	sld_chunk_nonce(h->aead, i, nonce);
+	sld_chunk_aad(h->digest, i, i + 1 == h->chunk_count, aad);
+	rc = sl_aead_open(a, nonce, aad, sizeof(aad), r->src.mem + off, plen,
+	                  r->src.mem + off + plen, dst);
+	if (rc == SL_E_INTEGRITY)
+		rc = chunk_failed(r, i);
+out:
+	return rc;
+}
+
 /* Reads, authenticates and decrypts chunk i into dst (its plaintext length
  * in bytes). On failure dst holds no plaintext. */
 static SL_RESULT chunk_open(sl_sld_reader *r, sl_aead *a, uint64_t i, uint8_t *dst, uint8_t *bounce,
@@ -384,7 +469,13 @@ static SL_RESULT chunk_open(sl_sld_reader *r, sl_aead *a, uint64_t i, uint8_t *d
 {
 	size_t plen = sl_sld_chunk_plain_len(r->h, i);
 	bool gcm = sl_aead_id_of(a) == SL_AEAD_AES_256_GCM, reread = true;
-	sl_err rc = gcm && lease_held(r) ? chunk_open_mapped(r, a, i, dst, plen, &reread) : SL_OK;
+	sl_err rc = SL_OK;
+	if (r->src.fd < 0) {
+		rc = chunk_open_mem(r, a, i, dst, plen);
+		reread = false;
+	} else if (gcm && lease_held(r)) {
+		rc = chunk_open_mapped(r, a, i, dst, plen, &reread);
+	}
 	if (reread)
 		rc = bounce != NULL && gcm ? chunk_open_streamed(r, a, i, dst, plen, bounce)
 		                           : chunk_open_whole(r, a, i, dst, plen);
@@ -437,7 +528,8 @@ static SL_RESULT dec_worker_init(void *ctx, void **ws)
 
 	SL_ENSURE(w != NULL, SL_E_NOMEM, "allocating a decryption worker");
 	SL_GUARD(sl_aead_new(d->r->h->aead, sl_secret_data(d->r->file_key), &w->a));
-	if (d->r->h->aead == SL_AEAD_AES_256_GCM) {
+	/* memory is read in place: a bounce only for a file */
+	if (d->r->h->aead == SL_AEAD_AES_256_GCM && d->r->src.fd >= 0) {
 		SL_ENSURE(posix_memalign((void **)&w->bounce, 4096, BOUNCE_LEN) == 0, SL_E_NOMEM,
 		          "allocating a read buffer");
 		memset(w->bounce, 0, BOUNCE_LEN); /* fault it in before the timed work */

@@ -139,6 +139,15 @@ typedef struct sl_sld_reader sl_sld_reader;
  * SL_E_INTEGRITY for extra bytes). fd must support pread; it is not closed
  * by the reader and must stay open while the reader is used. */
 SL_MUST_USE sl_err sl_sld_open(int fd, const char *name, sl_secret *dek, sl_sld_reader **out);
+/* The same over len bytes of memory at base (the whole SLD file): the same
+ * checks and errors (a len short of the header's file size is
+ * SL_E_TRUNCATED, a longer one SL_E_INTEGRITY "extended"), and chunks are
+ * authenticated and decrypted straight from base into their destination,
+ * with no read and no bounce buffer. base must be the caller's private
+ * memory that nothing writes while the reader is used (sld_decrypt.c says
+ * why); it must outlive the reader. */
+SL_MUST_USE sl_err sl_sld_open_mem(const uint8_t *base, size_t len, const char *name,
+                                   sl_secret *dek, sl_sld_reader **out);
 /* Whether the running or last sl_sld_decrypt / sl_sld_decrypt_into of r
  * read every chunk from a mapping of the file. Where the kernel grants a
  * read lease (a read-only descriptor of a file on a local filesystem that

@@ -117,6 +117,11 @@ SL_MUST_USE sl_err sl_stage_pool_new(const char *dataset_id, uint64_t cap, sl_st
  * must fit in the stage's cap); on any error s is left empty (zeroed). */
 SL_MUST_USE sl_err sl_stage_sld_refill(int fd, const char *name, sl_secret *dek, unsigned threads,
                                        int (*interrupted)(void), sl_stage *s);
+/* The same from len bytes of the caller's private memory holding the
+ * whole SLD file (sl_sld_open_mem: no one else may write it meanwhile). */
+SL_MUST_USE sl_err sl_stage_sld_refill_mem(const uint8_t *base, size_t len, const char *name,
+                                           sl_secret *dek, unsigned threads,
+                                           int (*interrupted)(void), sl_stage *s);
 /* Zeroes what the pooled stage holds and leaves it empty. */
 SL_MUST_USE sl_err sl_stage_clear(sl_stage *s);
 

@@ -952,11 +952,22 @@ out:
 
 /* ---- parallel ranges -------------------------------------------------- */
 
+/* Where a fetch's bytes land: a descriptor (pwrite at the object's
+ * offsets), or cap bytes of the caller's memory (mem != NULL; copied in at
+ * the same offsets). Both are fed by the same transfers and judged by the
+ * same rules (judge), so every check on what the server sends holds for
+ * both. */
+struct fetch_sink {
+	int fd;
+	uint8_t *mem;
+	uint64_t cap;
+};
+
 struct xfer {
 	CURL *h;
 	struct curl_slist *hdrs;
 	uint64_t off, len, got;
-	int fd;
+	const struct fetch_sink *sink;
 	unsigned tries;
 	bool overflow, io_error;
 	struct watch w;
@@ -972,8 +983,20 @@ static size_t range_write(char *data, size_t sz, size_t n, void *ctx)
 		x->overflow = true;
 		return 0;
 	}
+	if (x->sink->mem != NULL) {
+		/* fetch_into checked off + len <= cap for every range; checked
+		 * again here, where the bytes are written */
+		if (x->off + x->got + k > x->sink->cap) {
+			x->overflow = true;
+			return 0;
+		}
+		memcpy(x->sink->mem + x->off + x->got, data, k);
+		x->got += k;
+		return k;
+	}
 	while (done < k) {
-		ssize_t w = pwrite(x->fd, data + done, k - done, (off_t)(x->off + x->got + done));
+		ssize_t w =
+		    pwrite(x->sink->fd, data + done, k - done, (off_t)(x->off + x->got + done));
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
@@ -1110,7 +1133,8 @@ static SL_RESULT judge(const sl_remote *r, const char *what, struct xfer *x, CUR
 	return SL_OK;
 }
 
-sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd)
+static SL_RESULT fetch_into(sl_remote *r, const char *object, uint64_t size,
+                            const struct fetch_sink *sink)
 {
 	sl_err rc = SL_E_INPUT;
 	char url[4096], what[1200];
@@ -1126,10 +1150,13 @@ sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd)
 		conns = MAX_CONNS;
 	SL_GUARD(sl_remote_object_url(r, object, url, sizeof(url)));
 	snprintf(what, sizeof(what), "%s%s", r->name, object);
+	SL_ENSURE(sink->mem == NULL || size <= sink->cap, SL_E_INTERNAL,
+	          "%s: %llu bytes into a buffer of %llu", what, (unsigned long long)size,
+	          (unsigned long long)sink->cap);
 	if (size == 0)
 		return SL_OK;
-	SL_ENSURE(ftruncate(fd, (off_t)size) == 0, SL_E_NOMEM, "%s: %llu bytes of memory: %s", what,
-	          (unsigned long long)size, strerror(errno));
+	SL_ENSURE(sink->mem != NULL || ftruncate(sink->fd, (off_t)size) == 0, SL_E_NOMEM,
+	          "%s: %llu bytes of memory: %s", what, (unsigned long long)size, strerror(errno));
 	xs = calloc(conns, sizeof(*xs));
 	m = curl_multi_init();
 	SL_ENSURE(xs != NULL && m != NULL, SL_E_NOMEM, "curl multi");
@@ -1143,7 +1170,7 @@ sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd)
 		for (unsigned i = 0; i < conns && next < n_ranges; i++) {
 			if (xs[i].h != NULL)
 				continue;
-			xs[i] = (struct xfer){.off = next * rs, .fd = fd};
+			xs[i] = (struct xfer){.off = next * rs, .sink = sink};
 			xs[i].len = size - xs[i].off < rs ? size - xs[i].off : rs;
 			next++;
 			SL_GUARD(start_xfer(r, m, &xs[i], url));
@@ -1195,4 +1222,19 @@ out:
 	if (m != NULL)
 		curl_multi_cleanup(m);
 	return rc;
+}
+
+sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd)
+{
+	struct fetch_sink sink = {.fd = fd};
+	return fetch_into(r, object, size, &sink);
+}
+
+sl_err sl_remote_fetch_mem(sl_remote *r, const char *object, uint64_t size, uint8_t *mem,
+                           uint64_t cap)
+{
+	struct fetch_sink sink = {.fd = -1, .mem = mem, .cap = cap};
+	if (mem == NULL)
+		return sl_err_set(SL_E_INTERNAL, "%s: no memory to fetch into", object);
+	return fetch_into(r, object, size, &sink);
 }

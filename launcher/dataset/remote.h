@@ -66,6 +66,13 @@ SL_MUST_USE sl_err sl_remote_get(sl_remote *r, const char *object, size_t max, u
  * parallel range requests; the store's Content-Range must name exactly
  * the range asked for and the object's total size must be size. */
 SL_MUST_USE sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd);
+/* The same fetch (the same requests, checks, retries and errors) into
+ * memory: exactly size bytes at mem[0..size), cap the memory's length
+ * (size > cap is SL_E_INTERNAL before any request). A server sending more
+ * than a range asked for is refused before a byte lands past the range;
+ * fewer is a short range, retried as for a descriptor. */
+SL_MUST_USE sl_err sl_remote_fetch_mem(sl_remote *r, const char *object, uint64_t size,
+                                       uint8_t *mem, uint64_t cap);
 /* While *flag is set, sl_remote_fetch stops within a second (SL_E_SYSTEM);
  * NULL: never. The flag must outlive its use (set NULL before freeing it). */
 void sl_remote_set_abort(sl_remote *r, const atomic_bool *flag);

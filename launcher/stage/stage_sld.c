@@ -112,14 +112,12 @@ out:
 	return rc;
 }
 
-sl_err sl_stage_sld_refill(int fd, const char *name, sl_secret *dek, unsigned threads,
-                           int (*interrupted)(void), sl_stage *s)
+/* Refills the pooled stage s from an opened reader (a file or memory). */
+static SL_RESULT refill(sl_sld_reader *r, unsigned threads, int (*interrupted)(void), sl_stage *s)
 {
 	sl_err rc = SL_E_INTERNAL;
-	sl_sld_reader *r = NULL;
 	struct sink_ctx c;
 
-	SL_GUARD(sl_sld_open(fd, name, dek, &r));
 	SL_GUARD(sl_stage_refill_begin(s, sl_sld_header_plaintext_len(sl_sld_reader_header(r))));
 	c = (struct sink_ctx){.stage = s, .h = sl_sld_reader_header(r), .interrupted = interrupted};
 	/* the in-order sink, not decryption in place: a job may still map this
@@ -127,6 +125,35 @@ sl_err sl_stage_sld_refill(int fd, const char *name, sl_secret *dek, unsigned th
 	 * tag is checked */
 	SL_GUARD(sl_sld_decrypt(r, threads, sink, &c, NULL, NULL));
 	SL_GUARD(sl_stage_refill_end(s));
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+sl_err sl_stage_sld_refill(int fd, const char *name, sl_secret *dek, unsigned threads,
+                           int (*interrupted)(void), sl_stage *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	sl_sld_reader *r = NULL;
+
+	SL_GUARD(sl_sld_open(fd, name, dek, &r));
+	SL_GUARD(refill(r, threads, interrupted, s));
+	rc = SL_OK;
+out:
+	if (rc != SL_OK && s->pooled && !s->wiped)
+		(void)!sl_stage_clear(s);
+	sl_sld_close(r);
+	return rc;
+}
+
+sl_err sl_stage_sld_refill_mem(const uint8_t *base, size_t len, const char *name, sl_secret *dek,
+                               unsigned threads, int (*interrupted)(void), sl_stage *s)
+{
+	sl_err rc = SL_E_INTERNAL;
+	sl_sld_reader *r = NULL;
+
+	SL_GUARD(sl_sld_open_mem(base, len, name, dek, &r));
+	SL_GUARD(refill(r, threads, interrupted, s));
 	rc = SL_OK;
 out:
 	if (rc != SL_OK && s->pooled && !s->wiped)

@@ -45,10 +45,24 @@ struct slot {
 
 /* A remote shard's ciphertext lands in one of two memory files kept for
  * the stream's life (one being decrypted, one being fetched into), each
- * sized once for the largest shard, so that no shard pays for allocating,
- * zeroing and freeing its ciphertext's pages; a fetch overwrites every
- * byte of the file or fails. Ciphertext only: the job never sees them. */
+ * sized once for the largest shard and mapped once (pages faulted in up
+ * front, left out of core dumps), so that no shard pays for allocating,
+ * zeroing and freeing its ciphertext's pages. The fetch copies what
+ * libcurl hands it straight into the mapping, and the SLD reader
+ * authenticates and decrypts straight from it (sl_sld_open_mem): no
+ * write() into the file and no read() back. A fetch overwrites the shard's
+ * every byte or fails. Ciphertext only, and the process's own: the
+ * descriptors are never handed to the job, and each mapping has one
+ * writer at a time (the fetch into it ends before its decryption starts,
+ * and the other fetch writes the other file), which sl_sld_open_mem
+ * requires. */
 #define N_CBUFS 2
+
+struct cbuf {
+	int fd;
+	uint8_t *map; /* cap bytes, MAP_SHARED */
+	uint64_t cap;
+};
 
 struct sl_stream {
 	pthread_mutex_t mu;
@@ -73,7 +87,7 @@ struct sl_stream {
 	bool running;
 	pthread_t thr;
 	sl_stream_stats st;
-	int cbuf[N_CBUFS]; /* remote: the ciphertext files (-1 for a local dataset) */
+	struct cbuf cbuf[N_CBUFS]; /* remote: the ciphertext files (fd -1 for a local dataset) */
 };
 
 static _Thread_local sl_stream *tl_stream;
@@ -196,17 +210,22 @@ static void wait_for_work(sl_stream *s, bool lingering)
 	(void)pthread_cond_timedwait(&s->cv, &s->mu, &ts);
 }
 
-/* Fetches shard i into the ciphertext file cfd and checks its header
+/* Fetches shard i into the ciphertext buffer cb and checks its header
  * against the manifest (as sl_tree_open_shard_at does for a fresh file). */
-static SL_RESULT fetch_remote(sl_stream *s, uint32_t i, int cfd, char *name, size_t cap)
+static SL_RESULT fetch_remote(sl_stream *s, uint32_t i, const struct cbuf *cb, char *name,
+                              size_t cap)
 {
 	sl_err rc = SL_E_IO;
 	sl_sldm_shard sh = sl_sldm_shard_at(s->m, i);
 	sl_sld_header *h = NULL;
 
 	snprintf(name, cap, "%s%s", sl_remote_name(s->remote), sh.name);
-	SL_GUARD(sl_remote_fetch(s->remote, sh.name, sh.file_size, cfd));
-	rc = sl_sld_header_read_fd(cfd, name, &h);
+	SL_GUARD(sl_remote_fetch_mem(s->remote, sh.name, sh.file_size, cb->map, cb->cap));
+	rc = sl_sld_header_parse(
+	    cb->map, sh.file_size < SL_SLD_HEADER_MAX ? (size_t)sh.file_size : SL_SLD_HEADER_MAX,
+	    &h);
+	if (rc != SL_OK)
+		sl_err_wrap(rc, "%s", name);
 	if (rc != SL_OK && rc != SL_E_NOMEM)
 		rc = sl_err_wrap(SL_E_INTEGRITY, "shard %u (%s)", i, sh.name);
 	if (rc != SL_OK)
@@ -237,7 +256,7 @@ struct prefetch {
 static void *prefetch_main(void *arg)
 {
 	struct prefetch *p = arg;
-	p->rc = fetch_remote(p->s, p->i, p->s->cbuf[p->cb], p->name, sizeof(p->name));
+	p->rc = fetch_remote(p->s, p->i, &p->s->cbuf[p->cb], p->name, sizeof(p->name));
 	if (p->rc != SL_OK)
 		snprintf(p->errmsg, sizeof(p->errmsg), "%s", sl_err_detail());
 	return NULL;
@@ -269,9 +288,9 @@ static SL_RESULT prefetch_take(struct prefetch *p, uint32_t i, int *cb, char *na
 	return SL_OK;
 }
 
-/* Shard i's SLD file open for decryption: a local shard opened (*fd, to
- * close), or a remote one in a ciphertext file (*fd borrowed from it,
- * *cb its index), fetched now unless the prefetch holds it. */
+/* Shard i's SLD file for decryption: a local shard opened (*fd, to close),
+ * or a remote one in a ciphertext buffer (*cb its index), fetched now
+ * unless the prefetch holds it. */
 static SL_RESULT shard_source(sl_stream *s, struct prefetch *pf, uint32_t i, int *fd, int *cb,
                               char *name, size_t cap)
 {
@@ -283,9 +302,8 @@ static SL_RESULT shard_source(sl_stream *s, struct prefetch *pf, uint32_t i, int
 	SL_GUARD(prefetch_take(pf, i, cb, name, cap));
 	if (*cb < 0) {
 		*cb = 0;
-		SL_GUARD(fetch_remote(s, i, s->cbuf[0], name, cap));
+		SL_GUARD(fetch_remote(s, i, &s->cbuf[0], name, cap));
 	}
-	*fd = s->cbuf[*cb];
 	rc = SL_OK;
 out:
 	return rc;
@@ -354,10 +372,14 @@ static void *stage_thread(void *arg)
 			rc = src;
 		if (rc == SL_OK && ahead < s->n)
 			prefetch_start(pf, ahead, (cb + 1) % N_CBUFS);
-		if (rc == SL_OK)
+		if (rc == SL_OK && cb >= 0)
+			rc = sl_stage_sld_refill_mem(
+			    s->cbuf[cb].map, (size_t)sl_sldm_shard_at(s->m, i).file_size, name,
+			    s->dek, s->threads, stream_interrupted, st);
+		else if (rc == SL_OK)
 			rc = sl_stage_sld_refill(fd, name, s->dek, s->threads, stream_interrupted,
 			                         st);
-		if (fd >= 0 && cb < 0)
+		if (fd >= 0)
 			close(fd);
 
 		pthread_mutex_lock(&s->mu);
@@ -390,12 +412,51 @@ static void *stage_thread(void *arg)
 	return NULL;
 }
 
+/* A ciphertext buffer of cap bytes: a memory file mapped once, its pages
+ * faulted in now (so that fetching writes into present pages), out of
+ * core dumps. */
+static SL_RESULT cbuf_new(const char *dataset_id, uint64_t cap, struct cbuf *cb)
+{
+	sl_err rc = SL_E_NOMEM;
+	void *p;
+
+	cb->cap = cap > 0 ? cap : 1;
+	SL_ENSURE(cb->cap <= SIZE_MAX, SL_E_NOMEM, "dataset %s: a shard of %llu bytes", dataset_id,
+	          (unsigned long long)cap);
+	cb->fd = memfd_create("seclaunch-shard", MFD_CLOEXEC);
+	SL_ENSURE(cb->fd >= 0, SL_E_NOMEM, "dataset %s: memory file: %s", dataset_id,
+	          strerror(errno));
+	SL_ENSURE(ftruncate(cb->fd, (off_t)cb->cap) == 0, SL_E_NOMEM,
+	          "dataset %s: %llu bytes of memory: %s", dataset_id, (unsigned long long)cb->cap,
+	          strerror(errno));
+	p = mmap(NULL, (size_t)cb->cap, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, cb->fd,
+	         0);
+	SL_ENSURE(p != MAP_FAILED, SL_E_NOMEM, "dataset %s: mapping %llu bytes: %s", dataset_id,
+	          (unsigned long long)cb->cap, strerror(errno));
+	cb->map = p;
+	SL_ENSURE(madvise(cb->map, (size_t)cb->cap, MADV_DONTDUMP) == 0, SL_E_SYSTEM,
+	          "dataset %s: madvise: %s", dataset_id, strerror(errno));
+	rc = SL_OK;
+out:
+	return rc;
+}
+
+static void cbuf_free(struct cbuf *cb)
+{
+	if (cb->map != NULL)
+		munmap(cb->map, (size_t)cb->cap);
+	if (cb->fd >= 0)
+		close(cb->fd);
+	cb->map = NULL;
+	cb->fd = -1;
+}
+
 sl_err sl_stream_new(int dfd, const char *dir, sl_remote *remote, const sl_sldm *m, sl_secret *dek,
                      uint64_t window, unsigned linger_ms, unsigned threads, sl_stream **out)
 {
 	sl_err rc = SL_E_NOMEM;
 	sl_stream *s = calloc(1, sizeof(*s));
-	uint64_t largest = 0;
+	uint64_t largest = 0, largest_file = 0;
 	pthread_condattr_t ca;
 
 	*out = NULL;
@@ -418,11 +479,14 @@ sl_err sl_stream_new(int dfd, const char *dir, sl_remote *remote, const sl_sldm 
 	s->n = sl_sldm_shard_count(m);
 	s->st.window = window;
 	for (unsigned k = 0; k < N_CBUFS; k++)
-		s->cbuf[k] = -1;
+		s->cbuf[k].fd = -1;
 	SL_GUARD(sl_sldm_authenticate(m, dek));
-	for (uint32_t i = 0; i < s->n; i++)
+	for (uint32_t i = 0; i < s->n; i++) {
 		if (shard_len(s, i) > largest)
 			largest = shard_len(s, i);
+		if (sl_sldm_shard_at(m, i).file_size > largest_file)
+			largest_file = sl_sldm_shard_at(m, i).file_size;
+	}
 	SL_ENSURE(largest <= window, SL_E_USAGE,
 	          "dataset %s: its largest shard holds %llu bytes, more than the --window of %llu",
 	          sl_sldm_dataset_id(m), (unsigned long long)largest, (unsigned long long)window);
@@ -433,11 +497,8 @@ sl_err sl_stream_new(int dfd, const char *dir, sl_remote *remote, const sl_sldm 
 	s->slots = calloc(s->n, sizeof(*s->slots));
 	SL_ENSURE(s->slots != NULL, SL_E_NOMEM, "stream staging");
 	SL_GUARD(sl_secret_from(sl_secret_data(dek), sl_secret_len(dek), &s->dek));
-	for (unsigned k = 0; remote != NULL && k < N_CBUFS; k++) {
-		s->cbuf[k] = memfd_create("seclaunch-shard", MFD_CLOEXEC);
-		SL_ENSURE(s->cbuf[k] >= 0, SL_E_NOMEM, "dataset %s: memory file: %s",
-		          sl_sldm_dataset_id(m), strerror(errno));
-	}
+	for (unsigned k = 0; remote != NULL && k < N_CBUFS; k++)
+		SL_GUARD(cbuf_new(sl_sldm_dataset_id(m), largest_file, &s->cbuf[k]));
 	if (remote != NULL)
 		sl_remote_set_abort(remote, &s->stop);
 	SL_ENSURE(pthread_create(&s->thr, NULL, stage_thread, s) == 0, SL_E_SYSTEM,
@@ -556,8 +617,7 @@ void sl_stream_free(sl_stream *s)
 	if (s->remote != NULL)
 		sl_remote_set_abort(s->remote, NULL);
 	for (unsigned k = 0; k < N_CBUFS; k++)
-		if (s->cbuf[k] >= 0)
-			close(s->cbuf[k]);
+		cbuf_free(&s->cbuf[k]);
 	free(s->slots);
 	free(s->free_bufs);
 	sl_secret_free(s->dek);

@@ -1,5 +1,7 @@
 /* libFuzzer: the SLD v1 header parser and everything that reads a parsed
- * header (accessors, sizes, the inspect JSON). */
+ * header (accessors, sizes, the inspect JSON), and opening the input as a
+ * whole SLD file in memory (sl_sld_open_mem: the header, key check, MAC
+ * and size checks over untrusted bytes). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,9 +10,23 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	static sl_secret *dek;
 	sl_sld_header *h = NULL;
-	if (sl_sld_header_parse(data, size, &h) != SL_OK)
+	sl_sld_reader *r = NULL;
+	if (dek == NULL) {
+		if (sl_crypto_init() != SL_OK || sl_secret_new(SL_SLD_DEK_LEN, &dek) != SL_OK)
+			abort();
+		memset(sl_secret_data(dek), 0x5a, SL_SLD_DEK_LEN);
+	}
+	/* from memory: a header that parses but was not made with this key is
+	 * refused; nothing opens that the parser refuses */
+	sl_err orc = sl_sld_open_mem(data, size, "fuzz.sld", dek, &r);
+	sl_sld_close(r);
+	if (sl_sld_header_parse(data, size, &h) != SL_OK) {
+		if (orc == SL_OK)
+			abort();
 		return 0;
+	}
 	/* invariants the parser promises */
 	size_t hl = sl_sld_header_len(h);
 	if (hl > size || memcmp(sl_sld_header_bytes(h), data, hl) != 0)

@@ -12,6 +12,8 @@ misbehave, the manifest is served as is unless the mode says otherwise:
   good       ranges served correctly
   lie        Content-Range names another range than the one asked
   short      a body shorter than the range (Content-Length agrees with it)
+  long       a body longer than the range: the range and 64 KiB more
+             (Content-Range names the range, Content-Length the longer body)
   stall      headers and a few bytes of the body, then nothing
   redirect   302 to another host, for every object
   swap       shards come from the folder given with --swap
@@ -211,6 +213,8 @@ class H(http.server.BaseHTTPRequestHandler):
             cr = "bytes %d-%d/%d" % (a + 1, b + 1, total)
         if shard and mode == "short":
             body = body[:len(body) // 2]
+        if shard and mode == "long":
+            body = body + os.urandom(65536)
         self.send_response(206)
         self.send_header("Content-Range", cr)
         self.send_header("Content-Length", str(len(body)))

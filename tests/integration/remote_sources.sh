@@ -103,6 +103,8 @@ bad "a Content-Range that names another range" 5 'Content-Range "bytes 1-.*" is 
 assert "... not retried" test "$(nreq lie shard-00000.sld)" -eq 1
 bad "short bodies" 5 "shard-00000.sld bytes 0-[0-9]+: [0-9]+ of [0-9]+ bytes arrived" short
 assert "... retried, then given up" test "$(nreq short shard-00000.sld)" -eq 5
+bad "bodies longer than their range" 5 "shard-00000.sld bytes 0-[0-9]+: the server sent more than the range asked for" long
+assert "... not retried" test "$(nreq long shard-00000.sld)" -eq 1
 t0=$(date +%s)
 bad "a stalled body" 5 "shard-00000.sld bytes 0-[0-9]+: stalled \(no data for 1 s\)" stall \
 	SECLAUNCH_REMOTE_STALL_S=1
@@ -204,6 +206,19 @@ EOF
 	assert "... every file through the job, byte for byte" same_sums "$T/s.sums"
 	check_err "a later shard of another copy of the dataset: exit 6 naming it" 6 \
 		"shard 1 \(shard-00001.sld\)" srun good "$T/w.sums" all kdsx
+	# the stream fetches straight into its mapped ciphertext buffers: the
+	# store's lies are refused there as they are for a descriptor, and a
+	# body longer than its range never lands past the range (the last
+	# range of the largest shard ends where the buffer ends)
+	check_err "stream: bodies longer than their range: exit 5, refused" 5 \
+		"shard-0000[0-9].sld bytes [0-9]+-[0-9]+: the server sent more than the range asked for" \
+		srun long "$T/l.sums" all
+	check_err "stream: a Content-Range naming another range: exit 5" 5 \
+		'Content-Range "bytes [0-9]+-.*" is not bytes' srun lie "$T/l.sums" all
+	check_err "stream: short bodies: exit 5 after the retries" 5 \
+		"bytes [0-9]+-[0-9]+: [0-9]+ of [0-9]+ bytes arrived" srun short "$T/l.sums" all
+	check_err "stream: 200 with the whole object for a partial range: exit 5" 5 \
+		"ignored the Range header" srun norange "$T/l.sums" all kds SECLAUNCH_REMOTE_RANGE=65536
 	t0=$(date +%s)
 	check "a store stalling on later shards, a job that reads one file: exit 0" 0 \
 		srun stalllate "$T/f.sums" first kds SECLAUNCH_REMOTE_STALL_S=30

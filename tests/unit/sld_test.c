@@ -49,15 +49,37 @@ static sl_err collect_sink(void *ctx, uint64_t i, const uint8_t *plain, size_t l
 	return SL_OK;
 }
 
-static sl_err decrypt_all(int fd, sl_secret *dek, unsigned threads, struct collect *c)
+/* The fd's bytes in memory of their own (exactly n bytes, so that a read
+ * past the end is caught by ASan), for sl_sld_open_mem. */
+static uint8_t *mem_copy(int fd, size_t *n)
+{
+	uint8_t *b = fd_bytes(fd, n);
+	uint8_t *m = malloc(*n > 0 ? *n : 1);
+	assert_non_null(m);
+	if (*n > 0)
+		memcpy(m, b, *n);
+	free(b);
+	return m;
+}
+
+static sl_err decrypt_all_from(bool mem, int fd, sl_secret *dek, unsigned threads,
+                               struct collect *c)
 {
 	sl_sld_reader *r = NULL;
-	sl_err rc = sl_sld_open(fd, "test.sld", dek, &r);
-	if (rc != SL_OK)
-		return rc;
-	rc = sl_sld_decrypt(r, threads, collect_sink, c, NULL, NULL);
+	size_t n = 0;
+	uint8_t *m = mem ? mem_copy(fd, &n) : NULL;
+	sl_err rc =
+	    mem ? sl_sld_open_mem(m, n, "test.sld", dek, &r) : sl_sld_open(fd, "test.sld", dek, &r);
+	if (rc == SL_OK)
+		rc = sl_sld_decrypt(r, threads, collect_sink, c, NULL, NULL);
 	sl_sld_close(r);
+	free(m);
 	return rc;
+}
+
+static sl_err decrypt_all(int fd, sl_secret *dek, unsigned threads, struct collect *c)
+{
+	return decrypt_all_from(false, fd, dek, threads, c);
 }
 
 static void round_trip(sl_aead_id aead, size_t n, unsigned threads)
@@ -79,13 +101,16 @@ static void round_trip(sl_aead_id aead, size_t n, unsigned threads)
 	assert_int_equal(fd_size(fd), sl_sld_header_len(h) + n + 16 * chunks);
 	sl_sld_header_free(h);
 
-	struct collect c = {.buf = malloc(n + 1), .cap = n, .fail_at = UINT64_MAX};
-	assert_int_equal(decrypt_all(fd, dek, threads, &c), SL_OK);
-	assert_int_equal(c.len, n);
-	assert_int_equal(c.next_index, chunks);
-	if (n > 0)
-		assert_memory_equal(c.buf, plain, n);
-	free(c.buf);
+	/* from the file, then from memory: the same plaintext */
+	for (int mem = 0; mem <= 1; mem++) {
+		struct collect c = {.buf = malloc(n + 1), .cap = n, .fail_at = UINT64_MAX};
+		assert_int_equal(decrypt_all_from(mem, fd, dek, threads, &c), SL_OK);
+		assert_int_equal(c.len, n);
+		assert_int_equal(c.next_index, chunks);
+		if (n > 0)
+			assert_memory_equal(c.buf, plain, n);
+		free(c.buf);
+	}
 	free(plain);
 	close(fd);
 	sl_secret_free(dek);
@@ -270,16 +295,25 @@ static void free_file(struct file *f)
 	sl_secret_free(f->dek);
 }
 
-/* Decrypts bytes with threads; expects want and a detail with needle; the
- * sink must have received exactly `good` chunks. */
+/* Decrypts bytes with threads, from a file and from memory; expects want
+ * and a detail with needle, the same error word for word from both; the
+ * sink must have received exactly `good` chunks, and no byte of a chunk
+ * that failed. */
 static void expect_decrypt(const uint8_t *bytes, size_t n, sl_secret *dek, unsigned threads,
                            sl_err want, const char *needle, uint64_t good)
 {
 	int fd = memfd_with(bytes, n);
-	struct collect c = {.buf = malloc(n + 1), .cap = n, .fail_at = UINT64_MAX};
-	expect_fail(decrypt_all(fd, dek, threads, &c), want, needle);
-	assert_int_equal(c.next_index, good);
-	free(c.buf);
+	char fd_detail[1024];
+	for (int mem = 0; mem <= 1; mem++) {
+		struct collect c = {.buf = malloc(n + 1), .cap = n, .fail_at = UINT64_MAX};
+		expect_fail(decrypt_all_from(mem, fd, dek, threads, &c), want, needle);
+		if (!mem)
+			snprintf(fd_detail, sizeof(fd_detail), "%s", sl_err_detail());
+		else
+			assert_string_equal(sl_err_detail(), fd_detail);
+		assert_int_equal(c.next_index, good);
+		free(c.buf);
+	}
 	close(fd);
 }
 
@@ -424,13 +458,16 @@ static sl_err log_done(void *ctx, uint64_t i, uint64_t done_bytes)
 	return SL_OK;
 }
 
+static bool into_from_mem; /* decrypt_into opens the bytes in memory */
+
 static sl_err decrypt_into(const uint8_t *bytes, size_t n, sl_secret *dek, unsigned threads,
                            uint8_t *dst, size_t dst_len, struct into_log *l)
 {
 	int fd = memfd_with(bytes, n);
 	sl_sld_reader *r = NULL;
 	sl_sld_into_ops ops = {.prepare = log_prepare, .done = log_done, .ctx = l};
-	sl_err rc = sl_sld_open(fd, "into.sld", dek, &r);
+	sl_err rc = into_from_mem ? sl_sld_open_mem(bytes, n, "into.sld", dek, &r)
+	                          : sl_sld_open(fd, "into.sld", dek, &r);
 	if (rc == SL_OK)
 		rc = sl_sld_decrypt_into(r, threads, dst, dst_len, &ops);
 	sl_sld_close(r);
@@ -509,6 +546,89 @@ static void test_decrypt_into_tamper(void **state)
 	}
 	free(b), free(dst), free(plain), close(fd);
 	sl_secret_free(dek);
+}
+
+/* ---- decryption from memory (sl_sld_open_mem) ---------------------------- */
+
+static void test_decrypt_into_from_mem(void **state)
+{
+	into_from_mem = true;
+	test_decrypt_into(state);
+	test_decrypt_into_tamper(state);
+	into_from_mem = false;
+}
+
+/* Random access from memory: the plaintext of the fd path; a chunk altered
+ * anywhere (first byte, middle, tag) is refused with the fd path's error,
+ * and the destination then holds no plaintext: it is wiped (zero), not
+ * left with what decryption wrote before the tag was checked. */
+static void test_mem_read_chunk(void **state)
+{
+	(void)state;
+	for (int a = SL_AEAD_AES_256_GCM; a <= SL_AEAD_XCHACHA20_POLY1305; a++) {
+		struct file f = {.plain_n = 3 * CS + 777};
+		f.plain = random_bytes(f.plain_n);
+		f.dek = new_dek();
+		sl_sld_encrypt_params p = {
+		    .dataset_id = "mem", .aead = (sl_aead_id)a, .chunk_size = CS};
+		int fd = encrypt_to_fd(f.dek, f.plain, f.plain_n, &p);
+		uint8_t *b = mem_copy(fd, &f.n);
+		f.hl = f.n - f.plain_n - 4 * 16;
+		uint8_t *buf = malloc(CS + 16), *fbuf = malloc(CS + 16);
+		for (uint64_t i = 0; i < 4; i++) {
+			size_t plen = i == 3 ? 777 : CS, len = 0, off = f.hl + i * (CS + 16);
+			sl_sld_reader *r = NULL, *rf = NULL;
+			assert_int_equal(sl_sld_open_mem(b, f.n, "mem.sld", f.dek, &r), SL_OK);
+			assert_int_equal(sl_sld_read_chunk(r, i, buf, CS + 16, &len), SL_OK);
+			assert_int_equal(len, plen);
+			assert_memory_equal(buf, f.plain + i * CS, plen);
+			const size_t flips[] = {off, off + plen / 2, off + plen + 15};
+			for (size_t k = 0; k < 3; k++) {
+				b[flips[k]] ^= 0x04;
+				int tfd = memfd_with(b, f.n);
+				assert_int_equal(sl_sld_open(tfd, "mem.sld", f.dek, &rf), SL_OK);
+				memset(fbuf, 0xAA, CS + 16);
+				assert_int_equal(sl_sld_read_chunk(rf, i, fbuf, CS + 16, &len),
+				                 SL_E_INTEGRITY);
+				char fd_detail[512];
+				snprintf(fd_detail, sizeof(fd_detail), "%s", sl_err_detail());
+				memset(buf, 0xAA, CS + 16);
+				assert_int_equal(sl_sld_read_chunk(r, i, buf, CS + 16, &len),
+				                 SL_E_INTEGRITY);
+				assert_string_equal(sl_err_detail(), fd_detail);
+				for (size_t z = 0; z < plen; z++)
+					assert_int_equal(buf[z], 0);
+				sl_sld_close(rf);
+				close(tfd);
+				b[flips[k]] ^= 0x04;
+			}
+			sl_sld_close(r);
+		}
+		/* a buffer shorter or longer than the header says, and none */
+		sl_sld_reader *r = NULL;
+		expect_fail(sl_sld_open_mem(b, f.n - 1, "mem.sld", f.dek, &r), SL_E_TRUNCATED,
+		            "truncated");
+		expect_fail(sl_sld_open_mem(b, f.hl - 1, "mem.sld", f.dek, &r), SL_E_TRUNCATED,
+		            "mem.sld");
+		/* nothing at all: what an empty file gives */
+		int efd = memfd_with(NULL, 0);
+		expect_fail(sl_sld_open(efd, "mem.sld", f.dek, &r), SL_E_FORMAT,
+		            "mem.sld: not an SLD");
+		close(efd);
+		expect_fail(sl_sld_open_mem(b, 0, "mem.sld", f.dek, &r), SL_E_FORMAT,
+		            "mem.sld: not an SLD");
+		expect_fail(sl_sld_open_mem(NULL, 0, "mem.sld", f.dek, &r), SL_E_FORMAT,
+		            "mem.sld: not an SLD");
+		uint8_t *longer = malloc(f.n + 1);
+		memcpy(longer, b, f.n), longer[f.n] = 0;
+		expect_fail(sl_sld_open_mem(longer, f.n + 1, "mem.sld", f.dek, &r), SL_E_INTEGRITY,
+		            "extended");
+		free(longer);
+		free(buf), free(fbuf), free(b);
+		close(fd);
+		free(f.plain);
+		sl_secret_free(f.dek);
+	}
 }
 
 /* ---- output files ----------------------------------------------------- */
@@ -819,6 +939,8 @@ int main(void)
 	    cmocka_unit_test(test_sink_error_stops),
 	    cmocka_unit_test(test_decrypt_into),
 	    cmocka_unit_test(test_decrypt_into_tamper),
+	    cmocka_unit_test(test_decrypt_into_from_mem),
+	    cmocka_unit_test(test_mem_read_chunk),
 	    cmocka_unit_test(test_outfile),
 	    cmocka_unit_test(test_mapped_decrypt),
 	    cmocka_unit_test(test_mapped_refused),
