@@ -178,7 +178,8 @@ typedef sl_err (*sl_sld_sink_fn)(void *ctx, uint64_t chunk_index, const uint8_t 
 /* Decrypts every chunk on threads threads (0 = online CPUs; the calling
  * thread is one of them and calls sink and progress), in order, to sink.
  * Memory: at most 2 x threads chunk buffers, wiped before free, and a
- * 1 MiB read buffer per thread (ciphertext only). The
+ * 1 MiB read buffer per thread (ciphertext only; none for a reader over
+ * memory, which is read in place). The
  * first failing chunk stops the run (SL_E_INTEGRITY "chunk N: ..."); the
  * sink has then received exactly the chunks before it. */
 SL_MUST_USE sl_err sl_sld_decrypt(sl_sld_reader *r, unsigned threads, sl_sld_sink_fn sink,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -1028,10 +1029,34 @@ static size_t range_header(char *data, size_t sz, size_t n, void *ctx)
 	return k;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* A memory sink's pages for bytes [off, off + len) made present and
+ * writable before the range's first byte arrives, one call per range
+ * rather than a fault per page inside the write callback; running out of
+ * memory is then an error here, not a fault mid-copy. Where the kernel
+ * lacks MADV_POPULATE_WRITE the copy faults them in as before. */
+static SL_RESULT sink_prepare(const struct fetch_sink *sink, uint64_t off, uint64_t len)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a, b;
+
+	if (sink->mem == NULL || len == 0)
+		return SL_OK;
+	a = (uintptr_t)(sink->mem + off) & ~(page - 1);
+	b = (uintptr_t)(sink->mem + off + len);
+	if (madvise((void *)a, b - a, MADV_POPULATE_WRITE) != 0 && errno == ENOMEM)
+		return sl_err_set(SL_E_NOMEM, "no memory for bytes %llu to %llu of a fetch",
+		                  (unsigned long long)off, (unsigned long long)(off + len));
+	return SL_OK;
+}
+
 static SL_RESULT start_xfer(sl_remote *r, CURLM *m, struct xfer *x, const char *url)
 {
 	sl_err rc = SL_E_NOMEM;
 
+	SL_GUARD(sink_prepare(x->sink, x->off, x->len));
 	x->got = 0;
 	x->overflow = x->io_error = false;
 	x->content_range[0] = '\0';

@@ -45,8 +45,10 @@ struct slot {
 
 /* A remote shard's ciphertext lands in one of two memory files kept for
  * the stream's life (one being decrypted, one being fetched into), each
- * sized once for the largest shard and mapped once (pages faulted in up
- * front, left out of core dumps), so that no shard pays for allocating,
+ * sized once for the largest shard and mapped once (out of core dumps;
+ * the fetch makes each range's pages present as the range starts, on the
+ * fetching thread, so that the first shard's fetch is not held up by
+ * faulting in both buffers first), so that no shard pays for allocating,
  * zeroing and freeing its ciphertext's pages. The fetch copies what
  * libcurl hands it straight into the mapping, and the SLD reader
  * authenticates and decrypts straight from it (sl_sld_open_mem): no
@@ -172,6 +174,29 @@ static bool expire(sl_stream *s, uint64_t ahead)
 			any = true;
 	}
 	return any;
+}
+
+/* Staging ahead with no emptied buffer at hand: a lingering shard idle
+ * past STREAM_REUSE_NS and never taken back (the longest idle one) gives
+ * way now, though the window has room for a new buffer: emptying its
+ * buffer in place costs a pass of zeroing, a new one faulting and locking
+ * every page now and one more buffer to zero and free when the stream
+ * ends (together several times that). A reader going file by file takes a
+ * shard back long before STREAM_REUSE_NS. Called locked. */
+static void reclaim_idle(sl_stream *s)
+{
+	uint64_t now = sl_now_ns(), oldest = now;
+	uint32_t pick_k = s->n;
+	for (uint32_t k = 0; k < s->n; k++) {
+		const struct slot *sl = &s->slots[k];
+		if (sl->lingering && !sl->reused && now - sl->idle_at >= STREAM_REUSE_NS &&
+		    sl->idle_at <= oldest) {
+			oldest = sl->idle_at;
+			pick_k = k;
+		}
+	}
+	if (pick_k < s->n)
+		drop(s, pick_k);
 }
 
 /* A reader waits for shard `want`: lingering shards give way first, then
@@ -351,6 +376,8 @@ static void *stage_thread(void *arg)
 		s->reserved += len;
 		if (s->reserved > s->st.peak)
 			s->st.peak = s->reserved;
+		if (s->n_free == 0)
+			reclaim_idle(s);
 		sl_stage *st = s->n_free > 0 ? s->free_bufs[--s->n_free] : NULL;
 		pthread_mutex_unlock(&s->mu);
 
@@ -412,9 +439,7 @@ static void *stage_thread(void *arg)
 	return NULL;
 }
 
-/* A ciphertext buffer of cap bytes: a memory file mapped once, its pages
- * faulted in now (so that fetching writes into present pages), out of
- * core dumps. */
+/* A ciphertext buffer of cap bytes: a memory file mapped once. */
 static SL_RESULT cbuf_new(const char *dataset_id, uint64_t cap, struct cbuf *cb)
 {
 	sl_err rc = SL_E_NOMEM;
@@ -429,13 +454,15 @@ static SL_RESULT cbuf_new(const char *dataset_id, uint64_t cap, struct cbuf *cb)
 	SL_ENSURE(ftruncate(cb->fd, (off_t)cb->cap) == 0, SL_E_NOMEM,
 	          "dataset %s: %llu bytes of memory: %s", dataset_id, (unsigned long long)cb->cap,
 	          strerror(errno));
-	p = mmap(NULL, (size_t)cb->cap, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, cb->fd,
-	         0);
+	p = mmap(NULL, (size_t)cb->cap, PROT_READ | PROT_WRITE, MAP_SHARED, cb->fd, 0);
 	SL_ENSURE(p != MAP_FAILED, SL_E_NOMEM, "dataset %s: mapping %llu bytes: %s", dataset_id,
 	          (unsigned long long)cb->cap, strerror(errno));
 	cb->map = p;
-	SL_ENSURE(madvise(cb->map, (size_t)cb->cap, MADV_DONTDUMP) == 0, SL_E_SYSTEM,
-	          "dataset %s: madvise: %s", dataset_id, strerror(errno));
+	/* out of core dumps, and out of any child forked before it execs the
+	 * job: the mapping stays this process's alone */
+	SL_ENSURE(madvise(cb->map, (size_t)cb->cap, MADV_DONTDUMP) == 0 &&
+	              madvise(cb->map, (size_t)cb->cap, MADV_DONTFORK) == 0,
+	          SL_E_SYSTEM, "dataset %s: madvise: %s", dataset_id, strerror(errno));
 	rc = SL_OK;
 out:
 	return rc;
