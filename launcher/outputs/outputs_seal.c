@@ -61,8 +61,10 @@ static SL_RESULT shard_sealed(void *ctx, const char *dir, const char *name, int 
 	          sl_report_lease_reason(sp->O->x.rep));
 	SL_GUARD(sl_out_up_add(sp->up, name, fd, size));
 	/* its descriptor keeps the ciphertext until the PUT; the name goes now */
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	(void)unlink(p); /* lint: trusted path (root's staging folder) */
+	if (dir != NULL) {
+		snprintf(p, sizeof(p), "%s/%s", dir, name);
+		(void)unlink(p); /* lint: trusted path (root's staging folder) */
+	}
 	rc = SL_OK;
 out:
 	return rc;
@@ -143,7 +145,7 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	sl_tree_stats st;
 	const char *tmp = getenv("TMPDIR");
 	int sfd = -1;
-	uint64_t shard_size = 0, uploads = SL_OUT_UPLOADS_DEFAULT;
+	uint64_t shard_size = 0, uploads = SL_OUT_UPLOADS_DEFAULT, in_mem = 0;
 	struct seal_pipe sp = {.O = O, .o = o};
 
 	/* the output keys are under the lease of every key: once it ended,
@@ -167,19 +169,24 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	}
 	snprintf(ck, sizeof(ck), "ckpt-%08llu", (unsigned long long)seq);
 	if (o->remote) {
-		/* ciphertext only, staged on disk before the upload */
+		/* ciphertext only: the shards in memory files (with
+		 * SECLAUNCH_OUTPUT_STAGE_MEMORY=0 in files here) until uploaded,
+		 * the manifest in this folder under root's TMPDIR */
 		snprintf(stage, sizeof(stage), "%s/seclaunch-seal.XXXXXX",
 		         tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
 		SL_ENSURE(mkdtemp(stage) != NULL, SL_E_SYSTEM, "%s: %s", stage, strerror(errno));
 		snprintf(outdir, sizeof(outdir), "%s/%s", stage, ck);
 		SL_GUARD(env_num("SECLAUNCH_OUTPUT_SHARD_SIZE", SL_SLD_CHUNK_MIN, (uint64_t)1 << 40,
-		                 0, &shard_size));
+		                 SL_OUT_REMOTE_SHARD, &shard_size));
 		SL_GUARD(env_num("SECLAUNCH_OUTPUT_UPLOADS", 1, SL_OUT_UPLOADS_MAX,
 		                 SL_OUT_UPLOADS_DEFAULT, &uploads));
 		/* each shard goes up as soon as it is sealed, while the next is */
 		snprintf(url, sizeof(url), "%s%s/", o->dest, ck);
 		O->x.remote->quiet = sl_cli_quiet;
-		SL_GUARD(sl_out_up_start(url, O->x.remote, (unsigned)uploads, &sp.up));
+		SL_GUARD(env_num("SECLAUNCH_OUTPUT_STAGE_MEMORY", 0, 1, 1, &in_mem));
+		/* in memory files: at most a few shards ahead of the uploads */
+		SL_GUARD(sl_out_up_start(url, O->x.remote, (unsigned)uploads,
+		                         in_mem ? (size_t)uploads + SL_OUT_MEM_AHEAD : 0, &sp.up));
 	} else {
 		SL_GUARD(sl_out_mkdir_p(o->dest));
 		snprintf(outdir, sizeof(outdir), "%s/%s", o->dest, ck);
@@ -196,6 +203,7 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	    .shard_size = shard_size,
 	    .shard_done = o->remote ? shard_sealed : NULL,
 	    .shard_ctx = &sp,
+	    .mem_shards = o->remote && in_mem,
 	    .beneath = true,
 	    .beneath_fd = O->dir.fd,
 	    .beneath_name = O->dir.path,
