@@ -52,6 +52,10 @@ struct sl_outputs {
 	uint64_t requests;
 	sl_preempt *pre;
 	int forwarded;
+	/* the final seal: the job is gone, so an output's plaintext is wiped
+	 * as soon as it is sealed, while its shards are still going up (an
+	 * upload that fails then loses nothing the end would have kept) */
+	bool final;
 };
 
 /* outputs_dest.c: the sequence LATEST names at dest (0: none yet); a

@@ -218,6 +218,9 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	          .threads = O->x.threads},
 	};
 	SL_GUARD(sl_tree_encrypt(o->key.dek, &t, &st));
+	/* the end wipes it anyway; now, it overlaps the uploads */
+	if (O->final && sl_memdir_wipe_sub(&O->dir, o->name) != SL_OK)
+		fprintf(stderr, "seclaunch %s: warning: %s\n", O->x.rep->cmd, sl_err_detail());
 	if (o->remote) {
 		/* every shard in the store before the manifest names them */
 		SL_GUARD(sl_out_up_wait(sp.up));
@@ -575,6 +578,7 @@ int sl_out_finish(struct sl_outputs **Op, int job_code)
 		free_all(Op);
 		return job_code;
 	}
+	O->final = true;
 	sl_err rc = seal_all(O, preempted ? "preemption" : "exit");
 	snprintf(msg, sizeof(msg), "%s", rc != SL_OK ? sl_err_detail() : "");
 	bool sealed_any = false;
