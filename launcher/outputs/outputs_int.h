@@ -77,8 +77,7 @@ void sl_out_resume_free(struct out_one *o);
  * files), and returns the first failure of any PUT so far; wait
  * joins every thread after the last PUT and returns that failure; free
  * stops what is not under way yet, joins every thread and closes what is
- * left (NULL-safe). The handle's store is there for the manifest and
- * LATEST, after wait. */
+ * left (NULL-safe). */
 #define SL_OUT_UPLOADS_MAX 8u
 #define SL_OUT_UPLOADS_DEFAULT 4u
 /* shards sealed ahead of the uploads, beyond one per upload, when staged
@@ -92,7 +91,12 @@ SL_MUST_USE sl_err sl_out_up_start(const char *url, const sl_remote_opts *ro, un
                                    size_t max_pending, sl_out_up **out);
 SL_MUST_USE sl_err sl_out_up_add(sl_out_up *u, const char *name, int fd, uint64_t size);
 SL_MUST_USE sl_err sl_out_up_wait(sl_out_up *u);
-sl_remote *sl_out_up_remote(sl_out_up *u);
+/* After wait: DIR/manifest.sldm, once every shard is in the store. */
+SL_MUST_USE sl_err sl_out_up_put_manifest(sl_out_up *u, const char *dir);
+/* A number from the environment (for measuring and tests), min..max
+ * (SL_E_USAGE otherwise), def when unset. */
+SL_MUST_USE sl_err sl_out_env_num(const char *name, uint64_t min, uint64_t max, uint64_t def,
+                                  uint64_t *v);
 void sl_out_up_free(sl_out_up *u);
 
 #endif

@@ -70,44 +70,6 @@ out:
 	return rc;
 }
 
-/* The manifest, once every shard is in the store; LATEST is the caller's,
- * last. */
-static SL_RESULT put_manifest(sl_remote *r, const char *dir)
-{
-	sl_err rc = SL_E_IO;
-	char p[4200];
-	struct stat st;
-	int fd;
-
-	snprintf(p, sizeof(p), "%s/%s", dir, SL_SLDM_NAME);
-	fd = open(p, O_RDONLY | O_CLOEXEC); /* lint: trusted path (root's staging folder) */
-	SL_ENSURE(fd >= 0 && fstat(fd, &st) == 0, SL_E_IO, "%s: %s", p, strerror(errno));
-	SL_GUARD(sl_remote_put(r, SL_SLDM_NAME, fd, (uint64_t)st.st_size));
-	rc = SL_OK;
-out:
-	if (fd >= 0)
-		close(fd);
-	return rc;
-}
-
-/* A positive number from the environment (for measuring and tests), def
- * when unset. */
-static SL_RESULT env_num(const char *name, uint64_t min, uint64_t max, uint64_t def, uint64_t *v)
-{
-	const char *s = getenv(name);
-	char *end = NULL;
-	*v = def;
-	if (s == NULL || s[0] == '\0')
-		return SL_OK;
-	errno = 0;
-	unsigned long long n = strtoull(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || n < min || n > max)
-		return sl_err_set(SL_E_USAGE, "%s=%s: must be %llu..%llu", name, s,
-		                  (unsigned long long)min, (unsigned long long)max);
-	*v = n;
-	return SL_OK;
-}
-
 static SL_RESULT put_latest(struct sl_outputs *O, struct out_one *o, uint64_t seq)
 {
 	sl_err rc = SL_E_IO;
@@ -176,14 +138,14 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 		         tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
 		SL_ENSURE(mkdtemp(stage) != NULL, SL_E_SYSTEM, "%s: %s", stage, strerror(errno));
 		snprintf(outdir, sizeof(outdir), "%s/%s", stage, ck);
-		SL_GUARD(env_num("SECLAUNCH_OUTPUT_SHARD_SIZE", SL_SLD_CHUNK_MIN, (uint64_t)1 << 40,
-		                 SL_OUT_REMOTE_SHARD, &shard_size));
-		SL_GUARD(env_num("SECLAUNCH_OUTPUT_UPLOADS", 1, SL_OUT_UPLOADS_MAX,
-		                 SL_OUT_UPLOADS_DEFAULT, &uploads));
+		SL_GUARD(sl_out_env_num("SECLAUNCH_OUTPUT_SHARD_SIZE", SL_SLD_CHUNK_MIN,
+		                        (uint64_t)1 << 40, SL_OUT_REMOTE_SHARD, &shard_size));
+		SL_GUARD(sl_out_env_num("SECLAUNCH_OUTPUT_UPLOADS", 1, SL_OUT_UPLOADS_MAX,
+		                        SL_OUT_UPLOADS_DEFAULT, &uploads));
 		/* each shard goes up as soon as it is sealed, while the next is */
 		snprintf(url, sizeof(url), "%s%s/", o->dest, ck);
 		O->x.remote->quiet = sl_cli_quiet;
-		SL_GUARD(env_num("SECLAUNCH_OUTPUT_STAGE_MEMORY", 0, 1, 1, &in_mem));
+		SL_GUARD(sl_out_env_num("SECLAUNCH_OUTPUT_STAGE_MEMORY", 0, 1, 1, &in_mem));
 		/* in memory files: at most a few shards ahead of the uploads */
 		SL_GUARD(sl_out_up_start(url, O->x.remote, (unsigned)uploads,
 		                         in_mem ? (size_t)uploads + SL_OUT_MEM_AHEAD : 0, &sp.up));
@@ -224,7 +186,7 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	if (o->remote) {
 		/* every shard in the store before the manifest names them */
 		SL_GUARD(sl_out_up_wait(sp.up));
-		SL_GUARD(put_manifest(sl_out_up_remote(sp.up), outdir));
+		SL_GUARD(sl_out_up_put_manifest(sp.up, outdir));
 	}
 	SL_GUARD(put_latest(O, o, seq));
 	o->sealed_seq = seq;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "outputs_int.h"
@@ -94,9 +95,38 @@ out:
 	return rc;
 }
 
-sl_remote *sl_out_up_remote(sl_out_up *u)
+sl_err sl_out_up_put_manifest(sl_out_up *u, const char *dir)
 {
-	return u->r;
+	sl_err rc = SL_E_IO;
+	char p[4200];
+	struct stat st;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, SL_SLDM_NAME);
+	fd = open(p, O_RDONLY | O_CLOEXEC); /* lint: trusted path (root's staging folder) */
+	SL_ENSURE(fd >= 0 && fstat(fd, &st) == 0, SL_E_IO, "%s: %s", p, strerror(errno));
+	SL_GUARD(sl_remote_put(u->r, SL_SLDM_NAME, fd, (uint64_t)st.st_size));
+	rc = SL_OK;
+out:
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+sl_err sl_out_env_num(const char *name, uint64_t min, uint64_t max, uint64_t def, uint64_t *v)
+{
+	const char *s = getenv(name);
+	char *end = NULL;
+	*v = def;
+	if (s == NULL || s[0] == '\0')
+		return SL_OK;
+	errno = 0;
+	unsigned long long n = strtoull(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || n < min || n > max)
+		return sl_err_set(SL_E_USAGE, "%s=%s: must be %llu..%llu", name, s,
+		                  (unsigned long long)min, (unsigned long long)max);
+	*v = n;
+	return SL_OK;
 }
 
 sl_err sl_out_up_add(sl_out_up *u, const char *name, int fd, uint64_t size)
