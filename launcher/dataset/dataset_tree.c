@@ -630,20 +630,24 @@ static SL_RESULT write_shards(sl_secret *dek, const sl_tree_encrypt_opts *o,
 		snprintf(name[k], sizeof(name[k]), "shard-%05u.sld", index + k);
 		SL_ENSURE(snprintf(path, sizeof(path), "%s/%s", dir, name[k]) < (int)sizeof(path),
 		          SL_E_INPUT, "%s: path too long", dir);
-		fd[k] = open(path, /* lint: trusted path (the new dataset folder, -o or DEST) */
-		             O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (o->mem_shards)
+			fd[k] = memfd_create(name[k], MFD_CLOEXEC);
+		else
+			fd[k] = open(path, /* lint: trusted path (the new dataset folder) */
+			             O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 		SL_ENSURE(fd[k] >= 0, SL_E_IO, "%s: %s", path, strerror(errno));
 	}
 	SL_GUARD(sl_sld_encrypt_files(dek, p, n, lens, fd, src,
 	                              o->no_fsync ? 0 : SL_SLD_WRITE_BEHIND, h));
-	for (uint32_t k = 0; k < n && !o->no_fsync; k++)
+	for (uint32_t k = 0; k < n && !o->no_fsync && !o->mem_shards; k++)
 		SL_ENSURE(fsync(fd[k]) == 0, SL_E_IO, "%s/%s: fsync: %s", dir, name[k],
 		          strerror(errno));
 	for (uint32_t k = 0; k < n; k++) {
 		uint64_t size = sl_sld_header_file_size(h[k]);
 		SL_GUARD(sl_sldm_builder_add_shard(b, name[k], h[k], size));
 		if (o->shard_done != NULL)
-			SL_GUARD(o->shard_done(o->shard_ctx, dir, name[k], fd[k], size));
+			SL_GUARD(o->shard_done(o->shard_ctx, o->mem_shards ? NULL : dir, name[k],
+			                       fd[k], size));
 	}
 	rc = SL_OK;
 out:
@@ -769,6 +773,8 @@ sl_err sl_tree_encrypt(sl_secret *dek, const sl_tree_encrypt_opts *o, sl_tree_st
 	          "'-' (a stream on standard input) cannot be mixed with other inputs");
 	SL_ENSURE(o->shard_size == 0 || o->shard_size >= SL_SLD_CHUNK_MIN, SL_E_USAGE,
 	          "--shard-size: at least 64K");
+	SL_ENSURE(!o->mem_shards || o->shard_done != NULL, SL_E_INTERNAL,
+	          "memory shards with no one to hand them to");
 	SL_GUARD(check_target(o->out_dir, o->force));
 	if (!stream)
 		SL_GUARD(collect(o, &l));

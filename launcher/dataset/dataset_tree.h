@@ -49,6 +49,9 @@ typedef struct sl_tree_encrypt_opts {
 	 * be; NULL: none. */
 	sl_err (*shard_done)(void *ctx, const char *dir, const char *name, int fd, uint64_t size);
 	void *shard_ctx;
+	/* with shard_done: each shard is a memory file, never named on disk
+	 * (dir is NULL in the call); out_dir receives the manifest alone */
+	bool mem_shards;
 	/* dataset id, AEAD, chunk size, threads; its key reference goes into
 	 * the manifest, never into a shard */
 	sl_sld_encrypt_params p;

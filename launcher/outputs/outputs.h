@@ -170,6 +170,9 @@ SL_MUST_USE sl_err sl_memdir_create(sl_memdir *d, bool ns, uint64_t limit, uid_t
  * descriptors (seclaunch/fsat.h) that never follows a link nor leaves the
  * folder's file system, whatever the job renames meanwhile. */
 SL_MUST_USE sl_err sl_memdir_wipe(sl_memdir *d);
+/* The same for what the folder's subfolder name holds (it stays, empty):
+ * an output the job can no longer write to, wiped once sealed. */
+SL_MUST_USE sl_err sl_memdir_wipe_sub(sl_memdir *d, const char *name);
 /* Total bytes and regular files below the folder dirfd (what names it),
  * links not followed. */
 SL_MUST_USE sl_err sl_dir_usage(int dirfd, const char *what, uint64_t *bytes, uint32_t *files);

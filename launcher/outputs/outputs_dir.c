@@ -225,6 +225,40 @@ static int remove_named(const sl_memdir *d)
 	return r;
 }
 
+/* Passes of the walk until one finds nothing: a name the job renamed
+ * while a pass listed its folder can escape that pass. */
+static void wipe_passes(int fd, const char *what, struct wipe *w)
+{
+	for (int pass = 0; pass < 4 && fd >= 0; pass++) {
+		w->seen = 0;
+		sl_err r = sl_fsat_walk(fd, 0, 0, false, wipe_one, w, what);
+		if (r != SL_OK && w->first == SL_OK) {
+			w->first = r;
+			snprintf(w->msg, sizeof(w->msg), "%s", sl_err_detail());
+		}
+		if (w->seen == 0)
+			break;
+	}
+}
+
+sl_err sl_memdir_wipe_sub(sl_memdir *d, const char *name)
+{
+	sl_err rc = SL_E_SYSTEM;
+	char what[sizeof(d->path) + 80];
+	struct wipe w = {.what = what};
+	int fd = -1;
+
+	snprintf(what, sizeof(what), "%s/%s", d->path, name);
+	SL_GUARD(sl_fsat_open_dir(d->fd, name, 0, d->path, &fd));
+	wipe_passes(fd, what, &w);
+	SL_ENSURE(w.first == SL_OK, w.first, "%s: wiping: %s", what, w.msg);
+	rc = SL_OK;
+out:
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
 sl_err sl_memdir_wipe(sl_memdir *d)
 {
 	sl_err rc = SL_OK;
@@ -232,18 +266,7 @@ sl_err sl_memdir_wipe(sl_memdir *d)
 
 	if (d->path[0] == '\0')
 		return SL_OK;
-	/* a name the job renamed while a pass listed its folder can escape
-	 * that pass: again until a pass finds nothing */
-	for (int pass = 0; pass < 4 && d->fd >= 0; pass++) {
-		w.seen = 0;
-		sl_err r = sl_fsat_walk(d->fd, 0, 0, false, wipe_one, &w, d->path);
-		if (r != SL_OK && w.first == SL_OK) {
-			w.first = r;
-			snprintf(w.msg, sizeof(w.msg), "%s", sl_err_detail());
-		}
-		if (w.seen == 0)
-			break;
-	}
+	wipe_passes(d->fd, d->path, &w);
 	if (w.first != SL_OK)
 		rc = sl_err_set(w.first, "%s: wiping: %s", d->path, w.msg);
 	if (d->mounted) {

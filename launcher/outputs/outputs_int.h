@@ -52,6 +52,10 @@ struct sl_outputs {
 	uint64_t requests;
 	sl_preempt *pre;
 	int forwarded;
+	/* the final seal: the job is gone, so an output's plaintext is wiped
+	 * as soon as it is sealed, while its shards are still going up (an
+	 * upload that fails then loses nothing the end would have kept) */
+	bool final;
 };
 
 /* outputs_dest.c: the sequence LATEST names at dest (0: none yet); a
@@ -68,19 +72,31 @@ void sl_out_resume_free(struct out_one *o);
 
 /* outputs_upload.c: a sealed output's shards PUT while the rest is
  * sealed, by up to `threads` uploads at once. add queues one (its
- * descriptor dup'd) and returns the first failure of any PUT so far; wait
+ * descriptor dup'd), first waiting while max_pending of them are queued or
+ * under way (0: never; what bounds the memory of shards staged in memory
+ * files), and returns the first failure of any PUT so far; wait
  * joins every thread after the last PUT and returns that failure; free
  * stops what is not under way yet, joins every thread and closes what is
- * left (NULL-safe). The handle's store is there for the manifest and
- * LATEST, after wait. */
+ * left (NULL-safe). */
 #define SL_OUT_UPLOADS_MAX 8u
-#define SL_OUT_UPLOADS_DEFAULT 3u
+#define SL_OUT_UPLOADS_DEFAULT 4u
+/* shards sealed ahead of the uploads, beyond one per upload, when staged
+ * in memory files */
+#define SL_OUT_MEM_AHEAD 4u
+/* a remote output's shard: small enough that the first PUT starts soon
+ * and several go up at once, large enough to keep requests few */
+#define SL_OUT_REMOTE_SHARD ((uint64_t)64 << 20)
 typedef struct sl_out_up sl_out_up;
 SL_MUST_USE sl_err sl_out_up_start(const char *url, const sl_remote_opts *ro, unsigned threads,
-                                   sl_out_up **out);
+                                   size_t max_pending, sl_out_up **out);
 SL_MUST_USE sl_err sl_out_up_add(sl_out_up *u, const char *name, int fd, uint64_t size);
 SL_MUST_USE sl_err sl_out_up_wait(sl_out_up *u);
-sl_remote *sl_out_up_remote(sl_out_up *u);
+/* After wait: DIR/manifest.sldm, once every shard is in the store. */
+SL_MUST_USE sl_err sl_out_up_put_manifest(sl_out_up *u, const char *dir);
+/* A number from the environment (for measuring and tests), min..max
+ * (SL_E_USAGE otherwise), def when unset. */
+SL_MUST_USE sl_err sl_out_env_num(const char *name, uint64_t min, uint64_t max, uint64_t def,
+                                  uint64_t *v);
 void sl_out_up_free(sl_out_up *u);
 
 #endif

@@ -61,49 +61,13 @@ static SL_RESULT shard_sealed(void *ctx, const char *dir, const char *name, int 
 	          sl_report_lease_reason(sp->O->x.rep));
 	SL_GUARD(sl_out_up_add(sp->up, name, fd, size));
 	/* its descriptor keeps the ciphertext until the PUT; the name goes now */
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	(void)unlink(p); /* lint: trusted path (root's staging folder) */
+	if (dir != NULL) {
+		snprintf(p, sizeof(p), "%s/%s", dir, name);
+		(void)unlink(p); /* lint: trusted path (root's staging folder) */
+	}
 	rc = SL_OK;
 out:
 	return rc;
-}
-
-/* The manifest, once every shard is in the store; LATEST is the caller's,
- * last. */
-static SL_RESULT put_manifest(sl_remote *r, const char *dir)
-{
-	sl_err rc = SL_E_IO;
-	char p[4200];
-	struct stat st;
-	int fd;
-
-	snprintf(p, sizeof(p), "%s/%s", dir, SL_SLDM_NAME);
-	fd = open(p, O_RDONLY | O_CLOEXEC); /* lint: trusted path (root's staging folder) */
-	SL_ENSURE(fd >= 0 && fstat(fd, &st) == 0, SL_E_IO, "%s: %s", p, strerror(errno));
-	SL_GUARD(sl_remote_put(r, SL_SLDM_NAME, fd, (uint64_t)st.st_size));
-	rc = SL_OK;
-out:
-	if (fd >= 0)
-		close(fd);
-	return rc;
-}
-
-/* A positive number from the environment (for measuring and tests), def
- * when unset. */
-static SL_RESULT env_num(const char *name, uint64_t min, uint64_t max, uint64_t def, uint64_t *v)
-{
-	const char *s = getenv(name);
-	char *end = NULL;
-	*v = def;
-	if (s == NULL || s[0] == '\0')
-		return SL_OK;
-	errno = 0;
-	unsigned long long n = strtoull(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || n < min || n > max)
-		return sl_err_set(SL_E_USAGE, "%s=%s: must be %llu..%llu", name, s,
-		                  (unsigned long long)min, (unsigned long long)max);
-	*v = n;
-	return SL_OK;
 }
 
 static SL_RESULT put_latest(struct sl_outputs *O, struct out_one *o, uint64_t seq)
@@ -143,7 +107,7 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	sl_tree_stats st;
 	const char *tmp = getenv("TMPDIR");
 	int sfd = -1;
-	uint64_t shard_size = 0, uploads = SL_OUT_UPLOADS_DEFAULT;
+	uint64_t shard_size = 0, uploads = SL_OUT_UPLOADS_DEFAULT, in_mem = 0;
 	struct seal_pipe sp = {.O = O, .o = o};
 
 	/* the output keys are under the lease of every key: once it ended,
@@ -167,19 +131,24 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	}
 	snprintf(ck, sizeof(ck), "ckpt-%08llu", (unsigned long long)seq);
 	if (o->remote) {
-		/* ciphertext only, staged on disk before the upload */
+		/* ciphertext only: the shards in memory files (with
+		 * SECLAUNCH_OUTPUT_STAGE_MEMORY=0 in files here) until uploaded,
+		 * the manifest in this folder under root's TMPDIR */
 		snprintf(stage, sizeof(stage), "%s/seclaunch-seal.XXXXXX",
 		         tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
 		SL_ENSURE(mkdtemp(stage) != NULL, SL_E_SYSTEM, "%s: %s", stage, strerror(errno));
 		snprintf(outdir, sizeof(outdir), "%s/%s", stage, ck);
-		SL_GUARD(env_num("SECLAUNCH_OUTPUT_SHARD_SIZE", SL_SLD_CHUNK_MIN, (uint64_t)1 << 40,
-		                 0, &shard_size));
-		SL_GUARD(env_num("SECLAUNCH_OUTPUT_UPLOADS", 1, SL_OUT_UPLOADS_MAX,
-		                 SL_OUT_UPLOADS_DEFAULT, &uploads));
+		SL_GUARD(sl_out_env_num("SECLAUNCH_OUTPUT_SHARD_SIZE", SL_SLD_CHUNK_MIN,
+		                        (uint64_t)1 << 40, SL_OUT_REMOTE_SHARD, &shard_size));
+		SL_GUARD(sl_out_env_num("SECLAUNCH_OUTPUT_UPLOADS", 1, SL_OUT_UPLOADS_MAX,
+		                        SL_OUT_UPLOADS_DEFAULT, &uploads));
 		/* each shard goes up as soon as it is sealed, while the next is */
 		snprintf(url, sizeof(url), "%s%s/", o->dest, ck);
 		O->x.remote->quiet = sl_cli_quiet;
-		SL_GUARD(sl_out_up_start(url, O->x.remote, (unsigned)uploads, &sp.up));
+		SL_GUARD(sl_out_env_num("SECLAUNCH_OUTPUT_STAGE_MEMORY", 0, 1, 1, &in_mem));
+		/* in memory files: at most a few shards ahead of the uploads */
+		SL_GUARD(sl_out_up_start(url, O->x.remote, (unsigned)uploads,
+		                         in_mem ? (size_t)uploads + SL_OUT_MEM_AHEAD : 0, &sp.up));
 	} else {
 		SL_GUARD(sl_out_mkdir_p(o->dest));
 		snprintf(outdir, sizeof(outdir), "%s/%s", o->dest, ck);
@@ -196,6 +165,7 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	    .shard_size = shard_size,
 	    .shard_done = o->remote ? shard_sealed : NULL,
 	    .shard_ctx = &sp,
+	    .mem_shards = o->remote && in_mem,
 	    .beneath = true,
 	    .beneath_fd = O->dir.fd,
 	    .beneath_name = O->dir.path,
@@ -210,10 +180,13 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 	          .threads = O->x.threads},
 	};
 	SL_GUARD(sl_tree_encrypt(o->key.dek, &t, &st));
+	/* the end wipes it anyway; now, it overlaps the uploads */
+	if (O->final && sl_memdir_wipe_sub(&O->dir, o->name) != SL_OK)
+		fprintf(stderr, "seclaunch %s: warning: %s\n", O->x.rep->cmd, sl_err_detail());
 	if (o->remote) {
 		/* every shard in the store before the manifest names them */
 		SL_GUARD(sl_out_up_wait(sp.up));
-		SL_GUARD(put_manifest(sl_out_up_remote(sp.up), outdir));
+		SL_GUARD(sl_out_up_put_manifest(sp.up, outdir));
 	}
 	SL_GUARD(put_latest(O, o, seq));
 	o->sealed_seq = seq;
@@ -567,6 +540,7 @@ int sl_out_finish(struct sl_outputs **Op, int job_code)
 		free_all(Op);
 		return job_code;
 	}
+	O->final = true;
 	sl_err rc = seal_all(O, preempted ? "preemption" : "exit");
 	snprintf(msg, sizeof(msg), "%s", rc != SL_OK ? sl_err_detail() : "");
 	bool sealed_any = false;

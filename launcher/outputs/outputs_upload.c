@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "outputs_int.h"
@@ -25,6 +26,8 @@ struct sl_out_up {
 	pthread_cond_t cv;
 	struct up_item *q;
 	size_t n, cap, next; /* queued, room, the next one to send */
+	size_t sent;         /* PUTs done (answered, either way) */
+	size_t max_pending;  /* add waits while this many are queued or under way */
 	bool closed;         /* nothing more will be queued */
 	bool failed;         /* a PUT failed, or the caller gave up: take no more */
 	sl_err rc;
@@ -51,18 +54,21 @@ static void *uploader_main(void *arg)
 		 * its descriptor */
 		close(it.fd);
 		u->q[k].fd = -1;
+		u->sent++;
 		if (rc != SL_OK && !u->failed) {
 			u->failed = true;
 			u->rc = rc;
 			snprintf(u->msg, sizeof(u->msg), "%s", sl_err_detail());
-			pthread_cond_broadcast(&u->cv);
 		}
+		/* the seal may wait for room, the other uploads for a failure */
+		pthread_cond_broadcast(&u->cv);
 	}
 	pthread_mutex_unlock(&u->mu);
 	return NULL;
 }
 
-sl_err sl_out_up_start(const char *url, const sl_remote_opts *ro, unsigned threads, sl_out_up **out)
+sl_err sl_out_up_start(const char *url, const sl_remote_opts *ro, unsigned threads,
+                       size_t max_pending, sl_out_up **out)
 {
 	sl_err rc = SL_E_NOMEM;
 	sl_out_up *u = calloc(1, sizeof(*u));
@@ -71,6 +77,7 @@ sl_err sl_out_up_start(const char *url, const sl_remote_opts *ro, unsigned threa
 	SL_ENSURE(u != NULL, SL_E_NOMEM, "upload queue");
 	pthread_mutex_init(&u->mu, NULL);
 	pthread_cond_init(&u->cv, NULL);
+	u->max_pending = max_pending;
 	*out = u;
 	SL_GUARD(sl_remote_open(url, ro, &u->r));
 	if (threads < 1)
@@ -88,9 +95,38 @@ out:
 	return rc;
 }
 
-sl_remote *sl_out_up_remote(sl_out_up *u)
+sl_err sl_out_up_put_manifest(sl_out_up *u, const char *dir)
 {
-	return u->r;
+	sl_err rc = SL_E_IO;
+	char p[4200];
+	struct stat st;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, SL_SLDM_NAME);
+	fd = open(p, O_RDONLY | O_CLOEXEC); /* lint: trusted path (root's staging folder) */
+	SL_ENSURE(fd >= 0 && fstat(fd, &st) == 0, SL_E_IO, "%s: %s", p, strerror(errno));
+	SL_GUARD(sl_remote_put(u->r, SL_SLDM_NAME, fd, (uint64_t)st.st_size));
+	rc = SL_OK;
+out:
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+sl_err sl_out_env_num(const char *name, uint64_t min, uint64_t max, uint64_t def, uint64_t *v)
+{
+	const char *s = getenv(name);
+	char *end = NULL;
+	*v = def;
+	if (s == NULL || s[0] == '\0')
+		return SL_OK;
+	errno = 0;
+	unsigned long long n = strtoull(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || n < min || n > max)
+		return sl_err_set(SL_E_USAGE, "%s=%s: must be %llu..%llu", name, s,
+		                  (unsigned long long)min, (unsigned long long)max);
+	*v = n;
+	return SL_OK;
 }
 
 sl_err sl_out_up_add(sl_out_up *u, const char *name, int fd, uint64_t size)
@@ -104,6 +140,8 @@ sl_err sl_out_up_add(sl_out_up *u, const char *name, int fd, uint64_t size)
 	it.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	SL_ENSURE(it.fd >= 0, SL_E_SYSTEM, "%s: dup: %s", name, strerror(errno));
 	pthread_mutex_lock(&u->mu);
+	while (!u->failed && u->max_pending > 0 && u->n - u->sent >= u->max_pending)
+		pthread_cond_wait(&u->cv, &u->mu);
 	if (u->failed) {
 		failed = u->rc;
 		snprintf(msg, sizeof(msg), "%s", u->msg);
@@ -119,7 +157,7 @@ sl_err sl_out_up_add(sl_out_up *u, const char *name, int fd, uint64_t size)
 	if (queued) {
 		u->q[u->n++] = it;
 		it.fd = -1;
-		pthread_cond_signal(&u->cv);
+		pthread_cond_broadcast(&u->cv);
 	}
 	pthread_mutex_unlock(&u->mu);
 	/* an upload that failed already: the seal stops with its error */

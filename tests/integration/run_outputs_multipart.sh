@@ -147,25 +147,30 @@ assert "LATEST is in the store" signed_get par/LATEST
 assert "the staging folder is gone" staged_left
 
 # ---- one shard refused while others are sealed and uploaded ------------------
-echo "403-put shard-00001.sld 1" >"$T/pp.fail"
-: >"$T/px.log"
-n0=$(sealed_count)
-TMPDIR=$T/stage check_err "shard 1 refused (403) while others are under way: exit 5, naming it" 5 \
-	"shard-00001\.sld.*403" srun pfail
-begun=$(grep -c "^begin PUT" "$T/px.log")
-answered=$(grep -c "^PUT .* -> " "$T/px.log")
-rm -f "$T/pp.fail"
-assert "every PUT begun was answered before the run ended (no upload left running)" \
-	test "$begun" -eq "$answered"
-assert "other shards were under way when it was refused" grep -qx "putinflight [2-9]" "$T/px.log"
-assert "no shard PUT begun after the refusal (at most the three under way)" \
-	test "$(grep -c "^begin PUT /bkt/pfail/.*shard-" "$T/px.log")" -le 3
-assert "no manifest sent" test "$(grep -c "^begin PUT /bkt/pfail/.*manifest.sldm" "$T/px.log")" -eq 0
-assert "no LATEST sent" test "$(grep -c "^begin PUT /bkt/pfail/LATEST" "$T/px.log")" -eq 0
-assert "the audit log records the output as failed" \
-	grep -q '"event":"run.output".*"error":"SL_E_REMOTE_REFUSED".*shard-00001' "$AUDIT"
-assert "... and never as sealed" test "$(sealed_count)" -eq "$n0"
-assert "the staging folder is gone" staged_left
+# staged in memory files (the default) and in files under $TMPDIR
+for mem in 1 0; do
+	echo "403-put shard-00001.sld 1" >"$T/pp.fail"
+	: >"$T/px.log"
+	n0=$(sealed_count)
+	SECLAUNCH_OUTPUT_STAGE_MEMORY=$mem TMPDIR=$T/stage check_err \
+		"staged in memory $mem: shard 1 refused (403) while others are under way: exit 5, naming it" \
+		5 "shard-00001\.sld.*403" srun "pfail$mem"
+	begun=$(grep -c "^begin PUT" "$T/px.log")
+	answered=$(grep -c "^PUT .* -> " "$T/px.log")
+	rm -f "$T/pp.fail"
+	assert "every PUT begun was answered before the run ended (no upload left running)" \
+		test "$begun" -eq "$answered"
+	assert "other shards were under way when it was refused" grep -qx "putinflight [2-9]" "$T/px.log"
+	assert "no shard PUT begun after the refusal (at most the three under way)" \
+		test "$(grep -c "^begin PUT /bkt/pfail$mem/.*shard-" "$T/px.log")" -le 3
+	assert "no manifest sent" \
+		test "$(grep -c "^begin PUT /bkt/pfail$mem/.*manifest.sldm" "$T/px.log")" -eq 0
+	assert "no LATEST sent" test "$(grep -c "^begin PUT /bkt/pfail$mem/LATEST" "$T/px.log")" -eq 0
+	assert "the audit log records the output as failed" \
+		grep -q "\"event\":\"run.output\".*\"error\":\"SL_E_REMOTE_REFUSED\".*pfail$mem.*shard-00001" "$AUDIT"
+	assert "... and never as sealed" test "$(sealed_count)" -eq "$n0"
+	assert "the staging folder is gone" staged_left
+done
 unset SECLAUNCH_OUTPUT_SHARD_SIZE SECLAUNCH_OUTPUT_UPLOADS
 
 finish

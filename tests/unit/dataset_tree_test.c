@@ -593,7 +593,7 @@ static void test_stream_buffers_reused(void **state)
 struct done_log {
 	unsigned calls, fail_at;
 	char names[16][32];
-	bool sizes_ok, unlink;
+	bool sizes_ok, unlink, dir_null;
 };
 
 /* Copies each shard out through its descriptor into base/side/, then
@@ -620,6 +620,10 @@ static sl_err on_shard(void *ctx, const char *dir, const char *name, int fd, uin
 	if (out >= 0)
 		close(out);
 	free(b);
+	if (dir == NULL) {
+		d->dir_null = true;
+		return SL_OK;
+	}
 	snprintf(p, sizeof(p), "%s/%s", dir, name);
 	if (d->unlink && unlink(p) != 0)
 		d->sizes_ok = false;
@@ -627,7 +631,7 @@ static sl_err on_shard(void *ctx, const char *dir, const char *name, int fd, uin
 }
 
 static sl_err enc_cb(sl_secret *k, const char *in_rel, const char *out_rel, uint64_t shard,
-                     struct done_log *d, sl_tree_stats *st)
+                     struct done_log *d, bool mem, sl_tree_stats *st)
 {
 	char in[512], out[512];
 	snprintf(in, sizeof(in), "%s/%s", base, in_rel);
@@ -642,6 +646,7 @@ static sl_err enc_cb(sl_secret *k, const char *in_rel, const char *out_rel, uint
 	    .shard_size = shard,
 	    .shard_done = on_shard,
 	    .shard_ctx = d,
+	    .mem_shards = mem,
 	    .p = {.dataset_id = "cb-1", .chunk_size = 64 << 10, .threads = 2}};
 	return sl_tree_encrypt(k, &o, st);
 }
@@ -657,7 +662,7 @@ static void test_shard_done_callback(void **state)
 	mkd("side");
 	put("cbsrc/a.bin", 300000, 0644, 7);
 	put("cbsrc/b.bin", 200000, 0600, 8);
-	assert_int_equal(enc_cb(k, "cbsrc", "cbds", 128 << 10, &d, &st), SL_OK);
+	assert_int_equal(enc_cb(k, "cbsrc", "cbds", 128 << 10, &d, false, &st), SL_OK);
 	/* once per shard, in order, each complete when it was handed on */
 	assert_int_equal(d.calls, st.shards);
 	assert_true(st.shards >= 4);
@@ -682,11 +687,24 @@ static void test_shard_done_callback(void **state)
 	 * error: nothing sealed after it, no target, no partial folder */
 	struct done_log f = {.fail_at = 1, .sizes_ok = true, .unlink = false};
 	assert_int_equal(run("rm -f side/*"), 0);
-	assert_int_equal(enc_cb(k, "cbsrc", "cbfail", 128 << 10, &f, &st), SL_E_REMOTE_REFUSED);
+	assert_int_equal(enc_cb(k, "cbsrc", "cbfail", 128 << 10, &f, false, &st),
+	                 SL_E_REMOTE_REFUSED);
 	assert_non_null(strstr(sl_err_detail(), "shard-00001.sld"));
 	assert_int_equal(f.calls, 1);
 	assert_false(exists("cbfail"));
 	assert_false(exists("side/shard-00002.sld"));
+	assert_no_partials();
+
+	/* shards as memory files: never named on disk, handed on the same */
+	struct done_log m = {.fail_at = UINT32_MAX, .sizes_ok = true};
+	assert_int_equal(run("rm -f side/*"), 0);
+	assert_int_equal(enc_cb(k, "cbsrc", "cbmem", 128 << 10, &m, true, &st), SL_OK);
+	assert_int_equal(m.calls, shards);
+	assert_true(m.sizes_ok && m.dir_null);
+	assert_false(exists("cbmem/shard-00000.sld"));
+	assert_int_equal(run("cp side/*.sld cbmem/"), 0);
+	assert_int_equal(dec(k, "cbmem", "cbmemout", &st2), SL_OK);
+	assert_int_equal(run("diff -r cbsrc cbmemout"), 0);
 	assert_no_partials();
 
 	/* without a callback the same tree seals to the same shards' layout */

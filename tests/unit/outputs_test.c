@@ -8,6 +8,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../../kms/http/http.h"
 #include "../../launcher/outputs/outputs.h"
@@ -183,12 +186,66 @@ static void test_options(void **state)
 	expect_fail(sl_out_check(&d), SL_E_USAGE, "no --output to save");
 }
 
+/* One output's plaintext wiped once it is finally sealed: its files
+ * zeroed (a descriptor kept open reads zeros) and removed, its folder left
+ * empty, the other outputs' files untouched. */
+static void test_memdir_wipe_sub(void **state)
+{
+	(void)state;
+	sl_memdir d = {.fd = -1};
+	char p[512];
+	uint8_t buf[4096], zero[4096] = {0};
+	struct stat st;
+	assert_int_equal(sl_memdir_create(&d, false, 0, getuid(), getgid()), SL_OK);
+	const char *dirs[] = {"model", "model/sub", "other"};
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/%s", d.path, dirs[i]);
+		assert_int_equal(mkdir(p, 0700), 0);
+	}
+	const char *files[] = {"model/a.bin", "model/sub/b.bin", "other/c.bin"};
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/%s", d.path, files[i]);
+		int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0600);
+		assert_true(fd >= 0);
+		memset(buf, 'A' + (int)i, sizeof(buf));
+		assert_int_equal(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+		close(fd);
+	}
+	snprintf(p, sizeof(p), "%s/model/sub/b.bin", d.path);
+	int kept = open(p, O_RDONLY);
+	assert_true(kept >= 0);
+
+	assert_int_equal(sl_memdir_wipe_sub(&d, "model"), SL_OK);
+	assert_int_equal(pread(kept, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	assert_memory_equal(buf, zero, sizeof(buf));
+	close(kept);
+	snprintf(p, sizeof(p), "%s/model", d.path);
+	assert_int_equal(stat(p, &st), 0);
+	snprintf(p, sizeof(p), "%s/model/a.bin", d.path);
+	assert_int_not_equal(stat(p, &st), 0);
+	snprintf(p, sizeof(p), "%s/model/sub", d.path);
+	assert_int_not_equal(stat(p, &st), 0);
+	snprintf(p, sizeof(p), "%s/other/c.bin", d.path);
+	int fd = open(p, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	assert_int_equal(buf[0], 'C');
+	close(fd);
+	/* a name that is not a folder beneath it is refused */
+	assert_int_not_equal(sl_memdir_wipe_sub(&d, "../x"), SL_OK);
+
+	char path[sizeof(d.path)];
+	snprintf(path, sizeof(path), "%s", d.path);
+	assert_int_equal(sl_memdir_wipe(&d), SL_OK);
+	assert_int_not_equal(stat(path, &st), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_parse_output_good), cmocka_unit_test(test_parse_output_bad),
 	    cmocka_unit_test(test_policy_output_key), cmocka_unit_test(test_destination_file_url),
-	    cmocka_unit_test(test_options),
+	    cmocka_unit_test(test_options),           cmocka_unit_test(test_memdir_wipe_sub),
 	};
 	if (sl_crypto_init() != SL_OK)
 		return 1;
