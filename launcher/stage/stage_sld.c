@@ -130,36 +130,34 @@ out:
 	return rc;
 }
 
-sl_err sl_stage_sld_refill(int fd, const char *name, sl_secret *dek, unsigned threads,
-                           int (*interrupted)(void), sl_stage *s)
+/* Refills s from the reader that `opened` says was opened (or not), then
+ * closes it; a failed refill leaves the buffer emptied. */
+static SL_RESULT refill_from(sl_err opened, sl_sld_reader *r, unsigned threads,
+                             int (*interrupted)(void), sl_stage *s)
 {
-	sl_err rc = SL_E_INTERNAL;
-	sl_sld_reader *r = NULL;
-
-	SL_GUARD(sl_sld_open(fd, name, dek, &r));
-	SL_GUARD(refill(r, threads, interrupted, s));
-	rc = SL_OK;
-out:
+	sl_err rc = opened;
+	if (rc == SL_OK)
+		rc = refill(r, threads, interrupted, s);
 	if (rc != SL_OK && s->pooled && !s->wiped)
 		(void)!sl_stage_clear(s);
 	sl_sld_close(r);
 	return rc;
 }
 
+sl_err sl_stage_sld_refill(int fd, const char *name, sl_secret *dek, unsigned threads,
+                           int (*interrupted)(void), sl_stage *s)
+{
+	sl_sld_reader *r = NULL;
+	sl_err rc = sl_sld_open(fd, name, dek, &r);
+	return refill_from(rc, r, threads, interrupted, s);
+}
+
 sl_err sl_stage_sld_refill_mem(const uint8_t *base, size_t len, const char *name, sl_secret *dek,
                                unsigned threads, int (*interrupted)(void), sl_stage *s)
 {
-	sl_err rc = SL_E_INTERNAL;
 	sl_sld_reader *r = NULL;
-
-	SL_GUARD(sl_sld_open_mem(base, len, name, dek, &r));
-	SL_GUARD(refill(r, threads, interrupted, s));
-	rc = SL_OK;
-out:
-	if (rc != SL_OK && s->pooled && !s->wiped)
-		(void)!sl_stage_clear(s);
-	sl_sld_close(r);
-	return rc;
+	sl_err rc = sl_sld_open_mem(base, len, name, dek, &r);
+	return refill_from(rc, r, threads, interrupted, s);
 }
 
 sl_err sl_stage_sldm(int dfd, const char *dir, sl_remote *remote, const sl_sldm *m, sl_secret *dek,
