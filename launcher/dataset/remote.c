@@ -773,6 +773,21 @@ static bool host_is_address(const char *host, size_t n)
  * environment when the caller set none: for tests
  * against local servers (and for a metadata proxy), not options a user
  * needs. */
+sl_err sl_remote_env_num(const char *name, uint64_t min, uint64_t max, uint64_t *v)
+{
+	const char *s = getenv(name);
+	char *end = NULL;
+	if (s == NULL)
+		return SL_OK;
+	errno = 0;
+	unsigned long long n = strtoull(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || n < min || n > max)
+		return sl_err_set(SL_E_USAGE, "%s=%s: must be %llu..%llu", name, s,
+		                  (unsigned long long)min, (unsigned long long)max);
+	*v = n;
+	return SL_OK;
+}
+
 static SL_RESULT env_overrides(sl_remote_opts *o)
 {
 	const char *v;
@@ -806,46 +821,30 @@ static SL_RESULT env_overrides(sl_remote_opts *o)
 		if (e != SL_OK)
 			return e;
 	}
-	if (o->retries == 0 && (v = getenv("SECLAUNCH_REMOTE_RETRIES")) != NULL) {
-		char *end;
-		errno = 0;
-		unsigned long n = strtoul(v, &end, 10);
-		if (errno != 0 || end == v || *end != '\0' || n < 1 || n > 20)
-			return sl_err_set(SL_E_USAGE, "SECLAUNCH_REMOTE_RETRIES=%s: must be 1..20",
-			                  v);
+	if (o->retries == 0) {
+		uint64_t n = 0;
+		sl_err e = sl_remote_env_num("SECLAUNCH_REMOTE_RETRIES", 1, 20, &n);
+		if (e != SL_OK)
+			return e;
 		o->retries = (unsigned)n;
 	}
-	if (o->part_size == 0 && (v = getenv("SECLAUNCH_REMOTE_PART_SIZE")) != NULL) {
-		char *end;
-		errno = 0;
-		unsigned long long n = strtoull(v, &end, 10);
-		if (errno != 0 || end == v || *end != '\0' || n < SL_REMOTE_PART_MIN ||
-		    n > SL_REMOTE_PART_MAX)
-			return sl_err_set(SL_E_USAGE,
-			                  "SECLAUNCH_REMOTE_PART_SIZE=%s: must be %llu..%llu", v,
-			                  (unsigned long long)SL_REMOTE_PART_MIN,
-			                  (unsigned long long)SL_REMOTE_PART_MAX);
-		o->part_size = (uint64_t)n;
+	if (o->part_size == 0) {
+		sl_err e = sl_remote_env_num("SECLAUNCH_REMOTE_PART_SIZE", SL_REMOTE_PART_MIN,
+		                             SL_REMOTE_PART_MAX, &o->part_size);
+		if (e != SL_OK)
+			return e;
 	}
-	if (o->multipart_min == 0 && (v = getenv("SECLAUNCH_REMOTE_MULTIPART_MIN")) != NULL) {
-		char *end;
-		errno = 0;
-		unsigned long long n = strtoull(v, &end, 10);
-		if (errno != 0 || end == v || *end != '\0' || n < SL_REMOTE_PART_MIN ||
-		    n > SL_REMOTE_PART_MAX)
-			return sl_err_set(SL_E_USAGE,
-			                  "SECLAUNCH_REMOTE_MULTIPART_MIN=%s: must be %llu..%llu",
-			                  v, (unsigned long long)SL_REMOTE_PART_MIN,
-			                  (unsigned long long)SL_REMOTE_PART_MAX);
-		o->multipart_min = (uint64_t)n;
+	if (o->multipart_min == 0) {
+		sl_err e = sl_remote_env_num("SECLAUNCH_REMOTE_MULTIPART_MIN", SL_REMOTE_PART_MIN,
+		                             SL_REMOTE_PART_MAX, &o->multipart_min);
+		if (e != SL_OK)
+			return e;
 	}
-	if (o->range_size == 0 && (v = getenv("SECLAUNCH_REMOTE_RANGE")) != NULL) {
-		char *end;
-		errno = 0;
-		unsigned long long n = strtoull(v, &end, 10);
-		if (errno != 0 || end == v || *end != '\0' || n < 4096 || n > ((size_t)1 << 30))
-			return sl_err_set(SL_E_USAGE,
-			                  "SECLAUNCH_REMOTE_RANGE=%s: must be 4096..1073741824", v);
+	if (o->range_size == 0) {
+		uint64_t n = 0;
+		sl_err e = sl_remote_env_num("SECLAUNCH_REMOTE_RANGE", 4096, (uint64_t)1 << 30, &n);
+		if (e != SL_OK)
+			return e;
 		o->range_size = (size_t)n;
 	}
 	return SL_OK;

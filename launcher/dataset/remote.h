@@ -65,6 +65,9 @@ SL_MUST_USE sl_err sl_remote_get(sl_remote *r, const char *object, size_t max, u
 /* Exactly size bytes of object into fd at offsets 0..size (pwrite), by
  * parallel range requests; the store's Content-Range must name exactly
  * the range asked for and the object's total size must be size. */
+/* The number in environment variable name, min..max (SL_E_USAGE naming
+ * it otherwise); *v is left as it is when the variable is not set. */
+SL_MUST_USE sl_err sl_remote_env_num(const char *name, uint64_t min, uint64_t max, uint64_t *v);
 SL_MUST_USE sl_err sl_remote_fetch(sl_remote *r, const char *object, uint64_t size, int fd);
 /* The same fetch (the same requests, checks, retries and errors) into
  * memory: exactly size bytes at mem[0..size), cap the memory's length

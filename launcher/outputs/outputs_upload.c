@@ -116,17 +116,9 @@ out:
 sl_err sl_out_env_num(const char *name, uint64_t min, uint64_t max, uint64_t def, uint64_t *v)
 {
 	const char *s = getenv(name);
-	char *end = NULL;
 	*v = def;
-	if (s == NULL || s[0] == '\0')
-		return SL_OK;
-	errno = 0;
-	unsigned long long n = strtoull(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || n < min || n > max)
-		return sl_err_set(SL_E_USAGE, "%s=%s: must be %llu..%llu", name, s,
-		                  (unsigned long long)min, (unsigned long long)max);
-	*v = n;
-	return SL_OK;
+	/* set but empty: the default, as unset */
+	return s != NULL && s[0] == '\0' ? SL_OK : sl_remote_env_num(name, min, max, v);
 }
 
 sl_err sl_out_up_add(sl_out_up *u, const char *name, int fd, uint64_t size)
