@@ -212,6 +212,7 @@ int sl_out_option(struct sl_out_cfg *c, int key, const char *arg)
 
 sl_err sl_out_check(struct sl_out_cfg *c)
 {
+	sl_err rc = SL_OK;
 	for (size_t i = 0; i < c->n; i++)
 		for (size_t j = 0; j < i; j++) {
 			size_t a = (size_t)(strchr(c->spec[i], '=') - c->spec[i]);
@@ -238,7 +239,17 @@ sl_err sl_out_check(struct sl_out_cfg *c)
 		c->ckpt_min_interval_ms = 1000;
 	if (c->preempt != SL_PREEMPT_NONE && c->n == 0)
 		return sl_err_set(SL_E_USAGE, "--preempt-watch: no --output to save");
+	if (c->n == 0)
+		return SL_OK;
+	/* read now, once: the seal runs after the job, too late to refuse */
+	SL_GUARD(sl_out_env_num("SECLAUNCH_OUTPUT_SHARD_SIZE", SL_SLD_CHUNK_MIN, (uint64_t)1 << 40,
+	                        SL_OUT_REMOTE_SHARD, &c->up_shard_size));
+	SL_GUARD(sl_out_env_num("SECLAUNCH_OUTPUT_UPLOADS", 1, SL_OUT_UPLOADS_MAX,
+	                        SL_OUT_UPLOADS_DEFAULT, &c->up_uploads));
+	SL_GUARD(sl_out_env_num("SECLAUNCH_OUTPUT_STAGE_MEMORY", 0, 1, 1, &c->up_in_mem));
 	return SL_OK;
+out:
+	return sl_err_wrap(rc, "--output");
 }
 
 /* ---- pre-flight ---------------------------------------------------------- */

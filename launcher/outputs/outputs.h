@@ -42,6 +42,12 @@ struct sl_out_cfg {
 	bool preempt_signal_set, preempt_grace_set;
 	uint64_t ckpt_min_interval_ms; /* --checkpoint-min-interval (default 1 s) */
 	bool ckpt_min_interval_set;
+	/* a remote output's sealing, from the environment, read and checked
+	 * by sl_out_check before anything runs (a bad value is a usage error
+	 * then, not a checkpoint lost after the job) */
+	uint64_t up_shard_size; /* SECLAUNCH_OUTPUT_SHARD_SIZE */
+	uint64_t up_uploads;    /* SECLAUNCH_OUTPUT_UPLOADS */
+	uint64_t up_in_mem;     /* SECLAUNCH_OUTPUT_STAGE_MEMORY */
 	bool ns;          /* a private mount namespace was made (sl_out_early) */
 	char ns_why[256]; /* why not */
 };
@@ -137,10 +143,12 @@ const char *sl_out_file_url_path(const char *dest);
 SL_MUST_USE sl_err sl_out_prepare(struct sl_outputs *O);
 void sl_out_job_started(struct sl_outputs *O, pid_t pid);
 void sl_out_job_exited(struct sl_outputs *O, const struct sl_job_result *res);
-/* After the job: the final seal and upload, the wipe, run.preempted when
- * due; *O is freed. Returns the exit status of the run (job_code, 143
- * after a saved preemption, or the failure's exit code, reported on
- * stderr). */
+/* After the job: the final seal and upload, the wipe of the keys and the
+ * plaintext, run.preempted when due. Returns the exit status of the run
+ * (job_code, 143 after a saved preemption, or the failure's exit code,
+ * reported on stderr). The seal runs under the lease (checked between
+ * shards), so the renewer keeps running through it: it reads the outputs'
+ * ids, and sl_out_abort frees *O once it has stopped. */
 int sl_out_finish(struct sl_outputs **O, int job_code);
 /* serve: the output folder ($SECLAUNCH_OUTPUT_DIR; NULL: no --output), and
  * whether a --preempt-watch gce|aws notice came (serve then stops). */

@@ -138,14 +138,12 @@ static SL_RESULT seal_one(struct sl_outputs *O, struct out_one *o, const char *t
 		         tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
 		SL_ENSURE(mkdtemp(stage) != NULL, SL_E_SYSTEM, "%s: %s", stage, strerror(errno));
 		snprintf(outdir, sizeof(outdir), "%s/%s", stage, ck);
-		SL_GUARD(sl_out_env_num("SECLAUNCH_OUTPUT_SHARD_SIZE", SL_SLD_CHUNK_MIN,
-		                        (uint64_t)1 << 40, SL_OUT_REMOTE_SHARD, &shard_size));
-		SL_GUARD(sl_out_env_num("SECLAUNCH_OUTPUT_UPLOADS", 1, SL_OUT_UPLOADS_MAX,
-		                        SL_OUT_UPLOADS_DEFAULT, &uploads));
+		shard_size = O->c->up_shard_size;
+		uploads = O->c->up_uploads;
 		/* each shard goes up as soon as it is sealed, while the next is */
 		snprintf(url, sizeof(url), "%s%s/", o->dest, ck);
 		O->x.remote->quiet = sl_cli_quiet;
-		SL_GUARD(sl_out_env_num("SECLAUNCH_OUTPUT_STAGE_MEMORY", 0, 1, 1, &in_mem));
+		in_mem = O->c->up_in_mem;
 		/* in memory files: at most a few shards ahead of the uploads */
 		SL_GUARD(sl_out_up_start(url, O->x.remote, (unsigned)uploads,
 		                         in_mem ? (size_t)uploads + SL_OUT_MEM_AHEAD : 0, &sp.up));
@@ -431,19 +429,29 @@ void sl_out_job_exited(struct sl_outputs *O, const struct sl_job_result *res)
 	O->forwarded = res->forwarded;
 }
 
-static void free_all(struct sl_outputs **Op)
+/* The outputs' keys and plaintext wiped; what a lease renewal reads of
+ * them (ids, destinations, the resumed manifests) stays until free_all. */
+static void wipe_secrets(struct sl_outputs *O)
 {
-	struct sl_outputs *O = *Op;
 	stop_watchers(O);
 	sl_preempt_free(O->pre);
 	O->pre = NULL;
 	for (size_t i = 0; i < O->n; i++) {
 		sl_secret_free(O->o[i].key.dek);
 		O->o[i].key.dek = NULL;
-		sl_out_resume_free(&O->o[i]);
+		sl_secret_free(O->o[i].r.dek);
+		O->o[i].r.dek = NULL;
 	}
 	if (sl_memdir_wipe(&O->dir) != SL_OK)
 		fprintf(stderr, "seclaunch %s: warning: %s\n", O->x.rep->cmd, sl_err_detail());
+}
+
+static void free_all(struct sl_outputs **Op)
+{
+	struct sl_outputs *O = *Op;
+	wipe_secrets(O);
+	for (size_t i = 0; i < O->n; i++)
+		sl_out_resume_free(&O->o[i]);
 	pthread_mutex_destroy(&O->mu);
 	free(O);
 	*Op = NULL;
@@ -537,7 +545,7 @@ int sl_out_finish(struct sl_outputs **Op, int job_code)
 		sl_report_say(
 		    O->x.rep,
 		    "the lease ended: outputs wiped, not sealed (earlier checkpoints stay)");
-		free_all(Op);
+		wipe_secrets(O);
 		return job_code;
 	}
 	O->final = true;
@@ -579,7 +587,7 @@ int sl_out_finish(struct sl_outputs **Op, int job_code)
 		}
 	}
 	const char *cmd = O->x.rep->cmd;
-	free_all(Op);
+	wipe_secrets(O);
 	if (rc != SL_OK) {
 		code = sl_err_exit_code(rc);
 		sl_cli_report(cmd, rc, code, msg);

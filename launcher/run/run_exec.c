@@ -692,7 +692,9 @@ static SL_RESULT step_job(struct sl_run_st *s, int *exit_code, const char **why)
 	                  .ctx = s};
 	sl_report_say(&s->rep, "starting the job: %s", s->o->cmd[0]);
 	rc = sl_job_run(&sp, &res);
-	sl_run_lease_stop(s->lease);
+	/* the lease is still renewed while the outputs are sealed: their keys
+	 * are under it until wiped (sl_out_finish; stopped after it) */
+	sl_run_lease_job_over(s->lease);
 	SL_GUARD(rc);
 	sl_out_job_exited(s->out, &res);
 	*exit_code = res.exit_code;
@@ -806,7 +808,7 @@ int sl_run_execute(struct sl_run *o)
 {
 	struct sl_run_st s;
 	sl_err rc;
-	int job_code = -1, run_code;
+	int job_code = -1, run_code, lease_code = 0;
 	char detail[1024];
 	const char *why = "job exit", *cmd = o->serve.on ? "serve" : "run";
 
@@ -891,6 +893,12 @@ int sl_run_execute(struct sl_run *o)
 	}
 	/* outputs sealed and uploaded (or not): the run's status */
 	run_code = sl_out_finish(&s.out, job_code);
+	sl_run_lease_stop(s.lease);
+	sl_out_abort(&s.out); /* wiped already; freed now the renewer is gone */
+	/* a lease that ended after the job did (while the outputs were sealed):
+	 * the run's status is the lease's, run.lease_ended says why */
+	if (sl_run_lease_end(s.lease, &lease_code))
+		run_code = lease_code;
 	rc = wipe_all(&s, why);
 	if (rc != SL_OK)
 		fprintf(stderr, "seclaunch %s: warning: %s\n", cmd, sl_err_detail());

@@ -149,6 +149,11 @@ struct sl_run_lease *sl_run_lease_new(const struct sl_run_lease_cfg *c);
 const int *sl_run_lease_stop_fd(struct sl_run_lease *L, const json_t *granted);
 void sl_run_lease_start(struct sl_run_lease *L);
 void sl_run_lease_stop(struct sl_run_lease *L);
+/* The job is gone; the lease is still renewed (the outputs are sealed
+ * under it) until sl_run_lease_stop. */
+void sl_run_lease_job_over(struct sl_run_lease *L);
+/* Whether the lease ended (run.lease_ended recorded the first time), and
+ * the run's exit status for its reason. */
 bool sl_run_lease_end(struct sl_run_lease *L, int *exit_code);
 void sl_run_lease_free(struct sl_run_lease *L);
 /* run_request.c: a renewal of the run's lease (a sl_run_lease_cfg.renew;

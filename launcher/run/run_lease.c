@@ -6,13 +6,17 @@
  * + --lease-grace, ends it: the stop descriptor becomes readable, supervise.c gives the job SIGTERM
  * and SIGKILL after --kill-grace, and run wipes and records run.lease_ended with the reason.
  *
+ * The lease lasts past the job's end: the outputs are sealed with keys
+ * under it (a shard is sealed only while it holds), so this thread renews
+ * until the main thread stops it after the final seal.
+ *
  * The audit writer is shared with the main thread and the data service's
- * (it serialises appends); the main thread joins this one before it writes
- * the job's end. */
+ * (it serialises appends). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +40,9 @@ struct sl_run_lease {
 	sl_err code;       /* why it ended, as an error category */
 	char reason[1200]; /* why, one line */
 	json_t *reasons;   /* the KMS's reasons, when it refused */
+	atomic_bool job_over; /* the job is gone (the outputs are being sealed) */
+	bool ended_after_job; /* it ended then: no job was stopped */
+	bool recorded;        /* run.lease_ended written */
 };
 
 static bool lease_times(const json_t *l, int64_t *exp, unsigned *ttl)
@@ -84,8 +91,10 @@ static void end(struct sl_run_lease *L, sl_err code, const char *fmt, ...)
 	vsnprintf(L->reason, sizeof(L->reason), fmt, ap);
 	va_end(ap);
 	L->code = code;
+	L->ended_after_job = atomic_load(&L->job_over);
 	sl_report_lease_end(L->c.rep, L->reason);
-	fprintf(stderr, "seclaunch run: lease ended: %s: stopping the job\n", L->reason);
+	fprintf(stderr, "seclaunch run: lease ended: %s: %s\n", L->reason,
+	        L->ended_after_job ? "nothing more is sealed" : "stopping the job");
 	if (write(L->stop[1], "x", 1) < 0) {
 		/* the pipe is ours and empty: cannot fail short of a closed end */
 	}
@@ -203,16 +212,26 @@ void sl_run_lease_stop(struct sl_run_lease *L)
 	L->running = false;
 }
 
+void sl_run_lease_job_over(struct sl_run_lease *L)
+{
+	if (L != NULL)
+		atomic_store(&L->job_over, true);
+}
+
 bool sl_run_lease_end(struct sl_run_lease *L, int *exit_code)
 {
 	if (L == NULL || !L->armed || !sl_report_lease_ended(L->c.rep))
 		return false;
 	*exit_code = sl_err_exit_code(L->code);
+	if (L->recorded)
+		return true;
+	L->recorded = true;
 	sl_report_lease_record(L->c.rep, SL_AUDIT_EV_RUN_LEASE_ENDED, SL_AUDIT_DENY, L->reasons,
 	                       json_pack("{s:s, s:i, s:i, s:I}", "reason", L->reason, "exit_code",
 	                                 *exit_code, "renewals", (int)L->renewals, "expires_unix",
 	                                 (json_int_t)L->expires));
-	sl_report_say(L->c.rep, "the lease ended (%s); the job was stopped; exit %d", L->reason,
+	sl_report_say(L->c.rep, "the lease ended (%s); %s; exit %d", L->reason,
+	              L->ended_after_job ? "after the job: outputs not sealed" : "the job was stopped",
 	              *exit_code);
 	return true;
 }

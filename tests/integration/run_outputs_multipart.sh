@@ -50,9 +50,12 @@ no_pending() { ! curl -sf "http://127.0.0.1:$MP/bkt?uploads" | grep -q "<Upload>
 start_swtpm tpm || { echo "not ok - no swtpm"; exit 1; }
 minisign -G -W -p policy.pub -s policy.key >/dev/null 2>&1
 cat >policy.json <<'EOF'
-{"version": 1, "allow_unverified_region": true, "keys": {"ckpt-key": ["model:*"]},
+{"version": 1, "allow_unverified_region": true,
+ "keys": {"ckpt-key": ["model:*"], "lease-key": ["lmodel:*"]},
  "datasets": [{"id": "model:*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"],
-   "output_destinations": [{"url": "s3://bkt/*", "region": "gcp:europe-west4"}]}]}
+   "output_destinations": [{"url": "s3://bkt/*", "region": "gcp:europe-west4"}]},
+  {"id": "lmodel:*", "allowed_regions": ["gcp:europe-west4"], "tee_kinds": ["tpm2"], "key_ttl": 3,
+   "output_destinations": [{"url": "s3://bkt/lease/*", "region": "gcp:europe-west4"}]}]}
 EOF
 minisign -S -s policy.key -m policy.json -t "outputs" >/dev/null 2>&1
 start_kms "$T/kms" --policy policy.json --policy-pubkey policy.pub || {
@@ -61,8 +64,10 @@ start_kms "$T/kms" --policy policy.json --policy-pubkey policy.pub || {
 }
 KMSA=(--kms "$KMS_URL" --kms-ca "$KMS_CA")
 "$SL" enroll "${KMSA[@]}" --tcti "$SWTPM_TCTI" -q || { echo "not ok - enroll"; exit 1; }
-"$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id ckpt-key -q ||
-	{ echo "not ok - key create"; exit 1; }
+for k in ckpt-key lease-key; do
+	"$SL" key create "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id "$k" -q ||
+		{ echo "not ok - key create $k"; exit 1; }
+done
 
 # the job writes 12 MiB (one shard of three 5 MiB parts) into its output and exits
 cat >job.py <<'EOF'
@@ -172,5 +177,62 @@ for mem in 1 0; do
 	assert "the staging folder is gone" staged_left
 done
 unset SECLAUNCH_OUTPUT_SHARD_SIZE SECLAUNCH_OUTPUT_UPLOADS
+
+# ---- the lease ends while the shards are sealed and uploaded -----------------
+# lmodel's key has a 3 s lease (renewed every second); the job writes 24
+# shards of 1 MiB, one PUT at a time, each held 1 s by the proxy; the key is
+# disabled once the first shard PUT begins: the next renewal is refused and
+# no shard is sealed after that (the lease rule holds between shards)
+export SECLAUNCH_OUTPUT_UPLOADS=1 SECLAUNCH_OUTPUT_SHARD_SIZE=$((1 << 20))
+cat >job24.py <<'EOF'
+import os
+with open(os.environ["SECLAUNCH_OUTPUT_DIR"] + "/lmodel/ckpt.bin", "wb") as f:
+    f.write(os.urandom(24 << 20))
+EOF
+echo "hold-put 1" >"$T/pp.fail"
+: >"$T/px.log"
+"$SL" run --policy policy.json --policy-pubkey policy.pub "${KMSA[@]}" --tcti "$SWTPM_TCTI" \
+	--stage host --region gcp:europe-west4 --audit-log "$AUDIT" -q --ca-file tls/ca.pem \
+	--s3-endpoint "https://127.0.0.1:$PP" --output "lmodel=s3://bkt/lease/" -- "$PY" job24.py \
+	>lease.out 2>lease.err &
+LRUN=$!
+for ((i = 0; i < 300; i++)); do
+	grep -q "^begin PUT /bkt/lease/ckpt-[0-9]*/shard-" "$T/px.log" && break
+	kill -0 "$LRUN" 2>/dev/null || break
+	sleep 0.1
+done
+assert "lease: the first shard PUT began while the run went on" kill -0 "$LRUN"
+check "lease: key disabled during the upload" 0 \
+	"$SL" key disable "${KMSA[@]}" --admin-token-file "$KMS_TOKEN" --id lease-key
+wait "$LRUN"
+lrc=$?
+rm -f "$T/pp.fail"
+lput=$(grep -c "^begin PUT /bkt/lease/ckpt-[0-9]*/shard-" "$T/px.log")
+assert "lease: the run failed (exit 4, rc $lrc)" test "$lrc" -eq 4
+assert "lease: it says the lease ended and the output was not sealed" \
+	grep -q "output lmodel: not sealed: the keys' lease ended" lease.err
+assert "lease: no shard PUT after the lease ended ($lput of 24 begun)" test "$lput" -lt 12
+assert "lease: no manifest sent" \
+	test "$(grep -c "^begin PUT /bkt/lease/.*manifest.sldm" "$T/px.log")" -eq 0
+assert "lease: no LATEST sent" test "$(grep -c "^begin PUT /bkt/lease/LATEST" "$T/px.log")" -eq 0
+assert "lease: the audit log records the output as failed" \
+	grep -q '"event":"run.output".*"error":"SL_E_ATTEST".*lmodel' "$AUDIT"
+assert "lease: run.lease_ended names the disabled key" \
+	bash -c "grep '\"run.lease_ended\"' '$AUDIT' | tail -1 | grep -q 'key_disabled'"
+unset SECLAUNCH_OUTPUT_SHARD_SIZE SECLAUNCH_OUTPUT_UPLOADS
+
+# ---- a bad setting is refused before the job runs ----------------------------
+# (it is read at launch, not by the seal after the job: nothing is lost)
+for bad in "SECLAUNCH_OUTPUT_UPLOADS=9:must be 1\.\.8" "SECLAUNCH_OUTPUT_UPLOADS=x:must be 1\.\.8" \
+	"SECLAUNCH_OUTPUT_SHARD_SIZE=4096:must be 65536\.\." "SECLAUNCH_OUTPUT_STAGE_MEMORY=2:must be 0\.\.1"; do
+	kv=${bad%%:*}
+	rm -f "$T/ran"
+	check_err "$kv: refused at launch (exit 1, naming it)" 1 "--output: $kv: ${bad#*:}" \
+		env "$kv" "$SL" run --policy policy.json --policy-pubkey policy.pub "${KMSA[@]}" \
+		--tcti "$SWTPM_TCTI" --stage host --region gcp:europe-west4 --audit-log "$AUDIT" -q \
+		--ca-file tls/ca.pem --s3-endpoint "https://127.0.0.1:$PP" --output "model=s3://bkt/bad/" \
+		-- sh -c ": >'$T/ran'"
+	assert "$kv: the job never ran" test ! -e "$T/ran"
+done
 
 finish
