@@ -167,7 +167,8 @@ sl_err sl_run_step_serve(const struct sl_run_serve_in *in, json_t *data, const c
 			break;
 		}
 	}
-	sl_run_lease_stop(in->lease);
+	/* still renewed while the outputs are sealed (stopped after that) */
+	sl_run_lease_job_over(in->lease);
 	/* the outputs as after a job: no checkpoint from here on; a SIGTERM
 	 * under --preempt-watch sigterm is a preemption (outputs.c) */
 	sl_job_result res = {.forwarded = sig};
