@@ -48,8 +48,8 @@ struct sl_out_cfg {
 	uint64_t up_shard_size; /* SECLAUNCH_OUTPUT_SHARD_SIZE */
 	uint64_t up_uploads;    /* SECLAUNCH_OUTPUT_UPLOADS */
 	uint64_t up_in_mem;     /* SECLAUNCH_OUTPUT_STAGE_MEMORY */
-	bool ns;          /* a private mount namespace was made (sl_out_early) */
-	char ns_why[256]; /* why not */
+	bool ns;                /* a private mount namespace was made (sl_out_early) */
+	char ns_why[256];       /* why not */
 };
 
 enum {

@@ -37,9 +37,9 @@ struct sl_run_lease {
 	sl_kms *kms; /* the thread's own connection */
 	int64_t expires;
 	unsigned ttl, renewals;
-	sl_err code;       /* why it ended, as an error category */
-	char reason[1200]; /* why, one line */
-	json_t *reasons;   /* the KMS's reasons, when it refused */
+	sl_err code;          /* why it ended, as an error category */
+	char reason[1200];    /* why, one line */
+	json_t *reasons;      /* the KMS's reasons, when it refused */
 	atomic_bool job_over; /* the job is gone (the outputs are being sealed) */
 	bool ended_after_job; /* it ended then: no job was stopped */
 	bool recorded;        /* run.lease_ended written */
@@ -231,7 +231,8 @@ bool sl_run_lease_end(struct sl_run_lease *L, int *exit_code)
 	                                 *exit_code, "renewals", (int)L->renewals, "expires_unix",
 	                                 (json_int_t)L->expires));
 	sl_report_say(L->c.rep, "the lease ended (%s); %s; exit %d", L->reason,
-	              L->ended_after_job ? "after the job: outputs not sealed" : "the job was stopped",
+	              L->ended_after_job ? "after the job: outputs not sealed"
+	                                 : "the job was stopped",
 	              *exit_code);
 	return true;
 }
