@@ -932,6 +932,8 @@ failed:
 		    &s.rep, SL_AUDIT_EV_RUN_ERROR, NULL, NULL, SL_AUDIT_ERROR, NULL,
 		    json_pack("{s:s, s:s, s:s, s:i}", "step", s.step, "error", sl_err_name(rc),
 		              "message", detail, "exit_code", code));
+		/* the renewer reads the outputs (and the datasets): stopped first */
+		sl_run_lease_stop(s.lease);
 		sl_out_abort(&s.out);
 		sl_err w = wipe_all(&s, g_sig != 0 ? "signal" : "error");
 		/* a refusal whose reasons are printed already is not printed again
