@@ -587,6 +587,50 @@ static void test_stream_buffers_reused(void **state)
 	sl_secret_free(k);
 }
 
+/* A shard staged ahead that gave way to a reader's demand is not staged
+ * ahead again into the room that reader leaves (only when a reader asks
+ * for it): a shuffled reader would otherwise push the same shards out and
+ * have them decrypted over and over. Window of three shards, linger 0:
+ * 0, 1, 2 are staged ahead; the reader demands 5 (2 gives way), reads it
+ * and releases it; staging ahead goes on with 3, not 2 again. */
+static void test_stream_gave_way(void **state)
+{
+	(void)state;
+	sl_secret *k = dek();
+	sl_tree_stats ts;
+	sl_sldm *m = NULL;
+	sl_stream *s = NULL;
+	char ds[512];
+
+	mkd("gw");
+	put("gw/a", 600000, 0644, 9);
+	assert_int_equal(enc(k, "gw", "gw-ds", "gw-1", 100000, &ts), SL_OK);
+	snprintf(ds, sizeof(ds), "%s/gw-ds", base);
+	assert_int_equal(sl_tree_manifest(ds, NULL, &m), SL_OK);
+	assert_true(sl_sldm_shard_count(m) >= 6);
+	int dfd = open(ds, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dfd >= 0);
+	assert_int_equal(sl_stream_new(dfd, ds, NULL, m, k, 300000, 0, 2, &s), SL_OK);
+	WAIT_UNTIL(stats_of(s).staged == 3); /* 0, 1, 2: the window is full */
+	usleep(100000);
+	assert_int_equal(stats_of(s).staged, 3);
+	acquire_ready(s, 5); /* 2, the farthest ahead, gives way */
+	sl_stream_release(s, 5);
+	WAIT_UNTIL(stats_of(s).staged == 5); /* 5, then one more staged ahead */
+	usleep(100000);
+	assert_int_equal(stats_of(s).staged, 5);
+	assert_int_equal(stats_of(s).refetched, 0); /* 3, not 2 again */
+	/* asked for, 2 is staged again */
+	acquire_ready(s, 2);
+	sl_stream_release(s, 2);
+	assert_int_equal(stats_of(s).refetched, 1);
+	assert_int_equal(sl_stream_wipe_all(s), SL_OK);
+	sl_stream_free(s);
+	close(dfd);
+	sl_sldm_free(m);
+	sl_secret_free(k);
+}
+
 /* ---- the per-shard callback (sealed outputs upload each shard as it is
  * done) ---------------------------------------------------------------- */
 
@@ -723,6 +767,7 @@ int main(void)
 	    cmocka_unit_test(test_changed_while_encrypting),
 	    cmocka_unit_test(test_stream_linger),
 	    cmocka_unit_test(test_stream_buffers_reused),
+	    cmocka_unit_test(test_stream_gave_way),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
