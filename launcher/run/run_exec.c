@@ -893,11 +893,14 @@ int sl_run_execute(struct sl_run *o)
 	}
 	/* outputs sealed and uploaded (or not): the run's status */
 	run_code = sl_out_finish(&s.out, job_code);
+	/* ended by the time the seal was over: the seal ran under it */
+	bool lease_over = sl_report_lease_ended(&s.rep);
 	sl_run_lease_stop(s.lease);
 	sl_out_abort(&s.out); /* wiped already; freed now the renewer is gone */
-	/* a lease that ended after the job did (while the outputs were sealed):
-	 * the run's status is the lease's, run.lease_ended says why */
-	if (sl_run_lease_end(s.lease, &lease_code))
+	/* a lease that ended after the job did, while the outputs were sealed:
+	 * the run's status is the lease's; run.lease_ended says why (also when
+	 * it ended only after everything was sealed, which changes no status) */
+	if (sl_run_lease_end(s.lease, &lease_code) && lease_over)
 		run_code = lease_code;
 	rc = wipe_all(&s, why);
 	if (rc != SL_OK)

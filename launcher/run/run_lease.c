@@ -230,10 +230,11 @@ bool sl_run_lease_end(struct sl_run_lease *L, int *exit_code)
 	                       json_pack("{s:s, s:i, s:i, s:I}", "reason", L->reason, "exit_code",
 	                                 *exit_code, "renewals", (int)L->renewals, "expires_unix",
 	                                 (json_int_t)L->expires));
-	sl_report_say(L->c.rep, "the lease ended (%s); %s; exit %d", L->reason,
-	              L->ended_after_job ? "after the job: outputs not sealed"
-	                                 : "the job was stopped",
-	              *exit_code);
+	if (L->ended_after_job)
+		sl_report_say(L->c.rep, "the lease ended (%s) after the job's end", L->reason);
+	else
+		sl_report_say(L->c.rep, "the lease ended (%s); the job was stopped; exit %d",
+		              L->reason, *exit_code);
 	return true;
 }
 
