@@ -492,11 +492,31 @@ static uint64_t shard_sum(int fd, uint64_t len, ino_t *ino)
 	return sum;
 }
 
+/* A dataset of one file of `bytes` (seed `seed`) in shards of 100000
+ * bytes, sealed into base/NAME-ds: its path in ds, its manifest in *m;
+ * returns the folder's descriptor. */
+static int one_file_ds(sl_secret *k, const char *name, size_t bytes, int seed, char *ds, size_t cap,
+                       sl_sldm **m)
+{
+	sl_tree_stats ts;
+	char src[64], id[64], out[64];
+	snprintf(src, sizeof(src), "%s/a", name);
+	snprintf(id, sizeof(id), "%s-1", name);
+	snprintf(out, sizeof(out), "%s-ds", name);
+	mkd(name);
+	put(src, bytes, 0644, seed);
+	assert_int_equal(enc(k, name, out, id, 100000, &ts), SL_OK);
+	snprintf(ds, cap, "%s/%s", base, out);
+	assert_int_equal(sl_tree_manifest(ds, NULL, m), SL_OK);
+	int dfd = open(ds, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dfd >= 0);
+	return dfd;
+}
+
 static void test_stream_buffers_reused(void **state)
 {
 	(void)state;
 	sl_secret *k = dek();
-	sl_tree_stats ts;
 	sl_sldm *m = NULL;
 	sl_stream *s = NULL;
 	char ds[512], cmd[1200];
@@ -504,15 +524,8 @@ static void test_stream_buffers_reused(void **state)
 	uint64_t len = 0, sums[4];
 	ino_t ino0 = 0, ino = 0;
 
-	mkd("rb");
-	put("rb/a", 400000, 0644, 7);
-	assert_int_equal(enc(k, "rb", "rb-ds", "rb-1", 100000, &ts), SL_OK);
-	snprintf(ds, sizeof(ds), "%s/rb-ds", base);
-	assert_int_equal(sl_tree_manifest(ds, NULL, &m), SL_OK);
-	uint32_t n = sl_sldm_shard_count(m);
-	assert_true(n >= 4);
-	int dfd = open(ds, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	assert_true(dfd >= 0);
+	int dfd = one_file_ds(k, "rb", 400000, 7, ds, sizeof(ds), &m);
+	assert_true(sl_sldm_shard_count(m) >= 4);
 
 	/* the same bytes as staged one by one, fresh each time (sl_stage_sld) */
 	for (uint32_t i = 0; i < 4; i++) {
@@ -597,19 +610,12 @@ static void test_stream_gave_way(void **state)
 {
 	(void)state;
 	sl_secret *k = dek();
-	sl_tree_stats ts;
 	sl_sldm *m = NULL;
 	sl_stream *s = NULL;
 	char ds[512];
 
-	mkd("gw");
-	put("gw/a", 600000, 0644, 9);
-	assert_int_equal(enc(k, "gw", "gw-ds", "gw-1", 100000, &ts), SL_OK);
-	snprintf(ds, sizeof(ds), "%s/gw-ds", base);
-	assert_int_equal(sl_tree_manifest(ds, NULL, &m), SL_OK);
+	int dfd = one_file_ds(k, "gw", 600000, 9, ds, sizeof(ds), &m);
 	assert_true(sl_sldm_shard_count(m) >= 6);
-	int dfd = open(ds, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	assert_true(dfd >= 0);
 	assert_int_equal(sl_stream_new(dfd, ds, NULL, m, k, 300000, 0, 2, &s), SL_OK);
 	WAIT_UNTIL(stats_of(s).staged == 3); /* 0, 1, 2: the window is full */
 	usleep(100000);
