@@ -586,6 +586,13 @@ static SL_RESULT check_threads(unsigned *threads)
 sl_err sl_sld_decrypt(sl_sld_reader *r, unsigned threads, sl_sld_sink_fn sink, void *sink_ctx,
                       sl_sld_progress_fn progress, void *progress_ctx)
 {
+	return sl_sld_decrypt_bufs(r, threads, NULL, sink, sink_ctx, progress, progress_ctx);
+}
+
+sl_err sl_sld_decrypt_bufs(sl_sld_reader *r, unsigned threads, sl_sld_bufs *bufs,
+                           sl_sld_sink_fn sink, void *sink_ctx, sl_sld_progress_fn progress,
+                           void *progress_ctx)
+{
 	struct dec d = {.r = r,
 	                .sink = sink,
 	                .sink_ctx = sink_ctx,
@@ -604,6 +611,7 @@ sl_err sl_sld_decrypt(sl_sld_reader *r, unsigned threads, sl_sld_sink_fn sink, v
 	    .fill = NULL,
 	    .work = dec_work,
 	    .emit = dec_emit,
+	    .keep = bufs,
 	};
 	if ((rc = lease_begin(r)) == SL_OK)
 		rc = sld_pool_run(&ops);

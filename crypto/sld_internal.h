@@ -97,7 +97,14 @@ SL_MUST_USE sl_err sld_gcm_seal_final(sl_aead *a, uint8_t tag[static SL_AEAD_TAG
  * order). At most 2 x threads buffers of buf_size bytes exist; they are
  * sl_secret memory, wiped when the run ends. With buf_size 0 there are no
  * buffers (work gets NULL: it writes elsewhere) and the window of 2 x
- * threads items only bounds how far workers run ahead of emit. */
+ * threads items only bounds how far workers run ahead of emit. With keep
+ * the buffers come from and go back to that set (zeroed), not freed. */
+struct sl_sld_bufs {
+	size_t size; /* each buffer's size */
+	size_t n;
+	sl_secret **buf;
+};
+
 struct sld_pool_ops {
 	void *ctx;
 	uint64_t count;
@@ -108,6 +115,7 @@ struct sld_pool_ops {
 	sl_err (*fill)(void *ctx, uint64_t i, uint8_t *buf, size_t *len);
 	sl_err (*work)(void *ctx, void *wstate, uint64_t i, uint8_t *buf, size_t *len);
 	sl_err (*emit)(void *ctx, uint64_t i, const uint8_t *buf, size_t len);
+	sl_sld_bufs *keep; /* may be NULL */
 };
 SL_MUST_USE sl_err sld_pool_run(const struct sld_pool_ops *ops);
 

@@ -64,6 +64,61 @@ static uint8_t *slot_data(sl_secret *buf)
 	return buf != NULL ? sl_secret_data(buf) : NULL;
 }
 
+sl_err sl_sld_bufs_new(sl_sld_bufs **out)
+{
+	*out = calloc(1, sizeof(**out));
+	return *out != NULL ? SL_OK : sl_err_set(SL_E_NOMEM, "allocating chunk buffers");
+}
+
+void sl_sld_bufs_free(sl_sld_bufs *b)
+{
+	if (b == NULL)
+		return;
+	for (size_t k = 0; k < b->n; k++)
+		sl_secret_free(b->buf[k]); /* wipes */
+	free(b->buf);
+	free(b);
+}
+
+/* Moves the first n buffers of keep (buffers of another size are freed:
+ * another file's chunk size) into dst, growing keep to n entries. */
+static SL_RESULT keep_take(sl_sld_bufs *keep, size_t size, size_t n, sl_secret **dst)
+{
+	if (keep->size != size) {
+		for (size_t k = 0; k < keep->n; k++) {
+			sl_secret_free(keep->buf[k]);
+			keep->buf[k] = NULL;
+		}
+		keep->size = size;
+	}
+	if (keep->n < n) {
+		sl_secret **b = realloc(keep->buf, n * sizeof(*b));
+		if (b == NULL)
+			return sl_err_set(SL_E_NOMEM, "allocating chunk buffers");
+		memset(b + keep->n, 0, (n - keep->n) * sizeof(*b));
+		keep->buf = b;
+		keep->n = n;
+	}
+	for (size_t k = 0; k < n; k++) {
+		dst[k] = keep->buf[k];
+		keep->buf[k] = NULL;
+	}
+	return SL_OK;
+}
+
+/* The end of a run for slot k's buffer *b: zeroed and back in keep, or
+ * freed (which wipes it) without one. */
+static void buf_end(sl_sld_bufs *keep, size_t size, sl_secret **b, size_t k)
+{
+	if (keep != NULL && *b != NULL && k < keep->n && keep->size == size) {
+		sl_wipe(sl_secret_data(*b), size);
+		keep->buf[k] = *b;
+	} else {
+		sl_secret_free(*b);
+	}
+	*b = NULL;
+}
+
 /* Takes the next published item and processes it; called and returns with
  * p->mu held. */
 static void take_one(struct pool *p, struct worker *w)
@@ -118,7 +173,9 @@ static SL_RESULT run_inline(const struct sld_pool_ops *ops)
 	void *ws = NULL;
 	bool ws_live = false;
 
-	if (ops->buf_size > 0)
+	if (ops->keep != NULL && ops->buf_size > 0)
+		SL_GUARD(keep_take(ops->keep, ops->buf_size, 1, &buf));
+	if (ops->buf_size > 0 && buf == NULL)
 		SL_GUARD(sl_secret_new(ops->buf_size, &buf));
 	SL_GUARD(ops->worker_init(ops->ctx, &ws));
 	ws_live = true;
@@ -133,7 +190,7 @@ static SL_RESULT run_inline(const struct sld_pool_ops *ops)
 out:
 	if (ws_live)
 		ops->worker_fini(ops->ctx, ws);
-	sl_secret_free(buf);
+	buf_end(ops->keep, ops->buf_size, &buf, 0);
 	return rc;
 }
 
@@ -158,6 +215,15 @@ sl_err sld_pool_run(const struct sld_pool_ops *ops)
 	p.slots = calloc(p.nslots, sizeof(*p.slots));
 	workers = calloc(nthreads, sizeof(*workers));
 	SL_ENSURE(p.slots != NULL && workers != NULL, SL_E_NOMEM, "allocating the worker pool");
+	if (ops->keep != NULL && ops->buf_size > 0) {
+		sl_secret **kept = calloc(p.nslots, sizeof(*kept));
+		SL_ENSURE(kept != NULL, SL_E_NOMEM, "allocating the worker pool");
+		rc = keep_take(ops->keep, ops->buf_size, p.nslots, kept);
+		for (size_t k = 0; k < p.nslots; k++)
+			p.slots[k].buf = kept[k];
+		free(kept);
+		SL_GUARD(rc);
+	}
 	SL_ENSURE(pthread_mutex_init(&p.mu, NULL) == 0, SL_E_SYSTEM, "pthread_mutex_init");
 	pthread_cond_init(&p.work_cv, NULL);
 	pthread_cond_init(&p.done_cv, NULL);
@@ -225,7 +291,7 @@ out:
 		pthread_mutex_destroy(&p.mu);
 	}
 	for (size_t k = 0; p.slots != NULL && k < p.nslots; k++)
-		sl_secret_free(p.slots[k].buf);
+		buf_end(ops->keep, ops->buf_size, &p.slots[k].buf, k);
 	free(p.slots);
 	free(workers);
 	return rc;

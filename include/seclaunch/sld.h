@@ -185,6 +185,22 @@ typedef sl_err (*sl_sld_sink_fn)(void *ctx, uint64_t chunk_index, const uint8_t 
 SL_MUST_USE sl_err sl_sld_decrypt(sl_sld_reader *r, unsigned threads, sl_sld_sink_fn sink,
                                   void *sink_ctx, sl_sld_progress_fn progress, void *progress_ctx);
 
+/* Chunk buffers kept from one decryption to the next, for a caller that
+ * decrypts file after file on one thread (a stream's shards): the chunk
+ * buffers are made (allocated, locked, faulted in) once rather than per
+ * file. Each decryption still zeroes them before it returns, so they hold
+ * no plaintext between files; sl_sld_bufs_free frees them. One decryption
+ * at a time may use a set. */
+typedef struct sl_sld_bufs sl_sld_bufs;
+SL_MUST_USE sl_err sl_sld_bufs_new(sl_sld_bufs **out);
+void sl_sld_bufs_free(sl_sld_bufs *b);
+
+/* sl_sld_decrypt with its chunk buffers taken from (and given back to)
+ * bufs; NULL makes and frees them in this call, as sl_sld_decrypt does. */
+SL_MUST_USE sl_err sl_sld_decrypt_bufs(sl_sld_reader *r, unsigned threads, sl_sld_bufs *bufs,
+                                       sl_sld_sink_fn sink, void *sink_ctx,
+                                       sl_sld_progress_fn progress, void *progress_ctx);
+
 /* Hooks of sl_sld_decrypt_into; each may be NULL. A non-OK return stops
  * decryption and is returned. */
 typedef struct sl_sld_into_ops {

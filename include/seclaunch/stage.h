@@ -38,6 +38,7 @@
 
 #include "seclaunch/error.h"
 #include "seclaunch/secret.h"
+#include "seclaunch/sld.h"
 
 typedef enum sl_stage_where {
 	SL_STAGE_AUTO = 0, /* gpu when a CUDA device is usable, else host */
@@ -116,11 +117,13 @@ SL_MUST_USE sl_err sl_stage_pool_new(const char *dataset_id, uint64_t cap, sl_st
 /* Decrypts the SLD file at fd into the empty pooled stage s (its plaintext
  * must fit in the stage's cap); on any error s is left empty (zeroed). */
 SL_MUST_USE sl_err sl_stage_sld_refill(int fd, const char *name, sl_secret *dek, unsigned threads,
-                                       int (*interrupted)(void), sl_stage *s);
+                                       sl_sld_bufs *bufs, int (*interrupted)(void), sl_stage *s);
 /* The same from len bytes of the caller's private memory holding the
- * whole SLD file (sl_sld_open_mem: no one else may write it meanwhile). */
+ * whole SLD file (sl_sld_open_mem: no one else may write it meanwhile).
+ * Both decrypt through the chunk buffers bufs (sl_sld_decrypt_bufs; NULL:
+ * made and freed per refill). */
 SL_MUST_USE sl_err sl_stage_sld_refill_mem(const uint8_t *base, size_t len, const char *name,
-                                           sl_secret *dek, unsigned threads,
+                                           sl_secret *dek, unsigned threads, sl_sld_bufs *bufs,
                                            int (*interrupted)(void), sl_stage *s);
 /* Zeroes what the pooled stage holds and leaves it empty. */
 SL_MUST_USE sl_err sl_stage_clear(sl_stage *s);

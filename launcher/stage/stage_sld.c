@@ -113,7 +113,8 @@ out:
 }
 
 /* Refills the pooled stage s from an opened reader (a file or memory). */
-static SL_RESULT refill(sl_sld_reader *r, unsigned threads, int (*interrupted)(void), sl_stage *s)
+static SL_RESULT refill(sl_sld_reader *r, unsigned threads, sl_sld_bufs *bufs,
+                        int (*interrupted)(void), sl_stage *s)
 {
 	sl_err rc = SL_E_INTERNAL;
 	struct sink_ctx c;
@@ -123,7 +124,7 @@ static SL_RESULT refill(sl_sld_reader *r, unsigned threads, int (*interrupted)(v
 	/* the in-order sink, not decryption in place: a job may still map this
 	 * buffer from an earlier shard, and must never see a chunk before its
 	 * tag is checked */
-	SL_GUARD(sl_sld_decrypt(r, threads, sink, &c, NULL, NULL));
+	SL_GUARD(sl_sld_decrypt_bufs(r, threads, bufs, sink, &c, NULL, NULL));
 	SL_GUARD(sl_stage_refill_end(s));
 	rc = SL_OK;
 out:
@@ -132,12 +133,12 @@ out:
 
 /* Refills s from the reader that `opened` says was opened (or not), then
  * closes it; a failed refill leaves the buffer emptied. */
-static SL_RESULT refill_from(sl_err opened, sl_sld_reader *r, unsigned threads,
+static SL_RESULT refill_from(sl_err opened, sl_sld_reader *r, unsigned threads, sl_sld_bufs *bufs,
                              int (*interrupted)(void), sl_stage *s)
 {
 	sl_err rc = opened;
 	if (rc == SL_OK)
-		rc = refill(r, threads, interrupted, s);
+		rc = refill(r, threads, bufs, interrupted, s);
 	if (rc != SL_OK && s->pooled && !s->wiped)
 		(void)!sl_stage_clear(s);
 	sl_sld_close(r);
@@ -145,19 +146,20 @@ static SL_RESULT refill_from(sl_err opened, sl_sld_reader *r, unsigned threads,
 }
 
 sl_err sl_stage_sld_refill(int fd, const char *name, sl_secret *dek, unsigned threads,
-                           int (*interrupted)(void), sl_stage *s)
+                           sl_sld_bufs *bufs, int (*interrupted)(void), sl_stage *s)
 {
 	sl_sld_reader *r = NULL;
 	sl_err rc = sl_sld_open(fd, name, dek, &r);
-	return refill_from(rc, r, threads, interrupted, s);
+	return refill_from(rc, r, threads, bufs, interrupted, s);
 }
 
 sl_err sl_stage_sld_refill_mem(const uint8_t *base, size_t len, const char *name, sl_secret *dek,
-                               unsigned threads, int (*interrupted)(void), sl_stage *s)
+                               unsigned threads, sl_sld_bufs *bufs, int (*interrupted)(void),
+                               sl_stage *s)
 {
 	sl_sld_reader *r = NULL;
 	sl_err rc = sl_sld_open_mem(base, len, name, dek, &r);
-	return refill_from(rc, r, threads, interrupted, s);
+	return refill_from(rc, r, threads, bufs, interrupted, s);
 }
 
 sl_err sl_stage_sldm(int dfd, const char *dir, sl_remote *remote, const sl_sldm *m, sl_secret *dek,
@@ -167,6 +169,7 @@ sl_err sl_stage_sldm(int dfd, const char *dir, sl_remote *remote, const sl_sldm 
 	sl_err rc = SL_E_INTERNAL;
 	sl_sld_reader *r = NULL;
 	sl_stage *s = NULL;
+	sl_sld_bufs *bufs = NULL; /* the GPU path's chunk buffers, kept across shards */
 	char name[4096];
 	int fd = -1;
 	uint64_t base = 0;
@@ -174,6 +177,8 @@ sl_err sl_stage_sldm(int dfd, const char *dir, sl_remote *remote, const sl_sldm 
 	*out = NULL;
 	/* nothing in the manifest counts before it authenticates */
 	SL_GUARD(sl_sldm_authenticate(m, dek));
+	if (gpu != NULL)
+		SL_GUARD(sl_sld_bufs_new(&bufs));
 	if (gpu != NULL)
 		SL_GUARD(sl_stage_gpu_new(sl_sldm_dataset_id(m), sl_sldm_plaintext_len(m),
 		                          sl_sldm_chunk_size(m), gpu, &s));
@@ -190,7 +195,7 @@ sl_err sl_stage_sldm(int dfd, const char *dir, sl_remote *remote, const sl_sldm 
 		                     .off = base,
 		                     .interrupted = interrupted};
 		if (gpu != NULL)
-			SL_GUARD(sl_sld_decrypt(r, threads, sink, &c, NULL, NULL));
+			SL_GUARD(sl_sld_decrypt_bufs(r, threads, bufs, sink, &c, NULL, NULL));
 		else
 			SL_GUARD(stage_host_into(s, r, threads, &c));
 		base += sl_sld_header_plaintext_len(c.h);
@@ -206,6 +211,7 @@ sl_err sl_stage_sldm(int dfd, const char *dir, sl_remote *remote, const sl_sldm 
 out:
 	sl_stage_free(s); /* wipes whatever part was staged */
 	sl_sld_close(r);
+	sl_sld_bufs_free(bufs);
 	if (fd >= 0)
 		close(fd);
 	return rc;

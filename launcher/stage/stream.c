@@ -90,6 +90,7 @@ struct sl_stream {
 	pthread_t thr;
 	sl_stream_stats st;
 	struct cbuf cbuf[N_CBUFS]; /* remote: the ciphertext files (fd -1 for a local dataset) */
+	sl_sld_bufs *bufs;         /* the chunk buffers, kept (wiped) across refills */
 };
 
 static _Thread_local sl_stream *tl_stream;
@@ -402,10 +403,10 @@ static void *stage_thread(void *arg)
 		if (rc == SL_OK && cb >= 0)
 			rc = sl_stage_sld_refill_mem(
 			    s->cbuf[cb].map, (size_t)sl_sldm_shard_at(s->m, i).file_size, name,
-			    s->dek, s->threads, stream_interrupted, st);
+			    s->dek, s->threads, s->bufs, stream_interrupted, st);
 		else if (rc == SL_OK)
-			rc = sl_stage_sld_refill(fd, name, s->dek, s->threads, stream_interrupted,
-			                         st);
+			rc = sl_stage_sld_refill(fd, name, s->dek, s->threads, s->bufs,
+			                         stream_interrupted, st);
 		if (fd >= 0)
 			close(fd);
 
@@ -524,6 +525,7 @@ sl_err sl_stream_new(int dfd, const char *dir, sl_remote *remote, const sl_sldm 
 	s->slots = calloc(s->n, sizeof(*s->slots));
 	SL_ENSURE(s->slots != NULL, SL_E_NOMEM, "stream staging");
 	SL_GUARD(sl_secret_from(sl_secret_data(dek), sl_secret_len(dek), &s->dek));
+	SL_GUARD(sl_sld_bufs_new(&s->bufs));
 	for (unsigned k = 0; remote != NULL && k < N_CBUFS; k++)
 		SL_GUARD(cbuf_new(sl_sldm_dataset_id(m), largest_file, &s->cbuf[k]));
 	if (remote != NULL)
@@ -647,6 +649,7 @@ void sl_stream_free(sl_stream *s)
 		cbuf_free(&s->cbuf[k]);
 	free(s->slots);
 	free(s->free_bufs);
+	sl_sld_bufs_free(s->bufs);
 	sl_secret_free(s->dek);
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->mu);

@@ -264,7 +264,8 @@ rm -rf "$W/s3ds" "$W/s3data"
 # memory files and no reader.
 # User time is the AEAD, the copy of each authenticated chunk into its
 # buffer and the reader; system time the reads of the ciphertext and the
-# buffers' pages (made once per buffer, not per shard).
+# buffers' pages (made once per buffer, not per shard; the decryption's
+# chunk buffers likewise, kept and zeroed between shards).
 if want stream; then
 	smib=${SL_BENCH_STREAM_MIB:-1024}
 	pkgs=$(sl_make print-pkgs)

@@ -25,6 +25,7 @@
 #include "seclaunch/sld.h"
 #include "seclaunch/util.h"
 
+#include "../../crypto/sld_internal.h" /* struct sl_sld_bufs: the kept buffers */
 #include "sld_fixture.h"
 #include "testlib.h"
 
@@ -430,6 +431,99 @@ static void test_sink_error_stops(void **state)
 	}
 	close(fd);
 	free_file(&f);
+}
+
+/* ---- chunk buffers kept from one decryption to the next --------------- */
+
+/* The kept buffers (a slot a small file never used has none) are of the
+ * set's size (a chunk and its tag) and hold only zeroes. */
+static void expect_kept_zero(const sl_sld_bufs *b, size_t size)
+{
+	size_t made = 0;
+	assert_int_equal(b->size, size);
+	for (size_t k = 0; k < b->n; k++) {
+		if (b->buf[k] == NULL)
+			continue;
+		made++;
+		assert_int_equal(sl_secret_len(b->buf[k]), size);
+		const uint8_t *d = sl_secret_data(b->buf[k]);
+		for (size_t j = 0; j < size; j++)
+			if (d[j] != 0)
+				fail_msg("kept buffer %zu holds a non-zero byte at %zu", k, j);
+	}
+	assert_true(made > 0);
+}
+
+/* Decrypts n bytes (chunk size cs) through bufs; returns the plaintext the
+ * sink got, checked against plain when rc is SL_OK. */
+static sl_err bufs_round(sl_sld_bufs *bufs, unsigned threads, uint32_t cs, size_t n,
+                         uint64_t fail_at, bool tamper)
+{
+	sl_secret *dek = new_dek();
+	uint8_t *plain = random_bytes(n);
+	sl_sld_encrypt_params p = {.dataset_id = "unit/kept-bufs", .chunk_size = cs, .threads = 2};
+	int fd = encrypt_to_fd(dek, plain, n, &p);
+	if (tamper) {
+		size_t fn = 0;
+		uint8_t *b = fd_bytes(fd, &fn);
+		b[fn - 20] ^= 1; /* the last chunk's ciphertext */
+		close(fd);
+		fd = memfd_with(b, fn);
+		free(b);
+	}
+	struct collect c = {.buf = malloc(n + 1), .cap = n, .fail_at = fail_at};
+	sl_sld_reader *r = NULL;
+	sl_err rc = sl_sld_open(fd, "kept.sld", dek, &r);
+	assert_int_equal(rc, SL_OK);
+	rc = sl_sld_decrypt_bufs(r, threads, bufs, collect_sink, &c, NULL, NULL);
+	sl_sld_close(r);
+	if (rc == SL_OK) {
+		assert_int_equal(c.len, n);
+		assert_memory_equal(c.buf, plain, n);
+	}
+	free(c.buf);
+	free(plain);
+	close(fd);
+	sl_secret_free(dek);
+	return rc;
+}
+
+static void test_kept_bufs(void **state)
+{
+	(void)state;
+	const unsigned threads[] = {1, 3};
+	for (size_t t = 0; t < sizeof(threads) / sizeof(threads[0]); t++) {
+		sl_sld_bufs *bufs = NULL;
+		assert_int_equal(sl_sld_bufs_new(&bufs), SL_OK);
+		/* two files, one set: each decrypts right, and between them the
+		 * set holds zeroes only */
+		assert_int_equal(
+		    bufs_round(bufs, threads[t], CS, 9 * (size_t)CS + 77, UINT64_MAX, false),
+		    SL_OK);
+		expect_kept_zero(bufs, CS + SL_AEAD_TAG_LEN);
+		sl_secret *first = bufs->buf[0];
+		size_t n = bufs->n;
+		assert_int_equal(
+		    bufs_round(bufs, threads[t], CS, 5 * (size_t)CS + 1, UINT64_MAX, false), SL_OK);
+		expect_kept_zero(bufs, CS + SL_AEAD_TAG_LEN);
+		assert_ptr_equal(bufs->buf[0], first); /* made once, not per file */
+		assert_int_equal(bufs->n, n);
+		/* a file of another chunk size: the set is remade at that size */
+		assert_int_equal(
+		    bufs_round(bufs, threads[t], 2 * CS, 4 * (size_t)CS + 3, UINT64_MAX, false),
+		    SL_OK);
+		expect_kept_zero(bufs, 2 * CS + SL_AEAD_TAG_LEN);
+		/* a failed decryption (a tampered chunk, a sink that refuses)
+		 * leaves no plaintext in the set either */
+		expect_fail(bufs_round(bufs, threads[t], 2 * CS, 6 * (size_t)CS, UINT64_MAX, true),
+		            SL_E_INTEGRITY, "chunk");
+		expect_kept_zero(bufs, 2 * CS + SL_AEAD_TAG_LEN);
+		assert_int_equal(bufs_round(bufs, threads[t], 2 * CS, 8 * (size_t)CS, 2, false),
+		                 SL_E_IO);
+		expect_kept_zero(bufs, 2 * CS + SL_AEAD_TAG_LEN);
+		sl_sld_bufs_free(bufs);
+	}
+	sl_sld_bufs_free(NULL);
 }
 
 /* ---- decryption straight into a destination ---------------------------- */
@@ -937,6 +1031,7 @@ int main(void)
 	    cmocka_unit_test(test_chunk_tamper),
 	    cmocka_unit_test(test_header_from_other_file),
 	    cmocka_unit_test(test_sink_error_stops),
+	    cmocka_unit_test(test_kept_bufs),
 	    cmocka_unit_test(test_decrypt_into),
 	    cmocka_unit_test(test_decrypt_into_tamper),
 	    cmocka_unit_test(test_decrypt_into_from_mem),

@@ -5,7 +5,8 @@
  * reused only after their copy's event (copies slowed down; the fake counts
  * buffers changed before their copy ran), a copy failing midway, device and
  * pinned allocations failing, cancellation by a signal, an IPC export the
- * driver refuses, and the wipe (every buffer zero when freed). Skips when
+ * driver refuses, a sharded dataset staged whole (its shards through one
+ * kept set of chunk buffers), and the wipe (every buffer zero when freed). Skips when
  * the fake was not built. */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -23,6 +24,8 @@
 #include <cmocka.h>
 #include <dlfcn.h>
 
+#include "../../launcher/dataset/dataset_tree.h"
+#include "../../launcher/stage/stage_tree.h"
 #include "seclaunch/crypto.h"
 #include "seclaunch/sld.h"
 #include "seclaunch/stage.h"
@@ -224,6 +227,60 @@ static void test_ipc_refused(void **state)
 	assert_clean();
 }
 
+/* A sharded dataset staged whole onto the device (sl_stage_sldm): every
+ * shard decrypted through one set of chunk buffers kept across shards, the
+ * device buffer the shards' plaintexts back to back, on one thread and on
+ * a pool. */
+static void test_sharded_on_device(void **state)
+{
+	(void)state;
+	NEED_FAKE();
+	char dir[256], in[300], ds[300];
+	const size_t n = 5 * (size_t)(128 << 10) + 777; /* 6 shards of 128 KiB */
+	sl_secret *dek = new_dek();
+	uint8_t *plain = random_bytes(n);
+	tl_tmpdir(dir, sizeof(dir), "gpu-sldm");
+	snprintf(in, sizeof(in), "%s/a.bin", dir);
+	snprintf(ds, sizeof(ds), "%s/ds", dir);
+	int fd = open(in, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(sl_write_all(fd, plain, n, in), SL_OK);
+	close(fd);
+	const char *paths[] = {in};
+	sl_tree_encrypt_opts o = {.paths = paths,
+	                          .n_paths = 1,
+	                          .out_dir = ds,
+	                          .quiet = true,
+	                          .shard_size = 128 << 10,
+	                          .p = {.dataset_id = "ipc-ds", .chunk_size = CS, .threads = 2}};
+	sl_tree_stats ts;
+	assert_int_equal(sl_tree_encrypt(dek, &o, &ts), SL_OK);
+	sl_sldm *m = NULL;
+	assert_int_equal(sl_tree_manifest(ds, NULL, &m), SL_OK);
+	assert_int_equal(sl_sldm_shard_count(m), 6);
+	int dfd = open(ds, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dfd >= 0);
+	const unsigned threads[] = {1, 3};
+	for (size_t k = 0; k < sizeof(threads) / sizeof(threads[0]); k++) {
+		sl_stage *st = NULL;
+		freset();
+		assert_int_equal(
+		    sl_stage_sldm(dfd, ds, NULL, m, dek, &gpu, threads[k], true, NULL, &st), SL_OK);
+		assert_memory_equal(device_of(st), plain, n);
+		assert_int_equal(fstat_("reuse_violations"), 0);
+		assert_int_equal(fstat_("live_pinned"), 0);
+		assert_int_equal(fstat_("live"), 1);
+		assert_int_equal(sl_stage_wipe(st), SL_OK);
+		assert_clean();
+		sl_stage_free(st);
+	}
+	close(dfd);
+	sl_sldm_free(m);
+	assert_int_equal(tl_rmtree(dir), 0);
+	free(plain);
+	sl_secret_free(dek);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -232,6 +289,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_alloc_fails, each),
 	    cmocka_unit_test_setup(test_cancel_by_signal, each),
 	    cmocka_unit_test_setup(test_ipc_refused, each),
+	    cmocka_unit_test_setup(test_sharded_on_device, each),
 	};
 	return cmocka_run_group_tests(tests, group_setup, NULL);
 }
