@@ -29,6 +29,8 @@ misbehave, the manifest is served as is unless the mode says otherwise:
   sigv4t     the same, and x-amz-security-token must be --token
   gcsauth    requires "Authorization: Bearer T" (--token)
   stalllate  as stall, for every shard but shard-00000
+  tamperstall  shard-00000 with its last byte flipped (a chunk's tag), every
+             other shard as stall
   drip       headers, then the shard body one byte every 0.7 s (about 1.4 B/s:
              never a second without a byte for long, never anywhere)
 
@@ -176,6 +178,9 @@ class H(http.server.BaseHTTPRequestHandler):
         shard = name.startswith("shard-")
         if mode == "stalllate":
             mode = "stall" if shard and name != "shard-00000.sld" else "good"
+        tamper = mode == "tamperstall" and name == "shard-00000.sld"
+        if mode == "tamperstall":
+            mode = "stall" if shard and not tamper else "good"
         rng = self.headers.get("Range")
         key = (mode, rel, rng)
         with lock:
@@ -202,6 +207,8 @@ class H(http.server.BaseHTTPRequestHandler):
         if ".." in rel.split("/") or not os.path.isfile(path):
             return self.reply(404)
         data = open(path, "rb").read()
+        if tamper:
+            data = data[:-1] + bytes([data[-1] ^ 1])
         total = len(data)
         m = re.match(r"bytes=(\d+)-(\d+)$", rng or "")
         if not m or mode == "norange" and shard:

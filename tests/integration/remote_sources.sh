@@ -109,6 +109,17 @@ t0=$(date +%s)
 bad "a stalled body" 5 "shard-00000.sld bytes 0-[0-9]+: stalled \(no data for 1 s\)" stall \
 	SECLAUNCH_REMOTE_STALL_S=1
 assert "... given up within the stall timeout's 5 tries (< 15 s)" test $(($(date +%s) - t0)) -lt 15
+# the next shard is fetched while the one before is decrypted: a fetch
+# that fails there is the run's error, naming its shard, and a shard that
+# fails to decrypt stops the fetch ahead instead of waiting for its end
+bad "a later shard stalls (fetched ahead): its error, naming it" 5 \
+	"stalllate/ds/shard-00001.sld bytes 0-[0-9]+: stalled \(no data for 1 s\)" stalllate \
+	SECLAUNCH_REMOTE_STALL_S=1 SECLAUNCH_REMOTE_RETRIES=1
+t0=$(date +%s)
+bad "a tampered first shard while the next one stalls: exit 6, naming the first" 6 \
+	"shard-00000.sld.*(authentication|integrity|tag)" tamperstall SECLAUNCH_REMOTE_STALL_S=30
+assert "... at once, not after the fetch ahead's 30 s stall ($(($(date +%s) - t0)) s)" \
+	test $(($(date +%s) - t0)) -lt 10
 # a store that drips about 1.4 bytes a second: never a second-long stall,
 # so only the rate rule (or the deadline) ends it; retried, then given up,
 # naming the URL and the rule
