@@ -134,6 +134,20 @@ static const uint8_t *device_of(sl_stage *st)
 	return (const uint8_t *)(uintptr_t)p;
 }
 
+/* The device buffer of st holds plain, no pinned buffer was reused early
+ * and none is left; then st is wiped: every buffer zero when freed. */
+static void expect_staged_then_wiped(sl_stage *st, const uint8_t *plain, size_t n)
+{
+	assert_memory_equal(device_of(st), plain, n);
+	assert_int_equal(fstat_("reuse_violations"), 0);
+	/* the pinned buffers are zeroed and freed once staging ends */
+	assert_int_equal(fstat_("live_pinned"), 0);
+	assert_int_equal(fstat_("live"), 1);
+	assert_int_equal(sl_stage_wipe(st), SL_OK);
+	assert_clean();
+	sl_stage_free(st);
+}
+
 static void test_stage_order_reuse_wipe(void **state)
 {
 	(void)state;
@@ -143,16 +157,9 @@ static void test_stage_order_reuse_wipe(void **state)
 	make(&s, 9 * CS + 77);
 	setenv("FAKECUDA_DELAY_US", "40000", 1);
 	assert_int_equal(sl_stage_sld(s.fd, "ipc.sld", s.dek, &gpu, 2, true, NULL, &st), SL_OK);
-	assert_memory_equal(device_of(st), s.plain, s.n);
 	assert_int_equal(fstat_("htod"), 10);
 	assert_int_equal(fstat_("htod_streams"), 2);
-	assert_int_equal(fstat_("reuse_violations"), 0);
-	/* the pinned buffers are zeroed and freed once staging ends */
-	assert_int_equal(fstat_("live_pinned"), 0);
-	assert_int_equal(fstat_("live"), 1);
-	assert_int_equal(sl_stage_wipe(st), SL_OK);
-	assert_clean();
-	sl_stage_free(st);
+	expect_staged_then_wiped(st, s.plain, s.n);
 	drop(&s);
 }
 
@@ -266,13 +273,7 @@ static void test_sharded_on_device(void **state)
 		freset();
 		assert_int_equal(
 		    sl_stage_sldm(dfd, ds, NULL, m, dek, &gpu, threads[k], true, NULL, &st), SL_OK);
-		assert_memory_equal(device_of(st), plain, n);
-		assert_int_equal(fstat_("reuse_violations"), 0);
-		assert_int_equal(fstat_("live_pinned"), 0);
-		assert_int_equal(fstat_("live"), 1);
-		assert_int_equal(sl_stage_wipe(st), SL_OK);
-		assert_clean();
-		sl_stage_free(st);
+		expect_staged_then_wiped(st, plain, n);
 	}
 	close(dfd);
 	sl_sldm_free(m);
