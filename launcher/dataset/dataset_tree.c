@@ -1082,86 +1082,79 @@ sl_err sl_tree_open_shard(const char *dir, sl_remote *remote, const sl_sldm *m, 
 	return rc;
 }
 
-/* A remote dataset's next shard fetched (into a memory file, its header
- * checked: sl_tree_open_shard_at) on a thread of its own while the one
- * before is decrypted, so that the network and the AEAD overlap. Only one
- * thread uses the remote reader at a time: the decrypting thread joins
- * this one before it fetches anything itself. When decryption fails, stop
- * makes the fetch end within a second rather than run to its end. */
-struct ahead {
-	const char *dir; /* the dataset's name in messages */
-	sl_remote *remote;
-	const sl_sldm *m;
-	atomic_bool stop;
-	bool running;
-	pthread_t thr;
-	uint32_t i;
-	int fd;
-	sl_err rc;
-	char errmsg[1024];
-	char name[PATH_MAX];
-};
-
 static void *ahead_main(void *arg)
 {
-	struct ahead *a = arg;
-	a->rc = sl_tree_open_shard_at(-1, a->dir, a->remote, a->m, a->i, &a->fd, a->name,
-	                              sizeof(a->name));
-	if (a->rc != SL_OK)
-		snprintf(a->errmsg, sizeof(a->errmsg), "%s", sl_err_detail());
+	sl_shards *a = arg;
+	a->ahead_rc = sl_tree_open_shard_at(-1, a->dir, a->remote, a->m, a->ahead_i, &a->ahead_fd,
+	                                    a->ahead_name, sizeof(a->ahead_name));
+	if (a->ahead_rc != SL_OK)
+		snprintf(a->ahead_err, sizeof(a->ahead_err), "%s", sl_err_detail());
 	return NULL;
 }
 
-static void ahead_start(struct ahead *a, uint32_t i)
+/* Waits for the fetch ahead and drops what it fetched. */
+static void ahead_drop(sl_shards *a)
 {
-	a->i = i;
-	a->fd = -1;
-	a->running = pthread_create(&a->thr, NULL, ahead_main, a) == 0;
-}
-
-/* Waits for the fetch ahead (stopped first with stop) and drops what it
- * fetched. */
-static void ahead_end(struct ahead *a, bool stop)
-{
-	if (stop)
-		atomic_store(&a->stop, true);
 	if (a->running)
 		pthread_join(a->thr, NULL);
 	a->running = false;
-	if (a->fd >= 0)
-		close(a->fd);
-	a->fd = -1;
+	if (a->ahead_fd >= 0)
+		close(a->ahead_fd);
+	a->ahead_fd = -1;
 }
 
-/* Shard i's SLD file: the one fetched ahead, else opened (or fetched) now. */
-static SL_RESULT shard_open(const char *dir, struct ahead *a, uint32_t i, int *fd, char *path,
-                            size_t cap)
+void sl_shards_begin(sl_shards *a, int dfd, const char *dir, sl_remote *remote, const sl_sldm *m)
 {
-	if (a->remote == NULL || !a->running || a->i != i) {
-		ahead_end(a, false);
-		return sl_tree_open_shard(dir, a->remote, a->m, i, fd, path, cap);
-	}
-	pthread_join(a->thr, NULL);
-	a->running = false;
-	if (a->rc != SL_OK)
-		return sl_err_set(a->rc, "%s", a->errmsg);
-	*fd = a->fd;
-	a->fd = -1;
-	snprintf(path, cap, "%s", a->name);
-	return SL_OK;
+	*a = (sl_shards){.dfd = dfd, .dir = dir, .remote = remote, .m = m, .ahead_fd = -1};
+	atomic_init(&a->stop, false);
+	if (remote != NULL)
+		sl_remote_set_abort(remote, &a->stop);
 }
 
-static SL_RESULT decrypt_shard(const char *dir, struct ahead *a, uint32_t i, sl_secret *dek,
-                               unsigned threads, sl_sld_bufs *bufs, struct restore *r)
+sl_err sl_shards_open(sl_shards *a, uint32_t i, int *fd, char *name, size_t cap)
+{
+	sl_err rc;
+
+	*fd = -1;
+	if (a->running && a->ahead_i == i) {
+		pthread_join(a->thr, NULL);
+		a->running = false;
+		if (a->ahead_rc != SL_OK)
+			return sl_err_set(a->ahead_rc, "%s", a->ahead_err);
+		*fd = a->ahead_fd;
+		a->ahead_fd = -1;
+		snprintf(name, cap, "%s", a->ahead_name);
+		rc = SL_OK;
+	} else {
+		ahead_drop(a);
+		rc = a->remote != NULL || a->dfd >= 0
+		         ? sl_tree_open_shard_at(a->dfd, a->dir, a->remote, a->m, i, fd, name, cap)
+		         : sl_tree_open_shard(a->dir, NULL, a->m, i, fd, name, cap);
+	}
+	if (rc == SL_OK && a->remote != NULL && i + 1 < sl_sldm_shard_count(a->m)) {
+		a->ahead_i = i + 1;
+		a->running = pthread_create(&a->thr, NULL, ahead_main, a) == 0;
+	}
+	return rc;
+}
+
+void sl_shards_end(sl_shards *a)
+{
+	atomic_store(&a->stop, true);
+	ahead_drop(a);
+	if (a->remote != NULL)
+		sl_remote_set_abort(a->remote, NULL);
+}
+
+static SL_RESULT decrypt_shard(sl_shards *a, uint32_t i, sl_secret *dek, unsigned threads,
+                               sl_sld_bufs *bufs, struct restore *r)
 {
 	sl_err rc = SL_E_IO;
 	char path[PATH_MAX];
 	sl_sld_reader *rd = NULL;
 	int fd = -1;
 
-	SL_GUARD(shard_open(dir, a, i, &fd, path, sizeof(path)));
-	if (a->remote != NULL && i + 1 < sl_sldm_shard_count(a->m))
-		ahead_start(a, i + 1);
+	SL_GUARD(sl_shards_open(a, i, &fd, path, sizeof(path)));
 	SL_GUARD(sl_sld_open(fd, path, dek, &rd));
 	SL_GUARD(sl_sld_decrypt_bufs(rd, threads, bufs, restore_sink, r, NULL, NULL));
 	rc = SL_OK;
@@ -1180,10 +1173,11 @@ sl_err sl_tree_decrypt(const char *dir, sl_remote *remote, const sl_sldm *m, sl_
 	struct restore r = {.m = m, .root = -1, .fd = -1};
 	uint32_t nf = sl_sldm_file_count(m), ns = sl_sldm_shard_count(m);
 	uint64_t *sstart = NULL;
-	struct ahead ahead = {.dir = dir, .remote = remote, .m = m, .fd = -1};
+	sl_shards shards;
 	sl_sld_bufs *bufs = NULL;
 
 	memset(st, 0, sizeof(*st));
+	sl_shards_begin(&shards, -1, dir, remote, m);
 	SL_GUARD(sl_sldm_authenticate(m, dek));
 	SL_GUARD(check_target(out_dir, force));
 	r.start = calloc((size_t)nf + 1, sizeof(*r.start));
@@ -1208,10 +1202,8 @@ sl_err sl_tree_decrypt(const char *dir, sl_remote *remote, const sl_sldm *m, sl_
 		          SL_E_IO, "%s: replaced while it was being made; nothing restored", tmp);
 	}
 	SL_GUARD(sl_sld_bufs_new(&bufs));
-	if (remote != NULL)
-		sl_remote_set_abort(remote, &ahead.stop);
 	for (uint32_t i = 0; i < ns; i++)
-		SL_GUARD(decrypt_shard(dir, &ahead, i, dek, threads, bufs, &r));
+		SL_GUARD(decrypt_shard(&shards, i, dek, threads, bufs, &r));
 	/* empty files at the very end */
 	SL_GUARD(open_due(&r, r.g));
 	SL_ENSURE(r.fd < 0 && r.next == nf, SL_E_INTEGRITY,
@@ -1225,9 +1217,7 @@ sl_err sl_tree_decrypt(const char *dir, sl_remote *remote, const sl_sldm *m, sl_
 	sl_sldm_root(m, st->root);
 	rc = SL_OK;
 out:
-	ahead_end(&ahead, true);
-	if (remote != NULL)
-		sl_remote_set_abort(remote, NULL);
+	sl_shards_end(&shards);
 	sl_sld_bufs_free(bufs);
 	if (r.fd >= 0)
 		close(r.fd);

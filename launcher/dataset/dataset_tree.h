@@ -4,6 +4,7 @@
 #ifndef SECLAUNCH_LAUNCHER_DATASET_TREE_H
 #define SECLAUNCH_LAUNCHER_DATASET_TREE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -88,6 +89,34 @@ SL_MUST_USE sl_err sl_tree_manifest_at(int dfd, const char *dir, sl_sldm **out);
 SL_MUST_USE sl_err sl_tree_decrypt(const char *dir, sl_remote *remote, const sl_sldm *m,
                                    sl_secret *dek, const char *out_dir, bool force,
                                    unsigned threads, sl_tree_stats *stats);
+
+/* A dataset's shards opened in order, for decryption one after another.
+ * From a store, opening shard i starts the fetch of shard i + 1 on a
+ * thread of its own, so that the network and the caller's decryption of i
+ * overlap (two shards' ciphertext in memory at most); only that thread
+ * uses remote while it runs. sl_shards_end (always, once begun) stops a
+ * fetch still running within a second, waits for it and drops what it
+ * fetched. Local shards are opened when asked for (relative to dfd, or
+ * under dir when dfd is -1). begin sets remote's abort flag
+ * (sl_remote_set_abort), end clears it. */
+typedef struct sl_shards {
+	int dfd;
+	const char *dir;
+	sl_remote *remote;
+	const sl_sldm *m;
+	atomic_bool stop;
+	bool running;
+	pthread_t thr;
+	uint32_t ahead_i;
+	int ahead_fd;
+	sl_err ahead_rc;
+	char ahead_err[1024];
+	char ahead_name[4096];
+} sl_shards;
+void sl_shards_begin(sl_shards *s, int dfd, const char *dir, sl_remote *remote, const sl_sldm *m);
+/* Shard i (checked as sl_tree_open_shard checks it): *fd to close. */
+SL_MUST_USE sl_err sl_shards_open(sl_shards *s, uint32_t i, int *fd, char *name, size_t cap);
+void sl_shards_end(sl_shards *s);
 
 /* Opens shard i of the dataset (from dir, or fetched from remote into a
  * memory file) and checks it against the manifest (header digest, dataset

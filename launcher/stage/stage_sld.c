@@ -170,11 +170,13 @@ sl_err sl_stage_sldm(int dfd, const char *dir, sl_remote *remote, const sl_sldm 
 	sl_sld_reader *r = NULL;
 	sl_stage *s = NULL;
 	sl_sld_bufs *bufs = NULL; /* the GPU path's chunk buffers, kept across shards */
+	sl_shards shards;
 	char name[4096];
 	int fd = -1;
 	uint64_t base = 0;
 
 	*out = NULL;
+	sl_shards_begin(&shards, dfd, dir, remote, m);
 	/* nothing in the manifest counts before it authenticates */
 	SL_GUARD(sl_sldm_authenticate(m, dek));
 	if (gpu != NULL)
@@ -187,7 +189,7 @@ sl_err sl_stage_sldm(int dfd, const char *dir, sl_remote *remote, const sl_sldm 
 		                           force_memfd, &s));
 	for (uint32_t i = 0; i < sl_sldm_shard_count(m); i++) {
 		SL_GUARD(interrupted_check(interrupted));
-		SL_GUARD(sl_tree_open_shard_at(dfd, dir, remote, m, i, &fd, name, sizeof(name)));
+		SL_GUARD(sl_shards_open(&shards, i, &fd, name, sizeof(name)));
 		SL_GUARD(sl_sld_open(fd, name, dek, &r));
 		struct sink_ctx c = {.stage = s,
 		                     .h = sl_sld_reader_header(r),
@@ -209,6 +211,7 @@ sl_err sl_stage_sldm(int dfd, const char *dir, sl_remote *remote, const sl_sldm 
 	s = NULL;
 	rc = SL_OK;
 out:
+	sl_shards_end(&shards);
 	sl_stage_free(s); /* wipes whatever part was staged */
 	sl_sld_close(r);
 	sl_sld_bufs_free(bufs);

@@ -6,9 +6,11 @@
 # connections closed mid-body), S3 path-style against s3rver over TLS and
 # against the fake store's SigV4 check (credentials from the environment,
 # the shared credentials file and IMDSv2), GCS with a bearer token from the
-# environment and from the metadata server. Every failure: its exit code
-# (5 the store, 6 integrity), an error naming what failed, no output folder
-# and no plaintext.
+# environment and from the metadata server; the next shard fetched while
+# one is decrypted (decrypt, run --stage host and stream): its failure is
+# the error, and a shard that fails to decrypt stops it at once. Every
+# failure: its exit code (5 the store, 6 integrity), an error naming what
+# failed, no output folder and no plaintext.
 . "$(dirname "$0")/lib.sh"
 
 for tool in python3 openssl curl; do
@@ -236,6 +238,22 @@ EOF
 	assert "... the run ends with the job, not after the 30 s stall timeout ($(($(date +%s) - t0)) s)" \
 		test $(($(date +%s) - t0)) -lt 15
 	assert "... the job read its file" test "$(wc -l <"$T/f.sums")" = 1
+	# a shard that fails to decrypt stops the fetch of the next one (the
+	# store stalls on it) at once: host staging (sl_shards) and the stream
+	# (its own prefetch; the job asks for every file) alike
+	t0=$(date +%s)
+	check_err "run --stage host: a tampered first shard, the next one stalling: exit 6" 6 \
+		"shard-00000.sld" env SECLAUNCH_REMOTE_STALL_S=30 "$SL" run \
+		--policy "$KMS_STATE/policy.json" --policy-pubkey "$KMS_STATE/policy.pub" \
+		"${KMSA[@]}" --tcti "$SWTPM_TCTI" --ca-file tls/ca.pem --stage host -q \
+		"$F/tamperstall/kds/" -- true
+	assert "... at once, not after the fetch ahead's 30 s stall ($(($(date +%s) - t0)) s)" \
+		test $(($(date +%s) - t0)) -lt 10
+	t0=$(date +%s)
+	check_err "run --stage stream: the same store: exit 6" 6 "shard-00000.sld" \
+		srun tamperstall "$T/t.sums" all kds SECLAUNCH_REMOTE_STALL_S=30
+	assert "... at once, not after the prefetch's 30 s stall ($(($(date +%s) - t0)) s)" \
+		test $(($(date +%s) - t0)) -lt 10
 	stop_kms
 else
 	skip "run --stage stream from the store" "swtpm not installed"
