@@ -10,7 +10,8 @@
 #     KMS, a job that reads every byte with iter_files): the same bytes
 #     (SL_BENCH_REMOTE_MIB of 1 MiB files) against curl, the launch of a
 #     1-file dataset taken off, and seclaunch's peak RSS (VmHWM, read by the
-#     job at its end; goal <= 64 MiB + the window).
+#     job at its end; goal <= 64 MiB + the window); and the same job after
+#     `--stage host` of the URL (the whole dataset staged before it starts).
 # (2) S3 (s3rver from npm, TLS, path-style; SL_BENCH_S3_MIB, default 512)
 #     against `curl --aws-sigv4`.
 # (3) The data service: 4 processes of a job reading 10,000 small files
