@@ -1129,7 +1129,8 @@ sl_err sl_shards_open(sl_shards *a, uint32_t i, int *fd, char *name, size_t cap)
 		ahead_drop(a);
 		rc = a->remote != NULL || a->dfd >= 0
 		         ? sl_tree_open_shard_at(a->dfd, a->dir, a->remote, a->m, i, fd, name, cap)
-		         : sl_tree_open_shard(a->dir, NULL, a->m, i, fd, name, cap);
+		         : sl_err_set(SL_E_INTERNAL, "%s: shards from neither a folder nor a store",
+		                      a->dir);
 	}
 	if (rc == SL_OK && a->remote != NULL && i + 1 < sl_sldm_shard_count(a->m)) {
 		a->ahead_i = i + 1;
@@ -1178,6 +1179,8 @@ sl_err sl_tree_decrypt(const char *dir, sl_remote *remote, const sl_sldm *m, sl_
 
 	memset(st, 0, sizeof(*st));
 	sl_shards_begin(&shards, -1, dir, remote, m);
+	if (remote == NULL)
+		SL_GUARD(open_dir(dir, &shards.dfd));
 	SL_GUARD(sl_sldm_authenticate(m, dek));
 	SL_GUARD(check_target(out_dir, force));
 	r.start = calloc((size_t)nf + 1, sizeof(*r.start));
@@ -1218,6 +1221,8 @@ sl_err sl_tree_decrypt(const char *dir, sl_remote *remote, const sl_sldm *m, sl_
 	rc = SL_OK;
 out:
 	sl_shards_end(&shards);
+	if (remote == NULL && shards.dfd >= 0)
+		close(shards.dfd);
 	sl_sld_bufs_free(bufs);
 	if (r.fd >= 0)
 		close(r.fd);

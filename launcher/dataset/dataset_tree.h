@@ -96,9 +96,9 @@ SL_MUST_USE sl_err sl_tree_decrypt(const char *dir, sl_remote *remote, const sl_
  * overlap (two shards' ciphertext in memory at most); only that thread
  * uses remote while it runs. sl_shards_end (always, once begun) stops a
  * fetch still running within a second, waits for it and drops what it
- * fetched. Local shards are opened when asked for (relative to dfd, or
- * under dir when dfd is -1). begin sets remote's abort flag
- * (sl_remote_set_abort), end clears it. */
+ * fetched. Local shards are opened when asked for, relative to dfd (the
+ * caller's, left open; dir names it in messages). begin sets remote's
+ * abort flag (sl_remote_set_abort), end clears it. */
 typedef struct sl_shards {
 	int dfd;
 	const char *dir;
