@@ -179,14 +179,14 @@ sl_err sl_stage_sldm(int dfd, const char *dir, sl_remote *remote, const sl_sldm 
 	sl_shards_begin(&shards, dfd, dir, remote, m);
 	/* nothing in the manifest counts before it authenticates */
 	SL_GUARD(sl_sldm_authenticate(m, dek));
-	if (gpu != NULL)
+	if (gpu != NULL) {
 		SL_GUARD(sl_sld_bufs_new(&bufs));
-	if (gpu != NULL)
 		SL_GUARD(sl_stage_gpu_new(sl_sldm_dataset_id(m), sl_sldm_plaintext_len(m),
 		                          sl_sldm_chunk_size(m), gpu, &s));
-	else
+	} else {
 		SL_GUARD(sl_stage_host_new(sl_sldm_dataset_id(m), sl_sldm_plaintext_len(m),
 		                           force_memfd, &s));
+	}
 	for (uint32_t i = 0; i < sl_sldm_shard_count(m); i++) {
 		SL_GUARD(interrupted_check(interrupted));
 		SL_GUARD(sl_shards_open(&shards, i, &fd, name, sizeof(name)));
