@@ -70,12 +70,20 @@ sl_err sl_sld_bufs_new(sl_sld_bufs **out)
 	return *out != NULL ? SL_OK : sl_err_set(SL_E_NOMEM, "allocating chunk buffers");
 }
 
+/* Frees every buffer of b (freeing wipes), leaving its slots empty. */
+static void bufs_drop(sl_sld_bufs *b)
+{
+	for (size_t k = 0; k < b->n; k++) {
+		sl_secret_free(b->buf[k]);
+		b->buf[k] = NULL;
+	}
+}
+
 void sl_sld_bufs_free(sl_sld_bufs *b)
 {
 	if (b == NULL)
 		return;
-	for (size_t k = 0; k < b->n; k++)
-		sl_secret_free(b->buf[k]); /* wipes */
+	bufs_drop(b);
 	free(b->buf);
 	free(b);
 }
@@ -85,10 +93,7 @@ void sl_sld_bufs_free(sl_sld_bufs *b)
 static SL_RESULT keep_take(sl_sld_bufs *keep, size_t size, size_t n, sl_secret **dst)
 {
 	if (keep->size != size) {
-		for (size_t k = 0; k < keep->n; k++) {
-			sl_secret_free(keep->buf[k]);
-			keep->buf[k] = NULL;
-		}
+		bufs_drop(keep);
 		keep->size = size;
 	}
 	if (keep->n < n) {

@@ -1025,6 +1025,32 @@ out:
 	return rc;
 }
 
+/* The one check of shard i's header against the manifest: rc and h are what
+ * parsing it gave (the parse names the file in its error), size the length
+ * of the shard's file. */
+static SL_RESULT check_parsed(const sl_sldm *m, uint32_t i, sl_err rc, const sl_sld_header *h,
+                              uint64_t size)
+{
+	if (rc != SL_OK && rc != SL_E_NOMEM)
+		return sl_err_wrap(SL_E_INTEGRITY, "shard %u (%s)", i, sl_sldm_shard_at(m, i).name);
+	if (rc != SL_OK)
+		return rc;
+	return sl_sldm_check_shard(m, i, h, size);
+}
+
+sl_err sl_tree_check_shard_mem(const sl_sldm *m, uint32_t i, const char *name, const uint8_t *p,
+                               uint64_t size)
+{
+	sl_sld_header *h = NULL;
+	sl_err rc =
+	    sl_sld_header_parse(p, size < SL_SLD_HEADER_MAX ? (size_t)size : SL_SLD_HEADER_MAX, &h);
+	if (rc != SL_OK)
+		sl_err_wrap(rc, "%s", name);
+	rc = check_parsed(m, i, rc, h, size);
+	sl_sld_header_free(h);
+	return rc;
+}
+
 sl_err sl_tree_open_shard_at(int dfd, const char *dir, sl_remote *remote, const sl_sldm *m,
                              uint32_t i, int *fd_out, char *name, size_t name_cap)
 {
@@ -1055,11 +1081,7 @@ sl_err sl_tree_open_shard_at(int dfd, const char *dir, sl_remote *remote, const 
 	SL_ENSURE(fstat(fd, &st) == 0 && S_ISREG(st.st_mode), SL_E_INTEGRITY,
 	          "shard %u (%s): not a regular file", i, s.name);
 	rc = sl_sld_header_read_fd(fd, name, &h);
-	if (rc != SL_OK && rc != SL_E_NOMEM)
-		rc = sl_err_wrap(SL_E_INTEGRITY, "shard %u (%s)", i, s.name);
-	if (rc != SL_OK)
-		goto out;
-	SL_GUARD(sl_sldm_check_shard(m, i, h, (uint64_t)st.st_size));
+	SL_GUARD(check_parsed(m, i, rc, h, (uint64_t)st.st_size));
 	*fd_out = fd;
 	fd = -1;
 	rc = SL_OK;

@@ -123,6 +123,11 @@ void sl_shards_end(sl_shards *s);
  * id, sizes): an fd ready for sl_sld_open; name receives what to call it. */
 SL_MUST_USE sl_err sl_tree_open_shard(const char *dir, sl_remote *remote, const sl_sldm *m,
                                       uint32_t i, int *fd, char *name, size_t name_cap);
+/* Shard i's header checked against the manifest, as sl_tree_open_shard
+ * checks it, for a shard fetched into memory: p holds its whole file of size
+ * bytes; name names it in errors. */
+SL_MUST_USE sl_err sl_tree_check_shard_mem(const sl_sldm *m, uint32_t i, const char *name,
+                                           const uint8_t *p, uint64_t size);
 /* The same with the folder open as dfd (-1 with remote): the shard opened
  * relative to it (openat, no link followed); what the path form calls. */
 SL_MUST_USE sl_err sl_tree_open_shard_at(int dfd, const char *dir, sl_remote *remote,

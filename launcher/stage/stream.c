@@ -237,29 +237,19 @@ static void wait_for_work(sl_stream *s, bool lingering)
 }
 
 /* Fetches shard i into the ciphertext buffer cb and checks its header
- * against the manifest (as sl_tree_open_shard_at does for a fresh file). */
+ * against the manifest (sl_tree_check_shard_mem, the check every shard
+ * reader makes). */
 static SL_RESULT fetch_remote(sl_stream *s, uint32_t i, const struct cbuf *cb, char *name,
                               size_t cap)
 {
 	sl_err rc = SL_E_IO;
 	sl_sldm_shard sh = sl_sldm_shard_at(s->m, i);
-	sl_sld_header *h = NULL;
 
 	snprintf(name, cap, "%s%s", sl_remote_name(s->remote), sh.name);
 	SL_GUARD(sl_remote_fetch_mem(s->remote, sh.name, sh.file_size, cb->map, cb->cap));
-	rc = sl_sld_header_parse(
-	    cb->map, sh.file_size < SL_SLD_HEADER_MAX ? (size_t)sh.file_size : SL_SLD_HEADER_MAX,
-	    &h);
-	if (rc != SL_OK)
-		sl_err_wrap(rc, "%s", name);
-	if (rc != SL_OK && rc != SL_E_NOMEM)
-		rc = sl_err_wrap(SL_E_INTEGRITY, "shard %u (%s)", i, sh.name);
-	if (rc != SL_OK)
-		goto out;
-	SL_GUARD(sl_sldm_check_shard(s->m, i, h, sh.file_size));
+	SL_GUARD(sl_tree_check_shard_mem(s->m, i, name, cb->map, sh.file_size));
 	rc = SL_OK;
 out:
-	sl_sld_header_free(h);
 	return rc;
 }
 
