@@ -513,6 +513,69 @@ static int one_file_ds(sl_secret *k, const char *name, size_t bytes, int seed, c
 	return dfd;
 }
 
+/* A shard's bytes from base/ds/FILE, read whole into *len bytes. */
+static uint8_t *slurp(const char *ds, const char *file, uint64_t *len)
+{
+	char p[1024];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/%s", ds, file);
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0 && fstat(fd, &st) == 0);
+	uint8_t *b = malloc((size_t)st.st_size);
+	assert_non_null(b);
+	assert_int_equal(read(fd, b, (size_t)st.st_size), st.st_size);
+	close(fd);
+	*len = (uint64_t)st.st_size;
+	return b;
+}
+
+static void expect_mem_check(const sl_sldm *m, uint32_t i, const uint8_t *p, uint64_t len,
+                             sl_err code, const char *needle)
+{
+	sl_err rc = sl_tree_check_shard_mem(m, i, "https://store/ds/x.sld", p, len);
+	if (rc != code)
+		fail_msg("shard %u: got %s (%s), want %s", i, sl_err_name(rc),
+		         rc != SL_OK ? sl_err_detail() : "", sl_err_name(code));
+	if (needle != NULL && strstr(sl_err_detail(), needle) == NULL)
+		fail_msg("shard %u: message \"%s\" does not name \"%s\"", i, sl_err_detail(),
+		         needle);
+}
+
+/* The header check of a shard fetched into memory (the stream's remote
+ * shards): the same refusals as a shard opened from the folder. */
+static void test_check_shard_mem(void **state)
+{
+	(void)state;
+	sl_secret *k = dek();
+	sl_sldm *m = NULL;
+	char ds[512];
+	uint64_t l0 = 0, l1 = 0;
+
+	int dfd = one_file_ds(k, "cm", 300000, 3, ds, sizeof(ds), &m);
+	uint8_t *s0 = slurp(ds, "shard-00000.sld", &l0), *s1 = slurp(ds, "shard-00001.sld", &l1);
+	expect_mem_check(m, 0, s0, l0, SL_OK, NULL);
+	expect_mem_check(m, 1, s1, l1, SL_OK, NULL);
+	/* shard 1 presented as shard 0 */
+	expect_mem_check(m, 0, s1, l1, SL_E_INTEGRITY, "shard 0");
+	/* a byte less than the manifest says */
+	expect_mem_check(m, 0, s0, l0 - 1, SL_E_INTEGRITY, "shard 0");
+	/* shorter than a header */
+	expect_mem_check(m, 0, s0, 10, SL_E_INTEGRITY, "shard 0 (shard-00000.sld)");
+	/* a garbled magic: the parse fails, named as the shard and the file */
+	s0[0] ^= 0x01;
+	expect_mem_check(m, 0, s0, l0, SL_E_INTEGRITY, "shard 0 (shard-00000.sld)");
+	expect_mem_check(m, 0, s0, l0, SL_E_INTEGRITY, "https://store/ds/x.sld");
+	s0[0] ^= 0x01;
+	/* a header byte changed past the magic: the manifest's header digest */
+	s0[40] ^= 0x01;
+	expect_mem_check(m, 0, s0, l0, SL_E_INTEGRITY, "shard 0");
+	free(s0);
+	free(s1);
+	close(dfd);
+	sl_sldm_free(m);
+	sl_secret_free(k);
+}
+
 static void test_stream_buffers_reused(void **state)
 {
 	(void)state;
@@ -772,6 +835,7 @@ int main(void)
 	    cmocka_unit_test(test_tar_shards_and_collisions),
 	    cmocka_unit_test(test_changed_while_encrypting),
 	    cmocka_unit_test(test_stream_linger),
+	    cmocka_unit_test(test_check_shard_mem),
 	    cmocka_unit_test(test_stream_buffers_reused),
 	    cmocka_unit_test(test_stream_gave_way),
 	};
